@@ -1,0 +1,251 @@
+"""Settings: a TOML file in the config dir, overridden by `KOTONIA_<NAME>` environment variables.
+
+`KOTONIA_HOME=DIR` puts config, data and cache under DIR (tests and scripts isolate themselves
+with it); otherwise platformdirs decides. Model settings live in named profiles; the flat
+`model_path`, `n_ctx`, ... settings override the active profile so a script can point at a GGUF
+with one variable.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from contextvars import ContextVar
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from kotonia_tui.domain import Persona
+
+APP_NAME = "kotonia-tui"
+
+
+class ConfigError(Exception):
+    """A settings file or variable that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class AppDirs:
+    config: Path
+    data: Path
+    cache: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.config / "config.toml"
+
+    @property
+    def default_db(self) -> Path:
+        return self.data / "kotonia.sqlite3"
+
+    @property
+    def user_characters(self) -> Path:
+        return self.data / "characters"
+
+    @property
+    def state_file(self) -> Path:
+        """Small UI state the app remembers (theme); kept apart from the user's TOML."""
+        return self.data / "ui-state.json"
+
+
+def app_dirs() -> AppDirs:
+    home = os.environ.get("KOTONIA_HOME")
+    if home:
+        base = Path(home).expanduser()
+        return AppDirs(base / "config", base / "data", base / "cache")
+    return AppDirs(
+        Path(platformdirs.user_config_dir(APP_NAME)),
+        Path(platformdirs.user_data_dir(APP_NAME)),
+        Path(platformdirs.user_cache_dir(APP_NAME)),
+    )
+
+
+class PromptFormat(StrEnum):
+    """How a conversation becomes model input."""
+
+    TEMPLATE = "template"  # the GGUF's own chat template (instruct models such as GLM-4.6V-Flash)
+    TRANSCRIPT = "transcript"  # a "Name: line" story transcript with stop strings (base models)
+
+
+class ModelProfile(BaseModel):
+    """Everything needed to load one model and talk to it."""
+
+    description: str = ""
+    backend: Literal["inprocess"] = "inprocess"
+    model_path: Path | None = None  # None means the embedded default model
+    mmproj_path: Path | None = None
+    n_ctx: int = Field(default=8192, ge=256)
+    n_gpu_layers: int | None = None  # None: every layer on a GPU build, none on a CPU build
+    threads: int | None = Field(default=None, ge=1)
+    prompt_format: PromptFormat = PromptFormat.TRANSCRIPT
+    thinking: bool = False  # role-play wants the reply, not the reasoning
+    reasoning_tags: tuple[str, str] = ("<think>", "</think>")
+    reply_max_tokens: int = Field(default=512, ge=16)  # the reply reserve in every budget
+    temperature: float = Field(default=0.8, ge=0.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=1.1, ge=0.0)
+    seed: int | None = None
+
+    @field_validator("model_path", "mmproj_path", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+
+def builtin_profiles() -> dict[str, ModelProfile]:
+    """Profiles that ship with the app. Users add or override them under `[profiles.NAME]`."""
+    models = Path("~/models").expanduser()
+    return {
+        "default": ModelProfile(
+            description="Embedded Gemma 3 270M (base model, story transcript)",
+            n_ctx=8192,
+            prompt_format=PromptFormat.TRANSCRIPT,
+            reply_max_tokens=256,
+        ),
+        "glm-4.6v-flash": ModelProfile(
+            description="GLM-4.6V-Flash with its vision projector, 64k context, thinking off",
+            model_path=models / "GLM-4.6V-Flash-Q4_K_M.gguf",
+            mmproj_path=models / "mmproj-GLM-4.6V-Flash-F16.gguf",
+            n_ctx=65536,
+            prompt_format=PromptFormat.TEMPLATE,
+            thinking=False,
+            reply_max_tokens=1024,
+            temperature=0.8,
+        ),
+    }
+
+
+class Settings(BaseSettings):
+    """All settings. Every field can be set as `KOTONIA_<NAME>` (nested with `__`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="KOTONIA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    profile: str = "default"
+    profiles: dict[str, ModelProfile] = Field(default_factory=dict)
+
+    # Overrides of the active profile, so one variable points the app at a GGUF.
+    model_path: Path | None = None
+    mmproj_path: Path | None = None
+    n_ctx: int | None = Field(default=None, ge=256)
+    n_gpu_layers: int | None = None
+    threads: int | None = Field(default=None, ge=1)
+    prompt_format: PromptFormat | None = None
+
+    db: Path | None = None
+    characters_dir: Path | None = None  # the user's card folder; default under the data dir
+    persona: Persona = Field(default_factory=Persona)
+
+    # Memory budgets, as fractions of n_ctx (DESIGN.md "Budgets are tokens").
+    fold_delay_s: float = Field(default=30.0, ge=0.0)
+    fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)
+    fold_ceiling_ratio: float = Field(default=0.55, gt=0.0, lt=1.0)
+    min_verbatim_ratio: float = Field(default=0.16, gt=0.0, lt=1.0)
+    major_gc_ratio: float = Field(default=0.06, gt=0.0, lt=1.0)
+    chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
+    summary_max_tokens: int = Field(default=4096, ge=64)
+    lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    wide_window_ctx: int = Field(default=262144, ge=1024)
+    wide_window_verbatim_ratio: float = Field(default=0.75, gt=0.0, lt=1.0)
+
+    theme: str | None = None
+    keys: dict[str, str] = Field(default_factory=dict)  # binding id -> keys, e.g. inspector = "f2"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    def active_profile(self) -> ModelProfile:
+        """The active profile with the flat overrides applied."""
+        profiles = {**builtin_profiles(), **self.profiles}
+        if self.profile not in profiles:
+            known = ", ".join(sorted(profiles))
+            raise ConfigError(f"profile {self.profile!r} is not defined (known: {known})")
+        base = profiles[self.profile]
+        overrides: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in (
+                "model_path",
+                "mmproj_path",
+                "n_ctx",
+                "n_gpu_layers",
+                "threads",
+                "prompt_format",
+            )
+            if getattr(self, name) is not None
+        }
+        if "model_path" in overrides and "prompt_format" not in overrides:
+            # A model given by path is most likely an instruct model with its own template.
+            overrides["prompt_format"] = PromptFormat.TEMPLATE
+        if "model_path" in overrides and "mmproj_path" not in overrides:
+            overrides["mmproj_path"] = None
+        return base.model_copy(update=overrides)
+
+    def all_profiles(self) -> dict[str, ModelProfile]:
+        return {**builtin_profiles(), **self.profiles}
+
+    def db_path(self, dirs: AppDirs) -> Path:
+        return (self.db or dirs.default_db).expanduser()
+
+    def user_characters_dir(self, dirs: AppDirs) -> Path:
+        return (self.characters_dir or dirs.user_characters).expanduser()
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Explicit overrides beat `KOTONIA_*` variables, which beat the TOML file."""
+    path = config_file or app_dirs().config_file
+    file_values: dict[str, Any] = {}
+    if path.exists():
+        try:
+            file_values = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    token = _FILE_VALUES.set(file_values)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation(path, exc)) from exc
+    finally:
+        _FILE_VALUES.reset(token)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The TOML file's values, read by `load_settings` (lowest priority)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return _FILE_VALUES.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get())
+
+
+_FILE_VALUES: ContextVar[dict[str, Any]] = ContextVar("kotonia_file_values", default={})
+
+
+def _describe_validation(path: Path, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(root)"
+    return f"{path} or KOTONIA_{field.upper()}: {field}: {first['msg']} (got {first.get('input')!r})"

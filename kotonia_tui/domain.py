@@ -1,0 +1,194 @@
+"""Pydantic models shared by every layer: messages and their segments, memory, fold jobs, metrics.
+
+Nothing here does I/O. The store persists these, memory reasons about them, the engine reports
+`TurnMetrics`, and the TUI renders them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utcnow() -> datetime:
+    """Aware UTC now; every timestamp the app writes goes through this."""
+    return datetime.now(UTC)
+
+
+class Role(StrEnum):
+    """Who wrote a message. `character` is the model's side of the story."""
+
+    USER = "user"
+    CHARACTER = "character"
+    SYSTEM = "system"
+
+
+class SegmentKind(StrEnum):
+    """What a piece of a reply is: what happens, what is said aloud, what is only thought."""
+
+    NARRATION = "narration"
+    DIALOGUE = "dialogue"
+    THOUGHT = "thought"
+
+
+class Segment(BaseModel):
+    """One piece of a message. Dialogue carries who speaks to whom; the chronicler relies on it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: SegmentKind
+    text: str
+    speaker: str | None = None
+    listener: str | None = None
+
+
+class MessageStatus(StrEnum):
+    """How a message ended. Only `complete` replies are whole; the others are shown as cut."""
+
+    COMPLETE = "complete"
+    CANCELLED = "cancelled"  # the user pressed Esc
+    CUT = "cut"  # the window or the reply cap stopped it (finish_reason == "length")
+    ERROR = "error"  # the model call failed part way
+
+
+class Alternative(BaseModel):
+    """One regenerated version of a reply (a SillyTavern "swipe")."""
+
+    text: str
+    segments: list[Segment] = Field(default_factory=list)
+    status: MessageStatus = MessageStatus.COMPLETE
+    created_at: datetime = Field(default_factory=utcnow)
+    extra: dict[str, object] = Field(default_factory=dict)
+
+
+class Message(BaseModel):
+    """A stored message. `text` is the chosen version; `alternatives` holds all versions."""
+
+    id: int | None = None
+    conversation_id: int | None = None
+    role: Role
+    speaker: str
+    text: str
+    segments: list[Segment] = Field(default_factory=list)
+    images: list[str] = Field(default_factory=list)  # content hashes into the image table
+    created_at: datetime = Field(default_factory=utcnow)
+    edited: bool = False
+    status: MessageStatus = MessageStatus.COMPLETE
+    status_reason: str | None = None
+    reasoning: str | None = None  # a model's thinking block: kept apart, never shown as dialogue
+    alternatives: list[Alternative] = Field(default_factory=list)
+    chosen: int = 0
+    token_counts: dict[str, int] = Field(default_factory=dict)  # model key -> exact token count
+    extra: dict[str, object] = Field(default_factory=dict)  # import fields kept for round trips
+
+
+class Conversation(BaseModel):
+    """One never-ending story between the user (under a persona) and one character."""
+
+    id: int | None = None
+    character_key: str  # the card's stable key (file stem), not its hash: cards get edited
+    character_name: str
+    persona_name: str
+    persona_description: str = ""
+    title: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    message_count: int = 0
+    extra: dict[str, object] = Field(default_factory=dict)
+
+
+class Chapter(BaseModel):
+    """The summary of one folded range of messages. Written once; never rewritten."""
+
+    id: int | None = None
+    conversation_id: int
+    first_message_id: int
+    last_message_id: int
+    text: str
+    created_at: datetime = Field(default_factory=utcnow)
+    model: str = ""
+    gen_ms: float = 0.0
+    tokens: int = 0
+    stale: bool = False
+    in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
+    story_time: str | None = None
+
+
+class Synopsis(BaseModel):
+    """One version of the old generation. All versions are kept; one is current."""
+
+    id: int | None = None
+    conversation_id: int
+    version: int
+    text: str
+    through_message_id: int  # the last message whose content this version covers
+    created_at: datetime = Field(default_factory=utcnow)
+    model: str = ""
+    gen_ms: float = 0.0
+    tokens: int = 0
+    current: bool = True
+
+
+class FoldKind(StrEnum):
+    CHAPTER = "chapter"
+    MAJOR_GC = "major_gc"
+    REFOLD = "refold"  # an edit inside a folded range
+
+
+class FoldStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class FoldJob(BaseModel):
+    """A durable unit of background folding work."""
+
+    id: int | None = None
+    conversation_id: int
+    kind: FoldKind
+    first_message_id: int | None = None
+    last_message_id: int | None = None
+    status: FoldStatus = FoldStatus.PENDING
+    attempts: int = 0
+    last_error: str | None = None
+    not_before: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class TurnMetrics(BaseModel):
+    """Figures of one model call: how much of the prompt the KV cache saved."""
+
+    prompt_positions: int = 0  # KV cells the prompt occupies
+    reused: int = 0  # cells kept from the previous call
+    evaluated: int = 0  # cells computed by this call
+    prompt_ms: float = 0.0
+    generated: int = 0
+    gen_ms: float = 0.0
+    tokens_per_s: float = 0.0
+    finish_reason: str = ""
+    images: int = 0
+    slot: str = "chat"
+
+    def stats_dict(self) -> dict[str, object]:
+        """The keys `kotonia chat --stats` prints, in a stable order."""
+        return {
+            "prompt_positions": self.prompt_positions,
+            "reused": self.reused,
+            "evaluated": self.evaluated,
+            "prompt_ms": round(self.prompt_ms, 2),
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "generated": self.generated,
+            "finish_reason": self.finish_reason,
+        }
+
+
+class Persona(BaseModel):
+    """Who the user plays."""
+
+    name: str = "User"
+    description: str = ""
