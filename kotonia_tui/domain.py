@@ -61,6 +61,9 @@ class Alternative(BaseModel):
     status: MessageStatus = MessageStatus.COMPLETE
     created_at: datetime = Field(default_factory=utcnow)
     extra: dict[str, object] = Field(default_factory=dict)
+    # Each version keeps its own cut reason and thinking block, so choosing it restores both.
+    status_reason: str | None = None
+    reasoning: str | None = None
 
 
 class Message(BaseModel):
@@ -114,6 +117,7 @@ class Chapter(BaseModel):
     stale: bool = False
     in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
     story_time: str | None = None
+    superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
 
 
 class Synopsis(BaseModel):
