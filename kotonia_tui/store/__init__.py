@@ -1,1 +1,17 @@
-"""store layer."""
+"""The store layer: the only place in the app that speaks SQL (SQLite through sqlite-utils)."""
+
+from kotonia_tui.store.errors import ImportFormatError, NotFoundError, StoreError
+from kotonia_tui.store.migrations import SCHEMA_VERSION
+from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.store import Store
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CharacterSeen",
+    "ImportFormatError",
+    "MemoryState",
+    "NotFoundError",
+    "Store",
+    "StoreError",
+    "TurnMetricsRecord",
+]

@@ -1,0 +1,127 @@
+"""Characters seen and conversations: the rows everything else hangs from."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from kotonia_tui.domain import Conversation, utcnow
+from kotonia_tui.store.codec import dict_from_db, json_to_db, ts_from_db, ts_to_db
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import NotFoundError
+from kotonia_tui.store.records import CharacterSeen
+
+_CONVERSATION_COLUMNS = (
+    "id, character_key, character_name, persona_name, persona_description, title, "
+    "created_at, updated_at, message_count, extra"
+)
+
+
+def upsert_character(db: Db, key: str, name: str, card_hash: str, source_path: str) -> None:
+    now = ts_to_db(utcnow())
+    with db.write():
+        db.execute(
+            """INSERT INTO characters (key, name, card_hash, source_path, first_seen, last_seen)
+               VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (key) DO UPDATE SET name = excluded.name,
+                   card_hash = excluded.card_hash, source_path = excluded.source_path,
+                   last_seen = excluded.last_seen""",
+            (key, name, card_hash, source_path, now, now),
+        )
+
+
+def characters_seen(db: Db) -> list[CharacterSeen]:
+    rows = db.select("SELECT * FROM characters ORDER BY last_seen DESC")
+    return [
+        CharacterSeen(
+            key=row["key"],
+            name=row["name"],
+            card_hash=row["card_hash"],
+            source_path=row["source_path"],
+            first_seen=ts_from_db(row["first_seen"]),
+            last_seen=ts_from_db(row["last_seen"]),
+        )
+        for row in rows
+    ]
+
+
+def conversation_from_row(row: sqlite3.Row) -> Conversation:
+    return Conversation(
+        id=row["id"],
+        character_key=row["character_key"],
+        character_name=row["character_name"],
+        persona_name=row["persona_name"],
+        persona_description=row["persona_description"],
+        title=row["title"],
+        created_at=ts_from_db(row["created_at"]),
+        updated_at=ts_from_db(row["updated_at"]),
+        message_count=row["message_count"],
+        extra=dict_from_db(row["extra"]),
+    )
+
+
+def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> Conversation:
+    """Insert inside the caller's transaction; `message_count` is the store's to keep."""
+    row = {
+        "character_key": conv.character_key,
+        "character_name": conv.character_name,
+        "persona_name": conv.persona_name,
+        "persona_description": conv.persona_description,
+        "title": conv.title,
+        "created_at": ts_to_db(conv.created_at),
+        "updated_at": ts_to_db(conv.updated_at),
+        "message_count": message_count,
+        "extra": json_to_db(conv.extra, "conversation extra"),
+    }
+    new_id = db.utils["conversations"].insert(row).last_pk
+    return conv.model_copy(update={"id": new_id, "message_count": message_count})
+
+
+def get_conversation(db: Db, conv_id: int) -> Conversation:
+    row = db.select_one(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conv_id,)
+    )
+    if row is None:
+        raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+    return conversation_from_row(row)
+
+
+def list_conversations(db: Db, character_key: str | None = None) -> list[Conversation]:
+    if character_key is None:
+        rows = db.select(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations ORDER BY updated_at DESC, id DESC"
+        )
+    else:
+        rows = db.select(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE character_key = ? "
+            "ORDER BY updated_at DESC, id DESC",
+            (character_key,),
+        )
+    return [conversation_from_row(row) for row in rows]
+
+
+def touch(db: Db, conv_id: int, when: datetime, count_delta: int = 0) -> None:
+    """Bump updated_at (never backwards) and message_count, inside the caller's transaction."""
+    cursor = db.execute(
+        """UPDATE conversations SET updated_at = max(updated_at, ?),
+               message_count = message_count + ? WHERE id = ?""",
+        (ts_to_db(when), count_delta, conv_id),
+    )
+    if cursor.rowcount == 0:
+        raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+
+
+def rename_conversation(db: Db, conv_id: int, title: str) -> Conversation:
+    with db.write():
+        cursor = db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+        return get_conversation(db, conv_id)
+
+
+def delete_conversation(db: Db, conv_id: int) -> None:
+    """Deletes its messages, chapters, synopses, jobs, metrics and memory state (FK cascade)."""
+    with db.write():
+        cursor = db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")

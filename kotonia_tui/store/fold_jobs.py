@@ -1,0 +1,181 @@
+"""The durable fold queue. Jobs survive a crash; claims are atomic across processes.
+
+A claim is one `UPDATE ... RETURNING` inside `BEGIN IMMEDIATE`, so two app instances sharing the
+file never claim the same job. Finishing is refused for a job already done, so that if a job was
+requeued and run twice, the second result is rolled back instead of stored twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime
+
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, utcnow
+from kotonia_tui.store.codec import opt_ts_from_db, ts_from_db, ts_to_db
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import NotFoundError, StoreError
+
+_OPEN = (FoldStatus.PENDING.value, FoldStatus.RUNNING.value)
+
+
+def job_from_row(row: sqlite3.Row) -> FoldJob:
+    return FoldJob(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        kind=FoldKind(row["kind"]),
+        first_message_id=row["first_message_id"],
+        last_message_id=row["last_message_id"],
+        status=FoldStatus(row["status"]),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        not_before=ts_from_db(row["not_before"]),
+        created_at=ts_from_db(row["created_at"]),
+        finished_at=opt_ts_from_db(row["finished_at"]),
+    )
+
+
+def get_fold(db: Db, job_id: int) -> FoldJob:
+    row = db.select_one("SELECT * FROM fold_jobs WHERE id = ?", (job_id,))
+    if row is None:
+        raise NotFoundError(f"fold job {job_id} does not exist in {db.path}")
+    return job_from_row(row)
+
+
+def enqueue_fold(db: Db, job: FoldJob) -> FoldJob:
+    """Queue a job; if the same kind and range is already pending or running, return that one."""
+    if job.status not in (FoldStatus.PENDING,):
+        raise StoreError(f"a new fold job must be pending, got {job.status.value}")
+    with db.write():
+        existing = db.select_one(
+            """SELECT * FROM fold_jobs WHERE conversation_id = ? AND kind = ?
+                   AND first_message_id IS ? AND last_message_id IS ?
+                   AND status IN (?, ?)""",
+            (
+                job.conversation_id,
+                job.kind.value,
+                job.first_message_id,
+                job.last_message_id,
+                *_OPEN,
+            ),
+        )
+        if existing is not None:
+            return job_from_row(existing)
+        try:
+            new_id = (
+                db.utils["fold_jobs"]
+                .insert(
+                    {
+                        "conversation_id": job.conversation_id,
+                        "kind": job.kind.value,
+                        "first_message_id": job.first_message_id,
+                        "last_message_id": job.last_message_id,
+                        "status": FoldStatus.PENDING.value,
+                        "attempts": 0,
+                        "last_error": None,
+                        "not_before": ts_to_db(job.not_before),
+                        "created_at": ts_to_db(job.created_at),
+                    }
+                )
+                .last_pk
+            )
+        except sqlite3.IntegrityError as exc:
+            raise NotFoundError(
+                f"conversation {job.conversation_id} does not exist in {db.path}"
+            ) from exc
+        return get_fold(db, new_id)
+
+
+def claim_next_fold(db: Db, now: datetime | None = None) -> FoldJob | None:
+    """The oldest due pending job, now running with one more attempt; None if nothing is due."""
+    when = ts_to_db(now or utcnow())
+    with db.write():
+        rows = db.returning(
+            """UPDATE fold_jobs SET status = 'running', attempts = attempts + 1, claimed_at = ?
+               WHERE id = (SELECT id FROM fold_jobs WHERE status = 'pending' AND not_before <= ?
+                           ORDER BY id LIMIT 1)
+               RETURNING *""",
+            (ts_to_db(utcnow()), when),
+        )
+    return job_from_row(rows[0]) if rows else None
+
+
+def mark_done(db: Db, job_id: int, conv_id: int | None = None) -> FoldJob:
+    """Inside the caller's transaction: the job is done, or the whole transaction fails."""
+    job = get_fold(db, job_id)
+    if conv_id is not None and job.conversation_id != conv_id:
+        raise StoreError(
+            f"fold job {job_id} belongs to conversation {job.conversation_id}, not {conv_id}"
+        )
+    if job.status is FoldStatus.DONE:
+        raise StoreError(f"fold job {job_id} is already done; its result was stored before")
+    db.execute(
+        "UPDATE fold_jobs SET status = 'done', finished_at = ?, last_error = NULL WHERE id = ?",
+        (ts_to_db(utcnow()), job_id),
+    )
+    return get_fold(db, job_id)
+
+
+def finish_fold(db: Db, job_id: int) -> FoldJob:
+    with db.write():
+        return mark_done(db, job_id)
+
+
+def fail_fold(db: Db, job_id: int, error: str, retry_at: datetime | None = None) -> FoldJob:
+    """Pending again at `retry_at`, or failed for good when `retry_at` is None."""
+    with db.write():
+        job = get_fold(db, job_id)
+        if job.status is FoldStatus.DONE:
+            raise StoreError(f"fold job {job_id} is already done; it cannot fail")
+        if retry_at is None:
+            db.execute(
+                """UPDATE fold_jobs SET status = 'failed', last_error = ?, finished_at = ?
+                   WHERE id = ?""",
+                (error, ts_to_db(utcnow()), job_id),
+            )
+        else:
+            db.execute(
+                """UPDATE fold_jobs SET status = 'pending', last_error = ?, not_before = ?
+                   WHERE id = ?""",
+                (error, ts_to_db(retry_at), job_id),
+            )
+        return get_fold(db, job_id)
+
+
+def requeue_running(db: Db, claimed_before: datetime | None = None) -> list[int]:
+    """Running jobs back to pending (a killed process must not strand them); returns their ids.
+
+    With two instances sharing the file, pass `claimed_before` (e.g. start-up time minus the
+    longest fold) so the other instance's live jobs are left alone.
+    """
+    with db.write():
+        if claimed_before is None:
+            rows = db.returning(
+                "UPDATE fold_jobs SET status = 'pending' WHERE status = 'running' RETURNING id"
+            )
+        else:
+            rows = db.returning(
+                """UPDATE fold_jobs SET status = 'pending'
+                   WHERE status = 'running' AND ifnull(claimed_at, '') < ? RETURNING id""",
+                (ts_to_db(claimed_before),),
+            )
+    return sorted(row["id"] for row in rows)
+
+
+def fold_jobs(db: Db, conv_id: int, statuses: Iterable[FoldStatus] | None = None) -> list[FoldJob]:
+    """The conversation's jobs, oldest first, optionally only those in `statuses`."""
+    sql = "SELECT * FROM fold_jobs WHERE conversation_id = ?"
+    params: list[object] = [conv_id]
+    if statuses is not None:
+        wanted = [FoldStatus(s).value for s in statuses]
+        if not wanted:
+            return []
+        sql += f" AND status IN ({','.join('?' * len(wanted))})"
+        params += wanted
+    return [job_from_row(row) for row in db.select(sql + " ORDER BY id", params)]
+
+
+def next_fold_due(db: Db) -> datetime | None:
+    """The earliest `not_before` among pending jobs: how long the scheduler may sleep."""
+    row = db.select_one("SELECT min(not_before) AS due FROM fold_jobs WHERE status = 'pending'")
+    return ts_from_db(row["due"]) if row is not None and row["due"] is not None else None

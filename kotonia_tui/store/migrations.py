@@ -1,0 +1,220 @@
+"""The versioned schema: `PRAGMA user_version` plus an ordered list of migration steps.
+
+Step N takes a database at version N-1 to version N. Each step runs in its own `BEGIN IMMEDIATE`
+transaction together with the `user_version` bump, so a crash leaves the file at a whole version,
+and a second app instance starting at the same moment waits and then finds the step done.
+Steps are append-only: once released, a step is never edited; a change is a new step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import StoreError
+
+# AUTOINCREMENT on entity tables: ids are never reused, because chapters, memory state and fold
+# jobs refer to message ids by range; a reused id would silently land inside an old range.
+_STEP_1_BASE = [
+    """CREATE TABLE characters (
+        key TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        card_hash TEXT NOT NULL,
+        source_path TEXT NOT NULL,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL
+    )""",
+    """CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        character_key TEXT NOT NULL,
+        character_name TEXT NOT NULL,
+        persona_name TEXT NOT NULL,
+        persona_description TEXT NOT NULL DEFAULT '',
+        title TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        extra TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX conversations_by_updated ON conversations(updated_at)",
+    "CREATE INDEX conversations_by_character ON conversations(character_key, updated_at)",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        speaker TEXT NOT NULL,
+        text TEXT NOT NULL,
+        segments TEXT NOT NULL DEFAULT '[]',
+        images TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        edited INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'complete',
+        status_reason TEXT,
+        reasoning TEXT,
+        chosen INTEGER NOT NULL DEFAULT 0,
+        extra TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+    """CREATE TABLE alternatives (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        segments TEXT NOT NULL DEFAULT '[]',
+        status TEXT NOT NULL DEFAULT 'complete',
+        status_reason TEXT,
+        reasoning TEXT,
+        created_at TEXT NOT NULL,
+        extra TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (message_id, idx)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE token_counts (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        model_key TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        PRIMARY KEY (message_id, model_key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE images (
+        hash TEXT PRIMARY KEY,
+        mime TEXT NOT NULL,
+        data BLOB,
+        path TEXT,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE chapters (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        first_message_id INTEGER NOT NULL,
+        last_message_id INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        model TEXT NOT NULL DEFAULT '',
+        gen_ms REAL NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        stale INTEGER NOT NULL DEFAULT 0,
+        in_synopsis INTEGER NOT NULL DEFAULT 0,
+        story_time TEXT,
+        CHECK (first_message_id <= last_message_id)
+    )""",
+    "CREATE INDEX chapters_by_conversation ON chapters(conversation_id, id)",
+    """CREATE TABLE synopses (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        version INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        through_message_id INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        model TEXT NOT NULL DEFAULT '',
+        gen_ms REAL NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        current INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (conversation_id, version)
+    )""",
+    # Exactly one current version per conversation, enforced by the database itself.
+    "CREATE UNIQUE INDEX synopses_one_current ON synopses(conversation_id) WHERE current = 1",
+    """CREATE TABLE fold_jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        first_message_id INTEGER,
+        last_message_id INTEGER,
+        status TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        not_before TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        claimed_at TEXT,
+        finished_at TEXT
+    )""",
+    "CREATE INDEX fold_jobs_due ON fold_jobs(status, not_before)",
+    "CREATE INDEX fold_jobs_by_conversation ON fold_jobs(conversation_id, id)",
+    """CREATE TABLE turn_metrics (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+        prompt_positions INTEGER NOT NULL,
+        reused INTEGER NOT NULL,
+        evaluated INTEGER NOT NULL,
+        prompt_ms REAL NOT NULL,
+        generated INTEGER NOT NULL,
+        gen_ms REAL NOT NULL,
+        tokens_per_s REAL NOT NULL,
+        finish_reason TEXT NOT NULL,
+        images INTEGER NOT NULL DEFAULT 0,
+        slot TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX turn_metrics_by_conversation ON turn_metrics(conversation_id, id)",
+    "CREATE INDEX turn_metrics_by_message ON turn_metrics(message_id)",
+]
+
+_STEP_2_MEMORY_STATE = [
+    """CREATE TABLE memory_state (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        verbatim_start_id INTEGER,
+        applied_chapter_id INTEGER,
+        applied_synopsis_id INTEGER,
+        forced_cut_through_id INTEGER,
+        updated_at TEXT NOT NULL
+    )""",
+    # A refold never rewrites a chapter: it adds one and points the old one at it.
+    "ALTER TABLE chapters ADD COLUMN superseded_by INTEGER REFERENCES chapters(id)",
+    # The per-turn chapter read scans only the live chapters, in story order.
+    """CREATE INDEX chapters_live ON chapters(conversation_id, first_message_id)
+        WHERE in_synopsis = 0 AND superseded_by IS NULL""",
+    # At most one pending/running job per conversation, kind and range, even across processes.
+    """CREATE UNIQUE INDEX fold_jobs_one_open ON fold_jobs(
+        conversation_id, kind, ifnull(first_message_id, -1), ifnull(last_message_id, -1))
+        WHERE status IN ('pending', 'running')""",
+]
+
+
+def _run(statements: list[str]) -> Callable[[Db], None]:
+    def step(db: Db) -> None:
+        for statement in statements:
+            db.execute(statement)
+
+    return step
+
+
+# Index i holds the step that takes version i to version i + 1.
+STEPS: list[Callable[[Db], None]] = [
+    _run(_STEP_1_BASE),
+    _run(_STEP_2_MEMORY_STATE),
+]
+SCHEMA_VERSION = len(STEPS)
+
+
+def check_version(db: Db) -> int:
+    """The file's version, refusing a newer schema or a SQLite file that is not Kotonia's."""
+    with db.read():  # one snapshot: another instance may be creating the tables right now
+        version = db.user_version
+        rows = db.select(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{db.path} was written by a newer Kotonia TUI (schema {version}, this one knows "
+            f"{SCHEMA_VERSION}): upgrade the app"
+        )
+    if version == 0 and rows:
+        names = ", ".join(sorted(row["name"] for row in rows))
+        raise StoreError(
+            f"{db.path}: is a SQLite database but not a Kotonia one "
+            f"(schema version 0 with tables {names}); refusing to change it"
+        )
+    return version
+
+
+def migrate(db: Db, target: int = SCHEMA_VERSION) -> int:
+    """Apply the missing steps up to `target`, one transaction each; returns the new version."""
+    check_version(db)
+    for number in range(db.user_version + 1, target + 1):
+        with db.write():
+            # Re-read inside the write lock: another instance may have just applied this step.
+            if db.user_version >= number:
+                continue
+            STEPS[number - 1](db)
+            db.execute(f"PRAGMA user_version = {number}")
+    return db.user_version

@@ -1,0 +1,44 @@
+"""Small records the store returns that are not shared domain models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from kotonia_tui.domain import TurnMetrics, utcnow
+
+
+class MemoryState(BaseModel):
+    """Where a conversation's prompt stands: what is verbatim and which memory it carries.
+
+    All ids are None until the first fold; `verbatim_start_id` None means "from the first message".
+    """
+
+    conversation_id: int
+    verbatim_start_id: int | None = None  # the first message that goes to the prompt verbatim
+    applied_chapter_id: int | None = None  # the newest chapter the prompt carries
+    applied_synopsis_id: int | None = None
+    forced_cut_through_id: int | None = None  # the last message cut by the hard ceiling
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class CharacterSeen(BaseModel):
+    """A character card the app has loaded at least once."""
+
+    key: str
+    name: str
+    card_hash: str
+    source_path: str
+    first_seen: datetime
+    last_seen: datetime
+
+
+class TurnMetricsRecord(BaseModel):
+    """One stored `TurnMetrics` with the message it produced and when."""
+
+    id: int
+    conversation_id: int
+    message_id: int | None
+    created_at: datetime
+    metrics: TurnMetrics

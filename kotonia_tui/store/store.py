@@ -1,0 +1,291 @@
+"""`Store`: the app's one door to the database, composed from the table modules beside it.
+
+Use it from one thread at a time (the chat service calls it from the asyncio thread). Every
+method is one transaction; reads that touch several tables see one snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+from kotonia_tui.domain import (
+    Alternative,
+    Chapter,
+    Conversation,
+    FoldJob,
+    FoldStatus,
+    Message,
+    MessageStatus,
+    Segment,
+    Synopsis,
+    TurnMetrics,
+)
+from kotonia_tui.store import (
+    conversations,
+    fold_jobs,
+    images,
+    memory_rows,
+    messages,
+    metrics,
+    migrations,
+)
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import StoreError
+from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+
+
+class Store:
+    """Conversations, messages, memory, fold jobs and metrics in one SQLite file (WAL)."""
+
+    def __init__(self, db: Db) -> None:
+        self._db = db
+
+    @classmethod
+    def open(cls, path: Path | str) -> Store:
+        """Open or create the file at `path` (and its folders); bring its schema up to date."""
+        db = Db.connect(Path(path))
+        try:
+            migrations.check_version(db)  # before any pragma changes a file we may not own
+            db.configure()
+            migrations.migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    @property
+    def schema_version(self) -> int:
+        return self._db.user_version
+
+    @property
+    def rows_read(self) -> int:
+        """Rows returned by SELECTs since open: per-turn reads must not grow with history."""
+        return self._db.rows_read
+
+    def integrity_check(self) -> str:
+        """ "ok", or SQLite's list of problems (also checks foreign keys)."""
+        problems = [str(row[0]) for row in self._db.select("PRAGMA integrity_check")]
+        fk = self._db.select("PRAGMA foreign_key_check")
+        problems += [f"foreign key: {tuple(row)}" for row in fk]
+        return "ok" if problems == ["ok"] else "\n".join(p for p in problems if p != "ok")
+
+    # Characters and conversations --------------------------------------------------------------
+
+    def upsert_character(self, key: str, name: str, card_hash: str, source_path: str) -> None:
+        conversations.upsert_character(self._db, key, name, card_hash, source_path)
+
+    def characters_seen(self) -> list[CharacterSeen]:
+        return conversations.characters_seen(self._db)
+
+    def create_conversation(self, conv: Conversation) -> Conversation:
+        if conv.id is not None:
+            raise StoreError(f"conversation {conv.id} already has an id; create a new one")
+        with self._db.write():
+            return conversations.insert_conversation(self._db, conv)
+
+    def get_conversation(self, conv_id: int) -> Conversation:
+        return conversations.get_conversation(self._db, conv_id)
+
+    def list_conversations(self, character_key: str | None = None) -> list[Conversation]:
+        return conversations.list_conversations(self._db, character_key)
+
+    def rename_conversation(self, conv_id: int, title: str) -> Conversation:
+        return conversations.rename_conversation(self._db, conv_id, title)
+
+    def delete_conversation(self, conv_id: int) -> None:
+        conversations.delete_conversation(self._db, conv_id)
+
+    def import_conversation(self, conv: Conversation, msgs: Sequence[Message]) -> Conversation:
+        """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
+        alternatives, chosen index and extra dicts are stored as given."""
+        if conv.id is not None:
+            raise StoreError(f"conversation {conv.id} already has an id; import it as a new one")
+        with self._db.write():
+            created = conversations.insert_conversation(self._db, conv)
+            assert created.id is not None
+            messages.insert_messages(self._db, created.id, msgs)
+            return conversations.get_conversation(self._db, created.id)
+
+    # Messages ----------------------------------------------------------------------------------
+
+    def add_message(self, msg: Message) -> Message:
+        """Store a message; bumps the conversation's updated_at and message_count with it."""
+        return messages.add_message(self._db, msg)
+
+    def add_messages(self, conv_id: int, msgs: Sequence[Message]) -> list[int]:
+        """Append many messages in one transaction (bulk insert); returns their new ids."""
+        return messages.insert_messages(self._db, conv_id, msgs)
+
+    def get_message(self, msg_id: int) -> Message:
+        return messages.get_message(self._db, msg_id)
+
+    def update_message_text(
+        self, msg_id: int, text: str, segments: list[Segment], edited: bool = True
+    ) -> Message:
+        return messages.update_message_text(self._db, msg_id, text, segments, edited)
+
+    def finish_message(
+        self,
+        msg_id: int,
+        text: str,
+        segments: list[Segment],
+        status: MessageStatus,
+        status_reason: str | None = None,
+        reasoning: str | None = None,
+    ) -> Message:
+        return messages.finish_message(
+            self._db, msg_id, text, segments, status, status_reason, reasoning
+        )
+
+    def add_alternative(self, msg_id: int, alt: Alternative, choose: bool = True) -> int:
+        return messages.add_alternative(self._db, msg_id, alt, choose)
+
+    def choose_alternative(self, msg_id: int, index: int) -> Message:
+        return messages.choose_alternative(self._db, msg_id, index)
+
+    def delete_message(self, msg_id: int) -> None:
+        messages.delete_message(self._db, msg_id)
+
+    def set_token_count(self, msg_id: int, model_key: str, tokens: int) -> None:
+        messages.set_token_count(self._db, msg_id, model_key, tokens)
+
+    def last_message(self, conv_id: int, model_key: str | None = None) -> Message | None:
+        return messages.last_message(self._db, conv_id, model_key)
+
+    def recent_messages(
+        self, conv_id: int, limit: int, model_key: str | None = None
+    ) -> list[Message]:
+        """The last `limit` messages, oldest first."""
+        return messages.recent_messages(self._db, conv_id, limit, model_key)
+
+    def messages_from(
+        self, conv_id: int, first_id: int, limit: int, model_key: str | None = None
+    ) -> list[Message]:
+        """Messages with id >= first_id, ascending, at most `limit`."""
+        return messages.messages_from(self._db, conv_id, first_id, limit, model_key)
+
+    def messages_between(
+        self, conv_id: int, first_id: int, last_id: int, model_key: str | None = None
+    ) -> list[Message]:
+        """Messages with first_id <= id <= last_id, ascending."""
+        return messages.messages_between(self._db, conv_id, first_id, last_id, model_key)
+
+    def messages_before(
+        self, conv_id: int, before_id: int, limit: int, model_key: str | None = None
+    ) -> list[Message]:
+        """The `limit` messages just before `before_id`, oldest first (scrolling back)."""
+        return messages.messages_before(self._db, conv_id, before_id, limit, model_key)
+
+    def message_count(self, conv_id: int) -> int:
+        return messages.message_count(self._db, conv_id)
+
+    def iter_messages(
+        self, conv_id: int, batch: int = 500, model_key: str | None = None
+    ) -> Iterator[Message]:
+        return messages.iter_messages(self._db, conv_id, batch, model_key)
+
+    # Images ------------------------------------------------------------------------------------
+
+    def put_image(self, data: bytes, mime: str, width: int, height: int) -> str:
+        return images.put_image(self._db, data, mime, width, height)
+
+    def get_image(self, digest: str) -> tuple[bytes, str]:
+        return images.get_image(self._db, digest)
+
+    # Chapters and synopsis ---------------------------------------------------------------------
+
+    def add_chapter(self, chapter: Chapter, job_id: int | None = None) -> Chapter:
+        return memory_rows.add_chapter(self._db, chapter, job_id)
+
+    def refold_chapter(self, old_id: int, new: Chapter, job_id: int | None = None) -> Chapter:
+        return memory_rows.refold_chapter(self._db, old_id, new, job_id)
+
+    def get_chapter(self, chapter_id: int) -> Chapter:
+        return memory_rows.get_chapter(self._db, chapter_id)
+
+    def chapters(
+        self, conv_id: int, include_in_synopsis: bool = False, include_superseded: bool = False
+    ) -> list[Chapter]:
+        return memory_rows.chapters(self._db, conv_id, include_in_synopsis, include_superseded)
+
+    def mark_chapters_stale(self, conv_id: int, message_id: int) -> list[int]:
+        return memory_rows.mark_chapters_stale(self._db, conv_id, message_id)
+
+    def add_synopsis(
+        self, synopsis: Synopsis, folded_chapter_ids: Sequence[int], job_id: int | None = None
+    ) -> Synopsis:
+        return memory_rows.add_synopsis(self._db, synopsis, folded_chapter_ids, job_id)
+
+    def current_synopsis(self, conv_id: int) -> Synopsis | None:
+        return memory_rows.current_synopsis(self._db, conv_id)
+
+    def synopsis_versions(self, conv_id: int) -> list[Synopsis]:
+        return memory_rows.synopsis_versions(self._db, conv_id)
+
+    # Memory state ------------------------------------------------------------------------------
+
+    def memory_state(self, conv_id: int) -> MemoryState:
+        return memory_rows.memory_state(self._db, conv_id)
+
+    def set_memory_state(self, state: MemoryState) -> MemoryState:
+        return memory_rows.set_memory_state(self._db, state)
+
+    # Fold jobs ---------------------------------------------------------------------------------
+
+    def enqueue_fold(self, job: FoldJob) -> FoldJob:
+        return fold_jobs.enqueue_fold(self._db, job)
+
+    def claim_next_fold(self, now: datetime | None = None) -> FoldJob | None:
+        return fold_jobs.claim_next_fold(self._db, now)
+
+    def get_fold(self, job_id: int) -> FoldJob:
+        return fold_jobs.get_fold(self._db, job_id)
+
+    def fail_fold(self, job_id: int, error: str, retry_at: datetime | None = None) -> FoldJob:
+        return fold_jobs.fail_fold(self._db, job_id, error, retry_at)
+
+    def finish_fold(self, job_id: int) -> FoldJob:
+        return fold_jobs.finish_fold(self._db, job_id)
+
+    def requeue_running(self, claimed_before: datetime | None = None) -> list[int]:
+        return fold_jobs.requeue_running(self._db, claimed_before)
+
+    def fold_jobs(
+        self, conv_id: int, statuses: Iterable[FoldStatus] | None = None
+    ) -> list[FoldJob]:
+        return fold_jobs.fold_jobs(self._db, conv_id, statuses)
+
+    def next_fold_due(self) -> datetime | None:
+        return fold_jobs.next_fold_due(self._db)
+
+    # Metrics -----------------------------------------------------------------------------------
+
+    def add_turn_metrics(self, conv_id: int, message_id: int | None, turn: TurnMetrics) -> int:
+        return metrics.add_turn_metrics(self._db, conv_id, message_id, turn)
+
+    def last_turn_metrics(self, conv_id: int) -> TurnMetrics | None:
+        return metrics.last_turn_metrics(self._db, conv_id)
+
+    def turn_metrics(self, conv_id: int, limit: int) -> list[TurnMetricsRecord]:
+        return metrics.turn_metrics(self._db, conv_id, limit)
