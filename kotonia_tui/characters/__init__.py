@@ -1,1 +1,46 @@
-"""characters layer."""
+"""Character cards: V1/V2/V3 JSON, PNG (`chara`/`ccv3` chunks) and CHARX files, lorebooks, macros.
+
+`load_card` / `load_cards` read cards, `render_setup` turns one into the text the model sees,
+`select_entries` + `render_lore` pick the lorebook entries for a turn, and the writers save cards.
+No Textual, no model, no SQL here.
+"""
+
+from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard, SpecVersion
+from kotonia_tui.characters.errors import CardError, CardShadowed
+from kotonia_tui.characters.loader import CARD_SUFFIXES, load_card, load_cards
+from kotonia_tui.characters.lorebook import (
+    DEFAULT_MATCH_WHOLE_WORDS,
+    Lorebook,
+    LoreEntry,
+    LoreSelection,
+    render_lore,
+    select_entries,
+)
+from kotonia_tui.characters.macros import apply_macros
+from kotonia_tui.characters.setup import DEFAULT_SYSTEM_PROMPT, CharacterSetup, render_setup
+from kotonia_tui.characters.writers import write_charx, write_json_card, write_png_card
+
+__all__ = [
+    "CARD_SUFFIXES",
+    "DEFAULT_MATCH_WHOLE_WORDS",
+    "DEFAULT_SYSTEM_PROMPT",
+    "CardAsset",
+    "CardError",
+    "CardImage",
+    "CardShadowed",
+    "CharacterCard",
+    "CharacterSetup",
+    "LoreEntry",
+    "LoreSelection",
+    "Lorebook",
+    "SpecVersion",
+    "apply_macros",
+    "load_card",
+    "load_cards",
+    "render_lore",
+    "render_setup",
+    "select_entries",
+    "write_charx",
+    "write_json_card",
+    "write_png_card",
+]

@@ -1,0 +1,105 @@
+"""The character setup the model sees: `render_setup(card, persona) -> CharacterSetup`.
+
+`system_text` is the whole system prompt of a conversation, and it is the base of the prompt
+cache: for one card and one persona it is byte-for-byte the same every time (no timestamps, no
+random picks, no per-conversation memory), so every turn of every conversation with that
+character reuses it. `creator_notes` are for the human reading the card and are never part of
+anything rendered here. Every field is passed through the card macros (`macros.py`).
+
+Order of `system_text`: the card's `system_prompt` (or `DEFAULT_SYSTEM_PROMPT`; a card's
+`{{original}}` stands for the default), the description, personality, scenario, the persona,
+the constant lorebook entries (they never change, so they cost nothing here) and the example
+dialogue, split on `<START>`. Sections with no text are left out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from kotonia_tui.characters.card import CharacterCard
+from kotonia_tui.characters.lorebook import render_lore
+from kotonia_tui.characters.macros import apply_macros
+from kotonia_tui.domain import Persona
+
+DEFAULT_SYSTEM_PROMPT = (
+    "This is an open-ended role-play between {{char}} and {{user}}. You are {{char}}. "
+    "Stay in character: speak, act and think as {{char}} would, with {{char}}'s knowledge, "
+    "voice and feelings, and let {{char}} have wants of their own. Write only {{char}}'s part; "
+    "never speak, act or decide for {{user}}. Keep to everything that has already happened in "
+    "the story. Use the language {{char}} speaks in the setup below unless {{user}} asks "
+    "otherwise."
+)
+
+_START = re.compile(r"<start>", re.IGNORECASE)
+
+
+class CharacterSetup(BaseModel):
+    """What a conversation needs from a card, with the macros already applied."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    name: str
+    nickname: str | None = None
+    system_text: str  # the system prompt; identical for every conversation with card + persona
+    post_history: str = ""  # goes after the history, before the new message
+    greetings: tuple[str, ...] = ()  # first_mes, then alternate_greetings: possible openings
+    examples: tuple[str, ...] = ()  # the example dialogues, also part of system_text
+    constant_lore_in_system: bool = True  # if so, call select_entries(include_constant=False)
+
+    @property
+    def display_name(self) -> str:
+        return self.nickname or self.name
+
+
+def render_setup(
+    card: CharacterCard,
+    persona: Persona,
+    *,
+    default_system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    default_post_history: str = "",
+    constant_lore_in_system: bool = True,
+) -> CharacterSetup:
+    """Render the card for one persona. Pure: the same inputs always give the same text."""
+    char = card.display_name
+    user = persona.name
+
+    def fill(text: str, original: str | None = None) -> str:
+        return apply_macros(text, char=char, user=user, original=original).strip()
+
+    default_prompt = fill(default_system_prompt)
+    system_prompt = fill(card.system_prompt, default_prompt) if card.system_prompt.strip() else ""
+    examples = tuple(fill(block) for block in _START.split(card.mes_example) if block.strip())
+    sections = [
+        ("", system_prompt or default_prompt),
+        (f"About {char}", fill(card.description)),
+        (f"{char}'s personality", fill(card.personality)),
+        ("Scenario", fill(card.scenario)),
+        (f"About {user}, who {char} is talking with", fill(persona.description)),
+    ]
+    if constant_lore_in_system and card.character_book is not None:
+        constant = [e for e in card.character_book.entries if e.enabled and e.constant]
+        sections.append(("World notes", render_lore(constant, char=char, user=user)))
+    if examples:
+        heading = f"Example dialogue (how {char} talks; these exchanges are not part of the story)"
+        sections.append((heading, "\n\n".join(examples)))
+    system_text = "\n\n".join(
+        f"## {heading}\n{body}" if heading else body for heading, body in sections if body
+    )
+    greetings = tuple(
+        text
+        for text in (fill(card.first_mes), *(fill(g) for g in card.alternate_greetings))
+        if text
+    )
+    return CharacterSetup(
+        key=card.key,
+        name=card.name,
+        nickname=card.nickname,
+        system_text=system_text,
+        post_history=fill(card.post_history_instructions, fill(default_post_history)),
+        greetings=greetings,
+        examples=examples,
+        constant_lore_in_system=constant_lore_in_system,
+    )
