@@ -1,1 +1,55 @@
-"""engine layer."""
+"""The engine: the only layer that imports llama_cpp.
+
+Model loading and checks, the owner thread (never two model calls at once), KV slots with prefix
+reuse, chunked multimodal evaluation, streaming with cancellation, and exact token counting.
+"""
+
+from kotonia_tui.engine.errors import (
+    EngineClosedError,
+    EngineError,
+    ImageError,
+    ModelFileError,
+    PromptTooLongError,
+)
+from kotonia_tui.engine.llama_engine import (
+    EngineCall,
+    EngineInfo,
+    LlamaEngine,
+    gpu_offload_supported,
+    llama_cpp_version,
+)
+from kotonia_tui.engine.types import (
+    ChatMessage,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    ImageInput,
+    Priority,
+    ReasoningDelta,
+    Slot,
+    StreamEvent,
+    TextDelta,
+)
+
+__all__ = [
+    "ChatMessage",
+    "EngineCall",
+    "EngineClosedError",
+    "EngineError",
+    "EngineInfo",
+    "FinishReason",
+    "GenerationRequest",
+    "GenerationResult",
+    "ImageError",
+    "ImageInput",
+    "LlamaEngine",
+    "ModelFileError",
+    "Priority",
+    "PromptTooLongError",
+    "ReasoningDelta",
+    "Slot",
+    "StreamEvent",
+    "TextDelta",
+    "gpu_offload_supported",
+    "llama_cpp_version",
+]

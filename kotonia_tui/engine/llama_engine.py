@@ -1,0 +1,518 @@
+"""The in-process engine: one llama.cpp model, two KV slots, an owner thread, async streams.
+
+Public surface: `LlamaEngine.open(profile, cache_dir)`, `start(request) -> EngineCall`,
+`generate(request)`, `count_tokens(text)`, `prompt_cells(request)`, `image_cells(image)`,
+`info`, `close()`. Everything that touches the model runs on the owner thread; tokenizing only
+reads the vocabulary, so `count_tokens` runs on the caller's thread, even while a reply streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+from llama_cpp import _internals as internals
+
+from kotonia_tui.config import ModelProfile, PromptFormat
+from kotonia_tui.domain import TurnMetrics
+from kotonia_tui.engine.default_model import Progress, default_model_path
+from kotonia_tui.engine.errors import EngineError, ImageError, ModelFileError, PromptTooLongError
+from kotonia_tui.engine.formats import MEDIA_MARKER, RenderedPrompt, make_formatter
+from kotonia_tui.engine.kv_slot import KvSlot, item_cells
+from kotonia_tui.engine.model_files import check_gguf, check_projector_fits
+from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.owner import OwnerThread
+from kotonia_tui.engine.streaming import ReasoningSplitter, StopMatcher, Utf8Stream
+from kotonia_tui.engine.types import (
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    ImageInput,
+    Priority,
+    ReasoningDelta,
+    Slot,
+    StreamEvent,
+    TextDelta,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What `kotonia doctor` and the inspector show about the loaded model."""
+
+    model_path: Path
+    model_name: str
+    model_key: str
+    mmproj_path: Path | None
+    n_ctx: int
+    n_ctx_train: int
+    fold_n_ctx: int
+    n_gpu_layers: int
+    gpu_offload: bool
+    threads: int
+    prompt_format: PromptFormat
+    has_chat_template: bool
+    load_ms: float
+    llama_cpp_version: str
+
+
+def gpu_offload_supported() -> bool:
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def llama_cpp_version() -> str:
+    return str(getattr(llama_cpp, "__version__", "unknown"))
+
+
+def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, *, special: bool = False) -> bytes:
+    """The bytes of one token (llama-cpp-python's wrapper returns its whole padded buffer)."""
+    size = 64
+    while True:
+        buffer = ctypes.create_string_buffer(size)
+        written = llama_cpp.llama_token_to_piece(vocab, token, buffer, size, 0, special)
+        if written >= 0:
+            return buffer.raw[:written]
+        size = -written  # a negative count is the size the piece needs
+
+
+class EngineCall:
+    """A running model call: iterate it for deltas (the last event is the result), or cancel."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
+        self.cancel_flag = threading.Event()
+        self._result: asyncio.Future[GenerationResult] = loop.create_future()
+
+    # Called on the owner thread.
+    def _push(self, event: StreamEvent | BaseException) -> None:
+        self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _deliver(self, event: StreamEvent | BaseException) -> None:
+        self._events.put_nowait(event)
+        if self._result.done():
+            return
+        if isinstance(event, GenerationResult):
+            self._result.set_result(event)
+        elif isinstance(event, BaseException):
+            self._result.set_exception(event)
+            self._result.exception()  # mark retrieved: the iterator re-raises it
+
+    def cancel(self) -> None:
+        """Stop within one token; the result's finish_reason is then `cancelled`."""
+        self.cancel_flag.set()
+
+    async def __aiter__(self) -> AsyncIterator[TextDelta | ReasoningDelta | GenerationResult]:
+        while True:
+            event = await self._events.get()
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+            if isinstance(event, GenerationResult):
+                return
+
+    async def result(self) -> GenerationResult:
+        return await asyncio.shield(self._result)
+
+
+class LlamaEngine:
+    """One model in-process. Create with `open`; close when done."""
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        *,
+        model_path: Path,
+        fold_n_ctx: int | None,
+    ) -> None:
+        self.profile = profile
+        self._model_path = model_path
+        self._requested_fold_ctx = fold_n_ctx
+        self._owner = OwnerThread()
+        self._llama: llama_cpp.Llama | None = None
+        self._slots: dict[Slot, KvSlot] = {}
+        self._projector: Projector | None = None
+        self._image_cells: dict[str, int] = {}
+        self.info: EngineInfo
+
+    # ---- loading -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        profile: ModelProfile,
+        *,
+        cache_dir: Path,
+        progress: Progress | None = None,
+        fold_n_ctx: int | None = None,
+    ) -> LlamaEngine:
+        """Resolve, check and load the model (blocking; call it from a worker thread in a UI)."""
+        if profile.model_path is None:
+            model_path = default_model_path(cache_dir, progress)
+        else:
+            model_path = profile.model_path
+            check_gguf(model_path, "model")
+        if profile.mmproj_path is not None:
+            check_gguf(profile.mmproj_path, "mmproj")
+            check_projector_fits(profile.mmproj_path, model_path)
+        engine = cls(profile, model_path=model_path, fold_n_ctx=fold_n_ctx)
+        if progress is not None:
+            progress(f"loading {model_path.name}", 0, 1)
+        try:
+            engine._owner.call(engine._load).result()
+        except BaseException:
+            engine.close()
+            raise
+        if progress is not None:
+            progress(f"loaded {model_path.name}", 1, 1)
+        return engine
+
+    def _load(self) -> None:
+        profile = self.profile
+        started = time.perf_counter()
+        threads = profile.threads or max(1, os.cpu_count() or 1)
+        gpu = gpu_offload_supported()
+        n_gpu_layers = profile.n_gpu_layers
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if gpu else 0
+        try:
+            llama = llama_cpp.Llama(
+                model_path=str(self._model_path),
+                n_ctx=profile.n_ctx,
+                n_gpu_layers=n_gpu_layers,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_batch=512,
+                seed=profile.seed if profile.seed is not None else random.randrange(2**31),
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelFileError(
+                f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "
+                "it is a complete GGUF for a supported architecture"
+            ) from exc
+        self._llama = llama
+        if profile.mmproj_path is not None:
+            self._projector = Projector(profile.mmproj_path, llama.model, n_threads=threads)
+        self._slots[Slot.CHAT] = KvSlot(llama._ctx, n_batch=llama.n_batch, projector=self._projector)
+        metadata = llama.metadata
+        template = metadata.get("tokenizer.chat_template")
+        self._formatter = make_formatter(
+            profile.prompt_format,
+            chat_template=template,
+            bos_token=self._piece(llama.token_bos()),
+            eos_token=self._piece(llama.token_eos()),
+            thinking=profile.thinking,
+            reasoning_tags=profile.reasoning_tags,
+            model_name=self._model_path.name,
+        )
+        n_ctx = int(llama.n_ctx())
+        fold_ctx = min(n_ctx, self._requested_fold_ctx or n_ctx)
+        stat = self._model_path.stat()
+        self.info = EngineInfo(
+            model_path=self._model_path,
+            model_name=metadata.get("general.name") or self._model_path.stem,
+            model_key=f"{self._model_path.name}:{stat.st_size}",
+            mmproj_path=profile.mmproj_path,
+            n_ctx=n_ctx,
+            n_ctx_train=int(llama.n_ctx_train()) if hasattr(llama, "n_ctx_train") else n_ctx,
+            fold_n_ctx=fold_ctx,
+            n_gpu_layers=n_gpu_layers,
+            gpu_offload=gpu,
+            threads=threads,
+            prompt_format=profile.prompt_format,
+            has_chat_template=bool(template),
+            load_ms=(time.perf_counter() - started) * 1000,
+            llama_cpp_version=llama_cpp_version(),
+        )
+
+    def _piece(self, token: int) -> str:
+        assert self._llama is not None
+        if token < 0:
+            return ""
+        return token_piece(self._llama._model.vocab, token, special=True).decode("utf-8", "replace")
+
+    def _slot(self, slot: Slot) -> KvSlot:
+        if slot not in self._slots:
+            # The fold slot is a second context on the same weights: folding never evicts the
+            # chat's KV cache, so the turn after a fold still evaluates only its new tokens.
+            assert self._llama is not None
+            params = llama_cpp.llama_context_default_params()
+            base = self._llama.context_params
+            for name in ("n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn_type"):
+                if hasattr(base, name):
+                    setattr(params, name, getattr(base, name))
+            params.n_ctx = self.info.fold_n_ctx
+            ctx = internals.LlamaContext(model=self._llama._model, params=params, verbose=False)
+            self._slots[slot] = KvSlot(ctx, n_batch=self._llama.n_batch, projector=self._projector)
+        return self._slots[slot]
+
+    # ---- properties -----------------------------------------------------------------------
+
+    @property
+    def n_ctx(self) -> int:
+        return self.info.n_ctx
+
+    @property
+    def model_key(self) -> str:
+        return self.info.model_key
+
+    @property
+    def has_vision(self) -> bool:
+        return self._projector is not None
+
+    @property
+    def busy(self) -> bool:
+        return self._owner.busy
+
+    # ---- tokens ---------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Exact token count of `text` as it appears inside a prompt (no BOS added)."""
+        if not text:
+            return 0
+        assert self._llama is not None
+        return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
+
+    def image_cells(self, image: ImageInput) -> int:
+        """KV cells an image takes in a prompt (0 without a projector: it is not sent)."""
+        if self._projector is None:
+            return 0
+        if image.key not in self._image_cells:
+            projector = self._projector
+            cells = self._owner.call(lambda: projector.image_cells(image)).result()
+            self._image_cells[image.key] = cells
+        return self._image_cells[image.key]
+
+    def render(self, request: GenerationRequest) -> RenderedPrompt:
+        return self._formatter.render(
+            request.messages,
+            reply_name=request.reply_name,
+            user_name=request.user_name,
+            prefill=request.prefill,
+        )
+
+    def prompt_cells(self, request: GenerationRequest) -> int:
+        """Exact KV cells the request's prompt takes (text tokens + image cells)."""
+        rendered = self.render(request)
+        text_cells = len(self._tokenize_prompt_text(rendered.text.replace(MEDIA_MARKER, "")))
+        return text_cells + sum(self.image_cells(i) for i in rendered.images)
+
+    def _tokenize_prompt_text(self, text: str) -> list[int]:
+        assert self._llama is not None
+        return self._llama._model.tokenize(text.encode("utf-8"), True, True)
+
+    # ---- generation -----------------------------------------------------------------------
+
+    def start(self, request: GenerationRequest) -> EngineCall:
+        """Start a call; must be called from a running asyncio loop."""
+        call = EngineCall(asyncio.get_running_loop())
+        future = self._owner.submit(
+            lambda: self._generate(request, call.cancel_flag),
+            priority=int(request.priority),
+            on_event=call._push,
+        )
+
+        def finished(done: Any) -> None:
+            exc = done.exception()
+            if exc is not None:
+                call._push(exc)
+
+        future.add_done_callback(finished)
+        return call
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Run a call to the end and return its result (no streaming)."""
+        call = self.start(request)
+        async for _event in call:
+            pass
+        return await call.result()
+
+    def _prompt_items(self, rendered: RenderedPrompt) -> list[PromptItem]:
+        if not rendered.images:
+            return list(self._tokenize_prompt_text(rendered.text))
+        if self._projector is None:
+            raise ImageError(
+                "this model has no vision projector (mmproj_path), so it cannot see images"
+            )
+        with self._projector.tokenize(rendered.text, rendered.images) as items:
+            return list(items)
+
+    def _generate(
+        self, request: GenerationRequest, cancel: threading.Event
+    ) -> Generator[StreamEvent | None, None, GenerationResult]:
+        assert self._llama is not None
+        profile = self.profile
+        rendered = self.render(request)
+        slot = self._slot(request.slot)
+        if rendered.images:
+            # Image chunks point into mtmd's buffers, which live only inside this block.
+            assert self._projector is not None
+            with self._projector.tokenize(rendered.text, rendered.images) as items:
+                stats = yield from self._prefill(slot, items, request)
+        else:
+            items = self._prompt_items(rendered)
+            stats = yield from self._prefill(slot, items, request)
+        metrics = TurnMetrics(
+            prompt_positions=stats[0],
+            reused=stats[1],
+            evaluated=stats[2],
+            prompt_ms=stats[3],
+            images=stats[4],
+            slot=str(request.slot),
+        )
+        result = yield from self._sample(slot, rendered, request, cancel, metrics)
+        return result
+
+    def _prefill(
+        self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
+    ) -> Generator[None, None, tuple[int, int, int, float, int]]:
+        cells = sum(item_cells(i) for i in items)
+        if cells + request.max_tokens > slot.n_ctx:
+            raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
+        started = time.perf_counter()
+        stats = yield from slot.prefill(items)
+        elapsed = (time.perf_counter() - started) * 1000
+        images = sum(1 for i in items if isinstance(i, ImageItem))
+        return stats.prompt_cells, stats.reused, stats.evaluated, elapsed, images
+
+    def _sampler(self, request: GenerationRequest) -> internals.LlamaSampler:
+        assert self._llama is not None
+        profile = self.profile
+        temperature = profile.temperature if request.temperature is None else request.temperature
+        sampler = internals.LlamaSampler()
+        sampler.add_penalties(
+            n_vocab=self._llama.n_vocab(),
+            penalty_last_n=64,
+            penalty_repeat=profile.repeat_penalty,
+            penalty_freq=0.0,
+            penalty_present=0.0,
+        )
+        if temperature <= 0.0:
+            sampler.add_greedy()
+        else:
+            sampler.add_top_k(40)
+            sampler.add_top_p(profile.top_p, 1)
+            sampler.add_min_p(profile.min_p, 1)
+            sampler.add_temp(temperature)
+            seed = profile.seed if profile.seed is not None else random.randrange(2**31)
+            sampler.add_dist(seed)
+        return sampler
+
+    def _sample(
+        self,
+        slot: KvSlot,
+        rendered: RenderedPrompt,
+        request: GenerationRequest,
+        cancel: threading.Event,
+        metrics: TurnMetrics,
+    ) -> Generator[StreamEvent | None, None, GenerationResult]:
+        assert self._llama is not None
+        vocab = self._llama._model.vocab
+        sampler = self._sampler(request)
+        utf8 = Utf8Stream()
+        open_tag, close_tag = self.profile.reasoning_tags
+        splitter = ReasoningSplitter(open_tag, close_tag, starts_inside=rendered.starts_in_reasoning)
+        stops = StopMatcher(tuple(rendered.stops) + tuple(request.extra_stops))
+        reply: list[str] = []
+        started = time.perf_counter()
+        generated = 0
+        finish = FinishReason.STOP
+        leading = not request.prefill
+
+        def emit(text: str, final: bool = False) -> list[StreamEvent]:
+            nonlocal leading
+            visible, reasoning = splitter.feed(text)
+            if final:
+                more_visible, more_reasoning = splitter.flush()
+                visible, reasoning = visible + more_visible, reasoning + more_reasoning
+            shown = stops.feed(visible) + (stops.flush() if final else "")
+            if leading:
+                # "Name:" is followed by the model's own space; the reply starts after it.
+                shown = shown.lstrip()
+                leading = not shown
+            events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
+            if shown:
+                reply.append(shown)
+                events.append(TextDelta(shown))
+            return events
+
+        try:
+            while True:
+                if cancel.is_set():
+                    finish = FinishReason.CANCELLED
+                    break
+                token = sampler.sample(slot.ctx, -1)
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    break
+                generated += 1
+                for event in emit(utf8.feed(token_piece(vocab, token))):
+                    yield event
+                if stops.stopped_by is not None:
+                    break
+                if generated >= request.max_tokens or slot.cells + 1 > slot.n_ctx:
+                    finish = FinishReason.LENGTH
+                    break
+                slot.accept(token)
+                yield None  # a step boundary: cancel and more urgent calls are checked here
+        finally:
+            sampler.close()
+        for event in emit(utf8.flush(), final=True):
+            yield event
+        gen_ms = (time.perf_counter() - started) * 1000
+        metrics = metrics.model_copy(
+            update={
+                "generated": generated,
+                "gen_ms": gen_ms,
+                "tokens_per_s": generated / (gen_ms / 1000) if gen_ms > 0 else 0.0,
+                "finish_reason": str(finish),
+            }
+        )
+        result = GenerationResult(
+            text="".join(reply).rstrip(),
+            reasoning="".join(splitter.reasoning).strip(),
+            finish_reason=finish,
+            metrics=metrics,
+        )
+        yield result
+        return result
+
+    # ---- lifetime -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        def release() -> None:
+            for slot_name, slot in list(self._slots.items()):
+                if slot_name is not Slot.CHAT:
+                    slot.close()
+            self._slots.clear()
+            if self._projector is not None:
+                self._projector.close()
+                self._projector = None
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+        try:
+            self._owner.call(release, priority=int(Priority.INTERACTIVE)).result(timeout=30)
+        except (EngineError, RuntimeError, TimeoutError):
+            log.warning("engine did not close cleanly", exc_info=True)
+        finally:
+            self._owner.close()
+
+    def __enter__(self) -> LlamaEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

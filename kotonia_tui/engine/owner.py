@@ -1,0 +1,142 @@
+"""The owner thread: the only thread that touches the model, one small step at a time.
+
+Every model call is a generator that does one unit of work per step (a prompt batch, a token)
+and runs on this thread. Between steps the thread picks the most urgent job, so a user turn that
+arrives while a background fold is generating runs first; the fold resumes afterwards exactly
+where it stopped (it has its own KV context). Never two model calls at once: this is the lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from kotonia_tui.engine.errors import EngineClosedError
+
+log = logging.getLogger(__name__)
+
+Steps = Generator[Any, None, Any]
+
+
+@dataclass(order=True)
+class _Job:
+    priority: int
+    seq: int
+    start: Callable[[], Steps] = field(compare=False)
+    on_event: Callable[[Any], None] = field(compare=False)
+    future: Future[Any] = field(compare=False)
+    steps: Steps | None = field(default=None, compare=False)
+
+
+class OwnerThread:
+    """Runs step generators on one thread, most urgent first (lower priority value wins)."""
+
+    def __init__(self, name: str = "kotonia-model") -> None:
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._seq = itertools.count()
+        self._closed = False
+        self._busy = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(
+        self,
+        start: Callable[[], Steps],
+        *,
+        priority: int,
+        on_event: Callable[[Any], None] = lambda _event: None,
+    ) -> Future[Any]:
+        """Queue a job; `start()` is called on the owner thread and returns its step generator.
+
+        Each value a step yields (other than None) goes to `on_event`, on the owner thread.
+        The future resolves with the generator's return value or its exception.
+        """
+        if self._closed:
+            raise EngineClosedError("the engine is closed")
+        future: Future[Any] = Future()
+        self._inbox.put(_Job(priority, next(self._seq), start, on_event, future))
+        return future
+
+    def call(self, fn: Callable[[], Any], *, priority: int = 0) -> Future[Any]:
+        """Run a plain function on the owner thread (loading, closing, projector work)."""
+
+        def start() -> Steps:
+            return fn()
+            yield  # pragma: no cover - makes this a generator
+
+        return self.submit(start, priority=priority)
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        active: list[_Job] = []
+        while True:
+            try:
+                item = self._inbox.get(block=not active)
+            except queue.Empty:
+                item = False  # type: ignore[assignment]
+            while item is not False:
+                if item is None:
+                    self._shutdown(active)
+                    return
+                heapq.heappush(active, item)
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+            if not active:
+                continue
+            self._busy.set()
+            job = active[0]
+            if self._step(job):
+                heapq.heappop(active)
+            if not active:
+                self._busy.clear()
+
+    def _step(self, job: _Job) -> bool:
+        """Advance a job by one step; True when it finished (either way)."""
+        if job.future.cancelled():
+            if job.steps is not None:
+                job.steps.close()
+            return True
+        try:
+            if job.steps is None:
+                job.future.set_running_or_notify_cancel()
+                job.steps = job.start()
+            event = next(job.steps)
+        except StopIteration as stop:
+            job.future.set_result(stop.value)
+            return True
+        except BaseException as exc:  # noqa: BLE001 - the caller gets every failure
+            if not job.future.done():
+                job.future.set_exception(exc)
+            return True
+        if event is not None:
+            try:
+                job.on_event(event)
+            except Exception:  # a broken listener must not kill the model thread
+                log.exception("stream listener failed")
+        return False
+
+    def _shutdown(self, active: list[_Job]) -> None:
+        for job in active:
+            if job.steps is not None:
+                job.steps.close()
+            if not job.future.done():
+                job.future.set_exception(EngineClosedError("the engine was closed"))

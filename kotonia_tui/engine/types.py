@@ -1,0 +1,97 @@
+"""What goes into a model call and what comes out of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Literal
+
+from kotonia_tui.domain import TurnMetrics
+
+ChatRole = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """An image for the model: its bytes and a stable key (the content hash) for KV reuse."""
+
+    data: bytes
+    key: str
+    mime: str = "image/png"
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a prompt, before the prompt format renders it."""
+
+    role: ChatRole
+    content: str
+    name: str = ""
+    images: tuple[ImageInput, ...] = ()
+
+
+class Slot(StrEnum):
+    """Which KV context a call uses. Folds get their own so they never evict the chat's cache."""
+
+    CHAT = "chat"
+    FOLD = "fold"
+
+
+class Priority(IntEnum):
+    """Lower runs first: a waiting user turn goes before a background fold."""
+
+    INTERACTIVE = 0
+    BACKGROUND = 10
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """A prompt (as messages) and how to sample the reply."""
+
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int
+    slot: Slot = Slot.CHAT
+    priority: Priority = Priority.INTERACTIVE
+    # The transcript format needs to know who speaks next and who must not be impersonated.
+    reply_name: str = ""
+    user_name: str = ""
+    extra_stops: tuple[str, ...] = ()
+    temperature: float | None = None  # None: the profile's
+    prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
+
+
+class FinishReason(StrEnum):
+    STOP = "stop"  # end of sequence or a stop string
+    LENGTH = "length"  # the reply cap or the window: the reply is cut
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the visible reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of a thinking block: shown apart, never as dialogue, never fed to memory."""
+
+    text: str
+
+
+@dataclass
+class GenerationResult:
+    """The whole call: the reply, any reasoning, why it ended, and the figures."""
+
+    text: str
+    reasoning: str
+    finish_reason: FinishReason
+    metrics: TurnMetrics = field(default_factory=TurnMetrics)
+
+    @property
+    def cut(self) -> bool:
+        return self.finish_reason is FinishReason.LENGTH
+
+
+StreamEvent = TextDelta | ReasoningDelta | GenerationResult

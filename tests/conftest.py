@@ -1,0 +1,47 @@
+"""Shared fixtures: tiny real GGUF models (see tests/tiny_models.py) and an isolated home."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
+
+
+@pytest.fixture(autouse=True)
+def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own KOTONIA_HOME, so no test touches the real config or data."""
+    home = tmp_path / "kotonia_home"
+    home.mkdir()
+    monkeypatch.setenv("KOTONIA_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tiny_models")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tiny_models_dir: Path) -> Path:
+    """Random-weight llama GGUF (n_embd 64, 2 layers, n_ctx 2048, chat template, BOS/EOS)."""
+    return write_tiny_llama(tiny_models_dir / "tiny-llama.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_eos_model_path(tiny_models_dir: Path) -> Path:
+    """Same shape, but </s> wins greedy decoding at once: finish_reason "stop" after 0 tokens."""
+    return write_tiny_llama(tiny_models_dir / "tiny-llama-eos.gguf", eos_bias=20.0)
+
+
+@pytest.fixture(scope="session")
+def tiny_mmproj_path(tiny_models_dir: Path) -> Path:
+    """mlp (llava) mmproj fitting tiny_model_path: a 32x32 image becomes 16 tokens."""
+    return write_tiny_mmproj(tiny_models_dir / "tiny-mmproj.gguf", text_n_embd=64)
+
+
+@pytest.fixture(scope="session")
+def tiny_misfit_mmproj_path(tiny_models_dir: Path) -> Path:
+    """mmproj whose output width (32) does not fit the 64-wide tiny model."""
+    return write_tiny_mmproj(tiny_models_dir / "tiny-mmproj-misfit.gguf", text_n_embd=32)

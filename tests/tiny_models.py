@@ -1,0 +1,379 @@
+"""Tiny, deterministic GGUF models for tests: a random-weight ``llama`` text model and an ``mlp``
+(llava-graph) mmproj, written with the ``gguf`` package in a few milliseconds.
+
+They are real models: llama-cpp-python loads them, tokenizes with their vocabulary, generates and
+runs image turns through mtmd. Only the weights are random, so the output is random tokens.
+
+Three knobs make the output predictable where a test needs it:
+
+* ``eos_bias`` adds (about) that many logits to ``</s>``: with ``eos_bias=20`` greedy decoding
+  stops on the first token (``finish_reason == "stop"``). A negative value suppresses ``</s>``
+  so random sampling never stops naturally.
+* ``favour_token`` + ``favour_bias`` do the same for one vocabulary piece (e.g. ``"▁hello"``):
+  greedy decoding then repeats that piece forever (" hello hello hello ..."), handy for stop
+  strings.
+* without either, greedy decoding is deterministic for a given seed and prompt, and sampling is
+  close to uniform over the ~900 pieces (so ``</s>`` comes up about once in a thousand tokens).
+
+How the bias works: every token embedding has a constant ``1.0`` in dimension 0 while the other
+dimensions are small noise; the blocks add only tiny updates to the residual stream, so after the
+final RMS norm dimension 0 is an (almost) constant ~6. Column 0 of ``output.weight`` is zero
+except for the biased tokens, whose entry is ``bias / 6``.
+
+The mmproj's ``mm.2`` output width (GGUF key ``clip.vision.projection_dim``) must equal the text
+model's ``llama.embedding_length``; ``write_tiny_mmproj(..., text_n_embd=32)`` against the default
+64-wide model gives a mis-fitting pair for error-path tests.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+__all__ = [
+    "BOS_ID",
+    "DEFAULT_TEMPLATE",
+    "EOS_ID",
+    "MEDIA_MARKER",
+    "UNK_ID",
+    "build_vocab",
+    "png_bytes",
+    "write_tiny_llama",
+    "write_tiny_mmproj",
+    "write_tiny_png",
+]
+
+UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
+
+#: mtmd's default media marker (``mtmd_default_marker()``), used for images in prompts.
+MEDIA_MARKER = "<__media__>"
+
+#: Control tokens used by :data:`DEFAULT_TEMPLATE`; each tokenizes to one token when special
+#: tokens are parsed (llama-cpp-python's ``tokenize(..., special=True)``, mtmd) and to its
+#: characters otherwise. None of them is an end-of-generation token: only ``</s>`` is.
+TURN_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>")
+
+#: A ChatML-like template with plain-text role markers; a turn ends with ``</s>`` (the EOS
+#: token), so a reply ends when the model emits EOS. Content may be a string or a list of
+#: OpenAI-style parts (``text`` / ``image_url``, the latter rendered as the media marker).
+DEFAULT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}"
+    "{% elif part['type'] in ('image_url', 'image') %}" + MEDIA_MARKER + "{% endif %}"
+    "{% endfor %}{% endif %}"
+    "</s>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+# A few hundred common words; every one is added lower-case and Capitalized with the
+# SentencePiece "▁" (word start) prefix, together with all its prefixes so that SPM's bigram
+# merges can build it ("▁h" -> "▁he" -> "▁hel" -> ...).
+_WORDS = """
+the be to of and a in that have i it for not on with he as you do at this but his by from they
+we say her she or an will my one all would there their what so up out if about who get which go
+me when make can like time no just him know take people into year your good some could them see
+other than then now look only come its over think also back after use two how our work first
+well way even new want because any these give day most us is are was were been has had did
+said hello hi hey yes okay please thank thanks sorry name friend love tell story talk ask
+morning evening night today tomorrow here where why very much more little big small old young
+long great right left still never always again once something nothing everything someone
+anyone nobody home house room door window table chair book letter city town road river sea
+sky sun moon star rain wind fire water tree flower garden forest mountain king queen prince
+princess knight castle sword dragon magic witch wizard spell village tavern market ship
+captain heart eyes hand hands face voice smile laugh cry feel felt heard saw looked turned
+walked ran stood sat came went took gave told asked answered whispered shouted nodded
+remember forget happy sad angry afraid tired quiet soft warm cold dark light bright red blue
+green white black gold silver man woman child boy girl mother father sister brother teacher
+doctor cat dog horse bird fish bread tea coffee wine food dinner breakfast must should may
+might shall let put keep find found leave left call try help start stop open close end begin
+run walk read write sing dance play wait watch listen speak meet met lost won every each few
+many own same another such those through before under between around against during without
+within along across behind beyond toward near far away off down
+"""
+
+_PUNCT = list(".,!?;:'\"-()[]*/&%$#@+=<>_~0123456789")
+
+
+def _word_pieces(words: Iterable[str]) -> list[str]:
+    pieces: list[str] = []
+    seen: set[str] = set()
+    for word in words:
+        for form in (word, word.capitalize()):
+            full = "▁" + form
+            for end in range(2, len(full) + 1):
+                piece = full[:end]
+                if piece not in seen:
+                    seen.add(piece)
+                    pieces.append(piece)
+    return pieces
+
+
+def build_vocab() -> tuple[list[str], list[float], list[int]]:
+    """The tiny model's vocabulary: (tokens, scores, token types), in id order.
+
+    ids 0-2: ``<unk>``, ``<s>``, ``</s>``; ids 3-258: the byte tokens ``<0x00>``..``<0xFF>``;
+    then the turn markers (control), ``▁``, single letters / punctuation and the word pieces.
+    Any text tokenizes: characters outside the vocabulary fall back to byte tokens.
+    """
+    tokens: list[str] = []
+    types: list[int] = []
+
+    def add(text: str, kind: gguf.TokenType) -> None:
+        tokens.append(text)
+        types.append(int(kind))
+
+    add("<unk>", gguf.TokenType.UNKNOWN)
+    add("<s>", gguf.TokenType.CONTROL)
+    add("</s>", gguf.TokenType.CONTROL)
+    for b in range(256):
+        add(f"<0x{b:02X}>", gguf.TokenType.BYTE)
+    for marker in TURN_MARKERS:
+        add(marker, gguf.TokenType.CONTROL)
+    singles = ["▁", *"abcdefghijklmnopqrstuvwxyz", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *_PUNCT]
+    for s in singles:
+        add(s, gguf.TokenType.NORMAL)
+    words = _WORDS.split()
+    for piece in _word_pieces(words):
+        add(piece, gguf.TokenType.NORMAL)
+    assert len(set(tokens)) == len(tokens), "duplicate vocabulary piece"
+    # SPM merges the highest-scoring bigram first; every multi-character piece is reachable
+    # only through its own prefix chain, so the exact values matter little. Longer is better.
+    scores = [0.0 if t != gguf.TokenType.NORMAL else -1000.0 + len(tok) for tok, t in
+              zip(tokens, types, strict=True)]
+    return tokens, scores, types
+
+
+def _f16(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float16)
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def write_tiny_llama(
+    path: Path,
+    *,
+    n_ctx: int = 2048,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    chat_template: str | None = DEFAULT_TEMPLATE,
+    seed: int = 0,
+    eos_bias: float = 0.0,
+    favour_token: str | None = None,
+    favour_bias: float = 20.0,
+    name: str = "tiny-llama",
+) -> Path:
+    """Write a random-weight ``llama`` GGUF (about 0.3 MB at the defaults) and return ``path``.
+
+    ``eos_bias``: logits added to ``</s>`` (20 makes greedy decoding stop at once; negative
+    suppresses it). ``favour_token``: a vocabulary piece (e.g. ``"▁hello"``; see
+    :func:`build_vocab`) that gets ``favour_bias`` logits, so greedy decoding repeats it.
+    ``chat_template=None`` writes no ``tokenizer.chat_template``.
+    """
+    if n_embd % n_head:
+        raise ValueError("n_embd must be a multiple of n_head")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = build_vocab()
+    n_vocab = len(tokens)
+    n_ff = 2 * n_embd
+    head_dim = n_embd // n_head
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(name)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(UNK_ID)
+    w.add_bos_token_id(BOS_ID)
+    w.add_eos_token_id(EOS_ID)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
+
+    # Token embeddings: constant 1.0 in dim 0 (the "bias carrier"), small noise elsewhere.
+    noise = 0.1
+    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
+    embd[:, 0] = 1.0
+    w.add_tensor("token_embd.weight", _f16(embd))  # ggml {n_embd, n_vocab}
+    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
+
+    # After RMS norm, dim 0 of the hidden state is about 1 / rms(embedding).
+    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
+    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
+    out[:, 0] = 0.0
+    if eos_bias:
+        out[EOS_ID, 0] = eos_bias / carrier
+    if favour_token is not None:
+        try:
+            fav = tokens.index(favour_token)
+        except ValueError:
+            raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary") from None
+        out[fav, 0] = favour_bias / carrier
+    w.add_tensor("output.weight", _f16(out))  # ggml {n_embd, n_vocab}
+
+    def mat(rows: int, cols: int) -> np.ndarray:
+        return _f16(rng.normal(0.0, 0.02, size=(rows, cols)))
+
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd))
+        w.add_tensor(p + "attn_k.weight", mat(n_embd, n_embd))
+        w.add_tensor(p + "attn_v.weight", mat(n_embd, n_embd))
+        w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd))
+        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))  # ggml {n_embd, n_ff}
+        w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
+        w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))  # ggml {n_ff, n_embd}
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_tiny_mmproj(
+    path: Path,
+    *,
+    text_n_embd: int = 64,
+    image_size: int = 32,
+    patch_size: int = 8,
+    seed: int = 0,
+    n_embd: int = 32,
+    n_layer: int = 2,
+    n_head: int = 4,
+) -> Path:
+    """Write a random-weight ``clip`` mmproj GGUF with projector ``mlp`` (the llava graph).
+
+    An image becomes ``(image_size // patch_size) ** 2`` embeddings (16 at the defaults) of width
+    ``text_n_embd``; that width is stored as ``clip.vision.projection_dim`` and must equal the
+    text model's ``llama.embedding_length`` (mtmd refuses the pair otherwise). ``n_layer`` must
+    be >= 2 because the llava graph skips the last vision layer.
+    """
+    if image_size % patch_size:
+        raise ValueError("image_size must be a multiple of patch_size")
+    if n_layer < 2:
+        raise ValueError("the llava graph needs n_layer >= 2 (it skips the last layer)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed + 1)
+    n_ff = 2 * n_embd  # must differ from n_embd, or mtmd "fixes" up/down as swapped
+    n_patches = (image_size // patch_size) ** 2
+    mm_hidden = text_n_embd
+
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name("tiny-mmproj")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_bool("clip.use_gelu", True)
+    w.add_string("clip.projector_type", "mlp")
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_uint32("clip.vision.projection_dim", text_n_embd)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+
+    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
+        return _f32(rng.normal(0.0, scale, size=shape))
+
+    def ones(n: int) -> np.ndarray:
+        return _f32(np.ones(n))
+
+    def zeros(n: int) -> np.ndarray:
+        return _f32(np.zeros(n))
+
+    # numpy shapes are ggml shapes reversed
+    w.add_tensor("v.patch_embd.weight", rnd(n_embd, 3, patch_size, patch_size))
+    w.add_tensor("v.position_embd.weight", rnd(n_patches, n_embd))
+    for i in range(n_layer):
+        p = f"v.blk.{i}."
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            w.add_tensor(p + t + ".weight", rnd(n_embd, n_embd))
+            w.add_tensor(p + t + ".bias", zeros(n_embd))
+        w.add_tensor(p + "ln1.weight", ones(n_embd))
+        w.add_tensor(p + "ln1.bias", zeros(n_embd))
+        w.add_tensor(p + "ln2.weight", ones(n_embd))
+        w.add_tensor(p + "ln2.bias", zeros(n_embd))
+        w.add_tensor(p + "ffn_up.weight", rnd(n_ff, n_embd))  # ggml {n_embd, n_ff}
+        w.add_tensor(p + "ffn_up.bias", zeros(n_ff))
+        w.add_tensor(p + "ffn_down.weight", rnd(n_embd, n_ff))  # ggml {n_ff, n_embd}
+        w.add_tensor(p + "ffn_down.bias", zeros(n_embd))
+    w.add_tensor("mm.0.weight", rnd(mm_hidden, n_embd))  # ggml {n_embd, mm_hidden}
+    w.add_tensor("mm.0.bias", zeros(mm_hidden))
+    w.add_tensor("mm.2.weight", rnd(text_n_embd, mm_hidden))  # ggml {mm_hidden, text_n_embd}
+    w.add_tensor("mm.2.bias", zeros(text_n_embd))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def png_bytes(
+    size: tuple[int, int] = (32, 32),
+    color: tuple[int, int, int] = (200, 120, 40),
+) -> bytes:
+    """A solid-colour RGB PNG, encoded with zlib only (no Pillow needed; Pillow reads it)."""
+    width, height = size
+    row = b"\x00" + bytes(color) * width  # filter type 0 per row
+    raw = row * height
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def write_tiny_png(
+    path: Path,
+    size: tuple[int, int] = (32, 32),
+    color: tuple[int, int, int] = (200, 120, 40),
+) -> Path:
+    """Write :func:`png_bytes` to ``path`` and return it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png_bytes(size, color))
+    return path
