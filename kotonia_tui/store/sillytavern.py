@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -241,7 +241,10 @@ def _st_message(where: str, obj: dict[str, Any], previous: datetime | None) -> M
         "is_system": obj.get("is_system"),
         "is_user": obj.get("is_user"),
     }
-    alternatives, chosen = _swipes(where, obj, mes, created, segments, status, fields, st)
+    reasoning = reasoning if isinstance(reasoning, str) else None
+    alternatives, chosen = _swipes(
+        where, obj, mes, created, segments, status, reasoning, fields, st
+    )
     try:
         return Message(
             role=role,
@@ -251,7 +254,7 @@ def _st_message(where: str, obj: dict[str, Any], previous: datetime | None) -> M
             created_at=created,
             status=status,
             status_reason=own.get("status_reason"),
-            reasoning=reasoning if isinstance(reasoning, str) else None,
+            reasoning=reasoning,
             alternatives=alternatives,
             chosen=chosen,
             extra={ST: st},
@@ -267,6 +270,7 @@ def _swipes(
     created: datetime,
     segments: list[Segment],
     status: MessageStatus,
+    message_reasoning: str | None,
     fields: dict[str, Any],
     st: dict[str, Any],
 ) -> tuple[list[Alternative], int]:
@@ -292,7 +296,6 @@ def _swipes(
     if "swipe_info" in obj and not aligned:
         fields["swipe_info"] = info  # kept as it was; new swipes then get no info
     st["swipe_info"] = "aligned" if aligned else "kept" if "swipe_info" in obj else "absent"
-    st["swipe_id_given"] = "swipe_id" in obj
     alternatives = []
     for index, swipe in enumerate(swipes):
         entry = info[index] if aligned and isinstance(info, list) else None
@@ -306,6 +309,8 @@ def _swipes(
             text = mes
         entry_extra = entry.get("extra") if isinstance(entry, dict) else None
         reasoning = entry_extra.get("reasoning") if isinstance(entry_extra, dict) else None
+        if index == chosen:  # the message's own extra.reasoning belongs to the shown swipe
+            reasoning = message_reasoning
         alternatives.append(
             Alternative(
                 text=text,
@@ -328,6 +333,8 @@ def _read_json_list(
         raise ImportFormatError(
             f"{path}: line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from exc
+    if not isinstance(items, list):
+        raise ImportFormatError(f"{path}: expected a list of messages, got {type(items).__name__}")
     base = utcnow()
     messages: list[Message] = []
     for number, item in enumerate(items, start=1):
@@ -345,9 +352,7 @@ def _read_json_list(
         if raw_date is not None and created is None:
             raise ImportFormatError(f"{where}: date is not a date: {raw_date!r}")
         # Undated items keep their order with distinct, increasing times.
-        created = created or base.replace(microsecond=0).fromtimestamp(
-            base.timestamp() + number / 1000, UTC
-        )
+        created = created or base + timedelta(milliseconds=number)
         extra = {
             k: v
             for k, v in item.items()
@@ -356,8 +361,6 @@ def _read_json_list(
         messages.append(
             Message(role=role, speaker=speaker, text=text_value, created_at=created, extra=extra)
         )
-    if not isinstance(items, list):
-        raise ImportFormatError(f"{path}: expected a list of messages")
     character = hint or next((m.speaker for m in messages if m.role is Role.CHARACTER), "Character")
     created_at = messages[0].created_at if messages else base
     conv = Conversation(
@@ -438,24 +441,31 @@ def st_message(msg: Message) -> dict[str, Any]:
     st = msg.extra.get(ST)
     st = st if isinstance(st, dict) else {}
     fields = dict(st.get("fields") or {})
+    keys = list(st.get("keys") or [])
     mapped: dict[str, Any] = {
         "name": msg.speaker,
-        "is_user": msg.role is Role.USER,
-        "is_system": msg.role is Role.SYSTEM,
+        # The role is never edited, so imported flags still hold (a hidden user message is
+        # is_user and is_system at once); they are only computed for Kotonia's own messages.
+        "is_user": _flag(st.get("is_user"), msg.role is Role.USER),
+        "is_system": _flag(st.get("is_system"), msg.role is Role.SYSTEM),
+        "send_date": _original_or_new(st.get("send_date"), msg.created_at, _format_date),
+        "mes": msg.text,
     }
-    if st.get("is_user") is not None and st["is_user"] == (msg.role is Role.USER):
-        mapped["is_user"] = st["is_user"]
-    if st.get("is_system") is not None and (msg.role is Role.SYSTEM or not st["is_system"]):
-        mapped["is_system"] = st["is_system"]
-    if st and "send_date" not in st.get("keys", []):
-        pass  # the original had no date; a date is never invented for it
-    else:
-        mapped["send_date"] = _original_or_new(st.get("send_date"), msg.created_at, _format_date)
-    mapped["mes"] = msg.text
-    fields["extra"] = _st_extra(msg, fields.get("extra"))
+    extra = _st_extra(msg, fields.get("extra"))
+    if not st or "extra" in fields or extra:
+        fields["extra"] = extra
     if msg.alternatives:
-        mapped.update(_st_swipes(msg, st, fields))
-    return _ordered(list(st.get("keys") or []), mapped, fields)
+        mapped.update(_st_swipes(msg, st))
+    if st:
+        # Fields the original line did not have are not invented for it.
+        for key in ("is_user", "is_system", "send_date", "swipe_id"):
+            if key not in keys and key in mapped and (key != "swipe_id" or msg.chosen == 0):
+                del mapped[key]
+    return _ordered(keys, mapped, fields)
+
+
+def _flag(original: object, computed: bool) -> bool:
+    return original if isinstance(original, bool) else computed
 
 
 def _st_extra(msg: Message, original: object) -> dict[str, Any]:
@@ -478,27 +488,21 @@ def _st_extra(msg: Message, original: object) -> dict[str, Any]:
     return extra
 
 
-def _st_swipes(msg: Message, st: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+def _st_swipes(msg: Message, st: dict[str, Any]) -> dict[str, Any]:
     swipes, infos = [], []
     for index, alt in enumerate(msg.alternatives):
         alt_st = alt.extra.get(ST)
         alt_st = alt_st if isinstance(alt_st, dict) else {}
         kept = alt_st.get("swipe_text")
-        swipes.append(
-            kept
-            if isinstance(kept, str) and index == msg.chosen and alt.text == msg.text
-            else alt.text
-        )
+        original = isinstance(kept, str) and index == msg.chosen and not msg.edited
+        swipes.append(kept if original else alt.text)
         info = alt_st.get("swipe_info")
-        if info is None:
+        if "swipe_info" not in alt_st:
             info = {"send_date": _format_date(alt.created_at), "extra": {}}
             if alt.reasoning:
                 info["extra"]["reasoning"] = alt.reasoning
         infos.append(info)
     out: dict[str, Any] = {"swipes": swipes, "swipe_id": msg.chosen}
-    mode = st.get("swipe_info")
-    if mode == "kept":
-        fields["swipe_info"] = fields.get("swipe_info")
-    elif mode != "absent":
+    if st.get("swipe_info") not in ("kept", "absent"):  # "kept": the odd original is in fields
         out["swipe_info"] = infos
     return out

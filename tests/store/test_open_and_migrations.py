@@ -1,0 +1,159 @@
+"""Opening files: the schema is created, migrated step by step, and bad files are refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.domain import MessageStatus, Role
+from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.migrations import migrate
+
+from .conftest import T0, make_messages, new_conversation
+
+
+def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
+    with Store.open(db_path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.integrity_check() == "ok"
+        assert store.path == db_path
+    raw = sqlite3.connect(db_path)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    raw.close()
+
+
+def test_data_survives_closing_and_reopening(db_path: Path) -> None:
+    with Store.open(db_path) as store:
+        conv = new_conversation(store)
+        store.add_messages(conv.id, make_messages(3))
+    with Store.open(db_path) as store:
+        assert [m.text for m in store.recent_messages(conv.id, 10)] == [
+            m.text for m in make_messages(3)
+        ]
+
+
+def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    raw = sqlite3.connect(db_path)
+    raw.execute("PRAGMA user_version = 7")
+    raw.close()
+    with pytest.raises(StoreError) as err:
+        Store.open(db_path)
+    message = str(err.value)
+    assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
+    assert "schema 7, this one knows 2" in message
+    assert "upgrade the app" in message
+
+
+def test_a_file_that_is_not_sqlite_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.sqlite3"
+    path.write_text("these are my notes, not a database\n" * 100)
+    with pytest.raises(StoreError, match=r"notes\.sqlite3: is not a Kotonia database"):
+        Store.open(path)
+    assert path.read_text().startswith("these are my notes")  # untouched
+
+
+def test_someone_elses_sqlite_file_is_not_adopted(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match=r"other\.db: is a SQLite database but not a Kotonia one"):
+        Store.open(path)
+
+
+def test_a_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is not a file"):
+        Store.open(tmp_path)
+
+
+def test_step_1_turns_an_empty_version_0_file_into_a_working_store(tmp_path: Path) -> None:
+    # Version 0 holds no Kotonia data by definition: it is the empty file a first start makes.
+    path = tmp_path / "empty.sqlite3"
+    sqlite3.connect(path).close()
+    with Store.open(path) as store:
+        assert store.schema_version == 2
+        conv = new_conversation(store)
+        assert store.get_conversation(conv.id).title == "In the glade"
+
+
+def _write_v1_data(path: Path) -> None:
+    """Rows as version 1 of the app wrote them (no memory_state, no superseded_by)."""
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=1) == 1
+    db.close()
+    raw = sqlite3.connect(path)
+    ts = "2026-11-29T19:30:00.000000+00:00"
+    raw.execute(
+        "INSERT INTO conversations (id, character_key, character_name, persona_name, title, "
+        "created_at, updated_at, message_count, extra) VALUES (1, 'sera', 'Seraphina', 'Ann', "
+        "'Old story', ?, ?, 2, '{\"st\": 1}')",
+        (ts, ts),
+    )
+    raw.execute(
+        "INSERT INTO messages (id, conversation_id, role, speaker, text, created_at, status) "
+        "VALUES (1, 1, 'user', 'Ann', 'Hello there', ?, 'complete'),"
+        "       (2, 1, 'character', 'Seraphina', 'Welcome, traveller', ?, 'cut')",
+        (ts, ts),
+    )
+    raw.execute(
+        "INSERT INTO alternatives (message_id, idx, text, status, created_at) VALUES "
+        "(2, 0, 'Welcome, traveller', 'cut', ?), (2, 1, 'Who goes there?', 'complete', ?)",
+        (ts, ts),
+    )
+    raw.execute("INSERT INTO token_counts VALUES (1, 'gemma', 4)")
+    raw.execute(
+        "INSERT INTO chapters (conversation_id, first_message_id, last_message_id, text, "
+        "created_at) VALUES (1, 1, 2, 'They met in the glade.', ?)",
+        (ts,),
+    )
+    raw.execute(
+        "INSERT INTO synopses (conversation_id, version, text, through_message_id, created_at, "
+        "current) VALUES (1, 1, 'Ann arrived.', 2, ?, 1)",
+        (ts,),
+    )
+    raw.execute(
+        "INSERT INTO fold_jobs (conversation_id, kind, status, not_before, created_at) "
+        "VALUES (1, 'chapter', 'pending', ?, ?)",
+        (ts, ts),
+    )
+    raw.commit()
+    raw.close()
+
+
+def test_step_2_keeps_version_1_data_and_adds_memory_state(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite3"
+    _write_v1_data(path)
+    with Store.open(path) as store:
+        assert store.schema_version == 2
+        conv = store.get_conversation(1)
+        assert (conv.title, conv.message_count, conv.extra) == ("Old story", 2, {"st": 1})
+        user, reply = store.recent_messages(1, 10, model_key="gemma")
+        assert (user.text, user.token_counts) == ("Hello there", {"gemma": 4})
+        assert reply.status is MessageStatus.CUT
+        assert [a.text for a in reply.alternatives] == ["Welcome, traveller", "Who goes there?"]
+        assert user.created_at == T0
+        (chapter,) = store.chapters(1)
+        assert (chapter.text, chapter.superseded_by) == ("They met in the glade.", None)
+        assert store.current_synopsis(1).text == "Ann arrived."
+        assert store.memory_state(1).verbatim_start_id is None
+        assert store.claim_next_fold() is not None
+        # The new table works on the migrated file.
+        state = store.memory_state(1).model_copy(update={"verbatim_start_id": 2})
+        store.set_memory_state(state)
+        assert store.memory_state(1).verbatim_start_id == 2
+        assert store.integrity_check() == "ok"
+        assert reply.role is Role.CHARACTER
+
+
+def test_two_stores_can_share_one_file(db_path: Path) -> None:
+    with Store.open(db_path) as first, Store.open(db_path) as second:
+        conv = new_conversation(first)
+        second.add_messages(conv.id, make_messages(2))
+        assert first.message_count(conv.id) == 2
+        assert [m.speaker for m in first.recent_messages(conv.id, 5)] == ["Ann", "Seraphina"]
