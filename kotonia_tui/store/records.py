@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from kotonia_tui.domain import TurnMetrics, utcnow
+from kotonia_tui.domain import TurnMetrics
 
 
 class MemoryState(BaseModel):
@@ -20,7 +20,7 @@ class MemoryState(BaseModel):
     applied_chapter_id: int | None = None  # the newest chapter the prompt carries
     applied_synopsis_id: int | None = None
     forced_cut_through_id: int | None = None  # the last message cut by the hard ceiling
-    updated_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime | None = None  # None: never saved (the default state)
 
 
 class CharacterSeen(BaseModel):

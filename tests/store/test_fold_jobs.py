@@ -1,0 +1,110 @@
+"""The durable fold queue: idempotent enqueue, atomic claims, retries, crash recovery."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, utcnow
+from kotonia_tui.store import Store, StoreError
+
+from .conftest import new_conversation
+
+
+def _job(conv_id: int, first: int = 1, last: int = 10, **kw: object) -> FoldJob:
+    return FoldJob(
+        conversation_id=conv_id,
+        kind=FoldKind.CHAPTER,
+        first_message_id=first,
+        last_message_id=last,
+        **kw,
+    )
+
+
+def test_enqueue_is_idempotent_while_pending_or_running(store: Store) -> None:
+    conv = new_conversation(store)
+    first = store.enqueue_fold(_job(conv.id))
+    assert store.enqueue_fold(_job(conv.id)).id == first.id
+    assert store.enqueue_fold(_job(conv.id, last=11)).id != first.id  # another range
+    store.claim_next_fold()
+    assert store.enqueue_fold(_job(conv.id)).id == first.id  # running counts too
+    store.finish_fold(first.id)
+    assert store.enqueue_fold(_job(conv.id)).id != first.id  # done: a new job may be queued
+
+
+def test_claim_takes_the_oldest_due_job_once(store: Store) -> None:
+    conv = new_conversation(store)
+    now = utcnow()
+    later = store.enqueue_fold(_job(conv.id, 1, 5, not_before=now + timedelta(seconds=30)))
+    due = store.enqueue_fold(_job(conv.id, 6, 9, not_before=now))
+    assert store.next_fold_due() == due.not_before
+    claimed = store.claim_next_fold(now)
+    assert (claimed.id, claimed.status, claimed.attempts) == (due.id, FoldStatus.RUNNING, 1)
+    assert store.claim_next_fold(now) is None  # the other is not due yet
+    assert store.next_fold_due() == later.not_before
+    assert store.claim_next_fold(now + timedelta(seconds=31)).id == later.id
+    assert store.next_fold_due() is None
+
+
+def test_two_instances_never_claim_the_same_job(db_path: Path) -> None:
+    with Store.open(db_path) as a, Store.open(db_path) as b:
+        conv = new_conversation(a)
+        for i in range(6):
+            a.enqueue_fold(_job(conv.id, i * 10, i * 10 + 9))
+        claims = []
+        while True:
+            got = [s.claim_next_fold() for s in (a, b)]
+            claims += [j.id for j in got if j is not None]
+            if None in got:
+                break
+        assert sorted(claims) == sorted(set(claims)) and len(claims) == 6
+
+
+def test_fail_retries_later_or_gives_up(store: Store) -> None:
+    conv = new_conversation(store)
+    job = store.enqueue_fold(_job(conv.id))
+    store.claim_next_fold()
+    retry_at = utcnow() + timedelta(minutes=5)
+    again = store.fail_fold(job.id, "model refused", retry_at)
+    assert (again.status, again.not_before, again.last_error) == (
+        FoldStatus.PENDING,
+        retry_at,
+        "model refused",
+    )
+    assert store.claim_next_fold() is None
+    second = store.claim_next_fold(retry_at)
+    assert second.attempts == 2
+    failed = store.fail_fold(job.id, "refused again")
+    assert (failed.status, failed.finished_at is not None) == (FoldStatus.FAILED, True)
+    assert store.fold_jobs(conv.id, [FoldStatus.FAILED]) == [failed]
+    assert store.fold_jobs(conv.id, [FoldStatus.PENDING]) == []
+
+
+def test_a_killed_process_does_not_strand_its_job(db_path: Path) -> None:
+    with Store.open(db_path) as crashed:
+        conv = new_conversation(crashed)
+        job = crashed.enqueue_fold(_job(conv.id))
+        crashed.claim_next_fold()
+    # Next start-up: the running job goes back to the queue.
+    with Store.open(db_path) as restarted:
+        assert restarted.requeue_running() == [job.id]
+        assert restarted.claim_next_fold().id == job.id
+
+
+def test_requeue_can_spare_jobs_claimed_by_a_live_instance(store: Store) -> None:
+    conv = new_conversation(store)
+    store.enqueue_fold(_job(conv.id))
+    before_claim = utcnow()
+    store.claim_next_fold()
+    assert store.requeue_running(claimed_before=before_claim) == []
+    assert store.fold_jobs(conv.id, [FoldStatus.RUNNING]) != []
+
+
+def test_finishing_twice_is_refused(store: Store) -> None:
+    conv = new_conversation(store)
+    job = store.enqueue_fold(_job(conv.id))
+    store.finish_fold(job.id)
+    with pytest.raises(StoreError, match=f"fold job {job.id} is already done"):
+        store.finish_fold(job.id)

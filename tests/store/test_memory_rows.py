@@ -1,0 +1,152 @@
+"""Chapters, synopsis versions and memory state: the memory a long story depends on."""
+
+from __future__ import annotations
+
+import pytest
+
+from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, Synopsis, TurnMetrics
+from kotonia_tui.store import MemoryState, NotFoundError, Store, StoreError
+
+from .conftest import make_messages, new_conversation
+
+
+def _chapter(conv_id: int, first: int, last: int, text: str = "chapter") -> Chapter:
+    return Chapter(conversation_id=conv_id, first_message_id=first, last_message_id=last, text=text)
+
+
+def test_chapter_and_its_job_land_together(store: Store) -> None:
+    conv = new_conversation(store)
+    ids = store.add_messages(conv.id, make_messages(10))
+    job = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv.id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=ids[0],
+            last_message_id=ids[4],
+        )
+    )
+    claimed = store.claim_next_fold()
+    chapter = store.add_chapter(_chapter(conv.id, ids[0], ids[4], "They met."), job_id=claimed.id)
+    assert store.get_fold(job.id).status is FoldStatus.DONE
+    assert store.chapters(conv.id) == [chapter]
+
+
+def test_a_chapter_insert_that_fails_part_way_leaves_nothing(store: Store) -> None:
+    conv = new_conversation(store)
+    other = new_conversation(store, key="other")
+    job = store.enqueue_fold(FoldJob(conversation_id=other.id, kind=FoldKind.CHAPTER))
+    # The chapter row is written first, then the job check fails: both must be rolled back.
+    with pytest.raises(StoreError, match=f"fold job {job.id} belongs to conversation {other.id}"):
+        store.add_chapter(_chapter(conv.id, 1, 2), job_id=job.id)
+    with pytest.raises(NotFoundError, match="fold job 999 does not exist"):
+        store.add_chapter(_chapter(conv.id, 1, 2), job_id=999)
+    assert store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
+    assert store.get_fold(job.id).status is FoldStatus.PENDING
+
+
+def test_a_job_run_twice_stores_its_chapter_once(store: Store) -> None:
+    conv = new_conversation(store)
+    job = store.enqueue_fold(FoldJob(conversation_id=conv.id, kind=FoldKind.CHAPTER))
+    store.add_chapter(_chapter(conv.id, 1, 2), job_id=job.id)
+    with pytest.raises(StoreError, match="already done"):
+        store.add_chapter(_chapter(conv.id, 1, 2), job_id=job.id)
+    assert len(store.chapters(conv.id)) == 1
+
+
+def test_edit_marks_covering_chapters_stale_and_refold_supersedes_without_rewriting(
+    store: Store,
+) -> None:
+    conv = new_conversation(store)
+    first = store.add_chapter(_chapter(conv.id, 1, 10, "old one"))
+    second = store.add_chapter(_chapter(conv.id, 11, 20))
+    assert store.mark_chapters_stale(conv.id, 5) == [first.id]
+    assert store.get_chapter(first.id).stale
+
+    job = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv.id, kind=FoldKind.REFOLD, first_message_id=1, last_message_id=10
+        )
+    )
+    new = store.refold_chapter(first.id, _chapter(conv.id, 1, 10, "new one"), job_id=job.id)
+    old = store.get_chapter(first.id)
+    assert (old.text, old.superseded_by) == ("old one", new.id)  # kept word for word
+    assert [c.id for c in store.chapters(conv.id)] == [new.id, second.id]  # story order
+    assert len(store.chapters(conv.id, include_superseded=True)) == 3
+    assert store.get_fold(job.id).status is FoldStatus.DONE
+    with pytest.raises(StoreError, match=f"chapter {first.id} was already superseded"):
+        store.refold_chapter(first.id, _chapter(conv.id, 1, 10))
+
+
+def test_synopsis_versions_are_all_kept_with_exactly_one_current(store: Store) -> None:
+    conv = new_conversation(store)
+    chapters = [store.add_chapter(_chapter(conv.id, i * 10 + 1, i * 10 + 10)) for i in range(4)]
+    assert store.current_synopsis(conv.id) is None
+    v1 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="one", through_message_id=20),
+        [chapters[0].id, chapters[1].id],
+    )
+    job = store.enqueue_fold(FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC))
+    v2 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="two", through_message_id=30),
+        [chapters[2].id],
+        job_id=job.id,
+    )
+    assert (v1.version, v2.version) == (1, 2)
+    assert store.current_synopsis(conv.id) == v2
+    versions = store.synopsis_versions(conv.id)
+    assert [(s.text, s.current) for s in versions] == [("one", False), ("two", True)]
+    assert [c.id for c in store.chapters(conv.id)] == [chapters[3].id]
+    assert len(store.chapters(conv.id, include_in_synopsis=True)) == 4
+    assert store.get_fold(job.id).status is FoldStatus.DONE
+
+
+def test_a_failed_synopsis_changes_nothing(store: Store) -> None:
+    conv = new_conversation(store)
+    other = new_conversation(store, key="other")
+    mine = store.add_chapter(_chapter(conv.id, 1, 5))
+    theirs = store.add_chapter(_chapter(other.id, 1, 5))
+    store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=1, text="v1", through_message_id=1), []
+    )
+    with pytest.raises(StoreError, match=f"chapter {theirs.id} belongs to conversation"):
+        store.add_synopsis(
+            Synopsis(conversation_id=conv.id, version=2, text="v2", through_message_id=5),
+            [mine.id, theirs.id],
+        )
+    assert store.current_synopsis(conv.id).text == "v1"
+    assert len(store.synopsis_versions(conv.id)) == 1
+    assert not store.get_chapter(mine.id).in_synopsis
+
+
+def test_memory_state_defaults_and_round_trips(store: Store) -> None:
+    conv = new_conversation(store)
+    assert store.memory_state(conv.id) == MemoryState(conversation_id=conv.id)
+    saved = store.set_memory_state(
+        MemoryState(
+            conversation_id=conv.id,
+            verbatim_start_id=40,
+            applied_chapter_id=3,
+            applied_synopsis_id=1,
+            forced_cut_through_id=None,
+        )
+    )
+    assert store.memory_state(conv.id) == saved
+    assert saved.updated_at is not None
+    with pytest.raises(NotFoundError, match="conversation 77 does not exist"):
+        store.set_memory_state(MemoryState(conversation_id=77))
+
+
+def test_turn_metrics_newest_last(store: Store) -> None:
+    conv = new_conversation(store)
+    (msg_id,) = store.add_messages(conv.id, make_messages(1))
+    assert store.last_turn_metrics(conv.id) is None
+    for reused in (0, 100, 180):
+        store.add_turn_metrics(
+            conv.id,
+            msg_id,
+            TurnMetrics(prompt_positions=200, reused=reused, evaluated=200 - reused),
+        )
+    assert store.last_turn_metrics(conv.id).reused == 180
+    assert [r.metrics.reused for r in store.turn_metrics(conv.id, 2)] == [100, 180]
+    store.delete_message(msg_id)  # the figures outlive the message
+    assert [r.message_id for r in store.turn_metrics(conv.id, 5)] == [None, None, None]
