@@ -152,7 +152,8 @@ def _read_jsonl(
     header: dict[str, Any] | None = None
     header_keys: list[str] = []
     messages: list[Message] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a line: str.splitlines() would also split inside texts at U+2028, U+0085...
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}: line {number}"
