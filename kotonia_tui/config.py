@@ -155,6 +155,7 @@ class Settings(BaseSettings):
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)
     fold_ceiling_ratio: float = Field(default=0.55, gt=0.0, lt=1.0)
     min_verbatim_ratio: float = Field(default=0.16, gt=0.0, lt=1.0)
+    fold_headroom_ratio: float = Field(default=0.16, ge=0.0, lt=1.0)
     major_gc_ratio: float = Field(default=0.06, gt=0.0, lt=1.0)
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
@@ -236,16 +237,18 @@ class _FileSource(PydanticBaseSettingsSource):
     """The TOML file's values, read by `load_settings` (lowest priority)."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return _FILE_VALUES.get().get(field_name), field_name, False
+        return (_FILE_VALUES.get() or {}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(_FILE_VALUES.get())
+        return dict(_FILE_VALUES.get() or {})
 
 
-_FILE_VALUES: ContextVar[dict[str, Any]] = ContextVar("kotonia_file_values", default={})
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("kotonia_file_values", default=None)
 
 
 def _describe_validation(path: Path, exc: ValidationError) -> str:
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or "(root)"
-    return f"{path} or KOTONIA_{field.upper()}: {field}: {first['msg']} (got {first.get('input')!r})"
+    return (
+        f"{path} or KOTONIA_{field.upper()}: {field}: {first['msg']} (got {first.get('input')!r})"
+    )

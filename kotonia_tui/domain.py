@@ -6,8 +6,10 @@ Nothing here does I/O. The store persists these, memory reasons about them, the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -196,3 +198,29 @@ class Persona(BaseModel):
 
     name: str = "User"
     description: str = ""
+
+
+ChatRole = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """An image for the model: its bytes and a stable key (the content hash) for KV reuse."""
+
+    data: bytes
+    key: str
+    mime: str = "image/png"
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a prompt, before the engine's prompt format renders it.
+
+    `name` is who speaks (the transcript format writes "name: content"); an empty name renders
+    as a plain paragraph (the memory exchange, instructions).
+    """
+
+    role: ChatRole
+    content: str
+    name: str = ""
+    images: tuple[ImageInput, ...] = ()

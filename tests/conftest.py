@@ -45,3 +45,9 @@ def tiny_mmproj_path(tiny_models_dir: Path) -> Path:
 def tiny_misfit_mmproj_path(tiny_models_dir: Path) -> Path:
     """mmproj whose output width (32) does not fit the 64-wide tiny model."""
     return write_tiny_mmproj(tiny_models_dir / "tiny-mmproj-misfit.gguf", text_n_embd=32)
+
+
+@pytest.fixture(scope="session")
+def tiny_noeos_model_path(tiny_models_dir: Path) -> Path:
+    """Same shape, </s> suppressed: sampling never stops naturally (always "length")."""
+    return write_tiny_llama(tiny_models_dir / "tiny-llama-noeos.gguf", eos_bias=-30.0)

@@ -44,9 +44,13 @@ def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Pat
     total = sum(c.stat().st_size for c in chunks)
     target = cache_dir / "models" / name
     stamp = target.with_suffix(".sha256")
-    if target.exists() and stamp.exists() and target.stat().st_size == total:
-        if stamp.read_text().strip() == expected:
-            return target
+    if (
+        target.exists()
+        and stamp.exists()
+        and target.stat().st_size == total
+        and stamp.read_text().strip() == expected
+    ):
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()

@@ -164,7 +164,7 @@ def make_formatter(
     if not chat_template:
         raise ModelFileError(
             f"{model_name}: the GGUF has no chat template (tokenizer.chat_template); "
-            "set prompt_format = \"transcript\" for a base model"
+            'set prompt_format = "transcript" for a base model'
         )
     return TemplateFormat(
         chat_template,

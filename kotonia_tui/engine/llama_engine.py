@@ -25,11 +25,12 @@ from llama_cpp import _internals as internals
 
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import TurnMetrics
+from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import EngineError, ImageError, ModelFileError, PromptTooLongError
-from kotonia_tui.engine.formats import MEDIA_MARKER, RenderedPrompt, make_formatter
+from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
-from kotonia_tui.engine.model_files import check_gguf, check_projector_fits
+from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.streaming import ReasoningSplitter, StopMatcher, Utf8Stream
@@ -94,6 +95,7 @@ class EngineCall:
         self._loop = loop
         self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
         self.cancel_flag = threading.Event()
+        self.tokens_generated = 0  # advanced by the owner thread as tokens are sampled
         self._result: asyncio.Future[GenerationResult] = loop.create_future()
 
     # Called on the owner thread.
@@ -159,6 +161,7 @@ class LlamaEngine:
         fold_n_ctx: int | None = None,
     ) -> LlamaEngine:
         """Resolve, check and load the model (blocking; call it from a worker thread in a UI)."""
+        native_logs.install()
         if profile.model_path is None:
             model_path = default_model_path(cache_dir, progress)
         else:
@@ -166,7 +169,6 @@ class LlamaEngine:
             check_gguf(model_path, "model")
         if profile.mmproj_path is not None:
             check_gguf(profile.mmproj_path, "mmproj")
-            check_projector_fits(profile.mmproj_path, model_path)
         engine = cls(profile, model_path=model_path, fold_n_ctx=fold_n_ctx)
         if progress is not None:
             progress(f"loading {model_path.name}", 0, 1)
@@ -206,7 +208,9 @@ class LlamaEngine:
         self._llama = llama
         if profile.mmproj_path is not None:
             self._projector = Projector(profile.mmproj_path, llama.model, n_threads=threads)
-        self._slots[Slot.CHAT] = KvSlot(llama._ctx, n_batch=llama.n_batch, projector=self._projector)
+        self._slots[Slot.CHAT] = KvSlot(
+            llama._ctx, n_batch=llama.n_batch, projector=self._projector
+        )
         metadata = llama.metadata
         template = metadata.get("tokenizer.chat_template")
         self._formatter = make_formatter(
@@ -307,8 +311,16 @@ class LlamaEngine:
     def prompt_cells(self, request: GenerationRequest) -> int:
         """Exact KV cells the request's prompt takes (text tokens + image cells)."""
         rendered = self.render(request)
-        text_cells = len(self._tokenize_prompt_text(rendered.text.replace(MEDIA_MARKER, "")))
-        return text_cells + sum(self.image_cells(i) for i in rendered.images)
+        if not rendered.images or self._projector is None:
+            return len(self._tokenize_prompt_text(rendered.text))
+        projector = self._projector
+
+        def count() -> int:
+            with projector.tokenize(rendered.text, rendered.images) as items:
+                return sum(item_cells(i) for i in items)
+
+        # The projector lives on the owner thread; this waits for at most one model step.
+        return int(self._owner.call(count).result())
 
     def _tokenize_prompt_text(self, text: str) -> list[int]:
         assert self._llama is not None
@@ -320,7 +332,7 @@ class LlamaEngine:
         """Start a call; must be called from a running asyncio loop."""
         call = EngineCall(asyncio.get_running_loop())
         future = self._owner.submit(
-            lambda: self._generate(request, call.cancel_flag),
+            lambda: self._generate(request, call),
             priority=int(request.priority),
             on_event=call._push,
         )
@@ -340,30 +352,22 @@ class LlamaEngine:
             pass
         return await call.result()
 
-    def _prompt_items(self, rendered: RenderedPrompt) -> list[PromptItem]:
-        if not rendered.images:
-            return list(self._tokenize_prompt_text(rendered.text))
-        if self._projector is None:
-            raise ImageError(
-                "this model has no vision projector (mmproj_path), so it cannot see images"
-            )
-        with self._projector.tokenize(rendered.text, rendered.images) as items:
-            return list(items)
-
     def _generate(
-        self, request: GenerationRequest, cancel: threading.Event
+        self, request: GenerationRequest, call: EngineCall
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
-        profile = self.profile
         rendered = self.render(request)
         slot = self._slot(request.slot)
         if rendered.images:
+            if self._projector is None:
+                raise ImageError(
+                    "this model has no vision projector (mmproj_path), so it cannot see images"
+                )
             # Image chunks point into mtmd's buffers, which live only inside this block.
-            assert self._projector is not None
             with self._projector.tokenize(rendered.text, rendered.images) as items:
                 stats = yield from self._prefill(slot, items, request)
         else:
-            items = self._prompt_items(rendered)
+            items: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
             stats = yield from self._prefill(slot, items, request)
         metrics = TurnMetrics(
             prompt_positions=stats[0],
@@ -373,7 +377,7 @@ class LlamaEngine:
             images=stats[4],
             slot=str(request.slot),
         )
-        result = yield from self._sample(slot, rendered, request, cancel, metrics)
+        result = yield from self._sample(slot, rendered, request, call, metrics)
         return result
 
     def _prefill(
@@ -416,7 +420,7 @@ class LlamaEngine:
         slot: KvSlot,
         rendered: RenderedPrompt,
         request: GenerationRequest,
-        cancel: threading.Event,
+        call: EngineCall,
         metrics: TurnMetrics,
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
@@ -424,7 +428,9 @@ class LlamaEngine:
         sampler = self._sampler(request)
         utf8 = Utf8Stream()
         open_tag, close_tag = self.profile.reasoning_tags
-        splitter = ReasoningSplitter(open_tag, close_tag, starts_inside=rendered.starts_in_reasoning)
+        splitter = ReasoningSplitter(
+            open_tag, close_tag, starts_inside=rendered.starts_in_reasoning
+        )
         stops = StopMatcher(tuple(rendered.stops) + tuple(request.extra_stops))
         reply: list[str] = []
         started = time.perf_counter()
@@ -451,13 +457,14 @@ class LlamaEngine:
 
         try:
             while True:
-                if cancel.is_set():
+                if call.cancel_flag.is_set():
                     finish = FinishReason.CANCELLED
                     break
                 token = sampler.sample(slot.ctx, -1)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     break
                 generated += 1
+                call.tokens_generated = generated
                 for event in emit(utf8.feed(token_piece(vocab, token))):
                     yield event
                 if stops.stopped_by is not None:
@@ -485,6 +492,7 @@ class LlamaEngine:
             reasoning="".join(splitter.reasoning).strip(),
             finish_reason=finish,
             metrics=metrics,
+            stop_string=stops.stopped_by,
         )
         yield result
         return result

@@ -21,6 +21,7 @@ import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
 from PIL import Image, UnidentifiedImageError
 
+from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.errors import ImageError, ModelFileError
 from kotonia_tui.engine.formats import MEDIA_MARKER
 from kotonia_tui.engine.types import ImageInput
@@ -73,12 +74,13 @@ class Projector:
         params.use_gpu = bool(llama_cpp.llama_supports_gpu_offload())
         params.print_timings = False
         params.n_threads = n_threads
+        native_logs.take_errors()
         self._ctx = mtmd.mtmd_init_from_file(str(path).encode(), model, params)
         if not self._ctx:
+            said = "; ".join(native_logs.take_errors()) or "no reason given"
             raise ModelFileError(
-                f"{path}: the projector could not be loaded for this model (it is not an mmproj "
-                "GGUF, or it was made for a different model): use the mmproj file published "
-                "with your model"
+                f"{path}: the projector does not fit this model or is not an mmproj GGUF "
+                f"(llama.cpp: {said}); use the mmproj file published with your model"
             )
         if not mtmd.mtmd_support_vision(self._ctx):
             self.close()
@@ -95,8 +97,7 @@ class Projector:
         """Items of a prompt with media markers; image chunks are valid inside the block."""
         if text.count(MEDIA_MARKER) != len(images):
             raise ImageError(
-                f"the prompt has {text.count(MEDIA_MARKER)} image markers but "
-                f"{len(images)} images"
+                f"the prompt has {text.count(MEDIA_MARKER)} image markers but {len(images)} images"
             )
         bitmaps = [self._bitmap(image) for image in images]
         chunks = mtmd.mtmd_input_chunks_init()

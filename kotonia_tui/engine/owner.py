@@ -123,7 +123,7 @@ class OwnerThread:
         except StopIteration as stop:
             job.future.set_result(stop.value)
             return True
-        except BaseException as exc:  # noqa: BLE001 - the caller gets every failure
+        except BaseException as exc:
             if not job.future.done():
                 job.future.set_exception(exc)
             return True

@@ -4,30 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Literal
 
-from kotonia_tui.domain import TurnMetrics
-
-ChatRole = Literal["system", "user", "assistant"]
-
-
-@dataclass(frozen=True)
-class ImageInput:
-    """An image for the model: its bytes and a stable key (the content hash) for KV reuse."""
-
-    data: bytes
-    key: str
-    mime: str = "image/png"
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    """One message of a prompt, before the prompt format renders it."""
-
-    role: ChatRole
-    content: str
-    name: str = ""
-    images: tuple[ImageInput, ...] = ()
+from kotonia_tui.domain import ChatMessage, ImageInput, TurnMetrics
 
 
 class Slot(StrEnum):
@@ -88,6 +66,7 @@ class GenerationResult:
     reasoning: str
     finish_reason: FinishReason
     metrics: TurnMetrics = field(default_factory=TurnMetrics)
+    stop_string: str | None = None  # the stop string that ended the reply, if one did
 
     @property
     def cut(self) -> bool:
@@ -95,3 +74,17 @@ class GenerationResult:
 
 
 StreamEvent = TextDelta | ReasoningDelta | GenerationResult
+
+
+__all__ = [
+    "ChatMessage",
+    "FinishReason",
+    "GenerationRequest",
+    "GenerationResult",
+    "ImageInput",
+    "Priority",
+    "ReasoningDelta",
+    "Slot",
+    "StreamEvent",
+    "TextDelta",
+]
