@@ -22,7 +22,7 @@ import sqlite_utils
 
 from kotonia_tui.store.errors import StoreError
 
-BUSY_TIMEOUT_MS = 10_000
+DEFAULT_BUSY_TIMEOUT_S = 10.0
 
 Params = Sequence[Any] | dict[str, Any]
 
@@ -30,14 +30,15 @@ Params = Sequence[Any] | dict[str, Any]
 class Db:
     """A sqlite3 connection wrapped by sqlite-utils, plus the counters tests rely on."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, busy_timeout_s: float) -> None:
         self.path = path
         self.conn = conn
+        self.busy_timeout_s = busy_timeout_s
         self.utils = sqlite_utils.Database(conn)
         self.rows_read = 0
 
     @classmethod
-    def connect(cls, path: Path) -> Db:
+    def connect(cls, path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Db:
         """Open (creating) the file and probe it, turning "not a database" into a StoreError."""
         if path.exists() and not path.is_file():
             raise StoreError(f"{path}: is not a file, cannot be used as the database")
@@ -50,15 +51,15 @@ class Db:
                 str(path),
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=busy_timeout_s,
             )
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot be opened: {exc}") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             # The first real read fails here when the file is not SQLite at all.
             conn.execute("PRAGMA user_version").fetchone()
-            return cls(path, conn)
+            return cls(path, conn, busy_timeout_s)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if "not a database" in str(exc) or "malformed" in str(exc):
@@ -79,6 +80,15 @@ class Db:
     def close(self) -> None:
         self.conn.close()
 
+    def error(self, exc: sqlite3.Error) -> StoreError:
+        """A sqlite3 error as a StoreError naming the file (callers never import sqlite3)."""
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return StoreError(
+                f"{self.path}: the database is busy: another Kotonia instance held it for more "
+                f"than {self.busy_timeout_s:g} s ({exc})"
+            )
+        return StoreError(f"{self.path}: database error: {exc}")
+
     @property
     def user_version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
@@ -89,7 +99,10 @@ class Db:
         """Every SELECT goes through here so `rows_read` counts what each call costs."""
         cursor = self.conn.cursor()
         cursor.row_factory = sqlite3.Row
-        rows = cursor.execute(sql, params).fetchall()
+        try:
+            rows = cursor.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
         self.rows_read += len(rows)
         return rows
 
@@ -115,18 +128,18 @@ class Db:
             with self.utils.atomic():
                 yield
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")  # waits up to busy_timeout for the write lock
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
         try:
             yield
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
-        try:
             self.conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from exc
             raise
 
     @contextmanager
@@ -135,7 +148,10 @@ class Db:
         if self.conn.in_transaction:
             yield
             return
-        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
         try:
             yield
         finally:

@@ -6,6 +6,7 @@ method is one transaction; reads that touch several tables see one snapshot.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from kotonia_tui.store import (
     metrics,
     migrations,
 )
-from kotonia_tui.store.connection import Db
+from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
 
@@ -44,13 +45,19 @@ class Store:
         self._db = db
 
     @classmethod
-    def open(cls, path: Path | str) -> Store:
-        """Open or create the file at `path` (and its folders); bring its schema up to date."""
-        db = Db.connect(Path(path))
+    def open(cls, path: Path | str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Store:
+        """Open or create the file at `path` (and its folders); bring its schema up to date.
+
+        `busy_timeout_s` is how long a call waits while another instance holds the write lock.
+        """
+        db = Db.connect(Path(path), busy_timeout_s)
         try:
             migrations.check_version(db)  # before any pragma changes a file we may not own
             db.configure()
             migrations.migrate(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise db.error(exc) from exc
         except BaseException:
             db.close()
             raise

@@ -157,3 +157,20 @@ def test_two_stores_can_share_one_file(db_path: Path) -> None:
         second.add_messages(conv.id, make_messages(2))
         assert first.message_count(conv.id) == 2
         assert [m.speaker for m in first.recent_messages(conv.id, 5)] == ["Ann", "Seraphina"]
+
+
+def test_a_held_write_lock_gives_a_clear_busy_error_and_reads_go_on(db_path: Path) -> None:
+    with Store.open(db_path, busy_timeout_s=0.2) as store:
+        conv = new_conversation(store)
+        store.add_messages(conv.id, make_messages(2))
+        other = sqlite3.connect(db_path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another instance in the middle of a write
+        try:
+            assert len(store.recent_messages(conv.id, 10)) == 2  # WAL: readers never wait
+            with pytest.raises(StoreError, match=r"kotonia\.sqlite3: the database is busy"):
+                store.add_messages(conv.id, make_messages(1))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        store.add_messages(conv.id, make_messages(1))  # and it recovers
+        assert store.message_count(conv.id) == 3
