@@ -3,6 +3,7 @@
 from kotonia_tui.store.errors import ImportFormatError, NotFoundError, StoreError
 from kotonia_tui.store.migrations import SCHEMA_VERSION
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.sillytavern import read_chat_file, write_sillytavern
 from kotonia_tui.store.store import Store
 
 __all__ = [
@@ -14,4 +15,6 @@ __all__ = [
     "Store",
     "StoreError",
     "TurnMetricsRecord",
+    "read_chat_file",
+    "write_sillytavern",
 ]
