@@ -121,7 +121,10 @@ CASES: list[tuple[Callable[[Path], Path], list[str]]] = [
     (_bad_json_in_png, ["wren.png:", "tEXt chunk 'chara'", "not valid JSON"]),
     (_invalid_json, ["bad.json:", "not valid JSON", "line 1"]),
     (_missing_name, ["bad.json: data.name: missing"]),
-    (_greetings_not_a_list, ["x.json: data.alternate_greetings: expected a list of strings, got int"]),
+    (
+        _greetings_not_a_list,
+        ["x.json: data.alternate_greetings: expected a list of strings, got int"],
+    ),
     (_greeting_not_a_string, ["x.json: data.alternate_greetings[1]: expected a string, got int"]),
     (_description_not_a_string, ["x.json: data.description: expected a string, got list"]),
     (_top_level_list, ["list.json:", "expected a JSON object", "got list"]),

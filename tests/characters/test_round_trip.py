@@ -144,7 +144,12 @@ def test_charx_round_trip_keeps_fields_and_picture(tmp_path):
     got = again.to_json_dict()
     # The picture is now embedded, so the icon descriptor points into the archive.
     assert got["data"].pop("assets") == [
-        {"type": "icon", "uri": "embeded://assets/icon/image/main.png", "name": "main", "ext": "png"}
+        {
+            "type": "icon",
+            "uri": "embeded://assets/icon/image/main.png",
+            "name": "main",
+            "ext": "png",
+        }
     ]
     expected["data"].pop("assets")
     assert got == expected
