@@ -246,7 +246,11 @@ def select_entries(
     *,
     include_constant: bool = True,
 ) -> LoreSelection:
-    """Choose the entries that apply to the recent messages, within the token budget."""
+    """Choose the entries that apply to the recent messages, within the token budget.
+
+    `recent_texts` are message texts, oldest first, the new user message last. `count_tokens` is
+    the engine's exact counter; `budget_tokens` the lore budget of the prompt.
+    """
     if book is None:
         return LoreSelection()
     enabled = [(i, e) for i, e in enumerate(book.entries) if e.enabled and _body(e.content)]
