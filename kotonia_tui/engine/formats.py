@@ -74,6 +74,23 @@ class TranscriptFormat:
         return RenderedPrompt("".join(parts), _images(messages), stops)
 
 
+def _alternating(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages as strict templates accept them: one leading system message, then turns.
+
+    A system note later in the conversation joins the user side, and consecutive messages of
+    one role are joined (many templates raise on two user or two assistant turns in a row).
+    """
+    payload: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.role if (message.role != "system" or not payload) else "user"
+        content = _content_with_markers(message)
+        if payload and payload[-1]["role"] == role and role != "system":
+            payload[-1]["content"] += "\n\n" + content
+        else:
+            payload.append({"role": role, "content": content})
+    return payload
+
+
 class TemplateFormat:
     """The model's own Jinja chat template, rendered in a sandbox."""
 
@@ -128,7 +145,7 @@ class TemplateFormat:
         prefill: str = "",
     ) -> RenderedPrompt:
         del reply_name, user_name  # the template knows its own roles
-        payload = [{"role": m.role, "content": _content_with_markers(m)} for m in messages]
+        payload = _alternating(messages)
         try:
             text = self._render(payload, add_generation_prompt=True)
         except (jinja2.TemplateError, ValueError, TypeError) as exc:

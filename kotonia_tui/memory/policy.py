@@ -14,7 +14,7 @@ Rules (DESIGN.md "One fold"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kotonia_tui.memory.budgets import Budgets
 
@@ -41,6 +41,7 @@ class TurnInputs:
     landed_covered_through: int | None  # last message id the landed memory covers
     covered_through: int | None  # last message id covered by any stored memory (landed or not)
     fold_in_flight: bool  # a chapter job is pending or running
+    fixed_tokens: int = 0  # setup, picture and this turn's notes: never folded, always sent
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,24 @@ def _tokens_from(window: Sequence[WindowMessage], start_id: int | None) -> int:
     return sum(m.tokens for m in window if start_id is None or m.id >= start_id)
 
 
-def plan_turn(inputs: TurnInputs) -> TurnPlan:
+def effective_budgets(inputs: TurnInputs) -> Budgets:
+    """The budgets with the ceiling lowered so setup + history + reply always fit the window."""
     budgets = inputs.budgets
+    room = budgets.n_ctx - budgets.reply_reserve - inputs.fixed_tokens - 16
+    if room >= budgets.ceiling:
+        return budgets
+    ceiling = max(room, 1)
+    trigger = min(budgets.trigger, ceiling)
+    min_verbatim = min(budgets.min_verbatim, trigger)
+    headroom = min(budgets.headroom, max(0, trigger - min_verbatim))
+    return replace(
+        budgets, ceiling=ceiling, trigger=trigger, min_verbatim=min_verbatim, headroom=headroom
+    )
+
+
+def plan_turn(inputs: TurnInputs) -> TurnPlan:
+    budgets = effective_budgets(inputs)
+    inputs = replace(inputs, budgets=budgets)
     window = list(inputs.window)
     start = inputs.verbatim_start_id
     memory = inputs.applied_memory_tokens

@@ -235,6 +235,9 @@ def memory_state(db: Db, conv_id: int) -> MemoryState:
         applied_chapter_id=row["applied_chapter_id"],
         applied_synopsis_id=row["applied_synopsis_id"],
         forced_cut_through_id=row["forced_cut_through_id"],
+        memory_text=row["memory_text"],
+        memory_tokens=row["memory_tokens"],
+        memory_model_key=row["memory_model_key"],
         updated_at=ts_from_db(row["updated_at"]),
     )
 
@@ -245,13 +248,17 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
         try:
             db.execute(
                 """INSERT INTO memory_state (conversation_id, verbatim_start_id,
-                       applied_chapter_id, applied_synopsis_id, forced_cut_through_id, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?)
+                       applied_chapter_id, applied_synopsis_id, forced_cut_through_id,
+                       memory_text, memory_tokens, memory_model_key, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (conversation_id) DO UPDATE SET
                        verbatim_start_id = excluded.verbatim_start_id,
                        applied_chapter_id = excluded.applied_chapter_id,
                        applied_synopsis_id = excluded.applied_synopsis_id,
                        forced_cut_through_id = excluded.forced_cut_through_id,
+                       memory_text = excluded.memory_text,
+                       memory_tokens = excluded.memory_tokens,
+                       memory_model_key = excluded.memory_model_key,
                        updated_at = excluded.updated_at""",
                 (
                     stored.conversation_id,
@@ -259,6 +266,9 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                     stored.applied_chapter_id,
                     stored.applied_synopsis_id,
                     stored.forced_cut_through_id,
+                    stored.memory_text,
+                    stored.memory_tokens,
+                    stored.memory_model_key,
                     ts_to_db(stored.updated_at),
                 ),
             )

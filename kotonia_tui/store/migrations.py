@@ -169,6 +169,14 @@ _STEP_2_MEMORY_STATE = [
         WHERE status IN ('pending', 'running')""",
 ]
 
+# The memory block the prompt carries is kept as rendered text: between folds the prompt must
+# repeat it byte for byte, whatever happens to the chapter rows (refolds, a major GC landing).
+_STEP_3_MEMORY_TEXT = [
+    "ALTER TABLE memory_state ADD COLUMN memory_text TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE memory_state ADD COLUMN memory_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE memory_state ADD COLUMN memory_model_key TEXT NOT NULL DEFAULT ''",
+]
+
 
 def _run(statements: list[str]) -> Callable[[Db], None]:
     def step(db: Db) -> None:
@@ -182,6 +190,7 @@ def _run(statements: list[str]) -> Callable[[Db], None]:
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
     _run(_STEP_2_MEMORY_STATE),
+    _run(_STEP_3_MEMORY_TEXT),
 ]
 SCHEMA_VERSION = len(STEPS)
 

@@ -20,6 +20,9 @@ class MemoryState(BaseModel):
     applied_chapter_id: int | None = None  # the newest chapter the prompt carries
     applied_synopsis_id: int | None = None
     forced_cut_through_id: int | None = None  # the last message cut by the hard ceiling
+    memory_text: str = ""  # the memory block exactly as the prompt carries it
+    memory_tokens: int = 0  # its size, counted by the model named in memory_model_key
+    memory_model_key: str = ""
     updated_at: datetime | None = None  # None: never saved (the default state)
 
 

@@ -17,7 +17,7 @@ from .conftest import T0, make_messages, new_conversation
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema_version == SCHEMA_VERSION == 3
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)
@@ -44,7 +44,7 @@ def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert "schema 7, this one knows 2" in message
+    assert "schema 7, this one knows 3" in message
     assert "upgrade the app" in message
 
 
@@ -76,7 +76,7 @@ def test_step_1_turns_an_empty_version_0_file_into_a_working_store(tmp_path: Pat
     path = tmp_path / "empty.sqlite3"
     sqlite3.connect(path).close()
     with Store.open(path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == SCHEMA_VERSION
         conv = new_conversation(store)
         assert store.get_conversation(conv.id).title == "In the glade"
 
@@ -130,7 +130,7 @@ def test_step_2_keeps_version_1_data_and_adds_memory_state(tmp_path: Path) -> No
     path = tmp_path / "v1.sqlite3"
     _write_v1_data(path)
     with Store.open(path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == SCHEMA_VERSION
         conv = store.get_conversation(1)
         assert (conv.title, conv.message_count, conv.extra) == ("Old story", 2, {"st": 1})
         user, reply = store.recent_messages(1, 10, model_key="gemma")
@@ -149,6 +149,34 @@ def test_step_2_keeps_version_1_data_and_adds_memory_state(tmp_path: Path) -> No
         assert store.memory_state(1).verbatim_start_id == 2
         assert store.integrity_check() == "ok"
         assert reply.role is Role.CHARACTER
+
+
+def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite3"
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=2) == 2
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute(
+        """INSERT INTO memory_state (conversation_id, verbatim_start_id, applied_chapter_id,
+               applied_synopsis_id, forced_cut_through_id, updated_at)
+           VALUES (1, 2, 1, 1, NULL, '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == 3
+        state = store.memory_state(1)
+        assert (state.verbatim_start_id, state.applied_chapter_id) == (2, 1)
+        assert (state.memory_text, state.memory_tokens) == ("", 0)
+        saved = store.set_memory_state(
+            state.model_copy(update={"memory_text": "[The story so far]", "memory_tokens": 5})
+        )
+        assert store.memory_state(1).memory_text == saved.memory_text == "[The story so far]"
+        assert store.recent_messages(1, 10)[0].text == "Hello there"
+        assert store.integrity_check() == "ok"
 
 
 def test_two_stores_can_share_one_file(db_path: Path) -> None:

@@ -1,0 +1,78 @@
+"""The character cards the app can offer: the shipped folder and the user's folder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kotonia_tui.characters import (
+    DEFAULT_SYSTEM_PROMPT,
+    CardError,
+    CardShadowed,
+    CharacterCard,
+    CharacterSetup,
+    load_cards,
+    render_setup,
+)
+from kotonia_tui.domain import Persona
+from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
+
+SYSTEM_PROMPT = f"{DEFAULT_SYSTEM_PROMPT} {FORMAT_INSTRUCTION}"
+
+
+class UnknownCharacterError(LookupError):
+    """No card has that key or name."""
+
+
+def shipped_characters_dir() -> Path:
+    """The sample cards that come with the app (the repository's `characters/` folder)."""
+    return Path(__file__).resolve().parents[2] / "characters"
+
+
+class CharacterLibrary:
+    """Cards from several folders (later folders win on the same key), with their setups."""
+
+    def __init__(self, folders: Sequence[Path]) -> None:
+        self.folders = list(folders)
+        self.cards: list[CharacterCard] = []
+        self.problems: list[CardError] = []
+        self._setups: dict[tuple[str, str, str], CharacterSetup] = {}
+        self.reload()
+
+    def reload(self) -> list[CardError]:
+        cards, problems = load_cards([f for f in self.folders if f.is_dir()])
+        self.cards = cards
+        self.problems = problems
+        self._setups.clear()
+        return problems
+
+    @property
+    def errors(self) -> list[CardError]:
+        """Broken cards (not the notes about a user card replacing a shipped one)."""
+        return [p for p in self.problems if not isinstance(p, CardShadowed)]
+
+    def get(self, key: str) -> CharacterCard:
+        for card in self.cards:
+            if card.key == key:
+                return card
+        raise UnknownCharacterError(self._unknown(key))
+
+    def find(self, name: str) -> CharacterCard:
+        """By key, name or nickname, case-insensitively."""
+        wanted = name.casefold()
+        for card in self.cards:
+            if wanted in (card.key.casefold(), card.name.casefold()):
+                return card
+            if card.nickname and card.nickname.casefold() == wanted:
+                return card
+        raise UnknownCharacterError(self._unknown(name))
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(card.key for card in self.cards) or "none"
+        return f"no character card named {name!r} (known: {known})"
+
+    def setup(self, card: CharacterCard, persona: Persona) -> CharacterSetup:
+        key = (card.key, persona.name, persona.description)
+        if key not in self._setups:
+            self._setups[key] = render_setup(card, persona, default_system_prompt=SYSTEM_PROMPT)
+        return self._setups[key]
