@@ -149,8 +149,10 @@ def build_vocab() -> tuple[list[str], list[float], list[int]]:
     assert len(set(tokens)) == len(tokens), "duplicate vocabulary piece"
     # SPM merges the highest-scoring bigram first; every multi-character piece is reachable
     # only through its own prefix chain, so the exact values matter little. Longer is better.
-    scores = [0.0 if t != gguf.TokenType.NORMAL else -1000.0 + len(tok) for tok, t in
-              zip(tokens, types, strict=True)]
+    scores = [
+        0.0 if t != gguf.TokenType.NORMAL else -1000.0 + len(tok)
+        for tok, t in zip(tokens, types, strict=True)
+    ]
     return tokens, scores, types
 
 

@@ -59,12 +59,23 @@ class CharacterLibrary:
 
     def find(self, name: str) -> CharacterCard:
         """By key, name or nickname, case-insensitively."""
-        wanted = name.casefold()
+        wanted = name.casefold().strip()
         for card in self.cards:
             if wanted in (card.key.casefold(), card.name.casefold()):
                 return card
             if card.nickname and card.nickname.casefold() == wanted:
                 return card
+        # A unique prefix of a key or a name is enough ("rowan" for rowan-ashby).
+        matches = [
+            card
+            for card in self.cards
+            if card.key.casefold().startswith(wanted) or card.name.casefold().startswith(wanted)
+        ]
+        if wanted and len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            keys = ", ".join(card.key for card in matches)
+            raise UnknownCharacterError(f"{name!r} matches several characters: {keys}")
         raise UnknownCharacterError(self._unknown(name))
 
     def _unknown(self, name: str) -> str:

@@ -1,0 +1,56 @@
+"""Opening everything a session needs: settings -> store, character library, engine, service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import AppDirs, Settings, app_dirs
+from kotonia_tui.engine import LlamaEngine
+from kotonia_tui.engine.default_model import Progress
+from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.store import Store
+
+FOLD_PROMPT_OVERHEAD = 1024  # the chronicler's instructions and the chapter header
+
+
+def open_store(settings: Settings, db: Path | None = None, dirs: AppDirs | None = None) -> Store:
+    return Store.open(db or settings.db_path(dirs or app_dirs()))
+
+
+def open_library(settings: Settings, dirs: AppDirs | None = None) -> CharacterLibrary:
+    dirs = dirs or app_dirs()
+    return CharacterLibrary([shipped_characters_dir(), settings.user_characters_dir(dirs)])
+
+
+def fold_context_size(settings: Settings, n_ctx: int, reply_reserve: int) -> int:
+    """The fold slot holds one chapter's source, the instructions and the summary's ceiling."""
+    budgets = Budgets.for_window(n_ctx, reply_reserve, settings)
+    wanted = budgets.chapter_source + budgets.summary_max_tokens + FOLD_PROMPT_OVERHEAD
+    return min(n_ctx, wanted)
+
+
+def open_engine(settings: Settings, progress: Progress | None = None) -> LlamaEngine:
+    profile = settings.active_profile()
+    fold_ctx = fold_context_size(settings, profile.n_ctx, profile.reply_max_tokens)
+    return LlamaEngine.open(
+        profile, cache_dir=app_dirs().cache, progress=progress, fold_n_ctx=fold_ctx
+    )
+
+
+def open_service(
+    settings: Settings,
+    *,
+    db: Path | None = None,
+    progress: Progress | None = None,
+) -> ChatService:
+    """Open the store, the cards and the model (blocking: call from a worker in a UI)."""
+    store = open_store(settings, db)
+    try:
+        library = open_library(settings)
+        engine = open_engine(settings, progress)
+    except BaseException:
+        store.close()
+        raise
+    return ChatService(settings, store, engine, library)

@@ -1,0 +1,318 @@
+"""The fold worker: runs durable fold jobs in the background, one at a time.
+
+Jobs live in SQLite (pending jobs resume at start-up; a job a killed process left running goes
+back to pending). The worker sleeps until the next job is due or it is woken. Model calls go
+through the same engine as turns, on the fold slot at background priority: the engine's owner
+thread runs a waiting user turn first, and the fold resumes after it where it stopped, on its
+own KV context, so the chat's prompt cache is never evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.events import FoldProgress, ServiceEvent
+from kotonia_tui.config import Settings
+from kotonia_tui.domain import (
+    Chapter,
+    Conversation,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    Message,
+    Synopsis,
+    utcnow,
+)
+from kotonia_tui.engine import (
+    EngineError,
+    FinishReason,
+    GenerationRequest,
+    LlamaEngine,
+    Priority,
+    Slot,
+)
+from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.chronicler import (
+    CHRONICLER,
+    chapter_prompt,
+    is_refusal,
+    parse_chapter,
+    synopsis_prompt,
+)
+from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
+from kotonia_tui.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
+SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
+
+
+class FoldFailed(Exception):
+    """A fold that produced nothing usable (refused twice, empty, or cut); retried later."""
+
+
+class FoldWorker:
+    """An asyncio task that drains the fold queue."""
+
+    def __init__(
+        self,
+        store: Store,
+        engine: LlamaEngine,
+        settings: Settings,
+        *,
+        names: Callable[[int], tuple[Conversation, CharacterCard | None]],
+        message_tokens: Callable[[Message], int],
+        notify: Callable[[ServiceEvent], None],
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.settings = settings
+        self._names = names
+        self._message_tokens = message_tokens
+        self._notify = notify
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running: FoldJob | None = None
+        self._started_at = 0.0
+        self._idle = asyncio.Event()
+        self._paused_until = 0.0
+        fold_ctx = engine.info.fold_n_ctx
+        self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
+        # The chronicler's prompt and output share the fold context.
+        self.max_output = min(self.budgets.summary_max_tokens, max(64, fold_ctx // 2))
+
+    # ---- lifetime -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        resumed = self.store.requeue_running()
+        if resumed:
+            log.info("resumed fold jobs left running by a previous process: %s", resumed)
+        self._task = asyncio.create_task(self._run(), name="kotonia-fold-worker")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def wake(self) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    @property
+    def running(self) -> tuple[FoldJob, float] | None:
+        if self._running is None:
+            return None
+        return self._running, time.monotonic() - self._started_at
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no job is due or running (a script waits for the memory to settle)."""
+        self.wake()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            job = self.store.claim_next_fold(utcnow())
+            if job is None:
+                self._idle.set()
+                await self._sleep_until_due()
+                continue
+            self._idle.clear()
+            await self._run_one(job)
+
+    async def _sleep_until_due(self) -> None:
+        due = self.store.next_fold_due()
+        timeout = None
+        if due is not None:
+            timeout = max(0.05, (due - utcnow()).total_seconds())
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _run_one(self, job: FoldJob) -> None:
+        self._running = job
+        self._started_at = time.monotonic()
+        self._notify(FoldProgress(job.conversation_id, job, "running"))
+        try:
+            if job.kind is FoldKind.MAJOR_GC:
+                detail = await self._major_gc(job)
+            else:
+                detail = await self._chapter(job)
+            elapsed = time.monotonic() - self._started_at
+            self._notify(FoldProgress(job.conversation_id, job, "landed", detail, elapsed))
+        except (FoldFailed, EngineError) as exc:
+            self._fail(job, str(exc))
+        except asyncio.CancelledError:
+            # Shutting down mid-fold: the job goes back to pending and runs next time.
+            self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())  # type: ignore[arg-type]
+            raise
+        except Exception as exc:  # a bug must not kill the worker; the job records it
+            log.exception("fold job %s crashed", job.id)
+            self._fail(job, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._running = None
+
+    def _fail(self, job: FoldJob, error: str) -> None:
+        attempts = job.attempts
+        retry_at = None
+        if attempts < MAX_ATTEMPTS:
+            delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]
+            retry_at = utcnow() + timedelta(seconds=delay)
+        failed = self.store.fail_fold(job.id, error, retry_at)  # type: ignore[arg-type]
+        log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
+        self._notify(FoldProgress(job.conversation_id, failed, "failed", error))
+
+    # ---- model calls ----------------------------------------------------------------------
+
+    async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
+        """Run the chronicler; a refusal is retried once and never returned."""
+        for attempt in (1, 2):
+            started = time.monotonic()
+            request = GenerationRequest(
+                messages=messages,
+                max_tokens=self.max_output,
+                slot=Slot.FOLD,
+                priority=Priority.BACKGROUND,
+                reply_name=CHRONICLER,
+                user_name="Story",
+            )
+            result = await self.engine.generate(request)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            text = result.text.strip()
+            if result.finish_reason is FinishReason.LENGTH:
+                raise FoldFailed(
+                    f"the {what} hit the output cap ({self.max_output} tokens) and was cut; "
+                    "a cut summary is never stored"
+                )
+            if not text:
+                raise FoldFailed(f"the chronicler wrote an empty {what}")
+            if is_refusal(text):
+                log.warning("the chronicler refused (attempt %s): %r", attempt, text[:120])
+                continue
+            return text, elapsed_ms
+        raise FoldFailed(f"the chronicler refused twice; the {what} was not stored")
+
+    # ---- chapters -------------------------------------------------------------------------
+
+    def _source(self, job: FoldJob) -> list[Message]:
+        """The job's messages, at most one chapter's worth (oldest first)."""
+        first = job.first_message_id or 0
+        last = job.last_message_id or 0
+        rows = self.store.messages_from(
+            job.conversation_id, first, SOURCE_READ_LIMIT, model_key=self.engine.model_key
+        )
+        rows = [m for m in rows if m.id is not None and m.id <= last]
+        if not rows:
+            return []
+        pieces = split_source(
+            [WindowMessage(m.id, self._message_tokens(m)) for m in rows],  # type: ignore[arg-type]
+            self.budgets.chapter_source,
+        )
+        _, piece_last = pieces[0]
+        return [m for m in rows if m.id <= piece_last]  # type: ignore[operator]
+
+    async def _chapter(self, job: FoldJob) -> str:
+        conv, card = self._names(job.conversation_id)
+        source = self._source(job)
+        if not source:
+            self.store.finish_fold(job.id)  # type: ignore[arg-type]
+            return "nothing left to fold"
+        char = card.display_name if card else conv.character_name
+        text, elapsed_ms = await self._chronicle(
+            chapter_prompt(source, char=char, user=conv.persona_name), "chapter"
+        )
+        parsed = parse_chapter(text)
+        first_id, last_id = source[0].id, source[-1].id
+        chapter = Chapter(
+            conversation_id=job.conversation_id,
+            first_message_id=first_id,  # type: ignore[arg-type]
+            last_message_id=last_id,  # type: ignore[arg-type]
+            text=parsed.body or text,
+            model=self.engine.info.model_name,
+            gen_ms=elapsed_ms,
+            tokens=self.engine.count_tokens(parsed.body or text),
+            story_time=parsed.story_time,
+        )
+        remainder = job.last_message_id is not None and last_id < job.last_message_id  # type: ignore[operator]
+        if job.kind is FoldKind.REFOLD:
+            stale = [
+                c
+                for c in self.store.chapters(job.conversation_id)
+                if c.stale and c.first_message_id == job.first_message_id
+            ]
+            if stale:
+                self.store.refold_chapter(stale[0].id, chapter, job.id)  # type: ignore[arg-type]
+            else:
+                self.store.add_chapter(chapter, job.id)
+        else:
+            self.store.add_chapter(chapter, job.id)
+        if remainder:
+            # A range too large for one call becomes several chapters, oldest first.
+            self.store.enqueue_fold(
+                FoldJob(
+                    conversation_id=job.conversation_id,
+                    kind=job.kind,
+                    first_message_id=last_id + 1,  # type: ignore[operator]
+                    last_message_id=job.last_message_id,
+                )
+            )
+        self._maybe_major_gc(job.conversation_id)
+        self.wake()
+        return f"chapter for messages #{first_id}-#{last_id} ({chapter.tokens} tokens)"
+
+    def _maybe_major_gc(self, conv_id: int) -> None:
+        chapters = self.store.chapters(conv_id)
+        if major_gc_split([c.tokens for c in chapters], self.budgets.major_gc) == 0:
+            return
+        open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+        if any(j.kind is FoldKind.MAJOR_GC for j in open_jobs):
+            return
+        self.store.enqueue_fold(FoldJob(conversation_id=conv_id, kind=FoldKind.MAJOR_GC))
+
+    # ---- major GC -------------------------------------------------------------------------
+
+    async def _major_gc(self, job: FoldJob) -> str:
+        conv, card = self._names(job.conversation_id)
+        chapters = self.store.chapters(job.conversation_id)
+        count = major_gc_split([c.tokens for c in chapters], self.budgets.major_gc)
+        if count == 0:
+            self.store.finish_fold(job.id)  # type: ignore[arg-type]
+            return "chapters no longer need folding"
+        older = chapters[:count]
+        previous = self.store.current_synopsis(job.conversation_id)
+        char = card.display_name if card else conv.character_name
+        text, elapsed_ms = await self._chronicle(
+            synopsis_prompt(
+                previous.text if previous else None, older, char=char, user=conv.persona_name
+            ),
+            "synopsis",
+        )
+        synopsis = Synopsis(
+            conversation_id=job.conversation_id,
+            version=(previous.version + 1) if previous else 1,
+            text=text,
+            through_message_id=older[-1].last_message_id,
+            model=self.engine.info.model_name,
+            gen_ms=elapsed_ms,
+            tokens=self.engine.count_tokens(text),
+        )
+        stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)  # type: ignore[misc]
+        return f"synopsis version {stored.version} from {count} chapters ({stored.tokens} tokens)"

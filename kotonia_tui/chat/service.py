@@ -1,0 +1,423 @@
+"""The chat service: one user turn end to end (store -> memory -> engine -> store), and folding.
+
+The TUI and the CLI talk only to this. A turn writes the user's message first, prepares the
+prompt from bounded reads, streams the reply, and stores it when it ends (a cut or cancelled
+reply is stored marked as such). Crossing the fold trigger queues a durable fold job that the
+background worker runs later; the turn after a chapter lands applies it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from enum import StrEnum
+from pathlib import Path
+
+from kotonia_tui.characters import CharacterCard, CharacterSetup
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    MemoryNotice,
+    ReasoningDelta,
+    ReplyDelta,
+    ServiceEvent,
+    TurnDone,
+    TurnEvent,
+)
+from kotonia_tui.chat.fold_worker import FoldWorker
+from kotonia_tui.chat.images import store_image
+from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.prompting import PreparedTurn, Prompter
+from kotonia_tui.config import Settings
+from kotonia_tui.domain import (
+    Alternative,
+    Conversation,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    Message,
+    MessageStatus,
+    Persona,
+    Role,
+    utcnow,
+)
+from kotonia_tui.engine import (
+    EngineCall,
+    EngineError,
+    FinishReason,
+    GenerationResult,
+    LlamaEngine,
+    TextDelta,
+)
+from kotonia_tui.engine import ReasoningDelta as EngineReasoning
+from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class ChatError(Exception):
+    """A request the service cannot carry out; the message says why in one line."""
+
+
+class TurnKind(StrEnum):
+    NEW = "new"
+    REGENERATE = "regenerate"
+    CONTINUE = "continue"
+
+
+class Turn:
+    """A reply being generated. Iterate for events; the last one is `TurnDone`."""
+
+    def __init__(
+        self,
+        service: ChatService,
+        conv: Conversation,
+        setup: CharacterSetup,
+        prepared: PreparedTurn,
+        *,
+        kind: str,
+        user_message: Message | None,
+        target: Message | None = None,
+    ) -> None:
+        self.service = service
+        self.conv = conv
+        self.setup = setup
+        self.prepared = prepared
+        self.kind = kind
+        self.user_message = user_message
+        self.target = target  # the reply regenerated or continued
+        self.notices = list(prepared.notices)
+        self._call: EngineCall | None = None
+        self._cancelled = False
+        self.done: TurnDone | None = None
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._call is not None:
+            self._call.cancel()
+
+    async def __aiter__(self) -> AsyncIterator[TurnEvent]:
+        engine = self.service.engine
+        try:
+            self._call = engine.start(self.prepared.request)
+            if self._cancelled:
+                self._call.cancel()
+            async for event in self._call:
+                if isinstance(event, TextDelta):
+                    yield ReplyDelta(event.text)
+                elif isinstance(event, EngineReasoning):
+                    yield ReasoningDelta(event.text)
+                elif isinstance(event, GenerationResult):
+                    self.done = self.service._finish_turn(self, event)
+        except EngineError as exc:
+            # The user's message is already stored; the turn fails visibly and nothing is lost.
+            log.warning("turn failed: %s", exc)
+            self.done = TurnDone(reply=None, metrics=None, error=str(exc))
+        if self.done is None:
+            self.done = TurnDone(reply=None, metrics=None, error="the turn ended unexpectedly")
+        yield self.done
+
+    async def run(self) -> TurnDone:
+        async for _event in self:
+            pass
+        assert self.done is not None
+        return self.done
+
+
+def _status(
+    result: GenerationResult, reply_cap: int, n_ctx: int
+) -> tuple[MessageStatus, str | None]:
+    if result.finish_reason is FinishReason.CANCELLED:
+        return MessageStatus.CANCELLED, "stopped by the user"
+    if result.finish_reason is FinishReason.LENGTH:
+        if result.metrics.generated >= reply_cap:
+            return MessageStatus.CUT, f"cut: the reply reached its cap of {reply_cap} tokens"
+        return MessageStatus.CUT, f"cut: the context window ({n_ctx} tokens) is full"
+    return MessageStatus.COMPLETE, None
+
+
+class ChatService:
+    """Conversations, turns, memory and the fold worker over one store and one engine."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        engine: LlamaEngine,
+        library: CharacterLibrary,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.engine = engine
+        self.library = library
+        self.persona: Persona = settings.persona
+        self.prompter = Prompter(store, engine, settings)
+        self._listeners: list[Callable[[ServiceEvent], None]] = []
+        self.worker = FoldWorker(
+            store,
+            engine,
+            settings,
+            names=self._conversation_and_card,
+            message_tokens=self.prompter.message_tokens,
+            notify=self._emit,
+        )
+
+    # ---- lifetime -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the fold worker (resuming jobs a previous run left)."""
+        self.worker.start()
+
+    async def close(self) -> None:
+        """Stop the worker, then release the model and the database."""
+        await self.worker.stop()
+        self.engine.close()
+        self.store.close()
+
+    def subscribe(self, listener: Callable[[ServiceEvent], None]) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: ServiceEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("listener failed")
+
+    # ---- characters and conversations ----------------------------------------------------
+
+    def cards(self) -> list[CharacterCard]:
+        return list(self.library.cards)
+
+    def setup_for(self, card: CharacterCard) -> CharacterSetup:
+        return self.library.setup(card, self.persona)
+
+    def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
+        conv = self.store.get_conversation(conv_id)
+        try:
+            return conv, self.library.get(conv.character_key)
+        except LookupError:
+            return conv, None
+
+    def _card(self, conv: Conversation) -> CharacterCard:
+        try:
+            return self.library.get(conv.character_key)
+        except LookupError as exc:
+            raise ChatError(
+                f"conversation {conv.id} is with {conv.character_name!r}, whose card "
+                f"({conv.character_key}) is no longer in the character folders"
+            ) from exc
+
+    def new_conversation(
+        self, card: CharacterCard, *, greeting: int = 0, title: str = ""
+    ) -> Conversation:
+        """Start a conversation; the chosen greeting (first message or alternate) opens it."""
+        setup = self.setup_for(card)
+        self.store.upsert_character(
+            card.key, card.name, card.card_hash, str(card.source_path or "")
+        )
+        conv = self.store.create_conversation(
+            Conversation(
+                character_key=card.key,
+                character_name=card.name,
+                persona_name=self.persona.name,
+                persona_description=self.persona.description,
+                title=title,
+            )
+        )
+        if setup.greetings:
+            if not 0 <= greeting < len(setup.greetings):
+                raise ChatError(
+                    f"{card.name} has {len(setup.greetings)} greetings; {greeting} is not one"
+                )
+            text = setup.greetings[greeting]
+            self.store.add_message(
+                Message(
+                    conversation_id=conv.id,
+                    role=Role.CHARACTER,
+                    speaker=setup.display_name,
+                    text=text,
+                    segments=parse_segments(
+                        text, speaker=setup.display_name, listener=self.persona.name
+                    ),
+                )
+            )
+        return self.store.get_conversation(conv.id)  # type: ignore[arg-type]
+
+    def conversations(self, character_key: str | None = None) -> list[Conversation]:
+        return self.store.list_conversations(character_key)
+
+    def messages(
+        self, conv_id: int, limit: int = 200, before_id: int | None = None
+    ) -> list[Message]:
+        if before_id is None:
+            return self.store.recent_messages(conv_id, limit)
+        return self.store.messages_before(conv_id, before_id, limit)
+
+    def attach_image(self, path: Path) -> str:
+        """Store an image file for a message; returns its content hash."""
+        return store_image(self.store, path)
+
+    # ---- turns ----------------------------------------------------------------------------
+
+    def _prepare(
+        self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
+    ) -> tuple[CharacterSetup, PreparedTurn]:
+        card = self._card(conv)
+        setup = self.setup_for(card)
+        prepared = self.prompter.prepare(
+            conv.id,  # type: ignore[arg-type]
+            card,
+            setup,
+            self.persona,
+            before_id=before_id,
+            prefill=prefill,
+        )
+        for notice in prepared.notices:
+            self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]
+        if prepared.queued is not None:
+            self._emit(FoldProgress(conv.id, prepared.queued, "queued"))  # type: ignore[arg-type]
+            self.worker.wake()
+        return setup, prepared
+
+    async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
+        """Store the user's message, then return the turn that generates the reply."""
+        if not text.strip() and not images:
+            raise ChatError("an empty message was not sent")
+        conv = self.store.get_conversation(conv_id)
+        user = self.store.add_message(
+            Message(
+                conversation_id=conv_id,
+                role=Role.USER,
+                speaker=self.persona.name,
+                text=text,
+                images=list(images),
+                segments=parse_segments(
+                    text, speaker=self.persona.name, listener=conv.character_name
+                ),
+            )
+        )
+        setup, prepared = self._prepare(conv)
+        return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
+
+    async def regenerate(self, conv_id: int) -> Turn:
+        """A new version of the last reply; the old versions stay to page through."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is None or last.role is not Role.CHARACTER:
+            raise ChatError(
+                "there is no reply to regenerate: the last message is not the character's"
+            )
+        setup, prepared = self._prepare(conv, before_id=last.id)
+        return Turn(
+            self, conv, setup, prepared, kind=TurnKind.REGENERATE, user_message=None, target=last
+        )
+
+    async def continue_reply(self, conv_id: int) -> Turn:
+        """Carry on writing the last reply from where it stopped."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is None or last.role is not Role.CHARACTER:
+            raise ChatError(
+                "there is no reply to continue: the last message is not the character's"
+            )
+        setup, prepared = self._prepare(conv, before_id=last.id, prefill=last.text)
+        return Turn(
+            self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
+        )
+
+    def _finish_turn(self, turn: Turn, result: GenerationResult) -> TurnDone:
+        conv = turn.conv
+        status, reason = _status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
+        speaker = turn.setup.display_name
+        listener = self.persona.name
+        reply: Message | None = None
+        if turn.kind == TurnKind.CONTINUE and turn.target is not None:
+            joined = f"{turn.target.text}{'' if not result.text else ' ' + result.text}".strip()
+            reply = self.store.finish_message(
+                turn.target.id,  # type: ignore[arg-type]
+                joined,
+                parse_segments(joined, speaker=speaker, listener=listener),
+                status,
+                reason,
+                result.reasoning or turn.target.reasoning,
+            )
+        elif not result.text and status is MessageStatus.CANCELLED:
+            return TurnDone(
+                reply=None, metrics=result.metrics, error="stopped before the first word"
+            )
+        elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
+            alternative = Alternative(
+                text=result.text,
+                segments=parse_segments(result.text, speaker=speaker, listener=listener),
+                status=status,
+                status_reason=reason,
+                reasoning=result.reasoning or None,
+            )
+            self.store.add_alternative(turn.target.id, alternative, choose=True)  # type: ignore[arg-type]
+            reply = self.store.get_message(turn.target.id)  # type: ignore[arg-type]
+        else:
+            reply = self.store.add_message(
+                Message(
+                    conversation_id=conv.id,
+                    role=Role.CHARACTER,
+                    speaker=speaker,
+                    text=result.text,
+                    segments=parse_segments(result.text, speaker=speaker, listener=listener),
+                    status=status,
+                    status_reason=reason,
+                    reasoning=result.reasoning or None,
+                )
+            )
+        self.store.add_turn_metrics(conv.id, reply.id if reply else None, result.metrics)  # type: ignore[arg-type]
+        return TurnDone(reply=reply, metrics=result.metrics, error=None)
+
+    # ---- edits ----------------------------------------------------------------------------
+
+    def choose_alternative(self, message_id: int, index: int) -> Message:
+        message = self.store.get_message(message_id)
+        if not 0 <= index < max(1, len(message.alternatives)):
+            raise ChatError(f"message #{message_id} has no version {index + 1}")
+        updated = self.store.choose_alternative(message_id, index)
+        self._refold_if_folded(updated)
+        return updated
+
+    def edit_message(self, message_id: int, text: str) -> Message:
+        message = self.store.get_message(message_id)
+        speaker = message.speaker
+        conv = self.store.get_conversation(message.conversation_id)  # type: ignore[arg-type]
+        listener = conv.character_name if message.role is Role.USER else conv.persona_name
+        updated = self.store.update_message_text(
+            message_id, text, parse_segments(text, speaker=speaker, listener=listener)
+        )
+        self._refold_if_folded(updated)
+        return updated
+
+    def delete_message(self, message_id: int) -> None:
+        message = self.store.get_message(message_id)
+        self._refold_if_folded(message)
+        self.store.delete_message(message_id)
+
+    def _refold_if_folded(self, message: Message) -> None:
+        """An edit inside a folded range marks its chapter stale and re-folds that range only."""
+        conv_id = message.conversation_id
+        stale = self.store.mark_chapters_stale(conv_id, message.id)  # type: ignore[arg-type]
+        for chapter_id in stale:
+            chapter = self.store.get_chapter(chapter_id)
+            job = self.store.enqueue_fold(
+                FoldJob(
+                    conversation_id=conv_id,  # type: ignore[arg-type]
+                    kind=FoldKind.REFOLD,
+                    first_message_id=chapter.first_message_id,
+                    last_message_id=chapter.last_message_id,
+                    not_before=utcnow(),
+                )
+            )
+            self._emit(FoldProgress(conv_id, job, "queued", "an edit inside a folded chapter"))  # type: ignore[arg-type]
+        if stale:
+            self.worker.wake()
+
+    # ---- inspection -----------------------------------------------------------------------
+
+    def open_folds(self, conv_id: int) -> list[FoldJob]:
+        return self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))

@@ -1,0 +1,424 @@
+"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
+export, eval and doctor for scripts.
+
+Conventions (DESIGN.md): list commands print one item per line, the id or name first (`--json`
+for JSON); `chat --say` prints only the reply on standard output (progress and figures go to
+standard error); exit status 0 on success, 1 on a user-facing error (one line on standard
+error), 2 on wrong usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from kotonia_tui import __version__
+from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.images import AttachmentError
+from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.service import ChatError, ChatService
+from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
+from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.engine.model_files import check_gguf
+from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
+
+log = logging.getLogger("kotonia")
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    EngineError,
+    StoreError,
+    ChatError,
+    AttachmentError,
+    UnknownCharacterError,
+)
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+def _setup_logging() -> Path:
+    """Everything goes to a log file in the data dir; the terminal stays clean."""
+    dirs = app_dirs()
+    dirs.data.mkdir(parents=True, exist_ok=True)
+    log_path = dirs.data / "kotonia.log"
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    return log_path
+
+
+def _progress(stream: TextIO) -> Any:
+    last: dict[str, int] = {}
+    live = stream.isatty()
+
+    def report(what: str, done: int, total: int) -> None:
+        percent = int(done * 100 / total) if total else 100
+        # On a terminal the line updates in place; in a log, one line per quarter.
+        step = percent if live else percent - percent % 25
+        if last.get(what) == step:
+            return
+        last[what] = step
+        if total > 1:
+            end = "\n" if done >= total or not live else "\r"
+            print(f"{what}: {step}%", end=end, file=stream, flush=True)
+        else:
+            print(what, file=stream, flush=True)
+
+    return report
+
+
+# ---- chat ----------------------------------------------------------------------------------
+
+
+async def _chat(args: argparse.Namespace, settings: Settings) -> int:
+    err = sys.stderr
+    open_library(settings).find(args.character)  # a wrong name fails before the model loads
+    service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
+    try:
+        await service.start()
+        service.subscribe(lambda event: _print_event(event, err))
+        card = service.library.find(args.character)
+        if args.conversation is not None:
+            conv = service.store.get_conversation(args.conversation)
+            if conv.character_key != card.key:
+                raise UserError(
+                    f"conversation {conv.id} is with {conv.character_name}, not {card.name}"
+                )
+        else:
+            conv = service.new_conversation(card, greeting=args.greeting)
+            print(f"conversation {conv.id} with {card.name}", file=err)
+            opening = service.store.last_message(conv.id)  # type: ignore[arg-type]
+            if opening is not None and not args.say:
+                print(f"{opening.speaker}: {opening.text}\n")
+        images = [service.attach_image(Path(p)) for p in args.image]
+        if args.say:
+            for index, text in enumerate(args.say):
+                await _say(service, conv.id, text, images if index == 0 else [], args)  # type: ignore[arg-type]
+        else:
+            await _interactive(service, conv.id, card.display_name, images, args)  # type: ignore[arg-type]
+        if args.wait_folds:
+            # A script sees the memory settle: wait for the fold queue to drain.
+            await service.worker.wait_idle()
+        return 0
+    finally:
+        await service.close()
+
+
+async def _say(
+    service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
+) -> None:
+    turn = await service.send(conv_id, text, images)
+    done = await turn.run()
+    if done.reply is not None:
+        print(done.reply.text, flush=True)
+        if done.reply.status.value != "complete":
+            print(f"[{done.reply.status_reason}]", file=sys.stderr)
+    if args.stats and done.metrics is not None:
+        print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+    if done.error:
+        raise UserError(done.error)
+
+
+async def _interactive(
+    service: ChatService, conv_id: int, name: str, images: list[str], args: argparse.Namespace
+) -> None:
+    print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
+    while True:
+        try:
+            text = await asyncio.to_thread(input, f"{service.persona.name}: ")
+        except EOFError:
+            print(file=sys.stderr)
+            return
+        if not text.strip():
+            continue
+        turn = await service.send(conv_id, text, images)
+        images = []
+        print(f"{name}: ", end="", flush=True)
+        try:
+            async for event in turn:
+                if isinstance(event, ReplyDelta):
+                    print(event.text, end="", flush=True)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            turn.cancel()
+        print()
+        done = turn.done
+        if done is not None and done.reply is not None and done.reply.status.value != "complete":
+            print(f"[{done.reply.status_reason}]", file=sys.stderr)
+        if done is not None and done.error:
+            print(f"error: {done.error}", file=sys.stderr)
+        if args.stats and done is not None and done.metrics is not None:
+            print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+
+
+def _print_event(event: ServiceEvent, stream: TextIO) -> None:
+    if isinstance(event, MemoryNotice):
+        print(f"note: {event.text}", file=stream, flush=True)
+    elif isinstance(event, FoldProgress):
+        detail = f": {event.detail}" if event.detail else ""
+        print(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", file=stream)
+
+
+# ---- lists, import, export ------------------------------------------------------------------
+
+
+def _characters(args: argparse.Namespace, settings: Settings) -> int:
+    library = open_library(settings)
+    for problem in library.errors:
+        print(f"warning: {problem}", file=sys.stderr)
+    rows = [
+        {
+            "key": card.key,
+            "name": card.name,
+            "nickname": card.nickname,
+            "greetings": 1 + len(card.alternate_greetings) if card.first_mes else 0,
+            "picture": card.image is not None,
+            "path": str(card.source_path),
+        }
+        for card in library.cards
+    ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        for row in rows:
+            print(f"{row['key']}\t{row['name']}\t{row['greetings']} greetings\t{row['path']}")
+    return 0
+
+
+def _conversations(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db) as store:
+        key = None
+        if args.character:
+            key = open_library(settings).find(args.character).key
+        convs = store.list_conversations(key)
+    rows = [
+        {
+            "id": c.id,
+            "character": c.character_key,
+            "character_name": c.character_name,
+            "messages": c.message_count,
+            "updated": c.updated_at.isoformat(timespec="seconds"),
+            "title": c.title,
+        }
+        for c in convs
+    ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        for row in rows:
+            print(
+                f"{row['id']}\t{row['character']}\t{row['messages']} messages\t"
+                f"{row['updated']}\t{row['title']}"
+            )
+    return 0
+
+
+def _import(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.file)
+    card_key = None
+    hint = None
+    if args.character:
+        card = open_library(settings).find(args.character)
+        card_key, hint = card.key, card.name
+    conv, messages = read_chat_file(path, settings.persona.name, hint, card_key)
+    with open_store(settings, args.db) as store:
+        stored = store.import_conversation(conv, messages)
+    print(stored.id)
+    print(f"imported {len(messages)} messages into conversation {stored.id}", file=sys.stderr)
+    return 0
+
+
+def _export(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db) as store:
+        conv = store.get_conversation(args.id)
+        if args.output:
+            out_path = Path(args.output)
+            with out_path.open("w", encoding="utf-8") as out:
+                count = write_sillytavern(conv, store.iter_messages(args.id), out)
+            print(f"wrote {count} messages to {out_path}", file=sys.stderr)
+        else:
+            write_sillytavern(conv, store.iter_messages(args.id), sys.stdout)
+    return 0
+
+
+# ---- doctor ---------------------------------------------------------------------------------
+
+
+def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    dirs = app_dirs()
+    profile = settings.active_profile()
+    rows: list[tuple[str, str]] = [
+        ("kotonia-tui", __version__),
+        ("python", platform.python_version()),
+        ("llama-cpp-python", llama_cpp_version()),
+        ("config file", f"{dirs.config_file} ({'found' if dirs.config_file.exists() else 'none'})"),
+        ("data dir", str(dirs.data)),
+        ("cache dir", str(dirs.cache)),
+        ("profile", f"{settings.profile}: {profile.description or '(custom)'}"),
+        ("backend", profile.backend),
+        ("prompt format", profile.prompt_format.value),
+        ("n_ctx", str(profile.n_ctx)),
+        ("reply reserve", f"{profile.reply_max_tokens} tokens"),
+        ("thinking", "on" if profile.thinking else "off"),
+        ("GPU offload", _gpu_line(profile.n_gpu_layers)),
+    ]
+    problems: list[str] = []
+    if profile.model_path is None:
+        rows.append(("model", "embedded default (Gemma 3 270M, assembled on first use)"))
+    else:
+        rows.append(("model", _file_line(profile.model_path, "model", problems)))
+    if profile.mmproj_path is not None:
+        rows.append(("mmproj", _file_line(profile.mmproj_path, "mmproj", problems)))
+    else:
+        rows.append(("mmproj", "none (no image input)"))
+    db_path = settings.db_path(dirs) if args.db is None else args.db
+    try:
+        with open_store(settings, args.db) as store:
+            rows.append(("database", f"{db_path} (schema {store.schema_version})"))
+            rows.append(("conversations", str(len(store.list_conversations()))))
+    except StoreError as exc:
+        problems.append(str(exc))
+        rows.append(
+            ("database", f"{db_path} (cannot open; this app knows schema {SCHEMA_VERSION})")
+        )
+    library = open_library(settings)
+    rows.append(("character folders", ", ".join(str(f) for f in library.folders)))
+    rows.append(("characters", f"{len(library.cards)} cards, {len(library.errors)} broken"))
+    problems.extend(str(p) for p in library.errors)
+    if args.load and not problems:
+        from kotonia_tui.chat.bootstrap import open_engine
+
+        engine = open_engine(settings, _progress(sys.stderr))
+        try:
+            info = engine.info
+            rows.append(("loaded", f"{info.model_name} in {info.load_ms:.0f} ms"))
+            rows.append(("trained context", str(info.n_ctx_train)))
+            rows.append(("chat template", "yes" if info.has_chat_template else "no"))
+            rows.append(("threads", str(info.threads)))
+        finally:
+            engine.close()
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _gpu_line(n_gpu_layers: int | None) -> str:
+    supported = gpu_offload_supported()
+    if n_gpu_layers is None:
+        return f"{'all layers' if supported else 'none'} ({'GPU' if supported else 'CPU'} build)"
+    return f"{n_gpu_layers} layers ({'GPU' if supported else 'CPU'} build)"
+
+
+def _file_line(path: Path, what: str, problems: list[str]) -> str:
+    try:
+        check_gguf(path, what)
+    except EngineError as exc:
+        problems.append(str(exc))
+        return f"{path} (problem)"
+    return f"{path} ({path.stat().st_size / 1e9:.2f} GB)"
+
+
+# ---- the app ----------------------------------------------------------------------------------
+
+
+def _tui(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        from kotonia_tui.tui.app import run_app
+    except ImportError:
+        print(
+            "the TUI is not available in this build; using the line-by-line chat", file=sys.stderr
+        )
+        raise UserError("run `kotonia chat CHARACTER`") from None
+    return run_app(settings, db=args.db)
+
+
+# ---- argument parsing -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kotonia", description="Kotonia TUI: role-play chat with a memory that lasts."
+    )
+    parser.add_argument("--version", action="version", version=f"kotonia-tui {__version__}")
+    parser.add_argument("--db", type=Path, help="the SQLite database (default: in the data dir)")
+    sub = parser.add_subparsers(dest="command")
+
+    chat = sub.add_parser("chat", help="chat in the terminal, line by line (headless)")
+    chat.add_argument("character", help="card key or name (see `kotonia characters`)")
+    chat.add_argument("--say", action="append", default=[], help="send TEXT; repeatable")
+    chat.add_argument("--conversation", type=int, help="continue conversation ID")
+    chat.add_argument("--greeting", type=int, default=0, help="which greeting opens a new one")
+    chat.add_argument("--image", action="append", default=[], help="attach an image file")
+    chat.add_argument("--stats", action="store_true", help="print each turn's figures as JSON")
+    chat.add_argument(
+        "--no-wait",
+        dest="wait_folds",
+        action="store_false",
+        help="exit without waiting for queued folds",
+    )
+
+    characters = sub.add_parser("characters", help="list the character cards")
+    characters.add_argument("--json", action="store_true")
+
+    conversations = sub.add_parser("conversations", help="list conversations")
+    conversations.add_argument("character", nargs="?", help="only this character's")
+    conversations.add_argument("--json", action="store_true")
+
+    imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
+    imp.add_argument("file")
+    imp.add_argument("--character", help="the card the conversation belongs to")
+
+    exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
+    exp.add_argument("id", type=int)
+    exp.add_argument("-o", "--output", help="write to FILE instead of standard output")
+
+    doctor = sub.add_parser("doctor", help="check paths, model files, database and libraries")
+    doctor.add_argument("--load", action="store_true", help="also load the model")
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging()
+    try:
+        settings = load_settings()
+        if args.command == "chat":
+            return asyncio.run(_chat(args, settings))
+        handlers = {
+            "characters": _characters,
+            "conversations": _conversations,
+            "import": _import,
+            "export": _export,
+            "doctor": _doctor,
+        }
+        if args.command is None:
+            return _tui(args, settings)
+        return handlers[args.command](args, settings)
+    except (UserError, *USER_ERRORS) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        log.info("user error: %s", exc)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
