@@ -46,6 +46,10 @@ MAX_WINDOW_MESSAGES = 3000
 LORE_SCAN_MESSAGES = 8
 
 
+class SetupTooLargeError(Exception):
+    """The character setup alone (nearly) fills the context window."""
+
+
 @dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
@@ -171,6 +175,12 @@ class Prompter:
         fixed = self.engine.count_tokens(setup.system_text) + self.engine.count_tokens(notes)
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
+        if fixed + self.reply_reserve + self.budgets.min_verbatim // 4 > self.budgets.n_ctx:
+            raise SetupTooLargeError(
+                f"{setup.display_name}'s setup and notes take {fixed} tokens and the reply "
+                f"reserve {self.reply_reserve}, which leaves no room for the story in a "
+                f"{self.budgets.n_ctx}-token window: use a model profile with a larger n_ctx"
+            )
 
         plan = plan_turn(
             TurnInputs(

@@ -26,7 +26,13 @@ from kotonia_tui.chat.events import (
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.library import CharacterLibrary
-from kotonia_tui.chat.prompting import PreparedTurn, Prompter
+from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
+from kotonia_tui.chat.prompting import (
+    MAX_WINDOW_MESSAGES,
+    PreparedTurn,
+    Prompter,
+    SetupTooLargeError,
+)
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Alternative,
@@ -265,14 +271,17 @@ class ChatService:
     ) -> tuple[CharacterSetup, PreparedTurn]:
         card = self._card(conv)
         setup = self.setup_for(card)
-        prepared = self.prompter.prepare(
-            conv.id,  # type: ignore[arg-type]
-            card,
-            setup,
-            self.persona,
-            before_id=before_id,
-            prefill=prefill,
-        )
+        try:
+            prepared = self.prompter.prepare(
+                conv.id,  # type: ignore[arg-type]
+                card,
+                setup,
+                self.persona,
+                before_id=before_id,
+                prefill=prefill,
+            )
+        except SetupTooLargeError as exc:
+            raise ChatError(str(exc)) from exc
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]
         if prepared.queued is not None:
@@ -421,3 +430,69 @@ class ChatService:
 
     def open_folds(self, conv_id: int) -> list[FoldJob]:
         return self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+
+    def memory_view(self, conv_id: int) -> MemoryView:
+        """The memory inspector's picture of a conversation (bounded reads, like a turn)."""
+        conv = self.store.get_conversation(conv_id)
+        state = self.store.memory_state(conv_id)
+        prompter = self.prompter
+        versions = self.store.synopsis_versions(conv_id)
+        applied_synopsis = next(
+            (s for s in versions if s.id == state.applied_synopsis_id), None
+        ) or (versions[-1] if versions else None)
+        chapters = self.store.chapters(conv_id)
+        applied_id = state.applied_chapter_id or 0
+        window = self.store.messages_from(
+            conv_id,
+            state.verbatim_start_id or 0,
+            MAX_WINDOW_MESSAGES,
+            model_key=self.engine.model_key,
+        )
+        verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
+        try:
+            setup_tokens = self.engine.count_tokens(self.setup_for(self._card(conv)).system_text)
+        except ChatError:
+            setup_tokens = 0
+        budgets = prompter.budgets
+        block, newest, synopsis_id, _covered = prompter.landed_memory(conv_id)
+        pending_apply = not block.empty and (
+            newest != state.applied_chapter_id or synopsis_id != state.applied_synopsis_id
+        )
+        jobs = self.store.fold_jobs(
+            conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
+        )
+        running = self.worker.running
+        if running is not None and running[0].conversation_id != conv_id:
+            running = None
+        return MemoryView(
+            conversation_id=conv_id,
+            synopsis=applied_synopsis,
+            synopsis_versions=versions,
+            chapters=[ChapterView(c, (c.id or 0) <= applied_id) for c in chapters],
+            verbatim_start_id=state.verbatim_start_id,
+            verbatim_first=window[0] if window else None,
+            verbatim_messages=len(window),
+            verbatim_tokens=verbatim_tokens,
+            budget=BudgetBar(
+                n_ctx=budgets.n_ctx,
+                setup=setup_tokens,
+                memory=state.memory_tokens,
+                verbatim=verbatim_tokens,
+                reply_reserve=budgets.reply_reserve,
+                trigger=budgets.trigger,
+                ceiling=budgets.ceiling,
+            ),
+            budgets=budgets,
+            fold_jobs=jobs,
+            running=running,
+            last_metrics=self.store.last_turn_metrics(conv_id),
+            forced_cut_through_id=state.forced_cut_through_id,
+            pending_apply=pending_apply,
+        )
+
+    def chapter_source(self, chapter_id: int) -> list[Message]:
+        """The messages a chapter summarizes (for the inspector's chapter view)."""
+        chapter = self.store.get_chapter(chapter_id)
+        return self.store.messages_between(
+            chapter.conversation_id, chapter.first_message_id, chapter.last_message_id
+        )

@@ -51,6 +51,7 @@ class KvSlot:
         self._starts: list[int] = []  # position of each item
         self.n_past = 0  # next position
         self.cells = 0  # KV cells in use
+        self._dirty = False  # an interrupted prefill left the KV in an unknown state
 
     @property
     def n_ctx(self) -> int:
@@ -92,6 +93,9 @@ class KvSlot:
 
     def prefill(self, items: Sequence[PromptItem]) -> Generator[None, None, PrefillStats]:
         """Make the KV hold exactly `items`, evaluating only what differs; a step per batch."""
+        if self._dirty:
+            self.reset()
+            self._dirty = False
         keep = self._common_prefix(items)
         if keep == len(items):
             keep -= 1  # re-evaluate the last token: sampling needs fresh logits
@@ -118,8 +122,11 @@ class KvSlot:
                 index = run_end
                 yield None
         except BaseException:
-            # A failed or interrupted prefill leaves the KV in an unknown state.
-            self.reset()
+            # A failed or interrupted prefill leaves the KV in an unknown state. Do not touch
+            # the context here: on shutdown it may already be freed; the next prefill clears it.
+            self._items.clear()
+            self._starts.clear()
+            self._dirty = True
             raise
         total = sum(item_cells(i) for i in items)
         return PrefillStats(total, reused, total - reused, images)

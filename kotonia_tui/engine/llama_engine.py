@@ -117,13 +117,21 @@ class EngineCall:
         self.cancel_flag.set()
 
     async def __aiter__(self) -> AsyncIterator[TextDelta | ReasoningDelta | GenerationResult]:
-        while True:
-            event = await self._events.get()
-            if isinstance(event, BaseException):
-                raise event
-            yield event
-            if isinstance(event, GenerationResult):
-                return
+        finished = False
+        try:
+            while True:
+                event = await self._events.get()
+                if isinstance(event, BaseException):
+                    finished = True
+                    raise event
+                yield event
+                if isinstance(event, GenerationResult):
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                # The reader went away (task cancelled, loop closing): stop the model too.
+                self.cancel()
 
     async def result(self) -> GenerationResult:
         return await asyncio.shield(self._result)
@@ -512,12 +520,8 @@ class LlamaEngine:
                 self._llama.close()
                 self._llama = None
 
-        try:
-            self._owner.call(release, priority=int(Priority.INTERACTIVE)).result(timeout=30)
-        except (EngineError, RuntimeError, TimeoutError):
-            log.warning("engine did not close cleanly", exc_info=True)
-        finally:
-            self._owner.close()
+        # Calls still running are stopped first; the model is released last, on its thread.
+        self._owner.close(final=release)
 
     def __enter__(self) -> LlamaEngine:
         return self

@@ -42,6 +42,7 @@ class OwnerThread:
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._seq = itertools.count()
         self._closed = False
+        self._final: Callable[[], None] | None = None
         self._busy = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -77,10 +78,12 @@ class OwnerThread:
     def busy(self) -> bool:
         return self._busy.is_set()
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, final: Callable[[], None] | None = None, timeout: float = 30.0) -> None:
+        """Stop: running jobs are closed first, then `final` runs on the owner thread."""
         if self._closed:
             return
         self._closed = True
+        self._final = final
         self._inbox.put(None)
         self._thread.join(timeout)
 
@@ -135,8 +138,24 @@ class OwnerThread:
         return False
 
     def _shutdown(self, active: list[_Job]) -> None:
+        # Jobs still queued behind the sentinel are refused as well.
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                active.append(item)
         for job in active:
             if job.steps is not None:
-                job.steps.close()
+                try:
+                    job.steps.close()
+                except Exception:
+                    log.exception("a model job failed while closing")
             if not job.future.done():
                 job.future.set_exception(EngineClosedError("the engine was closed"))
+        if self._final is not None:
+            try:
+                self._final()
+            except Exception:
+                log.exception("releasing the model failed")

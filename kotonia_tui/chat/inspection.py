@@ -1,0 +1,75 @@
+"""What the memory inspector shows: the memory as the next prompt will carry it, and the figures.
+
+Built from the same bounded reads as a turn, so opening the inspector on a 20,000-message
+conversation costs what a turn costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kotonia_tui.domain import Chapter, FoldJob, FoldStatus, Message, Synopsis, TurnMetrics
+from kotonia_tui.memory.budgets import Budgets
+
+
+@dataclass(frozen=True)
+class BudgetBar:
+    """The next prompt against the window, in tokens."""
+
+    n_ctx: int
+    setup: int
+    memory: int
+    verbatim: int
+    reply_reserve: int
+    trigger: int  # history (memory + verbatim) past this queues a fold
+    ceiling: int  # history past this with nothing to apply cuts the oldest verbatim
+
+    @property
+    def used(self) -> int:
+        return self.setup + self.memory + self.verbatim + self.reply_reserve
+
+    @property
+    def history(self) -> int:
+        return self.memory + self.verbatim
+
+
+@dataclass(frozen=True)
+class ChapterView:
+    chapter: Chapter
+    applied: bool  # the prompt carries it (False: landed, applied on the next turn)
+
+    @property
+    def message_range(self) -> tuple[int, int]:
+        return self.chapter.first_message_id, self.chapter.last_message_id
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    conversation_id: int
+    synopsis: Synopsis | None  # the version the prompt carries (or the newest, if none applied)
+    synopsis_versions: list[Synopsis]
+    chapters: list[ChapterView]
+    verbatim_start_id: int | None
+    verbatim_first: Message | None
+    verbatim_messages: int
+    verbatim_tokens: int
+    budget: BudgetBar
+    budgets: Budgets
+    fold_jobs: list[FoldJob]
+    running: tuple[FoldJob, float] | None  # the job generating now and its elapsed seconds
+    last_metrics: TurnMetrics | None
+    forced_cut_through_id: int | None
+    pending_apply: bool  # landed memory waits for the next turn
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def queued(self) -> list[FoldJob]:
+        return [j for j in self.fold_jobs if j.status is FoldStatus.PENDING]
+
+    @property
+    def failed(self) -> list[FoldJob]:
+        return [j for j in self.fold_jobs if j.status is FoldStatus.FAILED]
+
+    def age_of(self, chapter: Chapter, now: datetime) -> float:
+        return (now - chapter.created_at).total_seconds()

@@ -1,0 +1,165 @@
+"""Turns end to end on a real SQLite file and a real tiny model: nothing the user wrote is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from kotonia_tui.chat.events import ReplyDelta, TurnDone
+from kotonia_tui.chat.service import ChatError
+from kotonia_tui.domain import MessageStatus, Role
+
+from .conftest import tiny_settings
+
+
+async def new_chat(service, key: str = "rowan-ashby", greeting: int = 0):
+    card = service.library.get(key)
+    return card, service.new_conversation(card, greeting=greeting)
+
+
+async def test_a_turn_stores_the_message_first_and_the_reply_when_it_ends(
+    make_service, tiny_model_path
+):
+    service = await make_service(tiny_settings(tiny_model_path))
+    card, conv = await new_chat(service)
+    greeting = service.store.last_message(conv.id)
+    assert greeting.role is Role.CHARACTER and greeting.text == service.setup_for(card).greetings[0]
+
+    turn = await service.send(conv.id, "Good evening. Is the shop open?")
+    # The user's message is in the database before the model has produced anything.
+    stored = service.store.last_message(conv.id)
+    assert stored.id == turn.user_message.id and stored.text == "Good evening. Is the shop open?"
+    assert stored.segments and stored.segments[0].listener == card.name
+
+    deltas = []
+    async for event in turn:
+        if isinstance(event, ReplyDelta):
+            deltas.append(event.text)
+    done = turn.done
+    assert isinstance(done, TurnDone) and done.error is None
+    reply = done.reply
+    assert reply is not None and reply.role is Role.CHARACTER
+    assert reply.text == "".join(deltas).strip()
+    assert [m.id for m in service.store.recent_messages(conv.id, 10)] == [
+        greeting.id,
+        stored.id,
+        reply.id,
+    ]
+    metrics = service.store.last_turn_metrics(conv.id)
+    assert metrics == done.metrics
+    assert metrics.prompt_positions == metrics.reused + metrics.evaluated
+
+
+async def test_alternate_greeting_opens_the_conversation(make_service, tiny_model_path):
+    service = await make_service(tiny_settings(tiny_model_path))
+    card, conv = await new_chat(service, greeting=1)
+    assert service.store.last_message(conv.id).text == service.setup_for(card).greetings[1]
+    assert "{{char}}" not in service.store.last_message(conv.id).text
+    with pytest.raises(ChatError, match="greetings"):
+        service.new_conversation(card, greeting=9)
+
+
+async def test_a_failed_model_call_keeps_the_users_message_and_the_chat_goes_on(
+    make_service, tiny_model_path
+):
+    service = await make_service(tiny_settings(tiny_model_path, n_ctx=4096))
+    _, conv = await new_chat(service)
+    huge = "the harbour bell rang again " * 800
+    turn = await service.send(conv.id, huge)
+    done = await turn.run()
+    assert done.reply is None
+    assert "context window" in done.error and "nothing was sent" in done.error
+    assert service.store.last_message(conv.id).text == huge  # not lost
+    # The overflowing message leaves the prompt as a forced cut, so the next turn works.
+    follow = await (await service.send(conv.id, "Sorry, too long. Hello!")).run()
+    assert follow.error is None and follow.reply is not None
+
+
+async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, tiny_noeos_model_path):
+    service = await make_service(
+        tiny_settings(tiny_noeos_model_path, reply_max_tokens=1500, temperature=0.8)
+    )
+    _, conv = await new_chat(service)
+    turn = await service.send(conv.id, "Tell me everything.")
+    seen = 0
+    async for event in turn:
+        if isinstance(event, ReplyDelta):
+            seen += 1
+            if seen == 5:
+                turn.cancel()
+    reply = turn.done.reply
+    assert reply is not None
+    assert reply.status is MessageStatus.CANCELLED
+    assert reply.status_reason == "stopped by the user"
+    assert turn.done.metrics.generated < 1500
+    assert service.store.get_message(reply.id).status is MessageStatus.CANCELLED
+
+
+async def test_a_reply_that_hits_its_cap_is_stored_as_cut_with_the_reason(
+    make_service, tiny_noeos_model_path
+):
+    service = await make_service(
+        tiny_settings(tiny_noeos_model_path, reply_max_tokens=16, temperature=0.8)
+    )
+    _, conv = await new_chat(service)
+    done = await (await service.send(conv.id, "Go on.")).run()
+    assert done.cut
+    assert done.reply.status is MessageStatus.CUT
+    assert "cap of 16 tokens" in done.reply.status_reason
+    assert done.metrics.finish_reason == "length"
+
+
+async def test_regenerate_keeps_every_version_and_continue_extends_the_reply(
+    make_service, tiny_noeos_model_path
+):
+    service = await make_service(
+        tiny_settings(tiny_noeos_model_path, reply_max_tokens=16, temperature=0.9, seed=None)
+    )
+    _, conv = await new_chat(service)
+    first = (await (await service.send(conv.id, "Hello there.")).run()).reply
+    second = (await (await service.regenerate(conv.id)).run()).reply
+    assert second.id == first.id  # a new version of the same reply
+    assert len(second.alternatives) == 2
+    assert second.chosen == 1
+    back = service.choose_alternative(first.id, 0)
+    assert back.text == first.text
+    longer = (await (await service.continue_reply(conv.id)).run()).reply
+    assert longer.id == first.id
+    assert longer.text.startswith(first.text)
+    assert len(longer.text) > len(first.text)
+    # Only one reply in the conversation, still after the user's message.
+    assert [m.role for m in service.store.recent_messages(conv.id, 10)] == [
+        Role.CHARACTER,
+        Role.USER,
+        Role.CHARACTER,
+    ]
+
+
+async def test_regenerate_needs_a_reply(make_service, tiny_model_path):
+    service = await make_service(tiny_settings(tiny_model_path))
+    _, conv = await new_chat(service)
+    await (await service.send(conv.id, "Hi")).run()
+    service.delete_message(service.store.last_message(conv.id).id)
+    with pytest.raises(ChatError, match="no reply to regenerate"):
+        await service.regenerate(conv.id)
+
+
+async def test_images_are_attached_by_hash_and_a_bad_file_is_named(
+    make_service, tiny_model_path, tiny_mmproj_path, tmp_path
+):
+    from kotonia_tui.chat.images import AttachmentError
+    from tests.tiny_models import write_tiny_png
+
+    service = await make_service(tiny_settings(tiny_model_path, mmproj=tiny_mmproj_path))
+    _, conv = await new_chat(service)
+    picture = write_tiny_png(tmp_path / "harbour.png")
+    digest = service.attach_image(picture)
+    done = await (await service.send(conv.id, "Look at this.", [digest])).run()
+    assert done.error is None
+    assert done.metrics.images >= 1  # the user's image (and the card's picture)
+    assert service.store.recent_messages(conv.id, 5)[-2].images == [digest]
+    bogus = tmp_path / "notes.png"
+    bogus.write_text("not an image")
+    with pytest.raises(AttachmentError, match="notes.png"):
+        service.attach_image(bogus)
+    with pytest.raises(AttachmentError, match="no such file"):
+        service.attach_image(tmp_path / "missing.png")

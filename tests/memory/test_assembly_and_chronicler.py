@@ -1,0 +1,143 @@
+"""Prompt assembly keeps a stable prefix; the chronicler's input keeps who said what apart."""
+
+from __future__ import annotations
+
+from kotonia_tui.config import PromptFormat
+from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
+from kotonia_tui.engine.formats import TemplateFormat, TranscriptFormat
+from kotonia_tui.memory.assembly import (
+    MEMORY_HEADER,
+    MemoryBlock,
+    PromptLine,
+    assemble_prompt,
+)
+from kotonia_tui.memory.chronicler import (
+    chapter_prompt,
+    is_refusal,
+    parse_chapter,
+    render_source,
+)
+from kotonia_tui.memory.segments import parse_segments
+
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def memory_text() -> str:
+    chapter = Chapter(
+        conversation_id=1, first_message_id=1, last_message_id=40, text="Rowan told Ann..."
+    )
+    return MemoryBlock("Ann came to Saltmere.", (chapter,)).render()
+
+
+def turn_lines(count: int) -> list[PromptLine]:
+    lines = []
+    for i in range(count):
+        if i % 2 == 0:
+            lines.append(PromptLine(Role.USER, "Ann", f"Question number {i}?"))
+        else:
+            lines.append(PromptLine(Role.CHARACTER, "Rowan", f'*nods* "Answer {i}."'))
+    return lines
+
+
+def render(messages: tuple[ChatMessage, ...], fmt: PromptFormat) -> str:
+    if fmt is PromptFormat.TRANSCRIPT:
+        return TranscriptFormat().render(messages, reply_name="Rowan", user_name="Ann").text
+    template = TemplateFormat(
+        TEMPLATE, bos_token="", eos_token="</s>", thinking=False, reasoning_tags=("", "")
+    )
+    return template.render(messages).text
+
+
+def test_fifty_turns_without_a_fold_each_prompt_extends_the_previous_one():
+    for fmt in (PromptFormat.TRANSCRIPT, PromptFormat.TEMPLATE):
+        previous_prefix = None
+        for turn in range(1, 51):
+            lines = turn_lines(2 * turn - 1)  # ends with the user's new message
+            messages = assemble_prompt(
+                system_text="You are Rowan.",
+                char_name="Rowan",
+                memory_text=memory_text(),
+                window=lines,
+                notes=f"Lore for turn {turn}",  # changes every turn: it sits after the history
+            )
+            text = render(messages, fmt)
+            if previous_prefix is not None:
+                assert text.startswith(previous_prefix), (fmt, turn)
+            # The prefix up to the last verbatim message (the new one) of this turn.
+            marker = "Question number " + str(2 * (turn - 1)) + "?"
+            previous_prefix = text[: text.index(marker) + len(marker)]
+
+
+def test_the_memory_sits_after_the_setup_as_an_exchange_with_its_header():
+    messages = assemble_prompt(
+        system_text="SETUP",
+        char_name="Rowan",
+        memory_text=memory_text(),
+        window=turn_lines(1),
+    )
+    assert messages[0] == ChatMessage("system", "SETUP")
+    assert messages[1].role == "user" and messages[1].content.startswith(MEMORY_HEADER)
+    assert "not necessarily the truth" in messages[1].content
+    assert messages[1].content.index("Synopsis") < messages[1].content.index("Chapter")
+    assert messages[2].role == "assistant"
+    assert "SETUP" not in messages[1].content
+    assert "Saltmere" not in messages[0].content  # memory never goes into the system prompt
+
+
+def test_segments_tell_narration_dialogue_and_thoughts_apart():
+    segments = parse_segments(
+        '*He sets down the watch.* "I sailed on the Grey Heron." `I never sailed.`',
+        speaker="Rowan",
+        listener="Ann",
+    )
+    assert [s.kind for s in segments] == [
+        SegmentKind.NARRATION,
+        SegmentKind.DIALOGUE,
+        SegmentKind.THOUGHT,
+    ]
+    assert segments[1].speaker == "Rowan" and segments[1].listener == "Ann"
+    plain = parse_segments("I'm a carpenter from Leeds.", speaker="Ann", listener="Rowan")
+    assert [s.kind for s in plain] == [SegmentKind.DIALOGUE]
+    japanese = parse_segments("*本を閉じる*「雨の日だけ開くの」", speaker="紬", listener="Ann")
+    assert [s.kind for s in japanese] == [SegmentKind.NARRATION, SegmentKind.DIALOGUE]
+
+
+def test_the_chronicler_reads_claims_as_claims_and_thoughts_as_thoughts():
+    messages = [
+        Message(id=7, role=Role.USER, speaker="Ann", text="Were you ever at sea?"),
+        Message(
+            id=8,
+            role=Role.CHARACTER,
+            speaker="Rowan",
+            text='*His hands shake.* "I was the navigator." `I was a clerk.`',
+        ),
+    ]
+    source = render_source(messages, char="Rowan", user="Ann")
+    assert "[#7] Ann (the user) -> Rowan (says): Were you ever at sea?" in source
+    assert "[#8] (narration) His hands shake." in source
+    assert "[#8] Rowan -> Ann (says): I was the navigator." in source
+    assert "[#8] Rowan (thinks, unspoken): I was a clerk." in source
+    system, user = chapter_prompt(messages, char="Rowan", user="Ann")
+    assert "chronicler of the story" in system.content
+    assert "On the surface" in system.content and "Resolved:" in system.content
+    assert "[missing]" in system.content
+    assert user.content.startswith("Messages #7 to #8")
+
+
+def test_refusals_are_recognised_in_three_languages_and_real_summaries_are_not():
+    assert is_refusal("I'm sorry, but I can't create that record.")
+    assert is_refusal("申し訳ありませんが、その記録は作成できません。")
+    assert is_refusal("抱歉，我无法提供这个内容的摘要。")
+    long_summary = "Rowan told Ann he cannot swim. " * 30
+    assert not is_refusal(long_summary)  # long output is never a refusal
+    assert not is_refusal("Ann and Rowan met at the clock shop.")
+
+
+def test_chapter_story_time_is_split_off():
+    parsed = parse_chapter("When: the third evening of the storm\nRowan mended the clock.")
+    assert parsed.story_time == "the third evening of the storm"
+    assert parsed.body == "Rowan mended the clock."
+    assert parse_chapter("No time here.").story_time is None

@@ -1,0 +1,147 @@
+"""The fold policy and the budgets (pure logic, no model)."""
+
+from __future__ import annotations
+
+from kotonia_tui.config import Settings
+from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.policy import (
+    TurnInputs,
+    WindowMessage,
+    major_gc_split,
+    plan_turn,
+    split_source,
+)
+
+
+def budgets(n_ctx: int = 10_000, reply: int = 500) -> Budgets:
+    return Budgets.for_window(n_ctx, reply, Settings())
+
+
+def window(count: int, tokens: int = 100, first_id: int = 1) -> list[WindowMessage]:
+    return [WindowMessage(first_id + i, tokens) for i in range(count)]
+
+
+def inputs(**values: object) -> TurnInputs:
+    base: dict[str, object] = {
+        "budgets": budgets(),
+        "verbatim_start_id": None,
+        "window": window(10),
+        "applied_memory_tokens": 0,
+        "landed_memory_tokens": None,
+        "landed_covered_through": None,
+        "covered_through": None,
+        "fold_in_flight": False,
+    }
+    base.update(values)
+    return TurnInputs(**base)  # type: ignore[arg-type]
+
+
+def test_budgets_are_fractions_of_the_window():
+    b = budgets(65_536, 1024)
+    assert b.trigger == int(65_536 * 0.47)
+    assert b.ceiling == int(65_536 * 0.55)
+    assert b.min_verbatim == int(65_536 * 0.16)
+    assert b.major_gc == int(65_536 * 0.06)
+    assert b.chapter_source == int(65_536 * 0.30)
+    assert b.summary_max_tokens == 4096
+    assert b.settle == b.trigger - b.headroom
+    assert not b.wide
+
+
+def test_wide_windows_keep_far_more_verbatim():
+    narrow = budgets(65_536)
+    wide = budgets(1_048_576)
+    assert wide.wide
+    assert wide.trigger / wide.n_ctx > 1.5 * narrow.trigger / narrow.n_ctx
+
+
+def test_below_the_trigger_nothing_happens():
+    plan = plan_turn(inputs(window=window(10)))  # 1,000 tokens of 4,700
+    assert plan.queue_range is None
+    assert plan.verbatim_start_id is None
+    assert not plan.apply_landed
+    assert plan.forced_cut_through is None
+
+
+def test_crossing_the_trigger_queues_a_fold_and_changes_nothing_else():
+    plan = plan_turn(inputs(window=window(48)))  # 4,800 > trigger 4,700
+    assert plan.queue_range is not None
+    first, last = plan.queue_range
+    assert first == 1
+    # The prompt itself is untouched on the crossing turn.
+    assert plan.verbatim_start_id is None
+    assert plan.verbatim_tokens == 4_800
+    # What stays verbatim after the fold is at least the minimum.
+    kept = 48 - last
+    assert kept * 100 >= budgets().min_verbatim
+
+
+def test_no_second_job_while_one_is_in_flight():
+    plan = plan_turn(inputs(window=window(48), fold_in_flight=True))
+    assert plan.queue_range is None
+
+
+def test_landed_chapter_is_applied_and_verbatim_starts_after_it():
+    plan = plan_turn(
+        inputs(
+            window=window(50),
+            landed_memory_tokens=400,
+            landed_covered_through=20,
+            covered_through=20,
+        )
+    )
+    assert plan.apply_landed
+    assert plan.verbatim_start_id == 21
+    assert plan.memory_tokens == 400
+    assert plan.verbatim_tokens == 30 * 100
+    # The applying turn queues nothing; the next turn decides with the new sizes.
+    assert plan.queue_range is None
+
+
+def test_after_a_fold_history_settles_near_trigger_minus_headroom():
+    b = budgets()
+    plan = plan_turn(inputs(window=window(48)))
+    assert plan.queue_range is not None
+    folded = plan.queue_range[1]
+    chapter = int(folded * 100 * 0.15)  # a chapter of the expected size lands
+    applied = plan_turn(
+        inputs(
+            window=window(49),
+            landed_memory_tokens=chapter,
+            landed_covered_through=folded,
+            covered_through=folded,
+        )
+    )
+    assert applied.history_tokens <= b.settle + 200  # one new message and rounding
+    assert applied.verbatim_tokens >= b.min_verbatim
+
+
+def test_past_the_ceiling_without_a_chapter_the_oldest_messages_leave_the_prompt():
+    b = budgets()
+    plan = plan_turn(inputs(window=window(60), fold_in_flight=True))  # 6,000 > ceiling 5,500
+    assert plan.forced_cut_through is not None
+    assert plan.verbatim_start_id == plan.forced_cut_through + 1
+    # Cut down to the settle level, so the next turns do not cut again at once.
+    assert plan.history_tokens <= max(b.settle, b.min_verbatim)
+    assert plan.verbatim_tokens >= b.min_verbatim
+
+
+def test_setup_size_lowers_the_ceiling_so_the_prompt_always_fits():
+    b = budgets()
+    plan = plan_turn(inputs(window=window(48), fixed_tokens=6_000, fold_in_flight=True))
+    assert plan.history_tokens + 6_000 + b.reply_reserve <= b.n_ctx
+
+
+def test_a_large_range_is_split_oldest_first_and_a_huge_message_is_never_cut():
+    pieces = split_source(
+        [WindowMessage(1, 40), WindowMessage(2, 40), WindowMessage(3, 500), WindowMessage(4, 10)],
+        100,
+    )
+    assert pieces == [(1, 2), (3, 3), (4, 4)]
+
+
+def test_major_gc_folds_the_older_half_once_the_chapters_pass_the_threshold():
+    assert major_gc_split([100, 100, 100], 400) == 0
+    assert major_gc_split([200, 200, 200, 200], 400) == 2
+    assert major_gc_split([300, 300, 300], 400) == 1
+    assert major_gc_split([900], 400) == 0  # one chapter alone waits for company
