@@ -130,8 +130,13 @@ class Prompter:
         *,
         before_id: int | None = None,
         prefill: str = "",
+        dry_run: bool = False,
     ) -> PreparedTurn:
-        """The prompt for the next reply. `before_id`: leave that message and later ones out."""
+        """The prompt for the next reply. `before_id`: leave that message and later ones out.
+
+        `dry_run` builds the prompt the next turn will start with (a landed fold applied)
+        without saving anything or queueing folds: the prewarm uses it.
+        """
         state = self.store.memory_state(conv_id)
         key = self.engine.model_key
         recent = self.store.recent_messages(conv_id, MAX_WINDOW_MESSAGES, model_key=key)
@@ -217,11 +222,11 @@ class Prompter:
             )
             log.warning("conversation %s: forced cut through #%s", conv_id, plan.forced_cut_through)
         new_state = new_state.model_copy(update={"verbatim_start_id": plan.verbatim_start_id})
-        if new_state != state or state.updated_at is None:
+        if not dry_run and (new_state != state or state.updated_at is None):
             new_state = self.store.set_memory_state(new_state)
 
         queued = None
-        if plan.queue_range is not None and before_id is None:
+        if plan.queue_range is not None and before_id is None and not dry_run:
             first = (covered + 1) if covered else plan.queue_range[0]
             queued = self.store.enqueue_fold(
                 FoldJob(

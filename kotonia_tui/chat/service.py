@@ -8,6 +8,7 @@ background worker runs later; the turn after a chapter lands applies it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from enum import StrEnum
@@ -56,7 +57,7 @@ from kotonia_tui.engine import (
 )
 from kotonia_tui.engine import ReasoningDelta as EngineReasoning
 from kotonia_tui.memory.segments import parse_segments
-from kotonia_tui.store import Store
+from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,8 @@ class ChatService:
         self.persona: Persona = settings.persona
         self.prompter = Prompter(store, engine, settings)
         self._listeners: list[Callable[[ServiceEvent], None]] = []
+        self._active_conv: int | None = None  # the conversation of the last turn
+        self._prewarm_task: asyncio.Task[None] | None = None
         self.worker = FoldWorker(
             store,
             engine,
@@ -177,6 +180,8 @@ class ChatService:
     async def close(self) -> None:
         """Stop the worker, then release the model and the database."""
         await self.worker.stop()
+        if self._prewarm_task is not None:
+            self._prewarm_task.cancel()
         self.engine.close()
         self.store.close()
 
@@ -184,6 +189,15 @@ class ChatService:
         self._listeners.append(listener)
 
     def _emit(self, event: ServiceEvent) -> None:
+        if (
+            isinstance(event, FoldProgress)
+            and event.state == "landed"
+            and event.conversation_id == self._active_conv
+            and self.settings.prewarm_after_fold
+        ):
+            self._prewarm_task = asyncio.get_running_loop().create_task(
+                self._prewarm(event.conversation_id)
+            )
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -266,11 +280,32 @@ class ChatService:
 
     # ---- turns ----------------------------------------------------------------------------
 
+    async def _prewarm(self, conv_id: int) -> None:
+        """Evaluate the post-fold prompt now, so the turn that applies the fold is cheap."""
+        try:
+            conv = self.store.get_conversation(conv_id)
+            card = self._card(conv)
+            prepared = self.prompter.prepare(
+                conv_id, card, self.setup_for(card), self.persona, dry_run=True
+            )
+            if not prepared.plan.apply_landed:
+                return
+            result = await self.engine.prewarm(prepared.request).result()
+            log.info(
+                "prewarmed conversation %s: %s positions in %.0f ms",
+                conv_id,
+                result.metrics.evaluated,
+                result.metrics.prompt_ms,
+            )
+        except (EngineError, ChatError, StoreError) as exc:
+            log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
+
     def _prepare(
         self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
     ) -> tuple[CharacterSetup, PreparedTurn]:
         card = self._card(conv)
         setup = self.setup_for(card)
+        self._active_conv = conv.id
         try:
             prepared = self.prompter.prepare(
                 conv.id,  # type: ignore[arg-type]

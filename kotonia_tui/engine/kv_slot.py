@@ -57,9 +57,16 @@ class KvSlot:
     def n_ctx(self) -> int:
         return int(self.ctx.n_ctx())
 
-    def close(self) -> None:
+    def close(self, *, context_too: bool = True) -> None:
         self._batch.close()
-        self.ctx.close()
+        if context_too:
+            self.ctx.close()
+
+    def common_prefix_cells(self, items: Sequence[PromptItem]) -> int:
+        """KV cells this slot could keep for a prompt of `items`."""
+        if self._dirty:
+            return 0
+        return sum(item_cells(i) for i in self._items[: self._common_prefix(items)])
 
     def _common_prefix(self, items: Sequence[PromptItem]) -> int:
         count = 0

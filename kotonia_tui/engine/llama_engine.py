@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -266,7 +266,7 @@ class LlamaEngine:
             for name in ("n_batch", "n_ubatch", "n_threads", "n_threads_batch", "flash_attn_type"):
                 if hasattr(base, name):
                     setattr(params, name, getattr(base, name))
-            params.n_ctx = self.info.fold_n_ctx
+            params.n_ctx = self.info.fold_n_ctx if slot is Slot.FOLD else self.info.n_ctx
             ctx = internals.LlamaContext(model=self._llama._model, params=params, verbose=False)
             self._slots[slot] = KvSlot(ctx, n_batch=self._llama.n_batch, projector=self._projector)
         return self._slots[slot]
@@ -365,7 +365,6 @@ class LlamaEngine:
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
         rendered = self.render(request)
-        slot = self._slot(request.slot)
         if rendered.images:
             if self._projector is None:
                 raise ImageError(
@@ -373,9 +372,11 @@ class LlamaEngine:
                 )
             # Image chunks point into mtmd's buffers, which live only inside this block.
             with self._projector.tokenize(rendered.text, rendered.images) as items:
+                slot = self._choose_slot(request.slot, items)
                 stats = yield from self._prefill(slot, items, request)
         else:
             items: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
+            slot = self._choose_slot(request.slot, items)
             stats = yield from self._prefill(slot, items, request)
         metrics = TurnMetrics(
             prompt_positions=stats[0],
@@ -385,8 +386,31 @@ class LlamaEngine:
             images=stats[4],
             slot=str(request.slot),
         )
+        if request.prefill_only:
+            result = GenerationResult("", "", FinishReason.STOP, metrics)
+            yield result
+            return result
         result = yield from self._sample(slot, rendered, request, call, metrics)
         return result
+
+    def _choose_slot(self, wanted: Slot, items: list[PromptItem]) -> KvSlot:
+        """A chat call takes the prewarmed context when it shares the longer prefix."""
+        if wanted is Slot.CHAT and Slot.PREWARM in self._slots:
+            chat, spare = self._slots[Slot.CHAT], self._slots[Slot.PREWARM]
+            if spare.common_prefix_cells(items) > chat.common_prefix_cells(items):
+                self._slots[Slot.CHAT], self._slots[Slot.PREWARM] = spare, chat
+        return self._slot(wanted)
+
+    def prewarm(self, request: GenerationRequest) -> EngineCall:
+        """Evaluate a prompt the next chat call is expected to start with, in the background."""
+        return self.start(
+            replace(
+                request,
+                slot=Slot.PREWARM,
+                priority=Priority.BACKGROUND,
+                prefill_only=True,
+            )
+        )
 
     def _prefill(
         self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
@@ -509,9 +533,9 @@ class LlamaEngine:
 
     def close(self) -> None:
         def release() -> None:
-            for slot_name, slot in list(self._slots.items()):
-                if slot_name is not Slot.CHAT:
-                    slot.close()
+            own = self._llama._ctx if self._llama is not None else None
+            for slot in self._slots.values():
+                slot.close(context_too=slot.ctx is not own)
             self._slots.clear()
             if self._projector is not None:
                 self._projector.close()

@@ -9,10 +9,17 @@ from kotonia_tui.domain import ChatMessage, ImageInput, TurnMetrics
 
 
 class Slot(StrEnum):
-    """Which KV context a call uses. Folds get their own so they never evict the chat's cache."""
+    """Which KV context a call uses. Folds get their own so they never evict the chat's cache.
+
+    PREWARM is a spare full-size context: after a fold lands, the post-fold prompt is evaluated
+    there in the background, and the next chat call takes whichever of CHAT and PREWARM shares
+    the longer prefix with its prompt (the two swap), so even the turn that applies a fold
+    evaluates little more than its new tokens.
+    """
 
     CHAT = "chat"
     FOLD = "fold"
+    PREWARM = "prewarm"
 
 
 class Priority(IntEnum):
@@ -36,6 +43,7 @@ class GenerationRequest:
     extra_stops: tuple[str, ...] = ()
     temperature: float | None = None  # None: the profile's
     prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
+    prefill_only: bool = False  # evaluate the prompt into the slot and stop (a prewarm)
 
 
 class FinishReason(StrEnum):

@@ -299,3 +299,31 @@ async def test_fold_slot_does_not_evict_the_chat_cache(engine):
     second = await engine.generate(request(*history))
     assert second.metrics.reused >= first.metrics.prompt_positions - 1
     assert second.metrics.evaluated < second.metrics.prompt_positions / 2
+
+
+async def test_a_prewarmed_prompt_makes_the_next_chat_turn_cheap(engine):
+    old = [SYSTEM, ChatMessage("user", "Earlier story, verbatim. " * 20)]
+    first = await engine.generate(request(*old))
+    # A fold lands: the prompt now starts with a memory exchange instead of the old messages.
+    folded = [
+        SYSTEM,
+        ChatMessage("user", "[The story so far] They met at the harbour."),
+        ChatMessage("assistant", "[I remember.]"),
+        ChatMessage("user", "The latest message."),
+    ]
+    warm = await engine.prewarm(request(*folded)).result()
+    assert warm.metrics.slot == "prewarm"
+    assert warm.metrics.generated == 0
+    turn = await engine.generate(
+        request(*folded, ChatMessage("assistant", "ok"), ChatMessage("user", "New words."))
+    )
+    # The chat call took the prewarmed context: only what follows the prewarmed prompt (the
+    # two new messages; the prewarm's own generation prompt differs by a few tokens) was
+    # evaluated, not the memory and the setup again.
+    new = turn.metrics.prompt_positions - warm.metrics.prompt_positions
+    assert turn.metrics.reused >= warm.metrics.prompt_positions - 4
+    assert turn.metrics.evaluated <= new + 4
+    assert turn.metrics.evaluated < turn.metrics.prompt_positions / 4
+    # And the old context is still there for a prompt that continues the old story.
+    back = await engine.generate(request(*old, ChatMessage("assistant", first.text)))
+    assert back.metrics.reused >= first.metrics.prompt_positions - 1

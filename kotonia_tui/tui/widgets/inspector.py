@@ -1,0 +1,287 @@
+"""The memory inspector: what the next prompt will carry, and the figures of the last turn.
+
+Everything comes from `ChatService.memory_view` (bounded reads). The pane is refreshed after each
+turn and on fold events; a one-second tick only updates the running fold's elapsed time.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.message import Message as TextualMessage
+from textual.widgets import Button, Label, ListItem, ListView, Static
+
+from kotonia_tui.chat.inspection import ChapterView, MemoryView
+from kotonia_tui.domain import FoldJob, FoldStatus
+from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
+
+
+def job_label(job: FoldJob) -> str:
+    span = ""
+    if job.first_message_id is not None:
+        span = f" #{job.first_message_id}–#{job.last_message_id}"
+    return f"#{job.id} {job.kind.value.replace('_', ' ')}{span}"
+
+
+def chapter_line(view: ChapterView, now: datetime) -> Content:
+    chapter = view.chapter
+    first, last = view.message_range
+    parts: list[tuple[str, str]] = [
+        (f"#{chapter.id} ", "bold"),
+        (f"msgs {first}–{last}", ""),
+        (f" · {age(chapter.created_at, now)} · {tokens(chapter.tokens)}", "$text-muted"),
+    ]
+    if view.applied:
+        parts.append((" · applied", "$success"))
+    else:
+        parts.append((" · next turn", "bold $warning"))
+    if chapter.stale:
+        parts.append((" · stale", "bold $error"))
+    if chapter.in_synopsis:
+        parts.append((" · in synopsis", "$text-muted"))
+    return Content.assemble(*parts)
+
+
+class ChapterItem(ListItem):
+    def __init__(self, view: ChapterView, now: datetime) -> None:
+        super().__init__(Label(chapter_line(view, now)))
+        self.chapter_view = view
+
+
+class InspectorPane(VerticalScroll):
+    """The pane beside the chat."""
+
+    DEFAULT_CSS = """
+    InspectorPane {
+        width: 60; border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
+    }
+    InspectorPane > .section {
+        color: $text-accent; text-style: bold; margin-top: 1; height: 1;
+    }
+    InspectorPane > Static { height: auto; }
+    InspectorPane > #chapters { height: auto; max-height: 12; background: $surface; }
+    InspectorPane > #chapters > ListItem { padding: 0 0; }
+    InspectorPane > #synopsis-versions { margin-top: 0; width: auto; min-width: 20; height: 1; border: none; }
+    """
+
+    class OpenChapter(TextualMessage):
+        def __init__(self, chapter_id: int) -> None:
+            super().__init__()
+            self.chapter_id = chapter_id
+
+    class OpenSynopsisVersions(TextualMessage):
+        pass
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: MemoryView | None = None
+        self._chapter_key: tuple[object, ...] = ()
+        self.border_title = "Memory"
+
+    def compose(self) -> ComposeResult:
+        yield Static("Next prompt", classes="section")
+        yield Static(id="budget")
+        yield Static("Last turn", classes="section")
+        yield Static(id="metrics")
+        yield Static("Verbatim window", classes="section")
+        yield Static(id="verbatim")
+        yield Static("Fold queue", classes="section")
+        yield Static(id="folds")
+        yield Static("Chapters", classes="section")
+        yield Static(id="chapters-empty")
+        yield ListView(id="chapters")
+        yield Static("Synopsis", classes="section")
+        yield Static(id="synopsis")
+        yield Button("Earlier versions", id="synopsis-versions", variant="default", compact=True)
+
+    def on_resize(self) -> None:
+        if self.view is not None:
+            self._paint_budget(self.view)
+
+    # ---- updates ----------------------------------------------------------------------------
+
+    def show(self, view: MemoryView, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        self.view = view
+        self._paint_budget(view)
+        self._paint_metrics(view)
+        self._paint_verbatim(view)
+        self._paint_folds(view, view.running)
+        self._paint_chapters(view, now)
+        self._paint_synopsis(view)
+
+    def tick(self, running: tuple[FoldJob, float] | None) -> None:
+        """The running fold's elapsed time, without re-reading the memory."""
+        if self.view is not None:
+            self._paint_folds(self.view, running)
+
+    def _paint_budget(self, view: MemoryView) -> None:
+        width = max(20, self.size.width - 4)
+        self.query_one("#budget", Static).update(budget_bar_content(view.budget, width))
+
+    def _paint_metrics(self, view: MemoryView) -> None:
+        m = view.last_metrics
+        target = self.query_one("#metrics", Static)
+        if m is None:
+            target.update(Content.styled("no turn yet in this conversation", "italic $text-muted"))
+            return
+        share = (m.reused / m.prompt_positions * 100) if m.prompt_positions else 0.0
+        target.update(
+            Content.assemble(
+                ("prompt positions ", "$text-muted"),
+                (f"{m.prompt_positions:,}", "bold"),
+                ("   reused ", "$text-muted"),
+                (f"{m.reused:,}", "bold $success"),
+                (f" ({share:.0f}%)", "$text-muted"),
+                ("\nevaluated ", "$text-muted"),
+                (f"{m.evaluated:,}", "bold $warning"),
+                ("   prompt ", "$text-muted"),
+                (f"{m.prompt_ms:,.0f} ms", "bold"),
+                ("\ngenerated ", "$text-muted"),
+                (f"{m.generated:,}", "bold"),
+                ("   ", ""),
+                (f"{m.tokens_per_s:,.1f} tokens/s", "bold"),
+                (f"   {m.finish_reason}" if m.finish_reason else "", "$text-muted"),
+            )
+        )
+
+    def _paint_verbatim(self, view: MemoryView) -> None:
+        first = view.verbatim_first
+        lines: list[Content] = []
+        if first is None:
+            lines.append(Content.styled("empty", "italic $text-muted"))
+        else:
+            lines.append(
+                Content.assemble(
+                    ("starts at ", "$text-muted"),
+                    (f"#{first.id}", "bold"),
+                    (f" ({first.speaker}: {short_text(first.text, 30)})", "$text-muted"),
+                )
+            )
+            lines.append(
+                Content.assemble(
+                    (f"{view.verbatim_messages:,}", "bold"),
+                    (" messages · ", "$text-muted"),
+                    (f"{view.verbatim_tokens:,}", "bold"),
+                    (" tokens", "$text-muted"),
+                )
+            )
+        if view.forced_cut_through_id is not None:
+            lines.append(
+                Content.styled(
+                    f"past the ceiling: messages up to #{view.forced_cut_through_id} left the "
+                    "prompt (stored, waiting to be folded)",
+                    "$warning",
+                )
+            )
+        self.query_one("#verbatim", Static).update(Content("\n").join(lines))
+
+    def _paint_folds(self, view: MemoryView, running: tuple[FoldJob, float] | None) -> None:
+        lines: list[Content] = []
+        if running is not None and running[0].conversation_id == view.conversation_id:
+            job, elapsed = running
+            lines.append(
+                Content.assemble(
+                    ("● running ", "bold $accent"),
+                    (job_label(job), ""),
+                    (f"  {elapsed:.0f} s", "$text-muted"),
+                )
+            )
+        running_id = running[0].id if running is not None else None
+        now = datetime.now(UTC)
+        for job in view.fold_jobs:
+            if job.id == running_id:
+                continue
+            if job.status is FoldStatus.PENDING:
+                wait = (job.not_before - now).total_seconds()
+                when = f"due in {wait:.0f} s" if wait > 1 else "due now"
+                retry = f" · attempt {job.attempts + 1}" if job.attempts else ""
+                lines.append(
+                    Content.assemble(
+                        ("○ queued ", "bold"), (job_label(job), ""), (f"  {when}{retry}", "$text-muted")
+                    )
+                )
+                if job.last_error:
+                    lines.append(Content.styled(f"  last error: {job.last_error}", "$warning"))
+            elif job.status is FoldStatus.RUNNING:
+                lines.append(Content.assemble(("● running ", "bold $accent"), (job_label(job), "")))
+            elif job.status is FoldStatus.FAILED:
+                lines.append(
+                    Content.assemble(
+                        ("✗ failed ", "bold $error"),
+                        (job_label(job), ""),
+                        (f"  {job.last_error or ''}", "$error"),
+                    )
+                )
+        if view.pending_apply:
+            lines.append(Content.styled("landed memory: applied on the next turn", "bold $warning"))
+        if not lines:
+            lines.append(Content.styled("idle", "italic $text-muted"))
+        self.query_one("#folds", Static).update(Content("\n").join(lines))
+
+    def _paint_chapters(self, view: MemoryView, now: datetime) -> None:
+        chapters = [c for c in view.chapters if c.chapter.superseded_by is None]
+        key = tuple(
+            (c.chapter.id, c.applied, c.chapter.stale, c.chapter.in_synopsis, age(c.chapter.created_at, now))
+            for c in chapters
+        )
+        empty = self.query_one("#chapters-empty", Static)
+        empty.update(
+            Content.styled(
+                "none yet: a chapter lands when the history passes the fold trigger",
+                "italic $text-muted",
+            )
+        )
+        empty.display = not chapters
+        listing = self.query_one("#chapters", ListView)
+        listing.display = bool(chapters)
+        if key == self._chapter_key:
+            return
+        self._chapter_key = key
+        index = listing.index
+        listing.clear()
+        listing.extend(ChapterItem(c, now) for c in reversed(chapters))
+        if index is not None and chapters:
+            listing.index = min(index, len(chapters) - 1)
+
+    def _paint_synopsis(self, view: MemoryView) -> None:
+        synopsis = view.synopsis
+        target = self.query_one("#synopsis", Static)
+        button = self.query_one("#synopsis-versions", Button)
+        if synopsis is None:
+            target.update(
+                Content.styled(
+                    "none yet: older chapters fold into it when they pass the major-GC size",
+                    "italic $text-muted",
+                )
+            )
+        else:
+            target.update(
+                Content.assemble(
+                    (f"v{synopsis.version}", "bold"),
+                    (
+                        f" · through #{synopsis.through_message_id} · {tokens(synopsis.tokens)}\n",
+                        "$text-muted",
+                    ),
+                    (short_text(synopsis.text, 600), ""),
+                )
+            )
+        earlier = max(0, len(view.synopsis_versions) - 1)
+        button.label = f"Earlier versions ({earlier})"
+        button.display = earlier > 0
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        item = event.item
+        if isinstance(item, ChapterItem) and item.chapter_view.chapter.id is not None:
+            self.post_message(self.OpenChapter(item.chapter_view.chapter.id))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "synopsis-versions":
+            event.stop()
+            self.post_message(self.OpenSynopsisVersions())
