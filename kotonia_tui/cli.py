@@ -109,8 +109,8 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         else:
             await _interactive(service, conv.id, card.display_name, images, args)  # type: ignore[arg-type]
         if args.wait_folds:
-            # A script sees the memory settle: wait for the fold queue to drain.
-            await service.worker.wait_idle()
+            # A script sees the memory settle: the folds this run queued have run.
+            await service.worker.wait_settled(conv.id)  # type: ignore[arg-type]
         return 0
     finally:
         await service.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
-from kotonia_tui.engine import LlamaEngine
+from kotonia_tui.engine import Engine, LlamaEngine
 from kotonia_tui.engine.default_model import Progress
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.store import Store
@@ -31,7 +31,7 @@ def fold_context_size(settings: Settings, n_ctx: int, reply_reserve: int) -> int
     return min(n_ctx, wanted)
 
 
-def open_engine(settings: Settings, progress: Progress | None = None) -> LlamaEngine:
+def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
     profile = settings.active_profile()
     fold_ctx = fold_context_size(settings, profile.n_ctx, profile.reply_max_tokens)
     return LlamaEngine.open(

@@ -29,10 +29,10 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import (
+    Engine,
     EngineError,
     FinishReason,
     GenerationRequest,
-    LlamaEngine,
     Priority,
     Slot,
 )
@@ -64,7 +64,7 @@ class FoldWorker:
     def __init__(
         self,
         store: Store,
-        engine: LlamaEngine,
+        engine: Engine,
         settings: Settings,
         *,
         names: Callable[[int], tuple[Conversation, CharacterCard | None]],
@@ -82,7 +82,7 @@ class FoldWorker:
         self._running: FoldJob | None = None
         self._started_at = 0.0
         self._idle = asyncio.Event()
-        self._paused_until = 0.0
+        self._paused = False
         fold_ctx = engine.info.fold_n_ctx
         self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
         # The chronicler's prompt and output share the fold context.
@@ -109,6 +109,18 @@ class FoldWorker:
         self._idle.clear()
         self._wake.set()
 
+    def pause(self) -> None:
+        """Stop claiming jobs (the one running finishes). Jobs stay queued in the database."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        self.wake()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
     @property
     def running(self) -> tuple[FoldJob, float] | None:
         if self._running is None:
@@ -124,10 +136,28 @@ class FoldWorker:
             return False
         return True
 
+    async def wait_settled(self, conv_id: int, poll_s: float = 0.2) -> None:
+        """Wait until the conversation's scheduled folds have run (retries of failed jobs,
+        which wait minutes by design, are not waited for)."""
+        while True:
+            jobs = self.store.fold_jobs(
+                conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)
+            )
+            waiting = [j for j in jobs if j.status is FoldStatus.RUNNING or j.attempts == 0]
+            if not waiting or self._paused:
+                return
+            self.wake()
+            await asyncio.sleep(poll_s)
+
     # ---- the loop -------------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
+            if self._paused:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             job = self.store.claim_next_fold(utcnow())
             if job is None:
                 self._idle.set()

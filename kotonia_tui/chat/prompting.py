@@ -24,7 +24,7 @@ from kotonia_tui.domain import (
     Role,
     utcnow,
 )
-from kotonia_tui.engine import GenerationRequest, LlamaEngine
+from kotonia_tui.engine import Engine, GenerationRequest
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MemoryBlock,
@@ -61,14 +61,14 @@ class PreparedTurn:
     queued: FoldJob | None
 
 
-def memory_tokens(engine: LlamaEngine, text: str) -> int:
+def memory_tokens(engine: Engine, text: str) -> int:
     return engine.count_tokens(f"{text}\n{MEMORY_ACK}") if text else 0
 
 
 class Prompter:
     """Prepares turns for one model: budgets, token counts, the fold policy, assembly."""
 
-    def __init__(self, store: Store, engine: LlamaEngine, settings: Settings) -> None:
+    def __init__(self, store: Store, engine: Engine, settings: Settings) -> None:
         self.store = store
         self.engine = engine
         self.settings = settings

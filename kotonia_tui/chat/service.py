@@ -26,8 +26,8 @@ from kotonia_tui.chat.events import (
 )
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
-from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
+from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     PreparedTurn,
@@ -48,11 +48,11 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import (
+    Engine,
     EngineCall,
     EngineError,
     FinishReason,
     GenerationResult,
-    LlamaEngine,
     TextDelta,
 )
 from kotonia_tui.engine import ReasoningDelta as EngineReasoning
@@ -150,7 +150,7 @@ class ChatService:
         self,
         settings: Settings,
         store: Store,
-        engine: LlamaEngine,
+        engine: Engine,
         library: CharacterLibrary,
     ) -> None:
         self.settings = settings

@@ -1,0 +1,226 @@
+"""Generational memory end to end: real engine, real SQLite, the real fold worker.
+
+The model is a tiny GGUF whose greedy output is a fixed script (tests/tiny_models.py), so the
+chronicler's chapter text is known: the tests can tell a stored chapter from a refusal, and the
+prompt's bytes from turn to turn. Replies in the chat are that same script.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.config import app_dirs
+from kotonia_tui.domain import FoldKind, FoldStatus
+
+from .conftest import tiny_settings
+
+CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def write_short_card() -> str:
+    """A small card in the user's folder: the tiny tokenizer makes long setups expensive."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Wren",
+            "description": "Wren keeps the lighthouse.",
+            "personality": "calm",
+            "scenario": "",
+            "first_mes": "Welcome to the lighthouse.",
+            "mes_example": "",
+        },
+    }
+    (folder / "wren.json").write_text(json.dumps(card))
+    return "wren"
+
+
+def settings_for(model, **values):
+    values.setdefault("n_ctx", 1024)
+    values.setdefault("reply_max_tokens", 32)
+    values.setdefault("prewarm_after_fold", False)
+    return tiny_settings(model, **values)
+
+
+async def chat_until(service, conv_id, predicate, limit=200):
+    """Send short user messages until `predicate(turn)` holds; returns the turns sent."""
+    turns = []
+    for index in range(limit):
+        turn = await service.send(conv_id, f"Message number {index} about the lamps.")
+        done = await turn.run()
+        assert done.error is None, done.error
+        turns.append(turn)
+        if predicate(turn):
+            return turns
+    raise AssertionError("the condition never held")
+
+
+async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    events = []
+    service.subscribe(events.append)
+    card = service.library.get(key)
+    conv = service.new_conversation(card)
+    service.worker.pause()  # hold the job, to look at the turn that queued it
+
+    turns = await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    crossing, before = turns[-1], turns[-2]
+    job = crossing.prepared.queued
+    assert job.kind is FoldKind.CHAPTER and job.status is FoldStatus.PENDING
+    assert any(isinstance(e, FoldProgress) and e.state == "queued" for e in events)
+    # The crossing turn changed nothing: same memory, same verbatim start, cache reused.
+    assert crossing.prepared.state.memory_text == before.prepared.state.memory_text == ""
+    assert crossing.prepared.plan.verbatim_start_id == before.prepared.plan.verbatim_start_id
+    assert crossing.done.metrics.reused >= before.done.metrics.prompt_positions - 2
+
+    service.worker.resume()
+    await service.worker.wait_settled(conv.id)
+    (chapter,) = service.store.chapters(conv.id)
+    assert chapter.text == CHAPTER
+    assert chapter.first_message_id <= job.first_message_id
+    assert chapter.last_message_id == job.last_message_id
+    landed_view = service.memory_view(conv.id)
+    assert landed_view.pending_apply and not landed_view.chapters[0].applied
+
+    applying = await service.send(conv.id, "And then?")
+    done = await applying.run()
+    assert done.error is None
+    state = applying.prepared.state
+    assert CHAPTER in state.memory_text
+    assert state.verbatim_start_id == chapter.last_message_id + 1
+    assert any(isinstance(e, MemoryNotice) and "folded" in e.text for e in events)
+    assert not service.memory_view(conv.id).pending_apply
+
+    # The turn after the applying turn reuses the new prefix: only new tokens are evaluated.
+    after = await service.send(conv.id, "Go on.")
+    after_done = await after.run()
+    assert after.prepared.state.memory_text == state.memory_text
+    assert after_done.metrics.reused >= done.metrics.prompt_positions - 2
+    assert after_done.metrics.evaluated < after_done.metrics.prompt_positions / 4
+
+
+async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER), major_gc_ratio=0.03))
+    conv = service.new_conversation(service.library.get(key))
+    written: dict[int, str] = {}
+
+    def gc_done(_turn) -> bool:
+        for chapter in service.store.chapters(conv.id, include_in_synopsis=True):
+            # A chapter, once written, never changes.
+            assert written.setdefault(chapter.id, chapter.text) == chapter.text
+        return len(service.store.synopsis_versions(conv.id)) >= 2
+
+    async def settle_then_check(turn) -> bool:
+        return False
+
+    turns = []
+    for _ in range(30):
+        turns += await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
+        await service.worker.wait_settled(conv.id)
+        if gc_done(None):
+            break
+    versions = service.store.synopsis_versions(conv.id)
+    assert len(versions) >= 2
+    assert [v.current for v in versions].count(True) == 1
+    assert versions[-1].current and not versions[0].current
+    assert versions[0].text  # the old version is kept for audit
+    assert len(written) >= 3
+    folded = [c for c in service.store.chapters(conv.id, include_in_synopsis=True) if c.in_synopsis]
+    assert folded  # the older chapters went into the synopsis, and stay stored
+
+
+async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(REFUSAL)))
+    conv = service.new_conversation(service.library.get(key))
+    events = []
+    service.subscribe(events.append)
+    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    await service.worker.wait_settled(conv.id)
+    assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
+    (job,) = service.store.fold_jobs(conv.id)
+    assert job.attempts == 1
+    assert "refused twice" in job.last_error
+    assert job.status is FoldStatus.PENDING  # retried later, with a backoff
+    assert any(isinstance(e, FoldProgress) and e.state == "failed" for e in events)
+
+
+async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_stored(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    conv = service.new_conversation(service.library.get(key))
+    service.worker.pause()  # the summarizer "keeps failing": nothing lands
+    turns = await chat_until(
+        service, conv.id, lambda turn: turn.prepared.plan.forced_cut_through is not None
+    )
+    cut = turns[-1].prepared.plan.forced_cut_through
+    state = service.store.memory_state(conv.id)
+    assert state.forced_cut_through_id == cut
+    assert state.verbatim_start_id > cut
+    assert service.store.get_message(cut).text  # still stored
+    assert any("left the prompt" in n for n in turns[-1].notices)
+    # Folding catches up later and covers the cut messages too.
+    service.worker.resume()
+    await service.worker.wait_settled(conv.id)
+    chapters = service.store.chapters(conv.id)
+    assert chapters and chapters[0].first_message_id <= cut <= chapters[-1].last_message_id
+
+
+async def test_an_edit_inside_a_folded_range_refolds_that_range_only(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    conv = service.new_conversation(service.library.get(key))
+    for _ in range(2):
+        await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+        await service.worker.wait_settled(conv.id)
+        await (await service.send(conv.id, "apply")).run()
+    first, second = service.store.chapters(conv.id)[:2]
+    target = service.store.messages_between(conv.id, first.first_message_id, first.last_message_id)
+    service.edit_message(target[1].id, "An edited line about the lamps.")
+    await service.worker.wait_settled(conv.id)
+    live = service.store.chapters(conv.id)
+    old = service.store.get_chapter(first.id)
+    assert old.stale and old.superseded_by is not None
+    replacement = service.store.get_chapter(old.superseded_by)
+    assert (replacement.first_message_id, replacement.last_message_id) == (
+        first.first_message_id,
+        first.last_message_id,
+    )
+    assert service.store.get_chapter(second.id) == second  # untouched
+    assert first.id not in [c.id for c in live]
+
+
+async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_model):
+    key = write_short_card()
+    figures = {}
+    for prewarm in (False, True):
+        service = await make_service(
+            settings_for(scripted_model(CHAPTER), prewarm_after_fold=prewarm)
+        )
+        conv = service.new_conversation(service.library.get(key))
+        await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+        await service.worker.wait_settled(conv.id)
+        if prewarm:
+            await service._prewarm_task
+        applying = await service.send(conv.id, "And then?")
+        done = await applying.run()
+        assert applying.prepared.plan.apply_landed
+        figures[prewarm] = done.metrics
+    cold, warm = figures[False], figures[True]
+    print(f"\napplying turn: {cold.evaluated} evaluated cold, {warm.evaluated} with prewarm")
+    assert cold.evaluated > cold.prompt_positions / 2
+    assert warm.evaluated < warm.prompt_positions / 4
