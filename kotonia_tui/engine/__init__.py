@@ -18,6 +18,7 @@ from kotonia_tui.engine.llama_engine import (
     gpu_offload_supported,
     llama_cpp_version,
 )
+from kotonia_tui.engine.protocol import Engine
 from kotonia_tui.engine.types import (
     ChatMessage,
     FinishReason,
@@ -33,6 +34,7 @@ from kotonia_tui.engine.types import (
 
 __all__ = [
     "ChatMessage",
+    "Engine",
     "EngineCall",
     "EngineClosedError",
     "EngineError",
