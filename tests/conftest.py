@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,20 @@ def tiny_misfit_mmproj_path(tiny_models_dir: Path) -> Path:
 def tiny_noeos_model_path(tiny_models_dir: Path) -> Path:
     """Same shape, </s> suppressed: sampling never stops naturally (always "length")."""
     return write_tiny_llama(tiny_models_dir / "tiny-llama-noeos.gguf", eos_bias=-30.0)
+
+
+@pytest.fixture(scope="session")
+def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Factory: ``scripted_model(text)`` is the path of a tiny llama GGUF whose greedy reply to
+    ANY prompt is exactly ``text`` followed by ``</s>`` (finish_reason "stop"); see
+    ``write_scripted_llama`` in tests/tiny_models.py. Written once per text per session."""
+    directory = tmp_path_factory.mktemp("scripted_models")
+    cache: dict[str, Path] = {}
+
+    def make(text: str) -> Path:
+        if text not in cache:
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            cache[text] = write_tiny_llama(directory / f"scripted-{digest}.gguf", script=text)
+        return cache[text]
+
+    return make

@@ -6,7 +6,7 @@ These tests also document the low-level mtmd call sequence the engine relies on.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +17,8 @@ from tests.tiny_models import (
     MEDIA_MARKER,
     build_vocab,
     png_bytes,
+    script_tokens,
+    write_scripted_llama,
     write_tiny_llama,
     write_tiny_mmproj,
     write_tiny_png,
@@ -366,3 +368,101 @@ def test_missing_mmproj_file_is_refused_with_null(tiny_model_path: Path, tmp_pat
     llm = _load(tiny_model_path)
     with _mtmd(llm, tmp_path / "nope.gguf") as ctx:
         assert not ctx
+
+
+# --- scripted models ---------------------------------------------------------------------------
+
+REFUSAL = "I cannot help with that."
+CHAPTER = "Chapter text about Rowan and the harbour."
+LONG_PROMPT = "The knight and the queen walked to the castle by the river. " * 40  # ~520 tokens
+TEMPLATED_PROMPT = "<|system|>\nYou are Mira.</s>\n<|user|>\nSummarize that.</s>\n<|assistant|>\n"
+PROMPTS = ["", "Hi", "Summarize that.", "Tell me about that.", LONG_PROMPT, TEMPLATED_PROMPT]
+
+
+def test_script_tokens_are_the_tokenizers_continuation_tokens() -> None:
+    vocab = build_vocab()[0]
+    assert [vocab[i] for i in script_tokens(REFUSAL)] == [
+        "I", "▁can", "n", "o", "t", "▁help", "▁with", "▁that", ".",
+    ]  # fmt: skip
+    assert [vocab[i] for i in script_tokens(" hello")] == ["▁hello"]
+    with pytest.raises(ValueError, match="empty"):
+        script_tokens("")
+
+
+@pytest.mark.parametrize("script", [REFUSAL, CHAPTER, "the the the the cat", "Hello."])
+def test_scripted_model_replies_with_the_script_after_any_prompt(
+    scripted_model: Callable[[str], Path], script: str
+) -> None:
+    llm = _load(scripted_model(script), n_ctx=1024)
+    assert len(llm.tokenize(LONG_PROMPT.encode())) > 500
+    for prompt in PROMPTS:
+        out = llm.create_completion(prompt, max_tokens=100, temperature=0.0)
+        choice = out["choices"][0]
+        assert (choice["text"], choice["finish_reason"]) == (script, "stop"), prompt
+        if prompt:  # (llama-cpp-python's usage for an empty prompt counts one token more)
+            assert out["usage"]["completion_tokens"] == len(script_tokens(script))
+    # the chat template path, twice (the second turn reuses the KV cache prefix)
+    messages = [
+        {"role": "system", "content": "You are Mira."},
+        {"role": "user", "content": "Hello!"},
+    ]
+    for _ in range(2):
+        out = llm.create_chat_completion(messages=messages, max_tokens=100, temperature=0.0)
+        choice = out["choices"][0]
+        assert choice["message"]["content"] == script
+        assert choice["finish_reason"] == "stop"
+        messages += [choice["message"], {"role": "user", "content": LONG_PROMPT}]
+    # the script's logits lead by a wide margin, so sampling follows it too
+    out = llm.create_completion("Hi", max_tokens=100, temperature=0.8, seed=5)
+    assert out["choices"][0]["text"] == script
+
+
+def test_scripted_model_with_stop_string_and_length(
+    scripted_model: Callable[[str], Path],
+) -> None:
+    llm = _load(scripted_model(CHAPTER))
+    out = llm.create_completion("Write.", max_tokens=100, temperature=0.0, stop=["Rowan"])
+    assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == (
+        "Chapter text about ",
+        "stop",
+    )
+    out = llm.create_completion("Write.", max_tokens=7, temperature=0.0)
+    assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == ("Chapter", "length")
+
+
+def test_scripted_model_limit_prompt_ending_with_a_run_of_the_script(
+    scripted_model: Callable[[str], Path],
+) -> None:
+    """The model sees only the last few tokens: a prompt that ends with a 3-token run of the
+    script (or with its first token) continues the script from there."""
+    llm = _load(scripted_model(REFUSAL))
+    out = llm.create_completion("Go on with that.", max_tokens=100, temperature=0.0)
+    assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == ("", "stop")
+
+
+def test_scripted_model_fixture_caches_per_text(scripted_model: Callable[[str], Path]) -> None:
+    assert scripted_model(REFUSAL) == scripted_model(REFUSAL)
+    assert scripted_model(REFUSAL) != scripted_model(CHAPTER)
+
+
+def test_scripted_model_grows_with_the_script(tmp_path: Path) -> None:
+    long_script = (
+        "Rowan walked down to the harbour at dawn. The ships were quiet, and the sea was grey. "
+        "She thought of her brother and of the letter she had never sent."
+    )
+    path = write_scripted_llama(tmp_path / "long.gguf", long_script, n_layer=1)
+    r = gguf.GGUFReader(str(path))
+    assert r.fields["llama.embedding_length"].contents() > 64
+    llm = _load(path)
+    out = llm.create_completion(TEMPLATED_PROMPT, max_tokens=200, temperature=0.0)
+    assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == (long_script, "stop")
+
+
+def test_ambiguous_or_conflicting_scripts_are_refused(tmp_path: Path) -> None:
+    # nine "▁la" in a row: the run of 8 before the 9th and before "." is the same
+    with pytest.raises(ValueError, match="repeats a run of 8 tokens"):
+        write_tiny_llama(tmp_path / "la.gguf", script="la la la la la la la la la la.")
+    with pytest.raises(ValueError, match="empty"):
+        write_tiny_llama(tmp_path / "empty.gguf", script="")
+    with pytest.raises(ValueError, match="cannot be combined"):
+        write_tiny_llama(tmp_path / "eos.gguf", script=REFUSAL, eos_bias=20.0)

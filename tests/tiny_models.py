@@ -21,6 +21,13 @@ dimensions are small noise; the blocks add only tiny updates to the residual str
 final RMS norm dimension 0 is an (almost) constant ~6. Column 0 of ``output.weight`` is zero
 except for the biased tokens, whose entry is ``bias / 6``.
 
+Scripted models (``write_tiny_llama(path, script="I cannot help with that.")`` or
+:func:`write_scripted_llama`) are different: built, not random, weights whose greedy reply to any
+prompt is exactly the script and then ``</s>`` (``finish_reason == "stop"``). Layer 0 copies the
+last few tokens into the residual stream (RoPE heads that look exactly 1, 2, ... positions back)
+and its FFN recognises where in the script those tokens are; see :func:`write_scripted_llama`
+for how, and for the limits (length, repeated runs, prompts ending with a run of the script).
+
 The mmproj's ``mm.2`` output width (GGUF key ``clip.vision.projection_dim``) must equal the text
 model's ``llama.embedding_length``; ``write_tiny_mmproj(..., text_n_embd=32)`` against the default
 64-wide model gives a mis-fitting pair for error-path tests.
@@ -32,6 +39,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -44,6 +52,8 @@ __all__ = [
     "UNK_ID",
     "build_vocab",
     "png_bytes",
+    "script_tokens",
+    "write_scripted_llama",
     "write_tiny_llama",
     "write_tiny_mmproj",
     "write_tiny_png",
@@ -164,37 +174,20 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def write_tiny_llama(
+def _llama_writer(
     path: Path,
     *,
-    n_ctx: int = 2048,
-    n_embd: int = 64,
-    n_layer: int = 2,
-    n_head: int = 4,
-    chat_template: str | None = DEFAULT_TEMPLATE,
-    seed: int = 0,
-    eos_bias: float = 0.0,
-    favour_token: str | None = None,
-    favour_bias: float = 20.0,
-    name: str = "tiny-llama",
-) -> Path:
-    """Write a random-weight ``llama`` GGUF (about 0.75 MB at the defaults) and return ``path``.
-
-    ``eos_bias``: logits added to ``</s>`` (20 makes greedy decoding stop at once; negative
-    suppresses it). ``favour_token``: a vocabulary piece (e.g. ``"▁hello"``; see
-    :func:`build_vocab`) that gets ``favour_bias`` logits, so greedy decoding repeats it.
-    ``chat_template=None`` writes no ``tokenizer.chat_template``.
-    """
-    if n_embd % n_head:
-        raise ValueError("n_embd must be a multiple of n_head")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    name: str,
+    n_ctx: int,
+    n_embd: int,
+    n_layer: int,
+    n_head: int,
+    n_ff: int,
+    rope_freq_base: float,
+    chat_template: str | None,
+) -> gguf.GGUFWriter:
+    """A GGUFWriter with the llama hyper-parameters and the tiny vocabulary, no tensors yet."""
     tokens, scores, types = build_vocab()
-    n_vocab = len(tokens)
-    n_ff = 2 * n_embd
-    head_dim = n_embd // n_head
-
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(name)
     w.add_context_length(n_ctx)
@@ -203,8 +196,8 @@ def write_tiny_llama(
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head)
-    w.add_rope_dimension_count(head_dim)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_rope_freq_base(rope_freq_base)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
 
@@ -220,6 +213,75 @@ def write_tiny_llama(
     w.add_add_eos_token(False)
     if chat_template is not None:
         w.add_chat_template(chat_template)
+    return w
+
+
+def _finish(w: gguf.GGUFWriter) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_tiny_llama(
+    path: Path,
+    *,
+    n_ctx: int = 2048,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    chat_template: str | None = DEFAULT_TEMPLATE,
+    seed: int = 0,
+    eos_bias: float = 0.0,
+    favour_token: str | None = None,
+    favour_bias: float = 20.0,
+    name: str = "tiny-llama",
+    script: str | None = None,
+) -> Path:
+    """Write a random-weight ``llama`` GGUF (about 0.75 MB at the defaults) and return ``path``.
+
+    ``eos_bias``: logits added to ``</s>`` (20 makes greedy decoding stop at once; negative
+    suppresses it). ``favour_token``: a vocabulary piece (e.g. ``"▁hello"``; see
+    :func:`build_vocab`) that gets ``favour_bias`` logits, so greedy decoding repeats it.
+    ``chat_template=None`` writes no ``tokenizer.chat_template``.
+
+    ``script``: write a *scripted* model instead, whose greedy reply to any prompt is exactly
+    ``script`` followed by ``</s>`` (see :func:`write_scripted_llama`, which this delegates to;
+    ``n_embd`` is then a minimum, ``n_head`` and ``seed`` are ignored, and ``eos_bias`` /
+    ``favour_token`` must be left at their defaults).
+    """
+    if script is not None:
+        if eos_bias or favour_token is not None:
+            raise ValueError("script cannot be combined with eos_bias or favour_token")
+        return write_scripted_llama(
+            path,
+            script,
+            n_ctx=n_ctx,
+            min_n_embd=n_embd,
+            n_layer=n_layer,
+            chat_template=chat_template,
+            name=name,
+        )
+    if n_embd % n_head:
+        raise ValueError("n_embd must be a multiple of n_head")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    tokens = build_vocab()[0]
+    n_vocab = len(tokens)
+    n_ff = 2 * n_embd
+
+    w = _llama_writer(
+        path,
+        name=name,
+        n_ctx=n_ctx,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_ff=n_ff,
+        rope_freq_base=10000.0,
+        chat_template=chat_template,
+    )
 
     # Token embeddings: constant 1.0 in dim 0 (the "bias carrier"), small noise elsewhere.
     noise = 0.1
@@ -257,10 +319,280 @@ def write_tiny_llama(
         w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))  # ggml {n_ff, n_embd}
 
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
+    return path
+
+
+# --- scripted models ---------------------------------------------------------------------------
+
+#: The scripted model conditions each step on the last ``k`` tokens (the current one and k - 1
+#: before it); ``k`` is the smallest value in this range that makes the script unambiguous.
+SCRIPT_MIN_CONTEXT = 3
+SCRIPT_MAX_CONTEXT = 8
+#: Largest embedding width a scripted model may grow to (a script of roughly 250 tokens).
+SCRIPT_MAX_N_EMBD = 1024
+
+# Logit units, before the small common factor the final RMS norm applies.
+_DEFAULT_LOGIT = 20.0  # the first script token, when no state fires
+_STATE_LOGIT = 40.0  # a state matching 1 token; doubled for each further token it matches
+_MIN_MARGIN = 10.0
+_GATE = 20.0  # FFN gate steepness: silu(+10) ~ 10, silu(-10) ~ -5e-4
+_ATTN_MARGIN = 40.0  # attention score of the wanted offset over any other position
+
+_vocab_model: Any = None
+
+
+def _tokenizer_model() -> Any:
+    """llama.cpp's own tokenizer for :func:`build_vocab` (a vocab-only load, cached)."""
+    global _vocab_model
+    if _vocab_model is None:
+        import tempfile
+
+        import llama_cpp
+        from llama_cpp import _internals
+
+        with tempfile.TemporaryDirectory() as tmp:
+            vocab_path = write_tiny_llama(Path(tmp) / "vocab.gguf", n_embd=16, n_layer=1)
+            params = llama_cpp.llama_model_default_params()
+            params.vocab_only = True
+            _vocab_model = _internals.LlamaModel(
+                path_model=str(vocab_path), params=params, verbose=False
+            )
+    return _vocab_model
+
+
+def script_tokens(script: str) -> list[int]:
+    """The token ids a scripted model generates for ``script`` (without the final ``</s>``).
+
+    They are what llama.cpp's tokenizer makes of ``script`` *as a continuation*: no
+    SentencePiece space is prefixed, so ``"I cannot"`` is ``I ▁can n o t`` and the reply text is
+    ``script`` exactly (a script starting with a space starts with a ``▁`` piece).
+    """
+    if not script:
+        raise ValueError("script must not be empty")
+    model = _tokenizer_model()
+    newline = build_vocab()[0].index("<0x0A>")
+    # "\n" first: llama.cpp prefixes a space to the text, "▁" and "\n" stay apart (no piece
+    # joins them) and the script's first character follows "\n" with no space of its own.
+    ids = model.tokenize(("\n" + script).encode(), add_bos=False, special=False)
+    space = build_vocab()[0].index("▁")
+    if ids[:2] != [space, newline]:
+        raise ValueError(f"unexpected tokenization of the script {_short(script)}")
+    ids = ids[2:]
+    if model.detokenize(ids).decode("utf-8", "replace") != script:
+        raise ValueError(f"the script {_short(script)} does not survive tokenization")
+    return ids
+
+
+def _short(script: str) -> str:
+    return repr(script) if len(script) <= 60 else repr(script[:57] + "...")
+
+
+def _patterns(ids: list[int], k: int) -> list[tuple[int, ...]]:
+    """State i fires when the last tokens are ids[i-k+1 .. i] (fewer at the script's start)."""
+    return [tuple(ids[max(0, i - k + 1) : i + 1]) for i in range(len(ids))]
+
+
+def _state_logit(pattern: tuple[int, ...]) -> float:
+    # A longer match outweighs all shorter ones together (they can fire too: a pattern from the
+    # script's start may also end the current window).
+    return _STATE_LOGIT * 2.0 ** (len(pattern) - 1)
+
+
+def _script_is_unambiguous(ids: list[int], k: int) -> bool:
+    """Simulate the scripted logits at every step (prompt tokens count as non-script)."""
+    patterns = _patterns(ids, k)
+    successors = [*ids[1:], EOS_ID]
+    other = -1
+    for t in range(-1, len(ids)):
+        window = [other] * k + ids[: t + 1]
+        logits: dict[int, float] = {ids[0]: _DEFAULT_LOGIT}
+        for pattern, nxt in zip(patterns, successors, strict=True):
+            if tuple(window[-len(pattern) :]) == pattern:
+                logits[nxt] = logits.get(nxt, 0.0) + _state_logit(pattern)
+        want = successors[t] if t >= 0 else ids[0]
+        best_other = max((v for tok, v in logits.items() if tok != want), default=0.0)
+        if logits.get(want, 0.0) - max(best_other, 0.0) < _MIN_MARGIN:
+            return False
+    return True
+
+
+def _attention_gap(theta: np.ndarray, offsets: range, n_ctx: int) -> float:
+    """Sum-of-cosines score at the wanted offset minus the best score at any other distance."""
+    deltas = np.arange(-max(offsets), n_ctx + 1)
+    deltas = deltas[deltas != 0]
+    best = -np.inf
+    for start in range(0, len(deltas), 4096):
+        chunk = deltas[start : start + 4096]
+        best = max(best, float(np.cos(np.outer(chunk, theta)).sum(axis=1).max()))
+    return float(len(theta) - best)
+
+
+def write_scripted_llama(
+    path: Path,
+    script: str,
+    *,
+    n_ctx: int = 2048,
+    min_n_embd: int = 64,
+    n_layer: int = 2,
+    chat_template: str | None = DEFAULT_TEMPLATE,
+    name: str = "tiny-llama-scripted",
+) -> Path:
+    """Write a llama GGUF whose greedy reply to any prompt is ``script`` and then ``</s>``.
+
+    The script's tokens are :func:`script_tokens`. The weights are built, not random:
+
+    * embeddings: dim 0 is a constant carrier; every script token has a one-hot "identity" dim
+      (all other tokens share one "other" dim), so every embedding has the same norm;
+    * layer 0 attention: head ``h - 1`` attends exactly ``h`` positions back (RoPE: a query and
+      key whose rotations only line up at distance ``h``) and copies that token's identity into
+      its own block of dims, for ``h = 1 .. k-1``;
+    * layer 0 FFN: one SwiGLU neuron per script position ``i`` (an AND: fires only when the
+      last ``min(i + 1, k)`` tokens equal the script's tokens up to ``i``) writes a state dim;
+    * ``output.weight``: state ``i`` votes for the next script token (``</s>`` after the last);
+      with no state firing, the carrier makes the script's first token win. Other layers are
+      zero (identity), other tokens' logits are 0.
+
+    ``k`` (3..8) is the smallest context that tells the script's positions apart, so repeated
+    tokens and words are fine; a script that repeats a run of 8 tokens with different
+    continuations raises ValueError. ``n_embd`` grows (power of two, at least ``min_n_embd``)
+    with the script: 64 for ~10 tokens, 128 for ~25, up to 1024 (ValueError beyond).
+
+    Limits: a prompt that itself ends with the script's first tokens (or any k-token run of
+    the script) resumes the script from there; otherwise the prompt does not matter, also at
+    temperature > 0 (the script's logits lead by >= 10).
+    """
+    if n_layer < 1:
+        raise ValueError("n_layer must be >= 1")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ids = script_tokens(script)
+    n_script = len(ids)
+    contexts = range(SCRIPT_MIN_CONTEXT, SCRIPT_MAX_CONTEXT + 1)
+    k = next((c for c in contexts if _script_is_unambiguous(ids, c)), None)
+    if k is None:
+        raise ValueError(
+            f"script {_short(script)} repeats a run of {SCRIPT_MAX_CONTEXT} tokens with different "
+            "continuations; a scripted model cannot tell those positions apart"
+        )
+    distinct = list(dict.fromkeys(ids))
+    slot = {tok: s for s, tok in enumerate(distinct)}
+    m = len(distinct) + 1  # identity slots, the last one for "any other token"
+    other = m - 1
+    head_dim = 16
+    while head_dim < m:
+        head_dim *= 2
+    n_dims = 1 + k * m + n_script  # carrier, k identity blocks, one state per position
+    n_embd = 64
+    while n_embd < max(min_n_embd, n_dims, (k - 1) * head_dim):
+        n_embd *= 2
+    if n_embd > SCRIPT_MAX_N_EMBD:
+        raise ValueError(
+            f"script {_short(script)} is too long for a scripted model ({n_script} tokens, "
+            f"{len(distinct)} distinct; it would need n_embd {n_embd} > {SCRIPT_MAX_N_EMBD})"
+        )
+    n_head = n_embd // head_dim
+    n_ff = 32 * -(-n_script // 32)  # one neuron per script position
+    tokens = build_vocab()[0]
+    n_vocab = len(tokens)
+
+    def ident(h: int, s: int) -> int:  # dim holding "the token h positions back has slot s"
+        return 1 + h * m + s
+
+    def state(i: int) -> int:
+        return 1 + k * m + i
+
+    # RoPE: pick the frequency base that best separates the wanted offsets from all others.
+    offsets = range(1, k)
+    pairs = np.arange(head_dim // 2)
+    best_base, best_gap = 2.0, -np.inf
+    for base in (1.5, 2.0, 3.0):
+        gap = _attention_gap(base ** (-2.0 * pairs / head_dim), offsets, n_ctx)
+        if gap > best_gap:
+            best_base, best_gap = base, gap
+    if best_gap < 0.5:
+        raise ValueError(f"n_ctx {n_ctx} is too long for the scripted attention")
+    theta = best_base ** (-2.0 * pairs / head_dim)
+    amp = _ATTN_MARGIN / best_gap
+
+    w = _llama_writer(
+        path,
+        name=name,
+        n_ctx=n_ctx,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_ff=n_ff,
+        rope_freq_base=best_base,
+        chat_template=chat_template,
+    )
+
+    # Embeddings: carrier 1 in dim 0, identity 1 in the token's slot at offset 0.
+    embd = np.zeros((n_vocab, n_embd))
+    embd[:, 0] = 1.0
+    embd[:, ident(0, other)] = 1.0
+    for tok, s in slot.items():
+        embd[tok, ident(0, other)] = 0.0
+        embd[tok, ident(0, s)] = 1.0
+    w.add_tensor("token_embd.weight", _f16(embd))
+    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
+
+    # RMS-norm scale factors (all vectors have the designed norm): embedding (carrier + one
+    # identity), after the attention (carrier + k identities), after the FFN (+ one state).
+    kappa0 = np.sqrt(n_embd / 2.0)
+    kappa1 = np.sqrt(n_embd / (1.0 + k))
+    kappa2 = np.sqrt(n_embd / (2.0 + k))
+
+    out = np.zeros((n_vocab, n_embd))
+    out[ids[0], 0] = _DEFAULT_LOGIT / kappa2
+    for i, (pattern, nxt) in enumerate(zip(_patterns(ids, k), [*ids[1:], EOS_ID], strict=True)):
+        out[nxt, state(i)] += _state_logit(pattern) / kappa2
+    w.add_tensor("output.weight", _f16(out))
+
+    # Layer 0 attention: head h-1 looks h positions back and copies the identity block.
+    wq = np.zeros((n_embd, n_embd))
+    wk = np.zeros((n_embd, n_embd))
+    wv = np.zeros((n_embd, n_embd))
+    wo = np.zeros((n_embd, n_embd))
+    q_scale = amp * np.sqrt(head_dim) / kappa0  # llama.cpp scales scores by 1/sqrt(head_dim)
+    for h in offsets:
+        base_dim = (h - 1) * head_dim
+        # score(distance d) = amp * sum_j cos((d - h) * theta_j): rotations align at d == h
+        wq[base_dim + 2 * pairs, 0] = q_scale * np.cos(h * theta)
+        wq[base_dim + 2 * pairs + 1, 0] = -q_scale * np.sin(h * theta)
+        wk[base_dim + 2 * pairs, 0] = 1.0 / kappa0
+        for s in range(m):
+            wv[base_dim + s, ident(0, s)] = 1.0
+            wo[ident(h, s), base_dim + s] = 1.0 / kappa0
+
+    # Layer 0 FFN: neuron i = AND over the last len(pattern_i) tokens -> state dim i.
+    gate = np.zeros((n_ff, n_embd))
+    up = np.zeros((n_ff, n_embd))
+    down = np.zeros((n_embd, n_ff))
+    fire = _GATE / 2.0
+    silu_fire = fire / (1.0 + np.exp(-fire))
+    for i, pattern in enumerate(_patterns(ids, k)):
+        for h, tok in enumerate(reversed(pattern)):
+            gate[i, ident(h, slot[tok])] = _GATE / kappa1
+        gate[i, 0] = -_GATE * (len(pattern) - 0.5) / kappa1
+        up[i, 0] = 1.0 / kappa1
+        down[state(i), i] = 1.0 / silu_fire
+
+    zero_sq = np.zeros((n_embd, n_embd))
+    for layer in range(n_layer):
+        p = f"blk.{layer}."
+        first = layer == 0
+        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_q.weight", _f16(wq if first else zero_sq))
+        w.add_tensor(p + "attn_k.weight", _f16(wk if first else zero_sq))
+        w.add_tensor(p + "attn_v.weight", _f16(wv if first else zero_sq))
+        w.add_tensor(p + "attn_output.weight", _f16(wo if first else zero_sq))
+        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "ffn_gate.weight", _f16(gate if first else np.zeros((n_ff, n_embd))))
+        w.add_tensor(p + "ffn_up.weight", _f16(up if first else np.zeros((n_ff, n_embd))))
+        w.add_tensor(p + "ffn_down.weight", _f16(down if first else np.zeros((n_embd, n_ff))))
+
+    _finish(w)
     return path
 
 
