@@ -169,9 +169,15 @@ class Prompter:
             newest_chapter != state.applied_chapter_id or synopsis_id != state.applied_synopsis_id
         ) and not block.empty
         landed_text = block.render() if landed else ""
-        in_flight = bool(
-            self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
-        )
+        open_jobs = [
+            j
+            for j in self.store.fold_jobs(
+                conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)
+            )
+            if j.kind is FoldKind.CHAPTER
+        ]
+        in_flight = bool(open_jobs)
+        queued_through = max((j.last_message_id or 0 for j in open_jobs), default=0)
         lore_text, lore_notice = self._lore(card, setup, persona, window)
         if lore_notice:
             notices.append(lore_notice)
@@ -226,7 +232,19 @@ class Prompter:
             new_state = self.store.set_memory_state(new_state)
 
         queued = None
-        if plan.queue_range is not None and before_id is None and not dry_run:
+        cut = plan.forced_cut_through
+        if cut is not None and not dry_run and max(covered, queued_through) < cut:
+            # Messages that left the prompt without a chapter must be folded soon: until
+            # then they are in neither the memory nor the prompt.
+            queued = self.store.enqueue_fold(
+                FoldJob(
+                    conversation_id=conv_id,
+                    kind=FoldKind.CHAPTER,
+                    first_message_id=max(covered, queued_through) + 1,
+                    last_message_id=cut,
+                )
+            )
+        elif plan.queue_range is not None and before_id is None and not dry_run:
             first = (covered + 1) if covered else plan.queue_range[0]
             queued = self.store.enqueue_fold(
                 FoldJob(

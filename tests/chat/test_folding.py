@@ -40,7 +40,7 @@ def write_short_card() -> str:
 
 
 def settings_for(model, **values):
-    values.setdefault("n_ctx", 1024)
+    values.setdefault("n_ctx", 2048)
     values.setdefault("reply_max_tokens", 32)
     values.setdefault("prewarm_after_fold", False)
     return tiny_settings(model, **values)
