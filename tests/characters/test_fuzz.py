@@ -104,11 +104,11 @@ def test_arbitrary_png_chunks(tmp_path_factory, obj, text):
     _load(tmp_path_factory.mktemp("fuzz"), "card.png", data)
 
 
-@SETTINGS
 # Member names zipfile itself can write (it drops NUL and everything after it).
 member_names = st.text(min_size=1, max_size=20).filter(lambda n: "\x00" not in n)
 
 
+@SETTINGS
 @given(obj=card_like, member=st.binary(max_size=200), name=member_names)
 def test_arbitrary_charx(tmp_path_factory, obj, member, name):
     buffer = io.BytesIO()
