@@ -274,11 +274,15 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
         ("GPU offload", _gpu_line(profile.n_gpu_layers)),
     ]
     problems: list[str] = []
-    if profile.model_path is None:
+    if profile.backend == "server":
+        rows.extend(_server_rows(profile, problems))
+    elif profile.model_path is None:
         rows.append(("model", "embedded default (Gemma 3 270M, assembled on first use)"))
     else:
         rows.append(("model", _file_line(profile.model_path, "model", problems)))
-    if profile.mmproj_path is not None:
+    if profile.backend == "server":
+        pass  # images: the server's projector (shown above)
+    elif profile.mmproj_path is not None:
         rows.append(("mmproj", _file_line(profile.mmproj_path, "mmproj", problems)))
     else:
         rows.append(("mmproj", "none (no image input)"))
@@ -296,7 +300,7 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     rows.append(("character folders", ", ".join(str(f) for f in library.folders)))
     rows.append(("characters", f"{len(library.cards)} cards, {len(library.errors)} broken"))
     problems.extend(str(p) for p in library.errors)
-    if args.load and not problems:
+    if args.load and not problems and profile.backend != "server":
         from kotonia_tui.chat.bootstrap import open_engine
 
         engine = open_engine(settings, _progress(sys.stderr))
@@ -314,6 +318,38 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
+    """The server backend: where it is, whether it answers, and what it reports."""
+    import os
+
+    from kotonia_tui.engine.server_engine import ServerEngine
+
+    key = "set" if os.environ.get(profile.api_key_env) else "not set (no key sent)"
+    rows = [
+        ("server", profile.server_url or "(none: set server_url)"),
+        ("api key", f"${profile.api_key_env} {key}"),
+    ]
+    try:
+        engine = ServerEngine.open(profile)
+    except EngineError as exc:
+        problems.append(str(exc))
+        rows.append(("server answers", "no"))
+        return rows
+    try:
+        info = engine.info
+        rows.append(("server answers", f"yes, in {info.load_ms:.0f} ms ({info.kind})"))
+        rows.append(("model", info.model_id))
+        rows.append(("server n_ctx", f"{info.n_ctx} (from the {info.n_ctx_source})"))
+        path = "rendered here, /v1/completions" if info.client_renders else "/v1/chat/completions"
+        rows.append(("prompt", path))
+        rows.append(("token counts", info.tokenizer))
+        rows.append(("images", "yes" if engine.has_vision else "no"))
+        rows.append(("read timeout", f"{info.read_timeout_s:.0f} s"))
+    finally:
+        engine.close()
+    return rows
 
 
 def _gpu_line(n_gpu_layers: int | None) -> str:

@@ -80,7 +80,19 @@ class ModelProfile(BaseModel):
     """Everything needed to load one model and talk to it."""
 
     description: str = ""
-    backend: Literal["inprocess"] = "inprocess"
+    # "inprocess": llama-cpp-python in this process. "server": an OpenAI-compatible inference
+    # server (llama-server, vLLM, llama-cpp-python's server) at `server_url`.
+    backend: Literal["inprocess", "server"] = "inprocess"
+    server_url: str | None = None  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
+    server_model: str | None = None  # the model name sent to the server; None: its first model
+    api_key_env: str = "KOTONIA_API_KEY"  # the variable holding the bearer key (unset: none)
+    # Seconds the server may stay silent (a cold re-read of the whole window comes before the
+    # first token). None: derived from n_ctx and server_prompt_rate, so the client never gives
+    # up before the server does.
+    server_timeout_s: float | None = Field(default=None, gt=0.0)
+    server_prompt_rate: float = Field(default=50.0, gt=0.0)  # prompt tokens/s, conservative
+    server_connect_timeout_s: float = Field(default=10.0, gt=0.0)
+    server_vision: bool | None = None  # None: ask the server (llama-server's /props says)
     model_path: Path | None = None  # None means the embedded default model
     mmproj_path: Path | None = None
     n_ctx: int = Field(default=8192, ge=256)

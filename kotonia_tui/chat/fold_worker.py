@@ -29,6 +29,7 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import (
+    BackendUnavailableError,
     Engine,
     EngineError,
     FinishReason,
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
+UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 
 
@@ -82,6 +84,7 @@ class FoldWorker:
         self._running: FoldJob | None = None
         self._started_at = 0.0
         self._idle = asyncio.Event()
+        self._deferrals: dict[int, int] = {}  # job id -> claims that ended waiting for a server
         self._paused = False
         fold_ctx = engine.info.fold_n_ctx
         self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
@@ -188,6 +191,8 @@ class FoldWorker:
                 detail = await self._chapter(job)
             elapsed = time.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, "landed", detail, elapsed))
+        except BackendUnavailableError as exc:
+            self._defer(job, exc)
         except (FoldFailed, EngineError) as exc:
             self._fail(job, str(exc))
         except asyncio.CancelledError:
@@ -200,8 +205,20 @@ class FoldWorker:
         finally:
             self._running = None
 
+    def _defer(self, job: FoldJob, exc: BackendUnavailableError) -> None:
+        """The server is down or gave way to a user turn: not the job's fault. It goes back to
+        pending with the reason as last_error and runs again shortly; the queue is paused in
+        effect until the server answers, and this does not count toward MAX_ATTEMPTS."""
+        self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1  # type: ignore[index]
+        delay = min(getattr(exc, "retry_after_s", UNAVAILABLE_RETRY_S), UNAVAILABLE_RETRY_S)
+        error = f"waiting for the model server: {exc}"
+        deferred = self.store.fail_fold(job.id, error, utcnow() + timedelta(seconds=delay))  # type: ignore[arg-type]
+        log.info("fold job %s deferred: %s", job.id, exc)
+        self._notify(FoldProgress(job.conversation_id, deferred, "deferred", error))
+
     def _fail(self, job: FoldJob, error: str) -> None:
-        attempts = job.attempts
+        # Claims that ended in a deferral (server down) are not failed attempts.
+        attempts = job.attempts - self._deferrals.get(job.id, 0)  # type: ignore[arg-type]
         retry_at = None
         if attempts < MAX_ATTEMPTS:
             delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]

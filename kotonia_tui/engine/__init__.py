@@ -5,11 +5,15 @@ reuse, chunked multimodal evaluation, streaming with cancellation, and exact tok
 """
 
 from kotonia_tui.engine.errors import (
+    BackendUnavailableError,
+    CallPreemptedError,
     EngineClosedError,
     EngineError,
     ImageError,
     ModelFileError,
     PromptTooLongError,
+    ServerResponseError,
+    StreamInterruptedError,
 )
 from kotonia_tui.engine.llama_engine import (
     EngineCall,
@@ -19,6 +23,7 @@ from kotonia_tui.engine.llama_engine import (
     llama_cpp_version,
 )
 from kotonia_tui.engine.protocol import Engine
+from kotonia_tui.engine.server_engine import ServerCall, ServerEngine, ServerInfo, ServerKind
 from kotonia_tui.engine.types import (
     ChatMessage,
     FinishReason,
@@ -33,6 +38,8 @@ from kotonia_tui.engine.types import (
 )
 
 __all__ = [
+    "BackendUnavailableError",
+    "CallPreemptedError",
     "ChatMessage",
     "Engine",
     "EngineCall",
@@ -49,8 +56,14 @@ __all__ = [
     "Priority",
     "PromptTooLongError",
     "ReasoningDelta",
+    "ServerCall",
+    "ServerEngine",
+    "ServerInfo",
+    "ServerKind",
+    "ServerResponseError",
     "Slot",
     "StreamEvent",
+    "StreamInterruptedError",
     "TextDelta",
     "gpu_offload_supported",
     "llama_cpp_version",

@@ -30,3 +30,33 @@ class ImageError(EngineError):
 
 class EngineClosedError(EngineError):
     """The engine was closed; no more calls can run."""
+
+
+class BackendUnavailableError(EngineError):
+    """The inference server cannot take the call now: down, overloaded (502/503/504), silent
+    past the timeout, or the call gave way to a user turn. Not the request's fault: a
+    background job waits `retry_after_s` and tries again without counting it as a failure."""
+
+    retry_after_s: float = 5.0
+
+
+class StreamInterruptedError(BackendUnavailableError):
+    """The reply stream stopped part way (connection lost, or the server ended it early).
+
+    `partial` holds what arrived before the break (finish_reason LENGTH: a cut reply), so a
+    caller can keep it, marked, instead of losing it.
+    """
+
+    def __init__(self, message: str, partial: object = None) -> None:
+        super().__init__(message)
+        self.partial = partial  # a GenerationResult (typed loosely: types imports nothing here)
+
+
+class CallPreemptedError(BackendUnavailableError):
+    """A background call was stopped so that a waiting user turn could run first."""
+
+    retry_after_s = 0.5
+
+
+class ServerResponseError(EngineError):
+    """The server refused the request (bad request, wrong API key, unknown model, 500)."""

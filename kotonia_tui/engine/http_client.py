@@ -1,0 +1,131 @@
+"""HTTP plumbing for the server backend: URLs, headers, timeouts, SSE parsing, error mapping.
+
+Nothing here knows about prompts or models; `server_engine` builds on it. Every error names the
+URL and says what happened in one line, because the user has to act on it (start the server,
+fix the key, wait).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from kotonia_tui.engine.errors import BackendUnavailableError, ServerResponseError
+
+# Statuses that mean "the server is there but cannot serve right now": a job waits and retries.
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+MIN_READ_TIMEOUT_S = 120.0
+TIMEOUT_MARGIN = 1.5  # on top of the estimated cold re-read
+TIMEOUT_EXTRA_S = 60.0
+
+
+def base_url(url: str) -> str:
+    """`http://host:port` from what a user may type (`.../v1`, a trailing slash, no scheme)."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def auth_headers(api_key_env: str) -> dict[str, str]:
+    """A bearer header when the named variable holds a key (the key never goes to a file)."""
+    key = os.environ.get(api_key_env, "").strip() if api_key_env else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def read_timeout_s(n_ctx: int, prompt_rate: float, configured: float | None) -> float:
+    """How long the server may stay silent before the client gives up.
+
+    A streamed reply sends nothing until the whole prompt is read. After a cache miss (the
+    turn that applies a fold, a restarted server) that is up to the full window, so the
+    timeout is that re-read at a conservative prompt rate, with a margin: a client that gives
+    up first would abandon exactly the turn that folds, and the server would read it again.
+    """
+    if configured is not None:
+        return configured
+    return max(MIN_READ_TIMEOUT_S, n_ctx / prompt_rate * TIMEOUT_MARGIN + TIMEOUT_EXTRA_S)
+
+
+def timeouts(connect_s: float, read_s: float) -> httpx.Timeout:
+    # No overall deadline: a long reply that keeps streaming is never cut by the client.
+    return httpx.Timeout(connect=connect_s, read=read_s, write=max(60.0, connect_s), pool=None)
+
+
+def unavailable(url: str, exc: httpx.HTTPError) -> BackendUnavailableError:
+    """A transport failure as a one-line error naming the server."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        what = "the server does not answer (is it running?)"
+    elif isinstance(exc, httpx.ReadTimeout):
+        what = "the server sent nothing for longer than the read timeout"
+    elif isinstance(exc, httpx.TimeoutException):
+        what = f"timed out ({type(exc).__name__})"
+    elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        what = "the connection was closed by the server"
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+    return BackendUnavailableError(f"{url}: {what}")
+
+
+def _detail(body: bytes) -> str:
+    """The server's own error message, if its body carries one (OpenAI or FastAPI style)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body.decode("utf-8", "replace").strip()[:200]
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        return str(error)[:200]
+    return str(data)[:200]
+
+
+def status_error(
+    url: str, status: int, body: bytes
+) -> BackendUnavailableError | ServerResponseError:
+    detail = _detail(body)
+    suffix = f": {detail}" if detail else ""
+    if status in UNAVAILABLE_STATUSES:
+        return BackendUnavailableError(f"{url}: the server is unavailable (HTTP {status}){suffix}")
+    if status == 401 or status == 403:
+        return ServerResponseError(
+            f"{url}: the server refused the API key (HTTP {status}); set the variable named "
+            f"by the profile's api_key_env{suffix}"
+        )
+    return ServerResponseError(f"{url}: HTTP {status}{suffix}")
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The `data:` payloads of a server-sent event stream, one per event.
+
+    Comments (`: ping`), `event:`/`id:` fields and blank keep-alives are skipped; a multi-line
+    data field is joined with newlines as the SSE spec says. `[DONE]` is passed through.
+    """
+    data: list[str] = []
+    async for raw in lines:
+        line = raw.rstrip("\r")
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        yield "\n".join(data)
+
+
+def parse_json(url: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ServerResponseError(f"{url}: the server sent something that is not JSON") from exc
