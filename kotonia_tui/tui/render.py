@@ -53,7 +53,9 @@ def tokens(n: int) -> str:
     return f"{n:,} tok"
 
 
-def segments_content(segments: Sequence[Segment], role: Role, *, streaming: bool = False) -> Content:
+def segments_content(
+    segments: Sequence[Segment], role: Role, *, streaming: bool = False
+) -> Content:
     """A message body: narration in italics, dialogue under its speaker's name, thoughts apart.
 
     Each segment gets its own line so the three kinds never run together.
@@ -99,6 +101,8 @@ def status_content(message: Message) -> Content | None:
         MessageStatus.CUT: "cut",
         MessageStatus.ERROR: "error",
     }.get(message.status, message.status.value)
+    if reason.lower().startswith(f"{label}:"):
+        reason = reason[len(label) + 1 :].strip()
     return Content.assemble((f"{CUT_MARK} {label}: ", "bold $warning"), (reason, "$warning"))
 
 

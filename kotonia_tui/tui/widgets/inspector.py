@@ -56,7 +56,7 @@ class InspectorPane(VerticalScroll):
 
     DEFAULT_CSS = """
     InspectorPane {
-        width: 60; border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
+        width: 56; border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
     }
     InspectorPane > .section {
         color: $text-accent; text-style: bold; margin-top: 1; height: 1;
@@ -64,7 +64,7 @@ class InspectorPane(VerticalScroll):
     InspectorPane > Static { height: auto; }
     InspectorPane > #chapters { height: auto; max-height: 12; background: $surface; }
     InspectorPane > #chapters > ListItem { padding: 0 0; }
-    InspectorPane > #synopsis-versions { margin-top: 0; width: auto; min-width: 20; height: 1; border: none; }
+    InspectorPane > #synopsis-versions { width: auto; min-width: 20; height: 1; }
     """
 
     class OpenChapter(TextualMessage):
@@ -201,7 +201,9 @@ class InspectorPane(VerticalScroll):
                 retry = f" · attempt {job.attempts + 1}" if job.attempts else ""
                 lines.append(
                     Content.assemble(
-                        ("○ queued ", "bold"), (job_label(job), ""), (f"  {when}{retry}", "$text-muted")
+                        ("○ queued ", "bold"),
+                        (job_label(job), ""),
+                        (f"  {when}{retry}", "$text-muted"),
                     )
                 )
                 if job.last_error:
@@ -225,7 +227,13 @@ class InspectorPane(VerticalScroll):
     def _paint_chapters(self, view: MemoryView, now: datetime) -> None:
         chapters = [c for c in view.chapters if c.chapter.superseded_by is None]
         key = tuple(
-            (c.chapter.id, c.applied, c.chapter.stale, c.chapter.in_synopsis, age(c.chapter.created_at, now))
+            (
+                c.chapter.id,
+                c.applied,
+                c.chapter.stale,
+                c.chapter.in_synopsis,
+                age(c.chapter.created_at, now),
+            )
             for c in chapters
         )
         empty = self.query_one("#chapters-empty", Static)

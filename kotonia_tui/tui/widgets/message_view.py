@@ -121,7 +121,7 @@ class MessageView(Vertical):
     # ---- painting --------------------------------------------------------------------------
 
     def _paint(self) -> None:
-        if not self.is_mounted:
+        if not self.children:
             return
         self._paint_header()
         self._paint_body()
@@ -134,9 +134,7 @@ class MessageView(Vertical):
         if message is not None and message.id is not None and not self._note:
             parts.append((f"  #{message.id}", "$text-disabled"))
         if message is not None and len(message.alternatives) > 1 and not self.streaming:
-            parts.append(
-                (f"  ‹ {message.chosen + 1}/{len(message.alternatives)} ›", "$secondary")
-            )
+            parts.append((f"  ‹ {message.chosen + 1}/{len(message.alternatives)} ›", "$secondary"))
         if message is not None and message.edited:
             parts.append(("  edited", "italic $text-muted"))
         if self.streaming:
@@ -144,7 +142,7 @@ class MessageView(Vertical):
         self.query_one(".header", Static).update(Content.assemble(*parts))
 
     def _paint_body(self) -> None:
-        if not self.is_mounted:
+        if not self.children:
             return
         if self.streaming:
             text = self._stream_prefix + self._stream_text

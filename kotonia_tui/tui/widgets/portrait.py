@@ -51,8 +51,8 @@ class Portrait(Container):
         self, image: CardImage | None, name: str, *, id: str | None = None, classes: str = ""
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self._image = image
-        self._name = name
+        self._card_image = image
+        self._card_name = name
 
     def compose(self) -> ComposeResult:
         picture = self._open()
@@ -61,16 +61,16 @@ class Portrait(Container):
                 yield TerminalImage(picture)
                 return
             except Exception as exc:  # a picture the renderer cannot take
-                log.info("cannot draw the picture of %s: %s", self._name, exc)
-        yield Static(monogram(self._name), classes="monogram")
+                log.info("cannot draw the picture of %s: %s", self._card_name, exc)
+        yield Static(monogram(self._card_name), classes="monogram")
 
     def _open(self) -> PILImage.Image | None:
-        if self._image is None:
+        if self._card_image is None:
             return None
         try:
-            picture = PILImage.open(io.BytesIO(self._image.data))
+            picture = PILImage.open(io.BytesIO(self._card_image.data))
             picture.load()
             return picture.convert("RGB")
         except Exception as exc:
-            log.info("the picture of %s cannot be read: %s", self._name, exc)
+            log.info("the picture of %s cannot be read: %s", self._card_name, exc)
             return None

@@ -11,7 +11,7 @@ class StatusLine(Static):
 
     DEFAULT_CSS = """
     StatusLine {
-        dock: bottom; height: 1; padding: 0 1;
+        height: 1; padding: 0 1;
         background: $panel; color: $text-muted;
     }
     """

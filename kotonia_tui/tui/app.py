@@ -1,0 +1,357 @@
+"""The Kotonia TUI application: loading the model, the screens, the status line, the theme.
+
+Flow: the character picker opens at once (cards are read without the model) while the model
+loads in a thread worker; the conversation list and the chat wait for it. The chat service's
+events arrive on the asyncio loop and are posted as Textual messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from kotonia_tui.characters.card import CharacterCard
+from kotonia_tui.chat.bootstrap import open_library, open_service
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import Settings, app_dirs
+from kotonia_tui.domain import Conversation
+from kotonia_tui.tui.commands import BindingCommands
+from kotonia_tui.tui.messages import LoadProgress, ServiceEventMessage, ServiceFailed, ServiceReady
+from kotonia_tui.tui.screens.chat import ChatScreen
+from kotonia_tui.tui.screens.conversations import ConversationsScreen
+from kotonia_tui.tui.screens.dialogs import HelpScreen
+from kotonia_tui.tui.screens.picker import PickerScreen
+from kotonia_tui.tui.state import load_state, save_state
+from kotonia_tui.tui.widgets.chat_input import ChatInput
+from kotonia_tui.tui.widgets.status import StatusLine, join_status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_THEME = "textual-dark"
+
+
+class KotoniaApp(App[int]):
+    """Role-play chat with a memory that lasts."""
+
+    TITLE = "Kotonia"
+    CSS_PATH = "kotonia.tcss"
+    COMMANDS: ClassVar = App.COMMANDS | {BindingCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("f1", "help", "Help", id="help"),
+        Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
+    ]
+
+    turn_status: reactive[str] = reactive("")
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        db: Path | None = None,
+        open_conversation_id: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = leave_a_core_for_the_ui(settings)
+        self.db = db
+        self.open_conversation_id = open_conversation_id
+        self.service: ChatService | None = None
+        self.load_error: str | None = None
+        self.model_status = "loading the model…"
+        self.fold_status: Content = Content("")
+        self.notice: Content = Content("")
+        self.inspector_open = False
+        self._service_ready = False
+        self._ready_evt = asyncio.Event()
+        self._service_closed = False
+        self._last_progress: tuple[str, int] = ("", -1)
+        dirs = app_dirs()
+        self.user_characters_dir = self.settings.user_characters_dir(dirs)
+        self.ui_state = load_state()
+
+    # ---- start and stop ----------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        wanted = self.settings.theme or self.ui_state.get("theme") or DEFAULT_THEME
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            self.notify(f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
+            self.theme = DEFAULT_THEME
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        if self.settings.keys:
+            self.set_keymap(self.settings.keys)
+        cards, problems = self.load_cards()
+        self.push_screen(PickerScreen(cards, problems))
+        self.set_interval(1.0, self._tick)
+        self.load_service()
+
+    def _remember_theme(self, theme: object) -> None:
+        name = getattr(theme, "name", None)
+        if isinstance(name, str):
+            save_state({"theme": name})
+
+    def load_cards(self) -> tuple[list[CharacterCard], list[str]]:
+        library = open_library(self.settings)
+        return list(library.cards), [str(p) for p in library.errors]
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def load_service(self) -> None:
+        """Open the store and load the model off the event loop (open_service blocks)."""
+
+        def progress(what: str, done: int, total: int) -> None:
+            percent = int(done * 100 / total) if total else 100
+            if (what, percent) != self._last_progress:
+                self._last_progress = (what, percent)
+                self.post_message(LoadProgress(what, done, total))
+
+        try:
+            service = open_service(self.settings, db=self.db, progress=progress)
+        except Exception as exc:
+            log.exception("the model could not be loaded")
+            self.post_message(ServiceFailed(str(exc)))
+            return
+        self.call_from_thread(self._service_opened, service)
+
+    async def _service_opened(self, service: ChatService) -> None:
+        if self._service_closed:
+            service.engine.close()
+            service.store.close()
+            return
+        await service.start()
+        service.subscribe(lambda event: self.post_message(ServiceEventMessage(event)))
+        self.service = service
+        info = service.engine.info
+        vision = " · images" if service.engine.has_vision else ""
+        self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
+        self.post_message(ServiceReady())
+
+    async def on_unmount(self) -> None:
+        await self.close_service()
+
+    async def close_service(self) -> None:
+        if self._service_closed:
+            return
+        self._service_closed = True
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen) and screen.turn is not None:
+                screen.turn.cancel()
+        if self.service is not None:
+            service, self.service = self.service, None
+            await service.close()
+
+    async def action_quit(self) -> None:
+        await self.close_service()
+        self.exit(0)
+
+    async def wait_service(self) -> ChatService | None:
+        """The service once loaded; None if loading failed."""
+        while not self._service_ready:
+            await self._ready_evt.wait()
+        return self.service
+
+    # ---- messages ------------------------------------------------------------------------------
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        if self.service is not None:
+            return  # a late report; the model is loaded
+        if message.total > 1:
+            percent = int(message.done * 100 / message.total)
+            self.model_status = f"{message.what}: {percent}%"
+        else:
+            self.model_status = message.what
+        self.refresh_status()
+
+    async def on_service_ready(self, _message: ServiceReady) -> None:
+        self._service_ready = True
+        self._ready_evt.set()
+        self.refresh_status()
+        if self.open_conversation_id is not None and self.service is not None:
+            conv = next(
+                (c for c in self.service.conversations() if c.id == self.open_conversation_id),
+                None,
+            )
+            if conv is None:
+                self.notify(f"no conversation {self.open_conversation_id}", severity="error")
+            else:
+                self.open_conversation(conv)
+
+    def on_service_failed(self, message: ServiceFailed) -> None:
+        self.load_error = message.error
+        self.model_status = f"the model could not be loaded: {message.error}"
+        self._service_ready = True
+        self._ready_evt.set()
+        self.notify(
+            message.error, title="The model could not be loaded", severity="error", timeout=30
+        )
+        self.refresh_status()
+
+    def on_service_event_message(self, message: ServiceEventMessage) -> None:
+        event = message.event
+        self._describe_event(event)
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                screen.on_service_event(event)
+        self.refresh_status()
+
+    def _describe_event(self, event: ServiceEvent) -> None:
+        if isinstance(event, MemoryNotice):
+            style = "$warning" if event.level == "warning" else "$text-muted"
+            self.notice = Content.styled(event.text, style)
+            if event.level == "warning":
+                self.notify(event.text, title="Memory", severity="warning")
+            return
+        assert isinstance(event, FoldProgress)
+        job = event.job
+        label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+        if event.state == "queued":
+            self.fold_status = Content.assemble(("◔ ", "$accent"), f"{label} queued")
+        elif event.state == "running":
+            self.fold_status = Content.assemble(("◑ ", "bold $accent"), f"{label} running")
+        elif event.state == "landed":
+            self.fold_status = Content.assemble(
+                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
+            )
+        elif event.state == "failed":
+            self.fold_status = Content.assemble(
+                ("✗ ", "bold $error"), (f"{label} failed: {event.detail}", "$error")
+            )
+        elif event.state == "idle":
+            self.fold_status = Content("")
+
+    def _tick(self) -> None:
+        service = self.service
+        if service is None:
+            return
+        running = service.worker.running
+        if running is not None:
+            job, elapsed = running
+            label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+            self.fold_status = Content.assemble(
+                ("◑ ", "bold $accent"), f"{label} running {elapsed:.0f} s"
+            )
+            self.refresh_status()
+
+    def watch_turn_status(self) -> None:
+        self.refresh_status()
+
+    # ---- the status line -----------------------------------------------------------------------
+
+    def status_parts(self, screen: Screen[object]) -> Content:
+        if self.load_error:
+            model = Content.styled(self.model_status, "$error")
+        elif self.service is None:
+            model = Content.assemble(("◌ ", "$accent"), (self.model_status, "$accent"))
+        else:
+            model = Content.styled(self.model_status, "$text-muted")
+        items = [model]
+        if isinstance(screen, ChatScreen) and self.turn_status:
+            items.append(Content.styled(self.turn_status, "bold $accent"))
+        items.append(self.fold_status)
+        items.append(self.notice)
+        return join_status(items)
+
+    def refresh_status(self) -> None:
+        try:
+            for line in self.screen.query(StatusLine):
+                line.refresh_status()
+        except Exception:  # no screen yet, or shutting down
+            pass
+
+    # ---- navigation ------------------------------------------------------------------------------
+
+    def open_character(self, card: CharacterCard) -> None:
+        self.push_screen(ConversationsScreen(card))
+
+    def open_conversation(self, conv: Conversation | int) -> None:
+        service = self.service
+        if service is None:
+            self.notify("The model is still loading.", severity="warning")
+            return
+        if isinstance(conv, int):
+            found = next((c for c in service.conversations() if c.id == conv), None)
+            if found is None:
+                self.notify(f"no conversation {conv}", severity="error")
+                return
+            conv = found
+        self.push_screen(ChatScreen(service, conv))
+
+    def start_conversation(self, card: CharacterCard, greeting: int) -> None:
+        service = self.service
+        if service is None:
+            self.notify("The model is still loading.", severity="warning")
+            return
+        try:
+            conv = service.new_conversation(card, greeting=greeting)
+        except Exception as exc:
+            self.notify(str(exc), title="Not started", severity="error")
+            return
+        self.push_screen(ChatScreen(service, conv))
+
+    # ---- help ----------------------------------------------------------------------------------
+
+    def help_rows(self) -> list[tuple[str, str, str, str]]:
+        homes: list[tuple[str, list[BindingType]]] = [
+            ("everywhere", list(self.BINDINGS)),
+            ("characters", list(PickerScreen.BINDINGS)),
+            ("conversations", list(ConversationsScreen.BINDINGS)),
+            ("chat", list(ChatScreen.BINDINGS)),
+            ("message box", list(ChatInput.BINDINGS)),
+        ]
+        keymap = dict(self._keymap)
+        rows: list[tuple[str, str, str, str]] = [
+            ("Ctrl+P", "Command palette (every action)", "", "everywhere")
+        ]
+        for where, bindings in homes:
+            for binding in bindings:
+                if not isinstance(binding, Binding) or not binding.id:
+                    continue
+                keys = keymap.get(binding.id, binding.key)
+                rows.append((_pretty_keys(keys), binding.description, binding.id, where))
+        return rows
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+            return
+        self.push_screen(HelpScreen(self.help_rows()))
+
+
+def _pretty_keys(keys: str) -> str:
+    parts = []
+    for key in keys.split(","):
+        key = key.strip()
+        pretty = "+".join(p.capitalize() if len(p) > 1 else p.upper() for p in key.split("+"))
+        parts.append(pretty.replace("Escape", "Esc"))
+    return " / ".join(parts)
+
+
+def leave_a_core_for_the_ui(settings: Settings) -> Settings:
+    """Without a configured thread count, generate on all cores but one.
+
+    llama.cpp's worker threads spin at their barriers; on a small machine a busy UI thread
+    competing with them for the last core slowed a tiny model from ~2,000 to ~3 tokens/s in the
+    Pilot tests. Giving the UI its own core keeps both fast.
+    """
+    if settings.active_profile().threads is not None:
+        return settings
+    cores = os.cpu_count() or 1
+    return settings.model_copy(update={"threads": max(1, cores - 1)})
+
+
+def run_app(settings: Settings, *, db: Path | None = None) -> int:
+    """Run the TUI until the user quits; returns the exit status."""
+    app = KotoniaApp(settings, db=db)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,51 @@
+"""The command palette: every binding of the screen it was opened from, with its keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
+
+
+def _describe_key(key: str) -> str:
+    return key.replace("ctrl+", "Ctrl+").replace("alt+", "Alt+").replace("shift+", "Shift+")
+
+
+class BindingCommands(Provider):
+    """Commands made from the active bindings that have an id and a description."""
+
+    def _commands(self) -> Iterator[tuple[str, str, DOMNode, str]]:
+        seen: set[tuple[int, str]] = set()
+        keys_of: dict[tuple[int, str], list[str]] = {}
+        entries: list[tuple[str, DOMNode, str]] = []
+        for key, active in self.screen.active_bindings.items():
+            binding = active.binding
+            if not binding.id or not binding.description or not active.enabled:
+                continue
+            ident = (id(active.node), binding.action)
+            keys_of.setdefault(ident, []).append(_describe_key(key))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            entries.append((binding.description, active.node, binding.action))
+        for description, node, action in entries:
+            keys = " / ".join(keys_of[(id(node), action)])
+            yield description, keys, node, action
+
+    async def discover(self) -> Hits:
+        for description, keys, node, action in self._commands():
+            yield DiscoveryHit(description, partial(node.run_action, action), help=f"key: {keys}")
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for description, keys, node, action in self._commands():
+            score = matcher.match(description)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(description),
+                    partial(node.run_action, action),
+                    help=f"key: {keys}",
+                )

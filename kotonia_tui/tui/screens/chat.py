@@ -1,0 +1,485 @@
+"""The chat screen: the conversation, the message box, and the memory inspector beside them.
+
+A turn runs in an async worker on the event loop: the engine generates on its own thread and
+hands tokens over through asyncio, so this screen only appends text (repainted at most every
+40 ms) and the UI stays responsive however long the reply is.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Static
+
+from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
+from kotonia_tui.chat.service import ChatService, Turn
+from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.tui.screens.dialogs import (
+    AttachScreen,
+    ConfirmScreen,
+    EditScreen,
+    chapter_page,
+    synopsis_page,
+)
+from kotonia_tui.tui.widgets.chat_input import ChatInput
+from kotonia_tui.tui.widgets.inspector import InspectorPane
+from kotonia_tui.tui.widgets.message_view import MessageView
+from kotonia_tui.tui.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from kotonia_tui.tui.app import KotoniaApp
+
+log = logging.getLogger(__name__)
+
+PAGE = 100  # messages loaded at a time
+
+
+class ChatScreen(Screen[None]):
+    """One conversation."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Stop reply", id="cancel", priority=True),
+        Binding("f2", "toggle_inspector", "Memory", id="inspector"),
+        Binding("f3", "attach", "Attach", id="attach"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
+        Binding("ctrl+g", "continue_reply", "Continue", id="continue"),
+        Binding(
+            "alt+left", "alternative(-1)", "Older version", id="previous_version", show=False
+        ),
+        Binding("alt+right", "alternative(1)", "Next version", id="next_version", show=False),
+        Binding(
+            "alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False
+        ),
+        Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
+        Binding("f4", "edit", "Edit", id="edit"),
+        Binding("f8", "delete", "Delete", id="delete", show=False),
+        Binding("alt+c", "copy_message", "Copy", id="copy", show=False),
+        Binding("ctrl+b", "back", "Back", id="back"),
+    ]
+
+    streaming: reactive[bool] = reactive(False, bindings=True)
+
+    def __init__(self, service: ChatService, conversation: Conversation) -> None:
+        super().__init__()
+        self.service = service
+        self.conversation = conversation
+        self.conv_id: int = conversation.id  # type: ignore[assignment]
+        self.turn: Turn | None = None
+        self.attachments: list[tuple[str, str]] = []  # (digest, file name)
+        self.selected: MessageView | None = None
+        self._oldest_id: int | None = None
+
+    @property
+    def kotonia(self) -> KotoniaApp:
+        return self.app  # type: ignore[return-value]
+
+    # ---- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="chat-body"):
+            with Vertical(id="chat-column"):
+                with VerticalScroll(id="log") as log_view:
+                    log_view.border_title = self.conversation.character_name
+                    yield Button("▲ earlier messages", id="earlier", compact=True)
+                yield Static(id="attachments")
+                yield ChatInput(id="input")
+            yield InspectorPane(id="inspector")
+        yield StatusLine()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        conv = self.conversation
+        self.title = conv.character_name
+        self.sub_title = conv.title or f"conversation {conv.id}"
+        inspector = self.query_one(InspectorPane)
+        inspector.display = self.kotonia.inspector_open
+        self.query_one("#attachments", Static).display = False
+        log_view = self.query_one("#log", VerticalScroll)
+        messages = self.service.messages(self.conv_id, limit=PAGE)
+        self.query_one("#earlier", Button).display = len(messages) >= PAGE
+        self._oldest_id = messages[0].id if messages else None
+        log_view.mount_all([self._view(m) for m in messages])
+        if not messages:
+            log_view.mount(
+                Static(
+                    f"Nothing here yet. Say hello to {conv.character_name}.",
+                    classes="empty",
+                    id="log-empty",
+                )
+            )
+        log_view.anchor()
+        self.query_one(ChatInput).focus()
+        if inspector.display:
+            self.refresh_memory()
+        self.set_interval(1.0, self._tick)
+
+    def _view(self, message: Message) -> MessageView:
+        listener = (
+            self.conversation.persona_name
+            if message.role is Role.CHARACTER
+            else self.conversation.character_name
+        )
+        return MessageView(message, listener=listener)
+
+    def _views(self) -> list[MessageView]:
+        return list(self.query_one("#log", VerticalScroll).query_children(MessageView))
+
+    def _view_of(self, message_id: int | None) -> MessageView | None:
+        for view in self._views():
+            if view.message_id == message_id:
+                return view
+        return None
+
+    def _target(self) -> MessageView | None:
+        """The selected message, or the last one."""
+        if self.selected is not None and self.selected.is_attached:
+            return self.selected
+        views = self._views()
+        return views[-1] if views else None
+
+    def _remove_empty_note(self) -> None:
+        for note in self.query("#log-empty"):
+            note.remove()
+
+    # ---- actions: sending ------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.streaming
+        if action in {"regenerate", "continue_reply", "alternative", "edit", "delete"}:
+            return None if self.streaming else True
+        return True
+
+    def on_chat_input_submitted(self, event: ChatInput.Submitted) -> None:
+        event.stop()
+        if self.streaming:
+            self.notify("A reply is still being written (Esc stops it).", severity="warning")
+            return
+        text = event.text
+        if not text.strip() and not self.attachments:
+            return
+        self.run_turn("new", text)
+
+    def action_cancel(self) -> None:
+        if self.turn is not None:
+            self.turn.cancel()
+
+    def action_regenerate(self) -> None:
+        self.run_turn("regenerate")
+
+    def action_continue_reply(self) -> None:
+        self.run_turn("continue")
+
+    @work(exclusive=True, group="turn")
+    async def run_turn(self, kind: str, text: str = "") -> None:
+        service = self.service
+        chat_input = self.query_one(ChatInput)
+        log_view = self.query_one("#log", VerticalScroll)
+        self.streaming = True
+        self.kotonia.turn_status = "preparing the prompt…"
+        target: MessageView | None = None
+        view: MessageView
+        try:
+            if kind == "new":
+                images = [digest for digest, _name in self.attachments]
+                turn = await service.send(self.conv_id, text, images)
+                # The user's message is stored: only now does the box empty.
+                chat_input.clear()
+                self._set_attachments([])
+                self._remove_empty_note()
+                if turn.user_message is not None:
+                    await log_view.mount(self._view(turn.user_message))
+                view = MessageView(
+                    None,
+                    speaker=turn.setup.display_name,
+                    listener=self.conversation.persona_name,
+                )
+                await log_view.mount(view)
+                view.start_stream()
+            else:
+                turn = await (
+                    service.regenerate(self.conv_id)
+                    if kind == "regenerate"
+                    else service.continue_reply(self.conv_id)
+                )
+                target = self._view_of(turn.target.id if turn.target else None)
+                if target is None:
+                    await self._reload()
+                    target = self._view_of(turn.target.id if turn.target else None)
+                assert target is not None
+                view = target
+                if kind == "regenerate":
+                    count = max(1, len(turn.target.alternatives)) if turn.target else 1
+                    view.start_stream(note=f"writing version {count + 1}…")
+                else:
+                    view.start_stream(prefix=view.text, note="continuing…")
+            log_view.anchor()
+        except Exception as exc:
+            # Nothing is lost: a new message's text stays in the box.
+            log.warning("turn could not start: %s", exc)
+            self.notify(str(exc), title="Not sent", severity="error", timeout=10)
+            self.streaming = False
+            self.kotonia.turn_status = ""
+            if kind == "new":
+                await self._reload()
+            return
+
+        self.turn = turn
+        count = 0
+        self.kotonia.turn_status = "writing… (Esc stops)"
+        try:
+            async for event in turn:
+                if isinstance(event, ReplyDelta):
+                    count += 1
+                    view.append(event.text)
+                    if count % 16 == 0:
+                        self.kotonia.turn_status = f"writing… {count} tokens (Esc stops)"
+                elif isinstance(event, TurnDone):
+                    self._finish(view, target, event)
+        finally:
+            self.turn = None
+            self.streaming = False
+            self.kotonia.turn_status = ""
+            self.refresh_memory()
+
+    def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
+        if done.reply is not None:
+            view.finish(done.reply)
+            if done.cut and done.reply.status_reason:
+                self.notify(done.reply.status_reason, title="Reply cut", severity="warning")
+        elif target is not None:
+            # Regenerate or continue stopped with nothing new: the stored reply stands.
+            view.finish(view.message)
+            if done.error:
+                self.notify(done.error, title="No new version", severity="warning")
+        elif done.error == "stopped before the first word":
+            view.remove()
+            self.notify("stopped before the first word", severity="information")
+        else:
+            view.finish(None, error=done.error or "the turn ended without a reply")
+            if done.error:
+                self.notify(done.error, title="The model call failed", severity="error", timeout=10)
+
+    async def _reload(self) -> None:
+        log_view = self.query_one("#log", VerticalScroll)
+        for view in self._views():
+            await view.remove()
+        self.selected = None
+        messages = self.service.messages(self.conv_id, limit=PAGE)
+        self._oldest_id = messages[0].id if messages else None
+        self.query_one("#earlier", Button).display = len(messages) >= PAGE
+        await log_view.mount_all([self._view(m) for m in messages])
+        log_view.anchor()
+
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id != "earlier" or self._oldest_id is None:
+            return
+        event.stop()
+        older = self.service.messages(self.conv_id, limit=PAGE, before_id=self._oldest_id)
+        button = self.query_one("#earlier", Button)
+        button.display = len(older) >= PAGE
+        if older:
+            self._oldest_id = older[0].id
+            log_view = self.query_one("#log", VerticalScroll)
+            await log_view.mount_all([self._view(m) for m in older], after=button)
+
+    # ---- actions: versions, selection, edits -----------------------------------------------
+
+    def action_alternative(self, step: int) -> None:
+        view = self._target()
+        message = view.message if view is not None else None
+        if view is None or message is None or message.id is None:
+            return
+        if len(message.alternatives) < 2:
+            self.notify("This message has one version (Ctrl+R writes another).")
+            return
+        index = (message.chosen + step) % len(message.alternatives)
+        try:
+            view.set_message(self.service.choose_alternative(message.id, index))
+        except Exception as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.refresh_memory()
+
+    def action_select(self, step: int) -> None:
+        views = self._views()
+        if not views:
+            return
+        current = self._target()
+        index = views.index(current) if current in views else len(views) - 1
+        if self.selected is None and step < 0:
+            index = len(views)  # the first Alt+Up selects the last message
+        index = max(0, min(len(views) - 1, index + step))
+        self._select(views[index])
+
+    def _select(self, view: MessageView | None) -> None:
+        if self.selected is not None and self.selected.is_attached:
+            self.selected.remove_class("-selected")
+        self.selected = view
+        if view is not None:
+            view.add_class("-selected")
+            self.query_one("#log", VerticalScroll).scroll_to_widget(view, animate=False)
+
+    def on_click(self, event: object) -> None:
+        widget = getattr(event, "widget", None)
+        while widget is not None and not isinstance(widget, MessageView):
+            widget = widget.parent
+        if isinstance(widget, MessageView):
+            self._select(None if widget is self.selected else widget)
+
+    def action_edit(self) -> None:
+        view = self._target()
+        if view is None or view.message is None or view.message.id is None:
+            return
+        message = view.message
+
+        def done(text: str | None) -> None:
+            if text is None or text == message.text:
+                return
+            try:
+                view.set_message(self.service.edit_message(message.id, text))  # type: ignore[arg-type]
+            except Exception as exc:
+                self.notify(str(exc), title="Not edited", severity="error")
+                return
+            self.notify(f"Message #{message.id} edited.")
+            self.refresh_memory()
+
+        self.app.push_screen(EditScreen(message), done)
+
+    def action_delete(self) -> None:
+        view = self._target()
+        if view is None or view.message is None or view.message.id is None:
+            return
+        message = view.message
+
+        def done(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                self.service.delete_message(message.id)  # type: ignore[arg-type]
+            except Exception as exc:
+                self.notify(str(exc), title="Not deleted", severity="error")
+                return
+            if self.selected is view:
+                self.selected = None
+            view.remove()
+            self.notify(f"Message #{message.id} deleted.")
+            self.refresh_memory()
+
+        preview = message.text if len(message.text) < 120 else message.text[:119] + "…"
+        self.app.push_screen(
+            ConfirmScreen(f"Delete message #{message.id} by {message.speaker}?\n\n{preview}"), done
+        )
+
+    def action_copy_message(self) -> None:
+        view = self._target()
+        if view is None or not view.text:
+            return
+        self.app.copy_to_clipboard(view.text)
+        label = f"#{view.message_id}" if view.message_id else "the reply"
+        self.notify(f"Copied {label} to the clipboard.")
+
+    def action_back(self) -> None:
+        if self.turn is not None:
+            self.turn.cancel()
+        self.app.pop_screen()
+
+    # ---- attachments -----------------------------------------------------------------------
+
+    def action_attach(self) -> None:
+        vision = bool(getattr(self.service.engine, "has_vision", False))
+
+        def done(result: Path | str | None) -> None:
+            if result is None:
+                return
+            if result == "clear":
+                self._set_attachments([])
+                return
+            path = Path(result)
+            try:
+                digest = self.service.attach_image(path)
+            except Exception as exc:
+                self.notify(str(exc), title="Not attached", severity="error", timeout=10)
+                return
+            self._set_attachments([*self.attachments, (digest, path.name)])
+            self.query_one(ChatInput).focus()
+
+        self.app.push_screen(AttachScreen(Path.cwd(), len(self.attachments), vision), done)
+
+    def _set_attachments(self, attachments: list[tuple[str, str]]) -> None:
+        self.attachments = attachments
+        row = self.query_one("#attachments", Static)
+        row.display = bool(attachments)
+        names = ", ".join(name for _digest, name in attachments)
+        row.update(f"📎 {names}  (sent with the next message · F3 to change)")
+
+    # ---- the memory inspector --------------------------------------------------------------
+
+    def action_toggle_inspector(self) -> None:
+        inspector = self.query_one(InspectorPane)
+        inspector.display = not inspector.display
+        self.kotonia.inspector_open = inspector.display
+        if inspector.display:
+            self.refresh_memory()
+
+    def refresh_memory(self) -> None:
+        if not self.is_attached or not self.is_mounted:
+            return
+        found = self.query(InspectorPane)
+        inspector = found.first() if found else None
+        if inspector is None or not inspector.display:
+            return
+        try:
+            view = self.service.memory_view(self.conv_id)
+        except Exception as exc:
+            log.exception("memory view failed")
+            self.notify(str(exc), title="Memory inspector", severity="error")
+            return
+        inspector.show(view)
+
+    def _tick(self) -> None:
+        found = self.query(InspectorPane)
+        inspector = found.first() if found else None
+        if inspector is not None and inspector.display:
+            inspector.tick(self.service.worker.running)
+
+    def on_service_event(self, event: ServiceEvent) -> None:
+        """Called by the app for each fold event or memory notice."""
+        if event.conversation_id != self.conv_id:
+            return
+        if isinstance(event, FoldProgress) and event.state == "running" and self.streaming:
+            return  # the fold waits for the turn; the inspector refreshes when the turn ends
+        self.refresh_memory()
+
+    def on_inspector_pane_open_chapter(self, event: InspectorPane.OpenChapter) -> None:
+        inspector = self.query_one(InspectorPane)
+        views = inspector.view.chapters if inspector.view is not None else []
+        found = next((c for c in views if c.chapter.id == event.chapter_id), None)
+        if found is None:
+            return
+        try:
+            source = self.service.chapter_source(event.chapter_id)
+        except Exception as exc:
+            self.notify(str(exc), title="Chapter source", severity="error")
+            return
+        self.app.push_screen(chapter_page(found.chapter, source, found.applied))
+
+    def on_inspector_pane_open_synopsis_versions(
+        self, event: InspectorPane.OpenSynopsisVersions
+    ) -> None:
+        inspector = self.query_one(InspectorPane)
+        versions = inspector.view.synopsis_versions if inspector.view is not None else []
+        self.app.push_screen(synopsis_page(versions))
+
+    def status_line(self) -> StatusLine | None:
+        found = self.query(StatusLine)
+        return found.first() if found else None

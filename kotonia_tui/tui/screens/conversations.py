@@ -1,0 +1,144 @@
+"""One character's conversations: resume one, or start a new one with a chosen greeting."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Label, ListItem, ListView, LoadingIndicator, Static
+
+from kotonia_tui.characters.card import CharacterCard
+from kotonia_tui.domain import Conversation
+from kotonia_tui.tui.render import age, fill_macros, short_text
+from kotonia_tui.tui.widgets.portrait import Portrait
+from kotonia_tui.tui.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from kotonia_tui.tui.app import KotoniaApp
+
+
+class ConversationItem(ListItem):
+    def __init__(self, conv: Conversation, preview: str) -> None:
+        title = conv.title or f"Conversation {conv.id}"
+        label = Content.assemble(
+            (title, "bold"),
+            (
+                f"  #{conv.id} · {conv.message_count} messages · {age(conv.updated_at)}",
+                "$text-muted",
+            ),
+            "\n",
+            (short_text(preview, 80) or "(no messages)", "$text-muted"),
+        )
+        super().__init__(Label(label))
+        self.conversation = conv
+
+
+class GreetingItem(ListItem):
+    def __init__(self, index: int, text: str) -> None:
+        name = "First message" if index == 0 else f"Alternate greeting {index}"
+        label = Content.assemble((name, "bold"), "\n", (short_text(text, 80), "$text-muted"))
+        super().__init__(Label(label))
+        self.index = index
+        self.text = text
+
+
+class ConversationsScreen(Screen[None]):
+    """Resume or start."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Characters", id="back_to_characters"),
+        Binding("n", "focus_greetings", "New conversation", id="new_conversation"),
+    ]
+
+    def __init__(self, card: CharacterCard) -> None:
+        super().__init__()
+        self.card = card
+
+    @property
+    def kotonia(self) -> KotoniaApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="conversations"):
+            with Vertical(id="resume-box") as box:
+                box.border_title = "Resume a conversation"
+                yield LoadingIndicator(id="conv-loading")
+                yield ListView(id="conv-list")
+                yield Static(id="conv-empty", classes="empty")
+            with Vertical(id="new-box") as box:
+                box.border_title = "Start a new one"
+                with Horizontal(id="new-top"):
+                    yield Portrait(self.card.image, self.card.display_name, classes="small")
+                    yield ListView(id="greeting-list")
+                with VerticalScroll(id="greeting-preview-box"):
+                    yield Static(id="greeting-preview")
+        yield StatusLine()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = self.card.display_name
+        self.sub_title = "conversations"
+        user = self.kotonia.settings.persona.name
+        greetings = [g for g in [self.card.first_mes, *self.card.alternate_greetings] if g]
+        listing = self.query_one("#greeting-list", ListView)
+        if greetings:
+            listing.extend(
+                GreetingItem(i, fill_macros(g, self.card.name, user))
+                for i, g in enumerate(greetings)
+            )
+        else:
+            listing.append(GreetingItem(0, "(this card has no greeting: you speak first)"))
+        listing.index = 0
+        self.query_one("#conv-list", ListView).display = False
+        self.query_one("#conv-empty", Static).display = False
+        self.load_conversations()
+
+    @work(exclusive=True, group="conversations")
+    async def load_conversations(self) -> None:
+        service = await self.kotonia.wait_service()
+        self.query_one("#conv-loading").display = False
+        if service is None:
+            empty = self.query_one("#conv-empty", Static)
+            empty.update("The model could not be loaded; see the error above.")
+            empty.display = True
+            self.query_one("#greeting-list", ListView).focus()
+            return
+        convs = service.conversations(self.card.key)
+        listing = self.query_one("#conv-list", ListView)
+        listing.clear()
+        for conv in convs:
+            last = service.messages(conv.id, limit=1) if conv.id is not None else []  # type: ignore[arg-type]
+            preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
+            listing.append(ConversationItem(conv, preview))
+        listing.display = bool(convs)
+        empty = self.query_one("#conv-empty", Static)
+        empty.update(
+            f"No conversations with {self.card.display_name} yet.\n\n"
+            "Pick a greeting on the right and press Enter to start one."
+        )
+        empty.display = not convs
+        if convs:
+            listing.index = 0
+            listing.focus()
+        else:
+            self.query_one("#greeting-list", ListView).focus()
+
+    def action_focus_greetings(self) -> None:
+        self.query_one("#greeting-list", ListView).focus()
+
+    def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
+        if isinstance(event.item, GreetingItem):
+            self.query_one("#greeting-preview", Static).update(event.item.text)
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        item = event.item
+        if isinstance(item, ConversationItem) and item.conversation.id is not None:
+            self.kotonia.open_conversation(item.conversation.id)
+        elif isinstance(item, GreetingItem):
+            self.kotonia.start_conversation(self.card, item.index)

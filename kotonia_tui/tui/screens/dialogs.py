@@ -1,0 +1,304 @@
+"""Modal dialogs: edit a message, confirm a deletion, attach an image, read a chapter."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.suggester import Suggester
+from textual.widgets import Button, DirectoryTree, Input, Label, Static, TextArea
+
+from kotonia_tui.domain import Chapter, Message, Synopsis
+from kotonia_tui.tui.render import age, segments_content, tokens
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
+
+
+class EditScreen(ModalScreen[str | None]):
+    """Edit a message's text. Ctrl+S saves, Esc cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Save", id="edit_save", priority=True),
+        Binding("escape", "cancel", "Cancel", id="edit_cancel"),
+    ]
+
+    def __init__(self, message: Message) -> None:
+        super().__init__()
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide") as box:
+            box.border_title = f"Edit message #{self.message.id} ({self.message.speaker})"
+            yield TextArea(self.message.text, id="edit-text", soft_wrap=True)
+            yield Static(
+                "An edit inside a folded range re-folds that chapter.  Ctrl+S saves · Esc cancels",
+                classes="hint",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Save", variant="primary", id="save")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#edit-text", TextArea).focus()
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one("#edit-text", TextArea).text)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self.action_save()
+        else:
+            self.action_cancel()
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm_yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm_no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as box:
+            box.border_title = "Confirm"
+            yield Static(self.question)
+            with Horizontal(classes="buttons"):
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", id="no")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class PathSuggester(Suggester):
+    """Completes a path from the file system (directories and image files)."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        if not value:
+            return None
+        expanded = os.path.expanduser(value)
+        folder, prefix = os.path.split(expanded)
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            return None
+        for name in names:
+            if not name.startswith(prefix) or name == prefix or name.startswith("."):
+                continue
+            full = os.path.join(folder, name)
+            if os.path.isdir(full) or name.lower().endswith(IMAGE_SUFFIXES):
+                completed = value[: len(value) - len(prefix)] + name
+                return completed + ("/" if os.path.isdir(full) else "")
+        return None
+
+
+class ImageTree(DirectoryTree):
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        return [
+            p
+            for p in paths
+            if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() in IMAGE_SUFFIXES)
+        ]
+
+
+class AttachScreen(ModalScreen[Path | str | None]):
+    """Type a path (Tab or → completes) or pick a file in the tree. Returns "clear" to detach."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="attach_cancel"),
+    ]
+
+    def __init__(self, start: Path, attached: int = 0, vision: bool = True) -> None:
+        super().__init__()
+        self.start = start
+        self.attached = attached
+        self.vision = vision
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide tall") as box:
+            box.border_title = "Attach an image"
+            yield Input(
+                placeholder="path to an image (→ completes, Enter attaches)",
+                suggester=PathSuggester(),
+                id="attach-path",
+            )
+            yield ImageTree(self.start, id="attach-tree")
+            notes = []
+            if not self.vision:
+                notes.append(
+                    "This model has no image projector (mmproj): the image is stored with the "
+                    "message, but the model will not see it."
+                )
+            if self.attached:
+                notes.append(f"{self.attached} image(s) attached to the next message.")
+            yield Static("\n".join(notes), classes="hint")
+            with Horizontal(classes="buttons"):
+                yield Button("Attach", variant="primary", id="attach")
+                if self.attached:
+                    yield Button("Remove attached", variant="warning", id="clear")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#attach-path", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._attach(event.value)
+
+    def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
+        self.dismiss(event.path)
+
+    def _attach(self, value: str) -> None:
+        value = value.strip()
+        if not value:
+            self.notify("type a path or pick a file", severity="warning")
+            return
+        path = Path(os.path.expanduser(value))
+        if path.is_dir():
+            self.query_one("#attach-tree", ImageTree).path = path
+            return
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "attach":
+            self._attach(self.query_one("#attach-path", Input).value)
+        elif event.button.id == "clear":
+            self.dismiss("clear")
+        else:
+            self.dismiss(None)
+
+
+class TextScreen(ModalScreen[None]):
+    """A read-only page: a chapter with its source messages, or the synopsis versions."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close", id="close_page"),
+    ]
+
+    def __init__(self, title: str, blocks: list[Content]) -> None:
+        super().__init__()
+        self.page_title = title
+        self.blocks = blocks
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide tall") as box:
+            box.border_title = self.page_title
+            box.border_subtitle = "Esc closes"
+            with VerticalScroll(id="page"):
+                for block in self.blocks:
+                    yield Static(block, classes="page-block")
+
+    def on_mount(self) -> None:
+        self.query_one("#page").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def chapter_page(chapter: Chapter, source: list[Message], applied: bool) -> TextScreen:
+    state = "applied" if applied else "landed: applied on the next turn"
+    head = Content.assemble(
+        (f"messages #{chapter.first_message_id}–#{chapter.last_message_id}", "bold"),
+        (f" · {age(chapter.created_at)} · {tokens(chapter.tokens)} · {state}", "$text-muted"),
+        (" · stale (an edit inside; re-folding)" if chapter.stale else "", "bold $error"),
+        (
+            f"\nby {chapter.model} in {chapter.gen_ms / 1000:.1f} s" if chapter.model else "",
+            "$text-muted",
+        ),
+    )
+    blocks = [
+        head,
+        Content.styled(chapter.text, ""),
+        Content.styled("Source messages", "bold $text-accent"),
+    ]
+    for message in source:
+        blocks.append(
+            Content.assemble(
+                (f"#{message.id} {message.speaker}\n", "bold"),
+                segments_content(message.segments, message.role)
+                if message.segments
+                else Content(message.text),
+            )
+        )
+    if not source:
+        blocks.append(Content.styled("(the source messages were deleted)", "italic $text-muted"))
+    return TextScreen(f"Chapter #{chapter.id}", blocks)
+
+
+def synopsis_page(versions: list[Synopsis]) -> TextScreen:
+    blocks: list[Content] = []
+    for synopsis in reversed(versions):
+        blocks.append(
+            Content.assemble(
+                (f"Version {synopsis.version}", "bold $accent"),
+                (" (current)" if synopsis.current else "", "bold"),
+                (
+                    f" · through #{synopsis.through_message_id} · {tokens(synopsis.tokens)}"
+                    f" · {age(synopsis.created_at)}\n",
+                    "$text-muted",
+                ),
+                (synopsis.text, ""),
+            )
+        )
+    return TextScreen("Synopsis versions", blocks or [Content("no synopsis yet")])
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every binding: its keys, what it does, its id (for `keys` in the settings), and where."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,f1,q", "close", "Close", id="close_help"),
+    ]
+
+    def __init__(self, rows: list[tuple[str, str, str, str]]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import DataTable
+
+        with Vertical(classes="dialog wide tall") as box:
+            box.border_title = "Keys"
+            box.border_subtitle = "remap any id under [keys] in config.toml · Esc closes"
+            yield Label(
+                "Enter sends; Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J "
+                "start a new line. Ctrl+P opens the command palette.",
+                classes="hint",
+            )
+            table: DataTable[str] = DataTable(
+                id="help-table", cursor_type="row", zebra_stripes=True
+            )
+            yield table
+
+    def on_mount(self) -> None:
+        from textual.widgets import DataTable
+
+        table = self.query_one("#help-table", DataTable)
+        table.add_columns("Keys", "Action", "Id", "Where")
+        for row in self.rows:
+            table.add_row(*row)
+        table.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

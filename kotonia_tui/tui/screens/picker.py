@@ -1,0 +1,145 @@
+"""The character picker: every card from the shipped and the user's folders, with its picture."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Label, ListItem, ListView, Static
+
+from kotonia_tui.characters.card import CharacterCard
+from kotonia_tui.tui.render import fill_macros, short_text
+from kotonia_tui.tui.widgets.portrait import Portrait
+from kotonia_tui.tui.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from kotonia_tui.tui.app import KotoniaApp
+
+
+class CardItem(ListItem):
+    def __init__(self, card: CharacterCard, user: str) -> None:
+        description = fill_macros(card.description, card.name, user)
+        label = Content.assemble(
+            (card.display_name, "bold"),
+            (f"  {card.key}" if card.display_name != card.key else "", "$text-muted"),
+            "\n",
+            (short_text(description, 40) or "no description", "$text-muted"),
+        )
+        super().__init__(Label(label))
+        self.card = card
+
+
+class PickerScreen(Screen[None]):
+    """Pick who to talk with."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "choose", "Choose", id="choose_character", show=True),
+        Binding("ctrl+l", "reload", "Reload cards", id="reload_cards"),
+    ]
+
+    def __init__(self, cards: list[CharacterCard], problems: list[str]) -> None:
+        super().__init__()
+        self.cards = cards
+        self.problems = problems
+
+    @property
+    def kotonia(self) -> KotoniaApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="picker"):
+            with Vertical(id="card-list-box") as box:
+                box.border_title = "Characters"
+                yield ListView(id="card-list")
+                yield Static(id="card-list-empty", classes="empty")
+            with VerticalScroll(id="card-detail") as detail:
+                detail.border_title = "About"
+                with Horizontal(id="card-top"):
+                    yield Vertical(id="portrait-slot")
+                    yield Static(id="card-heading")
+                yield Static(id="card-description")
+                yield Static(id="card-notes")
+        yield StatusLine()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Kotonia"
+        self.sub_title = "choose a character"
+        self._fill()
+
+    def _fill(self) -> None:
+        listing = self.query_one("#card-list", ListView)
+        listing.clear()
+        user = self.kotonia.settings.persona.name
+        listing.extend(CardItem(card, user) for card in self.cards)
+        empty = self.query_one("#card-list-empty", Static)
+        folder = self.kotonia.user_characters_dir
+        empty.update(
+            f"No character cards found.\n\nPut PNG, JSON or CHARX cards in\n{folder}\n"
+            "and press Ctrl+L to reload."
+        )
+        empty.display = not self.cards
+        listing.display = bool(self.cards)
+        if self.cards:
+            listing.index = 0
+            listing.focus()
+            self._show(self.cards[0])
+        for problem in self.problems:
+            self.notify(problem, title="A card could not be read", severity="warning", timeout=8)
+
+    def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
+        if isinstance(event.item, CardItem):
+            self._show(event.item.card)
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        if isinstance(event.item, CardItem):
+            self.kotonia.open_character(event.item.card)
+
+    def action_choose(self) -> None:
+        listing = self.query_one("#card-list", ListView)
+        item = listing.highlighted_child
+        if isinstance(item, CardItem):
+            self.kotonia.open_character(item.card)
+
+    def action_reload(self) -> None:
+        self.cards, self.problems = self.kotonia.load_cards()
+        self._fill()
+        self.notify(f"{len(self.cards)} cards")
+
+    def _show(self, card: CharacterCard) -> None:
+        user = self.kotonia.settings.persona.name
+        slot = self.query_one("#portrait-slot", Vertical)
+        slot.remove_children()
+        slot.mount(Portrait(card.image, card.display_name))
+        greetings = (1 if card.first_mes else 0) + len(card.alternate_greetings)
+        facts = [f"{greetings} greeting{'s' if greetings != 1 else ''}"]
+        if card.character_book is not None and card.character_book.entries:
+            facts.append(f"{len(card.character_book.entries)} lorebook entries")
+        if card.creator:
+            facts.append(f"by {card.creator}")
+        heading = Content.assemble(
+            (card.name, "bold $accent"),
+            (
+                f"\n“{card.nickname}”" if card.nickname and card.nickname != card.name else "",
+                "italic",
+            ),
+            ("\n" + " · ".join(facts), "$text-muted"),
+            ("\n" + ", ".join(card.tags) if card.tags else "", "$secondary"),
+            ("\n\nEnter to choose", "$text-disabled"),
+        )
+        self.query_one("#card-heading", Static).update(heading)
+        description = fill_macros(card.description, card.name, user).strip()
+        self.query_one("#card-description", Static).update(
+            short_text(description, 700)
+            if description
+            else Content.styled("(no description)", "italic")
+        )
+        notes = fill_macros(card.creator_notes, card.name, user).strip()
+        notes_widget = self.query_one("#card-notes", Static)
+        notes_widget.update(Content.styled(short_text(notes, 400), "italic $text-muted"))
+        notes_widget.display = bool(notes)

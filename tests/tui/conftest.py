@@ -1,0 +1,31 @@
+"""Fixtures for the TUI tests: a small card in the user's folder and settings on tiny models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.config import app_dirs
+from tests.characters.builders import v2_card
+
+MIRA_GREETING = '*Mira sets down her lantern.* "You made it through the storm, {{user}}."'
+MIRA_ALTERNATE = "*The lighthouse door creaks open.* `Another visitor, at this hour?`"
+
+
+@pytest.fixture
+def mira_card(kotonia_home: Path) -> Path:
+    """A small card (its setup fits the tiny model's window) in the user's card folder."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    card = v2_card(
+        "Mira",
+        description="Mira keeps the lighthouse on a stormy northern coast.",
+        first_mes=MIRA_GREETING,
+        alternate_greetings=[MIRA_ALTERNATE],
+        creator_notes="A small test card.",
+    )
+    path = folder / "mira.json"
+    path.write_text(json.dumps(card), encoding="utf-8")
+    return path

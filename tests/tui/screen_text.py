@@ -1,0 +1,10 @@
+"""The current screen as plain text (for assertions and for reading failures)."""
+
+from __future__ import annotations
+
+from textual.app import App
+
+
+def screen_text(app: App[object]) -> str:
+    strips = app.screen._compositor.render_strips()
+    return "\n".join(strip.text.rstrip() for strip in strips)
