@@ -10,9 +10,11 @@ own KV context, so the chat's prompt cache is never evicted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 
 from kotonia_tui.characters import CharacterCard
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
+MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
 UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 
@@ -102,10 +105,8 @@ class FoldWorker:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     def wake(self) -> None:
@@ -143,9 +144,7 @@ class FoldWorker:
         """Wait until the conversation's scheduled folds have run (retries of failed jobs,
         which wait minutes by design, are not waited for)."""
         while True:
-            jobs = self.store.fold_jobs(
-                conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)
-            )
+            jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
             waiting = [j for j in jobs if j.status is FoldStatus.RUNNING or j.attempts == 0]
             if not waiting or self._paused:
                 return
@@ -175,10 +174,8 @@ class FoldWorker:
         if due is not None:
             timeout = max(0.05, (due - utcnow()).total_seconds())
         self._wake.clear()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            pass
 
     async def _run_one(self, job: FoldJob) -> None:
         self._running = job
@@ -231,22 +228,31 @@ class FoldWorker:
 
     async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
         """Run the chronicler; a refusal is retried once and never returned."""
+        request = GenerationRequest(
+            messages=messages,
+            max_tokens=self.max_output,
+            slot=Slot.FOLD,
+            priority=Priority.BACKGROUND,
+            reply_name=CHRONICLER,
+            user_name="Story",
+        )
+        # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
+        # left after the prompt.
+        room = self.engine.info.fold_n_ctx - self.engine.prompt_cells(request)
+        if room < MIN_SUMMARY_ROOM:
+            raise FoldFailed(
+                f"the {what}'s source and instructions leave {room} tokens of the "
+                f"{self.engine.info.fold_n_ctx}-token fold context for the summary"
+            )
+        request = replace(request, max_tokens=min(self.max_output, room))
         for attempt in (1, 2):
             started = time.monotonic()
-            request = GenerationRequest(
-                messages=messages,
-                max_tokens=self.max_output,
-                slot=Slot.FOLD,
-                priority=Priority.BACKGROUND,
-                reply_name=CHRONICLER,
-                user_name="Story",
-            )
             result = await self.engine.generate(request)
             elapsed_ms = (time.monotonic() - started) * 1000
             text = result.text.strip()
             if result.finish_reason is FinishReason.LENGTH:
                 raise FoldFailed(
-                    f"the {what} hit the output cap ({self.max_output} tokens) and was cut; "
+                    f"the {what} hit the output cap ({request.max_tokens} tokens) and was cut; "
                     "a cut summary is never stored"
                 )
             if not text:

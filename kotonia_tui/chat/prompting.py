@@ -139,7 +139,17 @@ class Prompter:
         """
         state = self.store.memory_state(conv_id)
         key = self.engine.model_key
-        recent = self.store.recent_messages(conv_id, MAX_WINDOW_MESSAGES, model_key=key)
+        recent = None
+        if state.verbatim_start_id is not None:
+            # The window starts at verbatim_start_id: read from there, not the newest
+            # MAX_WINDOW_MESSAGES (that read 3,000 rows a turn in any long conversation).
+            recent = self.store.messages_from(
+                conv_id, state.verbatim_start_id, MAX_WINDOW_MESSAGES, model_key=key
+            )
+            if len(recent) == MAX_WINDOW_MESSAGES:
+                recent = None  # a backlog: the newest rows are past the limit, read those
+        if recent is None:
+            recent = self.store.recent_messages(conv_id, MAX_WINDOW_MESSAGES, model_key=key)
         if before_id is not None:
             recent = [m for m in recent if m.id is not None and m.id < before_id]
         notices: list[str] = []

@@ -48,11 +48,12 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import (
+    Call,
     Engine,
-    EngineCall,
     EngineError,
     FinishReason,
     GenerationResult,
+    StreamInterruptedError,
     TextDelta,
 )
 from kotonia_tui.engine import ReasoningDelta as EngineReasoning
@@ -94,7 +95,7 @@ class Turn:
         self.user_message = user_message
         self.target = target  # the reply regenerated or continued
         self.notices = list(prepared.notices)
-        self._call: EngineCall | None = None
+        self._call: Call | None = None
         self._cancelled = False
         self.done: TurnDone | None = None
 
@@ -116,6 +117,15 @@ class Turn:
                     yield ReasoningDelta(event.text)
                 elif isinstance(event, GenerationResult):
                     self.done = self.service._finish_turn(self, event)
+        except StreamInterruptedError as exc:
+            # The stream broke part way: keep what arrived, marked, and say why.
+            log.warning("turn interrupted: %s", exc)
+            partial = exc.partial
+            if isinstance(partial, GenerationResult) and partial.text:
+                stored = self.service._finish_turn(self, partial, error=str(exc))
+                self.done = TurnDone(reply=stored.reply, metrics=stored.metrics, error=str(exc))
+            else:
+                self.done = TurnDone(reply=None, metrics=None, error=str(exc))
         except EngineError as exc:
             # The user's message is already stored; the turn fails visibly and nothing is lost.
             log.warning("turn failed: %s", exc)
@@ -370,9 +380,13 @@ class ChatService:
             self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
         )
 
-    def _finish_turn(self, turn: Turn, result: GenerationResult) -> TurnDone:
+    def _finish_turn(
+        self, turn: Turn, result: GenerationResult, *, error: str | None = None
+    ) -> TurnDone:
         conv = turn.conv
         status, reason = _status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
+        if error is not None:
+            status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
         speaker = turn.setup.display_name
         listener = self.persona.name
         reply: Message | None = None

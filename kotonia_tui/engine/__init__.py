@@ -4,6 +4,7 @@ Model loading and checks, the owner thread (never two model calls at once), KV s
 reuse, chunked multimodal evaluation, streaming with cancellation, and exact token counting.
 """
 
+from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.errors import (
     BackendUnavailableError,
     CallPreemptedError,
@@ -16,13 +17,11 @@ from kotonia_tui.engine.errors import (
     StreamInterruptedError,
 )
 from kotonia_tui.engine.llama_engine import (
-    EngineCall,
-    EngineInfo,
     LlamaEngine,
     gpu_offload_supported,
     llama_cpp_version,
 )
-from kotonia_tui.engine.protocol import Engine
+from kotonia_tui.engine.protocol import Call, Engine, ModelInfo
 from kotonia_tui.engine.server_engine import ServerCall, ServerEngine, ServerInfo, ServerKind
 from kotonia_tui.engine.types import (
     ChatMessage,
@@ -39,6 +38,7 @@ from kotonia_tui.engine.types import (
 
 __all__ = [
     "BackendUnavailableError",
+    "Call",
     "CallPreemptedError",
     "ChatMessage",
     "Engine",
@@ -53,6 +53,7 @@ __all__ = [
     "ImageInput",
     "LlamaEngine",
     "ModelFileError",
+    "ModelInfo",
     "Priority",
     "PromptTooLongError",
     "ReasoningDelta",

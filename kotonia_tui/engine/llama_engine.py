@@ -13,21 +13,21 @@ import ctypes
 import logging
 import os
 import random
-import threading
 import time
-from collections.abc import AsyncIterator, Generator
-from dataclasses import dataclass, replace
+from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
 from llama_cpp import _internals as internals
 
-from kotonia_tui.config import ModelProfile, PromptFormat
+from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine import native_logs
+from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.default_model import Progress, default_model_path
-from kotonia_tui.engine.errors import EngineError, ImageError, ModelFileError, PromptTooLongError
+from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_gguf
@@ -49,26 +49,6 @@ from kotonia_tui.engine.types import (
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EngineInfo:
-    """What `kotonia doctor` and the inspector show about the loaded model."""
-
-    model_path: Path
-    model_name: str
-    model_key: str
-    mmproj_path: Path | None
-    n_ctx: int
-    n_ctx_train: int
-    fold_n_ctx: int
-    n_gpu_layers: int
-    gpu_offload: bool
-    threads: int
-    prompt_format: PromptFormat
-    has_chat_template: bool
-    load_ms: float
-    llama_cpp_version: str
-
-
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
@@ -86,55 +66,6 @@ def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, *, special: bool = F
         if written >= 0:
             return buffer.raw[:written]
         size = -written  # a negative count is the size the piece needs
-
-
-class EngineCall:
-    """A running model call: iterate it for deltas (the last event is the result), or cancel."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
-        self.cancel_flag = threading.Event()
-        self.tokens_generated = 0  # advanced by the owner thread as tokens are sampled
-        self._result: asyncio.Future[GenerationResult] = loop.create_future()
-
-    # Called on the owner thread.
-    def _push(self, event: StreamEvent | BaseException) -> None:
-        self._loop.call_soon_threadsafe(self._deliver, event)
-
-    def _deliver(self, event: StreamEvent | BaseException) -> None:
-        self._events.put_nowait(event)
-        if self._result.done():
-            return
-        if isinstance(event, GenerationResult):
-            self._result.set_result(event)
-        elif isinstance(event, BaseException):
-            self._result.set_exception(event)
-            self._result.exception()  # mark retrieved: the iterator re-raises it
-
-    def cancel(self) -> None:
-        """Stop within one token; the result's finish_reason is then `cancelled`."""
-        self.cancel_flag.set()
-
-    async def __aiter__(self) -> AsyncIterator[TextDelta | ReasoningDelta | GenerationResult]:
-        finished = False
-        try:
-            while True:
-                event = await self._events.get()
-                if isinstance(event, BaseException):
-                    finished = True
-                    raise event
-                yield event
-                if isinstance(event, GenerationResult):
-                    finished = True
-                    return
-        finally:
-            if not finished:
-                # The reader went away (task cancelled, loop closing): stop the model too.
-                self.cancel()
-
-    async def result(self) -> GenerationResult:
-        return await asyncio.shield(self._result)
 
 
 class LlamaEngine:

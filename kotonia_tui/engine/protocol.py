@@ -6,18 +6,65 @@ swapped per model profile without touching memory, folding or the inspector.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol
 
-from kotonia_tui.config import ModelProfile
+from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import ImageInput
 from kotonia_tui.engine.formats import RenderedPrompt
-from kotonia_tui.engine.llama_engine import EngineCall, EngineInfo
-from kotonia_tui.engine.types import GenerationRequest, GenerationResult
+from kotonia_tui.engine.types import (
+    GenerationRequest,
+    GenerationResult,
+    ReasoningDelta,
+    TextDelta,
+)
+
+
+class Call(Protocol):
+    """A running model call: iterate for deltas (the result comes last), or cancel."""
+
+    tokens_generated: int
+
+    def cancel(self) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[TextDelta | ReasoningDelta | GenerationResult]: ...
+
+    async def result(self) -> GenerationResult: ...
+
+
+class ModelInfo(Protocol):
+    """What the app shows about the model a backend serves."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def model_key(self) -> str: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def n_ctx_train(self) -> int: ...
+
+    @property
+    def fold_n_ctx(self) -> int: ...
+
+    @property
+    def prompt_format(self) -> PromptFormat: ...
+
+    @property
+    def has_chat_template(self) -> bool: ...
+
+    @property
+    def load_ms(self) -> float: ...
 
 
 class Engine(Protocol):
     profile: ModelProfile
-    info: EngineInfo
+
+    @property
+    def info(self) -> ModelInfo: ...
 
     @property
     def n_ctx(self) -> int: ...
@@ -39,10 +86,10 @@ class Engine(Protocol):
 
     def prompt_cells(self, request: GenerationRequest) -> int: ...
 
-    def start(self, request: GenerationRequest) -> EngineCall: ...
+    def start(self, request: GenerationRequest) -> Call: ...
 
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
-    def prewarm(self, request: GenerationRequest) -> EngineCall: ...
+    def prewarm(self, request: GenerationRequest) -> Call: ...
 
     def close(self) -> None: ...
