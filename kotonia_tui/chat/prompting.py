@@ -139,31 +139,10 @@ class Prompter:
         """
         state = self.store.memory_state(conv_id)
         key = self.engine.model_key
-        recent = None
-        if state.verbatim_start_id is not None:
-            # The window starts at verbatim_start_id: read from there, not the newest
-            # MAX_WINDOW_MESSAGES (that read 3,000 rows a turn in any long conversation).
-            recent = self.store.messages_from(
-                conv_id, state.verbatim_start_id, MAX_WINDOW_MESSAGES, model_key=key
-            )
-            if len(recent) == MAX_WINDOW_MESSAGES:
-                recent = None  # a backlog: the newest rows are past the limit, read those
-        if recent is None:
-            recent = self.store.recent_messages(conv_id, MAX_WINDOW_MESSAGES, model_key=key)
-        if before_id is not None:
-            recent = [m for m in recent if m.id is not None and m.id < before_id]
         notices: list[str] = []
-        if len(recent) == MAX_WINDOW_MESSAGES and (
-            state.verbatim_start_id is None or recent[0].id > state.verbatim_start_id  # type: ignore[operator]
-        ):
-            # Only when a backlog exceeds the row limit: the rest are cut and folded later.
-            notices.append(
-                f"{MAX_WINDOW_MESSAGES} recent messages are the most one turn reads; older "
-                "unfolded ones are left out of the prompt until they are folded"
-            )
-        window = [
-            m for m in recent if state.verbatim_start_id is None or m.id >= state.verbatim_start_id
-        ]  # type: ignore[operator]
+        window = self._window(conv_id, state.verbatim_start_id, notices)
+        if before_id is not None:
+            window = [m for m in window if m.id is not None and m.id < before_id]
         counts = [WindowMessage(m.id, self.message_tokens(m)) for m in window]  # type: ignore[arg-type]
 
         block, newest_chapter, synopsis_id, covered = self.landed_memory(conv_id)
@@ -237,7 +216,12 @@ class Prompter:
                 f"#{plan.forced_cut_through} left the prompt (they stay stored and will be folded)"
             )
             log.warning("conversation %s: forced cut through #%s", conv_id, plan.forced_cut_through)
-        new_state = new_state.model_copy(update={"verbatim_start_id": plan.verbatim_start_id})
+        # Record where the window starts even before the first fold, so the next turn reads
+        # one range from there instead of the newest rows.
+        start = plan.verbatim_start_id
+        if start is None and window:
+            start = window[0].id
+        new_state = new_state.model_copy(update={"verbatim_start_id": start})
         if not dry_run and (new_state != state or state.updated_at is None):
             new_state = self.store.set_memory_state(new_state)
 
@@ -291,6 +275,27 @@ class Prompter:
             prefill=prefill,
         )
         return PreparedTurn(request, plan, new_state, verbatim, notices, fixed, queued)
+
+    def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[Message]:
+        """The verbatim window: one indexed range read from where it starts, with a LIMIT.
+
+        Its size follows the window (kept under the ceiling), not the conversation's length.
+        Only a backlog longer than the limit (a long unfolded import, or a move from a wide
+        window to a narrow one) reads the newest rows instead; the rest leave the prompt
+        and are folded in the background.
+        """
+        key = self.engine.model_key
+        if start is not None:
+            rows = self.store.messages_from(conv_id, start, MAX_WINDOW_MESSAGES, model_key=key)
+            if len(rows) < MAX_WINDOW_MESSAGES:
+                return rows
+        rows = self.store.recent_messages(conv_id, MAX_WINDOW_MESSAGES, model_key=key)
+        if len(rows) == MAX_WINDOW_MESSAGES:
+            notices.append(
+                f"{MAX_WINDOW_MESSAGES} recent messages are the most one turn reads; older "
+                "unfolded ones are left out of the prompt until they are folded"
+            )
+        return rows
 
     def _lore(
         self, card: CharacterCard, setup: CharacterSetup, persona: Persona, window: list[Message]
