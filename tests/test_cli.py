@@ -1,0 +1,182 @@
+"""The `kotonia` command as scripts use it: output channels, exit statuses, round trips."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.cli import main
+
+ST_CHAT = [
+    {
+        "user_name": "Ann",
+        "character_name": "Rowan Ashby",
+        "create_date": "2026-11-01@10h00m00s",
+        "chat_metadata": {"note": "kept"},
+    },
+    {
+        "name": "Rowan Ashby",
+        "is_user": False,
+        "send_date": "November 1, 2026 10:00am",
+        "mes": "*He looks up from the clock.* Evening.",
+        "swipes": ["*He looks up from the clock.* Evening.", "Shop's closed."],
+        "swipe_id": 0,
+    },
+    {"name": "Ann", "is_user": True, "send_date": "November 1, 2026 10:01am", "mes": "Hello!"},
+    {
+        "name": "Rowan Ashby",
+        "is_user": False,
+        "send_date": "November 1, 2026 10:02am",
+        "mes": "What can I mend for you?",
+        "extra": {"custom": 1},
+    },
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_characters_lists_one_per_line_key_first_and_json(capsys):
+    code, out, _ = run(capsys, "characters")
+    assert code == 0
+    keys = [line.split("\t")[0] for line in out.splitlines()]
+    assert {"rowan-ashby", "tsukishima-tsumugi", "lin-wanzhou"} <= set(keys)
+    code, out, _ = run(capsys, "characters", "--json")
+    assert {row["key"] for row in json.loads(out)} >= set(keys)
+
+
+def test_import_then_export_keeps_every_message_speaker_timestamp_and_swipe(capsys, tmp_path):
+    source = write_jsonl(tmp_path / "chat.jsonl", ST_CHAT)
+    code, out, err = run(capsys, "import", str(source), "--character", "rowan")
+    assert code == 0
+    conv_id = int(out.strip())
+    assert "imported 3 messages" in err
+    code, out, _ = run(capsys, "conversations")
+    assert out.split("\t")[0] == str(conv_id)
+    exported = tmp_path / "back.jsonl"
+    code, _, _ = run(capsys, "export", str(conv_id), "-o", str(exported))
+    assert code == 0
+    back = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert len(back) == len(ST_CHAT)
+    for original, again in zip(ST_CHAT[1:], back[1:], strict=True):
+        assert again["name"] == original["name"]
+        assert again["mes"] == original["mes"]
+        assert again["send_date"] == original["send_date"]
+        assert again.get("swipes", [original["mes"]]) == original.get("swipes", [original["mes"]])
+    assert back[3]["extra"]["custom"] == 1
+    # Without -o the export goes to standard output.
+    code, out, _ = run(capsys, "export", str(conv_id))
+    assert [json.loads(line)["mes"] for line in out.splitlines()[1:]] == [
+        r["mes"] for r in ST_CHAT[1:]
+    ]
+
+
+def test_a_malformed_line_is_named_and_nothing_is_imported(capsys, tmp_path):
+    rows = [*ST_CHAT[:2], "{not json", *ST_CHAT[2:]]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows))
+    code, out, err = run(capsys, "import", str(path))
+    assert code == 1
+    assert err.startswith("error: ") and "line 3" in err and "bad.jsonl" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run(capsys, "conversations")
+    assert out == ""
+
+
+def test_user_errors_exit_1_with_one_line_and_usage_errors_exit_2(capsys):
+    code, out, err = run(capsys, "export", "999")
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "999" in err
+    code, _, err = run(capsys, "chat", "nobody-at-all", "--say", "hi")
+    assert code == 1 and "no character card named 'nobody-at-all'" in err
+    with pytest.raises(SystemExit) as usage:
+        main(["export", "not-a-number"])
+    assert usage.value.code == 2
+
+
+def test_chat_say_prints_only_replies_and_stats_go_to_stderr(tiny_model_path, kotonia_home):
+    env = {
+        **os.environ,
+        "KOTONIA_HOME": str(kotonia_home),
+        "KOTONIA_MODEL_PATH": str(tiny_model_path),
+        "KOTONIA_N_CTX": "8192",
+        "KOTONIA_FOLD_DELAY_S": "0",
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kotonia_tui",
+            "chat",
+            "rowan",
+            "--say",
+            "Hello there.",
+            "--say",
+            "How are you?",
+            "--stats",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    stats = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert len(stats) == 2
+    for figures in stats:
+        assert {"prompt_positions", "reused", "evaluated", "prompt_ms", "tokens_per_s"} <= set(
+            figures
+        )
+    assert stats[1]["reused"] > stats[1]["evaluated"]  # the second turn reused the prefix
+    # Standard output holds the replies only: nothing the CLI says about itself.
+    assert "conversation" not in proc.stdout and "{" not in proc.stdout
+    conv_line = next(line for line in proc.stderr.splitlines() if line.startswith("conversation"))
+    conv_id = conv_line.split()[1]
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kotonia_tui",
+            "chat",
+            "rowan",
+            "--conversation",
+            conv_id,
+            "--say",
+            "One more.",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    listing = subprocess.run(
+        [sys.executable, "-m", "kotonia_tui", "conversations", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    (conv,) = json.loads(listing.stdout)
+    assert conv["messages"] == 7  # greeting + three exchanges
+
+
+def test_doctor_names_a_missing_model(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KOTONIA_MODEL_PATH", str(tmp_path / "missing.gguf"))
+    code, out, err = run(capsys, "doctor")
+    assert code == 1
+    assert "missing.gguf" in out and "missing.gguf: model file not found" in err
+    assert "schema" in out and "llama-cpp-python" in out
