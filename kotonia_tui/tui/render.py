@@ -53,34 +53,29 @@ def tokens(n: int) -> str:
     return f"{n:,} tok"
 
 
+def segment_content(segment: Segment, role: Role) -> Content:
+    """One segment: narration in italics, dialogue under its speaker's name, thoughts apart."""
+    if segment.kind is SegmentKind.NARRATION:
+        return Content.styled(segment.text, "italic $text-muted")
+    if segment.kind is SegmentKind.THOUGHT:
+        return Content.assemble(
+            (THOUGHT_BAR, "$secondary"),
+            ("thinks ", "dim $secondary"),
+            (segment.text, "italic $secondary"),
+        )
+    name_style = "bold $accent" if role is Role.CHARACTER else "bold $primary"
+    speaker = segment.speaker or ""
+    return Content.assemble(
+        (f"{speaker}: " if speaker else "", name_style),
+        (segment.text, "$text"),
+    )
+
+
 def segments_content(
     segments: Sequence[Segment], role: Role, *, streaming: bool = False
 ) -> Content:
-    """A message body: narration in italics, dialogue under its speaker's name, thoughts apart.
-
-    Each segment gets its own line so the three kinds never run together.
-    """
-    name_style = "bold $accent" if role is Role.CHARACTER else "bold $primary"
-    lines: list[Content] = []
-    for segment in segments:
-        if segment.kind is SegmentKind.NARRATION:
-            lines.append(Content.styled(segment.text, "italic $text-muted"))
-        elif segment.kind is SegmentKind.THOUGHT:
-            lines.append(
-                Content.assemble(
-                    (THOUGHT_BAR, "$secondary"),
-                    ("thinks ", "dim $secondary"),
-                    (segment.text, "italic $secondary"),
-                )
-            )
-        else:
-            speaker = segment.speaker or ""
-            lines.append(
-                Content.assemble(
-                    (f"{speaker}: " if speaker else "", name_style),
-                    (segment.text, "$text"),
-                )
-            )
+    """A message body, each segment on its own line so the three kinds never run together."""
+    lines = [segment_content(segment, role) for segment in segments]
     body = Content("\n").join(lines) if lines else Content("")
     if streaming:
         body = body.append(Content.styled(" ▍", "$accent"))

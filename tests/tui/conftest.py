@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,19 @@ def mira_card(kotonia_home: Path) -> Path:
     path = folder / "mira.json"
     path.write_text(json.dumps(card), encoding="utf-8")
     return path
+
+
+def tiny_settings(model: Path, *, reply_max_tokens: int = 256, n_ctx: int = 2048, **extra: Any):
+    """Settings on a tiny model through a named profile (so the reply cap can be set too)."""
+    from kotonia_tui.config import ModelProfile, PromptFormat, load_settings
+
+    profile = ModelProfile(
+        model_path=model,
+        mmproj_path=extra.pop("mmproj_path", None),
+        n_ctx=n_ctx,
+        prompt_format=PromptFormat.TEMPLATE,
+        reply_max_tokens=reply_max_tokens,
+        temperature=0.8,
+        seed=1234,
+    )
+    return load_settings(profile="tiny", profiles={"tiny": profile}, fold_delay_s=0, **extra)

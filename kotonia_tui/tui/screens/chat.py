@@ -51,13 +51,9 @@ class ChatScreen(Screen[None]):
         Binding("f3", "attach", "Attach", id="attach"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("ctrl+g", "continue_reply", "Continue", id="continue"),
-        Binding(
-            "alt+left", "alternative(-1)", "Older version", id="previous_version", show=False
-        ),
+        Binding("alt+left", "alternative(-1)", "Older version", id="previous_version", show=False),
         Binding("alt+right", "alternative(1)", "Next version", id="next_version", show=False),
-        Binding(
-            "alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False
-        ),
+        Binding("alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False),
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
@@ -76,6 +72,7 @@ class ChatScreen(Screen[None]):
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
+        self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
     @property
     def kotonia(self) -> KotoniaApp:
@@ -231,6 +228,7 @@ class ChatScreen(Screen[None]):
             self.kotonia.turn_status = ""
             if kind == "new":
                 await self._reload()
+            self.turns_ended += 1
             return
 
         self.turn = turn
@@ -247,6 +245,7 @@ class ChatScreen(Screen[None]):
                     self._finish(view, target, event)
         finally:
             self.turn = None
+            self.turns_ended += 1
             self.streaming = False
             self.kotonia.turn_status = ""
             self.refresh_memory()

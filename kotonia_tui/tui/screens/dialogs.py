@@ -161,12 +161,12 @@ class AttachScreen(ModalScreen[Path | str | None]):
         self.query_one("#attach-path", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._attach(event.value)
+        self._attach_path(event.value)
 
     def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
         self.dismiss(event.path)
 
-    def _attach(self, value: str) -> None:
+    def _attach_path(self, value: str) -> None:
         value = value.strip()
         if not value:
             self.notify("type a path or pick a file", severity="warning")
@@ -182,7 +182,7 @@ class AttachScreen(ModalScreen[Path | str | None]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "attach":
-            self._attach(self.query_one("#attach-path", Input).value)
+            self._attach_path(self.query_one("#attach-path", Input).value)
         elif event.button.id == "clear":
             self.dismiss("clear")
         else:

@@ -1,8 +1,10 @@
 """One message in the chat log: a header (speaker, versions, status) and its segments.
 
 While a reply streams, text arrives token by token; the view keeps the raw text, re-splits it
-into segments (a regex over one reply: microseconds) and repaints at most every 40 ms, so a fast
-model never floods the event loop with repaints.
+into segments (a regex over one reply: microseconds) and repaints at most every 50 ms, so a fast
+model never floods the event loop with repaints. Each segment is its own `Static`, and only the
+ones that changed are updated: a long reply costs the layout of its last paragraph, not of the
+whole reply, on each repaint.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from textual.widgets import Static
 
 from kotonia_tui.domain import Message, MessageStatus, Role
 from kotonia_tui.memory.segments import parse_segments
-from kotonia_tui.tui.render import segments_content, status_content
+from kotonia_tui.tui.render import segment_content, status_content
 
-FLUSH_INTERVAL_S = 0.04
+FLUSH_INTERVAL_S = 0.05
 
 
 class MessageView(Vertical):
@@ -34,6 +36,7 @@ class MessageView(Vertical):
     MessageView.-error { border-left: wide $error; }
     MessageView > .header { height: 1; color: $text-muted; }
     MessageView > .body { height: auto; }
+    MessageView > .body > Static { height: auto; }
     MessageView > .status { height: auto; }
     MessageView > .images { height: auto; color: $text-muted; }
     """
@@ -62,7 +65,7 @@ class MessageView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(classes="header")
-        yield Static(classes="body")
+        yield Vertical(classes="body")
         yield Static(classes="images")
         yield Static(classes="status")
 
@@ -144,20 +147,37 @@ class MessageView(Vertical):
     def _paint_body(self) -> None:
         if not self.children:
             return
+        lines: list[Content]
         if self.streaming:
             text = self._stream_prefix + self._stream_text
             segments = parse_segments(text, speaker=self.speaker, listener=self.listener)
-            body = segments_content(segments, self.role, streaming=True)
-        elif self.message is not None:
+            lines = [segment_content(s, self.role) for s in segments]
+            cursor = Content.styled(" ▍", "$accent")
+            lines = [*lines[:-1], lines[-1].append(cursor)] if lines else [cursor]
+        elif self.message is not None and self.message.text.strip():
             segments = self.message.segments or parse_segments(
                 self.message.text, speaker=self.speaker, listener=self.listener
             )
-            body = segments_content(segments, self.role)
-            if not self.message.text.strip():
-                body = Content.styled("(empty reply)", "italic $text-disabled")
+            lines = [segment_content(s, self.role) for s in segments]
+        elif self.message is not None:
+            lines = [Content.styled("(empty reply)", "italic $text-disabled")]
         else:
-            body = Content("")
-        self.query_one(".body", Static).update(body)
+            lines = []
+        body = self.query_one(".body", Vertical)
+        shown = list(body.children)
+        for index, line in enumerate(lines):
+            if index < len(shown):
+                static = shown[index]
+                if getattr(static, "shown_line", None) != line:
+                    assert isinstance(static, Static)
+                    static.update(line)
+                    static.shown_line = line  # type: ignore[attr-defined]
+            else:
+                static = Static(line)
+                static.shown_line = line  # type: ignore[attr-defined]
+                body.mount(static)
+        for extra in shown[len(lines) :]:
+            extra.remove()
 
     def _paint_status(self) -> None:
         message = self.message
