@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import struct
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
@@ -51,7 +52,17 @@ def check_image(data: bytes, name: str) -> tuple[bytes, str, int, int]:
             picture.verify()
     except AttachmentError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+    # Pillow reports a broken file as SyntaxError ("broken PNG file"), struct.error or
+    # EOFError as well as OSError: all of them mean the same thing here.
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        struct.error,
+        Image.DecompressionBombError,
+    ) as exc:
         raise AttachmentError(f"{name}: not a readable image ({exc})") from exc
     return data, ACCEPTED[kind], width, height
 

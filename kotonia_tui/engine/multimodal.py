@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import io
+import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,7 +63,17 @@ def decode_image(image: ImageInput) -> tuple[int, int, bytes]:
             return width, height, rgb.tobytes()
     except ImageError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+    # Pillow reports a broken file as SyntaxError ("broken PNG file"), struct.error or
+    # EOFError as well as OSError: all of them mean the same thing here.
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        struct.error,
+        Image.DecompressionBombError,
+    ) as exc:
         raise ImageError(f"image {image.key[:12]}: cannot be decoded: {exc}") from exc
 
 

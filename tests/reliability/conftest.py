@@ -1,0 +1,130 @@
+"""Reliability fixtures: a small card, settings on tiny real models, config files, services.
+
+The app is attacked for real: subprocesses killed with SIGKILL, real SQLite files, real GGUF
+models written by tests/tiny_models.py. Nothing here is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kotonia_tui.chat.bootstrap import open_service
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.store import Store
+
+CARD_KEY = "wren"
+CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def write_card() -> str:
+    """A small card in the user's folder (the tiny tokenizer makes long setups expensive)."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Wren",
+            "description": "Wren keeps the lighthouse.",
+            "personality": "calm",
+            "scenario": "",
+            "first_mes": "Welcome to the lighthouse.",
+            "mes_example": "",
+        },
+    }
+    (folder / f"{CARD_KEY}.json").write_text(json.dumps(card), encoding="utf-8")
+    return CARD_KEY
+
+
+def profile_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    profile_fields = set(ModelProfile.model_fields)
+    profile = {k: v for k, v in values.items() if k in profile_fields}
+    rest = {k: v for k, v in values.items() if k not in profile_fields}
+    profile.setdefault("n_ctx", 2048)
+    profile.setdefault("temperature", 0.0)
+    profile.setdefault("reply_max_tokens", 32)
+    profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
+    profile.setdefault("threads", 1)
+    profile.setdefault("seed", 7)
+    rest.setdefault("fold_delay_s", 0.0)
+    return profile, rest
+
+
+def settings_on(model: Path, **values: Any) -> Settings:
+    """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
+    profile, rest = profile_values(**values)
+    tiny = ModelProfile(model_path=model, **profile)
+    return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a TOML basic string
+
+
+def write_config(model: Path, **values: Any) -> Path:
+    """The same settings as a config.toml in KOTONIA_HOME, for a `kotonia` subprocess."""
+    profile, rest = profile_values(**values)
+    lines = ['profile = "tiny"'] + [f"{k} = {_toml(v)}" for k, v in rest.items()]
+    lines += ["", "[profiles.tiny]", f"model_path = {_toml(model)}"]
+    lines += [f"{k} = {_toml(v)}" for k, v in profile.items()]
+    path = app_dirs().config_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def db_path() -> Path:
+    return app_dirs().default_db
+
+
+def seed_conversation(store: Store, count: int, *, token_key: str | None = None) -> list[int]:
+    """A conversation with Wren of `count` alternating messages; returns their ids."""
+    store.upsert_character(CARD_KEY, "Wren", "test", "")
+    conv = store.create_conversation(
+        Conversation(character_key=CARD_KEY, character_name="Wren", persona_name="User")
+    )
+    assert conv.id is not None
+    msgs = [
+        Message(
+            role=Role.USER if i % 2 == 0 else Role.CHARACTER,
+            speaker="User" if i % 2 == 0 else "Wren",
+            text=f"Line {i} about the lamps.",
+            token_counts={token_key: 9} if token_key else {},
+        )
+        for i in range(count)
+    ]
+    return store.add_messages(conv.id, msgs)
+
+
+ServiceFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_service() -> AsyncIterator[ServiceFactory]:
+    """Open (and start) chat services; all are closed at the end of the test."""
+    opened: list[ChatService] = []
+
+    async def make(settings: Settings, db: Path | None = None, start: bool = True) -> ChatService:
+        service = open_service(settings, db=db)
+        if start:
+            await service.start()
+        opened.append(service)
+        return service
+
+    yield make
+    for service in opened:
+        with contextlib.suppress(Exception):  # a test may have broken it on purpose
+            await service.close()
