@@ -178,9 +178,7 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     assert chapters and chapters[0].first_message_id <= cut <= chapters[-1].last_message_id
 
 
-async def test_an_edit_inside_a_folded_range_refolds_that_range_only(
-    make_service, scripted_model
-):
+async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_service, scripted_model):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
     conv = service.new_conversation(service.library.get(key))
@@ -224,3 +222,29 @@ async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_mode
     print(f"\napplying turn: {cold.evaluated} evaluated cold, {warm.evaluated} with prewarm")
     assert cold.evaluated > cold.prompt_positions / 2
     assert warm.evaluated < warm.prompt_positions / 4
+
+
+async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(
+    make_service, tiny_noeos_model_path
+):
+    """The no-EOS model writes until its cap, so the chronicler runs long (and its cut summary
+    is then refused by the worker, which is fine here: this is about who goes first)."""
+    import asyncio
+
+    key = write_short_card()
+    service = await make_service(
+        settings_for(tiny_noeos_model_path, n_ctx=4096, temperature=0.8, reply_max_tokens=16)
+    )
+    conv = service.new_conversation(service.library.get(key))
+    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None, limit=400)
+    for _ in range(500):  # wait until the chronicler is generating
+        running = service.worker.running
+        if running is not None and service.engine.busy:
+            break
+        await asyncio.sleep(0.01)
+    assert service.worker.running is not None
+    job = service.worker.running[0]
+    done = await (await service.send(conv.id, "A question while it folds.")).run()
+    assert done.reply is not None and done.error is None
+    # The reply came while the fold was still generating: the user did not wait for it.
+    assert service.worker.running is not None and service.worker.running[0].id == job.id
