@@ -114,20 +114,16 @@ async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
     conv = service.new_conversation(service.library.get(key))
     written: dict[int, str] = {}
 
-    def gc_done(_turn) -> bool:
+    def gc_done() -> bool:
         for chapter in service.store.chapters(conv.id, include_in_synopsis=True):
             # A chapter, once written, never changes.
             assert written.setdefault(chapter.id, chapter.text) == chapter.text
         return len(service.store.synopsis_versions(conv.id)) >= 2
 
-    async def settle_then_check(turn) -> bool:
-        return False
-
-    turns = []
     for _ in range(30):
-        turns += await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
+        await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
         await service.worker.wait_settled(conv.id)
-        if gc_done(None):
+        if gc_done():
             break
     versions = service.store.synopsis_versions(conv.id)
     assert len(versions) >= 2

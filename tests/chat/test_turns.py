@@ -159,7 +159,7 @@ async def test_images_are_attached_by_hash_and_a_bad_file_is_named(
     assert service.store.recent_messages(conv.id, 5)[-2].images == [digest]
     bogus = tmp_path / "notes.png"
     bogus.write_text("not an image")
-    with pytest.raises(AttachmentError, match="notes.png"):
+    with pytest.raises(AttachmentError, match=r"notes\.png"):
         service.attach_image(bogus)
     with pytest.raises(AttachmentError, match="no such file"):
         service.attach_image(tmp_path / "missing.png")
