@@ -48,7 +48,7 @@ from kotonia_tui.memory.chronicler import (
     synopsis_prompt,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
-from kotonia_tui.store import Store
+from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -189,18 +189,37 @@ class FoldWorker:
             elapsed = time.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, "landed", detail, elapsed))
         except BackendUnavailableError as exc:
-            self._defer(job, exc)
+            if not self._done_elsewhere(job):
+                self._defer(job, exc)
         except (FoldFailed, EngineError) as exc:
-            self._fail(job, str(exc))
+            if not self._done_elsewhere(job):
+                self._fail(job, str(exc))
         except asyncio.CancelledError:
             # Shutting down mid-fold: the job goes back to pending and runs next time.
-            self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())  # type: ignore[arg-type]
+            if not self._done_elsewhere(job):
+                self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())  # type: ignore[arg-type]
             raise
         except Exception as exc:  # a bug must not kill the worker; the job records it
-            log.exception("fold job %s crashed", job.id)
-            self._fail(job, f"{type(exc).__name__}: {exc}")
+            if self._done_elsewhere(job):
+                # A second instance on the same file requeued this job at its start-up, ran it
+                # too and stored its result first; ours was rolled back (never stored twice).
+                log.info("fold job %s was finished by another instance", job.id)
+                self._notify(
+                    FoldProgress(job.conversation_id, job, "landed", "by another instance")
+                )
+            else:
+                log.exception("fold job %s crashed", job.id)
+                self._fail(job, f"{type(exc).__name__}: {exc}")
         finally:
             self._running = None
+
+    def _done_elsewhere(self, job: FoldJob) -> bool:
+        """The job is already done (by another instance): failing it now would raise and kill
+        the worker, leaving this instance without folds for the rest of the session."""
+        try:
+            return self.store.get_fold(job.id).status is FoldStatus.DONE  # type: ignore[arg-type]
+        except StoreError:
+            return False
 
     def _defer(self, job: FoldJob, exc: BackendUnavailableError) -> None:
         """The server is down or gave way to a user turn: not the job's fault. It goes back to
