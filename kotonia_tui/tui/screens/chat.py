@@ -21,7 +21,7 @@ from textual.widgets import Button, Footer, Header, Static
 
 from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.service import ChatService, Turn
-from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -253,7 +253,7 @@ class ChatScreen(Screen[None]):
     def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
         if done.reply is not None:
             view.finish(done.reply)
-            if done.cut and done.reply.status_reason:
+            if done.reply.status is MessageStatus.CUT and done.reply.status_reason:
                 self.notify(done.reply.status_reason, title="Reply cut", severity="warning")
         elif target is not None:
             # Regenerate or continue stopped with nothing new: the stored reply stands.
