@@ -1,0 +1,180 @@
+"""Overflow and failure: each gives a visible, specific error; the story goes on; nothing is lost.
+
+* a reply that runs into its cap and the window (a model that never stops, a small n_ctx);
+* a chronicler that refuses every time (the job fails visibly, is retried, then given up; the
+  conversation passes its ceiling with a forced cut and goes on);
+* the model file disappearing after it was loaded (the loaded model keeps working; the next
+  load names the missing file);
+* a full disk (a size-limited database: `PRAGMA max_page_count`): a StoreError naming the file;
+  what was stored before is intact and the conversation goes on once there is room.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kotonia_tui.chat import fold_worker
+from kotonia_tui.chat.bootstrap import open_service
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.domain import FoldStatus, MessageStatus, Role
+from kotonia_tui.engine import ModelFileError
+from kotonia_tui.store import Store, StoreError
+
+from .conftest import REFUSAL, db_path, settings_on, write_card, write_config
+
+
+def user_texts(store: Store, conv_id: int) -> list[str]:
+    return [m.text for m in store.iter_messages(conv_id) if m.role is Role.USER]
+
+
+async def test_replies_that_fill_the_window_are_cut_visibly_and_the_story_goes_on(
+    make_service, tiny_noeos_model_path
+):
+    write_card()
+    # Each reply may take 40% of a 1024-token window and never ends by itself.
+    service = await make_service(
+        settings_on(tiny_noeos_model_path, n_ctx=1024, reply_max_tokens=400), db=db_path()
+    )
+    conv = service.new_conversation(service.library.get("wren"))
+    sent = []
+    for index in range(8):
+        text = f"Tell me more, part {index}."
+        sent.append(text)
+        done = await (await service.send(conv.id, text)).run()
+        assert done.error is None, done.error
+        reply = done.reply
+        assert reply.status is MessageStatus.CUT
+        assert reply.status_reason == "cut: the reply reached its cap of 400 tokens"
+        assert done.metrics.prompt_positions + done.metrics.generated <= 1024
+    assert user_texts(service.store, conv.id) == sent  # nothing lost to the forced cuts
+    # "Continue" the cut reply until reply and prompt no longer fit the window together.
+    errors = []
+    for _ in range(4):
+        last = service.store.last_message(conv.id)
+        done = await (await service.continue_reply(conv.id)).run()
+        if done.error is not None:
+            errors.append(done.error)
+            assert service.store.get_message(last.id).text == last.text  # kept as it was
+        else:
+            assert done.reply.text.startswith(last.text)  # only ever grows
+    print("continue errors:", errors)
+    for error in errors:
+        assert "\n" not in error and ("window" in error or "context" in error), error
+    assert user_texts(service.store, conv.id) == sent
+    assert service.store.integrity_check() == "ok"
+
+
+async def test_a_chronicler_that_always_refuses(make_service, scripted_model, monkeypatch):
+    monkeypatch.setattr(fold_worker, "RETRY_BACKOFF_S", (0, 0, 0, 0, 0))  # retry at once
+    write_card()
+    service = await make_service(
+        settings_on(scripted_model(REFUSAL), prewarm_after_fold=False), db=db_path()
+    )
+    events = []
+    service.subscribe(events.append)
+    conv = service.new_conversation(service.library.get("wren"))
+    sent = []
+    forced = False
+    for index in range(120):
+        text = f"Message number {index} about the lamps."
+        sent.append(text)
+        turn = await service.send(conv.id, text)
+        done = await turn.run()
+        assert done.error is None, done.error
+        forced = forced or turn.prepared.plan.forced_cut_through is not None
+        await service.worker.wait_settled(conv.id)
+        jobs = service.store.fold_jobs(conv.id)
+        if forced and jobs and all(j.status is FoldStatus.FAILED for j in jobs):
+            break
+    # No refusal was ever stored as memory.
+    assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
+    assert service.store.memory_state(conv.id).memory_text == ""
+    # The user was told, specifically, and the job was given up after its retries.
+    failures = [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    assert failures and all("refused twice" in e.detail for e in failures)
+    jobs = service.store.fold_jobs(conv.id)
+    assert jobs[0].status is FoldStatus.FAILED and jobs[0].attempts == fold_worker.MAX_ATTEMPTS
+    assert "refused twice" in jobs[0].last_error
+    # Past the ceiling the oldest messages left the prompt (told), and stayed stored.
+    assert forced
+    assert any(isinstance(e, MemoryNotice) and "left the prompt" in e.text for e in events)
+    assert user_texts(service.store, conv.id) == sent
+    done = await (await service.send(conv.id, "Still talking.")).run()
+    assert done.error is None
+
+
+async def test_the_model_file_disappears(make_service, tiny_model_path, tmp_path):
+    write_card()
+    model = tmp_path / "copy.gguf"
+    shutil.copyfile(tiny_model_path, model)
+    settings = settings_on(model)
+    service = await make_service(settings, db=db_path())
+    conv = service.new_conversation(service.library.get("wren"))
+    assert (await (await service.send(conv.id, "Before.")).run()).error is None
+    model.unlink()
+    # The loaded model is mapped: the open session goes on.
+    done = await (await service.send(conv.id, "After the file went away.")).run()
+    assert done.error is None and done.reply is not None
+    await service.close()
+
+    # The next load says which file is missing, before touching anything else.
+    with pytest.raises(ModelFileError, match=str(model)) as caught:
+        open_service(settings, db=db_path())
+    assert "\n" not in str(caught.value)
+    # The CLI: exit status 1 and one specific line.
+    write_config(model)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kotonia_tui.cli import main; sys.exit(main())",
+            "chat",
+            "wren",
+            "--conversation",
+            str(conv.id),
+            "--say",
+            "Hello?",
+        ],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert str(model) in line
+    with Store.open(db_path()) as store:
+        assert user_texts(store, conv.id) == ["Before.", "After the file went away."]
+
+
+async def test_a_full_disk(make_service, scripted_model):
+    write_card()
+    service = await make_service(settings_on(scripted_model("The lamp is lit.")), db=db_path())
+    conv = service.new_conversation(service.library.get("wren"))
+    for index in range(3):
+        assert (await (await service.send(conv.id, f"Early {index}")).run()).error is None
+    before = list(service.store.iter_messages(conv.id))
+    # The database may not grow any more: the next pages it needs are "disk full".
+    conn = service.store._db.conn  # the test limits the store's own connection
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    big = "a long line that needs new pages " * 400
+    with pytest.raises(StoreError) as caught:
+        for _ in range(20):
+            await (await service.send(conv.id, big)).run()
+    message = str(caught.value)
+    assert str(db_path()) in message and "full" in message and "\n" not in message
+    # Nothing stored before is lost, the file is sound, and with room again the story goes on.
+    assert list(service.store.iter_messages(conv.id))[: len(before)] == before
+    assert service.store.integrity_check() == "ok"
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    done = await (await service.send(conv.id, "There is room again.")).run()
+    assert done.error is None and done.reply.text == "The lamp is lit."
+    texts = user_texts(service.store, conv.id)
+    assert texts[:3] == ["Early 0", "Early 1", "Early 2"] and texts[-1] == "There is room again."
