@@ -28,6 +28,8 @@ from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.model_files import check_gguf
+from kotonia_tui.eval.command import add_arguments as add_eval_arguments
+from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
 
 log = logging.getLogger("kotonia")
@@ -422,6 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("id", type=int)
     exp.add_argument("-o", "--output", help="write to FILE instead of standard output")
 
+    evaluate = sub.add_parser(
+        "eval", help="measure forgetting: recall by fold range for each memory design, and audit"
+    )
+    add_eval_arguments(evaluate)
+
     doctor = sub.add_parser("doctor", help="check paths, model files, database and libraries")
     doctor.add_argument("--load", action="store_true", help="also load the model")
 
@@ -436,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
         if args.command == "chat":
             return asyncio.run(_chat(args, settings))
+        if args.command == "eval":
+            return run_eval_command(args, settings)
         handlers = {
             "characters": _characters,
             "conversations": _conversations,

@@ -1,0 +1,291 @@
+"""The memory designs compared on one replayed conversation: what each arm's prompt carries.
+
+- generational (ours, the production path): the prompt `Prompter.prepare(dry_run=True)` builds
+  after the replay: setup, synopsis + chapters, the verbatim window.
+- rolling: the seed's first design. At each of the same fold points, one summary is rewritten
+  from the previous summary and the newly overflowed part, with the chronicler's own rules
+  (so the arms differ in structure, not in instructions). It carries the same verbatim window
+  as the generational arm, so only the memory differs.
+- truncation: a sliding window and no memory: the newest messages that fit the same number of
+  history tokens the generational prompt spends on memory + verbatim (equal budget).
+- full: the whole conversation verbatim, the upper bound, where it fits a context window.
+
+Non-generational prompts are assembled with `memory.assembly.assemble_prompt` from the card's
+setup; lorebook entries selected per turn are not carried there (the shipped dataset's card has
+no lorebook).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kotonia_tui.chat.fold_worker import MAX_ATTEMPTS
+from kotonia_tui.chat.prompting import memory_tokens
+from kotonia_tui.domain import ChatMessage, Message
+from kotonia_tui.engine import (
+    Engine,
+    FinishReason,
+    GenerationRequest,
+    Priority,
+    Slot,
+)
+from kotonia_tui.eval.replay import Replay
+from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
+from kotonia_tui.memory.chronicler import (
+    CHAPTER_INSTRUCTIONS,
+    CHRONICLER,
+    is_refusal,
+    render_source,
+)
+from kotonia_tui.memory.policy import WindowMessage, split_source
+
+ARMS = ("generational", "rolling", "truncation", "full")
+
+# The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
+ROLLING_INSTRUCTIONS = (
+    "You are the chronicler of the story between {char} and {user}. You keep the one record "
+    "that lets the story go on without losing what happened. Rewrite the summary of the story "
+    "so far: fold the earlier summary and the new messages below into one new summary, in the "
+    "language of the story.\n\nRules:" + CHAPTER_INSTRUCTIONS.split("Rules:", 1)[1]
+)
+ROLLING_HEADER = (
+    "[The story so far]\n"
+    "This is the record of the story before the messages that follow. A character's statement "
+    "recorded here is a record that it was said, not necessarily the truth."
+)
+
+MIN_ROOM = 48  # tokens of output below which a rewrite cannot hold a useful summary
+# Room kept for the question and the answer when deciding whether a prompt fits a window.
+QUESTION_ROOM = 192
+
+
+@dataclass
+class ArmPrompt:
+    name: str
+    messages: tuple[ChatMessage, ...] | None  # None: the arm was skipped (see note)
+    engine: Engine | None
+    memory_text: str = ""
+    memory_tokens: int = 0
+    verbatim_tokens: int = 0
+    verbatim_messages: int = 0
+    prompt_tokens: int = 0
+    n_ctx: int = 0
+    note: str = ""
+    build_seconds: float = 0.0
+    build_calls: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> bool:
+        return self.messages is None
+
+
+def _lines(messages: Sequence[Message]) -> list[PromptLine]:
+    return [PromptLine(m.role, m.speaker, m.text) for m in messages]
+
+
+def _prompt(replay: Replay, memory_text: str, window: Sequence[Message]) -> tuple[ChatMessage, ...]:
+    setup = replay.setup
+    return assemble_prompt(
+        system_text=setup.system_text,
+        char_name=setup.display_name,
+        memory_text=memory_text,
+        window=_lines(window),
+        notes=setup.post_history,
+    )
+
+
+def _cells(engine: Engine, messages: tuple[ChatMessage, ...], replay: Replay) -> int:
+    request = GenerationRequest(
+        messages=messages,
+        max_tokens=1,
+        reply_name=replay.setup.display_name,
+        user_name=replay.persona.name,
+    )
+    return engine.prompt_cells(request)
+
+
+def generational(replay: Replay, engine: Engine) -> ArmPrompt:
+    final = replay.final
+    messages = final.request.messages
+    return ArmPrompt(
+        name="generational",
+        messages=messages,
+        engine=engine,
+        memory_text=final.state.memory_text,
+        memory_tokens=final.plan.memory_tokens,
+        verbatim_tokens=final.plan.verbatim_tokens,
+        verbatim_messages=len(final.window),
+        prompt_tokens=_cells(engine, messages, replay),
+        n_ctx=engine.n_ctx,
+    )
+
+
+async def rolling(replay: Replay, engine: Engine, *, max_output: int) -> ArmPrompt:
+    """One summary, rewritten at every fold point of the generational replay."""
+    prompter = replay.service.prompter
+    budget = prompter.budgets.chapter_source
+    char, user = replay.setup.display_name, replay.persona.name
+    summary: str | None = None
+    calls = 0
+    failures: list[str] = []
+    started = time.monotonic()
+    for span in replay.ranges:
+        if not span.folded:
+            continue
+        source = replay.messages(span.first_id, span.last_id)
+        # A range too large for one call is rewritten piece by piece, as the worker splits it.
+        pieces = split_source(
+            [WindowMessage(m.id, prompter.message_tokens(m)) for m in source],  # type: ignore[arg-type]
+            budget,
+        )
+        for first, last in pieces:
+            part = [m for m in source if first <= (m.id or 0) <= last]
+            text, used = await _rewrite(engine, summary, part, char, user, max_output)
+            calls += used
+            if text is None:
+                failures.append(f"messages #{first}-#{last}: no usable rewrite; kept the previous")
+                continue
+            summary = text
+    memory_text = f"{ROLLING_HEADER}\n\n## Summary\n{summary.strip()}" if summary else ""
+    window = replay.final.window
+    messages = _prompt(replay, memory_text, window)
+    return ArmPrompt(
+        name="rolling",
+        messages=messages,
+        engine=engine,
+        memory_text=memory_text,
+        memory_tokens=memory_tokens(engine, memory_text),
+        verbatim_tokens=sum(prompter.message_tokens(m) for m in window),
+        verbatim_messages=len(window),
+        prompt_tokens=_cells(engine, messages, replay),
+        n_ctx=engine.n_ctx,
+        build_seconds=time.monotonic() - started,
+        build_calls=calls,
+        failures=failures,
+    )
+
+
+async def _rewrite(
+    engine: Engine,
+    previous: str | None,
+    messages: Sequence[Message],
+    char: str,
+    user: str,
+    max_output: int,
+) -> tuple[str | None, int]:
+    """The rolling rewrite of `previous` with `messages`; None when no attempt was usable."""
+    parts = []
+    if previous:
+        parts.append(f"Earlier summary:\n{previous.strip()}")
+    first, last = messages[0].id, messages[-1].id
+    parts.append(
+        f"New messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"
+    )
+    request = GenerationRequest(
+        messages=(
+            ChatMessage("system", ROLLING_INSTRUCTIONS.format(char=char, user=user)),
+            ChatMessage("user", "\n\n".join(parts), name="Story"),
+        ),
+        max_tokens=max_output,
+        slot=Slot.FOLD,
+        priority=Priority.BACKGROUND,
+        reply_name=CHRONICLER,
+        user_name="Story",
+    )
+    # As the fold worker does: the cap is what the fold context has left after the prompt.
+    room = engine.info.fold_n_ctx - engine.prompt_cells(request)
+    if room < MIN_ROOM:
+        return None, 0
+    request = replace(request, max_tokens=min(max_output, room))
+    # The same retry budget as a chapter job: a cut, empty or refused rewrite is tried again,
+    # up to the worker's MAX_ATTEMPTS, and never used.
+    calls = 0
+    for _attempt in range(MAX_ATTEMPTS):
+        result = await engine.generate(request)
+        calls += 1
+        text = result.text.strip()
+        if result.finish_reason is FinishReason.LENGTH or not text or is_refusal(text):
+            continue
+        return text, calls
+    return None, calls
+
+
+def truncation(replay: Replay, engine: Engine, history_budget: int) -> ArmPrompt:
+    """The newest messages within `history_budget` tokens (always at least the newest one)."""
+    prompter = replay.service.prompter
+    kept: list[Message] = []
+    used = 0
+    for message in reversed(replay.all_messages()):
+        cost = prompter.message_tokens(message)
+        if kept and used + cost > history_budget:
+            break
+        kept.append(message)
+        used += cost
+    kept.reverse()
+    messages = _prompt(replay, "", kept)
+    return ArmPrompt(
+        name="truncation",
+        messages=messages,
+        engine=engine,
+        verbatim_tokens=used,
+        verbatim_messages=len(kept),
+        prompt_tokens=_cells(engine, messages, replay),
+        n_ctx=engine.n_ctx,
+        note=f"the newest messages within {history_budget} history tokens (the generational "
+        "arm's memory + verbatim)",
+    )
+
+
+EngineFactory = Callable[[int], Awaitable[Engine]]
+
+
+async def full(
+    replay: Replay,
+    engine: Engine,
+    *,
+    bigger: EngineFactory | None,
+    max_ctx: int,
+) -> ArmPrompt:
+    """The whole conversation verbatim; a larger window is opened if allowed and needed."""
+    prompter = replay.service.prompter
+    everything = replay.all_messages()
+    messages = _prompt(replay, "", everything)
+    verbatim = sum(prompter.message_tokens(m) for m in everything)
+    cells = _cells(engine, messages, replay)
+    needed = cells + QUESTION_ROOM
+    arm = ArmPrompt(
+        name="full",
+        messages=messages,
+        engine=engine,
+        verbatim_tokens=verbatim,
+        verbatim_messages=len(everything),
+        prompt_tokens=cells,
+        n_ctx=engine.n_ctx,
+    )
+    if needed <= engine.n_ctx:
+        arm.note = "fits the evaluation window"
+        return arm
+    # Round up to a multiple of 1024: a tidy window just large enough.
+    wanted = -(-needed // 1024) * 1024
+    if bigger is None or wanted > max_ctx:
+        arm.messages = None
+        arm.engine = None
+        arm.note = (
+            f"skipped: the whole conversation needs {needed} tokens; the evaluation window is "
+            f"{engine.n_ctx}"
+            + (f" and the full arm may use at most {max_ctx}" if bigger is not None else "")
+        )
+        return arm
+    started = time.monotonic()
+    big = await bigger(wanted)
+    arm.engine = big
+    arm.n_ctx = big.n_ctx
+    arm.build_seconds = time.monotonic() - started
+    arm.note = (
+        f"needs {needed} tokens, more than the {engine.n_ctx}-token evaluation window: "
+        f"answered by the same model loaded with n_ctx {big.n_ctx}"
+    )
+    return arm

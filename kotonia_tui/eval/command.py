@@ -1,0 +1,226 @@
+"""`kotonia eval`: arguments, loading the input and the model, writing the outputs.
+
+    kotonia eval [SOURCE] [--model PATH] [--n-ctx N] [--questions N] [--runs K]
+                 [--arms generational,rolling,truncation,full] [--json OUT] [--plot OUT.png]
+
+SOURCE is a dataset file, a SillyTavern `.jsonl` / JSON list chat, or a stored conversation id;
+without it, the shipped dataset (`assets/eval/lighthouse.json`). The table, the terminal plot
+and the audit go to standard output, progress to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.bootstrap import open_engine, open_library, open_store
+from kotonia_tui.config import ConfigError, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.engine import Engine
+from kotonia_tui.eval.arms import ARMS
+from kotonia_tui.eval.dataset import DatasetError, EvalConversation, load_file, load_stored
+from kotonia_tui.eval.harness import EvalOptions, run_eval
+from kotonia_tui.eval.pinning import file_sha256
+from kotonia_tui.eval.plot_png import write_png
+from kotonia_tui.eval.report import audit_text, table, terminal_plot
+
+SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "lighthouse.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        nargs="?",
+        help="dataset or chat file, or a stored conversation id (default: the shipped dataset)",
+    )
+    parser.add_argument("--character", help="card to play the character (file or stored input)")
+    parser.add_argument("--model", type=Path, help="a GGUF model (default: the active profile)")
+    parser.add_argument(
+        "--prompt-format", choices=[f.value for f in PromptFormat], help="template or transcript"
+    )
+    parser.add_argument("--n-ctx", type=int, help="context window; small enough to force folds")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--seed", type=int, help="sampling seed of the model (chronicler)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting for this run, e.g. fold_trigger_ratio=0.4; repeatable",
+    )
+    parser.add_argument("--questions", type=int, default=8, help="questions per range (8)")
+    parser.add_argument("--runs", type=int, default=1, help="repeat K times; report the spread")
+    parser.add_argument(
+        "--arms", default=",".join(ARMS), help=f"comma-separated, from {','.join(ARMS)}"
+    )
+    parser.add_argument(
+        "--full-max-ctx",
+        type=int,
+        default=32768,
+        help="largest window the full arm may load the model with (32768; 0: never reload)",
+    )
+    parser.add_argument("--answer-tokens", type=int, default=48, help="reader answer cap")
+    parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
+    parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        try:
+            overrides[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[name.strip()] = value
+    for name, value in (
+        ("model_path", args.model),
+        ("n_ctx", args.n_ctx),
+        ("threads", args.threads),
+        ("prompt_format", args.prompt_format),
+    ):
+        if value is not None:
+            overrides[name] = value
+    settings = load_settings(**overrides)
+    if args.seed is not None:
+        profile = settings.active_profile().model_copy(update={"seed": args.seed})
+        settings = load_settings(
+            **overrides, profiles={**settings.profiles, settings.profile: profile}
+        )
+    return settings
+
+
+def _input(
+    args: argparse.Namespace, settings: Settings
+) -> tuple[EvalConversation, CharacterCard | None]:
+    source = args.source
+    if source is None:
+        conv = load_file(SHIPPED_DATASET, settings.persona.name)
+    elif source.isdigit() and not Path(source).exists():
+        with open_store(settings, getattr(args, "db", None)) as store:
+            conv = load_stored(store, int(source))
+    else:
+        conv = load_file(Path(source), settings.persona.name)
+    card = None
+    wanted = args.character or conv.character.key
+    if wanted:
+        library = open_library(settings)
+        try:
+            card = library.find(wanted) if args.character else library.get(wanted)
+        except LookupError:
+            if args.character:
+                raise
+            card = None  # a stored conversation whose card is gone: play it by name
+    return conv, card
+
+
+def model_pin(engine: Engine) -> dict[str, Any]:
+    """What was evaluated: the model file by hash (cached by path, size, mtime) and its setup."""
+    info = engine.info
+    pin: dict[str, Any] = {
+        "key": engine.model_key,
+        "n_ctx": engine.n_ctx,
+        "prompt_format": str(engine.profile.prompt_format.value),
+        "backend": engine.profile.backend,
+    }
+    path = getattr(info, "model_path", None)
+    if path is None:
+        # A server backend: the file is the server's; its model id is all there is to pin.
+        pin["model_id"] = getattr(info, "model_id", "")
+        pin["sha256"] = None
+        return pin
+    path = Path(path)
+    stat = path.stat()
+    pin.update(
+        path=str(path),
+        name=info.model_name,
+        sha256=file_sha256(path, app_dirs().cache),
+        bytes=stat.st_size,
+        mtime_ns=stat.st_mtime_ns,
+        fold_n_ctx=info.fold_n_ctx,
+        n_ctx_train_reported=info.n_ctx_train,
+        threads=info.threads,
+        gpu_offload=info.gpu_offload,
+        llama_cpp_version=info.llama_cpp_version,
+    )
+    return pin
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    def progress(text: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - began:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    began = time.monotonic()
+    conv, card = _input(args, settings)
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    try:
+        options = EvalOptions(
+            questions_per_range=args.questions,
+            runs=args.runs,
+            arms=arms,
+            answer_max_tokens=args.answer_tokens,
+            full_max_ctx=args.full_max_ctx,
+        )
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from exc
+    profile = settings.active_profile()
+    progress(f"loading the model (n_ctx {profile.n_ctx})")
+    engine = await asyncio.to_thread(open_engine, settings)
+
+    async def bigger(n_ctx: int) -> Engine:
+        # The same model and settings, only a wider window (the full arm's upper bound).
+        progress(f"loading the model again with n_ctx {n_ctx} for the full arm")
+        return await asyncio.to_thread(open_engine, settings.model_copy(update={"n_ctx": n_ctx}))
+
+    reload_allowed = args.full_max_ctx > 0 and profile.backend == "inprocess"
+    try:
+        pin = await asyncio.to_thread(model_pin, engine)
+        report = await run_eval(
+            conv,
+            settings,
+            engine,
+            options,
+            open_bigger=bigger if reload_allowed else None,
+            progress=progress,
+            card=card,
+        )
+    finally:
+        engine.close()
+    report["model"] = pin
+    report["command"] = ["kotonia", "eval", *sys.argv[2:]] if len(sys.argv) > 1 else []
+    report["wall_seconds"] = round(time.monotonic() - began, 2)
+    return report
+
+
+def run_command(args: argparse.Namespace, settings: Settings | None = None) -> int:
+    """The `eval` subcommand. `settings` from the CLI are rebuilt with this run's overrides."""
+    try:
+        run_settings = _settings(args)
+        report = asyncio.run(_run(args, run_settings))
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(table(report))
+    print()
+    print(terminal_plot(report))
+    print()
+    print(audit_text(report))
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(
+            json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+        )
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    if args.plot:
+        write_png(report, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    print(f"took {report['wall_seconds']:.1f} s", file=sys.stderr)
+    return 0

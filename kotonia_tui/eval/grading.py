@@ -1,0 +1,105 @@
+"""Grading answers against reference answers: normalisation, exact match and token F1.
+
+The model-as-judge verdict is the primary grade (see `examiner.py`); these lexical scores are a
+second opinion that does not depend on the model, used when the reference answer is short
+(a name, a number, a few words), where overlap means something.
+
+Normalisation follows the usual reading-comprehension practice (SQuAD for English, the
+character-level variant used for Chinese and Japanese benchmarks): NFKC, lower case,
+punctuation dropped, English articles dropped; Latin words and digits are tokens, and every
+CJK character (kanji/hanzi, kana) is a token of its own, because Japanese and Chinese do not
+separate words with spaces and a word segmenter would be one more model to trust.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+# Kana, CJK ideographs (with extension A and the compatibility block), Hangul syllables.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}_]+", re.UNICODE)
+_ARTICLES = frozenset({"a", "an", "the"})
+# References at most this many tokens long are "short": exact/F1 are reported for them.
+SHORT_ANSWER_TOKENS = 8
+# An answer that only says it does not know is wrong without asking the judge.
+_UNKNOWN = re.compile(
+    r"^\s*(unknown|i don'?t know|not (?:stated|mentioned|known)|no idea|\[missing\]|n/?a|"
+    r"不明|わかりません|分かりません|不知道|未知|没有提到)\W*$",
+    re.IGNORECASE,
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC and lower case: the form both answers are compared in."""
+    return unicodedata.normalize("NFKC", text).casefold().strip()
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Latin words and digits as tokens (articles dropped); each CJK character a token."""
+    return [t for t in _TOKEN.findall(normalize(text)) if t not in _ARTICLES]
+
+
+def exact_match(answer: str, reference: str) -> bool:
+    """Equal after normalisation (token sequences), or the reference appears whole in it."""
+    got, want = answer_tokens(answer), answer_tokens(reference)
+    if not want:
+        return False
+    if got == want:
+        return True
+    # A short reference stated inside a longer answer ("It was Tomas, his brother") counts.
+    n = len(want)
+    return any(got[i : i + n] == want for i in range(len(got) - n + 1))
+
+
+def token_f1(answer: str, reference: str) -> float:
+    """Harmonic mean of token precision and recall (character-level for CJK)."""
+    got, want = answer_tokens(answer), answer_tokens(reference)
+    if not got or not want:
+        return 0.0
+    common = Counter(got) & Counter(want)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(got)
+    recall = same / len(want)
+    return 2 * precision * recall / (precision + recall)
+
+
+def is_short(reference: str) -> bool:
+    return 0 < len(answer_tokens(reference)) <= SHORT_ANSWER_TOKENS
+
+
+def says_unknown(answer: str) -> bool:
+    return not answer.strip() or bool(_UNKNOWN.match(answer.strip()))
+
+
+@dataclass(frozen=True)
+class LexicalGrade:
+    exact: bool | None  # None: the reference is not short, so lexical scores are not used
+    f1: float | None
+
+
+def lexical_grade(answer: str, reference: str) -> LexicalGrade:
+    if not is_short(reference):
+        return LexicalGrade(None, None)
+    return LexicalGrade(exact_match(answer, reference), round(token_f1(answer, reference), 4))
+
+
+_YES = ("yes", "correct", "true", "はい", "正しい", "是", "对", "正确", "對")
+_NO = ("no", "incorrect", "wrong", "false", "いいえ", "違う", "否", "不", "错", "錯")
+
+
+def parse_verdict(text: str) -> bool | None:
+    """A judge's yes/no from the start of its output; None when it said neither."""
+    head = normalize(text).lstrip(" \t\n*\"'「『:：-")
+    # "no" before "yes" would misread "not correct"; check the negatives first.
+    for word in _NO:
+        if head.startswith(word) and not head.startswith(("note",)):
+            return False
+    for word in _YES:
+        if head.startswith(word):
+            return True
+    return None

@@ -1,0 +1,316 @@
+"""Replaying a conversation through the real fold policy, as production would have folded it.
+
+The conversation's messages go into a fresh temporary store (a real SQLite file), one by one,
+through a real `ChatService`: after each user message the service's `Prompter.prepare` plans
+the turn exactly as `ChatService.send` does (apply a landed fold, cut at the ceiling, queue a
+chapter job past the trigger), and the real `FoldWorker` writes the chapters and runs the
+major GCs. No replies are generated: the conversation's own replies are stored as they are.
+
+Two things differ from a live session, on purpose:
+- the fold delay is 0 and the replay waits for the worker to go idle after every user turn,
+  so a chapter lands before the next turn (live, it lands a few turns later);
+- a failed fold is retried at once (live, after 30 s, 2 min, ...): replayed turns take
+  milliseconds, so waiting for the real backoff would only make runs depend on the clock.
+
+The ranges are the policy's fold points: each queued chapter job ends a range; the messages
+after the last one (the verbatim tail) are the newest range.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kotonia_tui.characters import CharacterCard, CharacterSetup, write_json_card
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.prompting import PreparedTurn
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import Settings
+from kotonia_tui.domain import (
+    Chapter,
+    Conversation,
+    FoldStatus,
+    Message,
+    Persona,
+    Role,
+    Synopsis,
+    utcnow,
+)
+from kotonia_tui.engine import Engine
+from kotonia_tui.eval.dataset import EvalConversation
+from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_SETTLE_ROUNDS = 12  # folds retried at once: MAX_ATTEMPTS in the worker ends them anyway
+
+
+@dataclass(frozen=True)
+class Range:
+    """One folded range (or the verbatim tail), in stored ids and in the input's own ids."""
+
+    index: int
+    first_id: int
+    last_id: int
+    first_source: int
+    last_source: int
+    messages: int
+    tokens: int
+    folded: bool  # False: the verbatim tail
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "first_message": self.first_source,
+            "last_message": self.last_source,
+            "messages": self.messages,
+            "tokens": self.tokens,
+            "folded": self.folded,
+        }
+
+
+@dataclass
+class Replay:
+    """The replayed conversation, its memory at the end, and the open service over it."""
+
+    service: ChatService
+    conv_id: int
+    card: CharacterCard
+    setup: CharacterSetup
+    persona: Persona
+    to_stored: dict[int, int]  # input message id -> stored id
+    to_source: dict[int, int]  # stored id -> input message id
+    ranges: list[Range]
+    final: PreparedTurn  # the prompt the next turn would carry (dry run: nothing saved)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    forced_cuts: list[int] = field(default_factory=list)  # input ids cut at the ceiling
+    applied_folds: int = 0
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.service.store
+
+    @property
+    def memory_text(self) -> str:
+        return self.final.state.memory_text
+
+    def all_chapters(self) -> list[Chapter]:
+        """Every chapter written, including those since folded into the synopsis."""
+        return self.store.chapters(self.conv_id, include_in_synopsis=True)
+
+    def synopses(self) -> list[Synopsis]:
+        return self.store.synopsis_versions(self.conv_id)
+
+    def messages(self, first_id: int, last_id: int) -> list[Message]:
+        return self.store.messages_between(self.conv_id, first_id, last_id)
+
+    def all_messages(self) -> list[Message]:
+        return list(self.store.iter_messages(self.conv_id, model_key=self.service.engine.model_key))
+
+    async def close(self) -> None:
+        """Stop the worker and the store; the engine is the caller's and stays open."""
+        await self.service.worker.stop()
+        self.service.store.close()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+            self.tmp = None
+
+
+def eval_settings(settings: Settings, conv: EvalConversation) -> Settings:
+    """The run's settings: the input's persona, folds at once, no prewarm (no chat turns)."""
+    persona = Persona(name=conv.user.name, description=conv.user.description)
+    return settings.model_copy(
+        update={"persona": persona, "fold_delay_s": 0.0, "prewarm_after_fold": False}
+    )
+
+
+async def replay(
+    conv: EvalConversation,
+    settings: Settings,
+    engine: Engine,
+    *,
+    card: CharacterCard | None = None,
+    workdir: Path | None = None,
+) -> Replay:
+    """Feed the conversation through a fresh store and the real fold policy."""
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="kotonia-eval-")
+        workdir = Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    settings = eval_settings(settings, conv)
+    card = card or conv.character.card()
+    # The library reads the card from a folder, like any card the app offers.
+    cards_dir = workdir / "characters"
+    cards_dir.mkdir(exist_ok=True)
+    write_json_card(card, cards_dir / f"{card.key}.json")
+    library = CharacterLibrary([cards_dir])
+    card = library.get(card.key)
+    store = Store.open(workdir / "eval.sqlite3")
+    service = ChatService(settings, store, engine, library)
+    events: list[dict[str, Any]] = []
+    service.subscribe(lambda event: _record(event, events))
+    await service.start()
+    persona = service.persona
+    setup = service.setup_for(card)
+    stored_conv = store.create_conversation(
+        Conversation(
+            character_key=card.key,
+            character_name=card.name,
+            persona_name=persona.name,
+            persona_description=persona.description,
+            title=conv.title,
+        )
+    )
+    conv_id = stored_conv.id
+    assert conv_id is not None
+    to_stored: dict[int, int] = {}
+    to_source: dict[int, int] = {}
+    boundaries: list[int] = []
+    forced: list[int] = []
+    applied = 0
+    try:
+        for item in conv.messages:
+            listener = setup.display_name if item.role is Role.USER else persona.name
+            message = store.add_message(
+                Message(
+                    conversation_id=conv_id,
+                    role=item.role,
+                    speaker=item.speaker,
+                    text=item.text,
+                    segments=parse_segments(item.text, speaker=item.speaker, listener=listener),
+                )
+            )
+            assert message.id is not None
+            to_stored[item.id] = message.id
+            to_source[message.id] = item.id
+            if item.role is not Role.USER:
+                continue
+            # One user turn, planned exactly as ChatService.send plans it.
+            prepared = service.prompter.prepare(conv_id, card, setup, persona)
+            if prepared.plan.apply_landed:
+                applied += 1
+            if prepared.plan.forced_cut_through is not None:
+                forced.append(prepared.plan.forced_cut_through)
+            if prepared.queued is not None:
+                assert prepared.queued.last_message_id is not None
+                boundaries.append(prepared.queued.last_message_id)
+                events.append(
+                    {
+                        "state": "queued",
+                        "at_message": item.id,
+                        "first": prepared.queued.first_message_id,
+                        "last": prepared.queued.last_message_id,
+                    }
+                )
+                service.worker.wake()
+            await _settle(service, conv_id)
+        await _settle(service, conv_id)
+        final = service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
+    except BaseException:
+        await service.worker.stop()
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    ranges = _ranges(service, conv_id, boundaries, to_source)
+    for event in events:
+        for key in ("first", "last"):
+            if isinstance(event.get(key), int):
+                event[key] = to_source.get(event[key], event[key])
+    return Replay(
+        service=service,
+        conv_id=conv_id,
+        card=card,
+        setup=setup,
+        persona=persona,
+        to_stored=to_stored,
+        to_source=to_source,
+        ranges=ranges,
+        final=final,
+        events=events,
+        forced_cuts=[to_source.get(i, i) for i in forced],
+        applied_folds=applied,
+        tmp=tmp,
+    )
+
+
+async def _settle(service: ChatService, conv_id: int) -> None:
+    """Wait until no fold is due; a failed fold waiting for its retry is made due now."""
+    store = service.store
+    for _ in range(MAX_SETTLE_ROUNDS):
+        if not store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)):
+            return
+        await service.worker.wait_idle()
+        pending = store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING,))
+        if not pending:
+            return
+        for job in pending:
+            assert job.id is not None
+            store.fail_fold(job.id, job.last_error or "retried at once by the evaluation", utcnow())
+        service.worker.wake()
+    log.warning("conversation %s: folds still pending after %s rounds", conv_id, MAX_SETTLE_ROUNDS)
+
+
+def _ranges(
+    service: ChatService, conv_id: int, boundaries: list[int], to_source: dict[int, int]
+) -> list[Range]:
+    messages = list(service.store.iter_messages(conv_id, model_key=service.engine.model_key))
+    sized = [(m.id, service.prompter.message_tokens(m)) for m in messages]
+    return split_ranges(sized, boundaries, to_source)  # type: ignore[arg-type]
+
+
+def split_ranges(
+    messages: Sequence[tuple[int, int]], boundaries: Sequence[int], to_source: dict[int, int]
+) -> list[Range]:
+    """Consecutive ranges ending at each fold point (stored ids), then the verbatim tail.
+
+    `messages` are (stored id, tokens) in order. A fold point may repeat or come out of
+    order (a job that failed for good is queued again over a longer range): only the distinct
+    points count, in order, so ranges never overlap and together cover every message.
+    """
+    cuts = sorted(set(boundaries))
+    ranges: list[Range] = []
+    position = 0
+    for cut in [*cuts, None]:
+        chunk = []
+        while position < len(messages) and (cut is None or messages[position][0] <= cut):
+            chunk.append(messages[position])
+            position += 1
+        if not chunk:
+            continue
+        first, last = chunk[0][0], chunk[-1][0]
+        ranges.append(
+            Range(
+                index=len(ranges),
+                first_id=first,
+                last_id=last,
+                first_source=to_source.get(first, first),
+                last_source=to_source.get(last, last),
+                messages=len(chunk),
+                tokens=sum(tokens for _id, tokens in chunk),
+                folded=cut is not None,
+            )
+        )
+    return ranges
+
+
+def _record(event: ServiceEvent, events: list[dict[str, Any]]) -> None:
+    if isinstance(event, FoldProgress) and event.state in ("landed", "failed"):
+        events.append(
+            {
+                "state": event.state,
+                "kind": event.job.kind.value,
+                "detail": event.detail,
+                "seconds": round(event.elapsed_s, 3),
+            }
+        )
+    elif isinstance(event, MemoryNotice):
+        events.append({"state": "notice", "detail": event.text})

@@ -1,0 +1,180 @@
+"""Evaluation fixtures: a short conversation with known facts, and a scripted engine.
+
+The tiny test model has random weights: greedy output is noise, so a chronicler call always
+runs to its cap (and production never stores a cut chapter). `ScriptedEngine` wraps the real
+tiny engine: every call still goes through llama.cpp (prompt evaluated, one token sampled),
+then the text is replaced by what a well-behaved model would write for that role:
+
+- the chronicler keeps the first `keep` spoken lines (first ten words) of the *new* messages
+  (so a chapter holds some facts of its range, and a rolling rewrite, which only sees the old
+  summary as "Earlier summary", forgets the old ones: the design difference under test);
+  a major GC keeps every line the user said in the earlier synopsis and the chapters it folds;
+- the reader answers with the reference answer when it appears in the prompt before the
+  question, and "unknown" otherwise;
+- the judge says yes when the answer equals the reference;
+- the examiner writes one Q/A per spoken line of the range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kotonia_tui.domain import Role
+from kotonia_tui.engine import Engine, FinishReason, GenerationRequest, GenerationResult
+from kotonia_tui.eval.dataset import (
+    EvalCharacter,
+    EvalConversation,
+    EvalLie,
+    EvalMessage,
+    EvalQuestion,
+    EvalThread,
+    EvalUser,
+)
+from kotonia_tui.eval.examiner import EXAMINER, JUDGE, READER_A
+from kotonia_tui.eval.grading import normalize
+from kotonia_tui.memory.chronicler import CHRONICLER
+from tests.chat.conftest import tiny_settings
+
+__all__ = ["ScriptedEngine", "short_conversation", "tiny_settings"]
+
+_SAYS = re.compile(r"^\[#(\d+)\] (.+?) -> .+? \(says\): (.+)$", re.M)
+
+
+class ScriptedEngine:
+    """A real engine whose outputs are replaced per role (see the module docstring)."""
+
+    def __init__(self, inner: Engine, answers: dict[str, str], keep: int = 4) -> None:
+        self.inner = inner
+        self.answers = answers  # question -> reference
+        self.keep = keep
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def n_ctx(self) -> int:
+        return self.inner.n_ctx
+
+    @property
+    def model_key(self) -> str:
+        return self.inner.model_key
+
+    @property
+    def has_vision(self) -> bool:
+        return self.inner.has_vision
+
+    @property
+    def busy(self) -> bool:
+        return self.inner.busy
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        real = await self.inner.generate(replace(request, max_tokens=1))
+        self.calls.append(request.reply_name)
+        text = self.script(request)
+        return GenerationResult(
+            text=text, reasoning="", finish_reason=FinishReason.STOP, metrics=real.metrics
+        )
+
+    def script(self, request: GenerationRequest) -> str:
+        body = request.messages[-1].content
+        if request.reply_name == CHRONICLER and "Chapter (messages" in body:
+            # A major GC: a lossless synopsis of the earlier synopsis and the chapters.
+            kept = [line for line in body.splitlines() if "(the user) told them: " in line]
+            return "\n".join([*kept, "Open: nothing"])
+        if request.reply_name == CHRONICLER:
+            new = body.split("New messages", 1)[-1] if "New messages" in body else body
+            lines = [
+                f"{who} told them: {' '.join(said.split()[:10])}"
+                for _id, who, said in _SAYS.findall(new)
+            ]
+            return "\n".join([*lines[: self.keep], "Open: nothing"])
+        if request.reply_name == EXAMINER:
+            pairs = [
+                f"Q: What did {who} say in message {mid}?\nA: {said}"
+                for mid, who, said in _SAYS.findall(body)
+            ]
+            return "\n".join(pairs)
+        if request.reply_name == READER_A:
+            question = body.split("\n")[-1]
+            reference = self.answers.get(question, "")
+            context = "\n".join(m.content for m in request.messages[:-1])
+            if reference and normalize(reference) in normalize(context):
+                return reference
+            return "unknown"
+        if request.reply_name == JUDGE:
+            ref = re.search(r"Reference answer: (.*)", body)
+            got = re.search(r"Answer to grade: (.*)", body)
+            same = ref and got and normalize(ref.group(1)) == normalize(got.group(1))
+            return "yes" if same else "no"
+        return "..."
+
+
+def short_conversation(turns: int = 24) -> EvalConversation:
+    """A user tells the character one code word per turn; the character repeats it back."""
+    messages = []
+    questions = []
+    for turn in range(1, turns + 1):
+        user_id, char_id = 2 * turn - 1, 2 * turn
+        word = f"amber{turn}x"
+        messages.append(
+            EvalMessage(
+                id=user_id,
+                role=Role.USER,
+                speaker="Ann",
+                text=f"Remember this: the code word for day {turn} is {word}, and the door is "
+                f"painted in the colour of the sea that morning.",
+            )
+        )
+        messages.append(
+            EvalMessage(
+                id=char_id,
+                role=Role.CHARACTER,
+                speaker="Bo",
+                text=f'*Bo writes it in the ledger.* "Day {turn}: {word}. I will keep it." '
+                f"`I already forgot day {max(1, turn - 1)}.`",
+            )
+        )
+        questions.append(
+            EvalQuestion(
+                id=f"d{turn}",
+                question=f"What is the code word for day {turn}?",
+                answer=word,
+                evidence=[user_id],
+            )
+        )
+    return EvalConversation(
+        title="code words",
+        source="test",
+        character=EvalCharacter(name="Bo", description="Bo keeps a ledger of code words."),
+        user=EvalUser(name="Ann"),
+        messages=messages,
+        questions=questions,
+        threads=[
+            EvalThread(id="t1", topic="the ledger", keywords=["ledger"], opened=2, resolved=4)
+        ],
+        lies=[
+            EvalLie(id="l1", claim="Bo keeps it", truth="Bo forgot", keywords=["keep"], message=2)
+        ],
+    )
+
+
+@pytest.fixture
+def conversation() -> EvalConversation:
+    return short_conversation()
+
+
+@pytest.fixture
+def eval_settings_for(tiny_model_path: Path) -> Callable[..., Any]:
+    def make(**values: Any) -> Any:
+        values.setdefault("n_ctx", 2048)
+        values.setdefault("reply_max_tokens", 32)
+        return tiny_settings(tiny_model_path, **values)
+
+    return make
