@@ -45,6 +45,7 @@ from kotonia_tui.memory.chronicler import (
     chapter_prompt,
     is_refusal,
     parse_chapter,
+    render_source,
     synopsis_prompt,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
@@ -284,8 +285,13 @@ class FoldWorker:
 
     # ---- chapters -------------------------------------------------------------------------
 
-    def _source(self, job: FoldJob) -> list[Message]:
-        """The job's messages, at most one chapter's worth (oldest first)."""
+    def _source(self, job: FoldJob, char: str, user: str) -> list[Message]:
+        """The job's messages, at most one chapter's worth (oldest first).
+
+        Sized by what the chronicler actually reads (each message as rendered for it, with
+        its "who -> whom" labels), and bounded so the instructions and the summary's room
+        still fit the fold context.
+        """
         first = job.first_message_id or 0
         last = job.last_message_id or 0
         rows = self.store.messages_from(
@@ -294,20 +300,26 @@ class FoldWorker:
         rows = [m for m in rows if m.id is not None and m.id <= last]
         if not rows:
             return []
-        pieces = split_source(
-            [WindowMessage(m.id, self._message_tokens(m)) for m in rows],  # type: ignore[arg-type]
-            self.budgets.chapter_source,
+        fold_ctx = self.engine.info.fold_n_ctx
+        instructions = self.engine.count_tokens(
+            chapter_prompt(rows[:1], char=char, user=user)[0].content
         )
-        _, piece_last = pieces[0]
+        reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
+        budget = min(self.budgets.chapter_source, fold_ctx - instructions - reserve - 64)
+        costs = [
+            WindowMessage(m.id, self.engine.count_tokens(render_source([m], char=char, user=user)))  # type: ignore[arg-type]
+            for m in rows
+        ]
+        _, piece_last = split_source(costs, max(budget, 1))[0]
         return [m for m in rows if m.id <= piece_last]  # type: ignore[operator]
 
     async def _chapter(self, job: FoldJob) -> str:
         conv, card = self._names(job.conversation_id)
-        source = self._source(job)
+        char = card.display_name if card else conv.character_name
+        source = self._source(job, char, conv.persona_name)
         if not source:
             self.store.finish_fold(job.id)  # type: ignore[arg-type]
             return "nothing left to fold"
-        char = card.display_name if card else conv.character_name
         text, elapsed_ms = await self._chronicle(
             chapter_prompt(source, char=char, user=conv.persona_name), "chapter"
         )
