@@ -7,6 +7,7 @@ prompt's bytes from turn to turn. Replies in the chat are that same script.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice
@@ -278,7 +279,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     await narrow.worker.wait_settled(conv.id)
     chapters = narrow.store.chapters(conv.id)
     assert len(chapters) >= 2  # too large for one summarizer call: several, oldest first
-    for earlier, later in zip(chapters, chapters[1:], strict=False):
+    for earlier, later in itertools.pairwise(chapters):
         assert later.first_message_id == earlier.last_message_id + 1
     assert chapters[-1].last_message_id >= turn.prepared.plan.forced_cut_through
     applying = await narrow.send(conv.id, "And now?")
