@@ -15,9 +15,9 @@ memory block changed, so the ideal is everything after it; with prewarm on, that
 the background on the spare context, so the applying turn evaluates far less than its ideal.
 
 The re-read arm is what llama-cpp-python's stock multimodal handler does: it clears the KV and
-evaluates the whole prompt on every call. It is measured on a sample of turns (every 25th, from the 25th) by
-evaluating the same tokens on a fresh `llama_cpp.Llama` context of the same
-model, threads and batch size, and extrapolated to every turn with a least-squares line
+evaluates the whole prompt on every call. It is measured on a sample of turns (every 25th, from
+the 25th) by evaluating the same tokens on a fresh `llama_cpp.Llama` context of the same model,
+threads and batch size, and extrapolated to every turn with a least-squares line
 ms = a + b * positions fitted on the samples.
 """
 
