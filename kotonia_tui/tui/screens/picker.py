@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from kotonia_tui.tui.app import KotoniaApp
 
 
+def first_paragraph(text: str) -> str:
+    return text.strip().split("\n\n", 1)[0].strip()
+
+
 class CardItem(ListItem):
     def __init__(self, card: CharacterCard, user: str) -> None:
         description = fill_macros(card.description, card.name, user)
@@ -133,13 +137,16 @@ class PickerScreen(Screen[None]):
             ("\n\nEnter to choose", "$text-disabled"),
         )
         self.query_one("#card-heading", Static).update(heading)
-        description = fill_macros(card.description, card.name, user).strip()
+        # A short description: a card's full text often holds what the player should find out
+        # in the story (secrets, the truth behind a lie), so only the opening is shown, and
+        # only the first paragraph of the creator's notes (spoilers conventionally follow).
+        description = first_paragraph(fill_macros(card.description, card.name, user))
         self.query_one("#card-description", Static).update(
-            short_text(description, 700)
+            short_text(description, 320)
             if description
             else Content.styled("(no description)", "italic")
         )
-        notes = fill_macros(card.creator_notes, card.name, user).strip()
+        notes = first_paragraph(fill_macros(card.creator_notes, card.name, user))
         notes_widget = self.query_one("#card-notes", Static)
         notes_widget.update(Content.styled(short_text(notes, 400), "italic $text-muted"))
         notes_widget.display = bool(notes)
