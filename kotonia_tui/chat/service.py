@@ -130,6 +130,14 @@ class Turn:
             # The user's message is already stored; the turn fails visibly and nothing is lost.
             log.warning("turn failed: %s", exc)
             self.done = TurnDone(reply=None, metrics=None, error=str(exc))
+        except StoreError as exc:
+            # The reply could not be written (a full disk, a file held too long by another
+            # instance): the turn ends with the reason, like a failed model call, instead of
+            # an exception out of the stream that a UI would not expect.
+            log.warning("reply not stored: %s", exc)
+            self.done = TurnDone(
+                reply=None, metrics=None, error=f"the reply could not be stored: {exc}"
+            )
         if self.done is None:
             self.done = TurnDone(reply=None, metrics=None, error="the turn ended unexpectedly")
         yield self.done

@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -87,7 +89,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
         done = await turn.run()
         assert done.error is None, done.error
         forced = forced or turn.prepared.plan.forced_cut_through is not None
-        await service.worker.wait_settled(conv.id)
+        await asyncio.wait_for(service.worker.wait_settled(conv.id), 60)
         jobs = service.store.fold_jobs(conv.id)
         if forced and jobs and all(j.status is FoldStatus.FAILED for j in jobs):
             break
@@ -178,3 +180,33 @@ async def test_a_full_disk(make_service, scripted_model):
     assert done.error is None and done.reply.text == "The lamp is lit."
     texts = user_texts(service.store, conv.id)
     assert texts[:3] == ["Early 0", "Early 1", "Early 2"] and texts[-1] == "There is room again."
+
+
+async def test_a_disk_that_fills_while_the_reply_streams(make_service, tiny_noeos_model_path):
+    """The user's line is stored; then the disk fills; the long reply cannot be stored."""
+    write_card()
+    service = await make_service(
+        settings_on(tiny_noeos_model_path, n_ctx=4096, reply_max_tokens=2000), db=db_path()
+    )
+    conv = service.new_conversation(service.library.get("wren"))
+    turn = await service.send(conv.id, "Tell me everything.")
+    # The reply (2,000 tokens, several KB) needs pages of its own; the filler takes the rest.
+    conn = service.store._db.conn
+    conn.execute("CREATE TABLE filler (x BLOB)")
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    for size in (65536, 4096, 512, 64, 1):  # use up every free byte of the allowed pages
+        while True:
+            try:
+                conn.execute("INSERT INTO filler VALUES (zeroblob(?))", (size,))
+            except sqlite3.OperationalError:
+                break
+    done = await turn.run()  # a TurnDone with the reason, not an exception
+    assert done.reply is None
+    assert done.error.startswith("the reply could not be stored: ")
+    assert str(db_path()) in done.error and "full" in done.error
+    conn.execute("DROP TABLE filler")
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    assert user_texts(service.store, conv.id) == ["Tell me everything."]
+    assert service.store.integrity_check() == "ok"
+    again = await (await service.send(conv.id, "Once more.")).run()
+    assert again.error is None and again.reply is not None
