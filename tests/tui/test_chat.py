@@ -306,3 +306,24 @@ async def test_the_model_failing_to_load_is_shown(mira_card, tmp_path):
 
 def test_chat_screen_is_what_the_app_pushes() -> None:
     assert issubclass(ChatScreen, object)
+
+
+async def test_fast_typing_then_enter_sends_every_character(tiny_eos_model_path, mira_card):
+    """Keys that arrive faster than the box handles them (a fast typist, tmux send-keys, a
+    paste) must all land before Enter sends: Enter is handled in order with the typing."""
+    from textual import events
+
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        text = "Tell me about the clocks in your shop, please."
+        ended = screen.turns_ended
+        for character in text:
+            key = "space" if character == " " else character
+            app.post_message(events.Key(key, character))
+        app.post_message(events.Key("enter", "\r"))
+        await wait_for(pilot, lambda: screen.turns_ended > ended and not screen.streaming)
+        await pilot.pause()
+        conv_id = screen.conversation.id
+        user = [m for m in app.service.store.recent_messages(conv_id, 5) if m.role is Role.USER]
+        assert user[-1].text == text

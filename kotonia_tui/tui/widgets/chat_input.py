@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
@@ -12,15 +13,19 @@ from textual.widgets import TextArea
 class ChatInput(TextArea):
     """A TextArea where Enter sends (remappable binding id `send`)."""
 
+    # Not priority bindings: a priority binding fires as soon as the app reads the key, while
+    # the characters typed just before it may still wait in this widget's queue, so a fast
+    # typist (or a paste followed by Enter) would send half a message. The keys are matched
+    # in `_on_key` instead, in order with the typing; the bindings give ids, remapping and
+    # the footer.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "Send", id="send", priority=True),
+        Binding("enter", "submit", "Send", id="send"),
         Binding(
             "shift+enter,ctrl+j,alt+enter",
             "newline",
             "New line",
             id="newline",
             show=False,
-            priority=True,
         ),
     ]
 
@@ -39,6 +44,18 @@ class ChatInput(TextArea):
             highlight_cursor_line=False,
             placeholder="Write a message…  Enter sends · Shift+Enter or Ctrl+J for a new line",
         )
+
+    async def _on_key(self, event: events.Key) -> None:
+        actions = {b.action for b in self._bindings.key_to_bindings.get(event.key, [])}
+        if "submit" in actions or "newline" in actions:
+            event.stop()
+            event.prevent_default()
+            if "submit" in actions:
+                self.action_submit()
+            else:
+                self.action_newline()
+            return
+        await super()._on_key(event)
 
     def action_submit(self) -> None:
         self.post_message(self.Submitted(self.text))
