@@ -59,7 +59,7 @@ def watch(proc: subprocess.Popen[str], condition: Callable[[Store], bool], timeo
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             _out, err = proc.communicate()
-            raise AssertionError(f"the app ended before the moment came: {err[-800:]}")
+            raise AssertionError(f"the app ended before the moment came: {err[:1500]}")
         if db_path().exists():
             try:
                 with Store.open(db_path(), busy_timeout_s=1.0) as store:
@@ -237,3 +237,42 @@ def test_killed_while_a_chapter_is_applied(long_model, scripted_model):
     with Store.open(db_path()) as store:
         check_consistent(store)
         assert user_texts(store, conv_id)[-2:] == ["What happened?", "And then?"]
+
+
+def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
+    """Kills at several points of a conversation that folds often (turns, chapters landing,
+    applying): after each, the file is sound and nothing written before is lost; in the end
+    every fold job finishes."""
+    write_card()
+    write_config(scripted_model(CHAPTER))
+    lines = [f"Message number {i} about the lamps." for i in range(40)]
+    seen: list[str] = []
+    conv_id = None
+    for threshold in (21, 50, 75):  # messages in the file when the kill comes
+        args = ["chat", "wren"] + [part for line in lines for part in ("--say", line)]
+        if conv_id is not None:
+            args[2:2] = ["--conversation", str(conv_id)]
+        proc = spawn(*args)
+
+        def reached(store: Store, threshold: int = threshold) -> bool:
+            convs = store.list_conversations()
+            return bool(convs) and store.message_count(convs[0].id) >= threshold  # type: ignore[arg-type]
+
+        watch(proc, reached)
+        kill9(proc)
+        with Store.open(db_path()) as store:
+            check_consistent(store)
+            (conv,) = store.list_conversations()
+            conv_id = conv.id
+            texts = user_texts(store, conv.id)
+            assert texts[: len(seen)] == seen  # nothing written before a kill is lost
+            seen = texts
+    # A clean run to the end: the interrupted jobs are requeued and every fold finishes.
+    done = run_cli("chat", "wren", "--conversation", str(conv_id), "--say", "The end.", timeout=120)
+    assert done.returncode == 0, done.stderr
+    with Store.open(db_path()) as store:
+        check_consistent(store)
+        jobs = store.fold_jobs(conv_id)
+        assert jobs and all(j.status is FoldStatus.DONE for j in jobs), jobs
+        assert store.chapters(conv_id, include_in_synopsis=True)
+        assert user_texts(store, conv_id) == [*seen, "The end."]

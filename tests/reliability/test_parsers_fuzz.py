@@ -29,7 +29,7 @@ from kotonia_tui.engine.errors import ImageError
 from kotonia_tui.engine.multimodal import decode_image
 from kotonia_tui.store import Store, StoreError, read_chat_file
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def one_line(exc: BaseException) -> str:
