@@ -73,6 +73,7 @@ async def _main(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         filename=out_dir / "bench.log",
+        filemode="w",
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
