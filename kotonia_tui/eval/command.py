@@ -195,7 +195,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     finally:
         engine.close()
     report["model"] = pin
-    report["command"] = ["kotonia", "eval", *sys.argv[2:]] if len(sys.argv) > 1 else []
+    # The command line as typed, when this process is the `kotonia eval` command itself.
+    report["command"] = sys.argv[1:] if sys.argv[1:2] == ["eval"] else []
     report["wall_seconds"] = round(time.monotonic() - began, 2)
     return report
 

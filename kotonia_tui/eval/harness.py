@@ -47,6 +47,26 @@ from kotonia_tui.memory.policy import WindowMessage, split_source
 
 Progress = Callable[[str], None]
 
+# How this evaluation differs from a live session, written into every report.
+METHOD = [
+    "replay: each user message is planned by Prompter.prepare as in ChatService.send; the "
+    "conversation's own replies are stored, none is generated",
+    "folds: fold_delay_s 0 and the replay waits for the worker after every user turn, so a "
+    "chapter lands before the next turn; a failed fold is retried at once (live: 30 s, 2 min, "
+    "...) up to the worker's attempt limit",
+    "ranges: each queued chapter job ends a range; the messages after the last one are the "
+    "newest range (the verbatim tail)",
+    "questions: dataset questions go to the range of their newest evidence message, at most "
+    "questions_per_range each, in dataset order",
+    "rolling: one summary rewritten at the same fold points with the chronicler's rules, the "
+    "same retry budget, and the generational arm's final verbatim window",
+    "truncation: the newest messages within the generational prompt's memory + verbatim tokens",
+    "full: the whole conversation; a wider load of the same model when it does not fit",
+    "grading: recall is the judge's yes; an empty or 'unknown' answer is wrong without a call; "
+    "exact match and token F1 (character-level for CJK) for short references",
+    "sampling: the chronicler at the profile's temperature; examiner, reader and judge greedy",
+]
+
 
 @dataclass(frozen=True)
 class EvalOptions:
@@ -162,6 +182,7 @@ async def run_eval(
             "dataset_questions": len(conv.questions),
         },
         "options": asdict(options),
+        "method": METHOD,
         "settings": settings.model_dump(mode="json"),
         "profile": settings.active_profile().model_dump(mode="json"),
         "budgets": budgets,
