@@ -33,7 +33,7 @@ from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
 from kotonia_tui.engine.owner import OwnerThread
-from kotonia_tui.engine.streaming import ReasoningSplitter, StopMatcher, Utf8Stream
+from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -390,31 +390,20 @@ class LlamaEngine:
         vocab = self._llama._model.vocab
         sampler = self._sampler(request)
         utf8 = Utf8Stream()
-        open_tag, close_tag = self.profile.reasoning_tags
-        splitter = ReasoningSplitter(
-            open_tag, close_tag, starts_inside=rendered.starts_in_reasoning
+        reply = ReplyText(
+            stops=tuple(rendered.stops) + tuple(request.extra_stops),
+            reasoning_tags=self.profile.reasoning_tags,
+            starts_in_reasoning=rendered.starts_in_reasoning,
+            continues=bool(request.prefill),
         )
-        stops = StopMatcher(tuple(rendered.stops) + tuple(request.extra_stops))
-        reply: list[str] = []
         started = time.perf_counter()
         generated = 0
         finish = FinishReason.STOP
-        leading = not request.prefill
 
         def emit(text: str, final: bool = False) -> list[StreamEvent]:
-            nonlocal leading
-            visible, reasoning = splitter.feed(text)
-            if final:
-                more_visible, more_reasoning = splitter.flush()
-                visible, reasoning = visible + more_visible, reasoning + more_reasoning
-            shown = stops.feed(visible) + (stops.flush() if final else "")
-            if leading:
-                # "Name:" is followed by the model's own space; the reply starts after it.
-                shown = shown.lstrip()
-                leading = not shown
+            shown, reasoning = reply.feed(text, final=final)
             events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
             if shown:
-                reply.append(shown)
                 events.append(TextDelta(shown))
             return events
 
@@ -430,7 +419,7 @@ class LlamaEngine:
                 call.tokens_generated = generated
                 for event in emit(utf8.feed(token_piece(vocab, token))):
                     yield event
-                if stops.stopped_by is not None:
+                if reply.stops.stopped_by is not None:
                     break
                 if generated >= request.max_tokens or slot.cells + 1 > slot.n_ctx:
                     finish = FinishReason.LENGTH
@@ -451,11 +440,11 @@ class LlamaEngine:
             }
         )
         result = GenerationResult(
-            text="".join(reply).rstrip(),
-            reasoning="".join(splitter.reasoning).strip(),
+            text=reply.text,
+            reasoning=reply.reasoning,
             finish_reason=finish,
             metrics=metrics,
-            stop_string=stops.stopped_by,
+            stop_string=reply.stops.stopped_by,
         )
         yield result
         return result

@@ -44,7 +44,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -54,6 +54,7 @@ import httpx
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine import http_client as http
+from kotonia_tui.engine.calls import EngineCall
 from kotonia_tui.engine.errors import (
     BackendUnavailableError,
     CallPreemptedError,
@@ -69,7 +70,7 @@ from kotonia_tui.engine.formats import (
     TranscriptFormat,
     make_formatter,
 )
-from kotonia_tui.engine.streaming import ReasoningSplitter, StopMatcher
+from kotonia_tui.engine.streaming import ReplyText
 from kotonia_tui.engine.types import (
     ChatMessage,
     FinishReason,
@@ -189,56 +190,24 @@ class PriorityGate:
 # ---- one call ------------------------------------------------------------------------------
 
 
-class ServerCall:
-    """A running server call with the surface of `EngineCall`: iterate for deltas (the last
-    event is the result), `cancel()`, or await `result()`."""
+class ServerCall(EngineCall):
+    """A running server call: an `EngineCall` whose cancel closes the HTTP stream."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
-        self._result: asyncio.Future[GenerationResult] = loop.create_future()
+        super().__init__(loop)
         self._stop = asyncio.Event()
         self.stop_reason: str | None = None  # "cancel", "preempt" or "close"
-        self.tokens_generated = 0
         self.task: asyncio.Task[None] | None = None
 
     def cancel(self) -> None:
         """Close the stream now; the result's finish_reason is then `cancelled`."""
+        super().cancel()
         self._request_stop("cancel")
 
     def _request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
-
-    def _deliver(self, event: StreamEvent | BaseException) -> None:
-        self._events.put_nowait(event)
-        if self._result.done():
-            return
-        if isinstance(event, GenerationResult):
-            self._result.set_result(event)
-        elif isinstance(event, BaseException):
-            self._result.set_exception(event)
-            self._result.exception()  # mark retrieved: the iterator re-raises it
-
-    async def __aiter__(self) -> AsyncIterator[TextDelta | ReasoningDelta | GenerationResult]:
-        finished = False
-        try:
-            while True:
-                event = await self._events.get()
-                if isinstance(event, BaseException):
-                    finished = True
-                    raise event
-                yield event
-                if isinstance(event, GenerationResult):
-                    finished = True
-                    return
-        finally:
-            if not finished:
-                # The reader went away (task cancelled, loop closing): close the stream too.
-                self.cancel()
-
-    async def result(self) -> GenerationResult:
-        return await asyncio.shield(self._result)
 
 
 @dataclass
@@ -257,14 +226,13 @@ class _Reply:
     """What a stream has delivered so far: visible text, reasoning, the server's figures."""
 
     def __init__(self, profile: ModelProfile, plan: _Plan, request: GenerationRequest) -> None:
-        open_tag, close_tag = profile.reasoning_tags
-        self.splitter = ReasoningSplitter(
-            open_tag, close_tag, starts_inside=plan.starts_in_reasoning
+        self.visible = ReplyText(
+            stops=plan.stops,
+            reasoning_tags=profile.reasoning_tags,
+            starts_in_reasoning=plan.starts_in_reasoning,
+            continues=bool(request.prefill),
         )
-        self.stops = StopMatcher(plan.stops)
-        self.parts: list[str] = []
         self.reasoning: list[str] = []  # reasoning the server sent apart (reasoning_content)
-        self.leading = not request.prefill
         self.started = time.perf_counter()
         self.first_at: float | None = None
         self.chunks = 0
@@ -277,18 +245,9 @@ class _Reply:
 
     def emit(self, text: str, final: bool = False) -> list[StreamEvent]:
         """The same visible-text rules as the in-process engine: thinking apart, stops cut."""
-        visible, reasoning = self.splitter.feed(text)
-        if final:
-            more_visible, more_reasoning = self.splitter.flush()
-            visible, reasoning = visible + more_visible, reasoning + more_reasoning
-        shown = self.stops.feed(visible) + (self.stops.flush() if final else "")
-        if self.leading:
-            # "Name:" is followed by the model's own space; the reply starts after it.
-            shown = shown.lstrip()
-            self.leading = not shown
+        shown, reasoning = self.visible.feed(text, final=final)
         events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
         if shown:
-            self.parts.append(shown)
             events.append(TextDelta(shown))
         return events
 
@@ -369,14 +328,14 @@ class _Reply:
         if self.request.prefill_only:
             text, reasoning = "", ""
         else:
-            text = "".join(self.parts).rstrip()
-            reasoning = ("".join(self.reasoning) + "".join(self.splitter.reasoning)).strip()
+            text = self.visible.text
+            reasoning = ("".join(self.reasoning) + self.visible.reasoning).strip()
         return GenerationResult(
             text=text,
             reasoning=reasoning,
             finish_reason=finish,
             metrics=self.metrics(finish, positions_fallback),
-            stop_string=self.stops.stopped_by,
+            stop_string=self.visible.stops.stopped_by,
         )
 
 
@@ -878,7 +837,7 @@ class ServerEngine:
                     for event in reply.feed(url, http.parse_json(url, data)):
                         call._deliver(event)
                     call.tokens_generated = reply.chunks
-                    if reply.stops.stopped_by is not None:
+                    if reply.visible.stops.stopped_by is not None:
                         break  # closing the stream stops the server as well
         except httpx.HTTPError as exc:
             error = http.unavailable(url, exc)
@@ -891,7 +850,7 @@ class ServerEngine:
             raise error from exc
         finally:
             self._interactive_streams -= interactive
-        if reply.finish is None and reply.stops.stopped_by is None:
+        if reply.finish is None and reply.visible.stops.stopped_by is None:
             reply.emit("", final=True)
             why = "the server ended the stream before the reply finished"
             if self.info.kind is ServerKind.LLAMA_CPP_PYTHON:
@@ -904,7 +863,9 @@ class ServerEngine:
         for event in reply.emit("", final=True):
             call._deliver(event)
         finish = (
-            FinishReason.STOP if reply.stops.stopped_by else (reply.finish or FinishReason.STOP)
+            FinishReason.STOP
+            if reply.visible.stops.stopped_by
+            else (reply.finish or FinishReason.STOP)
         )
         fallback = 0
         if not reply.timings and not reply.usage.get("prompt_tokens"):

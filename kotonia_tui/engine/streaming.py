@@ -117,3 +117,45 @@ class ReasoningSplitter:
     @property
     def inside(self) -> bool:
         return self._inside
+
+
+class ReplyText:
+    """The visible reply of a stream: thinking kept apart, stop strings cut, the leading space
+    after "Name:" dropped. Shared by every backend, so they show the same text."""
+
+    def __init__(
+        self,
+        *,
+        stops: tuple[str, ...],
+        reasoning_tags: tuple[str, str],
+        starts_in_reasoning: bool,
+        continues: bool,
+    ) -> None:
+        open_tag, close_tag = reasoning_tags
+        self.splitter = ReasoningSplitter(open_tag, close_tag, starts_inside=starts_in_reasoning)
+        self.stops = StopMatcher(stops)
+        self.parts: list[str] = []
+        self._leading = not continues
+
+    def feed(self, text: str, *, final: bool = False) -> tuple[str, str]:
+        """(visible text, reasoning text) to release now; `final` flushes what was held."""
+        visible, reasoning = self.splitter.feed(text)
+        if final:
+            more_visible, more_reasoning = self.splitter.flush()
+            visible, reasoning = visible + more_visible, reasoning + more_reasoning
+        shown = self.stops.feed(visible) + (self.stops.flush() if final else "")
+        if self._leading:
+            # "Name:" is followed by the model's own space; the reply starts after it.
+            shown = shown.lstrip()
+            self._leading = not shown
+        if shown:
+            self.parts.append(shown)
+        return shown, reasoning
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts).rstrip()
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.splitter.reasoning).strip()
