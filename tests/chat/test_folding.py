@@ -8,36 +8,15 @@ prompt's bytes from turn to turn. Replies in the chat are that same script.
 from __future__ import annotations
 
 import itertools
-import json
 
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice
-from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import FoldKind, FoldStatus
+from tests.cards import write_short_card
 
 from .conftest import tiny_settings
 
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
 REFUSAL = "I'm sorry, but I can't help with that."
-
-
-def write_short_card() -> str:
-    """A small card in the user's folder: the tiny tokenizer makes long setups expensive."""
-    folder = app_dirs().user_characters
-    folder.mkdir(parents=True, exist_ok=True)
-    card = {
-        "spec": "chara_card_v2",
-        "spec_version": "2.0",
-        "data": {
-            "name": "Wren",
-            "description": "Wren keeps the lighthouse.",
-            "personality": "calm",
-            "scenario": "",
-            "first_mes": "Welcome to the lighthouse.",
-            "mes_example": "",
-        },
-    }
-    (folder / "wren.json").write_text(json.dumps(card))
-    return "wren"
 
 
 def settings_for(model, **values):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.config import ModelProfile, PromptFormat, Settings, load_settings
 from tests.tiny_models import write_tiny_llama
 
 pytest.importorskip("uvicorn", reason="llama-cpp-python's server extra is not installed")
@@ -142,23 +142,3 @@ def server_settings(url: str, **values: Any) -> Settings:
     rest.setdefault("fold_delay_s", 0.0)
     rest.setdefault("prewarm_after_fold", False)
     return load_settings(profile="srv", profiles={"srv": profile}, **rest)
-
-
-def write_short_card() -> str:
-    """A small card in the user's folder: the tiny tokenizer makes long setups expensive."""
-    folder = app_dirs().user_characters
-    folder.mkdir(parents=True, exist_ok=True)
-    card = {
-        "spec": "chara_card_v2",
-        "spec_version": "2.0",
-        "data": {
-            "name": "Wren",
-            "description": "Wren keeps the lighthouse.",
-            "personality": "calm",
-            "scenario": "",
-            "first_mes": "Welcome to the lighthouse.",
-            "mes_example": "",
-        },
-    }
-    (folder / "wren.json").write_text(json.dumps(card))
-    return "wren"

@@ -27,8 +27,9 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine.errors import StreamInterruptedError
 from kotonia_tui.engine.server_engine import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
+from tests.cards import write_short_card
 
-from .conftest import CHAPTER, server_profile, server_settings, write_short_card
+from .conftest import CHAPTER, server_profile, server_settings
 
 
 @pytest.fixture
