@@ -52,8 +52,9 @@ METHOD = [
     "replay: each user message is planned by Prompter.prepare as in ChatService.send; the "
     "conversation's own replies are stored, none is generated",
     "folds: fold_delay_s 0 and the replay waits for the worker after every user turn, so a "
-    "chapter lands before the next turn; a failed fold is retried at once (live: 30 s, 2 min, "
-    "...) up to the worker's attempt limit",
+    "chapter lands before the next turn; a failed fold is retried after the worker's backoff "
+    "(30 s, 2 min, 10 min, ...) on a virtual clock of 30 s per user turn, up to its attempt "
+    "limit",
     "ranges: each queued chapter job ends a range; the messages after the last one are the "
     "newest range (the verbatim tail)",
     "questions: dataset questions go to the range of their newest evidence message, at most "

@@ -9,8 +9,9 @@ major GCs. No replies are generated: the conversation's own replies are stored a
 Two things differ from a live session, on purpose:
 - the fold delay is 0 and the replay waits for the worker to go idle after every user turn,
   so a chapter lands before the next turn (live, it lands a few turns later);
-- a failed fold is retried at once (live, after 30 s, 2 min, ...): replayed turns take
-  milliseconds, so waiting for the real backoff would only make runs depend on the clock.
+- a failed fold is retried after its backoff on a virtual clock that advances 30 s per user
+  turn (`RetryClock`), not the wall clock: the same number of turns pass between attempts
+  as in a live session, whatever the machine's speed.
 
 The ranges are the policy's fold points: each queued chapter job ends a range; the messages
 after the last one (the verbatim tail) are the newest range.
@@ -22,11 +23,13 @@ import logging
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup, write_json_card
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.fold_worker import RETRY_BACKOFF_S
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import PreparedTurn
 from kotonia_tui.chat.service import ChatService
@@ -48,7 +51,9 @@ from kotonia_tui.store import Store
 
 log = logging.getLogger(__name__)
 
-MAX_SETTLE_ROUNDS = 12  # folds retried at once: MAX_ATTEMPTS in the worker ends them anyway
+MAX_SETTLE_ROUNDS = 12  # a fold and the jobs it enqueues (remainders, a major GC) in one turn
+# Virtual time per user turn for the retry backoff: about one message every half minute.
+TURN_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ async def replay(
     *,
     card: CharacterCard | None = None,
     workdir: Path | None = None,
+    turn_seconds: float = TURN_SECONDS,
 ) -> Replay:
     """Feed the conversation through a fresh store and the real fold policy."""
     tmp = None
@@ -176,6 +182,7 @@ async def replay(
     boundaries: list[int] = []
     forced: list[int] = []
     applied = 0
+    clock = RetryClock(turn_seconds)
     try:
         for item in conv.messages:
             listener = setup.display_name if item.role is Role.USER else persona.name
@@ -193,6 +200,7 @@ async def replay(
             to_source[message.id] = item.id
             if item.role is not Role.USER:
                 continue
+            clock.tick()
             # One user turn, planned exactly as ChatService.send plans it.
             prepared = service.prompter.prepare(conv_id, card, setup, persona)
             if prepared.plan.apply_landed:
@@ -211,8 +219,8 @@ async def replay(
                     }
                 )
                 service.worker.wake()
-            await _settle(service, conv_id)
-        await _settle(service, conv_id)
+            await _settle(service, conv_id, clock)
+        await _settle(service, conv_id, clock)
         final = service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
     except BaseException:
         await service.worker.stop()
@@ -242,21 +250,65 @@ async def replay(
     )
 
 
-async def _settle(service: ChatService, conv_id: int) -> None:
-    """Wait until no fold is due; a failed fold waiting for its retry is made due now."""
+class RetryClock:
+    """Fold retries on a virtual clock that advances a fixed time per user turn.
+
+    Live, a failed fold is retried after 30 s, 2 min, 10 min, ... of wall-clock time while
+    the user keeps talking. A replay takes milliseconds (or, on a slow model, minutes) per
+    turn, so the real clock would make runs depend on the machine. Instead a failed job is
+    parked far in the future and pulled back when the virtual time (`turn_seconds` per user
+    turn) reaches its backoff: the same number of turns pass between attempts as live.
+    """
+
+    PARK = timedelta(days=365)
+
+    def __init__(self, turn_seconds: float) -> None:
+        self.turn_seconds = turn_seconds
+        self.now = 0.0
+        self.due: dict[int, float] = {}  # job id -> virtual time of its next attempt
+        self.seen: dict[int, int] = {}  # job id -> attempts already scheduled
+
+    def tick(self) -> None:
+        self.now += self.turn_seconds
+
+    def park_failures(self, store: Store, conv_id: int) -> None:
+        """Jobs that just failed (pending again, attempts > 0): schedule them virtually."""
+        for job in store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING,)):
+            assert job.id is not None
+            if job.attempts == 0 or self.seen.get(job.id) == job.attempts:
+                continue
+            self.seen[job.id] = job.attempts
+            backoff = RETRY_BACKOFF_S[min(job.attempts, len(RETRY_BACKOFF_S)) - 1]
+            self.due[job.id] = self.now + backoff
+            store.fail_fold(job.id, job.last_error or "failed", utcnow() + self.PARK)
+
+    def release_due(self, store: Store, conv_id: int) -> bool:
+        released = False
+        for job in store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING,)):
+            assert job.id is not None
+            if job.id in self.due and self.due[job.id] <= self.now:
+                del self.due[job.id]
+                store.fail_fold(job.id, job.last_error or "failed", utcnow())
+                released = True
+        return released
+
+
+async def _settle(service: ChatService, conv_id: int, clock: RetryClock) -> None:
+    """Run every fold that is due now; park the ones that fail until their virtual retry."""
     store = service.store
+    if clock.release_due(store, conv_id):
+        service.worker.wake()
     for _ in range(MAX_SETTLE_ROUNDS):
-        if not store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)):
+        due_now = [
+            job
+            for job in store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+            if job.id not in clock.due
+        ]
+        if not due_now:
             return
         await service.worker.wait_idle()
-        pending = store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING,))
-        if not pending:
-            return
-        for job in pending:
-            assert job.id is not None
-            store.fail_fold(job.id, job.last_error or "retried at once by the evaluation", utcnow())
-        service.worker.wake()
-    log.warning("conversation %s: folds still pending after %s rounds", conv_id, MAX_SETTLE_ROUNDS)
+        clock.park_failures(store, conv_id)
+    log.warning("conversation %s: folds still due after %s rounds", conv_id, MAX_SETTLE_ROUNDS)
 
 
 def _ranges(
