@@ -42,6 +42,7 @@ from kotonia_tui.engine import (
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
+    CHRONICLER_STOPS,
     chapter_prompt,
     is_refusal,
     parse_chapter,
@@ -255,6 +256,7 @@ class FoldWorker:
             priority=Priority.BACKGROUND,
             reply_name=CHRONICLER,
             user_name="Story",
+            extra_stops=CHRONICLER_STOPS,
         )
         # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
         # left after the prompt.

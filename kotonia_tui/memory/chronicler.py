@@ -18,6 +18,9 @@ from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
 from kotonia_tui.memory.segments import parse_segments
 
 CHRONICLER = "Chronicler"
+# Where a chronicler's text ends even if the model does not stop by itself: a base model
+# (the transcript format) goes on to copy more source lines ("[#12] ...") or a new speaker.
+CHRONICLER_STOPS = ("\n[#", "\nStory:", "\nChronicler:")
 
 CHAPTER_INSTRUCTIONS = """\
 You are the chronicler of the story between {char} and {user}. You keep the record that lets \
