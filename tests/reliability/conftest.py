@@ -19,30 +19,16 @@ from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
 from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.store import Store
+from tests.cards import SHORT_CARD_KEY, write_short_card
 
-CARD_KEY = "wren"
+CARD_KEY = SHORT_CARD_KEY
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
 REFUSAL = "I'm sorry, but I can't help with that."
 
 
 def write_card() -> str:
     """A small card in the user's folder (the tiny tokenizer makes long setups expensive)."""
-    folder = app_dirs().user_characters
-    folder.mkdir(parents=True, exist_ok=True)
-    card = {
-        "spec": "chara_card_v2",
-        "spec_version": "2.0",
-        "data": {
-            "name": "Wren",
-            "description": "Wren keeps the lighthouse.",
-            "personality": "calm",
-            "scenario": "",
-            "first_mes": "Welcome to the lighthouse.",
-            "mes_example": "",
-        },
-    }
-    (folder / f"{CARD_KEY}.json").write_text(json.dumps(card), encoding="utf-8")
-    return CARD_KEY
+    return write_short_card()
 
 
 def profile_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
