@@ -123,7 +123,13 @@ def generational(replay: Replay, engine: Engine) -> ArmPrompt:
     )
 
 
-async def rolling(replay: Replay, engine: Engine, *, max_output: int) -> ArmPrompt:
+async def rolling(
+    replay: Replay,
+    engine: Engine,
+    *,
+    max_output: int,
+    progress: Callable[[str], None] | None = None,
+) -> ArmPrompt:
     """One summary, rewritten at every fold point of the generational replay."""
     prompter = replay.service.prompter
     budget = prompter.budgets.chapter_source
@@ -145,6 +151,9 @@ async def rolling(replay: Replay, engine: Engine, *, max_output: int) -> ArmProm
             part = [m for m in source if first <= (m.id or 0) <= last]
             text, used = await _rewrite(engine, summary, part, char, user, max_output)
             calls += used
+            if progress is not None:
+                state = "rewritten" if text else "no usable rewrite"
+                progress(f"rolling: messages #{first}-#{last} {state} ({used} calls)")
             if text is None:
                 failures.append(f"messages #{first}-#{last}: no usable rewrite; kept the previous")
                 continue

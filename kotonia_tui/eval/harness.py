@@ -231,6 +231,7 @@ async def _one_run(
                     replayed,
                     meter,  # type: ignore[arg-type]
                     max_output=replayed.service.worker.max_output,
+                    progress=progress,
                 )
                 arm.build_seconds = meter.stats(arm_mark).seconds
             elif name == "truncation":

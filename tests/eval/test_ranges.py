@@ -88,3 +88,44 @@ async def test_replay_ranges_follow_the_policy(eval_settings_for):
             await replayed.close()
     finally:
         engine.close()
+
+
+def test_retry_clock_follows_the_backoff_in_user_turns(tmp_path):
+    from datetime import timedelta
+
+    from kotonia_tui.chat.fold_worker import RETRY_BACKOFF_S
+    from kotonia_tui.domain import Conversation, FoldJob, FoldKind, utcnow
+    from kotonia_tui.eval.replay import RetryClock
+    from kotonia_tui.store import Store
+
+    with Store.open(tmp_path / "clock.sqlite3") as store:
+        conv = store.create_conversation(
+            Conversation(character_key="b", character_name="B", persona_name="A")
+        )
+        job = store.enqueue_fold(
+            FoldJob(
+                conversation_id=conv.id,
+                kind=FoldKind.CHAPTER,
+                first_message_id=1,
+                last_message_id=5,
+            )
+        )
+        claimed = store.claim_next_fold(utcnow())
+        assert claimed is not None and claimed.attempts == 1
+        store.fail_fold(job.id, "cut", utcnow() + timedelta(seconds=30))
+
+        clock = RetryClock(turn_seconds=30.0)
+        clock.park_failures(store, conv.id)
+        parked = store.get_fold(job.id)
+        assert parked.not_before > utcnow() + timedelta(days=300)  # the wall clock cannot free it
+        turns = int(RETRY_BACKOFF_S[0] // 30)
+        for _ in range(turns - 1):
+            clock.tick()
+            assert not clock.release_due(store, conv.id)
+        clock.tick()
+        assert clock.release_due(store, conv.id)
+        assert store.claim_next_fold(utcnow()) is not None  # due now
+        # Parking the same attempt twice does nothing; a second failure waits longer.
+        store.fail_fold(job.id, "cut again", utcnow())
+        clock.park_failures(store, conv.id)
+        assert clock.due[job.id] == clock.now + RETRY_BACKOFF_S[1]
