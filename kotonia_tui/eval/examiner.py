@@ -128,13 +128,29 @@ def clean_answer(text: str) -> str:
     return text.strip().splitlines()[0].strip() if text.strip() else ""
 
 
+# Worked examples before the real case: a base model (no chat template) follows a pattern far
+# better than an instruction, and an instruct model loses nothing by them. They are about
+# nothing in any story, so they cannot leak an answer.
+JUDGE_EXAMPLES = (
+    ("What colour was the boat?", "red", "It was painted red.", "yes"),
+    ("Who wrote the letter?", "her brother Tom", "Her sister wrote it.", "no"),
+    ("How many days did they wait?", "three", "3 days", "yes"),
+    ("Where did she hide the key?", "under the mat", "unknown", "no"),
+)
+
+
+def _judge_case(question: str, reference: str, answer: str) -> str:
+    return f"Question: {question}\nReference answer: {reference}\nAnswer to grade: {answer}"
+
+
 def judge_request(question: str, reference: str, answer: str) -> GenerationRequest:
-    body = (
-        f"Question: {question}\nReference answer: {reference}\nAnswer to grade: {answer}\n"
-        "Does the answer state the same fact as the reference answer? Reply yes or no."
-    )
+    messages = [ChatMessage("system", JUDGE_INSTRUCTIONS)]
+    for q, ref, ans, verdict in JUDGE_EXAMPLES:
+        messages.append(ChatMessage("user", _judge_case(q, ref, ans), "Grader"))
+        messages.append(ChatMessage("assistant", verdict, JUDGE))
+    messages.append(ChatMessage("user", _judge_case(question, reference, answer), "Grader"))
     return GenerationRequest(
-        messages=(ChatMessage("system", JUDGE_INSTRUCTIONS), ChatMessage("user", body, "Grader")),
+        messages=tuple(messages),
         max_tokens=4,
         slot=Slot.FOLD,  # keeps the reader's prefix in the chat slot untouched
         priority=Priority.BACKGROUND,

@@ -32,9 +32,49 @@ _UNKNOWN = re.compile(
 )
 
 
+_UNITS = [
+    *["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"],
+    *[
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ],
+]
+_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_NUMBER_WORD = re.compile(
+    rf"\b(?:(?P<tens>{'|'.join(_TENS)})(?:[- ](?P<unit>{'|'.join(_UNITS[1:10])}))?"
+    rf"|(?P<small>{'|'.join(_UNITS)}))\b"
+)
+
+
+def _number(match: re.Match[str]) -> str:
+    if match.group("small"):
+        return str(_UNITS.index(match.group("small")))
+    value = _TENS[match.group("tens")]
+    if match.group("unit"):
+        value += _UNITS.index(match.group("unit"))
+    return str(value)
+
+
 def normalize(text: str) -> str:
-    """NFKC and lower case: the form both answers are compared in."""
-    return unicodedata.normalize("NFKC", text).casefold().strip()
+    """NFKC, lower case, English number words as digits ("forty" and "40" are one answer)."""
+    folded = unicodedata.normalize("NFKC", text).casefold().strip()
+    return _NUMBER_WORD.sub(_number, folded)
 
 
 def answer_tokens(text: str) -> list[str]:
@@ -88,18 +128,21 @@ def lexical_grade(answer: str, reference: str) -> LexicalGrade:
     return LexicalGrade(exact_match(answer, reference), round(token_f1(answer, reference), 4))
 
 
-_YES = ("yes", "correct", "true", "はい", "正しい", "是", "对", "正确", "對")
-_NO = ("no", "incorrect", "wrong", "false", "いいえ", "違う", "否", "不", "错", "錯")
-
-
 def parse_verdict(text: str) -> bool | None:
-    """A judge's yes/no from the start of its output; None when it said neither."""
-    head = normalize(text).lstrip(" \t\n*\"'「『:：-")
-    # "no" before "yes" would misread "not correct"; check the negatives first.
-    for word in _NO:
-        if head.startswith(word) and not head.startswith(("note",)):
+    """A judge's yes/no: the first verdict word in its (short) output; None when there is none.
+
+    Small models wrap the word ("The answer is: yes"), so the whole output is searched, word
+    by word; a negative checked first would misread "not correct" as "correct".
+    """
+    head = normalize(text)
+    for match in re.finditer(r"[a-z]+|[^\sa-z0-9]+", head):
+        word = match.group(0)
+        if word in ("not", "incorrect", "wrong", "false", "no") or word.startswith(_NO_CJK):
             return False
-    for word in _YES:
-        if head.startswith(word):
+        if word in ("yes", "correct", "true", "right") or word.startswith(_YES_CJK):
             return True
     return None
+
+
+_YES_CJK = ("はい", "正しい", "是", "对", "正确", "對")
+_NO_CJK = ("いいえ", "違う", "否", "不", "错", "錯")

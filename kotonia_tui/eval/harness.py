@@ -39,7 +39,7 @@ from kotonia_tui.eval.examiner import (
     parse_questions,
     reader_request,
 )
-from kotonia_tui.eval.grading import lexical_grade, parse_verdict, says_unknown
+from kotonia_tui.eval.grading import LexicalGrade, lexical_grade, parse_verdict, says_unknown
 from kotonia_tui.eval.meter import MeteredEngine
 from kotonia_tui.eval.replay import Range, Replay, replay
 from kotonia_tui.memory.chronicler import CHRONICLER
@@ -63,8 +63,10 @@ METHOD = [
     "same retry budget, and the generational arm's final verbatim window",
     "truncation: the newest messages within the generational prompt's memory + verbatim tokens",
     "full: the whole conversation; a wider load of the same model when it does not fit",
-    "grading: recall is the judge's yes; an empty or 'unknown' answer is wrong without a call; "
-    "exact match and token F1 (character-level for CJK) for short references",
+    "grading: correct when the answer states a short reference (exact match after "
+    "normalisation) or the judge (few-shot) says yes, but a yes for a short reference with no "
+    "token in common is overruled; an empty or 'unknown' answer is wrong without a call; "
+    "judge_only_recall and token F1 (character-level for CJK) are reported beside it",
     "sampling: the chronicler at the profile's temperature; examiner, reader and judge greedy",
 ]
 
@@ -95,6 +97,7 @@ class Graded:
     correct: bool = False
     exact: bool | None = None
     f1: float | None = None
+    judge_text: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +108,7 @@ class Graded:
             "reference": self.question.answer,
             "answer": self.answer,
             "judge": self.verdict,
+            "judge_output": self.judge_text,
             "correct": self.correct,
             "exact": self.exact,
             "f1": self.f1,
@@ -401,8 +405,9 @@ async def _answer_arm(
         result = await meter.generate(
             judge_request(item.question.question, item.question.answer, item.answer)
         )
+        item.judge_text = result.text.strip()
         item.verdict = parse_verdict(result.text)
-        item.correct = item.verdict is True
+        item.correct = combine(item.verdict, lexical)
     judge_stats = meter.stats(judge_mark).as_dict()
     curve = recall_curve(graded, len(replayed.ranges))
     f1s = [g.f1 for g in graded if g.f1 is not None]
@@ -411,6 +416,7 @@ async def _answer_arm(
         **base,
         "recall_by_range": curve,
         "mean_recall": _mean([g.correct for g in graded]),
+        "judge_only_recall": _mean([g.verdict is True for g in graded]),
         "mean_f1": _mean(f1s),
         "exact_match": _mean(exact),
         "questions_asked": len(graded),
@@ -418,6 +424,17 @@ async def _answer_arm(
         "judge_calls": judge_stats,
         "questions": [g.as_dict() for g in graded],
     }
+
+
+def combine(verdict: bool | None, lexical: LexicalGrade) -> bool:
+    """The grade: the reference stated in the answer, or the judge's yes, except that a yes
+    for a short reference with no token in common is overruled (small judges say yes to
+    almost anything; "14" is not "twenty" whatever the judge says)."""
+    if lexical.exact:
+        return True
+    if verdict is not True:
+        return False
+    return lexical.f1 is None or lexical.f1 > 0
 
 
 def _mean(values: Sequence[float | bool]) -> float | None:

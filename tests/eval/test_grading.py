@@ -22,7 +22,7 @@ from kotonia_tui.eval.replay import Range
 
 def test_english_normalisation_drops_case_punctuation_and_articles():
     assert answer_tokens("The  Albatross!") == ["albatross"]
-    assert answer_tokens("Ninety-one steps.") == ["ninety", "one", "steps"]
+    assert answer_tokens("Ninety-one steps.") == ["91", "steps"]
     assert exact_match("the Albatross", "Albatross")
     assert exact_match("It was Tomas, his brother.", "Tomas")
     assert not exact_match("Thomas", "Tomas")
@@ -141,3 +141,32 @@ def test_recall_curve_and_spread():
     assert recall_curve(graded, 3) == [0.5, None, 1.0]
     assert _spread([0.2, 0.4, 0.9]) == {"min": 0.2, "mean": 0.5, "max": 0.9}
     assert _spread([]) is None
+
+
+def test_english_number_words_match_digits():
+    assert answer_tokens("ninety-one steps") == ["91", "steps"]
+    assert exact_match("40 yards.", "forty yards")
+    assert exact_match("Fourteen feet loaded", "14 feet")
+    assert token_f1("twenty", "20") == 1.0
+    assert not exact_match("14.", "twenty")
+
+
+def test_combined_grade_overrules_a_yes_with_nothing_in_common():
+    from kotonia_tui.eval.grading import LexicalGrade
+    from kotonia_tui.eval.harness import combine
+
+    assert combine(None, lexical_grade("It was the Margery", "the Margery"))  # exact: no judge
+    assert not combine(True, lexical_grade("14.", "twenty"))  # a yes for nothing in common
+    assert combine(True, lexical_grade("a cook", "the cook on the steamer"))  # shares a token
+    assert not combine(False, lexical_grade("a cook", "the cook on the steamer"))
+    assert combine(True, LexicalGrade(None, None))  # a long reference: the judge decides
+    assert not combine(None, LexicalGrade(None, None))
+
+
+def test_judge_prompt_has_worked_examples():
+    from kotonia_tui.eval.examiner import JUDGE, JUDGE_EXAMPLES, judge_request
+
+    request = judge_request("Q?", "ref", "ans")
+    verdicts = [m.content for m in request.messages if m.name == JUDGE]
+    assert verdicts == [example[3] for example in JUDGE_EXAMPLES]
+    assert request.messages[-1].content.endswith("Answer to grade: ans")
