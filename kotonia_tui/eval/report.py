@@ -47,17 +47,20 @@ def table(report: dict[str, Any]) -> str:
         f"({sum(1 for r in ranges if r['folded'])} fold points), {len(runs)} run(s)"
     )
     lines.append(f"ranges (message ids, oldest first): {spans}")
-    head = ["arm", "recall", "F1", "memory tok", "prompt tok", "calls", "time s"]
+    head = ["arm", "recall", "exact", "F1", "judge yes", "memory tok", "prompt tok", "calls"]
+    head.append("time s")
     rows = [head]
     for name, row in report["summary"].items():
         if row.get("status") != "ok":
-            rows.append([name, "skipped", "", "", "", "", ""])
+            rows.append([name, "skipped", *[""] * (len(head) - 2)])
             continue
         rows.append(
             [
                 name,
                 _spread(row["mean_recall"]),
+                _spread(row.get("exact_match")),
                 _spread(row["mean_f1"]),
+                _spread(row.get("judge_only_recall")),
                 _spread(row["memory_tokens"], 0),
                 _spread(row["prompt_tokens"], 0),
                 _spread(row["calls"], 0),
