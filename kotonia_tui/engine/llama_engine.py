@@ -170,7 +170,7 @@ class LlamaEngine:
             model_key=f"{self._model_path.name}:{stat.st_size}",
             mmproj_path=profile.mmproj_path,
             n_ctx=n_ctx,
-            n_ctx_train=int(llama.n_ctx_train()) if hasattr(llama, "n_ctx_train") else n_ctx,
+            n_ctx_train=int(llama._model.n_ctx_train()),
             fold_n_ctx=fold_ctx,
             n_gpu_layers=n_gpu_layers,
             gpu_offload=gpu,
