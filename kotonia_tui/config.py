@@ -107,6 +107,10 @@ class ModelProfile(BaseModel):
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.1, ge=0.0)
     seed: int | None = None
+    # The words a chapter and a synopsis begin with, written into the prompt for the model to
+    # go on from. A base model given a transcript of source lines goes on copying them; a lead
+    # puts it into prose. Empty for chat models (their template makes them answer).
+    chronicler_lead: str = ""
 
     @field_validator("model_path", "mmproj_path", mode="after")
     @classmethod
@@ -123,6 +127,7 @@ def builtin_profiles() -> dict[str, ModelProfile]:
             n_ctx=8192,
             prompt_format=PromptFormat.TRANSCRIPT,
             reply_max_tokens=256,
+            chronicler_lead="In this part of the story,",
         ),
         "glm-4.6v-flash": ModelProfile(
             description="GLM-4.6V-Flash with its vision projector, 64k context, thinking off",

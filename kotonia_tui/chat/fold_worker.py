@@ -42,12 +42,13 @@ from kotonia_tui.engine import (
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
-    CHRONICLER_STOPS,
     chapter_prompt,
+    chronicler_stops,
     is_refusal,
     parse_chapter,
     render_source,
     synopsis_prompt,
+    with_lead,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
 from kotonia_tui.store import Store, StoreError
@@ -249,6 +250,8 @@ class FoldWorker:
 
     async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
         """Run the chronicler; a refusal is retried once and never returned."""
+        profile = self.engine.profile
+        lead = profile.chronicler_lead.strip()
         request = GenerationRequest(
             messages=messages,
             max_tokens=self.max_output,
@@ -256,7 +259,8 @@ class FoldWorker:
             priority=Priority.BACKGROUND,
             reply_name=CHRONICLER,
             user_name="Story",
-            extra_stops=CHRONICLER_STOPS,
+            extra_stops=chronicler_stops(profile.prompt_format),
+            prefill=lead,
         )
         # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
         # left after the prompt.
@@ -271,7 +275,7 @@ class FoldWorker:
             started = time.monotonic()
             result = await self.engine.generate(request)
             elapsed_ms = (time.monotonic() - started) * 1000
-            text = result.text.strip()
+            text = with_lead(lead, result.text)
             if result.finish_reason is FinishReason.LENGTH:
                 raise FoldFailed(
                     f"the {what} hit the output cap ({request.max_tokens} tokens) and was cut; "

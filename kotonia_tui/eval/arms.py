@@ -36,8 +36,10 @@ from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import (
     CHAPTER_INSTRUCTIONS,
     CHRONICLER,
+    chronicler_stops,
     is_refusal,
     render_source,
+    with_lead,
 )
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
@@ -203,6 +205,8 @@ async def _rewrite(
         priority=Priority.BACKGROUND,
         reply_name=CHRONICLER,
         user_name="Story",
+        extra_stops=chronicler_stops(engine.profile.prompt_format),
+        prefill=engine.profile.chronicler_lead.strip(),
     )
     # As the fold worker does: the cap is what the fold context has left after the prompt.
     room = engine.info.fold_n_ctx - engine.prompt_cells(request)
@@ -215,7 +219,7 @@ async def _rewrite(
     for _attempt in range(MAX_ATTEMPTS):
         result = await engine.generate(request)
         calls += 1
-        text = result.text.strip()
+        text = with_lead(engine.profile.chronicler_lead, result.text)
         if result.finish_reason is FinishReason.LENGTH or not text or is_refusal(text):
             continue
         return text, calls

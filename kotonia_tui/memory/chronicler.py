@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui.config import PromptFormat
 from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
 from kotonia_tui.memory.segments import parse_segments
 
@@ -21,6 +22,27 @@ CHRONICLER = "Chronicler"
 # Where a chronicler's text ends even if the model does not stop by itself: a base model
 # (the transcript format) goes on to copy more source lines ("[#12] ...") or a new speaker.
 CHRONICLER_STOPS = ("\n[#", "\nStory:", "\nChronicler:")
+# In a transcript a base model's chapter is its one paragraph: after a blank line it goes on
+# to invent the next turn of the document ("Narrator: ..."), which is not part of the chapter.
+TRANSCRIPT_CHRONICLER_STOPS = (*CHRONICLER_STOPS, "\n\n")
+
+
+def chronicler_stops(prompt_format: PromptFormat) -> tuple[str, ...]:
+    """Where the chronicler's text ends, for the profile's prompt format."""
+    if prompt_format is PromptFormat.TRANSCRIPT:
+        return TRANSCRIPT_CHRONICLER_STOPS
+    return CHRONICLER_STOPS
+
+
+def with_lead(lead: str, written: str) -> str:
+    """The summary as stored: the profile's lead (the prompt's last words) and what followed.
+
+    Empty when the model wrote nothing after the lead: a lead alone is not a summary.
+    """
+    if not written.strip():
+        return ""
+    return f"{lead.strip()}{written}".strip() if lead.strip() else written.strip()
+
 
 CHAPTER_INSTRUCTIONS = """\
 You are the chronicler of the story between {char} and {user}. You keep the record that lets \

@@ -264,3 +264,29 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     applying = await narrow.send(conv.id, "And now?")
     assert (await applying.run()).error is None
     assert applying.prepared.plan.apply_landed
+
+
+async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragraph(
+    make_service, scripted_model
+):
+    # The scripted model writes one paragraph, a blank line, then invents the next turn of the
+    # transcript, as Gemma 3 270M (the embedded base model) does.
+    script = " Ann asked Wren about the lamps.\n\nNarrator: And then Wren lit them."
+    key = write_short_card()
+    service = await make_service(
+        settings_for(
+            scripted_model(script),
+            prompt_format="transcript",
+            chronicler_lead="In this part of the story,",
+        )
+    )
+    events = []
+    service.subscribe(events.append)
+    conv = service.new_conversation(service.library.get(key))
+    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    await service.worker.wait_settled(conv.id)
+    chapters = service.store.chapters(conv.id)
+    assert chapters
+    lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
+    assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]

@@ -1,0 +1,66 @@
+"""A fold on the real embedded default model (Gemma 3 270M, a base model).
+
+Left to itself a base model given the chronicler's transcript copies the source lines, so its
+chapter came out empty and every fold failed; the profile's lead and the paragraph stop are what
+make it write a chapter. This runs the real fold worker on the real model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kotonia_tui.chat.events import FoldProgress
+from kotonia_tui.config import load_settings
+from kotonia_tui.domain import Message, Role
+from tests.cards import write_short_card
+
+pytestmark = pytest.mark.default_model
+
+STORY = (
+    ("I shake the snow off my coat and thank you for the tea.", "Wren pours a second cup."),
+    ("How long have you kept this lighthouse?", '"Twenty winters," Wren says.'),
+    ("My name is Ann, and I came looking for my brother.", '"Which ship?" Wren asks.'),
+    ("He sailed on the Grey Heron.", "Wren goes quiet and looks at a brass compass."),
+    ("Whose compass is that?", '"A sailor left it here last spring," Wren says.'),
+    ("I promise to stay until the storm is over.", "Wren nods and adds oil to the lamp."),
+)
+
+
+async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_source(
+    make_service,
+):
+    default = load_settings().active_profile()
+    profile = default.model_copy(
+        update={"temperature": 0.0, "seed": 1, "n_ctx": 2048, "reply_max_tokens": 32}
+    )
+    settings = load_settings(
+        profile="gemma",
+        profiles={"gemma": profile},
+        fold_delay_s=0.0,
+        summary_max_tokens=256,
+        prewarm_after_fold=False,
+    )
+    key = write_short_card()
+    service = await make_service(settings)
+    events = []
+    service.subscribe(events.append)
+    conv = service.new_conversation(service.library.get(key))
+    backlog = []
+    for _round in range(7):  # enough stored story to cross the fold trigger at once
+        for line, reply in STORY:
+            backlog.append(Message(role=Role.USER, speaker="Ann", text=line))
+            backlog.append(Message(role=Role.CHARACTER, speaker="Wren", text=reply))
+    service.store.add_messages(conv.id, backlog)
+
+    turn = await service.send(conv.id, "Is the storm getting worse?")
+    assert (await turn.run()).error is None
+    assert turn.prepared.queued is not None or turn.prepared.plan.forced_cut_through
+    await service.worker.wait_settled(conv.id)
+
+    failed = [e.detail for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    chapters = service.store.chapters(conv.id)
+    assert chapters, f"no chapter landed; failures: {failed}"
+    for chapter in chapters:
+        assert chapter.text.startswith("In this part of the story,")
+        assert len(chapter.text) > len("In this part of the story,") + 10
+        assert "[#" not in chapter.text  # not the source lines copied back
