@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import io
-import struct
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
-
+from kotonia_tui.image_files import UnusableImage, check_image_bytes
 from kotonia_tui.store import Store
 
-ACCEPTED = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 MAX_BYTES = 40 * 1024 * 1024
-MAX_PIXELS = 50_000_000
 
 
 class AttachmentError(ValueError):
@@ -40,31 +35,10 @@ def read_image(path: Path) -> tuple[bytes, str, int, int]:
 
 def check_image(data: bytes, name: str) -> tuple[bytes, str, int, int]:
     try:
-        with Image.open(io.BytesIO(data)) as picture:
-            kind = picture.format or ""
-            width, height = picture.size
-            if kind not in ACCEPTED:
-                raise AttachmentError(
-                    f"{name}: {kind or 'unknown'} images are not supported (PNG, JPEG or WebP)"
-                )
-            if width * height > MAX_PIXELS:
-                raise AttachmentError(f"{name}: {width}x{height} is too large")
-            picture.verify()
-    except AttachmentError:
-        raise
-    # Pillow reports a broken file as SyntaxError ("broken PNG file"), struct.error or
-    # EOFError as well as OSError: all of them mean the same thing here.
-    except (
-        UnidentifiedImageError,
-        OSError,
-        ValueError,
-        SyntaxError,
-        EOFError,
-        struct.error,
-        Image.DecompressionBombError,
-    ) as exc:
-        raise AttachmentError(f"{name}: not a readable image ({exc})") from exc
-    return data, ACCEPTED[kind], width, height
+        facts = check_image_bytes(data)
+    except UnusableImage as exc:
+        raise AttachmentError(f"{name}: {exc}") from exc
+    return data, facts.mime, facts.width, facts.height
 
 
 def store_image(store: Store, path: Path) -> str:

@@ -10,8 +10,6 @@ encode only new images. Budgets count an image's KV cells (`n_tokens`), not its 
 from __future__ import annotations
 
 import ctypes
-import io
-import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,15 +18,12 @@ from typing import Any
 
 import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
-from PIL import Image, UnidentifiedImageError
 
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.errors import ImageError, ModelFileError
 from kotonia_tui.engine.formats import MEDIA_MARKER
 from kotonia_tui.engine.types import ImageInput
-
-MAX_IMAGE_PIXELS = 50_000_000  # ~7k x 7k; beyond that decoding alone would exhaust memory
-ACCEPTED_FORMATS = {"PNG", "JPEG", "WEBP"}
+from kotonia_tui.image_files import UnusableImage, decode_rgb
 
 
 @dataclass(frozen=True)
@@ -47,34 +42,9 @@ PromptItem = int | ImageItem
 def decode_image(image: ImageInput) -> tuple[int, int, bytes]:
     """Validate and decode an image to RGB; a clear ImageError for anything unusable."""
     try:
-        with Image.open(io.BytesIO(image.data)) as picture:
-            if picture.format not in ACCEPTED_FORMATS:
-                raise ImageError(
-                    f"image {image.key[:12]}: {picture.format or 'unknown'} images are not "
-                    "supported (use PNG, JPEG or WebP)"
-                )
-            width, height = picture.size
-            if width * height > MAX_IMAGE_PIXELS:
-                raise ImageError(
-                    f"image {image.key[:12]}: {width}x{height} is too large "
-                    f"(at most {MAX_IMAGE_PIXELS:,} pixels)"
-                )
-            rgb = picture.convert("RGB")
-            return width, height, rgb.tobytes()
-    except ImageError:
-        raise
-    # Pillow reports a broken file as SyntaxError ("broken PNG file"), struct.error or
-    # EOFError as well as OSError: all of them mean the same thing here.
-    except (
-        UnidentifiedImageError,
-        OSError,
-        ValueError,
-        SyntaxError,
-        EOFError,
-        struct.error,
-        Image.DecompressionBombError,
-    ) as exc:
-        raise ImageError(f"image {image.key[:12]}: cannot be decoded: {exc}") from exc
+        return decode_rgb(image.data)
+    except UnusableImage as exc:
+        raise ImageError(f"image {image.key[:12]}: {exc}") from exc
 
 
 class Projector:
