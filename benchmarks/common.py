@@ -2,13 +2,13 @@
 
 Every benchmark runs in one temporary KOTONIA_HOME (set by `__main__` before anything opens), so
 no benchmark touches the user's config, data or model cache. The tiny GGUF writers come from
-tests/tiny_models.py (the `test` extra brings `gguf` and `numpy`; `make bench` installs it).
+tests/tiny_models.py and the settings from tests/settings.py (the `test` extra brings `gguf`
+and `numpy`; `make bench` installs it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.config import app_dirs
+from tests.settings import default_model_settings, tiny_settings
+
+__all__ = ["default_model_settings", "tiny_settings"]
 
 # A short card: the benchmarks measure the memory and the engine, not a long setup.
 CARD = {
@@ -69,42 +72,6 @@ def write_card() -> str:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{CARD_KEY}.json").write_text(json.dumps(CARD), encoding="utf-8")
     return CARD_KEY
-
-
-def default_model_settings(**values: Any) -> Settings:
-    """The embedded default model (no model_path) with greedy sampling and the given values.
-
-    `values` go to the profile when they are profile fields, to the settings otherwise.
-    """
-    profile_fields = set(ModelProfile.model_fields)
-    profile = {k: v for k, v in values.items() if k in profile_fields}
-    rest = {k: v for k, v in values.items() if k not in profile_fields}
-    profile.setdefault("temperature", 0.0)
-    profile.setdefault("seed", 7)
-    profile.setdefault("threads", os.cpu_count() or 2)
-    profile.setdefault("prompt_format", PromptFormat.TRANSCRIPT)
-    profile.setdefault("n_ctx", 2048)
-    profile.setdefault("reply_max_tokens", 40)
-    base = load_settings().all_profiles()["default"]
-    bench = base.model_copy(update=profile)
-    rest.setdefault("fold_delay_s", 0.0)
-    return load_settings(profile="bench", profiles={"bench": bench}, **rest)
-
-
-def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> Settings:
-    """Settings on a tiny test model (as tests/chat/conftest.py builds them)."""
-    profile_fields = set(ModelProfile.model_fields)
-    profile = {k: v for k, v in values.items() if k in profile_fields}
-    rest = {k: v for k, v in values.items() if k not in profile_fields}
-    profile.setdefault("n_ctx", 2048)
-    profile.setdefault("temperature", 0.0)
-    profile.setdefault("reply_max_tokens", 32)
-    profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
-    profile.setdefault("threads", 2)
-    profile.setdefault("seed", 7)
-    tiny = ModelProfile(model_path=model, mmproj_path=mmproj, **profile)
-    rest.setdefault("fold_delay_s", 0.0)
-    return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
 
 
 def rss_kib() -> int:

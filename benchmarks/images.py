@@ -49,7 +49,7 @@ def _models(folder: Path) -> tuple[Path, Path]:
 
 
 async def _kotonia(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict[str, Any]]:
-    settings = tiny_settings(model, mmproj=mmproj, reply_max_tokens=32)
+    settings = tiny_settings(model, mmproj=mmproj, n_ctx=2048, reply_max_tokens=32)
     key = write_card()
     service = await asyncio.to_thread(open_service, settings)
     await service.start()

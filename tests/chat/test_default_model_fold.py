@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from kotonia_tui.chat.events import FoldProgress
-from kotonia_tui.config import load_settings
 from kotonia_tui.domain import Message, Role
 from tests.cards import write_short_card
+from tests.settings import default_model_settings
 
 pytestmark = pytest.mark.default_model
 
@@ -29,16 +29,8 @@ STORY = (
 async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_source(
     make_service,
 ):
-    default = load_settings().active_profile()
-    profile = default.model_copy(
-        update={"temperature": 0.0, "seed": 1, "n_ctx": 2048, "reply_max_tokens": 32}
-    )
-    settings = load_settings(
-        profile="gemma",
-        profiles={"gemma": profile},
-        fold_delay_s=0.0,
-        summary_max_tokens=256,
-        prewarm_after_fold=False,
+    settings = default_model_settings(
+        seed=1, reply_max_tokens=32, summary_max_tokens=256, prewarm_after_fold=False
     )
     key = write_short_card()
     service = await make_service(settings)

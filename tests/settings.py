@@ -1,0 +1,47 @@
+"""Settings for the tests and the benchmarks: a tiny test model, or the embedded default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kotonia_tui.config import ModelProfile, PromptFormat, Settings, load_settings
+
+
+def _split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`values` that belong to the model profile, and the rest (app settings)."""
+    fields = set(ModelProfile.model_fields)
+    return (
+        {k: v for k, v in values.items() if k in fields},
+        {k: v for k, v in values.items() if k not in fields},
+    )
+
+
+def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> Settings:
+    """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
+    profile, rest = _split(values)
+    profile.setdefault("n_ctx", 8192)
+    profile.setdefault("temperature", 0.0)
+    profile.setdefault("reply_max_tokens", 32)
+    profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
+    profile.setdefault("threads", 2)
+    profile.setdefault("seed", 7)
+    tiny = ModelProfile(model_path=model, mmproj_path=mmproj, **profile)
+    rest.setdefault("fold_delay_s", 0.0)
+    return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
+
+
+def default_model_settings(**values: Any) -> Settings:
+    """The embedded default model (its shipped profile) with greedy sampling and `values`."""
+    profile, rest = _split(values)
+    profile.setdefault("temperature", 0.0)
+    profile.setdefault("seed", 7)
+    profile.setdefault("threads", os.cpu_count() or 2)
+    profile.setdefault("n_ctx", 2048)
+    profile.setdefault("reply_max_tokens", 40)
+    shipped = load_settings().all_profiles()["default"]
+    rest.setdefault("fold_delay_s", 0.0)
+    return load_settings(
+        profile="gemma", profiles={"gemma": shipped.model_copy(update=profile)}, **rest
+    )
