@@ -18,8 +18,8 @@ def _split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> Settings:
-    """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
+def tiny_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The profile fields and the app settings for a tiny model, with the tests' defaults."""
     profile, rest = _split(values)
     profile.setdefault("n_ctx", 8192)
     profile.setdefault("temperature", 0.0)
@@ -27,8 +27,14 @@ def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> 
     profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
     profile.setdefault("threads", 2)
     profile.setdefault("seed", 7)
-    tiny = ModelProfile(model_path=model, mmproj_path=mmproj, **profile)
     rest.setdefault("fold_delay_s", 0.0)
+    return profile, rest
+
+
+def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> Settings:
+    """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
+    profile, rest = tiny_values(**values)
+    tiny = ModelProfile(model_path=model, mmproj_path=mmproj, **profile)
     return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
 
 

@@ -43,12 +43,11 @@ class CallStats:
         }
 
 
-class MeteredEngine:
-    """Wraps an engine; `generate` is timed and logged (other methods pass through)."""
+class EngineWrapper:
+    """An engine that hands everything to `inner`; subclasses replace what they change."""
 
     def __init__(self, inner: Engine) -> None:
         self.inner = inner
-        self.log: list[CallRecord] = []
 
     def __getattr__(self, name: str) -> Any:
         # Everything not overridden (count_tokens, info, render, ...) is the real engine's.
@@ -71,13 +70,9 @@ class MeteredEngine:
         return self.inner.busy
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        started = time.monotonic()
-        result = await self.inner.generate(request)
-        self._record(request, result, time.monotonic() - started)
-        return result
+        return await self.inner.generate(request)
 
     def start(self, request: GenerationRequest) -> EngineCall:
-        # Streaming calls (chat turns) are not used by the evaluation; pass them through.
         return self.inner.start(request)
 
     def prewarm(self, request: GenerationRequest) -> EngineCall:
@@ -85,6 +80,21 @@ class MeteredEngine:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class MeteredEngine(EngineWrapper):
+    """Wraps an engine; `generate` is timed and logged (streaming calls pass through: the
+    evaluation does not use them)."""
+
+    def __init__(self, inner: Engine) -> None:
+        super().__init__(inner)
+        self.log: list[CallRecord] = []
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        started = time.monotonic()
+        result = await self.inner.generate(request)
+        self._record(request, result, time.monotonic() - started)
+        return result
 
     def _record(self, request: GenerationRequest, result: GenerationResult, seconds: float) -> None:
         metrics = result.metrics

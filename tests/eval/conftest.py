@@ -38,6 +38,7 @@ from kotonia_tui.eval.dataset import (
 )
 from kotonia_tui.eval.examiner import EXAMINER, JUDGE, READER_A
 from kotonia_tui.eval.grading import normalize
+from kotonia_tui.eval.meter import EngineWrapper
 from kotonia_tui.memory.chronicler import CHRONICLER
 from tests.chat.conftest import tiny_settings
 
@@ -46,33 +47,14 @@ __all__ = ["ScriptedEngine", "short_conversation", "tiny_settings"]
 _SAYS = re.compile(r"^\[#(\d+)\] (.+?) -> .+? \(says\): (.+)$", re.M)
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineWrapper):
     """A real engine whose outputs are replaced per role (see the module docstring)."""
 
     def __init__(self, inner: Engine, answers: dict[str, str], keep: int = 4) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.answers = answers  # question -> reference
         self.keep = keep
         self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def n_ctx(self) -> int:
-        return self.inner.n_ctx
-
-    @property
-    def model_key(self) -> str:
-        return self.inner.model_key
-
-    @property
-    def has_vision(self) -> bool:
-        return self.inner.has_vision
-
-    @property
-    def busy(self) -> bool:
-        return self.inner.busy
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         real = await self.inner.generate(replace(request, max_tokens=1))

@@ -16,10 +16,11 @@ import pytest
 
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.service import ChatService
-from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.store import Store
 from tests.cards import SHORT_CARD_KEY, write_short_card
+from tests.settings import tiny_settings, tiny_values
 
 CARD_KEY = SHORT_CARD_KEY
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
@@ -31,25 +32,17 @@ def write_card() -> str:
     return write_short_card()
 
 
+# Smaller than the other tests' defaults: the reliability tests run subprocesses side by side.
+RELIABILITY_DEFAULTS: dict[str, Any] = {"n_ctx": 2048, "threads": 1}
+
+
 def profile_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    profile_fields = set(ModelProfile.model_fields)
-    profile = {k: v for k, v in values.items() if k in profile_fields}
-    rest = {k: v for k, v in values.items() if k not in profile_fields}
-    profile.setdefault("n_ctx", 2048)
-    profile.setdefault("temperature", 0.0)
-    profile.setdefault("reply_max_tokens", 32)
-    profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
-    profile.setdefault("threads", 1)
-    profile.setdefault("seed", 7)
-    rest.setdefault("fold_delay_s", 0.0)
-    return profile, rest
+    return tiny_values(**{**RELIABILITY_DEFAULTS, **values})
 
 
 def settings_on(model: Path, **values: Any) -> Settings:
     """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
-    profile, rest = profile_values(**values)
-    tiny = ModelProfile(model_path=model, **profile)
-    return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
+    return tiny_settings(model, **{**RELIABILITY_DEFAULTS, **values})
 
 
 def _toml(value: Any) -> str:
