@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup, render_lore, select_entries
@@ -46,8 +46,16 @@ MAX_WINDOW_MESSAGES = 3000
 LORE_SCAN_MESSAGES = 8
 
 
+# Below this a continuation would be cut again at once: better to say so.
+MIN_CONTINUATION_TOKENS = 16
+
+
 class SetupTooLargeError(Exception):
     """The character setup alone (nearly) fills the context window."""
+
+
+class ContinuationTooLongError(Exception):
+    """The reply to continue leaves (almost) no room in the window for more."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +282,23 @@ class Prompter:
             user_name=persona.name,
             prefill=prefill,
         )
+        if prefill:
+            request = self._fit_continuation(request)
         return PreparedTurn(request, plan, new_state, verbatim, notices, fixed, queued)
+
+    def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:
+        """A continuation gets the room the window has left after the reply so far.
+
+        The budgets reserve room for one reply; a reply cut at its cap already fills it, so a
+        full reserve on top would not fit a small window.
+        """
+        room = self.engine.n_ctx - self.engine.prompt_cells(request)
+        if room < MIN_CONTINUATION_TOKENS:
+            raise ContinuationTooLongError(
+                f"the reply is too long to continue in the {self.engine.n_ctx}-token window "
+                f"({room} tokens left): regenerate it, or use a profile with a larger n_ctx"
+            )
+        return replace(request, max_tokens=min(request.max_tokens, room))
 
     def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[Message]:
         """The verbatim window: one indexed range read from where it starts, with a LIMIT.

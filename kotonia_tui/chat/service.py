@@ -30,6 +30,7 @@ from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
+    ContinuationTooLongError,
     PreparedTurn,
     Prompter,
     SetupTooLargeError,
@@ -333,7 +334,7 @@ class ChatService:
                 before_id=before_id,
                 prefill=prefill,
             )
-        except SetupTooLargeError as exc:
+        except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]

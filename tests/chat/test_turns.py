@@ -7,6 +7,7 @@ import pytest
 from kotonia_tui.chat.events import ReplyDelta, TurnDone
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import MessageStatus, Role
+from tests.cards import write_short_card
 
 from .conftest import tiny_settings
 
@@ -163,3 +164,31 @@ async def test_images_are_attached_by_hash_and_a_bad_file_is_named(
         service.attach_image(bogus)
     with pytest.raises(AttachmentError, match="no such file"):
         service.attach_image(tmp_path / "missing.png")
+
+
+async def test_continue_fits_a_long_cut_reply_into_a_small_window(
+    make_service, tiny_noeos_model_path
+):
+    # A reply cut at its cap, in a window where prompt + that reply + a full reply reserve no
+    # longer fit: the continuation gets the room that is left instead of failing.
+    key = write_short_card()
+    service = await make_service(
+        tiny_settings(tiny_noeos_model_path, n_ctx=1024, reply_max_tokens=400)
+    )
+    _, conv = await new_chat(service, key)
+    for line in ("Tell me about the lamps.", "And the storm?"):
+        first = await (await service.send(conv.id, line)).run()
+        assert first.error is None and first.cut
+    turn = await service.continue_reply(conv.id)
+    done = await turn.run()
+    assert done.error is None
+    assert done.reply.id == first.reply.id
+    assert done.reply.text.startswith(first.reply.text)
+    assert len(done.reply.text) > len(first.reply.text)
+    assert turn.prepared.request.max_tokens < 400  # the room left, not the whole reserve
+    # Continued until the window is full: then a clear error, and the reply stays as it was.
+    reply = done.reply
+    with pytest.raises(ChatError, match=r"too long to continue in the 1024-token window"):
+        for _ in range(6):
+            reply = (await (await service.continue_reply(conv.id)).run()).reply
+    assert service.store.get_message(reply.id).text == reply.text
