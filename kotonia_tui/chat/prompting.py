@@ -215,6 +215,10 @@ class Prompter:
                 }
             )
             notices.append("the memory was folded: this turn carries the new chapters")
+            cut_before = new_state.forced_cut_through_id
+            if cut_before is not None and covered >= cut_before:
+                # What left the prompt at the ceiling is in the memory again.
+                new_state = new_state.model_copy(update={"forced_cut_through_id": None})
         if plan.forced_cut_through is not None:
             new_state = new_state.model_copy(
                 update={"forced_cut_through_id": plan.forced_cut_through}

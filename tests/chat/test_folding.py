@@ -154,6 +154,12 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     await service.worker.wait_settled(conv.id)
     chapters = service.store.chapters(conv.id)
     assert chapters and chapters[0].first_message_id <= cut <= chapters[-1].last_message_id
+    assert service.memory_view(conv.id).forced_cut_through_id == cut  # still out of the prompt
+    # The turn that applies them brings the cut messages back (as memory): no warning is left.
+    applying = await service.send(conv.id, "And then?")
+    assert (await applying.run()).error is None
+    assert applying.prepared.plan.apply_landed
+    assert service.memory_view(conv.id).forced_cut_through_id is None
 
 
 async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_service, scripted_model):
