@@ -137,9 +137,10 @@ async def _interactive(
     service: ChatService, conv_id: int, name: str, images: list[str], args: argparse.Namespace
 ) -> None:
     print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
+    user = service.persona_of(service.store.get_conversation(conv_id)).name
     while True:
         try:
-            text = await asyncio.to_thread(input, f"{service.persona.name}: ")
+            text = await asyncio.to_thread(input, f"{user}: ")
         except EOFError:
             print(file=sys.stderr)
             return

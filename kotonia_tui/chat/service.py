@@ -228,8 +228,15 @@ class ChatService:
     def cards(self) -> list[CharacterCard]:
         return list(self.library.cards)
 
-    def setup_for(self, card: CharacterCard) -> CharacterSetup:
-        return self.library.setup(card, self.persona)
+    def setup_for(self, card: CharacterCard, persona: Persona | None = None) -> CharacterSetup:
+        return self.library.setup(card, persona or self.persona)
+
+    def persona_of(self, conv: Conversation) -> Persona:
+        """Who the user plays in this conversation: the persona it was started (or imported)
+        with, so a chat imported as "Ann" goes on as Ann whatever the settings say now."""
+        if not conv.persona_name:
+            return self.persona
+        return Persona(name=conv.persona_name, description=conv.persona_description)
 
     def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
         conv = self.store.get_conversation(conv_id)
@@ -304,8 +311,9 @@ class ChatService:
         try:
             conv = self.store.get_conversation(conv_id)
             card = self._card(conv)
+            persona = self.persona_of(conv)
             prepared = self.prompter.prepare(
-                conv_id, card, self.setup_for(card), self.persona, dry_run=True
+                conv_id, card, self.setup_for(card, persona), persona, dry_run=True
             )
             if not prepared.plan.apply_landed:
                 return
@@ -323,14 +331,15 @@ class ChatService:
         self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
     ) -> tuple[CharacterSetup, PreparedTurn]:
         card = self._card(conv)
-        setup = self.setup_for(card)
+        persona = self.persona_of(conv)
+        setup = self.setup_for(card, persona)
         self._active_conv = conv.id
         try:
             prepared = self.prompter.prepare(
                 conv.id,  # type: ignore[arg-type]
                 card,
                 setup,
-                self.persona,
+                persona,
                 before_id=before_id,
                 prefill=prefill,
             )
@@ -348,16 +357,15 @@ class ChatService:
         if not text.strip() and not images:
             raise ChatError("an empty message was not sent")
         conv = self.store.get_conversation(conv_id)
+        user_name = self.persona_of(conv).name
         user = self.store.add_message(
             Message(
                 conversation_id=conv_id,
                 role=Role.USER,
-                speaker=self.persona.name,
+                speaker=user_name,
                 text=text,
                 images=list(images),
-                segments=parse_segments(
-                    text, speaker=self.persona.name, listener=conv.character_name
-                ),
+                segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
         setup, prepared = self._prepare(conv)
@@ -397,7 +405,7 @@ class ChatService:
         if error is not None:
             status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
         speaker = turn.setup.display_name
-        listener = self.persona.name
+        listener = self.persona_of(conv).name
         reply: Message | None = None
         if turn.kind == TurnKind.CONTINUE and turn.target is not None:
             joined = f"{turn.target.text}{'' if not result.text else ' ' + result.text}".strip()

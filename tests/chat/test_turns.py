@@ -192,3 +192,27 @@ async def test_continue_fits_a_long_cut_reply_into_a_small_window(
         for _ in range(6):
             reply = (await (await service.continue_reply(conv.id)).run()).reply
     assert service.store.get_message(reply.id).text == reply.text
+
+
+async def test_an_imported_chat_goes_on_as_the_persona_it_was_written_with(
+    make_service, tiny_model_path
+):
+    from kotonia_tui.domain import Conversation, Message
+
+    key = write_short_card()
+    service = await make_service(tiny_settings(tiny_model_path))  # settings persona: "User"
+    card = service.library.get(key)
+    service.store.upsert_character(card.key, card.name, card.card_hash, "")
+    conv = service.store.import_conversation(
+        Conversation(character_key=card.key, character_name=card.name, persona_name="Ann"),
+        [
+            Message(role=Role.USER, speaker="Ann", text="I came for my brother Tom."),
+            Message(role=Role.CHARACTER, speaker=card.name, text='"Tom? I knew him."'),
+        ],
+    )
+    turn = await service.send(conv.id, "Where is he now?")
+    assert (await turn.run()).error is None
+    assert service.store.get_message(turn.user_message.id).speaker == "Ann"
+    prompt = service.engine.render(turn.prepared.request).text
+    assert "User" not in prompt  # neither the setup's {{user}} nor a speaker label
+    assert prompt.count("Ann") >= 2
