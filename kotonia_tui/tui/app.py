@@ -8,6 +8,7 @@ events arrive on the asyncio loop and are posted as Textual messages.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
@@ -53,7 +54,10 @@ class KotoniaApp(App[int]):
         Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
     ]
 
-    turn_status: reactive[str] = reactive("")
+    # A `var`, not a `reactive`: a reactive on the app repaints the whole screen when it changes,
+    # and this one changes every 16 tokens while a reply streams. Its watcher redraws the one
+    # line that shows it.
+    turn_status: var[str] = var("")
 
     def __init__(
         self,
@@ -135,10 +139,12 @@ class KotoniaApp(App[int]):
         info = service.engine.info
         vision = " · images" if service.engine.has_vision else ""
         self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
+        freeze_startup_heap()
         self.post_message(ServiceReady())
 
     async def on_unmount(self) -> None:
         await self.close_service()
+        gc.unfreeze()  # what the app froze at startup is the collector's again
 
     async def close_service(self) -> None:
         if self._service_closed:
@@ -348,6 +354,21 @@ def leave_a_core_for_the_ui(settings: Settings) -> Settings:
         return settings
     cores = os.cpu_count() or 1
     return settings.model_copy(update={"threads": max(1, cores - 1)})
+
+
+def freeze_startup_heap() -> None:
+    """Keep what startup built out of every later garbage collection.
+
+    Once the model is loaded the process holds over 100,000 objects that live as long as the app
+    (modules, pydantic models, the engine). A full collection walks every one of them: 60-130 ms
+    on a 2-core machine, on the UI thread, whenever Textual's rendering has allocated enough to
+    trigger one; a streaming reply froze for that long. `gc.freeze()` moves them to the permanent
+    generation, so a full collection walks only what was made since (measured: 15-45 ms with a
+    chat of 30 messages open). The garbage is collected first, so nothing dead is kept; the app
+    unfreezes when it ends.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def run_app(settings: Settings, *, db: Path | None = None) -> int:

@@ -2,7 +2,7 @@
 
 A turn runs in an async worker on the event loop: the engine generates on its own thread and
 hands tokens over through asyncio, so this screen only appends text (repainted at most every
-40 ms) and the UI stays responsive however long the reply is.
+50 ms) and the UI stays responsive however long the reply is.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
-    streaming: reactive[bool] = reactive(False, bindings=True)
+    # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
+    streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
 
     def __init__(self, service: ChatService, conversation: Conversation) -> None:
         super().__init__()

@@ -17,6 +17,7 @@ from textual.widgets import Button, Label, ListItem, ListView, Static
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
 from kotonia_tui.domain import FoldJob, FoldStatus
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
+from kotonia_tui.tui.widgets.repaint import update_static
 
 
 def job_label(job: FoldJob) -> str:
@@ -222,7 +223,8 @@ class InspectorPane(VerticalScroll):
             lines.append(Content.styled("landed memory: applied on the next turn", "bold $warning"))
         if not lines:
             lines.append(Content.styled("idle", "italic $text-muted"))
-        self.query_one("#folds", Static).update(Content("\n").join(lines))
+        # Called every second while a fold runs: no screen layout unless the lines change.
+        update_static(self.query_one("#folds", Static), Content("\n").join(lines))
 
     def _paint_chapters(self, view: MemoryView, now: datetime) -> None:
         chapters = [c for c in view.chapters if c.chapter.superseded_by is None]

@@ -1,16 +1,19 @@
 """One message in the chat log: a header (speaker, versions, status) and its segments.
 
+A message is one widget: the header, the segments (one per line), the images note and the status
+line are assembled into a single `Content`. Textual lays out the whole screen whenever a widget's
+height may change (every widget is arranged again, whatever moved is repainted); with one widget
+per message, not one per header, segment, images note and status, a chat of a hundred messages is
+a hundred widgets there, not six hundred.
+
 While a reply streams, text arrives token by token; the view keeps the raw text, re-splits it
 into segments (a regex over one reply: microseconds) and repaints at most every 50 ms, so a fast
-model never floods the event loop with repaints. Each segment is its own `Static`, and only the
-ones that changed are updated: a long reply costs the layout of its last paragraph, not of the
-whole reply, on each repaint.
+model never floods the event loop with repaints. A repaint that leaves the reply as tall as it
+was (the last line grew) asks for no layout at all: only this widget is redrawn.
 """
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Static
@@ -18,11 +21,13 @@ from textual.widgets import Static
 from kotonia_tui.domain import Message, MessageStatus, Role
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.tui.render import segment_content, status_content
+from kotonia_tui.tui.widgets.repaint import update_static
 
 FLUSH_INTERVAL_S = 0.05
+NEWLINE = Content("\n")
 
 
-class MessageView(Vertical):
+class MessageView(Static):
     """A stored message, or a reply being written."""
 
     DEFAULT_CSS = """
@@ -34,11 +39,6 @@ class MessageView(Vertical):
     MessageView.-selected { border-left: wide $warning; background: $boost; }
     MessageView.-cut { border-left: wide $warning 70%; }
     MessageView.-error { border-left: wide $error; }
-    MessageView > .header { height: 1; color: $text-muted; }
-    MessageView > .body { height: auto; }
-    MessageView > .body > Static { height: auto; }
-    MessageView > .status { height: auto; }
-    MessageView > .images { height: auto; color: $text-muted; }
     """
 
     def __init__(
@@ -49,9 +49,9 @@ class MessageView(Vertical):
         listener: str = "",
         role: Role = Role.CHARACTER,
     ) -> None:
-        super().__init__()
-        self.message = message
         self.role = message.role if message is not None else role
+        super().__init__(classes="-user" if self.role is Role.USER else "")
+        self.message = message
         self.speaker = message.speaker if message is not None else speaker
         self.listener = listener
         self.streaming = message is None
@@ -60,17 +60,10 @@ class MessageView(Vertical):
         self._flush_timer: Timer | None = None
         self._error: str | None = None
         self._note = ""
-
-    # ---- composition -----------------------------------------------------------------------
-
-    def compose(self) -> ComposeResult:
-        yield Static(classes="header")
-        yield Vertical(classes="body")
-        yield Static(classes="images")
-        yield Static(classes="status")
-
-    def on_mount(self) -> None:
-        self.set_class(self.role is Role.USER, "-user")
+        # Kept between repaints of a streaming body: the header line, and under the body the
+        # images note and the status line.
+        self._header = Content("")
+        self._footer: list[Content] = []
         self._paint()
 
     @property
@@ -124,13 +117,11 @@ class MessageView(Vertical):
     # ---- painting --------------------------------------------------------------------------
 
     def _paint(self) -> None:
-        if not self.children:
-            return
-        self._paint_header()
+        self._header = self._header_content()
+        self._footer = self._footer_lines()
         self._paint_body()
-        self._paint_status()
 
-    def _paint_header(self) -> None:
+    def _header_content(self) -> Content:
         message = self.message
         name_style = "bold $accent" if self.role is Role.CHARACTER else "bold $primary"
         parts: list[str | tuple[str, str] | Content] = [(self.speaker or "…", name_style)]
@@ -142,11 +133,9 @@ class MessageView(Vertical):
             parts.append(("  edited", "italic $text-muted"))
         if self.streaming:
             parts.append((f"  {self._note or 'writing…'}", "italic $accent"))
-        self.query_one(".header", Static).update(Content.assemble(*parts))
+        return Content.assemble(*parts)
 
     def _paint_body(self) -> None:
-        if not self.children:
-            return
         lines: list[Content]
         if self.streaming:
             text = self._stream_prefix + self._stream_text
@@ -163,36 +152,26 @@ class MessageView(Vertical):
             lines = [Content.styled("(empty reply)", "italic $text-disabled")]
         else:
             lines = []
-        body = self.query_one(".body", Vertical)
-        shown = list(body.children)
-        for index, line in enumerate(lines):
-            if index < len(shown):
-                static = shown[index]
-                if getattr(static, "shown_line", None) != line:
-                    assert isinstance(static, Static)
-                    static.update(line)
-                    static.shown_line = line  # type: ignore[attr-defined]
-            else:
-                static = Static(line)
-                static.shown_line = line  # type: ignore[attr-defined]
-                body.mount(static)
-        for extra in shown[len(lines) :]:
-            extra.remove()
+        update_static(self, NEWLINE.join([self._header, *lines, *self._footer]))
 
-    def _paint_status(self) -> None:
+    def _footer_lines(self) -> list[Content]:
+        """The images note and the status line (why a reply did not end whole)."""
         message = self.message
-        status: Content | None = None
+        lines: list[Content] = []
+        count = len(message.images) if message is not None else 0
+        if count:
+            lines.append(
+                Content.styled(
+                    f"📎 {count} image{'s' if count != 1 else ''} attached", "$text-muted"
+                )
+            )
         if self._error:
-            status = Content.assemble(("✗ ", "bold $error"), (self._error, "$error"))
+            lines.append(Content.assemble(("✗ ", "bold $error"), (self._error, "$error")))
         elif message is not None and not self.streaming:
             status = status_content(message)
-        status_widget = self.query_one(".status", Static)
-        status_widget.update(status or "")
-        status_widget.display = status is not None
-        images = self.query_one(".images", Static)
-        count = len(message.images) if message is not None else 0
-        images.update(f"📎 {count} image{'s' if count != 1 else ''} attached" if count else "")
-        images.display = bool(count)
+            if status is not None:
+                lines.append(status)
         cut = message is not None and message.status is not MessageStatus.COMPLETE
         self.set_class(cut and not self.streaming, "-cut")
         self.set_class(bool(self._error), "-error")
+        return lines

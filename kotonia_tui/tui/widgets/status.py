@@ -23,7 +23,16 @@ class StatusLine(Static):
         app = self.app
         parts = getattr(app, "status_parts", None)
         if callable(parts):
-            self.update(parts(self.screen))
+            content = parts(self.screen)
+            shown = self.content
+            if (
+                isinstance(shown, Content)
+                and shown.plain == content.plain
+                and shown.spans == content.spans
+            ):
+                return
+            # One line, always: redraw it without laying out the whole screen again.
+            self.update(content, layout=False)
 
 
 def join_status(items: list[Content]) -> Content:

@@ -1,0 +1,27 @@
+"""Updating a `Static` without laying out the whole screen when its height stays the same.
+
+`Static.update` asks for a layout by default, because new content may change the widget's size.
+In Textual a layout is always of the whole screen: every widget is arranged again and whatever
+moved is repainted. For text that changes often (a streaming reply, a running fold's clock) that
+is most of the cost of a frame. When the new content wraps to as many lines as the widget shows
+now, a repaint of the widget alone is enough.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+
+def update_static(widget: Static, content: Content) -> None:
+    """Show `content` in `widget`; ask for a layout only if its height would change.
+
+    For widgets whose width does not depend on their content (block widgets in a vertical
+    layout: the message views, the inspector's sections). Before the first layout the widget has
+    no size yet, and a layout is asked for.
+    """
+    region = widget.content_region
+    same_height = region.width > 0 and (
+        content.get_height(widget.styles, region.width) == region.height
+    )
+    widget.update(content, layout=not same_height)
