@@ -58,11 +58,25 @@ async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card
     app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        screen.query_one("#input").insert("Tell me a very long story.")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.streaming and len(views(screen)[-1].text) > 5)
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not screen.streaming)
+        # Escape goes into the app's key queue the moment the reply shows its first words:
+        # pilot.press("enter") waits for the app to be idle, and by then a fast tiny model
+        # may have finished the whole reply.
+        pressed: list[int] = []
+        original = MessageView._paint_body
+
+        def press_escape_while_streaming(view: MessageView) -> None:
+            original(view)
+            if view.streaming and len(view.text) > 5 and not pressed:
+                pressed.append(len(view.text))
+                app.simulate_key("escape")
+
+        MessageView._paint_body = press_escape_while_streaming  # type: ignore[method-assign]
+        try:
+            screen.query_one("#input").insert("Tell me a very long story.")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: pressed and not screen.streaming)
+        finally:
+            MessageView._paint_body = original  # type: ignore[method-assign]
         await pilot.pause()
         reply = views(screen)[-1]
         assert reply.message is not None

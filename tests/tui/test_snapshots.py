@@ -66,6 +66,9 @@ def test_chat_with_inspector_snapshot(snap_compare, tiny_eos_model_path, mira_ca
     async def ready(pilot) -> None:
         await asyncio.wait_for(app.wait_service(), 30)
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await wait_for(pilot, lambda: app.screen.query("#input"))
+        # A steady cursor: a blinking one is caught in either phase, depending on timing.
+        app.screen.query_one("#input").cursor_blink = False
         await pilot.press("f2")
         await pilot.pause(0.3)
 
