@@ -300,7 +300,7 @@ class Prompter:
         if room < MIN_CONTINUATION_TOKENS:
             raise ContinuationTooLongError(
                 f"the reply is too long to continue in the {self.engine.n_ctx}-token window "
-                f"({room} tokens left): regenerate it, or use a profile with a larger n_ctx"
+                f"({max(room, 0)} tokens left): regenerate it, or use a profile with a larger n_ctx"
             )
         return replace(request, max_tokens=min(request.max_tokens, room))
 
