@@ -31,8 +31,9 @@ from benchmarks.common import BenchResult, Table, median, tiny_settings, write_c
 from benchmarks.turn_assembly import bench_dir
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import Conversation, FoldJob, FoldKind, FoldStatus, Message, Role, utcnow
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, utcnow
 from kotonia_tui.store import Store
+from tests.history import seed_conversation
 from tests.tiny_models import write_tiny_llama
 
 REPLY_TOKENS = 600
@@ -82,36 +83,24 @@ def _settings(model: Path) -> Settings:
     return tiny_settings(model, n_ctx=2048, reply_max_tokens=REPLY_TOKENS, summary_max_tokens=256)
 
 
-def _prepare_db(path: Path, model: Path, card_key: str) -> int:
+def _prepare_db(path: Path, model: Path) -> int:
     """A conversation with history and a due chapter job over its oldest messages."""
     path.unlink(missing_ok=True)
     key = f"{model.name}:{model.stat().st_size}"  # the engine's model_key: counts are cached
     with Store.open(path) as store:
-        store.upsert_character(card_key, "Wren", "bench", "")
-        conv = store.create_conversation(
-            Conversation(character_key=card_key, character_name="Wren", persona_name="User")
-        )
-        assert conv.id is not None
-        msgs = [
-            Message(
-                role=Role.USER if i % 2 == 0 else Role.CHARACTER,
-                speaker="User" if i % 2 == 0 else "Wren",
-                text=f"Line {i} about the lamps.",
-                token_counts={key: 9},
-            )
-            for i in range(HISTORY)
-        ]
-        ids = store.add_messages(conv.id, msgs)
+        ids = seed_conversation(store, HISTORY, token_key=key)
+        conv_id = store.get_message(ids[0]).conversation_id
+        assert conv_id is not None
         store.enqueue_fold(
             FoldJob(
-                conversation_id=conv.id,
+                conversation_id=conv_id,
                 kind=FoldKind.CHAPTER,
                 first_message_id=ids[0],
                 last_message_id=ids[HISTORY // 2],
                 not_before=utcnow(),
             )
         )
-        return conv.id
+        return conv_id
 
 
 def _fold_open(path: Path, conv_id: int) -> bool:
@@ -178,11 +167,11 @@ async def _app_arm(db: Path, conv_id: int, settings: Settings) -> dict[str, Any]
 
 async def run() -> BenchResult:
     started = time.perf_counter()
-    key = write_card()
+    write_card()  # the same key ("wren") as the seeded conversation's card
     model = _model()
     settings = _settings(model)
     template = bench_dir() / "ui-template.sqlite3"
-    conv_id = _prepare_db(template, model, key)
+    conv_id = _prepare_db(template, model)
     results: dict[str, dict[str, Any]] = {}
     for arm, runner in (("Textual app (Pilot)", _app_arm), ("chat service alone", _service_arm)):
         db = bench_dir() / f"ui-{len(results)}.sqlite3"

@@ -17,10 +17,11 @@ import pytest
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
-from kotonia_tui.domain import Conversation, Message, Role
-from kotonia_tui.store import Store
 from tests.cards import SHORT_CARD_KEY, write_short_card
+from tests.history import seed_conversation
 from tests.settings import tiny_settings, tiny_values
+
+__all__ = ["seed_conversation"]
 
 CARD_KEY = SHORT_CARD_KEY
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
@@ -67,25 +68,6 @@ def write_config(model: Path, **values: Any) -> Path:
 
 def db_path() -> Path:
     return app_dirs().default_db
-
-
-def seed_conversation(store: Store, count: int, *, token_key: str | None = None) -> list[int]:
-    """A conversation with Wren of `count` alternating messages; returns their ids."""
-    store.upsert_character(CARD_KEY, "Wren", "test", "")
-    conv = store.create_conversation(
-        Conversation(character_key=CARD_KEY, character_name="Wren", persona_name="User")
-    )
-    assert conv.id is not None
-    msgs = [
-        Message(
-            role=Role.USER if i % 2 == 0 else Role.CHARACTER,
-            speaker="User" if i % 2 == 0 else "Wren",
-            text=f"Line {i} about the lamps.",
-            token_counts={token_key: 9} if token_key else {},
-        )
-        for i in range(count)
-    ]
-    return store.add_messages(conv.id, msgs)
 
 
 ServiceFactory = Callable[..., Any]
