@@ -27,6 +27,8 @@ from pydantic_settings import (
 from kotonia_tui.domain import Persona
 
 APP_NAME = "kotonia-tui"
+# How a base model's chapter begins (see ModelProfile.chronicler_lead).
+TRANSCRIPT_CHRONICLER_LEAD = "In this part of the story,"
 
 
 class ConfigError(Exception):
@@ -109,8 +111,17 @@ class ModelProfile(BaseModel):
     seed: int | None = None
     # The words a chapter and a synopsis begin with, written into the prompt for the model to
     # go on from. A base model given a transcript of source lines goes on copying them; a lead
-    # puts it into prose. Empty for chat models (their template makes them answer).
-    chronicler_lead: str = ""
+    # puts it into prose. None: TRANSCRIPT_CHRONICLER_LEAD in the transcript format (base
+    # models), none with a chat template (the template makes the model answer).
+    chronicler_lead: str | None = None
+
+    def chronicler_opening(self) -> str:
+        """The lead the chronicler's text starts with for this profile ("" for none)."""
+        if self.chronicler_lead is not None:
+            return self.chronicler_lead.strip()
+        if self.prompt_format is PromptFormat.TRANSCRIPT:
+            return TRANSCRIPT_CHRONICLER_LEAD
+        return ""
 
     @field_validator("model_path", "mmproj_path", mode="after")
     @classmethod
@@ -127,7 +138,6 @@ def builtin_profiles() -> dict[str, ModelProfile]:
             n_ctx=8192,
             prompt_format=PromptFormat.TRANSCRIPT,
             reply_max_tokens=256,
-            chronicler_lead="In this part of the story,",
         ),
         "glm-4.6v-flash": ModelProfile(
             description="GLM-4.6V-Flash with its vision projector, 64k context, thinking off",

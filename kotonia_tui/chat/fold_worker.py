@@ -251,7 +251,7 @@ class FoldWorker:
     async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
         """Run the chronicler; a refusal is retried once and never returned."""
         profile = self.engine.profile
-        lead = profile.chronicler_lead.strip()
+        lead = profile.chronicler_opening()
         request = GenerationRequest(
             messages=messages,
             max_tokens=self.max_output,

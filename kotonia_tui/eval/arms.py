@@ -206,7 +206,7 @@ async def _rewrite(
         reply_name=CHRONICLER,
         user_name="Story",
         extra_stops=chronicler_stops(engine.profile.prompt_format),
-        prefill=engine.profile.chronicler_lead.strip(),
+        prefill=engine.profile.chronicler_opening(),
     )
     # As the fold worker does: the cap is what the fold context has left after the prompt.
     room = engine.info.fold_n_ctx - engine.prompt_cells(request)
@@ -219,7 +219,7 @@ async def _rewrite(
     for _attempt in range(MAX_ATTEMPTS):
         result = await engine.generate(request)
         calls += 1
-        text = with_lead(engine.profile.chronicler_lead, result.text)
+        text = with_lead(engine.profile.chronicler_opening(), result.text)
         if result.finish_reason is FinishReason.LENGTH or not text or is_refusal(text):
             continue
         return text, calls

@@ -296,3 +296,16 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
     lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
     assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
     assert not [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+
+
+def test_a_profile_in_the_transcript_format_leads_its_chronicler_unless_told_otherwise():
+    from kotonia_tui.config import ModelProfile, PromptFormat
+
+    base = ModelProfile(prompt_format=PromptFormat.TRANSCRIPT)
+    chat = ModelProfile(prompt_format=PromptFormat.TEMPLATE)
+    assert base.chronicler_opening() == "In this part of the story,"
+    assert chat.chronicler_opening() == ""
+    assert base.model_copy(update={"chronicler_lead": ""}).chronicler_opening() == ""
+    assert (
+        chat.model_copy(update={"chronicler_lead": " So far: "}).chronicler_opening() == "So far:"
+    )
