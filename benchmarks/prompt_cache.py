@@ -106,9 +106,9 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
         min_verbatim_ratio=0.10,
         fold_headroom_ratio=0.36,
         major_gc_ratio=0.15,
-        # The app's own chronicler path (the default profile's lead and the transcript stops
-        # make the base model write a paragraph); a low ceiling keeps a rambling chapter from
-        # costing minutes. A cut one is discarded and counted as a failed fold attempt.
+        # The app's own chronicler path (the transcript format's lead and stops make the base
+        # model write a paragraph); a low ceiling keeps a rambling chapter from costing
+        # minutes. A cut one is discarded and counted as a failed fold attempt.
         summary_max_tokens=192,
     )
     key = write_card()
@@ -298,7 +298,7 @@ async def run(turns: int = 300, compare_prewarm_off: int = 0) -> BenchResult:
         "turn, extrapolated with a line fitted on those samples "
         f"(ms = {on['reread_fit_ms']['a']} + {on['reread_fit_ms']['b_per_position']} * positions)",
         "between turns the benchmark waits for the folds and the prewarm (a person typing)",
-        "chapters come from the app's own chronicler (the profile's lead and the transcript "
+        "chapters come from the app's own chronicler (the transcript format's lead and "
         "stops); summary_max_tokens is 192 here, and a cut summary is discarded",
     ]
     folds = Table(

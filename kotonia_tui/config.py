@@ -27,8 +27,6 @@ from pydantic_settings import (
 from kotonia_tui.domain import Persona
 
 APP_NAME = "kotonia-tui"
-# How a base model's chapter begins (see ModelProfile.chronicler_lead).
-TRANSCRIPT_CHRONICLER_LEAD = "In this part of the story,"
 
 
 class ConfigError(Exception):
@@ -110,18 +108,9 @@ class ModelProfile(BaseModel):
     repeat_penalty: float = Field(default=1.1, ge=0.0)
     seed: int | None = None
     # The words a chapter and a synopsis begin with, written into the prompt for the model to
-    # go on from. A base model given a transcript of source lines goes on copying them; a lead
-    # puts it into prose. None: TRANSCRIPT_CHRONICLER_LEAD in the transcript format (base
-    # models), none with a chat template (the template makes the model answer).
+    # go on from. None: the transcript format's lead for base models, none with a chat template
+    # (see memory.chronicler.chronicler_lead).
     chronicler_lead: str | None = None
-
-    def chronicler_opening(self) -> str:
-        """The lead the chronicler's text starts with for this profile ("" for none)."""
-        if self.chronicler_lead is not None:
-            return self.chronicler_lead.strip()
-        if self.prompt_format is PromptFormat.TRANSCRIPT:
-            return TRANSCRIPT_CHRONICLER_LEAD
-        return ""
 
     @field_validator("model_path", "mmproj_path", mode="after")
     @classmethod

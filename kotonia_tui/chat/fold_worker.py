@@ -43,6 +43,7 @@ from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
     chapter_prompt,
+    chronicler_lead,
     chronicler_stops,
     is_refusal,
     parse_chapter,
@@ -251,7 +252,7 @@ class FoldWorker:
     async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
         """Run the chronicler; a refusal is retried once and never returned."""
         profile = self.engine.profile
-        lead = profile.chronicler_opening()
+        lead = chronicler_lead(profile)
         request = GenerationRequest(
             messages=messages,
             max_tokens=self.max_output,
@@ -259,7 +260,7 @@ class FoldWorker:
             priority=Priority.BACKGROUND,
             reply_name=CHRONICLER,
             user_name="Story",
-            extra_stops=chronicler_stops(profile.prompt_format),
+            extra_stops=chronicler_stops(profile),
             prefill=lead,
         )
         # The output cap is a ceiling so nothing is cut, bounded by what the fold context has

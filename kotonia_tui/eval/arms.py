@@ -36,6 +36,7 @@ from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import (
     CHAPTER_INSTRUCTIONS,
     CHRONICLER,
+    chronicler_lead,
     chronicler_stops,
     is_refusal,
     render_source,
@@ -195,6 +196,7 @@ async def _rewrite(
     parts.append(
         f"New messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"
     )
+    lead = chronicler_lead(engine.profile)
     request = GenerationRequest(
         messages=(
             ChatMessage("system", ROLLING_INSTRUCTIONS.format(char=char, user=user)),
@@ -205,8 +207,8 @@ async def _rewrite(
         priority=Priority.BACKGROUND,
         reply_name=CHRONICLER,
         user_name="Story",
-        extra_stops=chronicler_stops(engine.profile.prompt_format),
-        prefill=engine.profile.chronicler_opening(),
+        extra_stops=chronicler_stops(engine.profile),
+        prefill=lead,
     )
     # As the fold worker does: the cap is what the fold context has left after the prompt.
     room = engine.info.fold_n_ctx - engine.prompt_cells(request)
@@ -219,7 +221,7 @@ async def _rewrite(
     for _attempt in range(MAX_ATTEMPTS):
         result = await engine.generate(request)
         calls += 1
-        text = with_lead(engine.profile.chronicler_opening(), result.text)
+        text = with_lead(lead, result.text)
         if result.finish_reason is FinishReason.LENGTH or not text or is_refusal(text):
             continue
         return text, calls

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.config import PromptFormat
+from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
 from kotonia_tui.memory.segments import parse_segments
 
@@ -25,23 +25,32 @@ CHRONICLER_STOPS = ("\n[#", "\nStory:", "\nChronicler:")
 # In a transcript a base model's chapter is its one paragraph: after a blank line it goes on
 # to invent the next turn of the document ("Narrator: ..."), which is not part of the chapter.
 TRANSCRIPT_CHRONICLER_STOPS = (*CHRONICLER_STOPS, "\n\n")
+# How a base model's chapter begins when its profile names no lead: given a transcript of
+# source lines it goes on copying them; the start of a sentence of prose puts it into prose.
+TRANSCRIPT_LEAD = "In this part of the story,"
 
 
-def chronicler_stops(prompt_format: PromptFormat) -> tuple[str, ...]:
+def chronicler_stops(profile: ModelProfile) -> tuple[str, ...]:
     """Where the chronicler's text ends, for the profile's prompt format."""
-    if prompt_format is PromptFormat.TRANSCRIPT:
+    if profile.prompt_format is PromptFormat.TRANSCRIPT:
         return TRANSCRIPT_CHRONICLER_STOPS
     return CHRONICLER_STOPS
 
 
+def chronicler_lead(profile: ModelProfile) -> str:
+    """The words the chronicler's text starts with ("" for none): the profile's own, or
+    TRANSCRIPT_LEAD in the transcript format; a chat template makes the model answer anyway."""
+    if profile.chronicler_lead is not None:
+        return profile.chronicler_lead.strip()
+    return TRANSCRIPT_LEAD if profile.prompt_format is PromptFormat.TRANSCRIPT else ""
+
+
 def with_lead(lead: str, written: str) -> str:
-    """The summary as stored: the profile's lead (the prompt's last words) and what followed.
+    """The summary as stored: the lead (the prompt's last words) and what followed.
 
     Empty when the model wrote nothing after the lead: a lead alone is not a summary.
     """
-    if not written.strip():
-        return ""
-    return f"{lead.strip()}{written}".strip() if lead.strip() else written.strip()
+    return f"{lead}{written}".strip() if written.strip() else ""
 
 
 CHAPTER_INSTRUCTIONS = """\

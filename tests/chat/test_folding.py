@@ -300,12 +300,11 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
 
 def test_a_profile_in_the_transcript_format_leads_its_chronicler_unless_told_otherwise():
     from kotonia_tui.config import ModelProfile, PromptFormat
+    from kotonia_tui.memory.chronicler import chronicler_lead
 
     base = ModelProfile(prompt_format=PromptFormat.TRANSCRIPT)
     chat = ModelProfile(prompt_format=PromptFormat.TEMPLATE)
-    assert base.chronicler_opening() == "In this part of the story,"
-    assert chat.chronicler_opening() == ""
-    assert base.model_copy(update={"chronicler_lead": ""}).chronicler_opening() == ""
-    assert (
-        chat.model_copy(update={"chronicler_lead": " So far: "}).chronicler_opening() == "So far:"
-    )
+    assert chronicler_lead(base) == "In this part of the story,"
+    assert chronicler_lead(chat) == ""
+    assert chronicler_lead(base.model_copy(update={"chronicler_lead": ""})) == ""
+    assert chronicler_lead(chat.model_copy(update={"chronicler_lead": " So far: "})) == "So far:"
