@@ -23,6 +23,7 @@ from kotonia_tui import __version__
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
 from kotonia_tui.chat.images import AttachmentError
+from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
@@ -30,7 +31,7 @@ from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_ver
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
-from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
+from kotonia_tui.store import SCHEMA_VERSION, StoreError, write_sillytavern
 
 log = logging.getLogger("kotonia")
 
@@ -234,11 +235,13 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     if args.character:
         card = open_library(settings).find(args.character)
         card_key, hint = card.key, card.name
-    conv, messages = read_chat_file(path, settings.persona.name, hint, card_key)
     with open_store(settings, args.db) as store:
-        stored = store.import_conversation(conv, messages)
+        imported = import_chat_file(store, path, settings.persona.name, hint, card_key)
+    for note in imported.notes:
+        print(f"note: {note}", file=sys.stderr)
+    stored = imported.conversation
     print(stored.id)
-    print(f"imported {len(messages)} messages into conversation {stored.id}", file=sys.stderr)
+    print(f"imported {imported.messages} messages into conversation {stored.id}", file=sys.stderr)
     return 0
 
 

@@ -115,6 +115,18 @@ class Db:
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
+    def insert_rows(self, table: str, rows: Sequence[dict[str, object]]) -> None:
+        """Insert rows that share their keys with one executemany, inside the caller's write.
+
+        sqlite-utils' `insert_all` inspects every cell, which dominated a big chat's import.
+        """
+        if not rows:
+            return
+        columns = list(rows[0])
+        marks = ", ".join("?" * len(columns))
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
+
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""
         cursor = self.conn.cursor()

@@ -111,6 +111,29 @@ def touch(db: Db, conv_id: int, when: datetime, count_delta: int = 0) -> None:
         raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
 
 
+def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
+    """Set what an import learns only at the end (names, dates, extra), inside its transaction;
+    `message_count` and `updated_at` never go below what the stored messages say."""
+    cursor = db.execute(
+        """UPDATE conversations SET character_key = ?, character_name = ?, persona_name = ?,
+               persona_description = ?, title = ?, created_at = ?,
+               updated_at = max(updated_at, ?), extra = ? WHERE id = ?""",
+        (
+            conv.character_key,
+            conv.character_name,
+            conv.persona_name,
+            conv.persona_description,
+            conv.title,
+            ts_to_db(conv.created_at),
+            ts_to_db(conv.updated_at),
+            json_to_db(conv.extra, "conversation extra"),
+            conv_id,
+        ),
+    )
+    if cursor.rowcount == 0:
+        raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+
+
 def rename_conversation(db: Db, conv_id: int, title: str) -> Conversation:
     with db.write():
         cursor = db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))

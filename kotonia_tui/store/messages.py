@@ -147,9 +147,8 @@ def insert_messages(db: Db, conv_id: int, messages: Sequence[Message]) -> list[i
         # inserted in bulk too (sqlite's executemany does not report each row's id).
         first = _next_message_id(db)
         ids = list(range(first, first + len(messages)))
-        db.utils["messages"].insert_all(
-            (_message_row(m, conv_id, i) for m, i in zip(messages, ids, strict=True)),
-            batch_size=1000,
+        db.insert_rows(
+            "messages", [_message_row(m, conv_id, i) for m, i in zip(messages, ids, strict=True)]
         )
         alt_rows = [
             _alternative_row(i, idx, alt)
@@ -157,14 +156,14 @@ def insert_messages(db: Db, conv_id: int, messages: Sequence[Message]) -> list[i
             for idx, alt in enumerate(m.alternatives)
         ]
         if alt_rows:
-            db.utils["alternatives"].insert_all(alt_rows, batch_size=1000)
+            db.insert_rows("alternatives", alt_rows)
         token_rows = [
             {"message_id": i, "model_key": key, "tokens": n}
             for m, i in zip(messages, ids, strict=True)
             for key, n in m.token_counts.items()
         ]
         if token_rows:
-            db.utils["token_counts"].insert_all(token_rows, batch_size=1000)
+            db.insert_rows("token_counts", token_rows)
     return ids
 
 

@@ -12,12 +12,16 @@ in the file) and the original text is kept for the round trip.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from pydantic import ValidationError
 
@@ -31,6 +35,7 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.store.errors import ImportFormatError
+from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads, replacement_note
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)
@@ -56,7 +61,19 @@ _HUMAN_FORMATS = (
 
 def parse_st_date(value: object) -> datetime | None:
     """A SillyTavern date (ISO text, "November 29, 2026 7:30pm", "2026-11-29@19h30m00s",
-    epoch milliseconds) as an aware datetime; None when it is not a date we know."""
+    epoch milliseconds) as an aware datetime; None when it is not a date we know, or one that
+    cannot be told in UTC (year 1 or 9999 with a zone offset past the calendar's edge)."""
+    parsed = _parse_date_value(value)
+    if parsed is None:
+        return None
+    try:
+        parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return parsed
+
+
+def _parse_date_value(value: object) -> datetime | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -68,17 +85,20 @@ def parse_st_date(value: object) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
-    if re.fullmatch(r"-?\d+(\.\d+)?", text):
-        return parse_st_date(float(text))
+    if re.fullmatch(r"-?\d{1,64}(\.\d{1,64})?", text):
+        return _parse_date_value(float(text))
     try:
         return _aware(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError:
         pass
     if match := _ST_STAMP.match(text):
         y, mo, d, h, mi, s, ms = match.groups()
-        return datetime(
-            int(y), int(mo), int(d), int(h), int(mi), int(s), int(ms or 0) * 1000, tzinfo=UTC
-        )
+        try:
+            return datetime(
+                int(y), int(mo), int(d), int(h), int(mi), int(s), int(ms or 0) * 1000, tzinfo=UTC
+            )
+        except ValueError:
+            return None  # "2026-13-45@99h..."
     if match := _JS_DATE.match(text):
         try:
             return datetime.strptime(" ".join(match.groups()), "%b %d %Y %H:%M:%S %z")
@@ -127,75 +147,251 @@ def read_chat_file(
     """Parse a SillyTavern `.jsonl` chat or a JSON list of `{"speaker", "text"}` objects.
 
     `character_key` defaults to the hint or the character's name; the caller sets the card key.
-    Raises ImportFormatError naming the file and line (or item) at fault.
+    Raises ImportFormatError naming the file and line (or item) at fault. For big files use
+    `ChatFile`, which streams the messages instead of holding them all.
     """
-    path = Path(path)
+    chat = ChatFile(path, persona_name, character_name_hint, character_key)
+    messages = list(chat.messages())
+    return chat.conversation(), messages
+
+
+class ChatFile:
+    """A chat file read for import: `messages()` streams the messages (a `.jsonl` chat line by
+    line, in bounded memory), then `conversation()` describes them. `notes` holds what was
+    repaired on the way (invalid Unicode), to be said once.
+
+    Only a regular file is read: a FIFO, a device or a folder is refused before anything
+    blocks. Each message's `segments` are left empty: they are derived from the text by the
+    importer, never trusted from a file.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        persona_name: str,
+        character_name_hint: str | None = None,
+        character_key: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.persona = persona_name
+        self.hint = character_name_hint
+        self.key = character_key
+        self.notes: list[str] = []
+        self._header: dict[str, Any] = {}
+        self._header_keys: list[str] = []
+        self._count = 0
+        self._first: datetime | None = None
+        self._last: datetime | None = None
+        self._newest: datetime | None = None
+        self._character: str | None = None
+        self._replaced = 0
+        self._replaced_line: str | None = None
+        self._json_list = False
+        self._base = utcnow()
+        self._done = False
+
+    def messages(self) -> Iterator[Message]:
+        with _open_regular_file(self.path) as handle:
+            ahead = handle.peek(1 << 16)
+            first = ahead.lstrip(b"\xef\xbb\xbf \t\r\n")
+            if not first and len(ahead) < 1 << 16:
+                raise ImportFormatError(f"{self.path}: the file is empty")
+            if first.startswith(b"["):
+                self._json_list = True
+                yield from self._json_list_messages(handle)
+            else:
+                yield from self._jsonl_messages(handle)
+        if self._count == 0:
+            raise ImportFormatError(f"{self.path}: {self._no_messages()}")
+        if self._replaced:
+            note = replacement_note(str(self.path), self._replaced)
+            self.notes.append(f"{note} (first on {self._replaced_line})")
+        self._done = True
+
+    def conversation(self) -> Conversation:
+        """The conversation the messages belong to; call after `messages()` is exhausted."""
+        if not self._done:
+            raise RuntimeError("read the messages first")
+        if self._json_list:
+            character = self.hint or self._character or "Character"
+            created = self._first or self._base
+            return Conversation(
+                character_key=self.key or character,
+                character_name=character,
+                persona_name=self.persona,
+                title=self.path.stem,
+                created_at=created,
+                updated_at=max(created, self._newest or created),
+            )
+        header = self._header
+        persona, character = self.names()
+        created = parse_st_date(header.get("create_date")) or self._first or utcnow()
+        return Conversation(
+            character_key=self.key or self.hint or character,
+            character_name=character,
+            persona_name=persona,
+            title=self.path.stem,
+            created_at=created,
+            updated_at=max(created, self._newest or created),
+            extra={
+                ST: {
+                    "header": {k: v for k, v in header.items() if k not in _HEADER_MAPPED},
+                    "keys": self._header_keys,
+                    "create_date": header.get("create_date"),
+                    "user_name": header.get("user_name"),
+                    "character_name": header.get("character_name"),
+                }
+            },
+        )
+
+    def names(self) -> tuple[str, str]:
+        """(persona, character) as far as the file has told them (the header comes first)."""
+        header = self._header
+        persona = _opt_str(header.get("user_name")) or self.persona
+        character = _opt_str(header.get("character_name")) or self.hint
+        return persona, character or self._character or "Character"
+
+    def _no_messages(self) -> str:
+        if self._json_list:
+            return "the list holds no messages"
+        if "speaker" in self._header or "text" in self._header:
+            return (
+                "no messages: a SillyTavern line needs 'mes' and 'name'; a file of "
+                '{"speaker", "text"} messages must be a JSON list ([...])'
+            )
+        return "no messages (only a header line)" if self._header else "no messages"
+
+    def _seen(self, message: Message, where: str) -> Message:
+        self._count += 1
+        self._first = self._first or message.created_at
+        self._last = message.created_at
+        if self._newest is None or message.created_at > self._newest:
+            self._newest = message.created_at
+        if self._character is None and message.role is Role.CHARACTER:
+            self._character = message.speaker
+        return message
+
+    def _parse(self, raw: bytes, where: str, *, first: bool, label: str) -> Any:
+        decoded = decode_utf8(raw, bom=first)
+        try:
+            obj, surrogates = loads(decoded.text)
+        except json.JSONDecodeError as exc:
+            line = f": line {exc.lineno}" if self._json_list else ""
+            raise ImportFormatError(
+                f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from exc
+        except JsonProblem as exc:
+            raise ImportFormatError(f"{where}: {exc}") from exc
+        if decoded.replaced + surrogates:
+            self._replaced += decoded.replaced + surrogates
+            self._replaced_line = self._replaced_line or label
+        return obj
+
+    def _jsonl_messages(self, handle: BinaryIO) -> Iterator[Message]:
+        for number, raw in enumerate(_lines(handle, self.path), start=1):
+            if not raw.strip():
+                continue
+            where = f"{self.path}: line {number}"
+            obj = self._parse(raw, where, first=number == 1, label=f"line {number}")
+            if not isinstance(obj, dict):
+                raise ImportFormatError(f"{where}: expected a JSON object, got {_kind(obj)}")
+            if not self._header and self._count == 0 and "mes" not in obj:
+                self._header, self._header_keys = obj, list(obj)
+                continue
+            yield self._seen(_st_message(where, obj, self._last), where)
+
+    def _json_list_messages(self, handle: BinaryIO) -> Iterator[Message]:
+        data = handle.read(MAX_JSON_LIST_BYTES + 1)
+        if len(data) > MAX_JSON_LIST_BYTES:
+            raise ImportFormatError(
+                f"{self.path}: a JSON list larger than {MAX_JSON_LIST_BYTES // 2**20} MB is "
+                "not read whole; write it as a .jsonl chat, one message per line"
+            )
+        items = self._parse(data, str(self.path), first=True, label="the list")
+        if not isinstance(items, list):
+            raise ImportFormatError(f"{self.path}: expected a list of messages, got {_kind(items)}")
+        for number, item in enumerate(items, start=1):
+            where = f"{self.path}: item {number}"
+            yield self._seen(self._list_item(where, number, item), where)
+
+    def _list_item(self, where: str, number: int, item: object) -> Message:
+        if not isinstance(item, dict):
+            raise ImportFormatError(f"{where}: expected an object, got {_kind(item)}")
+        speaker, text_value = item.get("speaker"), item.get("text")
+        if not isinstance(speaker, str) or not speaker:
+            raise ImportFormatError(
+                f"{where}: 'speaker' must be non-empty text, got {_shown(speaker)}"
+            )
+        if not isinstance(text_value, str):
+            raise ImportFormatError(f"{where}: 'text' must be text, got {_shown(text_value)}")
+        role = _json_role(where, item, speaker, self.persona)
+        raw_date = item.get("created_at", item.get("send_date"))
+        created = parse_st_date(raw_date) if raw_date is not None else None
+        if raw_date is not None and created is None:
+            raise ImportFormatError(f"{where}: date is not a date: {_shown(raw_date)}")
+        # Undated items keep their order with distinct, increasing times.
+        created = created or self._base + timedelta(milliseconds=number)
+        extra = {
+            k: v
+            for k, v in item.items()
+            if k not in ("speaker", "text", "role", "is_user", "created_at", "send_date")
+        }
+        return Message(role=role, speaker=speaker, text=text_value, created_at=created, extra=extra)
+
+
+MAX_LINE_BYTES = 64 * 2**20  # one message line; a whole chat streams past this
+MAX_JSON_LIST_BYTES = 64 * 2**20  # a JSON list is parsed whole, so it is bounded
+
+
+@contextmanager
+def _open_regular_file(path: Path) -> Iterator[io.BufferedReader]:
+    """Open `path` for reading if it is a regular file. O_NONBLOCK: opening a FIFO must not
+    wait for a writer; it is then refused like a device or a folder."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot be read: {exc.strerror}") from exc
-    stripped = text.lstrip()
-    if not stripped:
-        raise ImportFormatError(f"{path}: the file is empty")
-    if stripped.startswith("["):
-        return _read_json_list(path, text, persona_name, character_name_hint, character_key)
-    return _read_jsonl(path, text, persona_name, character_name_hint, character_key)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a folder"
+                if stat.S_ISDIR(mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file"
+            )
+            raise ImportFormatError(f"{path}: is {kind}, not a chat file")
+        handle = io.BufferedReader(io.FileIO(fd, "rb", closefd=True), buffer_size=1 << 16)
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
 
 
-def _read_jsonl(
-    path: Path, text: str, persona: str, hint: str | None, key: str | None
-) -> tuple[Conversation, list[Message]]:
-    header: dict[str, Any] | None = None
-    header_keys: list[str] = []
-    messages: list[Message] = []
-    # Only "\n" ends a line: str.splitlines() would also split inside texts at U+2028, U+0085...
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}: line {number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
+def _lines(handle: BinaryIO, path: Path) -> Iterator[bytes]:
+    """Lines ended by "\n" only (U+2028 or a lone "\r" inside a text does not end one)."""
+    number = 0
+    while raw := handle.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(raw) > MAX_LINE_BYTES:
             raise ImportFormatError(
-                f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-            ) from exc
-        if not isinstance(obj, dict):
-            raise ImportFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        if header is None and not messages and "mes" not in obj:
-            header, header_keys = obj, list(obj)
-            continue
-        previous = messages[-1].created_at if messages else None
-        messages.append(_st_message(where, obj, previous))
-    header = header or {}
-    persona = _opt_str(header.get("user_name")) or persona
-    character = _opt_str(header.get("character_name")) or hint
-    if character is None:
-        character = next((m.speaker for m in messages if m.role is Role.CHARACTER), "Character")
-    created = parse_st_date(header.get("create_date"))
-    if created is None:
-        created = messages[0].created_at if messages else utcnow()
-    conv = Conversation(
-        character_key=key or hint or character,
-        character_name=character,
-        persona_name=persona,
-        title=path.stem,
-        created_at=created,
-        updated_at=max([created, *(m.created_at for m in messages)]),
-        extra={
-            ST: {
-                "header": {k: v for k, v in header.items() if k not in _HEADER_MAPPED},
-                "keys": header_keys,
-                "create_date": header.get("create_date"),
-                "user_name": header.get("user_name"),
-                "character_name": header.get("character_name"),
-            }
-        },
-    )
-    return conv, messages
+                f"{path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MB"
+            )
+        yield raw
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A value for an error message: its repr, shortened so the message stays one line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _opt_str(value: object) -> str | None:
@@ -205,18 +401,22 @@ def _opt_str(value: object) -> str | None:
 def _st_message(where: str, obj: dict[str, Any], previous: datetime | None) -> Message:
     name = obj.get("name")
     if not isinstance(name, str):
-        raise ImportFormatError(f"{where}: 'name' must be text, got {name!r}")
+        raise ImportFormatError(f"{where}: 'name' must be text, got {_shown(name)}")
     mes = obj.get("mes")
     if not isinstance(mes, str):
-        raise ImportFormatError(f"{where}: 'mes' must be text, got {mes!r}")
+        raise ImportFormatError(f"{where}: 'mes' must be text, got {_shown(mes)}")
     for flag in ("is_user", "is_system"):
         if flag in obj and not isinstance(obj[flag], bool):
-            raise ImportFormatError(f"{where}: {flag!r} must be true or false, got {obj[flag]!r}")
+            raise ImportFormatError(
+                f"{where}: {flag!r} must be true or false, got {_shown(obj[flag])}"
+            )
     raw_date = obj.get("send_date")
     created = parse_st_date(raw_date)
     if created is None:
         if raw_date not in (None, ""):
-            raise ImportFormatError(f"{where}: 'send_date' is not a date: {raw_date!r}")
+            raise ImportFormatError(
+                f"{where}: 'send_date' is not a date this app can read: {_shown(raw_date)}"
+            )
         created = previous or utcnow()  # an empty date keeps the order of the chat
     role = (
         Role.USER if obj.get("is_user") else Role.SYSTEM if obj.get("is_system") else Role.CHARACTER
@@ -230,11 +430,14 @@ def _st_message(where: str, obj: dict[str, Any], previous: datetime | None) -> M
         own = st_extra.pop(KOTONIA)
         fields["extra"] = st_extra
     reasoning = st_extra.get("reasoning") if isinstance(st_extra, dict) else None
+    # Segments are derived from the text by the importer: a file's own could say anything.
+    segments: list[Segment] = []
     try:
-        segments = [Segment.model_validate(s) for s in own.get("segments", [])]
         status = MessageStatus(own.get("status", MessageStatus.COMPLETE.value))
-    except (ValidationError, ValueError) as exc:
-        raise ImportFormatError(f"{where}: extra.kotonia is not valid: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ImportFormatError(
+            f"{where}: extra.kotonia.status is not valid: {_shown(own.get('status'))}"
+        ) from exc
     st: dict[str, Any] = {
         "keys": list(obj),
         "fields": fields,
@@ -290,7 +493,7 @@ def _swipes(
     chosen = obj.get("swipe_id", 0)
     if isinstance(chosen, bool) or not isinstance(chosen, int) or not 0 <= chosen < len(swipes):
         raise ImportFormatError(
-            f"{where}: 'swipe_id' is {chosen!r} but there are {len(swipes)} swipes"
+            f"{where}: 'swipe_id' is {_shown(chosen)} but there are {len(swipes)} swipes"
         )
     info = obj.get("swipe_info")
     aligned = isinstance(info, list) and len(info) == len(swipes)
@@ -325,56 +528,6 @@ def _swipes(
     return alternatives, chosen
 
 
-def _read_json_list(
-    path: Path, text: str, persona: str, hint: str | None, key: str | None
-) -> tuple[Conversation, list[Message]]:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(
-            f"{path}: line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
-        ) from exc
-    if not isinstance(items, list):
-        raise ImportFormatError(f"{path}: expected a list of messages, got {type(items).__name__}")
-    base = utcnow()
-    messages: list[Message] = []
-    for number, item in enumerate(items, start=1):
-        where = f"{path}: item {number}"
-        if not isinstance(item, dict):
-            raise ImportFormatError(f"{where}: expected an object, got {type(item).__name__}")
-        speaker, text_value = item.get("speaker"), item.get("text")
-        if not isinstance(speaker, str) or not speaker:
-            raise ImportFormatError(f"{where}: 'speaker' must be non-empty text, got {speaker!r}")
-        if not isinstance(text_value, str):
-            raise ImportFormatError(f"{where}: 'text' must be text, got {text_value!r}")
-        role = _json_role(where, item, speaker, persona)
-        raw_date = item.get("created_at", item.get("send_date"))
-        created = parse_st_date(raw_date) if raw_date is not None else None
-        if raw_date is not None and created is None:
-            raise ImportFormatError(f"{where}: date is not a date: {raw_date!r}")
-        # Undated items keep their order with distinct, increasing times.
-        created = created or base + timedelta(milliseconds=number)
-        extra = {
-            k: v
-            for k, v in item.items()
-            if k not in ("speaker", "text", "role", "is_user", "created_at", "send_date")
-        }
-        messages.append(
-            Message(role=role, speaker=speaker, text=text_value, created_at=created, extra=extra)
-        )
-    character = hint or next((m.speaker for m in messages if m.role is Role.CHARACTER), "Character")
-    created_at = messages[0].created_at if messages else base
-    conv = Conversation(
-        character_key=key or character,
-        character_name=character,
-        persona_name=persona,
-        title=path.stem,
-        created_at=created_at,
-        updated_at=max([created_at, *(m.created_at for m in messages)]),
-    )
-    return conv, messages
-
-
 def _json_role(where: str, item: dict[str, Any], speaker: str, persona: str) -> Role:
     if "role" in item:
         try:
@@ -382,7 +535,7 @@ def _json_role(where: str, item: dict[str, Any], speaker: str, persona: str) -> 
         except ValueError:
             known = ", ".join(r.value for r in Role)
             raise ImportFormatError(
-                f"{where}: 'role' is {item['role']!r}, expected one of {known}"
+                f"{where}: 'role' is {_shown(item['role'])}, expected one of {known}"
             ) from None
     if "is_user" in item:
         if not isinstance(item["is_user"], bool):

@@ -6,8 +6,9 @@ method is one transaction; reads that touch several tables see one snapshot.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +37,8 @@ from kotonia_tui.store import (
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+
+IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 
 
 class Store:
@@ -123,15 +126,30 @@ class Store:
     def delete_conversation(self, conv_id: int) -> None:
         conversations.delete_conversation(self._db, conv_id)
 
-    def import_conversation(self, conv: Conversation, msgs: Sequence[Message]) -> Conversation:
+    def import_conversation(
+        self,
+        conv: Conversation,
+        msgs: Iterable[Message],
+        *,
+        described: Callable[[], Conversation] | None = None,
+    ) -> Conversation:
         """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
-        alternatives, chosen index and extra dicts are stored as given."""
+        alternatives, chosen index and extra dicts are stored as given.
+
+        `msgs` may be a stream (a big chat file read line by line): it is stored in batches, so
+        memory stays bounded. `described`, called once the stream is exhausted, gives the
+        conversation's final fields (names, dates, extra) when they depend on the messages.
+        """
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; import it as a new one")
         with self._db.write():
             created = conversations.insert_conversation(self._db, conv)
             assert created.id is not None
-            messages.insert_messages(self._db, created.id, msgs)
+            stream = iter(msgs)
+            while batch := list(itertools.islice(stream, IMPORT_BATCH)):
+                messages.insert_messages(self._db, created.id, batch)
+            if described is not None:
+                conversations.describe_conversation(self._db, created.id, described())
             return conversations.get_conversation(self._db, created.id)
 
     # Messages ----------------------------------------------------------------------------------

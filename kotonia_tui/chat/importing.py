@@ -1,0 +1,64 @@
+"""Importing a chat file into the store: streamed, all or nothing, segments derived here.
+
+A chat file's own `extra.kotonia.segments` are never used: the chronicler reads segments, so a
+file whose segments disagree with its text would feed the memory words nobody wrote. Every
+message (and its chosen version) gets the segments its text gives, as a new message would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.store import Store
+from kotonia_tui.store.sillytavern import ChatFile
+
+
+@dataclass(frozen=True)
+class ImportedChat:
+    conversation: Conversation
+    messages: int
+    notes: tuple[str, ...]  # what was repaired on the way (said once, not an error)
+
+
+def import_chat_file(
+    store: Store,
+    path: Path,
+    persona_name: str,
+    character_name_hint: str | None = None,
+    character_key: str | None = None,
+) -> ImportedChat:
+    """Read `path` line by line into a new conversation (one transaction); raises
+    `ImportFormatError` naming the file and line, with nothing stored."""
+    chat = ChatFile(path, persona_name, character_name_hint, character_key)
+    placeholder = Conversation(
+        character_key=character_key or character_name_hint or "",
+        character_name=character_name_hint or "",
+        persona_name=persona_name,
+        title=path.stem,
+    )
+    count = 0
+
+    def derived() -> Iterator[Message]:
+        nonlocal count
+        for message in chat.messages():
+            count += 1
+            yield with_segments(message, *chat.names())
+
+    stored = store.import_conversation(placeholder, derived(), described=chat.conversation)
+    return ImportedChat(stored, count, tuple(chat.notes))
+
+
+def with_segments(message: Message, persona: str, character: str) -> Message:
+    """The message with segments parsed from its text (the chosen version's too)."""
+    listener = character if message.role is Role.USER else persona
+    segments = parse_segments(message.text, speaker=message.speaker, listener=listener)
+    alternatives = list(message.alternatives)
+    if alternatives:
+        alternatives[message.chosen] = alternatives[message.chosen].model_copy(
+            update={"segments": segments}
+        )
+    return message.model_copy(update={"segments": segments, "alternatives": alternatives})
