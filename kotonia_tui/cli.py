@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import logging
 import platform
@@ -32,6 +33,7 @@ from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.store import SCHEMA_VERSION, StoreError, write_sillytavern
+from kotonia_tui.untrusted_text import replacement_note, scrub
 
 log = logging.getLogger("kotonia")
 
@@ -85,8 +87,26 @@ def _progress(stream: TextIO) -> Any:
 # ---- chat ----------------------------------------------------------------------------------
 
 
+class _TypedText:
+    """What the user typed (arguments, a pipe) under the one Unicode policy: bytes that are not
+    UTF-8 become U+FFFD and the message is sent anyway; said once per run."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, text: str, where: str) -> str:
+        decoded = scrub(text)  # undecodable bytes arrive as surrogate escapes
+        if decoded.replaced and not self.said:
+            self.said = True
+            print(f"note: {where}: {replacement_note(decoded.replaced)}", file=sys.stderr)
+        return decoded.text
+
+
 async def _chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
+    typed = _TypedText()
+    args.character = typed(args.character, "the character name")
+    args.say = [typed(text, "--say") for text in args.say]
     open_library(settings).find(args.character)  # a wrong name fails before the model loads
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
     try:
@@ -110,7 +130,7 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
             for index, text in enumerate(args.say):
                 await _say(service, conv.id, text, images if index == 0 else [], args)  # type: ignore[arg-type]
         else:
-            await _interactive(service, conv.id, card.display_name, images, args)  # type: ignore[arg-type]
+            await _interactive(service, conv.id, card.display_name, images, args, typed)  # type: ignore[arg-type]
         if args.wait_folds:
             # A script sees the memory settle: the folds this run queued have run.
             await service.worker.wait_settled(conv.id)  # type: ignore[arg-type]
@@ -135,13 +155,20 @@ async def _say(
 
 
 async def _interactive(
-    service: ChatService, conv_id: int, name: str, images: list[str], args: argparse.Namespace
+    service: ChatService,
+    conv_id: int,
+    name: str,
+    images: list[str],
+    args: argparse.Namespace,
+    typed: _TypedText,
 ) -> None:
     print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
     user = service.persona_of(service.store.get_conversation(conv_id)).name
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="surrogateescape")  # bad bytes reach `typed`, not a crash
     while True:
         try:
-            text = await asyncio.to_thread(input, f"{user}: ")
+            text = typed(await asyncio.to_thread(input, f"{user}: "), "standard input")
         except EOFError:
             print(file=sys.stderr)
             return
@@ -181,6 +208,8 @@ def _characters(args: argparse.Namespace, settings: Settings) -> int:
     library = open_library(settings)
     for problem in library.errors:
         print(f"warning: {problem}", file=sys.stderr)
+    for repair in library.repairs:
+        print(f"note: {repair}", file=sys.stderr)
     rows = [
         {
             "key": card.key,

@@ -63,10 +63,10 @@ def _count_encoded_replacements(data: bytes) -> int:
     return data.count(REPLACEMENT.encode("utf-8"))
 
 
-def replacement_note(what: str, count: int) -> str:
-    """The one sentence said when `count` bad sequences in `what` were replaced."""
+def replacement_note(count: int) -> str:
+    """What is said (once) when `count` bad sequences were replaced."""
     sequences = "sequence was" if count == 1 else "sequences were"
-    return f"{what}: {count} invalid Unicode {sequences} replaced with U+FFFD"
+    return f"{count} invalid Unicode {sequences} replaced with U+FFFD"
 
 
 def loads(text: str) -> tuple[Any, int]:

@@ -6,7 +6,7 @@ No Textual, no model, no SQL here.
 """
 
 from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard, SpecVersion
-from kotonia_tui.characters.errors import CardError, CardShadowed
+from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed
 from kotonia_tui.characters.loader import CARD_SUFFIXES, load_card, load_cards
 from kotonia_tui.characters.lorebook import (
     DEFAULT_MATCH_WHOLE_WORDS,
@@ -27,6 +27,7 @@ __all__ = [
     "CardAsset",
     "CardError",
     "CardImage",
+    "CardRepaired",
     "CardShadowed",
     "CharacterCard",
     "CharacterSetup",

@@ -40,15 +40,16 @@ class CharxError(ValueError):
     """A CHARX archive that cannot be read; the message is one line saying why."""
 
 
-def read_charx(data: bytes) -> tuple[Any, CardImage | None]:
-    """The parsed `card.json` and the main icon picture (None when the card has none)."""
+def read_charx(data: bytes) -> tuple[Any, CardImage | None, int]:
+    """The parsed `card.json`, the main icon picture (None when the card has none), and how
+    many invalid Unicode sequences in `card.json` became U+FFFD."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             card_json = _read_member(archive, CARD_MEMBER, MAX_CARD_JSON_BYTES)
             if card_json is None:
                 raise CharxError(f"not a CHARX card ({CARD_MEMBER} is missing from the zip)")
             try:
-                obj = decode_json_bytes(card_json)
+                obj, replaced = decode_json_bytes(card_json)
             except ValueError as exc:
                 raise CharxError(f"{CARD_MEMBER}: {exc}") from exc
             image = None
@@ -58,7 +59,7 @@ def read_charx(data: bytes) -> tuple[Any, CardImage | None]:
                 mime = sniff_image_mime(picture) if picture else None
                 if picture is not None and mime is not None:
                     image = CardImage(data=picture, mime=mime)
-            return obj, image
+            return obj, image, replaced
     except CharxError:
         raise
     except _ZIP_FAILURES as exc:

@@ -24,6 +24,11 @@ class CardShadowed(CardError):
     """Not a broken card: another file with the same key was preferred (see `load_cards`)."""
 
 
+class CardRepaired(CardError):
+    """Not a broken card: it loaded, but something in it was repaired (invalid Unicode became
+    U+FFFD); said once so the user knows why a name shows a replacement character."""
+
+
 class FieldError(ValueError):
     """A JSON field with a wrong value; the loader turns it into a `CardError` naming the file."""
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from kotonia_tui.characters.errors import FieldError
+from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads
 
 
 def json_type_name(value: object) -> str:
@@ -149,17 +150,19 @@ class ObjectReader:
         return {k: v for k, v in self.obj.items() if k not in known}
 
 
-def decode_json_bytes(data: bytes) -> Any:
-    """Parse UTF-8 JSON (a BOM is allowed); a `ValueError` says what is wrong, on one line."""
+def decode_json_bytes(data: bytes) -> tuple[Any, int]:
+    """Parse UTF-8 JSON (a BOM is allowed); a `ValueError` says what is wrong, on one line.
+
+    Returns the value and how many invalid Unicode sequences (bytes that are not UTF-8, lone
+    surrogates) became U+FFFD, for the caller to say once.
+    """
+    decoded = decode_utf8(data)
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not valid UTF-8 (byte {exc.start})") from exc
-    try:
-        return json.loads(text)
+        value, surrogates = loads(decoded.text)
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
         ) from exc
-    except RecursionError as exc:
-        raise ValueError("not valid JSON (nested too deeply)") from exc
+    except JsonProblem as exc:
+        raise ValueError(f"not valid JSON ({exc})") from exc
+    return value, decoded.replaced + surrogates

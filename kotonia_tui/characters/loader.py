@@ -20,38 +20,40 @@ from typing import Any
 from kotonia_tui.characters.card import CardImage, CharacterCard
 from kotonia_tui.characters.card_json import parse_card_object
 from kotonia_tui.characters.charx import CharxError, read_charx
-from kotonia_tui.characters.errors import CardError, CardShadowed, FieldError
+from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed, FieldError
 from kotonia_tui.characters.images import PICTURE_SUFFIXES, sniff_image_mime
 from kotonia_tui.characters.json_fields import decode_json_bytes
 from kotonia_tui.characters.png_chunks import PngError, TextChunk, read_text_chunks
+from kotonia_tui.untrusted_text import replacement_note
 
 CARD_SUFFIXES = (".json", ".png", ".charx")
+MAX_CARD_FILE_BYTES = 96 * 2**20  # a PNG or CHARX card carries its picture; JSON far less
 PNG_CARD_KEYWORDS = ("ccv3", "chara")  # in order of preference
 
 
-def load_card(path: Path) -> CharacterCard:
-    """Read one card file. Raises `CardError` (one line: file, field, problem)."""
+def load_card(path: Path, notes: list[CardError] | None = None) -> CharacterCard:
+    """Read one card file. Raises `CardError` (one line: file, field, problem); what was
+    repaired on the way (a `CardRepaired` note) is appended to `notes`."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CardError(path, f"cannot be read ({exc.strerror or exc})") from exc
+    data = _read_card_file(path)
     suffix = path.suffix.lower()
     where = ""
     if suffix == ".json":
-        obj = _decode_json(path, data, "")
+        obj, replaced = _decode_json(path, data, "")
         image = _sibling_picture(path)
     elif suffix == ".png":
-        obj, where = _png_card_json(path, data)
+        obj, replaced, where = _png_card_json(path, data)
         image = CardImage(data=data, mime="image/png")
     elif suffix == ".charx":
         try:
-            obj, image = read_charx(data)
+            obj, image, replaced = read_charx(data)
         except CharxError as exc:
             raise CardError(path, str(exc)) from exc
         where = " (in card.json)"
     else:
         raise CardError(path, "not a card file (expected .json, .png or .charx)")
+    if replaced and notes is not None:
+        notes.append(CardRepaired(path, f"{replacement_note(replaced)}{where}"))
     try:
         fields = parse_card_object(obj)
     except FieldError as exc:
@@ -108,7 +110,7 @@ def _load_folder(folder: Path, problems: list[CardError]) -> list[CharacterCard]
     cards: dict[str, CharacterCard] = {}
     for path in files:
         try:
-            card = load_card(path)
+            card = load_card(path, problems)
         except CardError as exc:
             problems.append(exc)
             continue
@@ -125,14 +127,28 @@ def _load_folder(folder: Path, problems: list[CardError]) -> list[CharacterCard]
     return list(cards.values())
 
 
-def _decode_json(path: Path, data: bytes, where: str) -> Any:
+def _read_card_file(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CARD_FILE_BYTES:
+            raise CardError(
+                path,
+                f"is {size / 2**20:.0f} MB; a card file may be at most "
+                f"{MAX_CARD_FILE_BYTES // 2**20} MB",
+            )
+        return path.read_bytes()
+    except OSError as exc:
+        raise CardError(path, f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def _decode_json(path: Path, data: bytes, where: str) -> tuple[Any, int]:
     try:
         return decode_json_bytes(data)
     except ValueError as exc:
         raise CardError(path, f"{where}{exc}") from exc
 
 
-def _png_card_json(path: Path, data: bytes) -> tuple[Any, str]:
+def _png_card_json(path: Path, data: bytes) -> tuple[Any, int, str]:
     """The card JSON inside a PNG, and a note naming the chunk it came from."""
     try:
         chunks = read_text_chunks(data)
@@ -149,7 +165,7 @@ def _png_card_json(path: Path, data: bytes) -> tuple[Any, str]:
         if chunk is not None:
             label = f"{chunk.chunk_type} chunk {chunk.keyword!r}"
             raw = _decode_base64(path, chunk.text, label)
-            return _decode_json(path, raw, f"{label}: "), f" (in {label})"
+            return (*_decode_json(path, raw, f"{label}: "), f" (in {label})")
     raise CardError(path, "PNG has no character card (no 'ccv3' or 'chara' text chunk)")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from kotonia_tui.characters import (
     DEFAULT_SYSTEM_PROMPT,
     CardError,
+    CardRepaired,
     CardShadowed,
     CharacterCard,
     CharacterSetup,
@@ -49,7 +50,12 @@ class CharacterLibrary:
     @property
     def errors(self) -> list[CardError]:
         """Broken cards (not the notes about a user card replacing a shipped one)."""
-        return [p for p in self.problems if not isinstance(p, CardShadowed)]
+        return [p for p in self.problems if not isinstance(p, CardShadowed | CardRepaired)]
+
+    @property
+    def repairs(self) -> list[CardError]:
+        """Cards that loaded with something repaired (invalid Unicode), to be said once."""
+        return [p for p in self.problems if isinstance(p, CardRepaired)]
 
     def get(self, key: str) -> CharacterCard:
         for card in self.cards:

@@ -204,8 +204,8 @@ class ChatFile:
         if self._count == 0:
             raise ImportFormatError(f"{self.path}: {self._no_messages()}")
         if self._replaced:
-            note = replacement_note(str(self.path), self._replaced)
-            self.notes.append(f"{note} (first on {self._replaced_line})")
+            note = replacement_note(self._replaced)
+            self.notes.append(f"{self.path}: {note} (first on {self._replaced_line})")
         self._done = True
 
     def conversation(self) -> Conversation:

@@ -108,7 +108,7 @@ class KotoniaApp(App[int]):
 
     def load_cards(self) -> tuple[list[CharacterCard], list[str]]:
         library = open_library(self.settings)
-        return list(library.cards), [str(p) for p in library.errors]
+        return list(library.cards), [str(p) for p in (*library.errors, *library.repairs)]
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_service(self) -> None:
