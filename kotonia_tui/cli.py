@@ -14,6 +14,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,16 @@ from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.service import ChatError, ChatService
+from kotonia_tui.chat.startup import (
+    DataDirError,
+    add_secrets,
+    db_files,
+    make_private,
+    prepare_dirs,
+    private_note,
+    redact,
+    setup_logging,
+)
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.model_files import check_gguf
@@ -49,19 +60,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 class UserError(Exception):
     """A problem the user can fix; printed as one line, exit status 1."""
-
-
-def _setup_logging() -> Path:
-    """Everything goes to a log file in the data dir; the terminal stays clean."""
-    dirs = app_dirs()
-    dirs.data.mkdir(parents=True, exist_ok=True)
-    log_path = dirs.data / "kotonia.log"
-    handler = logging.FileHandler(log_path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    return log_path
 
 
 def _progress(stream: TextIO) -> Any:
@@ -230,7 +228,7 @@ def _characters(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _conversations(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings, args.db) as store:
+    with open_store(settings, args.db, read_only=args.read_only) as store:
         key = None
         if args.character:
             key = open_library(settings).find(args.character).key
@@ -275,7 +273,7 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings, args.db) as store:
+    with open_store(settings, args.db, read_only=args.read_only) as store:
         conv = store.get_conversation(args.id)
         if args.output:
             out_path = Path(args.output)
@@ -323,7 +321,7 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
         rows.append(("mmproj", "none (no image input)"))
     db_path = settings.db_path(dirs) if args.db is None else args.db
     try:
-        with open_store(settings, args.db) as store:
+        with open_store(settings, args.db, read_only=args.read_only) as store:
             rows.append(("database", f"{db_path} (schema {store.schema_version})"))
             rows.append(("conversations", str(len(store.list_conversations()))))
     except StoreError as exc:
@@ -468,12 +466,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that only read: they work on a read-only data dir.
+READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "export", "doctor"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging()
+    umask = os.umask(0o077)  # every file and folder this run creates is private to the user
+    try:
+        return _run(args)
+    finally:
+        os.umask(umask)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        data = prepare_dirs(app_dirs(), need_write=args.command not in READ_ONLY_COMMANDS)
+    except DataDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    setup_logging(data, full_screen=args.command is None)
+    for note in data.notes:
+        print(f"note: {note}", file=sys.stderr)
+    args.read_only = not data.writable
     try:
         settings = load_settings()
+        add_secrets(settings)
+        if data.writable and args.db is None and settings.db is not None:
+            changed = make_private(db_files(settings.db_path(data.dirs)))
+            if changed:
+                print(f"note: {private_note(changed)}", file=sys.stderr)
         if args.command == "chat":
             return asyncio.run(_chat(args, settings))
         if args.command == "eval":
@@ -489,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tui(args, settings)
         return handlers[args.command](args, settings)
     except (UserError, *USER_ERRORS) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         log.info("user error: %s", exc)
         return 1
     except KeyboardInterrupt:

@@ -16,8 +16,14 @@ from kotonia_tui.store import Store
 FOLD_PROMPT_OVERHEAD = 1024  # the chronicler's instructions and the chapter header
 
 
-def open_store(settings: Settings, db: Path | None = None, dirs: AppDirs | None = None) -> Store:
-    return Store.open(db or settings.db_path(dirs or app_dirs()))
+def open_store(
+    settings: Settings,
+    db: Path | None = None,
+    dirs: AppDirs | None = None,
+    *,
+    read_only: bool = False,
+) -> Store:
+    return Store.open(db or settings.db_path(dirs or app_dirs()), read_only=read_only)
 
 
 def open_library(settings: Settings, dirs: AppDirs | None = None) -> CharacterLibrary:

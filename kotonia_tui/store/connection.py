@@ -12,6 +12,7 @@ inside `read()` so they see one snapshot even while another process writes.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,16 +37,23 @@ class Db:
         self.busy_timeout_s = busy_timeout_s
         self.utils = sqlite_utils.Database(conn)
         self.rows_read = 0
+        self.read_only = False
 
     @classmethod
-    def connect(cls, path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Db:
-        """Open (creating) the file and probe it, turning "not a database" into a StoreError."""
+    def connect(
+        cls, path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, read_only: bool = False
+    ) -> Db:
+        """Open (creating, unless `read_only`) the file and probe it, turning "not a database"
+        into a StoreError. A new file is private to the user (0600)."""
         if path.exists() and not path.is_file():
             raise StoreError(f"{path}: is not a file, cannot be used as the database")
+        if read_only:
+            return cls._connect_read_only(path, busy_timeout_s)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"{path}: cannot create its folder: {exc.strerror}") from exc
+        created = not path.exists()
         try:
             conn = sqlite3.connect(
                 str(path),
@@ -55,11 +63,53 @@ class Db:
             )
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot be opened: {exc}") from exc
+        if created:
+            with contextlib.suppress(OSError):
+                path.chmod(0o600)  # before anything is written (the WAL files copy the mode)
+        return cls._probe(path, conn, busy_timeout_s)
+
+    @classmethod
+    def _connect_read_only(cls, path: Path, busy_timeout_s: float) -> Db:
+        """Open without writing anything: a read-only data dir still shows its conversations.
+
+        A WAL database needs its shared-memory file; when none exists and the folder cannot
+        take one, the file is opened as immutable (nothing can write to it meanwhile)."""
+        if not path.exists():
+            raise StoreError(f"{path}: no database here yet (nothing has been stored)")
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        failure: sqlite3.Error | None = None
+        for suffix in ("", "&immutable=1"):
+            conn = None
+            try:
+                conn = sqlite3.connect(
+                    uri + suffix,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=busy_timeout_s,
+                )
+                conn.execute("PRAGMA user_version").fetchone()
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                failure = exc
+                continue
+            return cls._probe(path, conn, busy_timeout_s, read_only=True)
+        if "not a database" in str(failure) or "malformed" in str(failure):
+            raise StoreError(f"{path}: is not a Kotonia database (not SQLite: {failure})")
+        raise StoreError(f"{path}: cannot be opened read-only: {failure}")
+
+    @classmethod
+    def _probe(
+        cls, path: Path, conn: sqlite3.Connection, busy_timeout_s: float, *, read_only: bool = False
+    ) -> Db:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             # The first real read fails here when the file is not SQLite at all.
             conn.execute("PRAGMA user_version").fetchone()
-            return cls(path, conn, busy_timeout_s)
+            db = cls(path, conn, busy_timeout_s)
+            db.read_only = read_only
+            return db
         except sqlite3.DatabaseError as exc:
             conn.close()
             if "not a database" in str(exc) or "malformed" in str(exc):

@@ -48,14 +48,29 @@ class Store:
         self._db = db
 
     @classmethod
-    def open(cls, path: Path | str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Store:
+    def open(
+        cls,
+        path: Path | str,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        *,
+        read_only: bool = False,
+    ) -> Store:
         """Open or create the file at `path` (and its folders); bring its schema up to date.
 
         `busy_timeout_s` is how long a call waits while another instance holds the write lock.
+        `read_only` opens an existing file without writing anything (a read-only data dir):
+        reads work, a write is a StoreError, and a schema that needs upgrading is refused.
         """
-        db = Db.connect(Path(path), busy_timeout_s)
+        db = Db.connect(Path(path), busy_timeout_s, read_only=read_only)
         try:
-            migrations.check_version(db)  # before any pragma changes a file we may not own
+            version = migrations.check_version(db)  # before a pragma changes a file not ours
+            if read_only:
+                if version != migrations.SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{db.path}: schema {version} must be upgraded to "
+                        f"{migrations.SCHEMA_VERSION}, which needs write access"
+                    )
+                return cls(db)
             db.configure()
             migrations.migrate(db)
         except sqlite3.Error as exc:
