@@ -43,6 +43,7 @@ from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_ver
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
+from kotonia_tui.safe_files import WriteError, replacing
 from kotonia_tui.store import SCHEMA_VERSION, StoreError, write_sillytavern
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
@@ -55,6 +56,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ChatError,
     AttachmentError,
     UnknownCharacterError,
+    WriteError,
 )
 
 
@@ -277,7 +279,7 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
         conv = store.get_conversation(args.id)
         if args.output:
             out_path = Path(args.output)
-            with out_path.open("w", encoding="utf-8") as out:
+            with replacing(out_path) as out:
                 count = write_sillytavern(conv, store.iter_messages(args.id), out)
             print(f"wrote {count} messages to {out_path}", file=sys.stderr)
         else:

@@ -20,6 +20,7 @@ from kotonia_tui.characters.charx import EMBEDDED_SCHEMES, MAIN_ICON_PATH, build
 from kotonia_tui.characters.errors import CardError
 from kotonia_tui.characters.images import sniff_image_mime
 from kotonia_tui.characters.png_chunks import PNG_SIGNATURE, with_text_chunks
+from kotonia_tui.safe_files import write_atomically
 
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
 
@@ -29,7 +30,7 @@ def write_json_card(
 ) -> None:
     """Write the card as pretty JSON (V3 for a V3 card, V2 otherwise, unless asked)."""
     text = json.dumps(card.to_json_dict(version), ensure_ascii=False, indent=2)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    write_atomically(Path(path), text + "\n")
 
 
 def write_png_card(card: CharacterCard, image_bytes: bytes | None, path: Path) -> None:
@@ -47,7 +48,7 @@ def write_png_card(card: CharacterCard, image_bytes: bytes | None, path: Path) -
         "ccv3": _b64_json(card.to_json_dict("v3")),
         "chara": _b64_json(card.to_json_dict("v2")),
     }
-    path.write_bytes(with_text_chunks(png, texts))
+    write_atomically(path, with_text_chunks(png, texts))
 
 
 def write_charx(
@@ -76,7 +77,7 @@ def write_charx(
         assets.insert(0, CardAsset(type="icon", uri=f"embeded://{member}", name="main", ext=ext))
     card_json = card.model_copy(update={"assets": assets}).to_json_dict("v3")
     encoded = json.dumps(card_json, ensure_ascii=False, indent=2).encode("utf-8")
-    path.write_bytes(build_charx(encoded, files))
+    write_atomically(path, build_charx(encoded, files))
 
 
 def _embedded_path(uri: str) -> str | None:

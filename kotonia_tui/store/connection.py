@@ -139,6 +139,17 @@ class Db:
             )
         return StoreError(f"{self.path}: database error: {exc}")
 
+    @contextmanager
+    def decoding(self, what: str) -> Iterator[None]:
+        """A stored row that no longer reads (edited by hand, damaged) becomes a StoreError
+        naming it, instead of a traceback out of the model classes."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError) as exc:
+            detail = " ".join(str(exc).split())
+            detail = detail if len(detail) <= 160 else detail[:159] + "…"
+            raise StoreError(f"{self.path}: {what} cannot be read ({detail})") from exc
+
     @property
     def user_version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])

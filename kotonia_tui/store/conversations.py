@@ -83,7 +83,8 @@ def get_conversation(db: Db, conv_id: int) -> Conversation:
     )
     if row is None:
         raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
-    return conversation_from_row(row)
+    with db.decoding(f"conversation {conv_id}"):
+        return conversation_from_row(row)
 
 
 def list_conversations(db: Db, character_key: str | None = None) -> list[Conversation]:
@@ -97,7 +98,11 @@ def list_conversations(db: Db, character_key: str | None = None) -> list[Convers
             "ORDER BY updated_at DESC, id DESC",
             (character_key,),
         )
-    return [conversation_from_row(row) for row in rows]
+    conversations = []
+    for row in rows:
+        with db.decoding(f"conversation {row['id']}"):
+            conversations.append(conversation_from_row(row))
+    return conversations
 
 
 def touch(db: Db, conv_id: int, when: datetime, count_delta: int = 0) -> None:

@@ -362,17 +362,18 @@ def _hydrate(
             f"SELECT * FROM alternatives WHERE message_id IN ({marks}) ORDER BY message_id, idx",
             chunk,
         ):
-            alts.setdefault(alt["message_id"], []).append(
-                Alternative(
-                    text=alt["text"],
-                    segments=segments_from_db(alt["segments"]),
-                    status=MessageStatus(alt["status"]),
-                    status_reason=alt["status_reason"],
-                    reasoning=alt["reasoning"],
-                    created_at=ts_from_db(alt["created_at"]),
-                    extra=dict_from_db(alt["extra"]),
+            with db.decoding(f"message {alt['message_id']} version {alt['idx'] + 1}"):
+                alts.setdefault(alt["message_id"], []).append(
+                    Alternative(
+                        text=alt["text"],
+                        segments=segments_from_db(alt["segments"]),
+                        status=MessageStatus(alt["status"]),
+                        status_reason=alt["status_reason"],
+                        reasoning=alt["reasoning"],
+                        created_at=ts_from_db(alt["created_at"]),
+                        extra=dict_from_db(alt["extra"]),
+                    )
                 )
-            )
         if all_keys or model_key is not None:
             sql = (
                 "SELECT message_id, model_key, tokens FROM token_counts "
@@ -384,27 +385,30 @@ def _hydrate(
                 params.append(model_key)
             for tok in db.select(sql, params):
                 tokens.setdefault(tok["message_id"], {})[tok["model_key"]] = tok["tokens"]
-    return [
-        Message(
-            id=row["id"],
-            conversation_id=row["conversation_id"],
-            role=Role(row["role"]),
-            speaker=row["speaker"],
-            text=row["text"],
-            segments=segments_from_db(row["segments"]),
-            images=list(json_from_db(row["images"], [])),  # type: ignore[call-overload]
-            created_at=ts_from_db(row["created_at"]),
-            edited=bool(row["edited"]),
-            status=MessageStatus(row["status"]),
-            status_reason=row["status_reason"],
-            reasoning=row["reasoning"],
-            alternatives=alts.get(row["id"], []),
-            chosen=row["chosen"],
-            token_counts=tokens.get(row["id"], {}),
-            extra=dict_from_db(row["extra"]),
-        )
-        for row in rows
-    ]
+    messages = []
+    for row in rows:
+        with db.decoding(f"message {row['id']}"):
+            messages.append(
+                Message(
+                    id=row["id"],
+                    conversation_id=row["conversation_id"],
+                    role=Role(row["role"]),
+                    speaker=row["speaker"],
+                    text=row["text"],
+                    segments=segments_from_db(row["segments"]),
+                    images=list(json_from_db(row["images"], [])),  # type: ignore[call-overload]
+                    created_at=ts_from_db(row["created_at"]),
+                    edited=bool(row["edited"]),
+                    status=MessageStatus(row["status"]),
+                    status_reason=row["status_reason"],
+                    reasoning=row["reasoning"],
+                    alternatives=alts.get(row["id"], []),
+                    chosen=row["chosen"],
+                    token_counts=tokens.get(row["id"], {}),
+                    extra=dict_from_db(row["extra"]),
+                )
+            )
+    return messages
 
 
 def _query(

@@ -550,13 +550,12 @@ def _json_role(where: str, item: dict[str, Any], speaker: str, persona: str) -> 
 def write_sillytavern(conv: Conversation, messages: Iterable[Message], out: TextIO) -> int:
     """Write a SillyTavern `.jsonl` chat (header, then one line per message); returns the count.
 
-    Lines are joined by newlines without a trailing one, as SillyTavern writes them.
+    Every line ends with a newline, the last one too (SillyTavern reads both forms).
     """
-    out.write(_dumps(_header(conv)))
+    out.write(_dumps(_header(conv)) + "\n")
     count = 0
     for msg in messages:
-        out.write("\n")
-        out.write(_dumps(st_message(msg)))
+        out.write(_dumps(st_message(msg)) + "\n")
         count += 1
     return count
 
