@@ -11,7 +11,9 @@ from typing import Any
 from kotonia_tui.characters.card import SPEC_V2, SPEC_V3, CardAsset, SpecVersion
 from kotonia_tui.characters.errors import FieldError
 from kotonia_tui.characters.json_fields import ObjectReader, json_type_name
+from kotonia_tui.characters.limits import MAX_GREETINGS, MAX_NAME_CHARS, MAX_TEXT_CHARS
 from kotonia_tui.characters.lorebook import parse_lorebook
+from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 
 _TEXT_FIELDS = (
     "description",
@@ -103,9 +105,38 @@ def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
         _parse_asset(ObjectReader(raw, f"{data.path('assets')}[{index}]"))
         for index, raw in enumerate(data.objects("assets"))
     ]
+    _check_sizes(data, fields)
     known = _DATA_FIELDS if version is not SpecVersion.V1 else _DATA_FIELDS | _ROOT_MIRRORS
     fields["extra_data"] = data.unknown(known)
     return fields
+
+
+def _check_sizes(data: ObjectReader, fields: dict[str, Any]) -> None:
+    """Refuse what would stall the app (see `limits`), naming the field."""
+    for key in ("name", "nickname"):
+        if len(fields[key] or "") > MAX_NAME_CHARS:
+            raise FieldError(
+                data.path(key),
+                f"is {len(fields[key]):,} characters long (a name may have {MAX_NAME_CHARS})",
+            )
+    greetings = fields["alternate_greetings"]
+    if len(greetings) > MAX_GREETINGS:
+        raise FieldError(
+            data.path("alternate_greetings"),
+            f"has {len(greetings):,} greetings (a card may have {MAX_GREETINGS})",
+        )
+    char = fields["nickname"] or fields["name"]
+    texts = [(data.path(name), fields[name]) for name in _TEXT_FIELDS]
+    texts += [(f"{data.path('alternate_greetings')}[{i}]", g) for i, g in enumerate(greetings)]
+    for path, text in texts:
+        if len(text) > MAX_TEXT_CHARS:
+            raise FieldError(
+                path, f"is {len(text):,} characters long (a card field may have {MAX_TEXT_CHARS:,})"
+            )
+        try:
+            apply_macros(text, char=char, user="")
+        except MacroLimitError as exc:
+            raise FieldError(path, str(exc)) from exc
 
 
 def _parse_asset(asset: ObjectReader) -> CardAsset:

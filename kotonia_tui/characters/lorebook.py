@@ -20,7 +20,10 @@ Matching rules (decided here; SillyTavern-compatible where it has a convention)
   separate words with spaces; Japanese and Chinese keys match as substrings, since those scripts
   have no spaces between words.
 - `use_regex: true` (V3) makes every key a regular expression (case flag as above, no whole-word
-  rule). A bad pattern is a load error naming the entry, never a crash at match time.
+  rule). A bad pattern is a load error naming the entry, never a crash at match time. A card's
+  pattern is untrusted: it runs with the `regex` package's time bound (`REGEX_TIMEOUT_S`), and a
+  key that runs past it is turned off for that card (a `RegexGuard` remembers it) and reported
+  in `LoreSelection.timed_out`, so one pattern such as `(a|aa)+$` cannot freeze a conversation.
 - A `selective` entry with secondary keys also needs one secondary key to match.
 - With `recursive_scanning`, the content of chosen entries is scanned too (an entry can opt out
   with SillyTavern's `extensions.exclude_recursion` / `extensions.prevent_recursion`).
@@ -33,19 +36,21 @@ Matching rules (decided here; SillyTavern-compatible where it has a convention)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, Field, model_validator
 
 from kotonia_tui.characters.errors import FieldError
 from kotonia_tui.characters.json_fields import ObjectReader
+from kotonia_tui.characters.limits import MAX_LORE_ENTRIES, MAX_TEXT_CHARS
 from kotonia_tui.characters.macros import apply_macros
 
 DEFAULT_MATCH_WHOLE_WORDS = True
+REGEX_TIMEOUT_S = 0.25  # one key against the scanned text; ordinary patterns take microseconds
 
 _ENTRY_FIELDS = {
     "keys",
@@ -101,8 +106,8 @@ class LoreEntry(BaseModel):
             for key in (*self.keys, *self.secondary_keys):
                 try:
                     _compile(key, self.is_case_sensitive)
-                except re.error as exc:
-                    raise ValueError(f"not a valid regular expression {key!r} ({exc.msg})") from exc
+                except regex.error as exc:
+                    raise ValueError(f"not a valid regular expression {key!r} ({exc})") from exc
         return self
 
     @property
@@ -177,9 +182,15 @@ class Lorebook(BaseModel):
 def parse_lorebook(obj: dict[str, Any], prefix: str) -> Lorebook:
     """Read a `character_book` object; a wrong field raises `FieldError` naming its path."""
     book = ObjectReader(obj, prefix)
+    raw_entries = book.objects("entries")
+    if len(raw_entries) > MAX_LORE_ENTRIES:
+        raise FieldError(
+            book.path("entries"),
+            f"has {len(raw_entries):,} entries (a lorebook may have {MAX_LORE_ENTRIES:,})",
+        )
     entries = [
         _parse_entry(raw, f"{book.path('entries')}[{index}]")
-        for index, raw in enumerate(book.objects("entries"))
+        for index, raw in enumerate(raw_entries)
     ]
     return Lorebook(
         name=book.optional_string("name"),
@@ -204,16 +215,22 @@ def _parse_entry(obj: dict[str, Any], prefix: str) -> LoreEntry:
             for index, key in enumerate(values):
                 try:
                     _compile(key, bool(case_sensitive))
-                except re.error as exc:
+                except regex.error as exc:
                     raise FieldError(
                         f"{entry.path(field)}[{index}]",
-                        f"not a valid regular expression {key!r} ({exc.msg})",
+                        f"not a valid regular expression {key!r} ({exc})",
                     ) from exc
+    content = entry.string("content")
+    if len(content) > MAX_TEXT_CHARS:
+        raise FieldError(
+            entry.path("content"),
+            f"is {len(content):,} characters long (an entry may have {MAX_TEXT_CHARS:,})",
+        )
     return LoreEntry(
         keys=keys,
         secondary_keys=secondary,
         selective=entry.boolean("selective", False),
-        content=entry.string("content"),
+        content=content,
         enabled=entry.boolean("enabled", True),
         insertion_order=entry.integer("insertion_order", 0),
         case_sensitive=case_sensitive,
@@ -236,6 +253,40 @@ class LoreSelection:
     entries: tuple[LoreEntry, ...] = ()
     skipped: tuple[LoreEntry, ...] = ()
     tokens: int = 0  # tokens of the chosen entries' content, as counted by `count_tokens`
+    timed_out: tuple[tuple[LoreEntry, str], ...] = ()  # (entry, key) turned off this time
+
+
+@dataclass
+class RegexGuard:
+    """The regex keys of one card that ran past the time bound; they stay off for that card."""
+
+    disabled: set[tuple[str, bool]] = field(default_factory=set)  # (pattern, case_sensitive)
+    newly: list[tuple[LoreEntry, str]] = field(default_factory=list)
+
+    def search(self, entry: LoreEntry, key: str, text: str) -> bool:
+        flag = (key, entry.is_case_sensitive)
+        if flag in self.disabled:
+            return False
+        try:
+            return _compile(*flag).search(text, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            self.disabled.add(flag)
+            self.newly.append((entry, key))
+            return False
+
+
+def timed_out_note(card_name: str, entry: LoreEntry, key: str) -> str:
+    """The warning said once when a key is turned off."""
+    shown = key if len(key) <= 40 else key[:39] + "…"
+    label = (
+        f" (entry {entry.name or entry.comment or entry.id})"
+        if entry.name or entry.comment or entry.id is not None
+        else ""
+    )
+    return (
+        f"lorebook key {shown!r}{label} of {card_name} took more than {REGEX_TIMEOUT_S:g} s "
+        "to match and is turned off for this card"
+    )
 
 
 def select_entries(
@@ -245,14 +296,18 @@ def select_entries(
     budget_tokens: int,
     *,
     include_constant: bool = True,
+    guard: RegexGuard | None = None,
 ) -> LoreSelection:
     """Choose the entries that apply to the recent messages, within the token budget.
 
     `recent_texts` are message texts, oldest first, the new user message last. `count_tokens` is
-    the engine's exact counter; `budget_tokens` the lore budget of the prompt.
+    the engine's exact counter; `budget_tokens` the lore budget of the prompt. `guard` keeps
+    the card's timed-out regex keys between turns (a new one is used when none is given).
     """
     if book is None:
         return LoreSelection()
+    guard = guard if guard is not None else RegexGuard()
+    already = len(guard.newly)
     enabled = [(i, e) for i, e in enumerate(book.entries) if e.enabled and _body(e.content)]
     chosen: dict[int, LoreEntry] = {}
     if include_constant:
@@ -281,7 +336,7 @@ def select_entries(
             texts = [haystack(max(depth, 0) if depth is not None else None)]
             if book.recursive_scanning and not entry.extensions.get("exclude_recursion"):
                 texts.extend(recursed)
-            if _entry_matches(entry, "\n".join(texts)):
+            if _entry_matches(entry, "\n".join(texts), guard):
                 found.append((index, entry))
         if not found:
             break
@@ -306,7 +361,8 @@ def select_entries(
         else:
             skipped.append(entry)
     kept.sort(key=lambda item: (item[1].insertion_order, item[0]))
-    return LoreSelection(tuple(e for _, e in kept), tuple(skipped), used)
+    timed_out = tuple(guard.newly[already:])
+    return LoreSelection(tuple(e for _, e in kept), tuple(skipped), used, timed_out)
 
 
 def render_lore(
@@ -332,20 +388,20 @@ def _body(content: str) -> str:
     return "\n".join(lines).strip()
 
 
-def _entry_matches(entry: LoreEntry, text: str) -> bool:
-    if not text or not _any_key_matches(entry, entry.keys, text):
+def _entry_matches(entry: LoreEntry, text: str, guard: RegexGuard) -> bool:
+    if not text or not _any_key_matches(entry, entry.keys, text, guard):
         return False
     if entry.selective and any(k.strip() for k in entry.secondary_keys):
-        return _any_key_matches(entry, entry.secondary_keys, text)
+        return _any_key_matches(entry, entry.secondary_keys, text, guard)
     return True
 
 
-def _any_key_matches(entry: LoreEntry, keys: Sequence[str], text: str) -> bool:
+def _any_key_matches(entry: LoreEntry, keys: Sequence[str], text: str, guard: RegexGuard) -> bool:
     for key in keys:
         if not key.strip():
             continue  # an empty key would match every message
         if entry.use_regex:
-            if _compile(key, entry.is_case_sensitive).search(text):
+            if guard.search(entry, key, text):
                 return True
         elif _literal_matches(key, text, entry.is_case_sensitive, entry.match_whole_words):
             return True
@@ -388,5 +444,5 @@ def _is_spaced_word_char(char: str) -> bool:
 
 
 @lru_cache(maxsize=512)
-def _compile(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
-    return re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
+def _compile(pattern: str, case_sensitive: bool) -> regex.Pattern[str]:
+    return regex.compile(pattern, 0 if case_sensitive else regex.IGNORECASE)

@@ -19,8 +19,10 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from kotonia_tui.characters.card import CharacterCard
+from kotonia_tui.characters.errors import CardError
+from kotonia_tui.characters.limits import MAX_EXPANDED_CHARS
 from kotonia_tui.characters.lorebook import render_lore
-from kotonia_tui.characters.macros import apply_macros
+from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.domain import Persona
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -65,32 +67,59 @@ def render_setup(
     """Render the card for one persona. Pure: the same inputs always give the same text."""
     char = card.display_name
     user = persona.name
+    where = card.source_path or card.key
 
-    def fill(text: str, original: str | None = None) -> str:
-        return apply_macros(text, char=char, user=user, original=original).strip()
+    def fill(text: str, original: str | None = None, field: str = "setup") -> str:
+        try:
+            return apply_macros(text, char=char, user=user, original=original).strip()
+        except MacroLimitError as exc:
+            raise CardError(where, f"{field}: {exc}") from exc
 
     default_prompt = fill(default_system_prompt)
-    system_prompt = fill(card.system_prompt, default_prompt) if card.system_prompt.strip() else ""
-    examples = tuple(fill(block) for block in _START.split(card.mes_example) if block.strip())
+    system_prompt = (
+        fill(card.system_prompt, default_prompt, "data.system_prompt")
+        if card.system_prompt.strip()
+        else ""
+    )
+    examples = tuple(
+        fill(block, field="data.mes_example")
+        for block in _START.split(card.mes_example)
+        if block.strip()
+    )
     sections = [
         ("", system_prompt or default_prompt),
-        (f"About {char}", fill(card.description)),
-        (f"{char}'s personality", fill(card.personality)),
-        ("Scenario", fill(card.scenario)),
-        (f"About {user}, who {char} is talking with", fill(persona.description)),
+        (f"About {char}", fill(card.description, field="data.description")),
+        (f"{char}'s personality", fill(card.personality, field="data.personality")),
+        ("Scenario", fill(card.scenario, field="data.scenario")),
+        (f"About {user}, who {char} is talking with", fill(persona.description, field="persona")),
     ]
     if constant_lore_in_system and card.character_book is not None:
         constant = [e for e in card.character_book.entries if e.enabled and e.constant]
-        sections.append(("World notes", render_lore(constant, char=char, user=user)))
+        try:
+            sections.append(("World notes", render_lore(constant, char=char, user=user)))
+        except MacroLimitError as exc:
+            raise CardError(where, f"data.character_book (constant entries): {exc}") from exc
     if examples:
         heading = f"Example dialogue (how {char} talks; these exchanges are not part of the story)"
         sections.append((heading, "\n\n".join(examples)))
     system_text = "\n\n".join(
         f"## {heading}\n{body}" if heading else body for heading, body in sections if body
     )
+    if len(system_text) > MAX_EXPANDED_CHARS:
+        raise CardError(
+            where,
+            f"the setup (system prompt, description, personality, scenario, lore, examples) is "
+            f"{len(system_text):,} characters with its macros (at most {MAX_EXPANDED_CHARS:,})",
+        )
     greetings = tuple(
         text
-        for text in (fill(card.first_mes), *(fill(g) for g in card.alternate_greetings))
+        for text in (
+            fill(card.first_mes, field="data.first_mes"),
+            *(
+                fill(g, field=f"data.alternate_greetings[{i}]")
+                for i, g in enumerate(card.alternate_greetings)
+            ),
+        )
         if text
     )
     return CharacterSetup(
@@ -98,7 +127,11 @@ def render_setup(
         name=card.name,
         nickname=card.nickname,
         system_text=system_text,
-        post_history=fill(card.post_history_instructions, fill(default_post_history)),
+        post_history=fill(
+            card.post_history_instructions,
+            fill(default_post_history),
+            "data.post_history_instructions",
+        ),
         greetings=greetings,
         examples=examples,
         constant_lore_in_system=constant_lore_in_system,

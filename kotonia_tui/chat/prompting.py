@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup, render_lore, select_entries
+from kotonia_tui.characters.lorebook import RegexGuard, timed_out_note
+from kotonia_tui.characters.macros import MacroLimitError
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     FoldJob,
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
 LORE_SCAN_MESSAGES = 8
+SETUP_COUNTS_KEPT = 16
 
 
 # Below this a continuation would be cut again at once: better to say so.
@@ -65,6 +68,7 @@ class PreparedTurn:
     state: MemoryState
     window: list[Message]  # the messages the prompt carries verbatim
     notices: list[str]
+    warnings: list[str]  # said as warnings (a lorebook key turned off)
     fixed_tokens: int
     queued: FoldJob | None
 
@@ -82,6 +86,18 @@ class Prompter:
         self.settings = settings
         self.reply_reserve = engine.profile.reply_max_tokens
         self.budgets = Budgets.for_window(engine.n_ctx, self.reply_reserve, settings)
+        # Regex lorebook keys that ran past their time bound, per card (key and file hash).
+        self._regex_guards: dict[tuple[str, str], RegexGuard] = {}
+        self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
+
+    def setup_tokens(self, system_text: str) -> int:
+        """Tokens of a character setup (up to a million characters: worth remembering)."""
+        count = self._setup_tokens.get(system_text)
+        if count is None:
+            if len(self._setup_tokens) >= SETUP_COUNTS_KEPT:
+                self._setup_tokens.clear()
+            count = self._setup_tokens[system_text] = self.engine.count_tokens(system_text)
+        return count
 
     # ---- token counts -------------------------------------------------------------------
 
@@ -175,12 +191,13 @@ class Prompter:
         ]
         in_flight = bool(open_jobs)
         queued_through = max((j.last_message_id or 0 for j in open_jobs), default=0)
-        lore_text, lore_notice = self._lore(card, setup, persona, window)
+        warnings: list[str] = []
+        lore_text, lore_notice = self._lore(card, setup, persona, window, warnings)
         if lore_notice:
             notices.append(lore_notice)
         notes = "\n\n".join(part for part in (lore_text, setup.post_history) if part)
         portrait = self.portrait(card)
-        fixed = self.engine.count_tokens(setup.system_text) + self.engine.count_tokens(notes)
+        fixed = self.setup_tokens(setup.system_text) + self.engine.count_tokens(notes)
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
         if fixed + self.reply_reserve + self.budgets.min_verbatim // 4 > self.budgets.n_ctx:
@@ -288,7 +305,7 @@ class Prompter:
         )
         if prefill:
             request = self._fit_continuation(request)
-        return PreparedTurn(request, plan, new_state, verbatim, notices, fixed, queued)
+        return PreparedTurn(request, plan, new_state, verbatim, notices, warnings, fixed, queued)
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:
         """A continuation gets the room the window has left after the reply so far.
@@ -326,19 +343,34 @@ class Prompter:
         return rows
 
     def _lore(
-        self, card: CharacterCard, setup: CharacterSetup, persona: Persona, window: list[Message]
+        self,
+        card: CharacterCard,
+        setup: CharacterSetup,
+        persona: Persona,
+        window: list[Message],
+        warnings: list[str],
     ) -> tuple[str, str | None]:
         if card.character_book is None or self.budgets.lore <= 0:
             return "", None
         texts = [m.text for m in window[-LORE_SCAN_MESSAGES:]]
+        guard = self._regex_guards.setdefault((card.key, card.card_hash), RegexGuard())
         selection = select_entries(
             card.character_book,
             texts,
             self.engine.count_tokens,
             self.budgets.lore,
             include_constant=not setup.constant_lore_in_system,
+            guard=guard,
         )
-        text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
+        for entry, key in selection.timed_out:
+            warnings.append(timed_out_note(setup.display_name, entry, key))
+            log.warning("card %s: %s", card.key, warnings[-1])
+        try:
+            text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
+        except MacroLimitError as exc:
+            raise SetupTooLargeError(
+                f"{card.source_path or card.key}: the lorebook entries chosen this turn: {exc}"
+            ) from exc
         notice = None
         if selection.skipped:
             names = ", ".join(e.name or (e.keys[0] if e.keys else "?") for e in selection.skipped)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from kotonia_tui.characters import CharacterCard, CharacterSetup
+from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
 from kotonia_tui.chat.events import (
     FoldProgress,
     MemoryNotice,
@@ -229,7 +229,10 @@ class ChatService:
         return list(self.library.cards)
 
     def setup_for(self, card: CharacterCard, persona: Persona | None = None) -> CharacterSetup:
-        return self.library.setup(card, persona or self.persona)
+        try:
+            return self.library.setup(card, persona or self.persona)
+        except CardError as exc:  # a setup past the size bounds, naming the file and field
+            raise ChatError(str(exc)) from exc
 
     def persona_of(self, conv: Conversation) -> Persona:
         """Who the user plays in this conversation: the persona it was started (or imported)
@@ -327,15 +330,19 @@ class ChatService:
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
-    def _prepare(
+    async def _prepare(
         self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
     ) -> tuple[CharacterSetup, PreparedTurn]:
+        """The turn's prompt, built on a worker thread: rendering and tokenizing a big setup,
+        scanning a lorebook and counting a long window must never stall the event loop (the
+        store takes turns between threads; see store/connection.py)."""
         card = self._card(conv)
         persona = self.persona_of(conv)
-        setup = self.setup_for(card, persona)
         self._active_conv = conv.id
-        try:
-            prepared = self.prompter.prepare(
+
+        def prepare() -> tuple[CharacterSetup, PreparedTurn]:
+            setup = self.setup_for(card, persona)
+            return setup, self.prompter.prepare(
                 conv.id,  # type: ignore[arg-type]
                 card,
                 setup,
@@ -343,10 +350,15 @@ class ChatService:
                 before_id=before_id,
                 prefill=prefill,
             )
+
+        try:
+            setup, prepared = await asyncio.to_thread(prepare)
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]
+        for warning in prepared.warnings:
+            self._emit(MemoryNotice(conv.id, warning, level="warning"))  # type: ignore[arg-type]
         if prepared.queued is not None:
             self._emit(FoldProgress(conv.id, prepared.queued, "queued"))  # type: ignore[arg-type]
             self.worker.wake()
@@ -368,7 +380,7 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        setup, prepared = self._prepare(conv)
+        setup, prepared = await self._prepare(conv)
         return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
 
     async def regenerate(self, conv_id: int) -> Turn:
@@ -379,7 +391,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to regenerate: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id)
+        setup, prepared = await self._prepare(conv, before_id=last.id)
         return Turn(
             self, conv, setup, prepared, kind=TurnKind.REGENERATE, user_message=None, target=last
         )
@@ -392,7 +404,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to continue: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id, prefill=last.text)
+        setup, prepared = await self._prepare(conv, before_id=last.id, prefill=last.text)
         return Turn(
             self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
         )
@@ -516,7 +528,8 @@ class ChatService:
         )
         verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
         try:
-            setup_tokens = self.engine.count_tokens(self.setup_for(self._card(conv)).system_text)
+            setup = self.setup_for(self._card(conv), self.persona_of(conv))
+            setup_tokens = prompter.setup_tokens(setup.system_text)
         except ChatError:
             setup_tokens = 0
         budgets = prompter.budgets

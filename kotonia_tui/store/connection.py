@@ -1,8 +1,10 @@
 """The one SQLite connection: pragmas, transactions, and the read helper that counts rows.
 
 The connection is opened with `check_same_thread=False` so the chat service may create the store
-on one thread and use it from the asyncio thread, but it must be used from ONE thread at a time:
-sqlite3 connections are not safe for concurrent use.
+on one thread and use it from another: a turn's prompt is prepared on a worker thread (so a
+big setup never stalls the UI) while the event loop may read or write for the fold worker. A
+transaction belongs to the connection, not to a thread, so every statement and every `read()` /
+`write()` block holds one re-entrant lock: the threads take turns, never interleave.
 
 Transactions are explicit (`isolation_level=None`): writes run inside `write()`, which starts with
 `BEGIN IMMEDIATE` so that two app instances sharing the file queue on the write lock (waiting up to
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +41,7 @@ class Db:
         self.utils = sqlite_utils.Database(conn)
         self.rows_read = 0
         self.read_only = False
+        self.lock = threading.RLock()
 
     @classmethod
     def connect(
@@ -152,20 +156,22 @@ class Db:
 
     @property
     def user_version(self) -> int:
-        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        with self.lock:
+            return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     # Reads -------------------------------------------------------------------------------------
 
     def select(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Every SELECT goes through here so `rows_read` counts what each call costs."""
-        cursor = self.conn.cursor()
-        cursor.row_factory = sqlite3.Row
-        try:
-            rows = cursor.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise self.error(exc) from exc
-        self.rows_read += len(rows)
-        return rows
+        with self.lock:
+            cursor = self.conn.cursor()
+            cursor.row_factory = sqlite3.Row
+            try:
+                rows = cursor.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self.error(exc) from exc
+            self.rows_read += len(rows)
+            return rows
 
     def select_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         rows = self.select(sql, params)
@@ -174,7 +180,8 @@ class Db:
     # Writes ------------------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, params)
+        with self.lock:
+            return self.conn.execute(sql, params)
 
     def insert_rows(self, table: str, rows: Sequence[dict[str, object]]) -> None:
         """Insert rows that share their keys with one executemany, inside the caller's write.
@@ -186,17 +193,23 @@ class Db:
         columns = list(rows[0])
         marks = ", ".join("?" * len(columns))
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
-        self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
+        with self.lock:
+            self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
 
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""
-        cursor = self.conn.cursor()
-        cursor.row_factory = sqlite3.Row
-        return cursor.execute(sql, params).fetchall()
+        with self.lock:
+            cursor = self.conn.cursor()
+            cursor.row_factory = sqlite3.Row
+            return cursor.execute(sql, params).fetchall()
 
     @contextmanager
     def write(self) -> Iterator[None]:
         """One write transaction (nested calls become savepoints of the outer one)."""
+        with self.lock:
+            yield from self._write()
+
+    def _write(self) -> Iterator[None]:
         if self.conn.in_transaction:
             with self.utils.atomic():
                 yield
@@ -218,6 +231,10 @@ class Db:
     @contextmanager
     def read(self) -> Iterator[None]:
         """A read snapshot for several SELECTs; inside a write it is that write's view."""
+        with self.lock:
+            yield from self._read()
+
+    def _read(self) -> Iterator[None]:
         if self.conn.in_transaction:
             yield
             return

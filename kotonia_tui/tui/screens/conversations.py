@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from kotonia_tui.tui.app import KotoniaApp
 
 
+GREETINGS_AT_ONCE = 25  # rows mounted per batch (about 5 ms each)
+
+
 class ConversationItem(ListItem):
     def __init__(self, conv: Conversation, preview: str) -> None:
         title = conv.title or f"Conversation {conv.id}"
@@ -88,10 +91,13 @@ class ConversationsScreen(Screen[None]):
         greetings = [g for g in [self.card.first_mes, *self.card.alternate_greetings] if g]
         listing = self.query_one("#greeting-list", ListView)
         if greetings:
-            listing.extend(
+            items = [
                 GreetingItem(i, fill_macros(g, self.card.name, user))
                 for i, g in enumerate(greetings)
-            )
+            ]
+            listing.extend(items[:GREETINGS_AT_ONCE])
+            if len(items) > GREETINGS_AT_ONCE:
+                self._mount_more_greetings(items[GREETINGS_AT_ONCE:])
         else:
             listing.append(GreetingItem(0, "(this card has no greeting: you speak first)"))
         listing.index = 0
@@ -128,6 +134,14 @@ class ConversationsScreen(Screen[None]):
             listing.focus()
         else:
             self.query_one("#greeting-list", ListView).focus()
+
+    @work(group="greetings")
+    async def _mount_more_greetings(self, items: list[GreetingItem]) -> None:
+        """A card with hundreds of greetings: each row costs a few ms to mount, so the rest
+        are mounted a batch at a time and the screen answers keys meanwhile."""
+        listing = self.query_one("#greeting-list", ListView)
+        for start in range(0, len(items), GREETINGS_AT_ONCE):
+            await listing.extend(items[start : start + GREETINGS_AT_ONCE])
 
     def action_focus_greetings(self) -> None:
         self.query_one("#greeting-list", ListView).focus()
