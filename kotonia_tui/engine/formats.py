@@ -18,10 +18,14 @@ from typing import Any
 
 import jinja2
 import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.engine.errors import ModelFileError
+from kotonia_tui.engine.template_limits import (
+    MIN_OUTPUT_CHARS,
+    BoundedEnvironment,
+    TemplateLimitError,
+)
 from kotonia_tui.engine.types import ChatMessage, ImageInput
 
 MEDIA_MARKER = "<__media__>"
@@ -102,17 +106,20 @@ class TemplateFormat:
         eos_token: str,
         thinking: bool,
         reasoning_tags: tuple[str, str],
+        source: str = "the model",
     ) -> None:
-        environment = ImmutableSandboxedEnvironment(
+        # The sandbox with a budget: a template from a model file is untrusted code.
+        self._environment = BoundedEnvironment(
             loader=jinja2.BaseLoader(),
             trim_blocks=True,
             lstrip_blocks=True,
             extensions=[jinja2.ext.loopcontrols],
         )
+        self._source = source
         try:
-            self._template = environment.from_string(template)
+            self._template = self._environment.from_string(template)
         except jinja2.TemplateError as exc:
-            raise ModelFileError(f"the model's chat template does not parse: {exc}") from exc
+            raise ModelFileError(f"{source}: the chat template does not parse: {exc}") from exc
         self._bos = bos_token
         self._eos = eos_token
         self._thinking = thinking
@@ -125,7 +132,10 @@ class TemplateFormat:
         def raise_exception(message: str) -> None:
             raise ValueError(message)
 
-        return self._template.render(
+        text = sum(len(str(m.get("content", ""))) for m in messages)
+        return self._environment.render(
+            self._template,
+            MIN_OUTPUT_CHARS + 4 * text,
             messages=messages,
             bos_token=self._bos,
             eos_token=self._eos,
@@ -148,8 +158,19 @@ class TemplateFormat:
         payload = _alternating(messages)
         try:
             text = self._render(payload, add_generation_prompt=True)
-        except (jinja2.TemplateError, ValueError, TypeError) as exc:
-            raise ModelFileError(f"the model's chat template failed to render: {exc}") from exc
+        except RecursionError as exc:
+            raise ModelFileError(
+                f"{self._source}: the chat template was stopped: it calls itself too deeply"
+            ) from exc
+        except TemplateLimitError as exc:
+            raise ModelFileError(
+                f"{self._source}: the chat template was stopped: {exc}; the template is broken "
+                'or hostile (use another model file, or prompt_format = "transcript")'
+            ) from exc
+        except (jinja2.TemplateError, ValueError, TypeError, OverflowError, MemoryError) as exc:
+            raise ModelFileError(
+                f"{self._source}: the chat template failed to render: {exc}"
+            ) from exc
         # A BOS the template prints is added again by the tokenizer; keep only one.
         if self._bos and text.startswith(self._bos):
             text = text[len(self._bos) :]
@@ -189,4 +210,5 @@ def make_formatter(
         eos_token=eos_token,
         thinking=thinking,
         reasoning_tags=reasoning_tags,
+        source=model_name,
     )

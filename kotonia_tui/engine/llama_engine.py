@@ -30,7 +30,7 @@ from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
-from kotonia_tui.engine.model_files import check_gguf
+from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
@@ -105,7 +105,9 @@ class LlamaEngine:
             model_path = default_model_path(cache_dir, progress)
         else:
             model_path = profile.model_path
-            check_gguf(model_path, "model")
+        # The header is checked before llama.cpp reads it: some values abort the process.
+        facts = model_facts(model_path, check_gguf(model_path, "model"))
+        check_context(facts, profile.n_ctx)
         if profile.mmproj_path is not None:
             check_gguf(profile.mmproj_path, "mmproj")
         engine = cls(profile, model_path=model_path, fold_n_ctx=fold_n_ctx)
