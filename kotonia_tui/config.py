@@ -8,7 +8,10 @@ with one variable.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -17,16 +20,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from kotonia_tui.domain import Persona
+from kotonia_tui.untrusted_text import replacement_note, scrub
 
 APP_NAME = "kotonia-tui"
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -78,6 +84,8 @@ class PromptFormat(StrEnum):
 
 class ModelProfile(BaseModel):
     """Everything needed to load one model and talk to it."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # "inf" seconds would wait forever
 
     description: str = ""
     # "inprocess": llama-cpp-python in this process. "server": an OpenAI-compatible inference
@@ -149,6 +157,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         validate_default=True,
+        allow_inf_nan=False,
     )
 
     profile: str = "default"
@@ -182,6 +191,17 @@ class Settings(BaseSettings):
 
     theme: str | None = None
     keys: dict[str, str] = Field(default_factory=dict)  # binding id -> keys, e.g. inspector = "f2"
+
+    @field_validator("persona", mode="after")
+    @classmethod
+    def _valid_text(cls, persona: Persona) -> Persona:
+        """A name from a non-UTF-8 environment arrives with surrogate escapes: the one policy
+        (untrusted_text) makes them U+FFFD, as everywhere, instead of a crash when stored."""
+        name, description = scrub(persona.name), scrub(persona.description)
+        if name.replaced or description.replaced:
+            log.warning("persona: %s", replacement_note(name.replaced + description.replaced))
+            return persona.model_copy(update={"name": name.text, "description": description.text})
+        return persona
 
     @classmethod
     def settings_customise_sources(
@@ -246,6 +266,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe_validation(path, exc)) from exc
+    except SettingsError as exc:
+        # A structured variable (KOTONIA_PROFILES, KOTONIA_PERSONA, ...) that is not JSON.
+        raise ConfigError(_describe_settings_error(exc)) from exc
     finally:
         _FILE_VALUES.reset(token)
 
@@ -265,7 +288,26 @@ _FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("kotonia_file_value
 
 def _describe_validation(path: Path, exc: ValidationError) -> str:
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(root)"
-    return (
-        f"{path} or KOTONIA_{field.upper()}: {field}: {first['msg']} (got {first.get('input')!r})"
-    )
+    loc = [str(p) for p in first["loc"]]
+    field = ".".join(loc) or "(root)"
+    shown = repr(first.get("input"))
+    shown = shown if len(shown) <= 80 else shown[:79] + "…"
+    return f"{_source_of(path, loc)}: {field}: {first['msg']} (got {shown})"
+
+
+def _source_of(path: Path, loc: list[str]) -> str:
+    """The variable that set the value at `loc`, else the file (the lowest priority)."""
+    for end in range(len(loc), 0, -1):
+        name = "KOTONIA_" + "__".join(loc[:end]).upper()
+        if name in os.environ:
+            return name
+    return str(path)
+
+
+def _describe_settings_error(exc: SettingsError) -> str:
+    match = re.search(r'field "(\w+)"', str(exc))
+    name = f"KOTONIA_{match.group(1).upper()}" if match else "a KOTONIA_ variable"
+    cause = exc.__cause__
+    if isinstance(cause, json.JSONDecodeError):
+        return f"{name}: not valid JSON ({cause.msg} at column {cause.colno})"
+    return f"{name}: cannot be read ({' '.join(str(cause or exc).split())})"
