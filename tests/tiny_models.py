@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +216,40 @@ def _llama_writer(
     return w
 
 
-def _finish(w: gguf.GGUFWriter) -> None:
+def _override(w: gguf.GGUFWriter, metadata: Mapping[str, Any] | None) -> None:
+    """Set (or, with None, remove) metadata keys after the normal ones: hostile test models.
+
+    The type follows the Python value: bool, int (UINT32 when it fits, else INT64/UINT64),
+    float (FLOAT32), str; a list of ints is an INT32 array."""
+    for key, value in (metadata or {}).items():
+        for kv in w.kv_data:
+            kv.pop(key, None)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            kind = gguf.GGUFValueType.BOOL
+        elif isinstance(value, int):
+            kind = (
+                gguf.GGUFValueType.UINT32
+                if 0 <= value < 2**32
+                else gguf.GGUFValueType.UINT64
+                if value >= 0
+                else gguf.GGUFValueType.INT64
+            )
+        elif isinstance(value, float):
+            kind = gguf.GGUFValueType.FLOAT32
+        elif isinstance(value, list):
+            w.kv_data[0][key] = gguf.GGUFValue(
+                value=value, type=gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.INT32
+            )
+            continue
+        else:
+            kind = gguf.GGUFValueType.STRING
+        w.kv_data[0][key] = gguf.GGUFValue(value=value, type=kind)
+
+
+def _finish(w: gguf.GGUFWriter, metadata: Mapping[str, Any] | None = None) -> None:
+    _override(w, metadata)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -237,8 +270,12 @@ def write_tiny_llama(
     favour_bias: float = 20.0,
     name: str = "tiny-llama",
     script: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a random-weight ``llama`` GGUF (about 0.75 MB at the defaults) and return ``path``.
+
+    ``metadata``: keys set (or removed, with None) after the normal ones, for hostile models
+    (``{"llama.block_count": 100000}``); the tensors stay those of ``n_layer`` blocks.
 
     ``eos_bias``: logits added to ``</s>`` (20 makes greedy decoding stop at once; negative
     suppresses it). ``favour_token``: a vocabulary piece (e.g. ``"▁hello"``; see
@@ -251,8 +288,8 @@ def write_tiny_llama(
     ``favour_token`` must be left at their defaults).
     """
     if script is not None:
-        if eos_bias or favour_token is not None:
-            raise ValueError("script cannot be combined with eos_bias or favour_token")
+        if eos_bias or favour_token is not None or metadata:
+            raise ValueError("script cannot be combined with eos_bias, favour_token or metadata")
         return write_scripted_llama(
             path,
             script,
@@ -319,7 +356,7 @@ def write_tiny_llama(
         w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))  # ggml {n_ff, n_embd}
 
-    _finish(w)
+    _finish(w, metadata)
     return path
 
 
@@ -606,8 +643,12 @@ def write_tiny_mmproj(
     n_embd: int = 32,
     n_layer: int = 2,
     n_head: int = 4,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a random-weight ``clip`` mmproj GGUF with projector ``mlp`` (the llava graph).
+
+    ``metadata``: keys set after the normal ones, for hostile projectors (see
+    :func:`write_tiny_llama`).
 
     An image becomes ``(image_size // patch_size) ** 2`` embeddings (16 at the defaults) of width
     ``text_n_embd``; that width is stored as ``clip.vision.projection_dim`` and must equal the
@@ -673,10 +714,7 @@ def write_tiny_mmproj(
     w.add_tensor("mm.2.weight", rnd(text_n_embd, mm_hidden))  # ggml {mm_hidden, text_n_embd}
     w.add_tensor("mm.2.bias", zeros(text_n_embd))
 
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w, metadata)
     return path
 
 

@@ -14,13 +14,15 @@ import logging
 import os
 import random
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
 from llama_cpp import _internals as internals
+from llama_cpp import llama_chat_format
 
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import TurnMetrics
@@ -66,6 +68,37 @@ def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, *, special: bool = F
         if written >= 0:
             return buffer.raw[:written]
         size = -written  # a negative count is the size the piece needs
+
+
+class _UnusedChatHandler:
+    """Stands in for llama-cpp-python's own chat handlers, which Kotonia never calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def to_chat_handler(self) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("Kotonia renders chat templates itself (engine/formats.py)")
+
+        return refuse
+
+
+@contextmanager
+def _templates_left_alone() -> Iterator[None]:
+    """Load a model without llama-cpp-python compiling the chat templates in its file.
+
+    `Llama()` builds a chat handler from every template it finds, in a stock Jinja sandbox
+    whose optimizer folds constant expressions at compile time: a template holding
+    `{{ 9 ** 99999999 }}` or a folded `join` of gigabytes stalled or killed the process while
+    loading. Kotonia renders templates itself, with limits (formats.py), so those handlers are
+    never used; they are not built. Only the owner thread loads models.
+    """
+    original = llama_chat_format.Jinja2ChatFormatter
+    llama_chat_format.Jinja2ChatFormatter = _UnusedChatHandler  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        llama_chat_format.Jinja2ChatFormatter = original  # type: ignore[misc]
 
 
 class LlamaEngine:
@@ -131,16 +164,17 @@ class LlamaEngine:
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu else 0
         try:
-            llama = llama_cpp.Llama(
-                model_path=str(self._model_path),
-                n_ctx=profile.n_ctx,
-                n_gpu_layers=n_gpu_layers,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=512,
-                seed=profile.seed if profile.seed is not None else random.randrange(2**31),
-                verbose=False,
-            )
+            with _templates_left_alone():
+                llama = llama_cpp.Llama(
+                    model_path=str(self._model_path),
+                    n_ctx=profile.n_ctx,
+                    n_gpu_layers=n_gpu_layers,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_batch=512,
+                    seed=profile.seed if profile.seed is not None else random.randrange(2**31),
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "

@@ -1,0 +1,113 @@
+"""Running `kotonia` against hostile input, the way a user would, and judging what came out.
+
+Every hostile input is run as a real `kotonia` subprocess (a crash in llama.cpp kills only the
+subprocess, a hang is cut by a timeout) and judged the same way:
+
+* crash: a Python traceback, a "--- Logging error ---" block, or an exit status other than 0
+  and 1 (a signal such as SIGABRT shows as a negative status);
+* hang: the command did not finish within its timeout;
+* otherwise the error, if any, is one line on standard error.
+
+Read-only data dirs are made with plain permissions; when the tests run as root (which ignores
+permissions) the subprocess gives up CAP_DAC_OVERRIDE first, so root meets the same walls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "kotonia_tui.cli"]
+TIMEOUT_S = 120.0  # far above any case here; only a hang reaches it
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+@dataclass(frozen=True)
+class Run:
+    args: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def errors(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.startswith("error: ")]
+
+
+class Hang(AssertionError):
+    """The command did not finish within its timeout."""
+
+
+def _without_override() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot drop the DAC override capability")
+
+
+def kotonia(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    timeout: float = TIMEOUT_S,
+    as_plain_user: bool = False,
+    cwd: Path | None = None,
+) -> Run:
+    """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited)."""
+    argv = [*CLI, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            argv,
+            input=stdin if stdin is not None else b"",
+            capture_output=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            preexec_fn=_without_override if as_plain_user and os.geteuid() == 0 else None,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise Hang(f"kotonia {' '.join(map(str, args))} did not finish in {timeout:g} s") from exc
+    return Run(
+        tuple(map(str, args)),
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+        time.perf_counter() - started,
+    )
+
+
+def assert_no_crash(run: Run) -> None:
+    """No traceback, no logging-error block, an exit status of 0 or 1."""
+    what = f"kotonia {' '.join(run.args)}"
+    assert "Traceback (most recent call last)" not in run.err, f"{what} crashed:\n{run.err}"
+    assert "--- Logging error ---" not in run.err, f"{what} flooded stderr:\n{run.err[:2000]}"
+    assert run.code in (0, 1), f"{what} exited with {run.code}:\n{run.err[-2000:]}"
+
+
+def assert_refused(run: Run, *named: str) -> str:
+    """Exit 1 with exactly one error line, which names every string in `named`."""
+    assert_no_crash(run)
+    assert run.code == 1, f"expected a refusal, got exit {run.code}:\n{run.out}\n{run.err}"
+    assert len(run.errors) == 1, run.err
+    line = run.errors[0]
+    for part in named:
+        assert part in line, f"{part!r} is not named in: {line}"
+    return line
+
+
+def assert_ok(run: Run) -> None:
+    assert_no_crash(run)
+    assert run.code == 0, f"kotonia {' '.join(run.args)} failed:\n{run.err}"
+
+
+def count_files(folder: Path, patterns: Sequence[str] = ("*",)) -> int:
+    return sum(1 for pattern in patterns for _ in folder.glob(pattern))
