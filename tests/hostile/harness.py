@@ -10,6 +10,10 @@ subprocess, a hang is cut by a timeout) and judged the same way:
 
 Read-only data dirs are made with plain permissions; when the tests run as root (which ignores
 permissions) the subprocess gives up CAP_DAC_OVERRIDE first, so root meets the same walls.
+
+To measure another version of the app with the same corpus (the before/after figures of issue
+18), set KOTONIA_HOSTILE_CODE to a folder holding its `kotonia_tui` package: the subprocesses
+import it first. KOTONIA_HOSTILE_TIMEOUT_S shortens the hang timeout for such a run.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CLI = [sys.executable, "-m", "kotonia_tui.cli"]
-TIMEOUT_S = 120.0  # far above any case here; only a hang reaches it
+TIMEOUT_S = float(os.environ.get("KOTONIA_HOSTILE_TIMEOUT_S", 120))  # only a hang reaches it
+_OTHER_CODE = os.environ.get("KOTONIA_HOSTILE_CODE")
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
 
@@ -57,25 +62,29 @@ def kotonia(
     *args: str | Path,
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
-    timeout: float = TIMEOUT_S,
+    timeout: float | None = None,
     as_plain_user: bool = False,
     cwd: Path | None = None,
 ) -> Run:
     """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited)."""
     argv = [*CLI, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
+    environment = {**os.environ, **(env or {})}
+    if _OTHER_CODE:
+        environment["PYTHONPATH"] = _OTHER_CODE
     started = time.perf_counter()
     try:
         proc = subprocess.run(
             argv,
             input=stdin if stdin is not None else b"",
             capture_output=True,
-            timeout=timeout,
-            env={**os.environ, **(env or {})},
-            cwd=cwd,
+            timeout=min(timeout or TIMEOUT_S, TIMEOUT_S),
+            env=environment,
+            cwd=cwd or _OTHER_CODE,  # `-m` puts the working folder first on the path
             preexec_fn=_without_override if as_plain_user and os.geteuid() == 0 else None,
         )
     except subprocess.TimeoutExpired as exc:
-        raise Hang(f"kotonia {' '.join(map(str, args))} did not finish in {timeout:g} s") from exc
+        waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
+        raise Hang(f"kotonia {' '.join(map(str, args))} did not finish in {waited:g} s") from exc
     return Run(
         tuple(map(str, args)),
         proc.returncode,
