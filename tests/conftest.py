@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,20 @@ from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 
 @pytest.fixture(autouse=True)
-def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own KOTONIA_HOME, so no test touches the real config or data."""
+def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own KOTONIA_HOME, so no test touches the real config or data.
+
+    Tests create the app's folders and files with the umask the app itself runs with (077,
+    see cli.main), so a `kotonia` subprocess finds them private and has nothing to tighten.
+    """
     home = tmp_path / "kotonia_home"
     home.mkdir()
     monkeypatch.setenv("KOTONIA_HOME", str(home))
-    return home
+    umask = os.umask(0o077)
+    try:
+        yield home
+    finally:
+        os.umask(umask)
 
 
 @pytest.fixture(scope="session")

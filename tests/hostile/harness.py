@@ -58,6 +58,14 @@ def _without_override() -> None:  # runs in the child between fork and exec
             raise OSError(ctypes.get_errno(), "cannot drop the DAC override capability")
 
 
+def code_under_test() -> tuple[dict[str, str], str | None]:
+    """The environment and working folder for a subprocess that imports `kotonia_tui`."""
+    environment = dict(os.environ)
+    if _OTHER_CODE:
+        environment["PYTHONPATH"] = _OTHER_CODE
+    return environment, _OTHER_CODE  # `-m` and `-c` put the working folder first on the path
+
+
 def kotonia(
     *args: str | Path,
     env: Mapping[str, str] | None = None,
@@ -68,9 +76,8 @@ def kotonia(
 ) -> Run:
     """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited)."""
     argv = [*CLI, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
-    environment = {**os.environ, **(env or {})}
-    if _OTHER_CODE:
-        environment["PYTHONPATH"] = _OTHER_CODE
+    environment, folder = code_under_test()
+    environment.update(env or {})
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -79,7 +86,7 @@ def kotonia(
             capture_output=True,
             timeout=min(timeout or TIMEOUT_S, TIMEOUT_S),
             env=environment,
-            cwd=cwd or _OTHER_CODE,  # `-m` puts the working folder first on the path
+            cwd=cwd or folder,
             preexec_fn=_without_override if as_plain_user and os.geteuid() == 0 else None,
         )
     except subprocess.TimeoutExpired as exc:

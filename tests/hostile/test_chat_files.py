@@ -15,7 +15,7 @@ from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
 
 from .corpus import ACCEPTED_CHATS, HEADER, REFUSED_CHATS, write_big_chat
-from .harness import assert_ok, assert_refused, kotonia
+from .harness import assert_ok, assert_refused, code_under_test, kotonia
 
 GOOD_CHAT = (
     b'{"user_name":"Ann","character_name":"Wren"}\n'
@@ -118,15 +118,23 @@ def test_a_huge_chat_streams_in_bounded_memory(db, tmp_path):
     peak memory of the import does not follow the file's size."""
     path = write_big_chat(tmp_path / "big.jsonl", 60_000)
     size_mb = path.stat().st_size / 2**20
+    # VmHWM, not ru_maxrss: the latter keeps the forking pytest's size across exec.
     code = (
-        "import resource, sys\n"
+        "import re, sys\n"
         "from kotonia_tui.cli import main\n"
         "rc = main(['import', sys.argv[1]])\n"
-        "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "status = open('/proc/self/status').read()\n"
+        "print('peak', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n"
         "sys.exit(rc)\n"
     )
+    environment, folder = code_under_test()
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment,
+        cwd=folder,
     )
     assert proc.returncode == 0, proc.stderr
     peak_mb = int(proc.stderr.split("peak ")[-1]) / 1024

@@ -4,6 +4,7 @@ stored is private to the user."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -109,10 +110,16 @@ def test_an_unreadable_data_dir_is_one_line_for_every_command(args, tmp_path):
     assert_refused(run, str(data), "Permission denied")
 
 
-def test_a_new_data_dir_and_its_files_are_private(card, tiny_eos_model_path):
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "2048"}
-    assert_ok(kotonia("chat", "wren", "--say", "Hello.", env=env))
+def test_a_new_data_dir_and_its_files_are_private(tiny_eos_model_path):
+    """Made by the app itself, under a typical umask of 022 (files readable by everyone)."""
+    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "8192"}
     dirs = app_dirs()
+    assert not dirs.data.exists()
+    umask = os.umask(0o022)
+    try:
+        assert_ok(kotonia("chat", "rowan", "--say", "Hello.", env=env))
+    finally:
+        os.umask(umask)
     for folder in (dirs.data, dirs.config, dirs.cache):
         assert mode(folder) == 0o700, folder
     files = [p for p in dirs.data.iterdir() if p.is_file()]
