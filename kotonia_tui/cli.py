@@ -327,7 +327,7 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
     """The server backend: where it is, whether it answers, and what it reports."""
     import os
 
-    from kotonia_tui.engine.server_engine import ServerEngine
+    from kotonia_tui.engine.server import ServerEngine
 
     key = "set" if os.environ.get(profile.api_key_env) else "not set (no key sent)"
     rows = [

@@ -103,9 +103,13 @@ class ModelProfile(BaseModel):
     reasoning_tags: tuple[str, str] = ("<think>", "</think>")
     reply_max_tokens: int = Field(default=512, ge=16)  # the reply reserve in every budget
     temperature: float = Field(default=0.8, ge=0.0)
+    top_k: int = Field(default=40, ge=0)  # 0: no top-k cut
     top_p: float = Field(default=0.95, gt=0.0, le=1.0)
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.1, ge=0.0)
+    # How many recent tokens the repeat penalty looks at (0: none). vLLM has no window: it
+    # penalizes the whole prompt and reply.
+    repeat_last_n: int = Field(default=64, ge=0)
     seed: int | None = None
     # The words a chapter and a synopsis begin with, written into the prompt for the model to
     # go on from. None: the transcript format's lead for base models, none with a chat template

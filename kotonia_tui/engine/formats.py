@@ -22,7 +22,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.engine.errors import ModelFileError
-from kotonia_tui.engine.types import ChatMessage, ImageInput
+from kotonia_tui.engine.types import ChatMessage, GenerationRequest, ImageInput
 
 MEDIA_MARKER = "<__media__>"
 
@@ -164,6 +164,16 @@ class TemplateFormat:
 
 
 PromptFormatter = TranscriptFormat | TemplateFormat
+
+
+def render_request(formatter: PromptFormatter, request: GenerationRequest) -> RenderedPrompt:
+    """A request's prompt in `formatter`'s format (both backends render through this)."""
+    return formatter.render(
+        request.messages,
+        reply_name=request.reply_name,
+        user_name=request.user_name,
+        prefill=request.prefill,
+    )
 
 
 def make_formatter(

@@ -327,3 +327,23 @@ async def test_a_prewarmed_prompt_makes_the_next_chat_turn_cheap(engine):
     # And the old context is still there for a prompt that continues the old story.
     back = await engine.generate(request(*old, ChatMessage("assistant", first.text)))
     assert back.metrics.reused >= first.metrics.prompt_positions - 1
+
+
+async def test_the_profile_sets_top_k_and_the_repeat_window(tmp_path, tiny_noeos_model_path):
+    """top_k and repeat_last_n are profile settings the sampler reads (they were constants)."""
+    ask = request(SYSTEM, ChatMessage("user", "Tell me about the harbour."), max_tokens=24)
+
+    async def reply(**sampling: object) -> str:
+        with open_engine(tmp_path, tiny_noeos_model_path, seed=3, **sampling) as engine:
+            return (await engine.generate(ask)).text
+
+    greedy = await reply()
+    hot = {"temperature": 5.0, "top_p": 1.0, "min_p": 0.0}
+    # At this temperature the random model wanders off its greedy path, unless top_k keeps
+    # only the best token.
+    assert await reply(**hot, top_k=0) != greedy
+    assert await reply(**hot, top_k=1) == greedy
+    # A strong repeat penalty changes the greedy reply, unless its window is empty.
+    unpenalized = await reply(repeat_penalty=1.0)
+    assert await reply(repeat_penalty=3.0, repeat_last_n=64) != unpenalized
+    assert await reply(repeat_penalty=3.0, repeat_last_n=0) == unpenalized

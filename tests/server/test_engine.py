@@ -11,7 +11,7 @@ from kotonia_tui.config import PromptFormat
 from kotonia_tui.domain import ChatMessage
 from kotonia_tui.engine import LlamaEngine
 from kotonia_tui.engine.errors import BackendUnavailableError, CallPreemptedError
-from kotonia_tui.engine.server_engine import ServerEngine, ServerKind
+from kotonia_tui.engine.server import ServerEngine, ServerKind
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -119,6 +119,20 @@ async def test_calls_queue_one_at_a_time_users_first(noeos_engine):
     assert [name for name, _ in order] == ["first", "user", "fold"]
 
 
+async def test_the_profiles_top_k_reaches_the_server(noeos_server):
+    async def reply(**values) -> str:
+        engine = ServerEngine.open(server_profile(noeos_server.url, seed=3, **values))
+        try:
+            return (await engine.generate(request(max_tokens=24))).text
+        finally:
+            engine.close()
+
+    greedy = await reply()
+    hot = {"temperature": 5.0, "top_p": 1.0, "min_p": 0.0}
+    assert await reply(**hot, top_k=0) != greedy
+    assert await reply(**hot, top_k=1) == greedy
+
+
 async def test_token_counts_match_the_in_process_tokenizer(scripted_server, scripted_model_file):
     engine = ServerEngine.open(server_profile(scripted_server.url))
     local = LlamaEngine.open(
@@ -145,8 +159,11 @@ def test_the_server_backend_does_not_import_llama_cpp():
     """It talks HTTP: no chain of imports from it (or its helpers) reaches llama_cpp."""
     grimp = pytest.importorskip("grimp")
     graph = grimp.build_graph("kotonia_tui", include_external_packages=True)
-    for module in ("kotonia_tui.engine.server_engine", "kotonia_tui.engine.http_client"):
-        assert graph.find_shortest_chain(importer=module, imported="llama_cpp") is None
+    package = "kotonia_tui.engine.server"
+    modules = {package, *graph.find_descendants(package)}
+    assert {f"{package}.engine", f"{package}.http", f"{package}.kinds"} <= modules
+    for module in modules:
+        assert graph.find_shortest_chain(importer=module, imported="llama_cpp") is None, module
 
 
 def test_doctor_shows_the_backend_and_checks_the_server(scripted_server, capsys):

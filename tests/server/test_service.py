@@ -25,7 +25,7 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine.errors import StreamInterruptedError
-from kotonia_tui.engine.server_engine import ServerEngine
+from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
 from tests.cards import write_short_card
 

@@ -1,8 +1,9 @@
-"""HTTP plumbing for the server backend: URLs, headers, timeouts, SSE parsing, error mapping.
+"""HTTP plumbing for the server backend: URLs, headers, timeouts, SSE parsing, error mapping,
+and `ServerHttp`, the one connection to a server that probing, token counts and calls share.
 
-Nothing here knows about prompts or models; `server_engine` builds on it. Every error names the
-URL and says what happened in one line, because the user has to act on it (start the server,
-fix the key, wait).
+Nothing here knows about prompts or models. Every error names the server and the endpoint and
+says what happened in one line, because the user has to act on it (start the server, fix the
+key, wait).
 """
 
 from __future__ import annotations
@@ -129,3 +130,57 @@ def parse_json(url: str, text: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ServerResponseError(f"{url}: the server sent something that is not JSON") from exc
+
+
+class ServerHttp:
+    """A server's base URL, its headers and timeouts, and a pooled blocking client.
+
+    Blocking calls (probing, a single token count) use the pool; streams and batches open an
+    `AsyncClient` with the same settings on the running loop.
+    """
+
+    def __init__(self, url: str, headers: dict[str, str], connect_s: float, read_s: float) -> None:
+        self.url = url
+        self.headers = headers
+        self._connect_s = connect_s
+        self.timeout = timeouts(connect_s, read_s)
+        self._client = httpx.Client(headers=headers, timeout=self.timeout)
+
+    def where(self, path: str) -> str:
+        """How errors name an endpoint."""
+        return self.url + path
+
+    def set_read_timeout(self, read_s: float) -> None:
+        self.timeout = timeouts(self._connect_s, read_s)
+
+    def get(self, path: str) -> httpx.Response:
+        try:
+            return self._client.get(self.url + path)
+        except httpx.HTTPError as exc:
+            raise unavailable(self.where(path), exc) from exc
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return self._client.post(self.url + path, json=body, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise unavailable(self.where(path), exc) from exc
+
+    def json(self, path: str, response: httpx.Response) -> Any:
+        """The body of a 200 answer as JSON; any other status is an error naming the path."""
+        if response.status_code != 200:
+            raise status_error(self.where(path), response.status_code, response.content)
+        return parse_json(self.where(path), response.text)
+
+    def async_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(headers=self.headers, timeout=self.timeout)
+
+    async def apost(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
+        """POST on the running loop; the answer's JSON."""
+        try:
+            response = await client.post(self.url + path, json=body)
+        except httpx.HTTPError as exc:
+            raise unavailable(self.where(path), exc) from exc
+        return self.json(path, response)
+
+    def close(self) -> None:
+        self._client.close()
