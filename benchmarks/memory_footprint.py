@@ -38,8 +38,10 @@ def _child(n: int, conv_id: int) -> dict[str, Any]:
     opened = rss_kib()
     conv = service.store.get_conversation(conv_id)
     card = service.library.get(conv.character_key)
-    prepared = service.prompter.prepare(
-        conv_id, card, service.setup_for(card), service.persona, dry_run=True
+    prepared = asyncio.run(
+        service.prompter.prepare(
+            conv_id, card, service.setup_for(card), service.persona, dry_run=True
+        )
     )
     assembled = rss_kib()
     result = {

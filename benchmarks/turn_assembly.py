@@ -128,19 +128,19 @@ def ensure_dbs(engine: Engine, sizes: tuple[int, ...] = SIZES) -> dict[int, int]
     return {n: build_db(db_path(n), n, engine, card.key, card.name) for n in sizes}
 
 
-def measure(engine: Engine, n: int, conv_id: int) -> dict[str, Any]:
+async def measure(engine: Engine, n: int, conv_id: int) -> dict[str, Any]:
     settings = settings_for(tiny_model())
     library = open_library(settings)
     card = library.get(write_card())
     setup = library.setup(card, settings.persona)
     with Store.open(db_path(n)) as store:
         prompter = Prompter(store, engine, settings)
-        prompter.prepare(conv_id, card, setup, settings.persona)  # warm the page cache
+        await prompter.prepare(conv_id, card, setup, settings.persona)  # warm the page cache
         times, rows = [], []
         for _ in range(REPEATS):
             before = store.rows_read
             started = time.perf_counter()
-            prepared = prompter.prepare(conv_id, card, setup, settings.persona)
+            prepared = await prompter.prepare(conv_id, card, setup, settings.persona)
             times.append((time.perf_counter() - started) * 1000)
             rows.append(store.rows_read - before)
         assert len(prepared.window) == WINDOW, len(prepared.window)
@@ -154,7 +154,7 @@ async def run() -> BenchResult:
         build_started = time.perf_counter()
         convs = ensure_dbs(engine)
         build_s = time.perf_counter() - build_started
-        results = [measure(engine, n, convs[n]) for n in SIZES]
+        results = [await measure(engine, n, convs[n]) for n in SIZES]
     finally:
         engine.close()
     first, last = results[0], results[-1]

@@ -265,7 +265,9 @@ class FoldWorker:
         )
         # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
         # left after the prompt.
-        room = self.engine.info.fold_n_ctx - self.engine.prompt_cells(request)
+        # Counting the whole prompt is a blocking request on a server backend: off the loop.
+        cells = await asyncio.to_thread(self.engine.prompt_cells, request)
+        room = self.engine.info.fold_n_ctx - cells
         if room < MIN_SUMMARY_ROOM:
             raise FoldFailed(
                 f"the {what}'s source and instructions leave {room} tokens of the "
@@ -292,7 +294,7 @@ class FoldWorker:
 
     # ---- chapters -------------------------------------------------------------------------
 
-    def _source(self, job: FoldJob, char: str, user: str) -> list[Message]:
+    async def _source(self, job: FoldJob, char: str, user: str) -> list[Message]:
         """The job's messages, at most one chapter's worth (oldest first).
 
         Sized by what the chronicler actually reads (each message as rendered for it, with
@@ -308,14 +310,17 @@ class FoldWorker:
         if not rows:
             return []
         fold_ctx = self.engine.info.fold_n_ctx
-        instructions = self.engine.count_tokens(
-            chapter_prompt(rows[:1], char=char, user=user)[0].content
+        # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
+        # which a server backend answers without blocking the loop.
+        instructions, *message_costs = await self.engine.count_tokens_many(
+            [chapter_prompt(rows[:1], char=char, user=user)[0].content]
+            + [render_source([m], char=char, user=user) for m in rows]
         )
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
         budget = min(self.budgets.chapter_source, fold_ctx - instructions - reserve - 64)
         costs = [
-            WindowMessage(m.id, self.engine.count_tokens(render_source([m], char=char, user=user)))  # type: ignore[arg-type]
-            for m in rows
+            WindowMessage(m.id, cost)  # type: ignore[arg-type]
+            for m, cost in zip(rows, message_costs, strict=True)
         ]
         _, piece_last = split_source(costs, max(budget, 1))[0]
         return [m for m in rows if m.id <= piece_last]  # type: ignore[operator]
@@ -323,7 +328,7 @@ class FoldWorker:
     async def _chapter(self, job: FoldJob) -> str:
         conv, card = self._names(job.conversation_id)
         char = card.display_name if card else conv.character_name
-        source = self._source(job, char, conv.persona_name)
+        source = await self._source(job, char, conv.persona_name)
         if not source:
             self.store.finish_fold(job.id)  # type: ignore[arg-type]
             return "nothing left to fold"
@@ -331,6 +336,7 @@ class FoldWorker:
             chapter_prompt(source, char=char, user=conv.persona_name), "chapter"
         )
         parsed = parse_chapter(text)
+        (tokens,) = await self.engine.count_tokens_many([parsed.body or text])
         first_id, last_id = source[0].id, source[-1].id
         chapter = Chapter(
             conversation_id=job.conversation_id,
@@ -339,7 +345,7 @@ class FoldWorker:
             text=parsed.body or text,
             model=self.engine.info.model_name,
             gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(parsed.body or text),
+            tokens=tokens,
             story_time=parsed.story_time,
         )
         remainder = job.last_message_id is not None and last_id < job.last_message_id  # type: ignore[operator]
@@ -396,6 +402,7 @@ class FoldWorker:
             ),
             "synopsis",
         )
+        (tokens,) = await self.engine.count_tokens_many([text])
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=(previous.version + 1) if previous else 1,
@@ -403,7 +410,7 @@ class FoldWorker:
             through_message_id=older[-1].last_message_id,
             model=self.engine.info.model_name,
             gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(text),
+            tokens=tokens,
         )
         stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)  # type: ignore[misc]
         return f"synopsis version {stored.version} from {count} chapters ({stored.tokens} tokens)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -86,12 +87,25 @@ class Prompter:
     # ---- token counts -------------------------------------------------------------------
 
     def message_tokens(self, message: Message) -> int:
-        key = self.engine.model_key
-        cached = message.token_counts.get(key)
+        cached = message.token_counts.get(self.engine.model_key)
         if cached is not None:
             return cached
-        line = PromptLine(message.role, message.speaker, message.text)
-        count = self.engine.count_tokens(line_cost_text(line))
+        return self._keep_count(message, self.engine.count_tokens(_cost_text(message)))
+
+    async def count_messages(self, messages: Sequence[Message]) -> list[int]:
+        """`message_tokens` of each; the uncounted ones are counted in one batch that does not
+        block the event loop (a server backend counts them with concurrent requests)."""
+        key = self.engine.model_key
+        todo = [m for m in messages if key not in m.token_counts]
+        counts = await self.engine.count_tokens_many([_cost_text(m) for m in todo])
+        for message, count in zip(todo, counts, strict=True):
+            self._keep_count(message, count)
+        return [m.token_counts[key] for m in messages]
+
+    def _keep_count(self, message: Message, text_tokens: int) -> int:
+        """The message's count (images included), cached on the row for this model."""
+        key = self.engine.model_key
+        count = text_tokens
         if self.engine.has_vision:
             count += sum(self.engine.image_cells(image) for image in self.images_of(message))
         if message.id is not None:
@@ -129,7 +143,7 @@ class Prompter:
 
     # ---- the turn -------------------------------------------------------------------------
 
-    def prepare(
+    async def prepare(
         self,
         conv_id: int,
         card: CharacterCard,
@@ -151,7 +165,10 @@ class Prompter:
         window = self._window(conv_id, state.verbatim_start_id, notices)
         if before_id is not None:
             window = [m for m in window if m.id is not None and m.id < before_id]
-        counts = [WindowMessage(m.id, self.message_tokens(m)) for m in window]  # type: ignore[arg-type]
+        counts = [
+            WindowMessage(m.id, count)  # type: ignore[arg-type]
+            for m, count in zip(window, await self.count_messages(window), strict=True)
+        ]
 
         block, newest_chapter, synopsis_id, covered = self.landed_memory(conv_id)
         # A memory block written with another model's tokenizer is re-counted once.
@@ -180,7 +197,7 @@ class Prompter:
             notices.append(lore_notice)
         notes = "\n\n".join(part for part in (lore_text, setup.post_history) if part)
         portrait = self.portrait(card)
-        fixed = self.engine.count_tokens(setup.system_text) + self.engine.count_tokens(notes)
+        fixed = sum(await self.engine.count_tokens_many([setup.system_text, notes]))
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
         if fixed + self.reply_reserve + self.budgets.min_verbatim // 4 > self.budgets.n_ctx:
@@ -344,6 +361,10 @@ class Prompter:
             names = ", ".join(e.name or (e.keys[0] if e.keys else "?") for e in selection.skipped)
             notice = f"lorebook entries left out this turn (over the lore budget): {names}"
         return text, notice
+
+
+def _cost_text(message: Message) -> str:
+    return line_cost_text(PromptLine(message.role, message.speaker, message.text))
 
 
 def is_user(message: Message) -> bool:

@@ -312,7 +312,7 @@ class ChatService:
             conv = self.store.get_conversation(conv_id)
             card = self._card(conv)
             persona = self.persona_of(conv)
-            prepared = self.prompter.prepare(
+            prepared = await self.prompter.prepare(
                 conv_id, card, self.setup_for(card, persona), persona, dry_run=True
             )
             if not prepared.plan.apply_landed:
@@ -327,7 +327,7 @@ class ChatService:
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
-    def _prepare(
+    async def _prepare(
         self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
     ) -> tuple[CharacterSetup, PreparedTurn]:
         card = self._card(conv)
@@ -335,7 +335,7 @@ class ChatService:
         setup = self.setup_for(card, persona)
         self._active_conv = conv.id
         try:
-            prepared = self.prompter.prepare(
+            prepared = await self.prompter.prepare(
                 conv.id,  # type: ignore[arg-type]
                 card,
                 setup,
@@ -368,7 +368,7 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        setup, prepared = self._prepare(conv)
+        setup, prepared = await self._prepare(conv)
         return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
 
     async def regenerate(self, conv_id: int) -> Turn:
@@ -379,7 +379,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to regenerate: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id)
+        setup, prepared = await self._prepare(conv, before_id=last.id)
         return Turn(
             self, conv, setup, prepared, kind=TurnKind.REGENERATE, user_message=None, target=last
         )
@@ -392,7 +392,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to continue: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id, prefill=last.text)
+        setup, prepared = await self._prepare(conv, before_id=last.id, prefill=last.text)
         return Turn(
             self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
         )

@@ -7,7 +7,8 @@ sizes, the figures of a call and the context-manager protocol live here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import Self
 
 from kotonia_tui.config import ModelProfile
@@ -15,6 +16,10 @@ from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine.calls import EngineCall
 from kotonia_tui.engine.protocol import ModelInfo
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, GenerationResult, Slot
+
+# Counting a batch in-process reads the vocabulary on the loop's thread; it lets other tasks
+# run between this many texts so a batch of thousands never holds the loop for long.
+COUNT_YIELD_EVERY = 128
 
 
 def fold_window(n_ctx: int, fold_ctx_for: Callable[[int], int] | None) -> int:
@@ -69,6 +74,19 @@ class EngineBase:
 
     def count_tokens(self, text: str) -> int:
         raise NotImplementedError
+
+    async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of many texts, in order, without holding the event loop.
+
+        In-process a count is a cheap vocabulary read; a server backend overrides this with
+        concurrent requests.
+        """
+        counts: list[int] = []
+        for index, text in enumerate(texts):
+            if index and index % COUNT_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            counts.append(self.count_tokens(text))
+        return counts
 
     def start(self, request: GenerationRequest) -> EngineCall:
         raise NotImplementedError

@@ -202,7 +202,7 @@ async def replay(
                 continue
             clock.tick()
             # One user turn, planned exactly as ChatService.send plans it.
-            prepared = service.prompter.prepare(conv_id, card, setup, persona)
+            prepared = await service.prompter.prepare(conv_id, card, setup, persona)
             if prepared.plan.apply_landed:
                 applied += 1
             if prepared.plan.forced_cut_through is not None:
@@ -221,7 +221,7 @@ async def replay(
                 service.worker.wake()
             await _settle(service, conv_id, clock)
         await _settle(service, conv_id, clock)
-        final = service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
+        final = await service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
     except BaseException:
         await service.worker.stop()
         store.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import httpx
@@ -125,8 +125,15 @@ class ServerEngine(EngineBase):
     # ---- tokens ---------------------------------------------------------------------------
 
     def count_tokens(self, text: str) -> int:
-        """Token count of `text` inside a prompt (no BOS), from the server's tokenizer."""
+        """Token count of `text` inside a prompt (no BOS), from the server's tokenizer.
+
+        A blocking request on a cache miss: on the event loop use `count_tokens_many`.
+        """
         return self._tokens.count(text)
+
+    async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Counts of many texts, by concurrent requests that never block the event loop."""
+        return await self._tokens.count_many(texts)
 
     def _guard(self) -> None:
         if self._closed:

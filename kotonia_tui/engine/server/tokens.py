@@ -2,15 +2,18 @@
 
 A count is exact for llama-server, vLLM and llama-cpp-python's server (their tokenize
 endpoints); a server with none gets an estimate that overcounts, which `kotonia doctor` says.
-A count is a blocking request.
+One text is counted with a blocking request (a caller on the event loop should not); many are
+counted with concurrent requests on the running loop (`count_many`), so a fold that costs
+thousands of messages never holds the loop while the server answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kotonia_tui.engine.server.http import ServerHttp
@@ -19,6 +22,7 @@ from kotonia_tui.engine.server.kinds import OpenAICompatible
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # servers with no tokenize endpoint (conservative: overcounts)
 CACHE_SIZE = 4096
 CACHE_MAX_CHARS = 16384  # whole prompts are not worth keeping
+CONCURRENT_REQUESTS = 4  # a batch's requests in flight at once
 
 
 class TokenCache:
@@ -80,6 +84,42 @@ class TokenCounter:
         self._guard()
         answer = self._http.json(path, self._http.post(path, self._body(text)))
         return self._record(text, answer)
+
+    async def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Many texts, in order: cache misses are counted by concurrent requests on the loop."""
+        path = self._kind.tokenize_path
+        if path is None:
+            return [self._estimate(t) if t else 0 for t in texts]
+        missing = list(dict.fromkeys(t for t in texts if t and self._cache.get(t) is None))
+        counted: dict[str, int] = {}
+        if missing:
+            queue = iter(missing)
+            async with self._http.async_client() as client:
+
+                async def worker() -> None:
+                    for text in queue:  # shared: each text is taken by one worker
+                        self._guard()
+                        answer = await self._http.apost(client, path, self._body(text))
+                        counted[text] = self._record(text, answer)
+
+                workers = [
+                    asyncio.ensure_future(worker())
+                    for _ in range(min(CONCURRENT_REQUESTS, len(missing)))
+                ]
+                try:
+                    await asyncio.gather(*workers)
+                finally:
+                    for task in workers:  # one failed: the others stop too
+                        task.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+        return [counted[t] if t in counted else self.count_cached(t) for t in texts]
+
+    def count_cached(self, text: str) -> int:
+        """A count already known (texts too long for the cache are counted again)."""
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        return cached if cached is not None else self.count(text)
 
     def _body(self, text: str) -> dict[str, Any]:
         return self._kind.tokenize_body(text, self._model_id)

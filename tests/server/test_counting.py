@@ -1,0 +1,161 @@
+"""Token counting on the server backend never blocks the event loop.
+
+A count is an HTTP request to the server's tokenizer. A fold costs every message of its range
+(up to 4,000) and a turn every new message of its window: those go as one batch of concurrent
+requests on the loop (`count_tokens_many`), so the UI keeps running meanwhile. The tests watch
+the loop from a concurrent task and record every blocking count (`count_tokens`,
+`prompt_cells`) that is made on the loop's own thread; there must be none. The longest stall
+the watcher saw is printed for the record (timings are not asserted: this machine is shared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from kotonia_tui.domain import FoldJob, FoldKind, Message, Role, utcnow
+from kotonia_tui.engine import LlamaEngine
+from kotonia_tui.engine.server import ServerEngine
+from tests.cards import write_short_card
+
+from .conftest import server_profile, server_settings
+from .test_service import make_service, poll  # noqa: F401  (make_service is a fixture)
+
+
+class LoopWatch:
+    """A task that runs every millisecond while the loop lets it, and a record of blocking
+    token counts made on the loop's thread."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.longest_stall_ms = 0.0
+        self.blocking_on_loop: list[str] = []
+        self._thread = threading.get_ident()
+        self._task: asyncio.Task[None] | None = None
+
+    def spy_on(self, engine: ServerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in ("count_tokens", "prompt_cells"):
+            real = getattr(engine, name)
+
+            def spy(*args, _real=real, _name=name):
+                if threading.get_ident() == self._thread:
+                    self.blocking_on_loop.append(_name)
+                return _real(*args)
+
+            monkeypatch.setattr(engine, name, spy)
+
+    async def _watch(self, since: float) -> None:
+        last = since  # from the watch's start: the task may first run after a stall
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            self.longest_stall_ms = max(self.longest_stall_ms, (now - last) * 1000)
+            self.ticks += 1
+            last = now
+
+    def __enter__(self) -> LoopWatch:
+        watch = self._watch(time.perf_counter())
+        self._task = asyncio.get_running_loop().create_task(watch)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+def story(count: int) -> list[Message]:
+    return [
+        Message(
+            role=Role.USER if i % 2 == 0 else Role.CHARACTER,
+            speaker="User" if i % 2 == 0 else "Wren",
+            text=f"Line {i}: the lamp on the {i % 7}th landing needs oil before the storm.",
+        )
+        for i in range(count)
+    ]
+
+
+async def test_a_batch_is_counted_exactly_while_the_loop_runs(scripted_server, scripted_model_file):
+    engine = ServerEngine.open(server_profile(scripted_server.url))
+    local = LlamaEngine.open(
+        server_profile("unused", n_ctx=256).model_copy(
+            update={"backend": "inprocess", "model_path": scripted_model_file}
+        ),
+        cache_dir=scripted_model_file.parent,
+    )
+    texts = [m.text for m in story(400)] + ["", "月島 tea", "Line 0: again"] * 2
+    try:
+        with LoopWatch() as watch:
+            counts = await engine.count_tokens_many(texts)
+            ticks_while_counting = watch.ticks
+        print(f"\n400 texts: the loop ran {ticks_while_counting} times while they were counted")
+        assert counts == [local.count_tokens(t) for t in texts]
+        assert ticks_while_counting > 0  # a blocking batch leaves the loop no turn at all
+        # Counted once: a second batch is answered from the cache.
+        assert await engine.count_tokens_many(texts[:50]) == counts[:50]
+    finally:
+        engine.close()
+        local.close()
+
+
+async def test_a_fold_over_many_messages_never_counts_on_the_loop(
+    make_service,  # noqa: F811
+    scripted_server,
+    monkeypatch,
+):
+    key = write_short_card()
+    service = await make_service(server_settings(scripted_server.url, n_ctx=2048))
+    conv = service.new_conversation(service.library.get(key))
+    ids = service.store.add_messages(conv.id, story(1500))
+    service.worker.pause()
+    service.store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv.id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=ids[0],
+            last_message_id=ids[-1],
+            not_before=utcnow(),
+        )
+    )
+    watch = LoopWatch()
+    watch.spy_on(service.engine, monkeypatch)
+    with watch:
+        service.worker.resume()
+        await poll(lambda: service.store.chapters(conv.id), timeout_s=120)
+        service.worker.pause()
+    print(
+        f"\nfold over 1500 messages: longest loop stall {watch.longest_stall_ms:.0f} ms, "
+        f"blocking counts on the loop: {len(watch.blocking_on_loop)}"
+    )
+    assert watch.blocking_on_loop == []
+
+
+async def test_sending_into_a_long_uncounted_history_never_counts_on_the_loop(
+    make_service,  # noqa: F811
+    scripted_server,
+    monkeypatch,
+):
+    key = write_short_card()
+    service = await make_service(server_settings(scripted_server.url, n_ctx=2048))
+    conv = service.new_conversation(service.library.get(key))
+    service.store.add_messages(conv.id, story(600))  # as after an import: no counts yet
+    service.worker.pause()
+    watch = LoopWatch()
+    watch.spy_on(service.engine, monkeypatch)
+    with watch:
+        turn = await service.send(conv.id, "Is the lamp lit?")
+        ticks_in_send = watch.ticks
+        done = await turn.run()
+    print(
+        f"\nsend into 600 uncounted messages: longest loop stall "
+        f"{watch.longest_stall_ms:.0f} ms, blocking counts on the loop: "
+        f"{len(watch.blocking_on_loop)}"
+    )
+    assert done.error is None, done.error
+    assert watch.blocking_on_loop == []
+    assert ticks_in_send > 0
+    key = service.engine.model_key
+    counted = service.store.recent_messages(conv.id, 50, model_key=key)[:-1]  # not the reply
+    assert all(key in m.token_counts for m in counted)
