@@ -11,18 +11,19 @@ the watcher saw is printed for the record (timings are not asserted: this machin
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 
 import pytest
 
-from kotonia_tui.domain import FoldJob, FoldKind, Message, Role, utcnow
-from kotonia_tui.engine import LlamaEngine
+from kotonia_tui.domain import ChatMessage, FoldJob, FoldKind, Message, Role, utcnow
+from kotonia_tui.engine.errors import BackendUnavailableError
 from kotonia_tui.engine.server import ServerEngine
+from kotonia_tui.engine.types import FinishReason, GenerationRequest
 from tests.cards import write_short_card
 
-from .conftest import server_profile, server_settings
-from .test_service import make_service, poll  # noqa: F401  (make_service is a fixture)
+from .conftest import poll, server_profile, server_settings
 
 
 class LoopWatch:
@@ -77,39 +78,77 @@ def story(count: int) -> list[Message]:
     ]
 
 
-async def test_a_batch_is_counted_exactly_while_the_loop_runs(scripted_server, scripted_model_file):
+async def test_a_batch_is_counted_exactly_while_the_loop_runs(scripted_server, local_tokenizer):
     engine = ServerEngine.open(server_profile(scripted_server.url))
-    local = LlamaEngine.open(
-        server_profile("unused", n_ctx=256).model_copy(
-            update={"backend": "inprocess", "model_path": scripted_model_file}
-        ),
-        cache_dir=scripted_model_file.parent,
-    )
     texts = [m.text for m in story(400)] + ["", "月島 tea", "Line 0: again"] * 2
     try:
         with LoopWatch() as watch:
             counts = await engine.count_tokens_many(texts)
             ticks_while_counting = watch.ticks
         print(f"\n400 texts: the loop ran {ticks_while_counting} times while they were counted")
-        assert counts == [local.count_tokens(t) for t in texts]
+        assert counts == [local_tokenizer.count_tokens(t) for t in texts]
         assert ticks_while_counting > 0  # a blocking batch leaves the loop no turn at all
         # Counted once: a second batch is answered from the cache.
         assert await engine.count_tokens_many(texts[:50]) == counts[:50]
     finally:
         engine.close()
-        local.close()
+
+
+async def test_counts_never_cut_a_users_reply_on_llama_cpp_python(noeos_server):
+    """That server ends the stream it is sending whenever another request arrives. Counts
+    come from the loop (a fold's batch) and from threads (a prompt's size) at any moment; none
+    may reach the server while a user's reply streams, or the reply is cut."""
+    engine = ServerEngine.open(server_profile(noeos_server.url))
+    stop = threading.Event()
+    refused = []
+
+    def count_in_a_thread() -> None:
+        for index in itertools.count():
+            if stop.is_set():
+                return
+            try:
+                engine.count_tokens(f"the lamp on landing {index}")
+            except BackendUnavailableError:
+                refused.append(index)  # while a reply streams: the caller retries later
+
+    counters = [threading.Thread(target=count_in_a_thread) for _ in range(3)]
+    for counter in counters:
+        counter.start()
+    try:
+        batch = asyncio.ensure_future(engine.count_tokens_many([m.text for m in story(3000)]))
+        ask = (ChatMessage("user", "Is the lamp lit?", name="Ann"),)
+        for _ in range(15):
+            reply = await engine.generate(GenerationRequest(messages=ask, max_tokens=24))
+            assert reply.finish_reason is FinishReason.LENGTH  # its cap: not cut by a count
+        with pytest.raises(BackendUnavailableError, match="busy with a reply"):
+            await batch  # refused while a reply streamed: the fold worker retries later
+        assert refused
+    finally:
+        stop.set()
+        for counter in counters:
+            counter.join(10)
+        engine.close()
+
+
+async def watched_story(make_service, url, monkeypatch, length):
+    """A service on the server, a conversation with `length` uncounted messages (as after an
+    import), the fold worker paused, and a watch on the service's engine."""
+    key = write_short_card()
+    service = await make_service(server_settings(url, n_ctx=2048))
+    conv = service.new_conversation(service.library.get(key))
+    ids = service.store.add_messages(conv.id, story(length))
+    service.worker.pause()
+    watch = LoopWatch()
+    watch.spy_on(service.engine, monkeypatch)
+    return service, conv, ids, watch
 
 
 async def test_a_fold_over_many_messages_never_counts_on_the_loop(
-    make_service,  # noqa: F811
-    scripted_server,
-    monkeypatch,
+    make_service, scripted_server, monkeypatch
 ):
-    key = write_short_card()
-    service = await make_service(server_settings(scripted_server.url, n_ctx=2048))
-    conv = service.new_conversation(service.library.get(key))
-    ids = service.store.add_messages(conv.id, story(1500))
-    service.worker.pause()
+    service, conv, ids, watch = await watched_story(
+        make_service, scripted_server.url, monkeypatch, 1500
+    )
     service.store.enqueue_fold(
         FoldJob(
             conversation_id=conv.id,
@@ -119,8 +158,6 @@ async def test_a_fold_over_many_messages_never_counts_on_the_loop(
             not_before=utcnow(),
         )
     )
-    watch = LoopWatch()
-    watch.spy_on(service.engine, monkeypatch)
     with watch:
         service.worker.resume()
         await poll(lambda: service.store.chapters(conv.id), timeout_s=120)
@@ -133,17 +170,11 @@ async def test_a_fold_over_many_messages_never_counts_on_the_loop(
 
 
 async def test_sending_into_a_long_uncounted_history_never_counts_on_the_loop(
-    make_service,  # noqa: F811
-    scripted_server,
-    monkeypatch,
+    make_service, scripted_server, monkeypatch
 ):
-    key = write_short_card()
-    service = await make_service(server_settings(scripted_server.url, n_ctx=2048))
-    conv = service.new_conversation(service.library.get(key))
-    service.store.add_messages(conv.id, story(600))  # as after an import: no counts yet
-    service.worker.pause()
-    watch = LoopWatch()
-    watch.spy_on(service.engine, monkeypatch)
+    service, conv, _ids, watch = await watched_story(
+        make_service, scripted_server.url, monkeypatch, 600
+    )
     with watch:
         turn = await service.send(conv.id, "Is the lamp lit?")
         ticks_in_send = watch.ticks

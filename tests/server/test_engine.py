@@ -9,7 +9,6 @@ import pytest
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.domain import ChatMessage
-from kotonia_tui.engine import LlamaEngine
 from kotonia_tui.engine.errors import BackendUnavailableError, CallPreemptedError
 from kotonia_tui.engine.server import ServerEngine, ServerKind
 from kotonia_tui.engine.types import (
@@ -133,20 +132,13 @@ async def test_the_profiles_top_k_reaches_the_server(noeos_server):
     assert await reply(**hot, top_k=1) == greedy
 
 
-async def test_token_counts_match_the_in_process_tokenizer(scripted_server, scripted_model_file):
+async def test_token_counts_match_the_in_process_tokenizer(scripted_server, local_tokenizer):
     engine = ServerEngine.open(server_profile(scripted_server.url))
-    local = LlamaEngine.open(
-        server_profile("unused", n_ctx=256).model_copy(
-            update={"backend": "inprocess", "model_path": scripted_model_file}
-        ),
-        cache_dir=scripted_model_file.parent,
-    )
     try:
         for text in ("", "hello world", "Ann: the lamps\nWren:", "月島 tea", CHAPTER):
-            assert engine.count_tokens(text) == local.count_tokens(text), text
+            assert engine.count_tokens(text) == local_tokenizer.count_tokens(text), text
     finally:
         engine.close()
-        local.close()
 
 
 def test_a_server_that_is_not_there_is_named():

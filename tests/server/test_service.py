@@ -7,13 +7,9 @@ chapter is recognisable.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from kotonia_tui.chat import fold_worker
-from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.events import ReplyDelta
 from kotonia_tui.domain import (
     ChatMessage,
@@ -29,32 +25,7 @@ from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
 from tests.cards import write_short_card
 
-from .conftest import CHAPTER, server_profile, server_settings
-
-
-@pytest.fixture
-async def make_service():
-    opened = []
-
-    async def make(settings):
-        service = open_service(settings)
-        await service.start()
-        opened.append(service)
-        return service
-
-    yield make
-    for service in opened:
-        await service.close()
-
-
-async def poll(predicate, timeout_s=15.0, step_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await asyncio.sleep(step_s)
-    raise AssertionError("the condition never held")
+from .conftest import CHAPTER, poll, server_profile, server_settings
 
 
 async def chat_until_queued(service, conv_id, limit=80):

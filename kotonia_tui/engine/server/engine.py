@@ -33,7 +33,7 @@ from kotonia_tui.engine.formats import (
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server import http
 from kotonia_tui.engine.server.call import ServerCall
-from kotonia_tui.engine.server.gate import PriorityGate
+from kotonia_tui.engine.server.gate import PriorityGate, ReplyFence
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 from kotonia_tui.engine.server.probe import ServerInfo, probe
 from kotonia_tui.engine.server.requests import WireRequest, build_request
@@ -77,7 +77,7 @@ class ServerEngine(EngineBase):
         self._gate = PriorityGate()
         self._calls: set[ServerCall] = set()
         self._closed = False
-        self._interactive_streams = 0  # user turns streaming right now
+        self._fence = ReplyFence()  # token counts vs user replies, where they cannot overlap
 
     @property
     def url(self) -> str:
@@ -106,8 +106,14 @@ class ServerEngine(EngineBase):
         engine._kind = probed.kind
         engine._formatter = probed.formatter
         engine._vision = probed.vision
+        if probed.kind.ends_stream_for_any_request:
+            # A count would cut the user's reply short: a background caller waits instead.
+            engine._fence.keep_apart(
+                f"{engine.url}: busy with a reply ({probed.kind.kind}'s server cannot count "
+                "tokens while it streams)"
+            )
         engine._tokens = TokenCounter(
-            engine._http, probed.kind, probed.info.model_id, engine._guard
+            engine._http, probed.kind, probed.info.model_id, engine._fence
         )
         return engine
 
@@ -134,17 +140,6 @@ class ServerEngine(EngineBase):
     async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         """Counts of many texts, by concurrent requests that never block the event loop."""
         return await self._tokens.count_many(texts)
-
-    def _guard(self) -> None:
-        if self._closed:
-            raise EngineClosedError("the engine is closed")
-        if self._kind.ends_stream_for_any_request and self._interactive_streams:
-            # That server answers a tokenize only after interrupting the stream it is sending:
-            # the user's reply would be cut. A background caller (the fold worker) waits.
-            raise BackendUnavailableError(
-                f"{self.url}: busy with a reply ({self._kind.kind}'s server cannot count "
-                "tokens while it streams)"
-            )
 
     def image_cells(self, image: ImageInput) -> int:
         """Positions an image takes (an estimate: servers do not say); 0 without vision."""
@@ -267,9 +262,9 @@ class ServerEngine(EngineBase):
         wire = reply.wire
         where = self._http.where(wire.path)
         interactive = reply.request.priority is Priority.INTERACTIVE
-        self._interactive_streams += interactive
         try:
             async with (
+                self._fence.replying() if interactive else contextlib.nullcontext(),
                 self._http.async_client() as client,
                 client.stream("POST", self.url + wire.path, json=wire.payload) as response,
             ):
@@ -293,8 +288,6 @@ class ServerEngine(EngineBase):
                     partial=reply.result(FinishReason.LENGTH),
                 ) from exc
             raise error from exc
-        finally:
-            self._interactive_streams -= interactive
         if reply.finish is None and reply.visible.stops.stopped_by is None:
             reply.visible.events("", final=True)
             why = "the server ended the stream before the reply finished"
@@ -346,4 +339,5 @@ class ServerEngine(EngineBase):
         self._closed = True
         for call in list(self._calls):
             call.request_stop("close")
+        self._fence.close()
         self._http.close()

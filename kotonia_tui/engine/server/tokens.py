@@ -13,9 +13,10 @@ import asyncio
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from kotonia_tui.engine.server.gate import ReplyFence
 from kotonia_tui.engine.server.http import ServerHttp
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 
@@ -53,21 +54,17 @@ class TokenCache:
 class TokenCounter:
     """Counts texts as they appear inside a prompt (no BOS) with one server's tokenizer.
 
-    `guard()` runs before every request and raises when the server cannot count now (the
-    engine is closed, or counting would cut a user's reply).
+    Every request goes through `fence.counting()`, which refuses it when the server cannot
+    count now (the engine is closed, or counting would cut a user's reply).
     """
 
     def __init__(
-        self,
-        http: ServerHttp,
-        kind: OpenAICompatible,
-        model_id: str,
-        guard: Callable[[], None],
+        self, http: ServerHttp, kind: OpenAICompatible, model_id: str, fence: ReplyFence
     ) -> None:
         self._http = http
         self._kind = kind
         self._model_id = model_id
-        self._guard = guard
+        self._fence = fence
         self._baseline = kind.detected.tokenize_baseline
         self._cache = TokenCache()
 
@@ -81,8 +78,8 @@ class TokenCounter:
         path = self._kind.tokenize_path
         if path is None:
             return self._estimate(text)
-        self._guard()
-        answer = self._http.json(path, self._http.post(path, self._body(text)))
+        with self._fence.counting():
+            answer = self._http.json(path, self._http.post(path, self._body(text)))
         return self._record(text, answer)
 
     async def count_many(self, texts: Sequence[str]) -> list[int]:
@@ -98,8 +95,8 @@ class TokenCounter:
 
                 async def worker() -> None:
                     for text in queue:  # shared: each text is taken by one worker
-                        self._guard()
-                        answer = await self._http.apost(client, path, self._body(text))
+                        with self._fence.counting():
+                            answer = await self._http.apost(client, path, self._body(text))
                         counted[text] = self._record(text, answer)
 
                 workers = [
