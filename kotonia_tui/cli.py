@@ -28,6 +28,7 @@ from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.model_files import check_gguf
+from kotonia_tui.engine.server.credentials import RedactingFormatter, redact_url
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
@@ -54,10 +55,13 @@ def _setup_logging() -> Path:
     dirs.data.mkdir(parents=True, exist_ok=True)
     log_path = dirs.data / "kotonia.log"
     handler = logging.FileHandler(log_path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # Credentials in any URL (a server_url with a password, a token in a query) never reach it.
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # httpx logs every request's URL at INFO: thousands of token counts per fold.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return log_path
 
 
@@ -330,8 +334,9 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
     from kotonia_tui.engine.server import ServerEngine
 
     key = "set" if os.environ.get(profile.api_key_env) else "not set (no key sent)"
+    server = redact_url(profile.server_url) if profile.server_url else None
     rows = [
-        ("server", profile.server_url or "(none: set server_url)"),
+        ("server", server or "(none: set server_url)"),
         ("api key", f"${profile.api_key_env} {key}"),
     ]
     try:
@@ -350,6 +355,8 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
         rows.append(("token counts", info.tokenizer))
         rows.append(("images", "yes" if engine.has_vision else "no"))
         rows.append(("read timeout", f"{info.read_timeout_s:.0f} s"))
+        for warning in info.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     finally:
         engine.close()
     return rows

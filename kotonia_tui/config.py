@@ -83,7 +83,9 @@ class ModelProfile(BaseModel):
     # "inprocess": llama-cpp-python in this process. "server": an OpenAI-compatible inference
     # server (llama-server, vLLM, llama-cpp-python's server) at `server_url`.
     backend: Literal["inprocess", "server"] = "inprocess"
-    server_url: str | None = None  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
+    # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted). A user:password@ or a ?token=
+    # in it is sent with every request and never shown (doctor, errors and the log hide it).
+    server_url: str | None = None
     server_model: str | None = None  # the model name sent to the server; None: its first model
     api_key_env: str = "KOTONIA_API_KEY"  # the variable holding the bearer key (unset: none)
     # Seconds the server may stay silent (a cold re-read of the whole window comes before the

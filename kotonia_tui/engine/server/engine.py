@@ -33,6 +33,7 @@ from kotonia_tui.engine.formats import (
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server import http
 from kotonia_tui.engine.server.call import ServerCall
+from kotonia_tui.engine.server.credentials import api_key_headers, server_address
 from kotonia_tui.engine.server.gate import PriorityGate, ReplyFence
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 from kotonia_tui.engine.server.probe import ServerInfo, probe
@@ -68,9 +69,10 @@ class ServerEngine(EngineBase):
 
     def __init__(self, profile: ModelProfile, url: str) -> None:
         self.profile = profile
+        address = server_address(url)
         self._http = http.ServerHttp(
-            url,
-            http.auth_headers(profile.api_key_env),
+            address,
+            api_key_headers(profile.api_key_env, address.secrets),
             profile.server_connect_timeout_s,
             PROBE_TIMEOUT_S,
         )
@@ -81,6 +83,7 @@ class ServerEngine(EngineBase):
 
     @property
     def url(self) -> str:
+        """The server's address as messages show it (credentials hidden)."""
         return self._http.url
 
     @classmethod
@@ -96,7 +99,7 @@ class ServerEngine(EngineBase):
                 'the profile uses backend = "server" but sets no server_url '
                 "(e.g. http://127.0.0.1:8080)"
             )
-        engine = cls(profile, http.base_url(profile.server_url))
+        engine = cls(profile, profile.server_url)
         try:
             probed = probe(engine._http, profile, fold_ctx_for)
         except BaseException:
@@ -238,7 +241,7 @@ class ServerEngine(EngineBase):
             model_id=self.info.model_id,
             images=self._images(request),
         )
-        reply = StreamedReply(self.profile, wire, request, self._kind)
+        reply = StreamedReply(self.profile, wire, request, self._kind, self._http.scrub)
         reader = asyncio.ensure_future(self._read(call, reply))
         try:
             await call.wait_unless_stopped(reader)
@@ -266,10 +269,13 @@ class ServerEngine(EngineBase):
             async with (
                 self._fence.replying() if interactive else contextlib.nullcontext(),
                 self._http.async_client() as client,
-                client.stream("POST", self.url + wire.path, json=wire.payload) as response,
+                client.stream(
+                    "POST", self._http.endpoint(wire.path), json=wire.payload
+                ) as response,
             ):
                 if response.status_code != 200:
-                    raise http.status_error(where, response.status_code, await response.aread())
+                    body = await response.aread()
+                    raise self._http.status_error(wire.path, response.status_code, body)
                 async for data in http.sse_data(response.aiter_lines()):
                     if data.strip() == "[DONE]":
                         reply.done = True

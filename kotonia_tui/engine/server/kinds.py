@@ -25,10 +25,12 @@ class ServerKind(StrEnum):
 
 @dataclass(frozen=True)
 class Detected:
-    """What probing learned about the server beyond its kind (raw: checked by the prober)."""
+    """What probing learned about the server beyond its kind. `detect` gives `n_ctx` and
+    `slots` as the server sent them; the prober checks them and keeps only usable values."""
 
-    n_ctx: Any = None  # as the server reported it
-    n_ctx_field: str = ""  # where it was reported, for messages
+    source: str = ""  # the endpoint the figures came from, for messages
+    n_ctx: Any = None
+    n_ctx_field: str = ""  # the field it came in
     slots: Any = 1
     template: str | None = None
     bos: str = ""
@@ -63,10 +65,15 @@ class OpenAICompatible:
     def tokenize_body(self, text: str, model_id: str) -> dict[str, Any]:
         raise NotImplementedError(f"{self.kind} has no tokenize endpoint")
 
-    def token_count(self, answer: dict[str, Any]) -> Any:
-        """The count in a tokenize answer (raw: checked by the caller)."""
+    def token_count(self, answer: Any) -> int | None:
+        """The count in a tokenize answer; None when it holds none."""
+        if not isinstance(answer, dict):
+            return None
         tokens = answer.get("tokens")
-        return len(tokens) if isinstance(tokens, list) else answer.get("count")
+        if isinstance(tokens, list):
+            return len(tokens)
+        count = answer.get("count")
+        return count if type(count) is int and count >= 0 else None
 
     def sampling_fields(self, sampling: Sampling) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -109,10 +116,7 @@ class LlamaServer(OpenAICompatible):
 
     @classmethod
     def detect(cls, http: ServerHttp, entry: dict[str, Any], model_id: str) -> Detected | None:
-        response = http.get("/props")
-        if response.status_code != 200:
-            return None
-        props = http.json("/props", response)
+        props = http.optional_json("/props", http.get("/props"))
         if not isinstance(props, dict) or "default_generation_settings" not in props:
             return None
         settings = props.get("default_generation_settings")
@@ -122,6 +126,7 @@ class LlamaServer(OpenAICompatible):
         # Per slot: with --parallel N each slot holds n_ctx / N.
         in_settings = settings.get("n_ctx") is not None
         return Detected(
+            source="/props",
             n_ctx=settings.get("n_ctx") if in_settings else props.get("n_ctx"),
             n_ctx_field="default_generation_settings.n_ctx" if in_settings else "n_ctx",
             slots=props.get("total_slots") or 1,
@@ -142,7 +147,7 @@ class LlamaServer(OpenAICompatible):
 
     def request_fields(self, request: GenerationRequest) -> dict[str, Any]:
         fields = super().request_fields(request) | {"cache_prompt": True}
-        if isinstance(self.detected.slots, int) and self.detected.slots >= 2:
+        if self.detected.slots >= 2:
             # Folds on their own slot, like the in-process fold context: they never evict the
             # chat's cached prefix.
             fields["id_slot"] = 1 if request.slot is Slot.FOLD else 0
@@ -173,7 +178,9 @@ class Vllm(OpenAICompatible):
     def detect(cls, http: ServerHttp, entry: dict[str, Any], model_id: str) -> Detected | None:
         if entry.get("owned_by") != "vllm" and "max_model_len" not in entry:
             return None
-        return Detected(n_ctx=entry.get("max_model_len"), n_ctx_field="max_model_len")
+        return Detected(
+            source="/v1/models", n_ctx=entry.get("max_model_len"), n_ctx_field="max_model_len"
+        )
 
     def tokenize_body(self, text: str, model_id: str) -> dict[str, Any]:
         return {"model": model_id, "prompt": text, "add_special_tokens": False}
@@ -201,12 +208,10 @@ class LlamaCppPython(OpenAICompatible):
 
     @classmethod
     def detect(cls, http: ServerHttp, entry: dict[str, Any], model_id: str) -> Detected | None:
-        response = http.post(cls.tokenize_path or "", {"input": "", "model": model_id})
-        if response.status_code != 200:
-            return None
-        answer = http.json("/extras/tokenize/count", response)
-        baseline = answer.get("count") if isinstance(answer, dict) else None
-        return Detected(tokenize_baseline=baseline if isinstance(baseline, int) else 0)
+        path = "/extras/tokenize/count"
+        answer = http.optional_json(path, http.post(path, {"input": "", "model": model_id}))
+        baseline = cls().token_count(answer)
+        return None if baseline is None else Detected(tokenize_baseline=baseline)
 
     def tokenize_body(self, text: str, model_id: str) -> dict[str, Any]:
         return {"input": text, "model": model_id}

@@ -5,6 +5,11 @@ one of its own (vLLM by its model entry, llama-server by `/props`, llama-cpp-pyt
 its tokenize endpoint). The context size is the server's where it reports it, the profile's
 otherwise. The prompt is rendered here when a formatter can be made (a transcript profile, or
 a chat template the server hands out).
+
+Whatever the server answers is checked before it is used: a model list of the wrong shape is
+an error naming the endpoint; a context size or slot count that is not a usable whole number
+is set aside with a warning (logged, and shown by `kotonia doctor`), and the profile's value
+or one slot is used instead.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.engine.base import fold_window
@@ -25,6 +31,9 @@ from kotonia_tui.engine.types import ChatMessage
 log = logging.getLogger(__name__)
 
 MODELS = "/v1/models"
+MIN_CONTEXT = 256  # the least any profile may set
+MAX_CONTEXT = 2**26  # 67M tokens: past every model there is; a larger figure is a bug
+MAX_SLOTS = 4096
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class ServerInfo:
     slots: int
     read_timeout_s: float
     load_ms: float
+    warnings: tuple[str, ...] = ()  # what the server reported that was set aside
 
     @property
     def n_ctx_train(self) -> int:
@@ -69,18 +79,22 @@ def probe(
     started = time.perf_counter()
     url = connection.url
     models = connection.json(MODELS, connection.get(MODELS))
-    entries = [m for m in models.get("data") or () if isinstance(m, dict)]
+    if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        raise http.not_the_answer(connection.where(MODELS), 'a model list ("data": [...])', models)
+    entries = [m for m in models["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if not entries:
         raise ServerResponseError(f"{connection.where(MODELS)}: the server lists no model")
-    entry = next((m for m in entries if m.get("id") == profile.server_model), entries[0])
-    model_id = profile.server_model or str(entry.get("id"))
-    kind = _detect(connection, entry, model_id)
-    detected = kind.detected
+    entry = next((m for m in entries if m["id"] == profile.server_model), entries[0])
+    model_id = profile.server_model or entry["id"]
+    kind_class, raw = _detect(connection, entry, model_id)
+    warnings: list[str] = []
+    detected = _checked(raw, connection.where(raw.source), profile.n_ctx, warnings)
+    kind = kind_class(detected)
     n_ctx = detected.n_ctx
     vision = detected.vision if profile.server_vision is None else profile.server_vision
     n_ctx_source = "server" if n_ctx else "profile"
-    window = int(n_ctx or profile.n_ctx)
-    if n_ctx and int(n_ctx) != profile.n_ctx:
+    window = n_ctx or profile.n_ctx
+    if n_ctx and n_ctx != profile.n_ctx:
         log.info(
             "%s reports n_ctx %s (the profile says %s); using the server's",
             url,
@@ -104,9 +118,10 @@ def probe(
         client_renders=formatter is not None,
         has_chat_template=bool(detected.template),
         tokenizer=kind.tokenizer,
-        slots=int(detected.slots or 1),
+        slots=detected.slots,
         read_timeout_s=read_s,
         load_ms=(time.perf_counter() - started) * 1000,
+        warnings=tuple(warnings),
     )
     log.info(
         "server backend: %s (%s), model %s, n_ctx %s (%s), %s",
@@ -120,12 +135,53 @@ def probe(
     return Probed(info, kind, formatter, vision)
 
 
-def _detect(connection: http.ServerHttp, entry: dict, model_id: str) -> OpenAICompatible:
+def _detect(
+    connection: http.ServerHttp, entry: dict[str, Any], model_id: str
+) -> tuple[type[OpenAICompatible], Detected]:
     for kind in KINDS:
         detected = kind.detect(connection, entry, model_id)
         if detected is not None:
-            return kind(detected)
+            return kind, detected
     raise AssertionError("the last kind always answers")  # pragma: no cover
+
+
+def _whole(value: Any, low: int, high: int) -> int | None:
+    """`value` if it is a whole number from `low` to `high` (JSON true is not 1)."""
+    return value if type(value) is int and low <= value <= high else None
+
+
+def _shown(value: Any) -> str:
+    """A server's value as a message quotes it: escaped, and never long."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _checked(raw: Detected, where: str, profile_n_ctx: int, warnings: list[str]) -> Detected:
+    """`raw` with its context size and slot count checked: unusable ones are set aside with
+    a warning; a real context too small for this app is an error."""
+
+    def warn(message: str) -> None:
+        warnings.append(f"{where}: {message}")
+        log.warning("%s: %s", where, message)
+
+    n_ctx = None
+    if raw.n_ctx is not None:
+        n_ctx = _whole(raw.n_ctx, 1, MAX_CONTEXT)
+        if n_ctx is None:
+            warn(
+                f"{raw.n_ctx_field} {_shown(raw.n_ctx)} is not a usable context size; "
+                f"using the profile's n_ctx {profile_n_ctx}"
+            )
+        elif n_ctx < MIN_CONTEXT:
+            raise ServerResponseError(
+                f"{where}: {raw.n_ctx_field} is {n_ctx}: the server's context holds {n_ctx} "
+                f"tokens, and this app needs at least {MIN_CONTEXT}"
+            )
+    slots = _whole(raw.slots, 1, MAX_SLOTS)
+    if slots is None:
+        warn(f"total_slots {_shown(raw.slots)} is not a slot count; assuming one slot")
+        slots = 1
+    return replace(raw, n_ctx=n_ctx, slots=slots)
 
 
 def _formatter(profile: ModelProfile, detected: Detected, name: str) -> PromptFormatter | None:

@@ -8,7 +8,9 @@ stop strings cut), so both backends show the same reply. Reasoning a server send
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kotonia_tui.config import ModelProfile
@@ -36,6 +38,7 @@ class StreamedReply:
         wire: WireRequest,
         request: GenerationRequest,
         kind: OpenAICompatible,
+        scrub: Callable[[str], str],
     ) -> None:
         self.visible = ReplyText(
             stops=wire.stops,
@@ -54,6 +57,7 @@ class StreamedReply:
         self.wire = wire
         self.request = request
         self.kind = kind
+        self._scrub = scrub  # takes credentials out of what the server says
 
     def feed(self, where: str, chunk: Any) -> list[StreamEvent]:
         """One parsed `data:` payload; `where` names the endpoint in errors."""
@@ -63,7 +67,7 @@ class StreamedReply:
             error = chunk["error"]
             message = error.get("message", error) if isinstance(error, dict) else error
             raise ServerResponseError(
-                f"{where}: the server reported an error mid-stream: {message}"
+                f"{where}: the server reported an error mid-stream: {self._scrub(str(message))}"
             )
         if isinstance(chunk.get("timings"), dict):
             self.timings = chunk["timings"]
@@ -75,11 +79,11 @@ class StreamedReply:
                 continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                text = delta.get("content") or ""
+                text = _text(delta.get("content"))
                 # vLLM and llama-server with a reasoning parser send thinking apart.
-                thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                thought = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
             else:
-                text, thought = choice.get("text") or "", ""
+                text, thought = _text(choice.get("text")), ""
             if text or thought:
                 self.chunks += 1
                 if self.first_at is None:
@@ -94,10 +98,11 @@ class StreamedReply:
                 self.finish = FinishReason.LENGTH if reason == "length" else FinishReason.STOP
         return events
 
-    def server_figures(self) -> dict[str, Any]:
-        """The figures the server reported for this call (only those it gave)."""
+    def server_figures(self) -> dict[str, float]:
+        """The figures the server reported for this call: only those it gave as numbers a
+        count or a time can be (anything else is measured here instead)."""
         figures = self.kind.server_figures(self.timings, self.usage)
-        return {name: value for name, value in figures.items() if value is not None}
+        return {name: value for name, value in figures.items() if _figure(value) is not None}
 
     def metrics(self, finish: FinishReason, positions_fallback: int) -> TurnMetrics:
         now = time.perf_counter()
@@ -136,3 +141,16 @@ class StreamedReply:
             metrics=self.metrics(finish, positions_fallback),
             stop_string=self.visible.stops.stopped_by,
         )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _figure(value: Any) -> float | None:
+    """A count or a time as a server may report it; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < 2**53 else None
+    return value if math.isfinite(value) and value >= 0 else None

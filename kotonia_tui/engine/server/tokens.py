@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kotonia_tui.engine.server.gate import ReplyFence
-from kotonia_tui.engine.server.http import ServerHttp
+from kotonia_tui.engine.server.http import ServerHttp, not_the_answer
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # servers with no tokenize endpoint (conservative: overcounts)
@@ -123,7 +123,10 @@ class TokenCounter:
 
     def _record(self, text: str, answer: Any) -> int:
         raw = self._kind.token_count(answer)
-        count = max(0, int(raw) - self._baseline)
+        if raw is None:
+            where = self._http.where(self._kind.tokenize_path or "")
+            raise not_the_answer(where, "a token count", answer)
+        count = max(0, raw - self._baseline)
         self._cache.put(text, count)
         return count
 
