@@ -20,6 +20,7 @@ import pytest
 from kotonia_tui.domain import ChatMessage, FoldJob, FoldKind, Message, Role, utcnow
 from kotonia_tui.engine.errors import BackendUnavailableError
 from kotonia_tui.engine.server import ServerEngine
+from kotonia_tui.engine.server.tokens import TokenCache
 from kotonia_tui.engine.types import FinishReason, GenerationRequest
 from tests.cards import write_short_card
 
@@ -90,6 +91,25 @@ async def test_a_batch_is_counted_exactly_while_the_loop_runs(scripted_server, l
         assert ticks_while_counting > 0  # a blocking batch leaves the loop no turn at all
         # Counted once: a second batch is answered from the cache.
         assert await engine.count_tokens_many(texts[:50]) == counts[:50]
+    finally:
+        engine.close()
+
+
+async def test_a_batch_larger_than_the_cache_makes_no_blocking_request(
+    scripted_server, local_tokenizer, monkeypatch
+):
+    """Counts known when a batch starts are kept for it, even if the batch pushes them out of
+    the cache (a small cache here stands in for a fold of more texts than the cache holds)."""
+    engine = ServerEngine.open(server_profile(scripted_server.url))
+    engine._tokens._cache = TokenCache(size=50)
+    texts = [m.text for m in story(120)]
+    try:
+        known = await engine.count_tokens_many(texts[:10])
+        blocking = []
+        monkeypatch.setattr(engine._tokens, "count", lambda text: blocking.append(text))
+        counts = await engine.count_tokens_many(texts)
+        assert counts[:10] == known and blocking == []
+        assert counts == [local_tokenizer.count_tokens(t) for t in texts]
     finally:
         engine.close()
 

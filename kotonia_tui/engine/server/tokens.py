@@ -87,8 +87,15 @@ class TokenCounter:
         path = self._kind.tokenize_path
         if path is None:
             return [self._estimate(t) if t else 0 for t in texts]
-        missing = list(dict.fromkeys(t for t in texts if t and self._cache.get(t) is None))
-        counted: dict[str, int] = {}
+        # Known counts are taken now: a large batch may push them out of the cache meanwhile.
+        counted: dict[str, int] = {"": 0}
+        missing = []
+        for text in dict.fromkeys(texts):
+            known = self._cache.get(text) if text else 0
+            if known is None:
+                missing.append(text)
+            else:
+                counted[text] = known
         if missing:
             queue = iter(missing)
             async with self._http.async_client() as client:
@@ -109,14 +116,7 @@ class TokenCounter:
                     for task in workers:  # one failed: the others stop too
                         task.cancel()
                     await asyncio.gather(*workers, return_exceptions=True)
-        return [counted[t] if t in counted else self.count_cached(t) for t in texts]
-
-    def count_cached(self, text: str) -> int:
-        """A count already known (texts too long for the cache are counted again)."""
-        if not text:
-            return 0
-        cached = self._cache.get(text)
-        return cached if cached is not None else self.count(text)
+        return [counted[t] for t in texts]
 
     def _body(self, text: str) -> dict[str, Any]:
         return self._kind.tokenize_body(text, self._model_id)
