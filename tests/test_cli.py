@@ -14,6 +14,7 @@ from kotonia_tui.cli import main
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Role
 from kotonia_tui.store import Store
+from kotonia_tui.terminal_text import visible
 
 ST_CHAT = [
     {
@@ -151,9 +152,10 @@ def test_chat_say_prints_only_replies_and_stats_go_to_stderr(tiny_model_path, ko
     with Store.open(app_dirs().default_db) as store:
         stored = store.recent_messages(int(conv_id), 10)
     replies = [m.text for m in stored if m.role is Role.CHARACTER][-2:]
-    expected = "".join(f"{reply}\n" for reply in replies)
-    # text=True reads the pipe with universal newlines: a "\r" in a reply arrives as "\n".
-    assert proc.stdout == expected.replace("\r\n", "\n").replace("\r", "\n")
+    # Shown as stored, with any control character the random model wrote made visible (␛):
+    # a reply never reaches the terminal with raw escape sequences.
+    expected = "".join(f"{visible(reply)}\n" for reply in replies)
+    assert proc.stdout == expected
     again = subprocess.run(
         [
             sys.executable,

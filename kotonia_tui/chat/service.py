@@ -240,19 +240,16 @@ class ChatService:
 
     def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
         conv = self.store.get_conversation(conv_id)
-        try:
-            return conv, self.library.get(conv.character_key)
-        except LookupError:
-            return conv, None
+        return conv, self.library.card_of(conv.character_key, conv.character_name)
 
     def _card(self, conv: Conversation) -> CharacterCard:
-        try:
-            return self.library.get(conv.character_key)
-        except LookupError as exc:
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
             raise ChatError(
                 f"conversation {conv.id} is with {conv.character_name!r}, whose card "
-                f"({conv.character_key}) is no longer in the character folders"
-            ) from exc
+                f"({conv.character_key}) is not in the character folders"
+            )
+        return card
 
     def new_conversation(
         self, card: CharacterCard, *, greeting: int = 0, title: str = ""
@@ -371,10 +368,23 @@ class ChatService:
         setup, prepared = self._prepare(conv)
         return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
 
+    async def answer(self, conv_id: int) -> Turn:
+        """The character's reply to the last message, when that message is not the
+        character's: a reply stopped before its first word, or a chat imported ending with
+        the user. Regenerate and continue come here in that case."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is not None and last.role is Role.CHARACTER:
+            raise ChatError("the last message is the character's: there is nothing to answer")
+        setup, prepared = self._prepare(conv)
+        return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=None)
+
     async def regenerate(self, conv_id: int) -> Turn:
         """A new version of the last reply; the old versions stay to page through."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
+        if last is not None and last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         if last is None or last.role is not Role.CHARACTER:
             raise ChatError(
                 "there is no reply to regenerate: the last message is not the character's"
@@ -388,6 +398,8 @@ class ChatService:
         """Carry on writing the last reply from where it stopped."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
+        if last is not None and last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         if last is None or last.role is not Role.CHARACTER:
             raise ChatError(
                 "there is no reply to continue: the last message is not the character's"
@@ -530,6 +542,14 @@ class ChatService:
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        mentioned = [
+            state.forced_cut_through_id,
+            window[0].id if window else None,
+            applied_synopsis.through_message_id if applied_synopsis else None,
+            *(s.through_message_id for s in versions),
+            *(i for c in chapters for i in (c.first_message_id, c.last_message_id)),
+            *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
+        ]
         return MemoryView(
             conversation_id=conv_id,
             synopsis=applied_synopsis,
@@ -554,6 +574,7 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
         )
 
     def chapter_source(self, chapter_id: int) -> list[Message]:

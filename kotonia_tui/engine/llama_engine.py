@@ -32,6 +32,7 @@ from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
@@ -129,16 +130,23 @@ class LlamaEngine:
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu else 0
         try:
-            llama = llama_cpp.Llama(
-                model_path=str(self._model_path),
-                n_ctx=profile.n_ctx,
-                n_gpu_layers=n_gpu_layers,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=512,
-                seed=profile.seed if profile.seed is not None else random.randrange(2**31),
-                verbose=False,
-            )
+            # verbose=True, because verbose=False makes llama-cpp-python point the process's
+            # file descriptors 1 and 2 at /dev/null while the model loads: a TUI drawing on
+            # the terminal then loses every frame of that moment (the picker stayed blank
+            # until a key was pressed). llama.cpp's own logs already go to the log file
+            # (native_logs); the library's Python prints go there too, not to the terminal.
+            with quiet_python_prints():
+                llama = llama_cpp.Llama(
+                    model_path=str(self._model_path),
+                    n_ctx=profile.n_ctx,
+                    n_gpu_layers=n_gpu_layers,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_batch=512,
+                    seed=profile.seed if profile.seed is not None else random.randrange(2**31),
+                    verbose=True,
+                )
+            llama.verbose = False  # later calls print nothing (their prints need no redirect)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "

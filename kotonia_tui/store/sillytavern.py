@@ -31,6 +31,7 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.store.errors import ImportFormatError
+from kotonia_tui.terminal_text import escape_json_controls
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)
@@ -409,7 +410,8 @@ def write_sillytavern(conv: Conversation, messages: Iterable[Message], out: Text
 
 
 def _dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    # Control and bidi characters as \u escapes: the same JSON, and harmless on a terminal.
+    return escape_json_controls(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
 def _ordered(keys: list[str], *sources: dict[str, Any]) -> dict[str, Any]:

@@ -177,7 +177,10 @@ async def test_continue_edit_copy_and_delete(tiny_model_path, mira_card):
         await wait_for(pilot, lambda: app.screen is screen)
         await pilot.pause()
         assert views(screen)[-1].text == '*Mira smiles.* "Edited."'
-        assert "Mira: Edited." in screen_text(app)  # dialogue under the speaker's name
+        # Shown as written, styled in place: the action's asterisks are markup, the quotes stay,
+        # and the speaker's name is in the header only.
+        assert 'Mira smiles. "Edited."' in screen_text(app)
+        assert "Mira: Edited." not in screen_text(app)
 
         await pilot.press("alt+c")
         await pilot.pause()
