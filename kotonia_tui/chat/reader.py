@@ -27,11 +27,12 @@ class ConversationReader:
 
     def conversations_of(self, card: CharacterCard) -> list[Conversation]:
         """The card's conversations, newest first, including chats filed under its name."""
-        return [
-            conv
-            for conv in self.store.list_conversations()
-            if self.library.card_of(conv.character_key, conv.character_name) is card
-        ]
+
+        def is_its(conv: Conversation) -> bool:
+            found = self.library.card_of(conv.character_key, conv.character_name)
+            return found is not None and found.key == card.key
+
+        return [conv for conv in self.store.list_conversations() if is_its(conv)]
 
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None

@@ -17,6 +17,7 @@ from typing import Literal
 from rich.text import Text
 from textual.content import Content
 from textual.dom import DOMNode
+from textual.markup import escape
 
 from kotonia_tui.terminal_text import visible
 
@@ -38,6 +39,12 @@ def literal_cell(text: str) -> Text:
     """A `DataTable` cell shown literally, on one line (a `str` cell would be parsed as markup;
     a rich `Text` is measured for the column width, which `Content` is not)."""
     return Text(visible(text, one_line=True), end="")
+
+
+def markup_escaped(text: str) -> str:
+    """For the few Textual APIs typed to take a markup `str` (the palette's help line):
+    `text` on one line with its square brackets escaped, so it is shown as written."""
+    return escape(visible(text, one_line=True))
 
 
 def notify(

@@ -18,9 +18,14 @@ from kotonia_tui.terminal_text import visible
 CUT_MARK = "✂"
 
 
+# Runs of whitespace fold to one space in a preview; control characters that count as
+# whitespace (a lone CR, VT, FF, the separators) are not folded away but shown, by `visible`.
+_FOLDED_SPACE = re.compile(r"(?:\r\n|[^\S\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029])+")
+
+
 def short_text(text: str, limit: int) -> str:
     """One line of at most `limit` characters (an ellipsis marks the cut)."""
-    flat = " ".join(text.split())
+    flat = _FOLDED_SPACE.sub(" ", text).strip(" ")
     if len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"

@@ -138,7 +138,9 @@ class ChatScreen(Screen[None]):
             )
         chat_input.focus()
         if inspector.display:
-            self.refresh_memory()
+            # After this handler: until it returns the screen does not count as mounted, and
+            # the inspector stayed blank until the first turn ended.
+            self.call_after_refresh(self.refresh_memory)
         self.set_interval(1.0, self._tick)
 
     def _views_for(

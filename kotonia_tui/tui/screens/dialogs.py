@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
+from rich.text import Text, TextType
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -17,6 +18,7 @@ from textual.widgets import Button, DirectoryTree, Input, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.domain import Chapter, Message, Synopsis
+from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_cell, literal_line, notify
 from kotonia_tui.tui.render import age, message_body, tokens
 
@@ -24,7 +26,12 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 
 
 class EditScreen(ModalScreen[str | None]):
-    """Edit a message's text. Ctrl+S saves, Esc cancels."""
+    """Edit a message's text. Ctrl+S saves, Esc cancels; None when nothing changed.
+
+    The editor holds the text as shown everywhere else (control characters as pictures, ␛):
+    a raw escape sequence in an editor would reach the terminal. Saved unchanged, the message
+    keeps its exact text; edited, it keeps what the editor shows.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save", id="edit_save", priority=True),
@@ -35,11 +42,12 @@ class EditScreen(ModalScreen[str | None]):
         super().__init__()
         self.message = message
         self.label = label or "this message"
+        self.shown = visible(message.text)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide") as box:
             box.border_title = literal_line(f"Edit message {self.label} ({self.message.speaker})")
-            yield TextArea(self.message.text, id="edit-text", soft_wrap=True)
+            yield TextArea(self.shown, id="edit-text", soft_wrap=True)
             yield Static(
                 "An edit inside a folded range re-folds that chapter.  Ctrl+S saves · Esc cancels",
                 classes="hint",
@@ -52,7 +60,8 @@ class EditScreen(ModalScreen[str | None]):
         self.query_one("#edit-text", TextArea).focus()
 
     def action_save(self) -> None:
-        self.dismiss(self.query_one("#edit-text", TextArea).text)
+        text = self.query_one("#edit-text", TextArea).text
+        self.dismiss(None if text == self.shown else text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -115,6 +124,10 @@ class PathSuggester(Suggester):
 
 
 class ImageTree(DirectoryTree):
+    def process_label(self, label: TextType) -> Text:
+        # File names are the user's, but may hold anything a file name can (escapes too).
+        return super().process_label(literal_cell(label) if isinstance(label, str) else label)
+
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         return [
             p

@@ -15,8 +15,8 @@ from textual.message import Message as TextualMessage
 from textual.widgets import Button, Label, ListItem, ListView, Static
 
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
-from kotonia_tui.domain import FoldJob, FoldStatus
-from kotonia_tui.tui.literal import literal
+from kotonia_tui.domain import FoldJob, FoldStatus, Role
+from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
 from kotonia_tui.tui.widgets.repaint import update_static
 
@@ -165,11 +165,12 @@ class InspectorPane(VerticalScroll):
         if first is None:
             lines.append(Content.styled("empty", "italic $text-muted"))
         else:
+            speaker = "system note" if first.role is Role.SYSTEM else first.speaker
             lines.append(
                 Content.assemble(
                     ("starts at ", "$text-muted"),
                     (view.number(first.id), "bold"),
-                    literal(f" ({first.speaker}: {short_text(first.text, 30)})", "$text-muted"),
+                    literal(f" ({speaker}: {short_text(first.text, 30)})", "$text-muted"),
                 )
             )
             lines.append(
@@ -293,7 +294,7 @@ class InspectorPane(VerticalScroll):
                 )
             )
         earlier = max(0, len(view.synopsis_versions) - 1)
-        button.label = f"Earlier versions ({earlier})"
+        button.label = literal_line(f"Earlier versions ({earlier})")
         button.display = earlier > 0
 
     # ---- events ------------------------------------------------------------------------------
