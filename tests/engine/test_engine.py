@@ -327,3 +327,31 @@ async def test_a_prewarmed_prompt_makes_the_next_chat_turn_cheap(engine):
     # And the old context is still there for a prompt that continues the old story.
     back = await engine.generate(request(*old, ChatMessage("assistant", first.text)))
     assert back.metrics.reused >= first.metrics.prompt_positions - 1
+
+
+def test_loading_the_model_leaves_the_terminal_to_the_ui(tmp_path, tiny_model_path, capfd):
+    """The TUI draws on file descriptor 2 from its own thread while the model loads. With
+    `verbose=False`, llama-cpp-python points fds 1 and 2 at /dev/null for the whole load and
+    every frame of that moment was lost (the picker stayed blank until a key was pressed).
+
+    A frame is written to fd 2 from inside the load (the real loader, wrapped); it must reach
+    the terminal, and the library's own Python prints ("Model metadata: ...") must not."""
+    import os
+
+    import llama_cpp.llama_cpp as low_level
+
+    real = low_level.llama_model_load_from_file
+
+    def load_while_the_ui_draws(*args):
+        os.write(2, b"a frame the UI drew during the load\n")
+        return real(*args)
+
+    low_level.llama_model_load_from_file = load_while_the_ui_draws
+    try:
+        with open_engine(tmp_path, tiny_model_path):
+            pass
+    finally:
+        low_level.llama_model_load_from_file = real
+    out, err = capfd.readouterr()
+    assert "a frame the UI drew during the load" in err
+    assert "Model metadata" not in out + err
