@@ -25,6 +25,7 @@ from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.domain import Conversation, Role
@@ -241,11 +242,15 @@ def plural(n: int, noun: str) -> str:
 
 
 def _conversations(args: argparse.Namespace, settings: Settings) -> int:
+    library = open_library(settings)
     with open_store(settings, args.db) as store:
-        key = None
         if args.character:
-            key = open_library(settings).find(args.character).key
-        convs = store.list_conversations(key)
+            # The card's conversations, chats filed under its name included (as the app lists).
+            convs = ConversationReader(store, library).conversations_of(
+                library.find(args.character)
+            )
+        else:
+            convs = store.list_conversations()
     rows = [
         {
             "id": c.id,

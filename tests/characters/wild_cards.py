@@ -67,18 +67,22 @@ def sillytavern_default(folder: Path) -> WildCard:
         f'[{name}\'s body= "grey eyes", "salt-stiff coat", "rope-scarred hands"]\r\n'
         "<START>\r\n"
         '{{user}}: "Describe yourself?"\r\n'
-        "{{char}}: *Maren squints out at the grey water before answering.* \"A keeper. Of "
-        'the light, of the log, of whoever washes up.\" *She taps the logbook.*\r\n'
+        '{{char}}: *Maren squints out at the grey water before answering.* "A keeper. Of '
+        'the light, of the log, of whoever washes up." *She taps the logbook.*\r\n'
         "[Genre: coastal; Tags: slow burn; Scenario: {{user}} washed up below the lighthouse "
         "and {{char}} pulled them out of the surf.]"
     )
     first_mes = (
-        "*You wake to the smell of kelp and lamp oil.* \"Easy. You swallowed half the bay.\" "
-        "*Maren sets a chipped mug beside you.*\r\n\"Drink. Then tell me your name.\""
+        '*You wake to the smell of kelp and lamp oil.* "Easy. You swallowed half the bay." '
+        '*Maren sets a chipped mug beside you.*\r\n"Drink. Then tell me your name."'
     )
     lore = [
-        _entry(0, ["lighthouse", "lamp"], '{{user}}: "The lamp?"\n{{char}}: "It has not gone '
-               'dark in ninety years." *She says it like a vow.*'),  # fmt: skip
+        _entry(
+            0,
+            ["lighthouse", "lamp"],
+            '{{user}}: "The lamp?"\n{{char}}: "It has not gone '
+            'dark in ninety years." *She says it like a vow.*',
+        ),  # fmt: skip
         _entry(1, ["logbook"], "The logbook lists every ship that passed since 1931."),
         _entry(2, ["storm"], "Storms come from the north-east in autumn."),
         _entry(3, ["Maren"], "Maren was born in the keeper's cottage."),
@@ -145,7 +149,7 @@ def w_plus_plus(folder: Path) -> WildCard:
     card = v2_card(
         "Tobin",
         description=description,
-        first_mes='(OOC: a slow scene) *Tobin dusts flour off his apron.* "We\'re closed— '
+        first_mes="(OOC: a slow scene) *Tobin dusts flour off his apron.* \"We're closed— "
         'oh. You look hungry." [/OOC]',
         alternate_greetings=["[OOC: alternate] *The oven door bangs.*", "*Rain.* [smiles]"],
         mes_example="<START>\n{{user}}: [OOC: be brief]\n{{char}}: *nods* [/]",
@@ -229,9 +233,7 @@ def game_master_png(folder: Path) -> WildCard:
     # An image generator's own metadata chunk: text, not base64, not a card.
     comfy = json.dumps({"3": {"inputs": {"seed": 1, "steps": 20}, "class_type": "KSampler"}})
     path = folder / "灯塔与渔村_二次元版.png"
-    path.write_bytes(
-        png_with_text({"prompt": comfy, "chara": b64_json(v2), "ccv3": b64_json(v3)})
-    )
+    path.write_bytes(png_with_text({"prompt": comfy, "chara": b64_json(v2), "ccv3": b64_json(v3)}))
     return WildCard("灯塔与渔村_二次元版", name, 1, 3, path)
 
 
@@ -269,7 +271,12 @@ def v3_assets_png(folder: Path) -> WildCard:
         assets=[
             {"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"},
             {"type": "emotion", "uri": "embeded://assets/joy.png", "name": "joy", "ext": "png"},
-            {"type": "background", "uri": "https://example.com/bg.webp", "name": "bg", "ext": "webp"},
+            {
+                "type": "background",
+                "uri": "https://example.com/bg.webp",
+                "name": "bg",
+                "ext": "webp",
+            },
         ],
     )
     path = folder / "ines.png"

@@ -11,12 +11,13 @@ the model could not be loaded (`service` is None then, and sending says why it c
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import ActiveBinding, Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
+# Below this width the footer keeps the keys a newcomer needs first (the rest stay in the
+# palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
+NARROW = 100
+FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
 class ChatScreen(Screen[None]):
@@ -94,6 +99,21 @@ class ChatScreen(Screen[None]):
     @property
     def kotonia(self) -> KotoniaApp:
         return self.app  # type: ignore[return-value]
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        bindings = super().active_bindings
+        if self.size.width >= NARROW:
+            return bindings
+        return {
+            key: active._replace(binding=replace(active.binding, show=False))
+            if active.binding.show and active.binding.id not in FOOTER_WHEN_NARROW
+            else active
+            for key, active in bindings.items()
+        }
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()
 
     # ---- layout --------------------------------------------------------------------------
 

@@ -58,7 +58,8 @@ class InspectorPane(VerticalScroll):
 
     DEFAULT_CSS = """
     InspectorPane {
-        width: 56; border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
+        width: 45%; min-width: 30; max-width: 56;
+        border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
     }
     InspectorPane > .section {
         color: $text-accent; text-style: bold; margin-top: 1; height: 1;
@@ -86,6 +87,15 @@ class InspectorPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("Next prompt", classes="section")
         yield Static(id="budget")
+        yield Static(
+            Content.styled(
+                "T: past it, a fold is queued (older messages become a chapter). "
+                "C: past it with no chapter ready, the oldest messages leave the prompt "
+                "(they stay stored).",
+                "italic $text-muted",
+            ),
+            id="budget-legend",
+        )
         yield Static("Last turn", classes="section")
         yield Static(id="metrics")
         yield Static("Verbatim window", classes="section")
@@ -252,12 +262,12 @@ class InspectorPane(VerticalScroll):
             for c in chapters
         )
         empty = self.query_one("#chapters-empty", Static)
-        empty.update(
-            Content.styled(
-                "none yet: a chapter lands when the history passes the fold trigger",
-                "italic $text-muted",
-            )
-        )
+        if view.synopsis is not None:
+            # A major fold took every live chapter into the synopsis (below).
+            note = "none since the synopsis: the older chapters were folded into it (below)"
+        else:
+            note = "none yet: a chapter lands when the history passes the fold trigger (T)"
+        empty.update(Content.styled(note, "italic $text-muted"))
         empty.display = not chapters
         listing = self.query_one("#chapters", ListView)
         listing.display = bool(chapters)
@@ -277,7 +287,8 @@ class InspectorPane(VerticalScroll):
         if synopsis is None:
             target.update(
                 Content.styled(
-                    "none yet: older chapters fold into it when they pass the major-GC size",
+                    f"none yet: when the chapters together pass {tokens(view.budgets.major_gc)}"
+                    " (the major-fold size), the older half is folded into a synopsis",
                     "italic $text-muted",
                 )
             )
