@@ -82,7 +82,7 @@ def sillytavern_default(folder: Path) -> WildCard:
             ["lighthouse", "lamp"],
             '{{user}}: "The lamp?"\n{{char}}: "It has not gone '
             'dark in ninety years." *She says it like a vow.*',
-        ),  # fmt: skip
+        ),
         _entry(1, ["logbook"], "The logbook lists every ship that passed since 1931."),
         _entry(2, ["storm"], "Storms come from the north-east in autumn."),
         _entry(3, ["Maren"], "Maren was born in the keeper's cottage."),
