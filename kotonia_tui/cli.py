@@ -30,6 +30,7 @@ from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.domain import Conversation, Role
 from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
@@ -313,13 +314,14 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings, args.db) as store:
         conv = store.get_conversation(args.id)
+        messages = store.iter_messages(args.id)
         if args.output:
             out_path = Path(args.output)
             with out_path.open("w", encoding="utf-8") as out:
-                count = write_sillytavern(conv, store.iter_messages(args.id), out)
-            print(f"wrote {count} messages to {out_path}", file=sys.stderr)
+                count = write_sillytavern(conv, messages, out, store.get_image)
+            say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, store.iter_messages(args.id), sys.stdout)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image)
     return 0
 
 
@@ -348,7 +350,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     if profile.backend == "server":
         rows.extend(_server_rows(profile, problems))
     elif profile.model_path is None:
-        rows.append(("model", "embedded default (Gemma 3 270M, assembled on first use)"))
+        try:
+            rows.append(("model", f"embedded default: {default_model_state(dirs.cache)}"))
+        except EngineError as exc:
+            problems.append(str(exc))
+            rows.append(("model", "embedded default (problem)"))
     else:
         rows.append(("model", _file_line(profile.model_path, "model", problems)))
     if profile.backend == "server":

@@ -191,3 +191,24 @@ async def test_at_80_by_24_the_chat_keeps_room_and_the_footer_its_way_out(
         footer = screen_text(app).splitlines()[-1]
         for label in ("Send", "Memory", "Back", "Quit", "Help"):
             assert label in footer, footer
+
+
+async def test_broken_cards_stay_listed_in_full(tiny_eos_model_path, mira_card):
+    """Start-up warnings used to be toasts that expired before the picker was even drawn."""
+    broken = mira_card.parent / "broken.json"
+    broken.write_text(
+        '{"spec": "chara_card_v2", "data": {"name": "B", "character_book": '
+        '{"entries": [{"keys": "x", "content": "y"}]}}}',
+        encoding="utf-8",
+    )
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.wait_service(), 30)
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await pilot.pause(0.5)
+        text = screen_text(app)
+        assert "1 card could not be read" in text
+        assert "expected a list of strings, got string" in text  # the end of the message
+        shown = app.screen.query_one("#card-problems-text").visual.plain
+        message = "broken.json: data.character_book.entries[0].keys: expected a list of strings"
+        assert message in shown.replace("\n", " ")

@@ -107,8 +107,8 @@ async def test_every_screen_shows_hostile_text_literally(
         # The model's name from its file, in the status line.
         check(app, expected(MODEL_NAME)[:30])
         # Broken cards: listed under the cards with their (hostile) file names.
-        problems = app.screen.query_one("#card-problems")
-        assert problems.display
+        assert app.screen.query_one("#card-problems").display
+        problems = app.screen.query_one("#card-problems-text")
         for path in broken:
             assert expected(path.name) in problems.visual.plain  # type: ignore[attr-defined]
 

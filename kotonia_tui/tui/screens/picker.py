@@ -62,7 +62,8 @@ class PickerScreen(Screen[None]):
                 box.border_title = "Characters"
                 yield ListView(id="card-list")
                 yield Static(id="card-list-empty", classes="empty")
-                yield Static(id="card-problems")
+                with VerticalScroll(id="card-problems"):  # scrolls when many cards are broken
+                    yield Static(id="card-problems-text")
             with VerticalScroll(id="card-detail") as detail:
                 detail.border_title = "About"
                 with Horizontal(id="card-top"):
@@ -102,7 +103,7 @@ class PickerScreen(Screen[None]):
     def _show_problems(self) -> None:
         """Broken cards stay listed under the cards until the next reload (a toast alone
         expires while the player is still reading the screen)."""
-        box = self.query_one("#card-problems", Static)
+        box = self.query_one("#card-problems", VerticalScroll)
         box.display = bool(self.problems)
         if not self.problems:
             return
@@ -113,7 +114,7 @@ class PickerScreen(Screen[None]):
             ),
             *(literal(problem, "$warning") for problem in self.problems),
         ]
-        box.update(Content("\n").join(lines))
+        self.query_one("#card-problems-text", Static).update(Content("\n").join(lines))
         for problem in self.problems:
             notify(self, problem, title="A card could not be read", severity="warning", timeout=20)
 
