@@ -287,7 +287,7 @@ class InspectorPane(VerticalScroll):
         if synopsis is None:
             target.update(
                 Content.styled(
-                    f"none yet: when the chapters together pass {tokens(view.budgets.major_gc)}"
+                    f"none yet: when the chapters together pass {view.budgets.major_gc:,} tokens"
                     " (the major-fold size), the older half is folded into a synopsis",
                     "italic $text-muted",
                 )
