@@ -49,6 +49,10 @@ class KotoniaApp(App[int]):
 
     TITLE = "Kotonia"
     CSS_PATH = "kotonia.tcss"
+    # Screen classes for small terminals (kotonia.tcss): at 80x24 the pictures give their room
+    # to the text, and the lists narrow.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (30, "-tall")]
     COMMANDS: ClassVar = App.COMMANDS | {BindingCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),

@@ -44,7 +44,7 @@ class ChatInput(TextArea):
             tab_behavior="focus",
             compact=False,
             highlight_cursor_line=False,
-            placeholder="Write a message…  Enter sends · Shift+Enter or Ctrl+J for a new line",
+            placeholder="Write a message… (Enter sends · Ctrl+J new line)",
         )
 
     async def _on_key(self, event: events.Key) -> None:
