@@ -94,3 +94,17 @@ def test_a_chat_filed_under_a_name_before_matching_is_listed_and_continued(capsy
     )
     assert code == 0, err
     assert out == "Let me see it.\n"
+
+
+def test_an_empty_line_in_the_terminal_chat_answers_the_last_message(
+    capsys, tmp_path, tiny_model_env, monkeypatch
+):
+    import io
+
+    code, out, _err = run(
+        capsys, "import", str(st_chat(tmp_path / "chat.jsonl", "Rowan Ashby", last_is_user=True))
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))  # Enter on an empty line, then EOF
+    code, out, err = run(capsys, "chat", "rowan", "--conversation", out.strip(), "--no-wait")
+    assert code == 0, err
+    assert "Rowan Ashby: Let me see it." in out

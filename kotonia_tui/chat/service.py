@@ -35,6 +35,7 @@ from kotonia_tui.chat.prompting import (
     Prompter,
     SetupTooLargeError,
 )
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Alternative,
@@ -293,9 +294,7 @@ class ChatService:
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None
     ) -> list[Message]:
-        if before_id is None:
-            return self.store.recent_messages(conv_id, limit)
-        return self.store.messages_before(conv_id, before_id, limit)
+        return ConversationReader(self.store, self.library).messages(conv_id, limit, before_id)
 
     def attach_image(self, path: Path) -> str:
         """Store an image file for a message; returns its content hash."""

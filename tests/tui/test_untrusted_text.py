@@ -44,7 +44,7 @@ from tests.hostile import (
 )
 from tests.tiny_models import write_scripted_llama
 from tests.tui.conftest import tiny_settings
-from tests.tui.helpers import wait_for
+from tests.tui.helpers import leave, search_palette, visit, wait_for
 from tests.tui.screen_text import screen_text
 
 SIZE = (120, 40)
@@ -196,31 +196,16 @@ async def test_every_screen_shows_hostile_text_literally(
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is chat)
 
-        # Edit and delete dialogs on the hostile reply.
-        await pilot.press("f4")
-        await wait_for(pilot, lambda: isinstance(app.screen, EditScreen))
-        await pilot.pause()
-        check(app, expected(REPLY)[:40])
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is chat)
-        await pilot.press("f8")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.pause()
-        check(app, expected(REPLY)[:40])
-        await pilot.press("n")
-        await wait_for(pilot, lambda: app.screen is chat)
-
-        # Help, and the command palette.
-        await pilot.press("f1")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
-        check(app, "remap any id under [keys] in config.toml")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is chat)
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"Mem")
-        await pilot.pause(0.3)
+        # Edit and delete dialogs on the hostile reply; help; the command palette.
+        for key, kind, wanted, close in (
+            ("f4", EditScreen, expected(REPLY)[:40], "escape"),
+            ("f8", ConfirmScreen, expected(REPLY)[:40], "n"),
+            ("f1", HelpScreen, "remap any id under [keys] in config.toml", "escape"),
+        ):
+            under = await visit(pilot, app, key, kind)
+            check(app, wanted)
+            await leave(pilot, app, under, close)
+        await search_palette(pilot, "Mem")
         check(app, "Memory")
         await pilot.press("escape")
         await pilot.pause()
@@ -261,11 +246,13 @@ async def test_every_screen_shows_hostile_text_literally(
 async def test_a_model_that_fails_to_load_is_named_literally(
     markup_spy: list[str], tmp_path: Path, mira_card: Path
 ) -> None:
+    """The failure is shown (status line and toast), with the file's name as written."""
     bad = tmp_path / "[@click=app.quit]Kq7 \x1b]52;c;eA==\x07.gguf"
     bad.write_bytes(b"GGUF but not really")
     app = KotoniaApp(tiny_settings(bad))
     async with app.run_test(size=SIZE) as pilot:
         assert await asyncio.wait_for(app.wait_service(), 30) is None
         await pilot.pause()
+        assert app.load_error
         check(app, "could not be loaded", "[@click=app.quit]Kq7 ␛]52;c;eA==␇")
     assert markup_spy == []
