@@ -9,10 +9,11 @@ from textual import events
 from textual.command import CommandList
 
 from kotonia_tui.chat.bootstrap import open_store
-from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.domain import Chapter, Conversation, Message, Role, Synopsis
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
+from kotonia_tui.tui.screens.dialogs import HelpScreen
 from kotonia_tui.tui.screens.picker import PickerScreen
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from tests.tui.conftest import tiny_settings
@@ -191,6 +192,48 @@ async def test_at_80_by_24_the_chat_keeps_room_and_the_footer_its_way_out(
         footer = screen_text(app).splitlines()[-1]
         for label in ("Send", "Memory", "Back", "Quit", "Help"):
             assert label in footer, footer
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        lines = [line.strip("│ ") for line in screen_text(app).splitlines()]
+        hint = " ".join(line for line in lines if line)
+        assert "Ctrl+P opens the command palette." in hint  # the hint wraps, nothing cut
+
+
+async def test_after_a_major_fold_the_chapters_section_says_where_they_went(
+    tiny_eos_model_path, mira_card
+):
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        await pilot.press("f2")
+        store = app.service.store  # type: ignore[union-attr]
+        (greeting,) = store.recent_messages(screen.conv_id, 5)
+        # A major fold's outcome, written through the store: the tiny model cannot write it.
+        chapter = store.add_chapter(
+            Chapter(
+                conversation_id=screen.conv_id,
+                first_message_id=greeting.id,
+                last_message_id=greeting.id,
+                text="Mira met User.",
+            )
+        )
+        store.add_synopsis(
+            Synopsis(
+                conversation_id=screen.conv_id,
+                version=1,
+                text="Mira met User at the lighthouse.",
+                through_message_id=greeting.id,
+            ),
+            [chapter.id],
+        )
+        screen.refresh_memory()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "none since the synopsis: the older chapters were" in text
+        assert "folded into it (below)" in text
+        assert "1 message ·" in text
+        assert "Mira met User at the lighthouse." in text
 
 
 async def test_broken_cards_stay_listed_in_full(tiny_eos_model_path, mira_card):

@@ -186,7 +186,10 @@ class InspectorPane(VerticalScroll):
             lines.append(
                 Content.assemble(
                     (f"{view.verbatim_messages:,}", "bold"),
-                    (" messages · ", "$text-muted"),
+                    (
+                        " message · " if view.verbatim_messages == 1 else " messages · ",
+                        "$text-muted",
+                    ),
                     (f"{view.verbatim_tokens:,}", "bold"),
                     (" tokens", "$text-muted"),
                 )
