@@ -269,6 +269,7 @@ def _glm_writer(
     rope_freq_base: float,
     chat_template: str | None,
     think_tags_control: bool,
+    mrope: bool = True,
 ) -> gguf.GGUFWriter:
     """A GGUFWriter with the glm4 hyper-parameters and the GLM vocabulary, no tensors yet."""
     tokens, types, merges = build_glm_vocab(think_tags_control)
@@ -285,7 +286,8 @@ def _glm_writer(
     # GLM rotates half of each head (partial_rotary_factor 0.5), with M-RoPE sections: without
     # them llama.cpp aborts the process on the first image embedding.
     w.add_rope_dimension_count(n_rot)
-    w.add_rope_dimension_sections(_rope_sections(n_rot))
+    if mrope:
+        w.add_rope_dimension_sections(_rope_sections(n_rot))
     w.add_rope_freq_base(rope_freq_base)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
@@ -326,13 +328,15 @@ def write_tiny_glm(
     favour_token: str | None = None,
     favour_bias: float = 20.0,
     think_tags_control: bool = False,
+    mrope: bool = True,
     name: str = "tiny-glm-4.6v-flash",
 ) -> Path:
     """Write a random-weight ``glm4`` GGUF (about 0.7 MB at the defaults) and return ``path``.
 
     ``eot_bias``: logits added to ``<|user|>`` (20 makes greedy decoding stop at once; negative
     suppresses it, and ``<|endoftext|>`` is suppressed too). ``favour_token``: a vocabulary
-    piece (byte-level, e.g. ``"Ġhello"``) greedy decoding then repeats.
+    piece (byte-level, e.g. ``"Ġhello"``) greedy decoding then repeats. ``mrope=False`` leaves
+    out ``glm4.rope.dimension_sections``, as GGUFs converted before GLM-4.1V support did.
     """
     if n_embd % n_head or n_head % n_head_kv:
         raise ValueError("n_embd must be a multiple of n_head, n_head of n_head_kv")
@@ -359,6 +363,7 @@ def write_tiny_glm(
         rope_freq_base=10000.0,
         chat_template=chat_template,
         think_tags_control=think_tags_control,
+        mrope=mrope,
     )
     # The bias carrier of tests/tiny_models.py: dim 0 is constant, so one column of the output
     # matrix adds a fixed number of logits to chosen tokens.
