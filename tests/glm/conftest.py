@@ -9,7 +9,10 @@ from pathlib import Path
 import gguf
 import pytest
 
+from tests.chat.conftest import make_service
 from tests.tiny_glm import write_scripted_glm, write_tiny_glm, write_tiny_glm_mmproj
+
+__all__ = ["make_service"]
 
 
 @pytest.fixture(scope="session")

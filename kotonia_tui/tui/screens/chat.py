@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static
 
 from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
-from kotonia_tui.chat.service import ChatService, Turn
+from kotonia_tui.chat.service import NO_REPLY, ChatService, Turn
 from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
@@ -264,6 +264,9 @@ class ChatScreen(Screen[None]):
         elif done.error == "stopped before the first word":
             view.remove()
             self.notify("stopped before the first word", severity="information")
+        elif done.error == NO_REPLY:
+            view.remove()
+            self.notify(NO_REPLY, title="No reply", severity="warning")
         else:
             view.finish(None, error=done.error or "the turn ended without a reply")
             if done.error:
