@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kotonia_tui.cli import main
-from kotonia_tui.config import app_dirs
+from kotonia_tui.config import app_dirs, load_settings
 from tests.cards import write_short_card
 from tests.chat.test_folding import CHAPTER
 from tests.eval.conftest import short_conversation
@@ -77,6 +77,23 @@ def test_doctor_without_the_files_says_what_to_download_and_where_to_put_it(
     assert "download" not in err
 
 
+def test_the_readme_config_lines_select_the_profile_and_keep_its_settings(glm_profile):
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(profile = \"glm-4.6v-flash\".*?)```", readme, re.S)
+    assert block is not None
+    config = app_dirs().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(block.group(1), encoding="utf-8")
+    profile = load_settings().active_profile()
+    assert profile.model_path == Path("/data/gguf/GLM-4.6V-Flash-Q4_K_M.gguf")
+    assert profile.mmproj_path == Path("/data/gguf/mmproj-GLM-4.6V-Flash-F16.gguf")
+    assert (profile.n_ctx, profile.prompt_format.value, profile.thinking) == (
+        65536,
+        "template",
+        False,
+    )
+
+
 def test_the_files_in_the_named_folder_are_found(capsys, glm_profile, scripted_glm, mmproj_for):
     stand_ins(glm_profile / "models", scripted_glm, mmproj_for, "Welcome.")
     code, out, err = run(capsys, "doctor")
@@ -118,8 +135,10 @@ def test_chat_with_an_image_on_the_stand_ins(
 def test_eval_on_a_few_messages(capsys, glm_profile, scripted_glm, mmproj_for, tmp_path):
     stand_ins(glm_profile / "models", scripted_glm, mmproj_for, CHAPTER)
     data = tmp_path / "conv.json"
-    data.write_text(short_conversation(24).model_dump_json())
+    data.write_text(short_conversation(10).model_dump_json())
     out_json = tmp_path / "report.json"
+    # A window and fold points small enough for 20 messages to fold a few times.
+    folding = ("fold_trigger_ratio=0.2", "fold_ceiling_ratio=0.3", "min_verbatim_ratio=0.05")
     code, out, err = run(
         capsys,
         "eval",
@@ -129,9 +148,12 @@ def test_eval_on_a_few_messages(capsys, glm_profile, scripted_glm, mmproj_for, t
         "--questions",
         "1",
         "--arms",
-        "generational,truncation",
+        "generational",
         "--full-max-ctx",
         "0",
+        *(arg for value in folding for arg in ("--set", value)),
+        "--set",
+        "fold_headroom_ratio=0.05",
         "--json",
         str(out_json),
         "--quiet",
@@ -140,7 +162,7 @@ def test_eval_on_a_few_messages(capsys, glm_profile, scripted_glm, mmproj_for, t
     report = json.loads(out_json.read_text())
     assert report["model"]["name"] == "tiny-glm-4.6v-flash-scripted"
     assert report["model"]["prompt_format"] == "template"
-    assert report["input"]["messages"] == 48
+    assert report["input"]["messages"] == 20
     run_ = report["runs"][0]
-    assert run_["folds"]["chapters"] >= 1  # the chronicler wrote through GLM's template
+    assert run_["folds"]["chapters"] >= 2  # the chronicler wrote through GLM's template
     assert "recall by range" in out
