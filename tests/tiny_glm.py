@@ -248,7 +248,7 @@ def _f32(a: np.ndarray) -> np.ndarray:
 
 def _rope_sections(n_rot: int) -> list[int]:
     """M-RoPE sections (temporal, height, width, unused) over the n_rot / 2 rotated pairs, in
-    the real model's proportions (8, 12, 12 of 32)."""
+    about the real model's proportions (8, 12, 12 of 32)."""
     pairs = n_rot // 2
     temporal = max(1, pairs // 4)
     height = (pairs - temporal) // 2
