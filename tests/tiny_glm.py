@@ -33,6 +33,14 @@ import gguf
 import numpy as np
 
 from tests.tiny_models import (
+    as_f16,
+    as_f32,
+    carrier_weights,
+    clip_writer,
+    f32_ones,
+    f32_zeros,
+    finish_gguf,
+    normal_f32,
     script_design,
     short_script,
     vocab_only_model,
@@ -238,14 +246,6 @@ def _token_id(text: str) -> int:
     return build_glm_vocab()[0].index(text)
 
 
-def _f16(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float16)
-
-
-def _f32(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _rope_sections(n_rot: int) -> list[int]:
     """M-RoPE sections (temporal, height, width, unused) over the n_rot / 2 rotated pairs, in
     about the real model's proportions (8, 12, 12 of 32)."""
@@ -307,13 +307,6 @@ def _glm_writer(
     return w
 
 
-def _finish(w: gguf.GGUFWriter) -> None:
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def write_tiny_glm(
     path: Path,
     *,
@@ -365,31 +358,27 @@ def write_tiny_glm(
         think_tags_control=think_tags_control,
         mrope=mrope,
     )
-    # The bias carrier of tests/tiny_models.py: dim 0 is constant, so one column of the output
-    # matrix adds a fixed number of logits to chosen tokens.
-    noise = 0.1
-    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
-    embd[:, 0] = 1.0
-    w.add_tensor("token_embd.weight", _f16(embd))
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
-    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
-    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
-    out[:, 0] = 0.0
+    # The bias carrier of tests/tiny_models.py: one column of the output matrix adds a fixed
+    # number of logits to chosen tokens.
+    biases: dict[int, float] = {}
     if eot_bias:
-        out[tokens.index(USER_TOKEN), 0] = eot_bias / carrier
+        biases[tokens.index(USER_TOKEN)] = eot_bias
         if eot_bias < 0:
-            out[tokens.index(ENDOFTEXT), 0] = eot_bias / carrier
+            biases[tokens.index(ENDOFTEXT)] = eot_bias
     if favour_token is not None:
         if favour_token not in tokens:
             raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary")
-        out[tokens.index(favour_token), 0] = favour_bias / carrier
-    w.add_tensor("output.weight", _f16(out))
+        biases[tokens.index(favour_token)] = favour_bias
+    embd, out = carrier_weights(rng, n_vocab, n_embd, biases)
+    w.add_tensor("token_embd.weight", as_f16(embd))
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(out))
 
     def mat(rows: int, cols: int) -> np.ndarray:
-        return _f16(rng.normal(0.0, 0.02, size=(rows, cols)))
+        return as_f16(rng.normal(0.0, 0.02, size=(rows, cols)))
 
     def vec(n: int, value: float = 0.0) -> np.ndarray:
-        return _f32(np.full(n, value))
+        return as_f32(np.full(n, value))
 
     # The post-norms rescale a block's output to unit RMS; a small weight keeps the blocks'
     # updates small, so the bias carrier survives them.
@@ -408,7 +397,7 @@ def write_tiny_glm(
         w.add_tensor(p + "ffn_up.weight", mat(2 * n_ff, n_embd))  # gate and up, fused
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))
         w.add_tensor(p + "post_ffw_norm.weight", vec(n_embd, 0.01))
-    _finish(w)
+    finish_gguf(w)
     return path
 
 
@@ -445,31 +434,23 @@ def write_tiny_glm_mmproj(
     merger_ff = 2 * text_n_embd
     n_positions = (image_size // patch_size) ** 2
 
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-glm-4.6v-flash-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_string("clip.projector_type", "glm4v")
-    w.add_bool("clip.use_silu", True)
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_uint32("clip.vision.projection_dim", text_n_embd)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
-    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
-
-    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
-        return _f32(rng.normal(0.0, scale, size=shape))
-
-    def ones(n: int) -> np.ndarray:
-        return _f32(np.ones(n))
-
-    def zeros(n: int) -> np.ndarray:
-        return _f32(np.zeros(n))
+    w = clip_writer(
+        path,
+        name="tiny-glm-4.6v-flash-mmproj",
+        projector="glm4v",
+        activation="silu",
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_layer=n_layer,
+        n_head=n_head,
+        projection_dim=text_n_embd,
+        eps=1e-5,
+        image_size=image_size,
+        patch_size=patch_size,
+        image_mean=(0.48145466, 0.4578275, 0.40821073),
+        image_std=(0.26862954, 0.26130258, 0.27577711),
+    )
+    rnd, ones, zeros = normal_f32(rng), f32_ones, f32_zeros
 
     # The real Conv3d patch embedding (temporal patch 2) is stored as two Conv2d kernels.
     w.add_tensor("v.patch_embd.weight", rnd(n_embd, 3, patch_size, patch_size))
@@ -497,7 +478,7 @@ def write_tiny_glm_mmproj(
     w.add_tensor("mm.gate.weight", rnd(merger_ff, text_n_embd))
     w.add_tensor("mm.up.weight", rnd(merger_ff, text_n_embd))
     w.add_tensor("mm.down.weight", rnd(text_n_embd, merger_ff))
-    _finish(w)
+    finish_gguf(w)
     return path
 
 
@@ -570,26 +551,26 @@ def write_scripted_glm(
         chat_template=chat_template,
         think_tags_control=think_tags_control,
     )
-    w.add_tensor("token_embd.weight", _f16(design.embd))
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
-    w.add_tensor("output.weight", _f16(design.output))
+    w.add_tensor("token_embd.weight", as_f16(design.embd))
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(design.output))
     zero_sq = np.zeros((n_embd, n_embd))
     zero = np.zeros(n_embd)
     for layer in range(n_layer):
         p = f"blk.{layer}."
         first = layer == 0
-        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_norm.weight", as_f32(np.ones(n_embd)))
         for part, weight in (("q", design.wq), ("k", design.wk), ("v", design.wv)):
-            w.add_tensor(p + f"attn_{part}.weight", _f16(weight if first else zero_sq))
-            w.add_tensor(p + f"attn_{part}.bias", _f32(zero))
-        w.add_tensor(p + "attn_output.weight", _f16(design.wo if first else zero_sq))
-        w.add_tensor(p + "post_attention_norm.weight", _f32(design.attn_post_norm * first))
-        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+            w.add_tensor(p + f"attn_{part}.weight", as_f16(weight if first else zero_sq))
+            w.add_tensor(p + f"attn_{part}.bias", as_f32(zero))
+        w.add_tensor(p + "attn_output.weight", as_f16(design.wo if first else zero_sq))
+        w.add_tensor(p + "post_attention_norm.weight", as_f32(design.attn_post_norm * first))
+        w.add_tensor(p + "ffn_norm.weight", as_f32(np.ones(n_embd)))
         fused = np.concatenate([design.gate, design.up]) if first else np.zeros((2 * n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", _f16(fused))
+        w.add_tensor(p + "ffn_up.weight", as_f16(fused))
         w.add_tensor(
-            p + "ffn_down.weight", _f16(design.down if first else np.zeros((n_embd, n_ff)))
+            p + "ffn_down.weight", as_f16(design.down if first else np.zeros((n_embd, n_ff)))
         )
-        w.add_tensor(p + "post_ffw_norm.weight", _f32(design.ffn_post_norm * first))
-    _finish(w)
+        w.add_tensor(p + "post_ffw_norm.weight", as_f32(design.ffn_post_norm * first))
+    finish_gguf(w)
     return path

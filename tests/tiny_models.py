@@ -53,7 +53,15 @@ __all__ = [
     "MEDIA_MARKER",
     "UNK_ID",
     "ScriptedWeights",
+    "as_f16",
+    "as_f32",
     "build_vocab",
+    "carrier_weights",
+    "clip_writer",
+    "f32_ones",
+    "f32_zeros",
+    "finish_gguf",
+    "normal_f32",
     "png_bytes",
     "script_design",
     "script_tokens",
@@ -177,12 +185,29 @@ def build_vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
-def _f16(a: np.ndarray) -> np.ndarray:
+def as_f16(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float16)
 
 
-def _f32(a: np.ndarray) -> np.ndarray:
+def as_f32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def carrier_weights(
+    rng: np.random.Generator, n_vocab: int, n_embd: int, biases: dict[int, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random token embeddings with a constant 1.0 in dim 0 (the bias carrier) and an output
+    matrix whose column 0 adds ``biases[token]`` logits to those tokens (module docstring)."""
+    noise = 0.1
+    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
+    embd[:, 0] = 1.0
+    # After RMS norm, dim 0 of the hidden state is about 1 / rms(embedding).
+    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
+    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
+    out[:, 0] = 0.0
+    for token, bias in biases.items():
+        out[token, 0] = bias / carrier
+    return embd, out
 
 
 def _llama_writer(
@@ -227,7 +252,7 @@ def _llama_writer(
     return w
 
 
-def _finish(w: gguf.GGUFWriter) -> None:
+def finish_gguf(w: gguf.GGUFWriter) -> None:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -295,42 +320,34 @@ def write_tiny_llama(
     )
 
     # Token embeddings: constant 1.0 in dim 0 (the "bias carrier"), small noise elsewhere.
-    noise = 0.1
-    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
-    embd[:, 0] = 1.0
-    w.add_tensor("token_embd.weight", _f16(embd))  # ggml {n_embd, n_vocab}
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
-
-    # After RMS norm, dim 0 of the hidden state is about 1 / rms(embedding).
-    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
-    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
-    out[:, 0] = 0.0
+    biases: dict[int, float] = {}
     if eos_bias:
-        out[EOS_ID, 0] = eos_bias / carrier
+        biases[EOS_ID] = eos_bias
     if favour_token is not None:
-        try:
-            fav = tokens.index(favour_token)
-        except ValueError:
-            raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary") from None
-        out[fav, 0] = favour_bias / carrier
-    w.add_tensor("output.weight", _f16(out))  # ggml {n_embd, n_vocab}
+        if favour_token not in tokens:
+            raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary")
+        biases[tokens.index(favour_token)] = favour_bias
+    embd, out = carrier_weights(rng, n_vocab, n_embd, biases)
+    w.add_tensor("token_embd.weight", as_f16(embd))  # ggml {n_embd, n_vocab}
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(out))  # ggml {n_embd, n_vocab}
 
     def mat(rows: int, cols: int) -> np.ndarray:
-        return _f16(rng.normal(0.0, 0.02, size=(rows, cols)))
+        return as_f16(rng.normal(0.0, 0.02, size=(rows, cols)))
 
     for i in range(n_layer):
         p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_norm.weight", as_f32(np.ones(n_embd)))
         w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_k.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_v.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd))
-        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "ffn_norm.weight", as_f32(np.ones(n_embd)))
         w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))  # ggml {n_embd, n_ff}
         w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))  # ggml {n_ff, n_embd}
 
-    _finish(w)
+    finish_gguf(w)
     return path
 
 
@@ -687,29 +704,84 @@ def write_scripted_llama(
         rope_freq_base=design.rope_base,
         chat_template=chat_template,
     )
-    w.add_tensor("token_embd.weight", _f16(design.embd))
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
-    w.add_tensor("output.weight", _f16(design.output))
+    w.add_tensor("token_embd.weight", as_f16(design.embd))
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(design.output))
     zero_sq = np.zeros((n_embd, n_embd))
     for layer in range(n_layer):
         p = f"blk.{layer}."
         first = layer == 0
-        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
-        w.add_tensor(p + "attn_q.weight", _f16(design.wq if first else zero_sq))
-        w.add_tensor(p + "attn_k.weight", _f16(design.wk if first else zero_sq))
-        w.add_tensor(p + "attn_v.weight", _f16(design.wv if first else zero_sq))
-        w.add_tensor(p + "attn_output.weight", _f16(design.wo if first else zero_sq))
-        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_norm.weight", as_f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_q.weight", as_f16(design.wq if first else zero_sq))
+        w.add_tensor(p + "attn_k.weight", as_f16(design.wk if first else zero_sq))
+        w.add_tensor(p + "attn_v.weight", as_f16(design.wv if first else zero_sq))
+        w.add_tensor(p + "attn_output.weight", as_f16(design.wo if first else zero_sq))
+        w.add_tensor(p + "ffn_norm.weight", as_f32(np.ones(n_embd)))
         w.add_tensor(
-            p + "ffn_gate.weight", _f16(design.gate if first else np.zeros((n_ff, n_embd)))
+            p + "ffn_gate.weight", as_f16(design.gate if first else np.zeros((n_ff, n_embd)))
         )
-        w.add_tensor(p + "ffn_up.weight", _f16(design.up if first else np.zeros((n_ff, n_embd))))
+        w.add_tensor(p + "ffn_up.weight", as_f16(design.up if first else np.zeros((n_ff, n_embd))))
         w.add_tensor(
-            p + "ffn_down.weight", _f16(design.down if first else np.zeros((n_embd, n_ff)))
+            p + "ffn_down.weight", as_f16(design.down if first else np.zeros((n_embd, n_ff)))
         )
 
-    _finish(w)
+    finish_gguf(w)
     return path
+
+
+def clip_writer(
+    path: Path,
+    *,
+    name: str,
+    projector: str,
+    activation: str,
+    n_embd: int,
+    n_ff: int,
+    n_layer: int,
+    n_head: int,
+    projection_dim: int,
+    eps: float,
+    image_size: int,
+    patch_size: int,
+    image_mean: tuple[float, float, float],
+    image_std: tuple[float, float, float],
+) -> gguf.GGUFWriter:
+    """A GGUFWriter with an mmproj's vision metadata (``clip.vision.*``), no tensors yet."""
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_bool(f"clip.use_{activation}", True)
+    w.add_string("clip.projector_type", projector)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_uint32("clip.vision.projection_dim", projection_dim)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", eps)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_array("clip.vision.image_mean", list(image_mean))
+    w.add_array("clip.vision.image_std", list(image_std))
+    return w
+
+
+def normal_f32(rng: np.random.Generator) -> Callable[..., np.ndarray]:
+    """A maker of random float32 tensors, ``rnd(rows, cols, scale=0.02)``, drawn from ``rng``."""
+
+    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
+        return as_f32(rng.normal(0.0, scale, size=shape))
+
+    return rnd
+
+
+def f32_ones(n: int) -> np.ndarray:
+    return as_f32(np.ones(n))
+
+
+def f32_zeros(n: int) -> np.ndarray:
+    return as_f32(np.zeros(n))
 
 
 def write_tiny_mmproj(
@@ -741,32 +813,23 @@ def write_tiny_mmproj(
     n_patches = (image_size // patch_size) ** 2
     mm_hidden = text_n_embd
 
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_bool("clip.use_gelu", True)
-    w.add_string("clip.projector_type", "mlp")
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_uint32("clip.vision.projection_dim", text_n_embd)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-
-    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
-        return _f32(rng.normal(0.0, scale, size=shape))
-
-    def ones(n: int) -> np.ndarray:
-        return _f32(np.ones(n))
-
-    def zeros(n: int) -> np.ndarray:
-        return _f32(np.zeros(n))
+    w = clip_writer(
+        path,
+        name="tiny-mmproj",
+        projector="mlp",
+        activation="gelu",
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_layer=n_layer,
+        n_head=n_head,
+        projection_dim=text_n_embd,
+        eps=1e-6,
+        image_size=image_size,
+        patch_size=patch_size,
+        image_mean=(0.5, 0.5, 0.5),
+        image_std=(0.5, 0.5, 0.5),
+    )
+    rnd, ones, zeros = normal_f32(rng), f32_ones, f32_zeros
 
     # numpy shapes are ggml shapes reversed
     w.add_tensor("v.patch_embd.weight", rnd(n_embd, 3, patch_size, patch_size))

@@ -13,7 +13,7 @@ from kotonia_tui.engine import (
     ReasoningDelta,
     TextDelta,
 )
-from tests.engine.test_engine import open_engine, request
+from tests.engine.test_engine import cancel_after, open_engine, request
 from tests.tiny_glm import write_tiny_glm
 from tests.tiny_models import png_bytes
 
@@ -165,13 +165,7 @@ async def test_cancel_stops_within_a_token_and_the_next_turn_reuses_the_prompt(
     with open_engine(tmp_path, glm_endless_model_path, temperature=0.8, seed=3) as engine:
         history = [SYSTEM, ChatMessage("user", "Tell me every story you know.")]
         call = engine.start(request(*history, max_tokens=400))
-        seen, at_cancel = 0, -1
-        async for event in call:
-            if isinstance(event, TextDelta):
-                seen += 1
-                if seen == 3:
-                    at_cancel = call.tokens_generated
-                    call.cancel()
+        at_cancel = await cancel_after(call, 3)
         result = await call.result()
         assert result.finish_reason is FinishReason.CANCELLED
         assert at_cancel <= result.metrics.generated <= at_cancel + 1

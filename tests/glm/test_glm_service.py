@@ -7,6 +7,7 @@ from kotonia_tui.chat.events import ReplyDelta
 from kotonia_tui.chat.service import NO_REPLY
 from kotonia_tui.domain import MessageStatus
 from tests.cards import write_short_card
+from tests.chat.conftest import cancel_turn_after
 from tests.chat.test_folding import CHAPTER, chat_until
 from tests.settings import tiny_settings
 from tests.tiny_models import write_tiny_png
@@ -86,12 +87,7 @@ async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, glm_endles
         tiny_settings(glm_endless_model_path, n_ctx=2048, reply_max_tokens=600, temperature=0.8),
     )
     turn = await service.send(conv.id, "Tell me everything.")
-    seen = 0
-    async for event in turn:
-        if isinstance(event, ReplyDelta):
-            seen += 1
-            if seen == 3:
-                turn.cancel()
+    await cancel_turn_after(turn, 3)
     reply = service.store.get_message(turn.done.reply.id)
     assert reply.status is MessageStatus.CANCELLED
     assert turn.done.metrics.generated < 600

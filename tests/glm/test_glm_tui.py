@@ -6,10 +6,9 @@ from __future__ import annotations
 from kotonia_tui.chat.service import NO_REPLY
 from kotonia_tui.domain import Role
 from kotonia_tui.tui.app import KotoniaApp
-from kotonia_tui.tui.screens.dialogs import AttachScreen
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import mira_card, tiny_settings
-from tests.tui.helpers import open_new_chat, send, views, wait_for
+from tests.tui.helpers import attach, open_new_chat, send, views
 from tests.tui.screen_text import screen_text
 
 __all__ = ["mira_card"]
@@ -25,11 +24,7 @@ async def test_an_image_turn_shows_the_reply_without_its_thinking_block(
     app = KotoniaApp(tiny_settings(model, mmproj_path=mmproj_for(model)))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
-        app.screen.query_one("#attach-path").value = str(png)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.screen is screen)
+        await attach(pilot, screen, png)
         await send(pilot, screen, "What colour is the lamp?")
         user, reply = views(screen)[-2:]
         assert user.message is not None and len(user.message.images) == 1

@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
+from kotonia_tui.tui.screens.dialogs import AttachScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.message_view import MessageView
 
@@ -58,3 +59,14 @@ async def run_key(pilot: Pilot[object], screen: ChatScreen, key: str) -> None:
 
 def views(screen: ChatScreen) -> list[MessageView]:
     return screen._views()
+
+
+async def attach(pilot: Pilot[object], screen: ChatScreen, path: object) -> None:
+    """Attach an image file through the F3 dialog and come back to the chat."""
+    app = screen.app
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
+    app.screen.query_one("#attach-path").value = str(path)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.screen is screen)
+    await pilot.pause()
