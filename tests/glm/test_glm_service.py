@@ -33,6 +33,11 @@ async def test_an_image_turn_is_stored_and_the_next_turn_reuses_it(
     assert first.error is None and first.reply.text == reply
     assert first.metrics.images == 1
     assert service.store.last_turn_metrics(conv.id) == first.metrics
+    # The memory's budgets count the message with its picture's 24 KV cells (4x6), not its
+    # 6 positions.
+    sent = service.store.recent_messages(conv.id, 3)[-2]
+    assert sent.images == [digest]
+    assert service.prompter.message_tokens(sent) >= service.engine.count_tokens(sent.text) + 24
     second = await (await service.send(conv.id, "Is it clean?")).run()
     assert second.reply.text == reply and second.metrics.images == 1
     # The image (24 KV cells) is not evaluated again: only the new turn's few tokens are.
