@@ -394,7 +394,32 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
         say(f"{name.ljust(width)}  {value}", one_line=True)
     for problem in problems:
         say(f"problem: {problem}", stream=sys.stderr)
+    if profile.backend == "inprocess":
+        for line in _how_to_get_files(settings.profile, profile, dirs.config_file):
+            say(line, stream=sys.stderr)
     return 1 if problems else 0
+
+
+def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
+    """What to download and where to put it, when the profile's model files are missing."""
+    files = [p for p in (profile.model_path, profile.mmproj_path) if p is not None]
+    missing = [p for p in files if not p.exists()]
+    if not missing:
+        return []
+    lines = [f"to use the profile {name!r}, download {' and '.join(p.name for p in missing)}"]
+    if profile.download:
+        lines.append(f"  from {profile.download}")
+    folders = sorted({str(p.parent) for p in missing})
+    lines += [
+        f"and put them in {' and '.join(folders)}, or write where they are in {config_file}:",
+        f"  profile = {json.dumps(name)}",
+        "",
+        f"  [profiles.{json.dumps(name)}]",
+    ]
+    keys = (("model_path", profile.model_path), ("mmproj_path", profile.mmproj_path))
+    lines += [f"  {key} = {json.dumps(str(path))}" for key, path in keys if path is not None]
+    lines.append("(KOTONIA_MODEL_PATH and KOTONIA_MMPROJ_PATH set them for one run)")
+    return lines
 
 
 def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:

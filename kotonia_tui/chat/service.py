@@ -69,6 +69,10 @@ class ChatError(Exception):
     """A request the service cannot carry out; the message says why in one line."""
 
 
+#: A turn's error when the model wrote nothing visible: no reply is stored.
+NO_REPLY = "the model wrote no reply; nothing was stored"
+
+
 class TurnKind(StrEnum):
     NEW = "new"
     REGENERATE = "regenerate"
@@ -432,6 +436,10 @@ class ChatService:
             return TurnDone(
                 reply=None, metrics=result.metrics, error="stopped before the first word"
             )
+        elif not result.text and status is MessageStatus.COMPLETE:
+            # The model ended its turn at once (a thinking model may write only an empty
+            # thinking block): an empty line would stand in the story as the character's.
+            return TurnDone(reply=None, metrics=result.metrics, error=NO_REPLY)
         elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
             alternative = Alternative(
                 text=result.text,

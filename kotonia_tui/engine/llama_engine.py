@@ -87,6 +87,7 @@ class LlamaEngine:
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
+        self._shown_specials: frozenset[int] = frozenset()
         self.info: EngineInfo
 
     # ---- loading -------------------------------------------------------------------------
@@ -154,10 +155,15 @@ class LlamaEngine:
             ) from exc
         self._llama = llama
         if profile.mmproj_path is not None:
-            self._projector = Projector(profile.mmproj_path, llama.model, n_threads=threads)
+            self._projector = Projector(
+                profile.mmproj_path, llama.model, n_threads=threads, model_path=self._model_path
+            )
         self._slots[Slot.CHAT] = KvSlot(
             llama._ctx, n_batch=llama.n_batch, projector=self._projector
         )
+        # A converter that marks the thinking tags special makes them control tokens, which
+        # print as nothing; printed as text, the reply's splitter can keep the reasoning apart.
+        self._shown_specials = self._single_tokens(profile.reasoning_tags)
         metadata = llama.metadata
         template = metadata.get("tokenizer.chat_template")
         self._formatter = make_formatter(
@@ -194,6 +200,12 @@ class LlamaEngine:
         if token < 0:
             return ""
         return token_piece(self._llama._model.vocab, token, special=True).decode("utf-8", "replace")
+
+    def _single_tokens(self, texts: tuple[str, ...]) -> frozenset[int]:
+        """The ids of those `texts` that are one token each in this vocabulary."""
+        assert self._llama is not None
+        ids = (self._llama._model.tokenize(t.encode("utf-8"), False, True) for t in texts if t)
+        return frozenset(tokens[0] for tokens in ids if len(tokens) == 1)
 
     def _slot(self, slot: Slot) -> KvSlot:
         if slot not in self._slots:
@@ -425,7 +437,8 @@ class LlamaEngine:
                     break
                 generated += 1
                 call.tokens_generated = generated
-                for event in emit(utf8.feed(token_piece(vocab, token))):
+                piece = token_piece(vocab, token, special=token in self._shown_specials)
+                for event in emit(utf8.feed(piece)):
                     yield event
                 if reply.stops.stopped_by is not None:
                     break

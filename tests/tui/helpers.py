@@ -12,6 +12,7 @@ from textual.screen import Screen
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
+from kotonia_tui.tui.screens.dialogs import AttachScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.message_view import MessageView
 
@@ -83,3 +84,14 @@ async def search_palette(pilot: Pilot[object], query: str) -> None:
     await pilot.pause(0.2)
     await pilot.press(*query)
     await pilot.pause(0.5)
+
+
+async def attach(pilot: Pilot[object], screen: ChatScreen, path: object) -> None:
+    """Attach an image file through the F3 dialog and come back to the chat."""
+    app = screen.app
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
+    app.screen.query_one("#attach-path").value = str(path)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.screen is screen)
+    await pilot.pause()

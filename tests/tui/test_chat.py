@@ -14,12 +14,20 @@ from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, MessageStatus, Role
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
-from kotonia_tui.tui.screens.dialogs import AttachScreen, EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen, TextScreen
 from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
-from tests.tui.helpers import open_new_chat, run_key, search_palette, send, views, wait_for
+from tests.tui.helpers import (
+    attach,
+    open_new_chat,
+    run_key,
+    search_palette,
+    send,
+    views,
+    wait_for,
+)
 from tests.tui.screen_text import screen_text
 
 SIZE = (120, 40)
@@ -217,12 +225,7 @@ async def test_attach_an_image(tiny_model_path, tiny_mmproj_path, mira_card, tmp
     app = KotoniaApp(tiny_settings(tiny_model_path, mmproj_path=tiny_mmproj_path))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
-        app.screen.query_one("#attach-path").value = str(png)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.screen is screen)
-        await pilot.pause()
+        await attach(pilot, screen, png)
         assert "sunset.png" in screen_text(app)
         await send(pilot, screen, "What do you see?")
         user = views(screen)[-2]

@@ -25,7 +25,7 @@ from textual.widgets import Button, Footer, Header, Static
 
 from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.reader import ConversationReader
-from kotonia_tui.chat.service import ChatService, Turn
+from kotonia_tui.chat.service import NO_REPLY, ChatService, Turn
 from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
@@ -331,6 +331,9 @@ class ChatScreen(Screen[None]):
             notify(
                 self, "Stopped before the first word. Enter on an empty box (or Ctrl+R) asks again."
             )
+        elif done.error == NO_REPLY:
+            view.remove()
+            notify(self, NO_REPLY, title="No reply", severity="warning")
         else:
             view.finish(None, error=done.error or "the turn ended without a reply")
             if done.error:
