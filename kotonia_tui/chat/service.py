@@ -35,6 +35,7 @@ from kotonia_tui.chat.prompting import (
     Prompter,
     SetupTooLargeError,
 )
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Alternative,
@@ -66,6 +67,10 @@ log = logging.getLogger(__name__)
 
 class ChatError(Exception):
     """A request the service cannot carry out; the message says why in one line."""
+
+
+#: A turn's error when the model wrote nothing visible: no reply is stored.
+NO_REPLY = "the model wrote no reply; nothing was stored"
 
 
 class TurnKind(StrEnum):
@@ -240,19 +245,16 @@ class ChatService:
 
     def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
         conv = self.store.get_conversation(conv_id)
-        try:
-            return conv, self.library.get(conv.character_key)
-        except LookupError:
-            return conv, None
+        return conv, self.library.card_of(conv.character_key, conv.character_name)
 
     def _card(self, conv: Conversation) -> CharacterCard:
-        try:
-            return self.library.get(conv.character_key)
-        except LookupError as exc:
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
             raise ChatError(
                 f"conversation {conv.id} is with {conv.character_name!r}, whose card "
-                f"({conv.character_key}) is no longer in the character folders"
-            ) from exc
+                f"({conv.character_key}) is not in the character folders"
+            )
+        return card
 
     def new_conversation(
         self, card: CharacterCard, *, greeting: int = 0, title: str = ""
@@ -296,9 +298,7 @@ class ChatService:
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None
     ) -> list[Message]:
-        if before_id is None:
-            return self.store.recent_messages(conv_id, limit)
-        return self.store.messages_before(conv_id, before_id, limit)
+        return ConversationReader(self.store, self.library).messages(conv_id, limit, before_id)
 
     def attach_image(self, path: Path) -> str:
         """Store an image file for a message; returns its content hash."""
@@ -371,10 +371,23 @@ class ChatService:
         setup, prepared = await self._prepare(conv)
         return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
 
+    async def answer(self, conv_id: int) -> Turn:
+        """The character's reply to the last message, when that message is not the
+        character's: a reply stopped before its first word, or a chat imported ending with
+        the user. Regenerate and continue come here in that case."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is not None and last.role is Role.CHARACTER:
+            raise ChatError("the last message is the character's: there is nothing to answer")
+        setup, prepared = await self._prepare(conv)
+        return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=None)
+
     async def regenerate(self, conv_id: int) -> Turn:
         """A new version of the last reply; the old versions stay to page through."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
+        if last is not None and last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         if last is None or last.role is not Role.CHARACTER:
             raise ChatError(
                 "there is no reply to regenerate: the last message is not the character's"
@@ -388,6 +401,8 @@ class ChatService:
         """Carry on writing the last reply from where it stopped."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
+        if last is not None and last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         if last is None or last.role is not Role.CHARACTER:
             raise ChatError(
                 "there is no reply to continue: the last message is not the character's"
@@ -421,6 +436,10 @@ class ChatService:
             return TurnDone(
                 reply=None, metrics=result.metrics, error="stopped before the first word"
             )
+        elif not result.text and status is MessageStatus.COMPLETE:
+            # The model ended its turn at once (a thinking model may write only an empty
+            # thinking block): an empty line would stand in the story as the character's.
+            return TurnDone(reply=None, metrics=result.metrics, error=NO_REPLY)
         elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
             alternative = Alternative(
                 text=result.text,
@@ -530,6 +549,14 @@ class ChatService:
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        mentioned = [
+            state.forced_cut_through_id,
+            window[0].id if window else None,
+            applied_synopsis.through_message_id if applied_synopsis else None,
+            *(s.through_message_id for s in versions),
+            *(i for c in chapters for i in (c.first_message_id, c.last_message_id)),
+            *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
+        ]
         return MemoryView(
             conversation_id=conv_id,
             synopsis=applied_synopsis,
@@ -554,6 +581,7 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
         )
 
     def chapter_source(self, chapter_id: int) -> list[Message]:
