@@ -25,12 +25,13 @@ from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, Serv
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.service import ChatError, ChatService
+from kotonia_tui.chatfiles import ImportFormatError, read_chat_file, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
-from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
+from kotonia_tui.store import SCHEMA_VERSION, StoreError
 
 log = logging.getLogger("kotonia")
 
@@ -38,6 +39,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
     EngineError,
     StoreError,
+    ImportFormatError,
     ChatError,
     AttachmentError,
     UnknownCharacterError,

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from kotonia_tui.chatfiles.errors import ImportFormatError
 from kotonia_tui.domain import (
     Alternative,
     Conversation,
@@ -30,7 +31,6 @@ from kotonia_tui.domain import (
     Segment,
     utcnow,
 )
-from kotonia_tui.store.errors import ImportFormatError
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)

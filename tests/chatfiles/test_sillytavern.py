@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kotonia_tui.chatfiles import ImportFormatError
+from kotonia_tui.chatfiles.sillytavern import parse_st_date, read_chat_file, write_sillytavern
 from kotonia_tui.domain import Alternative, Conversation, Message, MessageStatus, Role, Segment
-from kotonia_tui.store import ImportFormatError, Store
-from kotonia_tui.store.sillytavern import parse_st_date, read_chat_file, write_sillytavern
+from kotonia_tui.store import Store
 
-from .conftest import new_conversation
+from ..store.conftest import new_conversation
 
 HEADER = {
     "user_name": "Ann",
