@@ -35,6 +35,7 @@ from kotonia_tui.chat.prompting import (
     Prompter,
     SetupTooLargeError,
 )
+from kotonia_tui.chat.replies import join_continuation, reply_status
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Alternative,
@@ -52,7 +53,6 @@ from kotonia_tui.engine import (
     Call,
     Engine,
     EngineError,
-    FinishReason,
     GenerationResult,
     StreamInterruptedError,
     TextDelta,
@@ -148,18 +148,6 @@ class Turn:
             pass
         assert self.done is not None
         return self.done
-
-
-def _status(
-    result: GenerationResult, reply_cap: int, n_ctx: int
-) -> tuple[MessageStatus, str | None]:
-    if result.finish_reason is FinishReason.CANCELLED:
-        return MessageStatus.CANCELLED, "stopped by the user"
-    if result.finish_reason is FinishReason.LENGTH:
-        if result.metrics.generated >= reply_cap:
-            return MessageStatus.CUT, f"cut: the reply reached its cap of {reply_cap} tokens"
-        return MessageStatus.CUT, f"cut: the context window ({n_ctx} tokens) is full"
-    return MessageStatus.COMPLETE, None
 
 
 class ChatService:
@@ -401,14 +389,19 @@ class ChatService:
         self, turn: Turn, result: GenerationResult, *, error: str | None = None
     ) -> TurnDone:
         conv = turn.conv
-        status, reason = _status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
+        status, reason = reply_status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
         if error is not None:
             status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
         speaker = turn.setup.display_name
         listener = self.persona_of(conv).name
         reply: Message | None = None
+        if not result.text and status is MessageStatus.CANCELLED:
+            # Nothing new: a continued or regenerated reply stays as it was, cut reason and all.
+            return TurnDone(
+                reply=None, metrics=result.metrics, error="stopped before the first word"
+            )
         if turn.kind == TurnKind.CONTINUE and turn.target is not None:
-            joined = f"{turn.target.text}{'' if not result.text else ' ' + result.text}".strip()
+            joined = join_continuation(turn.target.text, result.text)
             reply = self.store.finish_message(
                 turn.target.id,  # type: ignore[arg-type]
                 joined,
@@ -416,10 +409,6 @@ class ChatService:
                 status,
                 reason,
                 result.reasoning or turn.target.reasoning,
-            )
-        elif not result.text and status is MessageStatus.CANCELLED:
-            return TurnDone(
-                reply=None, metrics=result.metrics, error="stopped before the first word"
             )
         elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
             alternative = Alternative(

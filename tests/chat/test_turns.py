@@ -216,3 +216,63 @@ async def test_an_imported_chat_goes_on_as_the_persona_it_was_written_with(
     prompt = service.engine.render(turn.prepared.request).text
     assert "User" not in prompt  # neither the setup's {{user}} nor a speaker label
     assert prompt.count("Ann") >= 2
+
+
+async def _cut_reply(service, key: str, text: str):
+    """A conversation whose last reply was cut mid-word at its cap (stored as such)."""
+    from kotonia_tui.domain import Message
+
+    card, conv = await new_chat(service, key)
+    service.store.add_message(
+        Message(conversation_id=conv.id, role=Role.USER, speaker="User", text="Where to?")
+    )
+    reply = service.store.add_message(
+        Message(
+            conversation_id=conv.id,
+            role=Role.CHARACTER,
+            speaker=card.name,
+            text=text,
+            status=MessageStatus.CUT,
+            status_reason="cut: the reply reached its cap of 16 tokens",
+        )
+    )
+    return conv, reply
+
+
+@pytest.mark.parametrize(
+    ("cut", "written", "joined"),
+    [
+        # Cut mid-word: the continuation finishes the word, no space is put in.
+        ("She kept walk", "ing along the quay.", "She kept walking along the quay."),
+        # The continuation brings its own space: it is not doubled.
+        ("She kept walking", " along the quay.", "She kept walking along the quay."),
+    ],
+)
+async def test_a_continuation_joins_the_cut_reply_exactly(
+    make_service, scripted_model, cut, written, joined
+):
+    key = write_short_card()
+    service = await make_service(tiny_settings(scripted_model(written), reply_max_tokens=48))
+    conv, reply = await _cut_reply(service, key, cut)
+    done = await (await service.continue_reply(conv.id)).run()
+    assert done.error is None
+    assert done.reply.id == reply.id
+    assert done.reply.text == joined
+    assert done.reply.status is MessageStatus.COMPLETE
+    assert service.store.get_message(reply.id).text == joined
+
+
+async def test_stopping_a_continuation_before_its_first_word_keeps_the_cut_reply_as_it_was(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(tiny_settings(scripted_model("ing along the quay.")))
+    conv, reply = await _cut_reply(service, key, "She kept walk")
+    turn = await service.continue_reply(conv.id)
+    turn.cancel()  # before the model wrote anything
+    done = await turn.run()
+    assert done.error == "stopped before the first word"
+    kept = service.store.get_message(reply.id)
+    assert kept.text == "She kept walk"
+    assert kept.status is MessageStatus.CUT
+    assert kept.status_reason == "cut: the reply reached its cap of 16 tokens"

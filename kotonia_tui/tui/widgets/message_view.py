@@ -18,6 +18,7 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Static
 
+from kotonia_tui.chat.replies import join_continuation
 from kotonia_tui.domain import Message, MessageStatus, Role
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.tui.render import segment_content, status_content
@@ -73,7 +74,7 @@ class MessageView(Static):
     @property
     def text(self) -> str:
         if self.streaming:
-            return self._stream_prefix + self._stream_text
+            return join_continuation(self._stream_prefix, self._stream_text)
         return self.message.text if self.message is not None else ""
 
     # ---- streaming -------------------------------------------------------------------------
@@ -81,7 +82,7 @@ class MessageView(Static):
     def start_stream(self, prefix: str = "", note: str = "") -> None:
         """Show a reply being written (after `prefix`, for a continued reply)."""
         self.streaming = True
-        self._stream_prefix = prefix + (" " if prefix else "")
+        self._stream_prefix = prefix
         self._stream_text = ""
         self._error = None
         self._note = note
@@ -138,7 +139,7 @@ class MessageView(Static):
     def _paint_body(self) -> None:
         lines: list[Content]
         if self.streaming:
-            text = self._stream_prefix + self._stream_text
+            text = join_continuation(self._stream_prefix, self._stream_text)
             segments = parse_segments(text, speaker=self.speaker, listener=self.listener)
             lines = [segment_content(s, self.role) for s in segments]
             cursor = Content.styled(" ▍", "$accent")
