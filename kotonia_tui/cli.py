@@ -377,13 +377,8 @@ def _file_line(path: Path, what: str, problems: list[str]) -> str:
 
 
 def _tui(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        from kotonia_tui.tui.app import run_app
-    except ImportError:
-        print(
-            "the TUI is not available in this build; using the line-by-line chat", file=sys.stderr
-        )
-        raise UserError("run `kotonia chat CHARACTER`") from None
+    from kotonia_tui.tui.app import run_app  # Textual loads only when the app opens
+
     return run_app(settings, db=args.db)
 
 

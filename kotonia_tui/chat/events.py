@@ -5,18 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kotonia_tui.domain import FoldJob, Message, TurnMetrics
+from kotonia_tui.engine import (
+    ReasoningDelta,  # a piece of thinking, passed on as the engine gives it
+)
 
 
 @dataclass(frozen=True)
 class ReplyDelta:
     """A piece of the reply as it streams."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ReasoningDelta:
-    """A piece of the model's thinking: shown apart, never stored as dialogue or memory."""
 
     text: str
 
@@ -35,6 +31,16 @@ class TurnDone:
 
 
 TurnEvent = ReplyDelta | ReasoningDelta | TurnDone
+
+__all__ = [
+    "FoldProgress",
+    "MemoryNotice",
+    "ReasoningDelta",
+    "ReplyDelta",
+    "ServiceEvent",
+    "TurnDone",
+    "TurnEvent",
+]
 
 
 @dataclass(frozen=True)

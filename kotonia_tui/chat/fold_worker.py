@@ -17,12 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
-from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.events import FoldProgress, ServiceEvent
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Chapter,
-    Conversation,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -42,6 +40,7 @@ from kotonia_tui.engine import (
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
+    Cast,
     chapter_prompt,
     chronicler_lead,
     chronicler_stops,
@@ -76,14 +75,14 @@ class FoldWorker:
         engine: Engine,
         settings: Settings,
         *,
-        names: Callable[[int], tuple[Conversation, CharacterCard | None]],
+        cast: Callable[[int], Cast],
         message_tokens: Callable[[Message], int],
         notify: Callable[[ServiceEvent], None],
     ) -> None:
         self.store = store
         self.engine = engine
         self.settings = settings
-        self._names = names
+        self._cast = cast
         self._message_tokens = message_tokens
         self._notify = notify
         self._wake = asyncio.Event()
@@ -321,14 +320,13 @@ class FoldWorker:
         return [m for m in rows if m.id <= piece_last]  # type: ignore[operator]
 
     async def _chapter(self, job: FoldJob) -> str:
-        conv, card = self._names(job.conversation_id)
-        char = card.display_name if card else conv.character_name
-        source = self._source(job, char, conv.persona_name)
+        cast = self._cast(job.conversation_id)
+        source = self._source(job, cast.char, cast.user)
         if not source:
             self.store.finish_fold(job.id)  # type: ignore[arg-type]
             return "nothing left to fold"
         text, elapsed_ms = await self._chronicle(
-            chapter_prompt(source, char=char, user=conv.persona_name), "chapter"
+            chapter_prompt(source, char=cast.char, user=cast.user), "chapter"
         )
         parsed = parse_chapter(text)
         first_id, last_id = source[0].id, source[-1].id
@@ -381,7 +379,7 @@ class FoldWorker:
     # ---- major GC -------------------------------------------------------------------------
 
     async def _major_gc(self, job: FoldJob) -> str:
-        conv, card = self._names(job.conversation_id)
+        cast = self._cast(job.conversation_id)
         chapters = self.store.chapters(job.conversation_id)
         count = major_gc_split([c.tokens for c in chapters], self.budgets.major_gc)
         if count == 0:
@@ -389,10 +387,9 @@ class FoldWorker:
             return "chapters no longer need folding"
         older = chapters[:count]
         previous = self.store.current_synopsis(job.conversation_id)
-        char = card.display_name if card else conv.character_name
         text, elapsed_ms = await self._chronicle(
             synopsis_prompt(
-                previous.text if previous else None, older, char=char, user=conv.persona_name
+                previous.text if previous else None, older, char=cast.char, user=cast.user
             ),
             "synopsis",
         )

@@ -21,7 +21,6 @@ from kotonia_tui.domain import (
     ImageInput,
     Message,
     Persona,
-    Role,
     utcnow,
 )
 from kotonia_tui.engine import Engine, GenerationRequest
@@ -344,7 +343,3 @@ class Prompter:
             names = ", ".join(e.name or (e.keys[0] if e.keys else "?") for e in selection.skipped)
             notice = f"lorebook entries left out this turn (over the lore budget): {names}"
         return text, notice
-
-
-def is_user(message: Message) -> bool:
-    return message.role is Role.USER

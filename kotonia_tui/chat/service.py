@@ -57,7 +57,7 @@ from kotonia_tui.engine import (
     StreamInterruptedError,
     TextDelta,
 )
-from kotonia_tui.engine import ReasoningDelta as EngineReasoning
+from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
@@ -114,8 +114,8 @@ class Turn:
             async for event in self._call:
                 if isinstance(event, TextDelta):
                     yield ReplyDelta(event.text)
-                elif isinstance(event, EngineReasoning):
-                    yield ReasoningDelta(event.text)
+                elif isinstance(event, ReasoningDelta):
+                    yield event
                 elif isinstance(event, GenerationResult):
                     self.done = self.service._finish_turn(self, event)
         except StreamInterruptedError as exc:
@@ -173,7 +173,7 @@ class ChatService:
             store,
             engine,
             settings,
-            names=self._conversation_and_card,
+            cast=self.cast_of,
             message_tokens=self.prompter.message_tokens,
             notify=self._emit,
         )
@@ -226,12 +226,15 @@ class ChatService:
             return self.persona
         return Persona(name=conv.persona_name, description=conv.persona_description)
 
-    def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
+    def cast_of(self, conv_id: int) -> Cast:
+        """Who the conversation is between, by the same rules a turn uses: the card's display
+        name (the stored name when the card is gone) and `persona_of`."""
         conv = self.store.get_conversation(conv_id)
         try:
-            return conv, self.library.get(conv.character_key)
+            char = self.library.get(conv.character_key).display_name
         except LookupError:
-            return conv, None
+            char = conv.character_name
+        return Cast(char=char, user=self.persona_of(conv).name)
 
     def _card(self, conv: Conversation) -> CharacterCard:
         try:
@@ -450,7 +453,7 @@ class ChatService:
         message = self.store.get_message(message_id)
         speaker = message.speaker
         conv = self.store.get_conversation(message.conversation_id)  # type: ignore[arg-type]
-        listener = conv.character_name if message.role is Role.USER else conv.persona_name
+        listener = conv.character_name if message.role is Role.USER else self.persona_of(conv).name
         updated = self.store.update_message_text(
             message_id, text, parse_segments(text, speaker=speaker, listener=listener)
         )

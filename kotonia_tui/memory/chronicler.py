@@ -19,6 +19,16 @@ from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
 from kotonia_tui.memory.segments import parse_segments
 
 CHRONICLER = "Chronicler"
+
+
+@dataclass(frozen=True)
+class Cast:
+    """Who a story is between: the character's name and the name of the persona the user plays."""
+
+    char: str
+    user: str
+
+
 # Where a chronicler's text ends even if the model does not stop by itself: a base model
 # (the transcript format) goes on to copy more source lines ("[#12] ...") or a new speaker.
 CHRONICLER_STOPS = ("\n[#", "\nStory:", "\nChronicler:")

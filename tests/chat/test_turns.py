@@ -276,3 +276,26 @@ async def test_stopping_a_continuation_before_its_first_word_keeps_the_cut_reply
     assert kept.text == "She kept walk"
     assert kept.status is MessageStatus.CUT
     assert kept.status_reason == "cut: the reply reached its cap of 16 tokens"
+
+
+async def test_one_rule_names_the_user_for_turns_edits_and_folds(make_service, tiny_model_path):
+    # A conversation stored without a persona name (an old row, an import with no user name)
+    # is played as the settings' persona everywhere: in the prompt, in an edited reply's
+    # dialogue, and in what the chronicler is told.
+    from kotonia_tui.domain import Conversation, Message
+
+    key = write_short_card()
+    service = await make_service(tiny_settings(tiny_model_path))  # settings persona: "User"
+    card = service.library.get(key)
+    service.store.upsert_character(card.key, card.name, card.card_hash, "")
+    conv = service.store.import_conversation(
+        Conversation(character_key=card.key, character_name=card.name, persona_name=""),
+        [Message(role=Role.CHARACTER, speaker=card.name, text='"Who goes there?"')],
+    )
+    turn = await service.send(conv.id, "A friend.")
+    await turn.run()
+    assert turn.prepared.request.user_name == "User"
+    assert service.cast_of(conv.id).user == "User"
+    reply = service.store.last_message(conv.id)
+    edited = service.edit_message(reply.id, '"Come in, then."')
+    assert [s.listener for s in edited.segments if s.listener] == ["User"]

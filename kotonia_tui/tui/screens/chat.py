@@ -69,6 +69,7 @@ class ChatScreen(Screen[None]):
         self.service = service
         self.conversation = conversation
         self.conv_id: int = conversation.id  # type: ignore[assignment]
+        self.user_name = service.persona_of(conversation).name
         self.turn: Turn | None = None
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
@@ -122,9 +123,7 @@ class ChatScreen(Screen[None]):
 
     def _view(self, message: Message) -> MessageView:
         listener = (
-            self.conversation.persona_name
-            if message.role is Role.CHARACTER
-            else self.conversation.character_name
+            self.user_name if message.role is Role.CHARACTER else self.conversation.character_name
         )
         return MessageView(message, listener=listener)
 
@@ -199,7 +198,7 @@ class ChatScreen(Screen[None]):
                 view = MessageView(
                     None,
                     speaker=turn.setup.display_name,
-                    listener=self.conversation.persona_name,
+                    listener=self.user_name,
                 )
                 await log_view.mount(view)
                 view.start_stream()
