@@ -22,10 +22,10 @@ from benchmarks.common import BenchResult, Table, ratio, rss_kib
 from benchmarks.turn_assembly import (
     db_path,
     ensure_dbs,
-    open_engine,
     settings_for,
     tiny_model,
 )
+from kotonia_tui.chat.bootstrap import open_engine
 
 SIZES = (100, 50_000)
 

@@ -27,7 +27,8 @@ from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.chatfiles import ImportFormatError, read_chat_file, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.domain import MessageStatus
+from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
@@ -35,7 +36,13 @@ from kotonia_tui.store import SCHEMA_VERSION, StoreError
 
 log = logging.getLogger("kotonia")
 
-USER_ERRORS: tuple[type[BaseException], ...] = (
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    UserError,
     ConfigError,
     EngineError,
     StoreError,
@@ -44,10 +51,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     AttachmentError,
     UnknownCharacterError,
 )
-
-
-class UserError(Exception):
-    """A problem the user can fix; printed as one line, exit status 1."""
 
 
 def _setup_logging() -> Path:
@@ -103,18 +106,18 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         else:
             conv = service.new_conversation(card, greeting=args.greeting)
             print(f"conversation {conv.id} with {card.name}", file=err)
-            opening = service.store.last_message(conv.id)  # type: ignore[arg-type]
+            opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
                 print(f"{opening.speaker}: {opening.text}\n")
         images = [service.attach_image(Path(p)) for p in args.image]
         if args.say:
             for index, text in enumerate(args.say):
-                await _say(service, conv.id, text, images if index == 0 else [], args)  # type: ignore[arg-type]
+                await _say(service, conv.id, text, images if index == 0 else [], args)
         else:
-            await _interactive(service, conv.id, card.display_name, images, args)  # type: ignore[arg-type]
+            await _interactive(service, conv.id, card.display_name, images, args)
         if args.wait_folds:
             # A script sees the memory settle: the folds this run queued have run.
-            await service.worker.wait_settled(conv.id)  # type: ignore[arg-type]
+            await service.worker.wait_settled(conv.id)
         return 0
     finally:
         await service.close()
@@ -127,7 +130,7 @@ async def _say(
     done = await turn.run()
     if done.reply is not None:
         print(done.reply.text, flush=True)
-        if done.reply.status.value != "complete":
+        if done.reply.status is not MessageStatus.COMPLETE:
             print(f"[{done.reply.status_reason}]", file=sys.stderr)
     if args.stats and done.metrics is not None:
         print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
@@ -159,7 +162,11 @@ async def _interactive(
             turn.cancel()
         print()
         done = turn.done
-        if done is not None and done.reply is not None and done.reply.status.value != "complete":
+        if (
+            done is not None
+            and done.reply is not None
+            and done.reply.status is not MessageStatus.COMPLETE
+        ):
             print(f"[{done.reply.status_reason}]", file=sys.stderr)
         if done is not None and done.error:
             print(f"error: {done.error}", file=sys.stderr)
@@ -314,7 +321,8 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("loaded", f"{info.model_name} in {info.load_ms:.0f} ms"))
             rows.append(("trained context", str(info.n_ctx_train)))
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
-            rows.append(("threads", str(info.threads)))
+            if isinstance(info, EngineInfo):
+                rows.append(("threads", str(info.threads)))
         finally:
             engine.close()
     width = max(len(name) for name, _ in rows)
@@ -453,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             return _tui(args, settings)
         return handlers[args.command](args, settings)
-    except (UserError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         log.info("user error: %s", exc)
         return 1

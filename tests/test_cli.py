@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Role
 from kotonia_tui.store import Store
 
-ST_CHAT = [
+ST_CHAT: list[dict[str, Any]] = [
     {
         "user_name": "Ann",
         "character_name": "Rowan Ashby",

@@ -36,7 +36,7 @@ def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
     profile = settings.active_profile()
     if profile.backend == "server":
         # The window is the server's (it may differ from the profile's); size the fold from it.
-        return ServerEngine.open(  # type: ignore[return-value]
+        return ServerEngine.open(
             profile,
             fold_ctx_for=lambda n_ctx: fold_context_size(settings, n_ctx, profile.reply_max_tokens),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -21,6 +22,8 @@ from kotonia_tui.domain import (
     ImageInput,
     Message,
     Persona,
+    StoredFoldJob,
+    StoredMessage,
     utcnow,
 )
 from kotonia_tui.engine import Engine, GenerationRequest
@@ -62,10 +65,10 @@ class PreparedTurn:
     request: GenerationRequest
     plan: TurnPlan
     state: MemoryState
-    window: list[Message]  # the messages the prompt carries verbatim
+    window: list[StoredMessage]  # the messages the prompt carries verbatim
     notices: list[str]
     fixed_tokens: int
-    queued: FoldJob | None
+    queued: StoredFoldJob | None
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -149,8 +152,8 @@ class Prompter:
         notices: list[str] = []
         window = self._window(conv_id, state.verbatim_start_id, notices)
         if before_id is not None:
-            window = [m for m in window if m.id is not None and m.id < before_id]
-        counts = [WindowMessage(m.id, self.message_tokens(m)) for m in window]  # type: ignore[arg-type]
+            window = [m for m in window if m.id < before_id]
+        counts = [WindowMessage(m.id, self.message_tokens(m)) for m in window]
 
         block, newest_chapter, synopsis_id, covered = self.landed_memory(conv_id)
         # A memory block written with another model's tokenizer is re-counted once.
@@ -263,7 +266,7 @@ class Prompter:
 
         verbatim = [
             m for m in window if plan.verbatim_start_id is None or m.id >= plan.verbatim_start_id
-        ]  # type: ignore[operator]
+        ]
         lines = [
             PromptLine(
                 m.role, m.speaker, m.text, self.images_of(m) if self.engine.has_vision else ()
@@ -303,7 +306,7 @@ class Prompter:
             )
         return replace(request, max_tokens=min(request.max_tokens, room))
 
-    def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[Message]:
+    def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[StoredMessage]:
         """The verbatim window: one indexed range read from where it starts, with a LIMIT.
 
         Its size follows the window (kept under the ceiling), not the conversation's length.
@@ -325,7 +328,11 @@ class Prompter:
         return rows
 
     def _lore(
-        self, card: CharacterCard, setup: CharacterSetup, persona: Persona, window: list[Message]
+        self,
+        card: CharacterCard,
+        setup: CharacterSetup,
+        persona: Persona,
+        window: Sequence[Message],
     ) -> tuple[str, str | None]:
         if card.character_book is None or self.budgets.lore <= 0:
             return "", None

@@ -17,6 +17,7 @@ from pathlib import Path
 from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.chat.events import (
     FoldProgress,
+    FoldState,
     MemoryNotice,
     ReasoningDelta,
     ReplyDelta,
@@ -47,6 +48,9 @@ from kotonia_tui.domain import (
     MessageStatus,
     Persona,
     Role,
+    StoredConversation,
+    StoredFoldJob,
+    StoredMessage,
     utcnow,
 )
 from kotonia_tui.engine import (
@@ -80,13 +84,13 @@ class Turn:
     def __init__(
         self,
         service: ChatService,
-        conv: Conversation,
+        conv: StoredConversation,
         setup: CharacterSetup,
         prepared: PreparedTurn,
         *,
-        kind: str,
-        user_message: Message | None,
-        target: Message | None = None,
+        kind: TurnKind,
+        user_message: StoredMessage | None,
+        target: StoredMessage | None = None,
     ) -> None:
         self.service = service
         self.conv = conv
@@ -166,7 +170,7 @@ class ChatService:
         self.library = library
         self.persona: Persona = settings.persona
         self.prompter = Prompter(store, engine, settings)
-        self._listeners: list[Callable[[ServiceEvent], None]] = []
+        self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
         self.worker = FoldWorker(
@@ -192,13 +196,13 @@ class ChatService:
         self.engine.close()
         self.store.close()
 
-    def subscribe(self, listener: Callable[[ServiceEvent], None]) -> None:
+    def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
         self._listeners.append(listener)
 
     def _emit(self, event: ServiceEvent) -> None:
         if (
             isinstance(event, FoldProgress)
-            and event.state == "landed"
+            and event.state is FoldState.LANDED
             and event.conversation_id == self._active_conv
             and self.settings.prewarm_after_fold
         ):
@@ -219,7 +223,7 @@ class ChatService:
     def setup_for(self, card: CharacterCard, persona: Persona | None = None) -> CharacterSetup:
         return self.library.setup(card, persona or self.persona)
 
-    def persona_of(self, conv: Conversation) -> Persona:
+    def persona_of(self, conv: StoredConversation) -> Persona:
         """Who the user plays in this conversation: the persona it was started (or imported)
         with, so a chat imported as "Ann" goes on as Ann whatever the settings say now."""
         if not conv.persona_name:
@@ -236,7 +240,7 @@ class ChatService:
             char = conv.character_name
         return Cast(char=char, user=self.persona_of(conv).name)
 
-    def _card(self, conv: Conversation) -> CharacterCard:
+    def _card(self, conv: StoredConversation) -> CharacterCard:
         try:
             return self.library.get(conv.character_key)
         except LookupError as exc:
@@ -247,7 +251,7 @@ class ChatService:
 
     def new_conversation(
         self, card: CharacterCard, *, greeting: int = 0, title: str = ""
-    ) -> Conversation:
+    ) -> StoredConversation:
         """Start a conversation; the chosen greeting (first message or alternate) opens it."""
         setup = self.setup_for(card)
         self.store.upsert_character(
@@ -279,14 +283,14 @@ class ChatService:
                     ),
                 )
             )
-        return self.store.get_conversation(conv.id)  # type: ignore[arg-type]
+        return self.store.get_conversation(conv.id)
 
-    def conversations(self, character_key: str | None = None) -> list[Conversation]:
+    def conversations(self, character_key: str | None = None) -> list[StoredConversation]:
         return self.store.list_conversations(character_key)
 
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         if before_id is None:
             return self.store.recent_messages(conv_id, limit)
         return self.store.messages_before(conv_id, before_id, limit)
@@ -319,7 +323,7 @@ class ChatService:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
     def _prepare(
-        self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
+        self, conv: StoredConversation, *, before_id: int | None = None, prefill: str = ""
     ) -> tuple[CharacterSetup, PreparedTurn]:
         card = self._card(conv)
         persona = self.persona_of(conv)
@@ -327,7 +331,7 @@ class ChatService:
         self._active_conv = conv.id
         try:
             prepared = self.prompter.prepare(
-                conv.id,  # type: ignore[arg-type]
+                conv.id,
                 card,
                 setup,
                 persona,
@@ -337,9 +341,9 @@ class ChatService:
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
         for notice in prepared.notices:
-            self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]
+            self._emit(MemoryNotice(conv.id, notice))
         if prepared.queued is not None:
-            self._emit(FoldProgress(conv.id, prepared.queued, "queued"))  # type: ignore[arg-type]
+            self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
             self.worker.wake()
         return setup, prepared
 
@@ -397,7 +401,7 @@ class ChatService:
             status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
         speaker = turn.setup.display_name
         listener = self.persona_of(conv).name
-        reply: Message | None = None
+        reply: StoredMessage | None = None
         if not result.text and status is MessageStatus.CANCELLED:
             # Nothing new: a continued or regenerated reply stays as it was, cut reason and all.
             return TurnDone(
@@ -406,7 +410,7 @@ class ChatService:
         if turn.kind == TurnKind.CONTINUE and turn.target is not None:
             joined = join_continuation(turn.target.text, result.text)
             reply = self.store.finish_message(
-                turn.target.id,  # type: ignore[arg-type]
+                turn.target.id,
                 joined,
                 parse_segments(joined, speaker=speaker, listener=listener),
                 status,
@@ -421,8 +425,8 @@ class ChatService:
                 status_reason=reason,
                 reasoning=result.reasoning or None,
             )
-            self.store.add_alternative(turn.target.id, alternative, choose=True)  # type: ignore[arg-type]
-            reply = self.store.get_message(turn.target.id)  # type: ignore[arg-type]
+            self.store.add_alternative(turn.target.id, alternative, choose=True)
+            reply = self.store.get_message(turn.target.id)
         else:
             reply = self.store.add_message(
                 Message(
@@ -436,12 +440,12 @@ class ChatService:
                     reasoning=result.reasoning or None,
                 )
             )
-        self.store.add_turn_metrics(conv.id, reply.id if reply else None, result.metrics)  # type: ignore[arg-type]
+        self.store.add_turn_metrics(conv.id, reply.id if reply else None, result.metrics)
         return TurnDone(reply=reply, metrics=result.metrics, error=None)
 
     # ---- edits ----------------------------------------------------------------------------
 
-    def choose_alternative(self, message_id: int, index: int) -> Message:
+    def choose_alternative(self, message_id: int, index: int) -> StoredMessage:
         message = self.store.get_message(message_id)
         if not 0 <= index < max(1, len(message.alternatives)):
             raise ChatError(f"message #{message_id} has no version {index + 1}")
@@ -449,10 +453,10 @@ class ChatService:
         self._refold_if_folded(updated)
         return updated
 
-    def edit_message(self, message_id: int, text: str) -> Message:
+    def edit_message(self, message_id: int, text: str) -> StoredMessage:
         message = self.store.get_message(message_id)
         speaker = message.speaker
-        conv = self.store.get_conversation(message.conversation_id)  # type: ignore[arg-type]
+        conv = self.store.get_conversation(message.conversation_id)
         listener = conv.character_name if message.role is Role.USER else self.persona_of(conv).name
         updated = self.store.update_message_text(
             message_id, text, parse_segments(text, speaker=speaker, listener=listener)
@@ -465,28 +469,30 @@ class ChatService:
         self._refold_if_folded(message)
         self.store.delete_message(message_id)
 
-    def _refold_if_folded(self, message: Message) -> None:
+    def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only."""
         conv_id = message.conversation_id
-        stale = self.store.mark_chapters_stale(conv_id, message.id)  # type: ignore[arg-type]
+        stale = self.store.mark_chapters_stale(conv_id, message.id)
         for chapter_id in stale:
             chapter = self.store.get_chapter(chapter_id)
             job = self.store.enqueue_fold(
                 FoldJob(
-                    conversation_id=conv_id,  # type: ignore[arg-type]
+                    conversation_id=conv_id,
                     kind=FoldKind.REFOLD,
                     first_message_id=chapter.first_message_id,
                     last_message_id=chapter.last_message_id,
                     not_before=utcnow(),
                 )
             )
-            self._emit(FoldProgress(conv_id, job, "queued", "an edit inside a folded chapter"))  # type: ignore[arg-type]
+            self._emit(
+                FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
+            )
         if stale:
             self.worker.wake()
 
     # ---- inspection -----------------------------------------------------------------------
 
-    def open_folds(self, conv_id: int) -> list[FoldJob]:
+    def open_folds(self, conv_id: int) -> list[StoredFoldJob]:
         return self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
 
     def memory_view(self, conv_id: int) -> MemoryView:
@@ -548,7 +554,7 @@ class ChatService:
             pending_apply=pending_apply,
         )
 
-    def chapter_source(self, chapter_id: int) -> list[Message]:
+    def chapter_source(self, chapter_id: int) -> list[StoredMessage]:
         """The messages a chapter summarizes (for the inspector's chapter view)."""
         chapter = self.store.get_chapter(chapter_id)
         return self.store.messages_between(

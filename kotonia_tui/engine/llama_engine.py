@@ -263,7 +263,8 @@ class LlamaEngine:
 
     def _tokenize_prompt_text(self, text: str) -> list[int]:
         assert self._llama is not None
-        return self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        tokens: list[int] = self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        return tokens
 
     # ---- generation -----------------------------------------------------------------------
 
@@ -306,9 +307,9 @@ class LlamaEngine:
                 slot = self._choose_slot(request.slot, items)
                 stats = yield from self._prefill(slot, items, request)
         else:
-            items: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
-            slot = self._choose_slot(request.slot, items)
-            stats = yield from self._prefill(slot, items, request)
+            tokens: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
+            slot = self._choose_slot(request.slot, tokens)
+            stats = yield from self._prefill(slot, tokens, request)
         metrics = TurnMetrics(
             prompt_positions=stats[0],
             reused=stats[1],

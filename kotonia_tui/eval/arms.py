@@ -147,11 +147,11 @@ async def rolling(
         source = replay.messages(span.first_id, span.last_id)
         # A range too large for one call is rewritten piece by piece, as the worker splits it.
         pieces = split_source(
-            [WindowMessage(m.id, prompter.message_tokens(m)) for m in source],  # type: ignore[arg-type]
+            [WindowMessage(m.id, prompter.message_tokens(m)) for m in source],
             budget,
         )
         for first, last in pieces:
-            part = [m for m in source if first <= (m.id or 0) <= last]
+            part = [m for m in source if first <= m.id <= last]
             text, used = await _rewrite(engine, summary, part, char, user, max_output)
             calls += used
             if progress is not None:

@@ -12,7 +12,7 @@ import gc
 import logging
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from textual import work
 from textual.app import App
@@ -23,12 +23,18 @@ from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
-from kotonia_tui.domain import Conversation
+from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.commands import BindingCommands
-from kotonia_tui.tui.messages import LoadProgress, ServiceEventMessage, ServiceFailed, ServiceReady
+from kotonia_tui.tui.messages import (
+    LoadProgress,
+    ServiceEventMessage,
+    ServiceFailed,
+    ServiceOpened,
+    ServiceReady,
+)
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
@@ -126,9 +132,10 @@ class KotoniaApp(App[int]):
             log.exception("the model could not be loaded")
             self.post_message(ServiceFailed(str(exc)))
             return
-        self.call_from_thread(self._service_opened, service)
+        self.post_message(ServiceOpened(service))
 
-    async def _service_opened(self, service: ChatService) -> None:
+    async def on_service_opened(self, message: ServiceOpened) -> None:
+        service = message.service
         if self._service_closed:
             service.engine.close()
             service.store.close()
@@ -213,28 +220,12 @@ class KotoniaApp(App[int]):
 
     def _describe_event(self, event: ServiceEvent) -> None:
         if isinstance(event, MemoryNotice):
-            style = "$warning" if event.level == "warning" else "$text-muted"
-            self.notice = Content.styled(event.text, style)
-            if event.level == "warning":
+            warning = event.level is NoticeLevel.WARNING
+            self.notice = Content.styled(event.text, "$warning" if warning else "$text-muted")
+            if warning:
                 self.notify(event.text, title="Memory", severity="warning")
             return
-        assert isinstance(event, FoldProgress)
-        job = event.job
-        label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
-        if event.state == "queued":
-            self.fold_status = Content.assemble(("◔ ", "$accent"), f"{label} queued")
-        elif event.state == "running":
-            self.fold_status = Content.assemble(("◑ ", "bold $accent"), f"{label} running")
-        elif event.state == "landed":
-            self.fold_status = Content.assemble(
-                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
-            )
-        elif event.state == "failed":
-            self.fold_status = Content.assemble(
-                ("✗ ", "bold $error"), (f"{label} failed: {event.detail}", "$error")
-            )
-        elif event.state == "idle":
-            self.fold_status = Content("")
+        self.fold_status = fold_status(event)
 
     def _tick(self) -> None:
         service = self.service
@@ -280,7 +271,7 @@ class KotoniaApp(App[int]):
     def open_character(self, card: CharacterCard) -> None:
         self.push_screen(ConversationsScreen(card))
 
-    def open_conversation(self, conv: Conversation | int) -> None:
+    def open_conversation(self, conv: StoredConversation | int) -> None:
         service = self.service
         if service is None:
             self.notify("The model is still loading.", severity="warning")
@@ -332,6 +323,29 @@ class KotoniaApp(App[int]):
             self.pop_screen()
             return
         self.push_screen(HelpScreen(self.help_rows()))
+
+
+def fold_status(event: FoldProgress) -> Content:
+    """The status line's fold item for a fold event; every state has its own line."""
+    job = event.job
+    label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+    match event.state:
+        case FoldState.QUEUED:
+            return Content.assemble(("◔ ", "$accent"), f"{label} queued")
+        case FoldState.RUNNING:
+            return Content.assemble(("◑ ", "bold $accent"), f"{label} running")
+        case FoldState.DEFERRED:
+            return Content.assemble(("◔ ", "$warning"), (f"{label} waiting: {event.detail}", ""))
+        case FoldState.LANDED:
+            return Content.assemble(
+                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
+            )
+        case FoldState.FAILED:
+            return Content.assemble(
+                ("✗ ", "bold $error"), (f"{label} failed: {event.detail}", "$error")
+            )
+        case _:
+            assert_never(event.state)
 
 
 def _pretty_keys(keys: str) -> str:

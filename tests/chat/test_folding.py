@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.domain import FoldKind, FoldStatus
 from tests.cards import write_short_card
 
@@ -44,7 +44,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
 ):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     card = service.library.get(key)
     conv = service.new_conversation(card)
@@ -54,7 +54,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     crossing, before = turns[-1], turns[-2]
     job = crossing.prepared.queued
     assert job.kind is FoldKind.CHAPTER and job.status is FoldStatus.PENDING
-    assert any(isinstance(e, FoldProgress) and e.state == "queued" for e in events)
+    assert any(isinstance(e, FoldProgress) and e.state is FoldState.QUEUED for e in events)
     # The crossing turn changed nothing: same memory, same verbatim start, cache reused.
     assert crossing.prepared.state.memory_text == before.prepared.state.memory_text == ""
     assert crossing.prepared.plan.verbatim_start_id == before.prepared.plan.verbatim_start_id
@@ -121,7 +121,7 @@ async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(REFUSAL)))
     conv = service.new_conversation(service.library.get(key))
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
     await service.worker.wait_settled(conv.id)
@@ -130,7 +130,7 @@ async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
     assert job.attempts == 1
     assert "refused twice" in job.last_error
     assert job.status is FoldStatus.PENDING  # retried later, with a backoff
-    assert any(isinstance(e, FoldProgress) and e.state == "failed" for e in events)
+    assert any(isinstance(e, FoldProgress) and e.state is FoldState.FAILED for e in events)
 
 
 async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_stored(
@@ -286,7 +286,7 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
             chronicler_lead="In this part of the story,",
         )
     )
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get(key))
     await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -295,7 +295,7 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
     assert chapters
     lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
     assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
-    assert not [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
 
 
 def test_a_profile_in_the_transcript_format_leads_its_chronicler_unless_told_otherwise():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def open_engine(tmp_path: Path, model: Path, mmproj: Path | None = None, **extra
     return LlamaEngine.open(profile(model, mmproj, **extra), cache_dir=tmp_path / "cache")
 
 
-def request(*messages: ChatMessage, max_tokens: int = 16, **extra: object) -> GenerationRequest:
+def request(*messages: ChatMessage, max_tokens: int = 16, **extra: Any) -> GenerationRequest:
     return GenerationRequest(messages=tuple(messages), max_tokens=max_tokens, **extra)
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.bootstrap import open_service
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import ModelFileError
@@ -84,7 +84,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
     service = await make_service(
         settings_on(scripted_model(REFUSAL), prewarm_after_fold=False), db=db_path()
     )
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get("wren"))
     sent = []
@@ -104,7 +104,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
     assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
     assert service.store.memory_state(conv.id).memory_text == ""
     # The user was told, specifically, and the job was given up after its retries.
-    failures = [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    failures = [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
     assert failures and all("refused twice" in e.detail for e in failures)
     jobs = service.store.fold_jobs(conv.id)
     assert jobs[0].status is FoldStatus.FAILED and jobs[0].attempts == fold_worker.MAX_ATTEMPTS

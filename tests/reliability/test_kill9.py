@@ -115,7 +115,7 @@ def test_killed_while_a_reply_streams(long_model, scripted_model):
 
     def streaming(store: Store) -> bool:
         convs = store.list_conversations()
-        last = store.last_message(convs[0].id) if convs else None  # type: ignore[arg-type]
+        last = store.last_message(convs[0].id) if convs else None
         return last is not None and last.role is Role.USER
 
     watch(proc, streaming)
@@ -247,7 +247,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
     write_config(scripted_model(CHAPTER))
     lines = [f"Message number {i} about the lamps." for i in range(40)]
     seen: list[str] = []
-    conv_id = None
+    conv_id: int | None = None
     for threshold in (21, 50, 75):  # messages in the file when the kill comes
         args = ["chat", "wren"] + [part for line in lines for part in ("--say", line)]
         if conv_id is not None:
@@ -256,7 +256,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
 
         def reached(store: Store, threshold: int = threshold) -> bool:
             convs = store.list_conversations()
-            return bool(convs) and store.message_count(convs[0].id) >= threshold  # type: ignore[arg-type]
+            return bool(convs) and store.message_count(convs[0].id) >= threshold
 
         watch(proc, reached)
         kill9(proc)
@@ -268,6 +268,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
             assert texts[: len(seen)] == seen  # nothing written before a kill is lost
             seen = texts
     # A clean run to the end: the interrupted jobs are requeued and every fold finishes.
+    assert conv_id is not None
     done = run_cli("chat", "wren", "--conversation", str(conv_id), "--say", "The end.", timeout=120)
     assert done.returncode == 0, done.stderr
     with Store.open(db_path()) as store:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kotonia_tui.chat.events import ServiceEvent
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, Role, utcnow
 
 from .conftest import CHAPTER, db_path, seed_conversation, settings_on, write_card
@@ -51,7 +52,7 @@ async def test_a_fold_job_is_run_once_when_a_second_instance_starts(make_service
             not_before=utcnow(),
         )
     )
-    events = {"first": [], "second": []}
+    events: dict[str, list[ServiceEvent]] = {"first": [], "second": []}
     first.subscribe(events["first"].append)
     await first.start()
     for _ in range(400):  # until the first instance has claimed the job

@@ -24,6 +24,7 @@ from kotonia_tui.domain import (
     Role,
     utcnow,
 )
+from kotonia_tui.engine import GenerationResult
 from kotonia_tui.engine.errors import StreamInterruptedError
 from kotonia_tui.engine.server_engine import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
@@ -105,6 +106,7 @@ async def test_a_killed_server_breaks_the_stream_with_the_partial_reply(own_serv
         message = str(caught.value)
         assert own_server.url in message and "part way through the reply" in message
         partial = caught.value.partial
+        assert isinstance(partial, GenerationResult)
         assert partial.finish_reason is FinishReason.LENGTH and partial.text
     finally:
         engine.close()

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input, ListView, TextArea
 
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.config import app_dirs
@@ -15,6 +16,7 @@ from kotonia_tui.domain import Chapter, MessageStatus, Role
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.dialogs import AttachScreen, EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from tests.tiny_models import write_tiny_png
@@ -40,18 +42,16 @@ async def test_pick_a_character_send_and_see_the_streamed_reply(tiny_noeos_model
             if view.streaming:
                 painted.append(len(view.text))
 
-        MessageView._paint_body = spy  # type: ignore[method-assign]
-        try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(MessageView, "_paint_body", spy)
             await send(pilot, screen, "Hello, Mira.")
-        finally:
-            MessageView._paint_body = original  # type: ignore[method-assign]
 
         user, reply = views(screen)[-2:]
         assert user.role is Role.USER and user.text == "Hello, Mira."
         assert reply.message is not None and reply.message.id is not None
         assert reply.text  # random words from the tiny model
         assert len(set(painted)) > 2  # repainted as it grew, token by token
-        assert screen.query_one("#input").text == ""  # sent, so the box is empty
+        assert screen.query_one("#input", ChatInput).text == ""  # sent, so the box is empty
 
 
 async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card):
@@ -70,13 +70,11 @@ async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card
                 pressed.append(len(view.text))
                 app.simulate_key("escape")
 
-        MessageView._paint_body = press_escape_while_streaming  # type: ignore[method-assign]
-        try:
-            screen.query_one("#input").insert("Tell me a very long story.")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(MessageView, "_paint_body", press_escape_while_streaming)
+            screen.query_one("#input", ChatInput).insert("Tell me a very long story.")
             await pilot.press("enter")
             await wait_for(pilot, lambda: pressed and not screen.streaming)
-        finally:
-            MessageView._paint_body = original  # type: ignore[method-assign]
         await pilot.pause()
         reply = views(screen)[-1]
         assert reply.message is not None
@@ -171,7 +169,7 @@ async def test_continue_edit_copy_and_delete(tiny_model_path, mira_card):
 
         await pilot.press("f4")
         await wait_for(pilot, lambda: isinstance(app.screen, EditScreen))
-        editor = app.screen.query_one("#edit-text")
+        editor = app.screen.query_one("#edit-text", TextArea)
         editor.text = '*Mira smiles.* "Edited."'
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen is screen)
@@ -201,11 +199,12 @@ async def test_a_failed_send_keeps_the_typed_message(tiny_model_path, mira_card)
         async def broken_send(*args, **kwargs):
             raise ChatError("the model is on fire")
 
-        screen.service.send = broken_send  # type: ignore[method-assign]
-        screen.query_one("#input").insert("Do not lose me.")
-        await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert screen.query_one("#input").text == "Do not lose me."
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(screen.service, "send", broken_send)
+            screen.query_one("#input", ChatInput).insert("Do not lose me.")
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+        assert screen.query_one("#input", ChatInput).text == "Do not lose me."
         assert any("the model is on fire" in str(n.message) for n in app._notifications)
 
 
@@ -216,7 +215,7 @@ async def test_attach_an_image(tiny_model_path, tiny_mmproj_path, mira_card, tmp
         screen = await open_new_chat(app, pilot)
         await pilot.press("f3")
         await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
-        app.screen.query_one("#attach-path").value = str(png)
+        app.screen.query_one("#attach-path", Input).value = str(png)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is screen)
         await pilot.pause()
@@ -264,7 +263,7 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         assert "next turn" in screen_text(app)  # landed, applied on the next turn
         items = list(inspector.query(ChapterItem))
         assert items and items[0].chapter_view.chapter.id == chapter.id
-        listing = inspector.query_one("#chapters")
+        listing = inspector.query_one("#chapters", ListView)
         listing.focus()
         listing.index = 0
         await pilot.press("enter")

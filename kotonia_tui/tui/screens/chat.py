@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static
 
-from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
-from kotonia_tui.chat.service import ChatService, Turn
-from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
+from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
+from kotonia_tui.chat.service import ChatService, Turn, TurnKind
+from kotonia_tui.domain import (
+    MessageStatus,
+    Role,
+    StoredConversation,
+    StoredMessage,
+)
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -34,15 +39,12 @@ from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
 
 
-class ChatScreen(Screen[None]):
+class ChatScreen(KotoniaScreen[None]):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -64,21 +66,17 @@ class ChatScreen(Screen[None]):
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
 
-    def __init__(self, service: ChatService, conversation: Conversation) -> None:
+    def __init__(self, service: ChatService, conversation: StoredConversation) -> None:
         super().__init__()
         self.service = service
         self.conversation = conversation
-        self.conv_id: int = conversation.id  # type: ignore[assignment]
+        self.conv_id = conversation.id
         self.user_name = service.persona_of(conversation).name
         self.turn: Turn | None = None
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -121,7 +119,7 @@ class ChatScreen(Screen[None]):
             self.refresh_memory()
         self.set_interval(1.0, self._tick)
 
-    def _view(self, message: Message) -> MessageView:
+    def _view(self, message: StoredMessage) -> MessageView:
         listener = (
             self.user_name if message.role is Role.CHARACTER else self.conversation.character_name
         )
@@ -164,20 +162,20 @@ class ChatScreen(Screen[None]):
         text = event.text
         if not text.strip() and not self.attachments:
             return
-        self.run_turn("new", text)
+        self.run_turn(TurnKind.NEW, text)
 
     def action_cancel(self) -> None:
         if self.turn is not None:
             self.turn.cancel()
 
     def action_regenerate(self) -> None:
-        self.run_turn("regenerate")
+        self.run_turn(TurnKind.REGENERATE)
 
     def action_continue_reply(self) -> None:
-        self.run_turn("continue")
+        self.run_turn(TurnKind.CONTINUE)
 
     @work(exclusive=True, group="turn")
-    async def run_turn(self, kind: str, text: str = "") -> None:
+    async def run_turn(self, kind: TurnKind, text: str = "") -> None:
         service = self.service
         chat_input = self.query_one(ChatInput)
         log_view = self.query_one("#log", VerticalScroll)
@@ -186,7 +184,7 @@ class ChatScreen(Screen[None]):
         target: MessageView | None = None
         view: MessageView
         try:
-            if kind == "new":
+            if kind is TurnKind.NEW:
                 images = [digest for digest, _name in self.attachments]
                 turn = await service.send(self.conv_id, text, images)
                 # The user's message is stored: only now does the box empty.
@@ -205,7 +203,7 @@ class ChatScreen(Screen[None]):
             else:
                 turn = await (
                     service.regenerate(self.conv_id)
-                    if kind == "regenerate"
+                    if kind is TurnKind.REGENERATE
                     else service.continue_reply(self.conv_id)
                 )
                 target = self._view_of(turn.target.id if turn.target else None)
@@ -214,7 +212,7 @@ class ChatScreen(Screen[None]):
                     target = self._view_of(turn.target.id if turn.target else None)
                 assert target is not None
                 view = target
-                if kind == "regenerate":
+                if kind is TurnKind.REGENERATE:
                     count = max(1, len(turn.target.alternatives)) if turn.target else 1
                     view.start_stream(note=f"writing version {count + 1}…")
                 else:
@@ -226,7 +224,7 @@ class ChatScreen(Screen[None]):
             self.notify(str(exc), title="Not sent", severity="error", timeout=10)
             self.streaming = False
             self.kotonia.turn_status = ""
-            if kind == "new":
+            if kind is TurnKind.NEW:
                 await self._reload()
             self.turns_ended += 1
             return
@@ -345,7 +343,7 @@ class ChatScreen(Screen[None]):
             if text is None or text == message.text:
                 return
             try:
-                view.set_message(self.service.edit_message(message.id, text))  # type: ignore[arg-type]
+                view.set_message(self.service.edit_message(message.id, text))
             except Exception as exc:
                 self.notify(str(exc), title="Not edited", severity="error")
                 return
@@ -364,7 +362,7 @@ class ChatScreen(Screen[None]):
             if not yes:
                 return
             try:
-                self.service.delete_message(message.id)  # type: ignore[arg-type]
+                self.service.delete_message(message.id)
             except Exception as exc:
                 self.notify(str(exc), title="Not deleted", severity="error")
                 return
@@ -455,7 +453,7 @@ class ChatScreen(Screen[None]):
         """Called by the app for each fold event or memory notice."""
         if event.conversation_id != self.conv_id:
             return
-        if isinstance(event, FoldProgress) and event.state == "running" and self.streaming:
+        if isinstance(event, FoldProgress) and event.state is FoldState.RUNNING and self.streaming:
             return  # the fold waits for the turn; the inspector refreshes when the turn ends
         self.refresh_memory()
 

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, LoadingIndicator, Static
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.domain import Conversation
+from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.render import age, fill_macros, short_text
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 
 class ConversationItem(ListItem):
-    def __init__(self, conv: Conversation, preview: str) -> None:
+    def __init__(self, conv: StoredConversation, preview: str) -> None:
         title = conv.title or f"Conversation {conv.id}"
         label = Content.assemble(
             (title, "bold"),
@@ -47,7 +44,7 @@ class GreetingItem(ListItem):
         self.text = text
 
 
-class ConversationsScreen(Screen[None]):
+class ConversationsScreen(KotoniaScreen[None]):
     """Resume or start."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -58,10 +55,6 @@ class ConversationsScreen(Screen[None]):
     def __init__(self, card: CharacterCard) -> None:
         super().__init__()
         self.card = card
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,7 +106,7 @@ class ConversationsScreen(Screen[None]):
         listing = self.query_one("#conv-list", ListView)
         listing.clear()
         for conv in convs:
-            last = service.messages(conv.id, limit=1) if conv.id is not None else []  # type: ignore[arg-type]
+            last = service.messages(conv.id, limit=1) if conv.id is not None else []
             preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
             listing.append(ConversationItem(conv, preview))
         listing.display = bool(convs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -216,7 +216,7 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def chapter_page(chapter: Chapter, source: list[Message], applied: bool) -> TextScreen:
+def chapter_page(chapter: Chapter, source: Sequence[Message], applied: bool) -> TextScreen:
     state = "applied" if applied else "landed: applied on the next turn"
     head = Content.assemble(
         (f"messages #{chapter.first_message_id}–#{chapter.last_message_id}", "bold"),
@@ -246,7 +246,7 @@ def chapter_page(chapter: Chapter, source: list[Message], applied: bool) -> Text
     return TextScreen(f"Chapter #{chapter.id}", blocks)
 
 
-def synopsis_page(versions: list[Synopsis]) -> TextScreen:
+def synopsis_page(versions: Sequence[Synopsis]) -> TextScreen:
     blocks: list[Content] = []
     for synopsis in reversed(versions):
         blocks.append(

@@ -19,7 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from kotonia_tui.chat.replies import join_continuation
-from kotonia_tui.domain import Message, MessageStatus, Role
+from kotonia_tui.domain import MessageStatus, Role, StoredMessage
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.tui.render import segment_content, status_content
 from kotonia_tui.tui.widgets.repaint import update_static
@@ -44,7 +44,7 @@ class MessageView(Static):
 
     def __init__(
         self,
-        message: Message | None,
+        message: StoredMessage | None,
         *,
         speaker: str = "",
         listener: str = "",
@@ -97,7 +97,7 @@ class MessageView(Static):
         self._flush_timer = None
         self._paint_body()
 
-    def finish(self, message: Message | None, error: str | None = None) -> None:
+    def finish(self, message: StoredMessage | None, error: str | None = None) -> None:
         """The turn ended: show the stored message (or keep the old one and show the error)."""
         if self._flush_timer is not None:
             self._flush_timer.stop()
@@ -109,7 +109,7 @@ class MessageView(Static):
         self._error = error
         self._paint()
 
-    def set_message(self, message: Message) -> None:
+    def set_message(self, message: StoredMessage) -> None:
         self.message = message
         self.streaming = False
         self._error = None
