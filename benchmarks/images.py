@@ -61,7 +61,7 @@ async def _kotonia(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict
             images = [service.attach_image(pictures[index])] if index < len(pictures) else []
             started = time.perf_counter()
             turn = await service.send(conv.id, line, images)
-            done = await turn.run()
+            done = await turn.wait()
             wall = (time.perf_counter() - started) * 1000
             if done.error or done.metrics is None:
                 raise RuntimeError(f"Kotonia turn {index + 1} failed: {done.error}")

@@ -150,7 +150,7 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
             turn = await service.send(conv.id, user_line(index))
             text = engine.render(turn.prepared.request).text
             tokens = engine._tokenize_prompt_text(text)
-            done = await turn.run()
+            done = await turn.wait()
             if done.error is not None or done.metrics is None:
                 raise RuntimeError(f"turn {index} failed: {done.error}")
             plan = turn.prepared.plan

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import platform
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,6 +29,7 @@ from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, Serv
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.service import ChatError, ChatService
+from kotonia_tui.chat.turn import Turn
 from kotonia_tui.chatfiles import ImportFormatError, read_chat_file, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.domain import MessageStatus
@@ -93,6 +98,7 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
     open_library(settings).find(args.character)  # a wrong name fails before the model loads
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
+    closing = "the chat ended"
     try:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
@@ -119,15 +125,18 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
             # A script sees the memory settle: the folds this run queued have run.
             await service.worker.wait_settled(conv.id)
         return 0
+    except asyncio.CancelledError:
+        closing = "Ctrl-C"  # asyncio.run cancels the chat on Ctrl-C; a reply still running stops
+        raise
     finally:
-        await service.close()
+        await service.close(closing)
 
 
 async def _say(
     service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
 ) -> None:
     turn = await service.send(conv_id, text, images)
-    done = await turn.run()
+    done = await turn.wait()
     if done.reply is not None:
         print(done.reply.text, flush=True)
         if done.reply.status is not MessageStatus.COMPLETE:
@@ -145,7 +154,7 @@ async def _interactive(
     user = service.persona_of(service.store.get_conversation(conv_id)).name
     while True:
         try:
-            text = await asyncio.to_thread(input, f"{user}: ")
+            text = await _read_line(f"{user}: ")
         except EOFError:
             print(file=sys.stderr)
             return
@@ -154,24 +163,66 @@ async def _interactive(
         turn = await service.send(conv_id, text, images)
         images = []
         print(f"{name}: ", end="", flush=True)
-        try:
+        with _ctrl_c_stops(turn):
             async for event in turn:
                 if isinstance(event, ReplyDelta):
                     print(event.text, end="", flush=True)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            turn.cancel()
         print()
-        done = turn.done
-        if (
-            done is not None
-            and done.reply is not None
-            and done.reply.status is not MessageStatus.COMPLETE
-        ):
+        done = await turn.wait()
+        if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
             print(f"[{done.reply.status_reason}]", file=sys.stderr)
-        if done is not None and done.error:
+        if done.error:
             print(f"error: {done.error}", file=sys.stderr)
-        if args.stats and done is not None and done.metrics is not None:
+        if args.stats and done.metrics is not None:
             print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+
+
+async def _read_line(prompt: str) -> str:
+    """`input()` on a daemon thread. On a pool thread (asyncio.to_thread), Ctrl-C at the prompt
+    left the program waiting for Enter: exiting waits for every pool thread to finish."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def deliver(text: str | None, error: BaseException | None) -> None:
+        if line.done():
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(text or "")
+
+    def read() -> None:
+        text: str | None = None
+        error: BaseException | None = None
+        try:
+            text = input(prompt)
+        except (EOFError, OSError, ValueError) as exc:  # Ctrl-D, or stdin closed
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, text, error)
+
+    threading.Thread(target=read, name="kotonia-input", daemon=True).start()
+    return await line
+
+
+@contextmanager
+def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
+    """While a reply streams, Ctrl-C stops it (what was written is stored, marked as stopped)
+    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program)."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, turn.interrupt, "Ctrl-C")
+    except (NotImplementedError, RuntimeError, ValueError):
+        # No signal handling here (not the main thread, or no such support on the platform):
+        # Ctrl-C ends the program, and closing the service still stores the reply.
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:

@@ -18,13 +18,23 @@ class ReplyDelta:
     text: str
 
 
+class TurnOutcome(StrEnum):
+    """How a turn ended. Whatever the outcome, what the model wrote is stored."""
+
+    COMPLETED = "completed"  # the reply ended by itself: whole, or cut by its cap or the window
+    CANCELLED = "cancelled"  # the user stopped it (Esc)
+    INTERRUPTED = "interrupted"  # its caller went away: Ctrl-C, the chat closed, the app quit
+    FAILED = "failed"  # the model call or the store failed
+
+
 @dataclass(frozen=True)
 class TurnDone:
-    """The turn ended. `reply` is stored (even when cut or cancelled); `error` says why not."""
+    """The turn ended. `reply` is stored (even when cut or stopped); `error` says why not."""
 
     reply: StoredMessage | None
     metrics: TurnMetrics | None
     error: str | None = None
+    outcome: TurnOutcome = TurnOutcome.COMPLETED
 
     @property
     def cut(self) -> bool:
@@ -43,6 +53,7 @@ __all__ = [
     "ServiceEvent",
     "TurnDone",
     "TurnEvent",
+    "TurnOutcome",
 ]
 
 

@@ -1,30 +1,21 @@
 """The chat service: one user turn end to end (store -> memory -> engine -> store), and folding.
 
 The TUI and the CLI talk only to this. A turn writes the user's message first, prepares the
-prompt from bounded reads, streams the reply, and stores it when it ends (a cut or cancelled
-reply is stored marked as such). Crossing the fold trigger queues a durable fold job that the
-background worker runs later; the turn after a chapter lands applies it.
+prompt from bounded reads, and starts a `Turn`: an asyncio task the service owns, which streams
+the reply to whoever subscribes and stores it however it ends (chat/turn.py). Crossing the fold
+trigger queues a durable fold job that the background worker runs later; the turn after a
+chapter lands applies it. docs/architecture.md tells the whole story.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from enum import StrEnum
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup
-from kotonia_tui.chat.events import (
-    FoldProgress,
-    FoldState,
-    MemoryNotice,
-    ReasoningDelta,
-    ReplyDelta,
-    ServiceEvent,
-    TurnDone,
-    TurnEvent,
-)
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -32,20 +23,17 @@ from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
-    PreparedTurn,
     Prompter,
     SetupTooLargeError,
 )
-from kotonia_tui.chat.replies import join_continuation, reply_status
+from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
-    Alternative,
     Conversation,
     FoldJob,
     FoldKind,
     FoldStatus,
     Message,
-    MessageStatus,
     Persona,
     Role,
     StoredConversation,
@@ -53,14 +41,7 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import (
-    Call,
-    Engine,
-    EngineError,
-    GenerationResult,
-    StreamInterruptedError,
-    TextDelta,
-)
+from kotonia_tui.engine import Engine, EngineError
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
@@ -70,88 +51,6 @@ log = logging.getLogger(__name__)
 
 class ChatError(Exception):
     """A request the service cannot carry out; the message says why in one line."""
-
-
-class TurnKind(StrEnum):
-    NEW = "new"
-    REGENERATE = "regenerate"
-    CONTINUE = "continue"
-
-
-class Turn:
-    """A reply being generated. Iterate for events; the last one is `TurnDone`."""
-
-    def __init__(
-        self,
-        service: ChatService,
-        conv: StoredConversation,
-        setup: CharacterSetup,
-        prepared: PreparedTurn,
-        *,
-        kind: TurnKind,
-        user_message: StoredMessage | None,
-        target: StoredMessage | None = None,
-    ) -> None:
-        self.service = service
-        self.conv = conv
-        self.setup = setup
-        self.prepared = prepared
-        self.kind = kind
-        self.user_message = user_message
-        self.target = target  # the reply regenerated or continued
-        self.notices = list(prepared.notices)
-        self._call: Call | None = None
-        self._cancelled = False
-        self.done: TurnDone | None = None
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        if self._call is not None:
-            self._call.cancel()
-
-    async def __aiter__(self) -> AsyncIterator[TurnEvent]:
-        engine = self.service.engine
-        try:
-            self._call = engine.start(self.prepared.request)
-            if self._cancelled:
-                self._call.cancel()
-            async for event in self._call:
-                if isinstance(event, TextDelta):
-                    yield ReplyDelta(event.text)
-                elif isinstance(event, ReasoningDelta):
-                    yield event
-                elif isinstance(event, GenerationResult):
-                    self.done = self.service._finish_turn(self, event)
-        except StreamInterruptedError as exc:
-            # The stream broke part way: keep what arrived, marked, and say why.
-            log.warning("turn interrupted: %s", exc)
-            partial = exc.partial
-            if isinstance(partial, GenerationResult) and partial.text:
-                stored = self.service._finish_turn(self, partial, error=str(exc))
-                self.done = TurnDone(reply=stored.reply, metrics=stored.metrics, error=str(exc))
-            else:
-                self.done = TurnDone(reply=None, metrics=None, error=str(exc))
-        except EngineError as exc:
-            # The user's message is already stored; the turn fails visibly and nothing is lost.
-            log.warning("turn failed: %s", exc)
-            self.done = TurnDone(reply=None, metrics=None, error=str(exc))
-        except StoreError as exc:
-            # The reply could not be written (a full disk, a file held too long by another
-            # instance): the turn ends with the reason, like a failed model call, instead of
-            # an exception out of the stream that a UI would not expect.
-            log.warning("reply not stored: %s", exc)
-            self.done = TurnDone(
-                reply=None, metrics=None, error=f"the reply could not be stored: {exc}"
-            )
-        if self.done is None:
-            self.done = TurnDone(reply=None, metrics=None, error="the turn ended unexpectedly")
-        yield self.done
-
-    async def run(self) -> TurnDone:
-        async for _event in self:
-            pass
-        assert self.done is not None
-        return self.done
 
 
 class ChatService:
@@ -173,6 +72,7 @@ class ChatService:
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self.worker = FoldWorker(
             store,
             engine,
@@ -188,8 +88,13 @@ class ChatService:
         """Start the fold worker (resuming jobs a previous run left)."""
         self.worker.start()
 
-    async def close(self) -> None:
-        """Stop the worker, then release the model and the database."""
+    async def close(self, why: str = "the app was closed") -> None:
+        """Stop the turns still running (their replies are stored as stopped, with `why`) and
+        the worker, then release the model and the database."""
+        running = list(self._turns)
+        for turn in running:
+            turn.interrupt(why)
+        await asyncio.gather(*(turn.wait() for turn in running))
         await self.worker.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
@@ -322,9 +227,19 @@ class ChatService:
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
-    def _prepare(
-        self, conv: StoredConversation, *, before_id: int | None = None, prefill: str = ""
-    ) -> tuple[CharacterSetup, PreparedTurn]:
+    def _turn(
+        self,
+        conv: StoredConversation,
+        kind: TurnKind,
+        *,
+        user_message: StoredMessage | None = None,
+        target: StoredMessage | None = None,
+    ) -> Turn:
+        """Prepare the prompt and start the turn's task (the service keeps it until it ends).
+
+        A regenerated or continued reply (`target`) and what follows it are left out of the
+        prompt; a continuation starts from the reply's text.
+        """
         card = self._card(conv)
         persona = self.persona_of(conv)
         setup = self.setup_for(card, persona)
@@ -335,8 +250,8 @@ class ChatService:
                 card,
                 setup,
                 persona,
-                before_id=before_id,
-                prefill=prefill,
+                before_id=target.id if target is not None else None,
+                prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -345,7 +260,19 @@ class ChatService:
         if prepared.queued is not None:
             self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
             self.worker.wake()
-        return setup, prepared
+        turn = Turn(
+            self,
+            conv,
+            setup,
+            prepared,
+            kind=kind,
+            user_name=persona.name,
+            user_message=user_message,
+            target=target,
+        )
+        self._turns.add(turn)
+        turn.add_done_callback(self._turns.discard)
+        return turn
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
@@ -363,8 +290,7 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        setup, prepared = self._prepare(conv)
-        return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
+        return self._turn(conv, TurnKind.NEW, user_message=user)
 
     async def regenerate(self, conv_id: int) -> Turn:
         """A new version of the last reply; the old versions stay to page through."""
@@ -374,10 +300,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to regenerate: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id)
-        return Turn(
-            self, conv, setup, prepared, kind=TurnKind.REGENERATE, user_message=None, target=last
-        )
+        return self._turn(conv, TurnKind.REGENERATE, target=last)
 
     async def continue_reply(self, conv_id: int) -> Turn:
         """Carry on writing the last reply from where it stopped."""
@@ -387,61 +310,7 @@ class ChatService:
             raise ChatError(
                 "there is no reply to continue: the last message is not the character's"
             )
-        setup, prepared = self._prepare(conv, before_id=last.id, prefill=last.text)
-        return Turn(
-            self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
-        )
-
-    def _finish_turn(
-        self, turn: Turn, result: GenerationResult, *, error: str | None = None
-    ) -> TurnDone:
-        conv = turn.conv
-        status, reason = reply_status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
-        if error is not None:
-            status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
-        speaker = turn.setup.display_name
-        listener = self.persona_of(conv).name
-        reply: StoredMessage | None = None
-        if not result.text and status is MessageStatus.CANCELLED:
-            # Nothing new: a continued or regenerated reply stays as it was, cut reason and all.
-            return TurnDone(
-                reply=None, metrics=result.metrics, error="stopped before the first word"
-            )
-        if turn.kind == TurnKind.CONTINUE and turn.target is not None:
-            joined = join_continuation(turn.target.text, result.text)
-            reply = self.store.finish_message(
-                turn.target.id,
-                joined,
-                parse_segments(joined, speaker=speaker, listener=listener),
-                status,
-                reason,
-                result.reasoning or turn.target.reasoning,
-            )
-        elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
-            alternative = Alternative(
-                text=result.text,
-                segments=parse_segments(result.text, speaker=speaker, listener=listener),
-                status=status,
-                status_reason=reason,
-                reasoning=result.reasoning or None,
-            )
-            self.store.add_alternative(turn.target.id, alternative, choose=True)
-            reply = self.store.get_message(turn.target.id)
-        else:
-            reply = self.store.add_message(
-                Message(
-                    conversation_id=conv.id,
-                    role=Role.CHARACTER,
-                    speaker=speaker,
-                    text=result.text,
-                    segments=parse_segments(result.text, speaker=speaker, listener=listener),
-                    status=status,
-                    status_reason=reason,
-                    reasoning=result.reasoning or None,
-                )
-            )
-        self.store.add_turn_metrics(conv.id, reply.id if reply else None, result.metrics)
-        return TurnDone(reply=reply, metrics=result.metrics, error=None)
+        return self._turn(conv, TurnKind.CONTINUE, target=last)
 
     # ---- edits ----------------------------------------------------------------------------
 

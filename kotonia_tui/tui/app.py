@@ -157,12 +157,9 @@ class KotoniaApp(App[int]):
         if self._service_closed:
             return
         self._service_closed = True
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen) and screen.turn is not None:
-                screen.turn.cancel()
         if self.service is not None:
             service, self.service = self.service, None
-            await service.close()
+            await service.close("the app was closed")  # a reply still running is stored
 
     async def action_quit(self) -> None:
         await self.close_service()

@@ -45,7 +45,7 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     service.store.add_messages(conv.id, backlog)
 
     turn = await service.send(conv.id, "Is the storm getting worse?")
-    assert (await turn.run()).error is None
+    assert (await turn.wait()).error is None
     assert turn.prepared.queued is not None or turn.prepared.plan.forced_cut_through
     await service.worker.wait_settled(conv.id)
 

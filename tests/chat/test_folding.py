@@ -31,7 +31,7 @@ async def chat_until(service, conv_id, predicate, limit=200):
     turns = []
     for index in range(limit):
         turn = await service.send(conv_id, f"Message number {index} about the lamps.")
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         turns.append(turn)
         if predicate(turn):
@@ -72,7 +72,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     assert landed_view.pending_apply and not any(c.applied for c in landed_view.chapters)
 
     applying = await service.send(conv.id, "And then?")
-    done = await applying.run()
+    done = await applying.wait()
     assert done.error is None
     state = applying.prepared.state
     assert CHAPTER in state.memory_text
@@ -82,7 +82,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
 
     # The turn after the applying turn reuses the new prefix: only new tokens are evaluated.
     after = await service.send(conv.id, "Go on.")
-    after_done = await after.run()
+    after_done = await after.wait()
     assert after.prepared.state.memory_text == state.memory_text
     assert after_done.metrics.reused >= done.metrics.prompt_positions - 2
     assert after_done.metrics.evaluated < after_done.metrics.prompt_positions / 4
@@ -157,7 +157,7 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     assert service.memory_view(conv.id).forced_cut_through_id == cut  # still out of the prompt
     # The turn that applies them brings the cut messages back (as memory): no warning is left.
     applying = await service.send(conv.id, "And then?")
-    assert (await applying.run()).error is None
+    assert (await applying.wait()).error is None
     assert applying.prepared.plan.apply_landed
     assert service.memory_view(conv.id).forced_cut_through_id is None
 
@@ -169,7 +169,7 @@ async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_servic
     for _ in range(2):
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
         await service.worker.wait_settled(conv.id)
-        await (await service.send(conv.id, "apply")).run()
+        await (await service.send(conv.id, "apply")).wait()
     first, second = service.store.chapters(conv.id)[:2]
     target = service.store.messages_between(conv.id, first.first_message_id, first.last_message_id)
     service.edit_message(target[1].id, "An edited line about the lamps.")
@@ -199,7 +199,7 @@ async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_mode
         if prewarm:
             await service._prewarm_task
         applying = await service.send(conv.id, "And then?")
-        done = await applying.run()
+        done = await applying.wait()
         assert applying.prepared.plan.apply_landed
         figures[prewarm] = done.metrics
     cold, warm = figures[False], figures[True]
@@ -228,7 +228,7 @@ async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(
         await asyncio.sleep(0.01)
     assert service.worker.running is not None
     job = service.worker.running[0]
-    done = await (await service.send(conv.id, "A question while it folds.")).run()
+    done = await (await service.send(conv.id, "A question while it folds.")).wait()
     assert done.reply is not None and done.error is None
     # The reply came while the fold was still generating: the user did not wait for it.
     assert service.worker.running is not None and service.worker.running[0].id == job.id
@@ -252,13 +252,13 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
         backlog.append(Message(role=Role.USER, speaker="User", text=f"Lamp question {i}?"))
         backlog.append(Message(role=Role.CHARACTER, speaker="Wren", text=f'"Lamp answer {i}."'))
     wide.store.add_messages(conv.id, backlog)
-    await (await wide.send(conv.id, "Still there?")).run()
+    await (await wide.send(conv.id, "Still there?")).wait()
     assert wide.store.memory_state(conv.id).memory_text == ""  # nothing folded yet
     await wide.close()
 
     narrow = await make_service(settings_for(model, n_ctx=2048), db=db)
     turn = await narrow.send(conv.id, "Now on a smaller model.")
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None  # the prompt never overflows: the backlog leaves it at once
     assert turn.prepared.plan.forced_cut_through is not None
     await narrow.worker.wait_settled(conv.id)
@@ -268,7 +268,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
         assert later.first_message_id == earlier.last_message_id + 1
     assert chapters[-1].last_message_id >= turn.prepared.plan.forced_cut_through
     applying = await narrow.send(conv.id, "And now?")
-    assert (await applying.run()).error is None
+    assert (await applying.wait()).error is None
     assert applying.prepared.plan.apply_landed
 
 

@@ -66,12 +66,12 @@ async def test_a_failed_model_call_keeps_the_users_message_and_the_chat_goes_on(
     _, conv = await new_chat(service)
     huge = "the harbour bell rang again " * 800
     turn = await service.send(conv.id, huge)
-    done = await turn.run()
+    done = await turn.wait()
     assert done.reply is None
     assert "context window" in done.error and "nothing was sent" in done.error
     assert service.store.last_message(conv.id).text == huge  # not lost
     # The overflowing message leaves the prompt as a forced cut, so the next turn works.
-    follow = await (await service.send(conv.id, "Sorry, too long. Hello!")).run()
+    follow = await (await service.send(conv.id, "Sorry, too long. Hello!")).wait()
     assert follow.error is None and follow.reply is not None
 
 
@@ -102,7 +102,7 @@ async def test_a_reply_that_hits_its_cap_is_stored_as_cut_with_the_reason(
         tiny_settings(tiny_noeos_model_path, reply_max_tokens=16, temperature=0.8)
     )
     _, conv = await new_chat(service)
-    done = await (await service.send(conv.id, "Go on.")).run()
+    done = await (await service.send(conv.id, "Go on.")).wait()
     assert done.cut
     assert done.reply.status is MessageStatus.CUT
     assert "cap of 16 tokens" in done.reply.status_reason
@@ -116,14 +116,14 @@ async def test_regenerate_keeps_every_version_and_continue_extends_the_reply(
         tiny_settings(tiny_noeos_model_path, reply_max_tokens=16, temperature=0.9, seed=None)
     )
     _, conv = await new_chat(service)
-    first = (await (await service.send(conv.id, "Hello there.")).run()).reply
-    second = (await (await service.regenerate(conv.id)).run()).reply
+    first = (await (await service.send(conv.id, "Hello there.")).wait()).reply
+    second = (await (await service.regenerate(conv.id)).wait()).reply
     assert second.id == first.id  # a new version of the same reply
     assert len(second.alternatives) == 2
     assert second.chosen == 1
     back = service.choose_alternative(first.id, 0)
     assert back.text == first.text
-    longer = (await (await service.continue_reply(conv.id)).run()).reply
+    longer = (await (await service.continue_reply(conv.id)).wait()).reply
     assert longer.id == first.id
     assert longer.text.startswith(first.text)
     assert len(longer.text) > len(first.text)
@@ -138,7 +138,7 @@ async def test_regenerate_keeps_every_version_and_continue_extends_the_reply(
 async def test_regenerate_needs_a_reply(make_service, tiny_model_path):
     service = await make_service(tiny_settings(tiny_model_path))
     _, conv = await new_chat(service)
-    await (await service.send(conv.id, "Hi")).run()
+    await (await service.send(conv.id, "Hi")).wait()
     service.delete_message(service.store.last_message(conv.id).id)
     with pytest.raises(ChatError, match="no reply to regenerate"):
         await service.regenerate(conv.id)
@@ -154,7 +154,7 @@ async def test_images_are_attached_by_hash_and_a_bad_file_is_named(
     _, conv = await new_chat(service)
     picture = write_tiny_png(tmp_path / "harbour.png")
     digest = service.attach_image(picture)
-    done = await (await service.send(conv.id, "Look at this.", [digest])).run()
+    done = await (await service.send(conv.id, "Look at this.", [digest])).wait()
     assert done.error is None
     assert done.metrics.images >= 1  # the user's image (and the card's picture)
     assert service.store.recent_messages(conv.id, 5)[-2].images == [digest]
@@ -177,10 +177,10 @@ async def test_continue_fits_a_long_cut_reply_into_a_small_window(
     )
     _, conv = await new_chat(service, key)
     for line in ("Tell me about the lamps.", "And the storm?"):
-        first = await (await service.send(conv.id, line)).run()
+        first = await (await service.send(conv.id, line)).wait()
         assert first.error is None and first.cut
     turn = await service.continue_reply(conv.id)
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None
     assert done.reply.id == first.reply.id
     assert done.reply.text.startswith(first.reply.text)
@@ -190,7 +190,7 @@ async def test_continue_fits_a_long_cut_reply_into_a_small_window(
     reply = done.reply
     with pytest.raises(ChatError, match=r"too long to continue in the 1024-token window"):
         for _ in range(6):
-            reply = (await (await service.continue_reply(conv.id)).run()).reply
+            reply = (await (await service.continue_reply(conv.id)).wait()).reply
     assert service.store.get_message(reply.id).text == reply.text
 
 
@@ -211,7 +211,7 @@ async def test_an_imported_chat_goes_on_as_the_persona_it_was_written_with(
         ],
     )
     turn = await service.send(conv.id, "Where is he now?")
-    assert (await turn.run()).error is None
+    assert (await turn.wait()).error is None
     assert service.store.get_message(turn.user_message.id).speaker == "Ann"
     prompt = service.engine.render(turn.prepared.request).text
     assert "User" not in prompt  # neither the setup's {{user}} nor a speaker label
@@ -254,7 +254,7 @@ async def test_a_continuation_joins_the_cut_reply_exactly(
     key = write_short_card()
     service = await make_service(tiny_settings(scripted_model(written), reply_max_tokens=48))
     conv, reply = await _cut_reply(service, key, cut)
-    done = await (await service.continue_reply(conv.id)).run()
+    done = await (await service.continue_reply(conv.id)).wait()
     assert done.error is None
     assert done.reply.id == reply.id
     assert done.reply.text == joined
@@ -270,7 +270,7 @@ async def test_stopping_a_continuation_before_its_first_word_keeps_the_cut_reply
     conv, reply = await _cut_reply(service, key, "She kept walk")
     turn = await service.continue_reply(conv.id)
     turn.cancel()  # before the model wrote anything
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error == "stopped before the first word"
     kept = service.store.get_message(reply.id)
     assert kept.text == "She kept walk"
@@ -293,7 +293,7 @@ async def test_one_rule_names_the_user_for_turns_edits_and_folds(make_service, t
         [Message(role=Role.CHARACTER, speaker=card.name, text='"Who goes there?"')],
     )
     turn = await service.send(conv.id, "A friend.")
-    await turn.run()
+    await turn.wait()
     assert turn.prepared.request.user_name == "User"
     assert service.cast_of(conv.id).user == "User"
     reply = service.store.last_message(conv.id)

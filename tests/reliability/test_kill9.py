@@ -226,7 +226,7 @@ def test_killed_while_a_chapter_is_applied(long_model, scripted_model):
         try:
             await service.start()
             turn = await service.send(conv_id, "And then?")
-            done = await turn.run()
+            done = await turn.wait()
             assert done.error is None and done.reply.text == "The lamps are lit."
             assert CHAPTER in turn.prepared.state.memory_text
             assert not turn.prepared.plan.apply_landed  # already applied before the kill

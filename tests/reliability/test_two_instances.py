@@ -22,7 +22,7 @@ async def test_interleaved_turns_from_two_instances_stay_consistent(make_service
     conv = first.new_conversation(first.library.get("wren"))
     for index in range(6):
         service = (first, second)[index % 2]
-        done = await (await service.send(conv.id, f"Line {index} from terminal {index % 2}")).run()
+        done = await (await service.send(conv.id, f"Line {index} from terminal {index % 2}")).wait()
         assert done.error is None and done.reply.text == "The lamp is lit."
     for service in (first, second):
         messages = list(service.store.iter_messages(conv.id))

@@ -61,7 +61,7 @@ async def poll(predicate, timeout_s=15.0, step_s=0.05):
 async def chat_until_queued(service, conv_id, limit=80):
     for index in range(limit):
         turn = await service.send(conv_id, f"Message number {index} about the lamps.")
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         if turn.prepared.queued is not None:
             return turn.prepared.queued
@@ -76,7 +76,7 @@ async def test_turns_and_a_fold_through_the_service(make_service, scripted_serve
     assert isinstance(service.engine, ServerEngine)
     conv = service.new_conversation(service.library.get(key))
     turn = await service.send(conv.id, "Good evening, Wren.")
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None and done.reply.text == CHAPTER
     assert done.reply.status is MessageStatus.COMPLETE
     assert done.metrics.prompt_positions > 0 and done.metrics.generated > 0
@@ -120,7 +120,7 @@ async def test_server_killed_mid_reply_then_restarted(
     service = await make_service(server_settings(own_server.url, n_ctx=2048, reply_max_tokens=96))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # hold the fold until the server is gone
-    assert (await (await service.send(conv.id, "Hello, Wren.")).run()).error is None
+    assert (await (await service.send(conv.id, "Hello, Wren.")).wait()).error is None
     first, last = service.messages(conv.id)[0], service.store.last_message(conv.id)
     job = service.store.enqueue_fold(
         FoldJob(
@@ -159,5 +159,5 @@ async def test_server_killed_mid_reply_then_restarted(
     own_server.start(scripted_model_file)
     await poll(lambda: service.store.get_fold(job.id).status is FoldStatus.DONE)
     assert service.store.chapters(conv.id)[0].text == CHAPTER
-    after = await (await service.send(conv.id, "Welcome back.")).run()
+    after = await (await service.send(conv.id, "Welcome back.")).wait()
     assert after.error is None and after.reply.text == CHAPTER

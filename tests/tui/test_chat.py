@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, ListView, TextArea
 
+from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, MessageStatus, Role
@@ -80,6 +81,58 @@ async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card
         assert reply.message is not None
         assert reply.message.status is MessageStatus.CANCELLED
         assert "stopped: stopped by the user" in screen_text(app)
+
+
+async def _press_while_streaming(app: KotoniaApp, pilot, screen: ChatScreen, key: str) -> None:
+    """Send a message; `key` goes into the app's queue the moment the reply shows its first
+    words (see the test above: pilot.press waits for idle, too late for a fast tiny model)."""
+    pressed: list[int] = []
+    original = MessageView._paint_body
+
+    def press_while_streaming(view: MessageView) -> None:
+        original(view)
+        if view.streaming and len(view.text) > 5 and not pressed:
+            pressed.append(len(view.text))
+            app.simulate_key(key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MessageView, "_paint_body", press_while_streaming)
+        screen.query_one("#input", ChatInput).insert("Tell me a very long story.")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(pressed))
+
+
+async def test_closing_the_chat_mid_reply_stores_what_was_written(tiny_noeos_model_path, mira_card):
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        await _press_while_streaming(app, pilot, screen, "ctrl+b")
+        await wait_for(pilot, lambda: app.screen is not screen)
+        service = app.service
+        assert service is not None
+        # The turn is the service's: it stops and stores its reply without the screen.
+        await wait_for(
+            pilot, lambda: service.store.last_message(screen.conv_id).role is Role.CHARACTER
+        )
+        reply = service.store.last_message(screen.conv_id)
+        assert reply.text
+        assert reply.status is MessageStatus.CANCELLED
+        assert reply.status_reason == "stopped: the chat was closed"
+        assert service.store.last_turn_metrics(screen.conv_id).generated < 1600
+
+
+async def test_quitting_mid_reply_stores_what_was_written(tiny_noeos_model_path, mira_card):
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        conv_id = screen.conv_id
+        await _press_while_streaming(app, pilot, screen, "ctrl+q")
+    # The app has quit and closed the database; a new store sees the stopped reply.
+    with open_store(app.settings) as store:
+        reply = store.last_message(conv_id)
+        assert reply.role is Role.CHARACTER and reply.text
+        assert reply.status is MessageStatus.CANCELLED
+        assert reply.status_reason == "stopped: the app was closed"
 
 
 async def measure_stall(

@@ -19,7 +19,8 @@ from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
-from kotonia_tui.chat.service import ChatService, Turn, TurnKind
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.domain import (
     MessageStatus,
     Role,
@@ -242,6 +243,10 @@ class ChatScreen(KotoniaScreen[None]):
                 elif isinstance(event, TurnDone):
                     self._finish(view, target, event)
         finally:
+            if turn.done is None:
+                # This worker was cancelled (the screen was closed, the app is quitting): the
+                # service's turn stops and stores what it wrote.
+                turn.interrupt("the chat was closed")
             self.turn = None
             self.turns_ended += 1
             self.streaming = False
@@ -387,7 +392,7 @@ class ChatScreen(KotoniaScreen[None]):
 
     def action_back(self) -> None:
         if self.turn is not None:
-            self.turn.cancel()
+            self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
 
     # ---- attachments -----------------------------------------------------------------------
