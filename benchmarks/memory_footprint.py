@@ -38,9 +38,7 @@ def _child(n: int, conv_id: int) -> dict[str, Any]:
     opened = rss_kib()
     conv = service.store.get_conversation(conv_id)
     card = service.library.get(conv.character_key)
-    prepared = service.prompter.prepare(
-        conv_id, card, service.setup_for(card), service.persona, dry_run=True
-    )
+    prepared = service.prompter.preview(conv_id, card, service.setup_for(card), service.persona)
     assembled = rss_kib()
     result = {
         "messages": service.store.message_count(conv_id),

@@ -101,15 +101,15 @@ def build_db(path: Path, n: int, engine: Engine, card_key: str, card_name: str) 
         synopsis = store.current_synopsis(conv.id)
         assert isinstance(engine.info, EngineInfo)
         prompter = Prompter(store, engine, settings_for(engine.info.model_path))
-        block, newest, synopsis_id, _covered = prompter.landed_memory(conv.id)
-        text = block.render()
+        landed = prompter.landed_memory(conv.id)
+        text = landed.block.render()
         assert synopsis is not None and chapters
         store.set_memory_state(
             MemoryState(
                 conversation_id=conv.id,
                 verbatim_start_id=ids[-WINDOW],
-                applied_chapter_id=newest,
-                applied_synopsis_id=synopsis_id,
+                applied_chapter_id=landed.newest_chapter_id,
+                applied_synopsis_id=landed.synopsis_id,
                 memory_text=text,
                 memory_tokens=memory_tokens(engine, text),
                 memory_model_key=key,

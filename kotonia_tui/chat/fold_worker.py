@@ -14,14 +14,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 
+from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Chapter,
-    ChatMessage,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -35,23 +34,15 @@ from kotonia_tui.engine import (
     BackendUnavailableError,
     Engine,
     EngineError,
-    FinishReason,
-    GenerationRequest,
-    Priority,
-    Slot,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
-    CHRONICLER,
     Cast,
-    chapter_prompt,
-    chronicler_lead,
-    chronicler_stops,
-    is_refusal,
-    parse_chapter,
+    ChronicleKind,
+    ChronicleRequest,
+    Verdict,
+    chronicler_instructions,
     render_source,
-    synopsis_prompt,
-    with_lead,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
 from kotonia_tui.store import Store, StoreError
@@ -60,7 +51,6 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
-MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
 UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 
@@ -249,52 +239,23 @@ class FoldWorker:
         log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
         self._notify(FoldProgress(job.conversation_id, failed, FoldState.FAILED, error))
 
-    # ---- model calls ----------------------------------------------------------------------
+    # ---- the chronicler -------------------------------------------------------------------
 
-    async def _chronicle(self, messages: tuple[ChatMessage, ...], what: str) -> tuple[str, float]:
-        """Run the chronicler; a refusal is retried once and never returned."""
-        profile = self.engine.profile
-        lead = chronicler_lead(profile)
-        request = GenerationRequest(
-            messages=messages,
-            max_tokens=self.max_output,
-            slot=Slot.FOLD,
-            priority=Priority.BACKGROUND,
-            reply_name=CHRONICLER,
-            user_name="Story",
-            extra_stops=chronicler_stops(profile),
-            prefill=lead,
-        )
-        # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
-        # left after the prompt.
-        room = self.engine.info.fold_n_ctx - self.engine.prompt_cells(request)
-        if room < MIN_SUMMARY_ROOM:
-            raise FoldFailed(
-                f"the {what}'s source and instructions leave {room} tokens of the "
-                f"{self.engine.info.fold_n_ctx}-token fold context for the summary"
-            )
-        request = replace(request, max_tokens=min(self.max_output, room))
-        for attempt in (1, 2):
-            started = time.monotonic()
-            result = await self.engine.generate(request)
-            elapsed_ms = (time.monotonic() - started) * 1000
-            text = with_lead(lead, result.text)
-            if result.finish_reason is FinishReason.LENGTH:
-                raise FoldFailed(
-                    f"the {what} hit the output cap ({request.max_tokens} tokens) and was cut; "
-                    "a cut summary is never stored"
-                )
-            if not text:
-                raise FoldFailed(f"the chronicler wrote an empty {what}")
-            if is_refusal(text):
-                log.warning("the chronicler refused (attempt %s): %r", attempt, text[:120])
-                continue
-            return text, elapsed_ms
-        raise FoldFailed(f"the chronicler refused twice; the {what} was not stored")
+    async def _ask(self, request: ChronicleRequest) -> Chronicled:
+        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed."""
+        try:
+            done = await chronicle(self.engine, request, max_output=self.max_output)
+        except NoRoomError as exc:
+            raise FoldFailed(str(exc)) from exc
+        if not done.reply.ok:
+            if done.reply.verdict is Verdict.REFUSED:
+                log.warning("the chronicler refused: %r", done.reply.text[:120])
+            raise FoldFailed(done.problem)
+        return done
 
     # ---- chapters -------------------------------------------------------------------------
 
-    def _source(self, job: StoredFoldJob, char: str, user: str) -> list[StoredMessage]:
+    def _source(self, job: StoredFoldJob, cast: Cast) -> list[StoredMessage]:
         """The job's messages, at most one chapter's worth (oldest first).
 
         Sized by what the chronicler actually reads (each message as rendered for it, with
@@ -311,12 +272,14 @@ class FoldWorker:
             return []
         fold_ctx = self.engine.info.fold_n_ctx
         instructions = self.engine.count_tokens(
-            chapter_prompt(rows[:1], char=char, user=user)[0].content
+            chronicler_instructions(ChronicleKind.CHAPTER, cast)
         )
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
         budget = min(self.budgets.chapter_source, fold_ctx - instructions - reserve - 64)
         costs = [
-            WindowMessage(m.id, self.engine.count_tokens(render_source([m], char=char, user=user)))
+            WindowMessage(
+                m.id, self.engine.count_tokens(render_source([m], char=cast.char, user=cast.user))
+            )
             for m in rows
         ]
         _, piece_last = split_source(costs, max(budget, 1))[0]
@@ -324,24 +287,21 @@ class FoldWorker:
 
     async def _chapter(self, job: StoredFoldJob) -> str:
         cast = self._cast(job.conversation_id)
-        source = self._source(job, cast.char, cast.user)
+        source = self._source(job, cast)
         if not source:
             self.store.finish_fold(job.id)
             return "nothing left to fold"
-        text, elapsed_ms = await self._chronicle(
-            chapter_prompt(source, char=cast.char, user=cast.user), "chapter"
-        )
-        parsed = parse_chapter(text)
+        done = await self._ask(ChronicleRequest.chapter(source, cast))
         first_id, last_id = source[0].id, source[-1].id
         chapter = Chapter(
             conversation_id=job.conversation_id,
             first_message_id=first_id,
             last_message_id=last_id,
-            text=parsed.body or text,
+            text=done.reply.text,
             model=self.engine.info.model_name,
-            gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(parsed.body or text),
-            story_time=parsed.story_time,
+            gen_ms=done.gen_ms,
+            tokens=self.engine.count_tokens(done.reply.text),
+            story_time=done.reply.story_time,
         )
         remainder = job.last_message_id is not None and last_id < job.last_message_id
         if job.kind is FoldKind.REFOLD:
@@ -390,20 +350,17 @@ class FoldWorker:
             return "chapters no longer need folding"
         older = chapters[:count]
         previous = self.store.current_synopsis(job.conversation_id)
-        text, elapsed_ms = await self._chronicle(
-            synopsis_prompt(
-                previous.text if previous else None, older, char=cast.char, user=cast.user
-            ),
-            "synopsis",
+        done = await self._ask(
+            ChronicleRequest.synopsis(previous.text if previous else None, older, cast)
         )
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=(previous.version + 1) if previous else 1,
-            text=text,
+            text=done.reply.text,
             through_message_id=older[-1].last_message_id,
             model=self.engine.info.model_name,
-            gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(text),
+            gen_ms=done.gen_ms,
+            tokens=self.engine.count_tokens(done.reply.text),
         )
         stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)
         return f"synopsis version {stored.version} from {count} chapters ({stored.tokens} tokens)"

@@ -212,9 +212,7 @@ class ChatService:
             conv = self.store.get_conversation(conv_id)
             card = self._card(conv)
             persona = self.persona_of(conv)
-            prepared = self.prompter.prepare(
-                conv_id, card, self.setup_for(card, persona), persona, dry_run=True
-            )
+            prepared = self.prompter.preview(conv_id, card, self.setup_for(card, persona), persona)
             if not prepared.plan.apply_landed:
                 return
             result = await self.engine.prewarm(prepared.request).result()
@@ -387,10 +385,7 @@ class ChatService:
         except ChatError:
             setup_tokens = 0
         budgets = prompter.budgets
-        block, newest, synopsis_id, _covered = prompter.landed_memory(conv_id)
-        pending_apply = not block.empty and (
-            newest != state.applied_chapter_id or synopsis_id != state.applied_synopsis_id
-        )
+        pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )

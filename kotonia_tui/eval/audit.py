@@ -16,7 +16,7 @@ counts, over chapters and synopses checked against their source ranges:
 2. topics left unresolved that were resolved: an "Open:" line naming a dataset thread whose
    resolving message lies inside what that chapter (or synopsis) covers. Without threads only
    the "Resolved:"/"Open:" markers are counted.
-3. refusals: chronicler outputs that `memory.chronicler.is_refusal` flags. Production retries
+3. refusals: chronicler outputs that `memory.refusal.is_refusal` flags. Production retries
    and never stores them, so they are counted on the model calls, not on the stored memory.
 """
 
@@ -40,7 +40,8 @@ from kotonia_tui.eval.results import (
     Refusals,
     Topics,
 )
-from kotonia_tui.memory.chronicler import CHRONICLER, is_refusal
+from kotonia_tui.memory.chronicler import CHRONICLER
+from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 
 ESTABLISHED = re.compile(

@@ -222,7 +222,7 @@ async def replay(
                 service.worker.wake()
             await _settle(service, conv_id, clock)
         await _settle(service, conv_id, clock)
-        final = service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
+        final = service.prompter.preview(conv_id, card, setup, persona)
     except BaseException:
         await service.worker.stop()
         store.close()

@@ -70,10 +70,22 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     chapter = chapters[-1]
     landed_view = service.memory_view(conv.id)
     assert landed_view.pending_apply and not any(c.applied for c in landed_view.chapters)
+    # The preview (what the prewarm evaluates) applies the chapter as the next turn will, and
+    # stores nothing: the memory state and the fold queue are as they were.
+    stored = service.store.memory_state(conv.id)
+    persona = service.persona_of(conv)
+    preview = service.prompter.preview(conv.id, card, service.setup_for(card, persona), persona)
+    assert CHAPTER in preview.state.memory_text and preview.queued is None
+    assert service.store.memory_state(conv.id) == stored
+    assert not service.open_folds(conv.id)
 
     applying = await service.send(conv.id, "And then?")
     done = await applying.wait()
     assert done.error is None
+    # The turn's prompt is the previewed one and the new message after it.
+    sent = applying.prepared.request.messages
+    assert sent[: len(preview.request.messages)] == preview.request.messages
+    assert len(sent) == len(preview.request.messages) + 1
     state = applying.prepared.state
     assert CHAPTER in state.memory_text
     assert state.verbatim_start_id == chapter.last_message_id + 1
