@@ -1,10 +1,10 @@
 """The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
 export, eval and doctor for scripts.
 
-Conventions (DESIGN.md): list commands print one item per line, the id or name first (`--json`
-for JSON); `chat --say` prints only the reply on standard output (progress and figures go to
-standard error); exit status 0 on success, 1 on a user-facing error (one line on standard
-error), 2 on wrong usage.
+Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
+or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
+(progress and figures go to standard error); exit status 0 on success, 1 on a user-facing error
+(one line on standard error), 2 on wrong usage.
 """
 
 from __future__ import annotations
@@ -454,11 +454,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="chat in the terminal, line by line (headless)")
     chat.add_argument("character", help="card key or name (see `kotonia characters`)")
-    chat.add_argument("--say", action="append", default=[], help="send TEXT; repeatable")
-    chat.add_argument("--conversation", type=int, help="continue conversation ID")
-    chat.add_argument("--greeting", type=int, default=0, help="which greeting opens a new one")
-    chat.add_argument("--image", action="append", default=[], help="attach an image file")
-    chat.add_argument("--stats", action="store_true", help="print each turn's figures as JSON")
+    chat.add_argument(
+        "--say",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="send TEXT and print only the reply; repeatable (several turns, in order)",
+    )
+    chat.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    chat.add_argument(
+        "--greeting", type=int, default=0, metavar="N", help="which greeting opens a new one (0)"
+    )
+    chat.add_argument(
+        "--image", action="append", default=[], metavar="FILE", help="attach an image file"
+    )
+    chat.add_argument(
+        "--stats", action="store_true", help="print each turn's figures as a JSON line (stderr)"
+    )
     chat.add_argument(
         "--no-wait",
         dest="wait_folds",
@@ -467,19 +479,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     characters = sub.add_parser("characters", help="list the character cards")
-    characters.add_argument("--json", action="store_true")
+    characters.add_argument("--json", action="store_true", help="print a JSON list")
 
     conversations = sub.add_parser("conversations", help="list conversations")
     conversations.add_argument("character", nargs="?", help="only this character's")
-    conversations.add_argument("--json", action="store_true")
+    conversations.add_argument("--json", action="store_true", help="print a JSON list")
 
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
-    imp.add_argument("file")
+    imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
 
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
-    exp.add_argument("id", type=int)
-    exp.add_argument("-o", "--output", help="write to FILE instead of standard output")
+    exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    exp.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE instead of standard output"
+    )
 
     evaluate = sub.add_parser(
         "eval", help="measure forgetting: recall by fold range for each memory design, and audit"
