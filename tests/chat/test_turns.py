@@ -194,21 +194,29 @@ async def test_continue_fits_a_long_cut_reply_into_a_small_window(
     assert service.store.get_message(reply.id).text == reply.text
 
 
+def _imported(service, key: str, persona_name: str, lines: list[tuple[Role, str]]):
+    """A conversation imported as `persona_name` with the card `key`."""
+    from kotonia_tui.domain import Conversation, Message
+
+    card = service.library.get(key)
+    service.store.upsert_character(card.key, card.name, card.card_hash, "")
+    speakers = {Role.USER: persona_name, Role.CHARACTER: card.name}
+    return service.store.import_conversation(
+        Conversation(character_key=card.key, character_name=card.name, persona_name=persona_name),
+        [Message(role=role, speaker=speakers[role], text=text) for role, text in lines],
+    )
+
+
 async def test_an_imported_chat_goes_on_as_the_persona_it_was_written_with(
     make_service, tiny_model_path
 ):
-    from kotonia_tui.domain import Conversation, Message
-
     key = write_short_card()
     service = await make_service(tiny_settings(tiny_model_path))  # settings persona: "User"
-    card = service.library.get(key)
-    service.store.upsert_character(card.key, card.name, card.card_hash, "")
-    conv = service.store.import_conversation(
-        Conversation(character_key=card.key, character_name=card.name, persona_name="Ann"),
-        [
-            Message(role=Role.USER, speaker="Ann", text="I came for my brother Tom."),
-            Message(role=Role.CHARACTER, speaker=card.name, text='"Tom? I knew him."'),
-        ],
+    conv = _imported(
+        service,
+        key,
+        "Ann",
+        [(Role.USER, "I came for my brother Tom."), (Role.CHARACTER, '"Tom? I knew him."')],
     )
     turn = await service.send(conv.id, "Where is he now?")
     assert (await turn.wait()).error is None
@@ -282,16 +290,9 @@ async def test_one_rule_names_the_user_for_turns_edits_and_folds(make_service, t
     # A conversation stored without a persona name (an old row, an import with no user name)
     # is played as the settings' persona everywhere: in the prompt, in an edited reply's
     # dialogue, and in what the chronicler is told.
-    from kotonia_tui.domain import Conversation, Message
-
     key = write_short_card()
     service = await make_service(tiny_settings(tiny_model_path))  # settings persona: "User"
-    card = service.library.get(key)
-    service.store.upsert_character(card.key, card.name, card.card_hash, "")
-    conv = service.store.import_conversation(
-        Conversation(character_key=card.key, character_name=card.name, persona_name=""),
-        [Message(role=Role.CHARACTER, speaker=card.name, text='"Who goes there?"')],
-    )
+    conv = _imported(service, key, "", [(Role.CHARACTER, '"Who goes there?"')])
     turn = await service.send(conv.id, "A friend.")
     await turn.wait()
     assert turn.prepared.request.user_name == "User"

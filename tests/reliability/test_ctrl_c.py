@@ -19,7 +19,7 @@ from kotonia_tui.domain import MessageStatus, Role, StoredMessage
 from kotonia_tui.store import Store
 
 from .conftest import db_path, write_card, write_config
-from .test_kill9 import CLI, LONG_REPLY, spawn, watch
+from .test_kill9 import CLI, LONG_REPLY, say_a_long_story
 
 
 class Output:
@@ -94,17 +94,7 @@ def test_ctrl_c_stops_the_reply_in_the_line_by_line_chat_and_stores_it(tiny_noeo
 
 
 def test_ctrl_c_during_a_say_reply_stores_it_before_the_program_ends(tiny_noeos_model_path: Path):
-    write_card()
-    write_config(tiny_noeos_model_path, reply_max_tokens=LONG_REPLY, n_ctx=4096)
-    proc = spawn("chat", "wren", "--say", "Tell me a very long story.")
-
-    def streaming(store: Store) -> bool:
-        convs = store.list_conversations()
-        last = store.last_message(convs[0].id) if convs else None
-        return last is not None and last.role is Role.USER
-
-    watch(proc, streaming)
-    time.sleep(0.3)  # well inside the 3,000-token reply
+    proc = say_a_long_story(tiny_noeos_model_path)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-1500:]

@@ -108,9 +108,11 @@ def long_model(tiny_noeos_model_path: Path) -> Path:
     return tiny_noeos_model_path
 
 
-def test_killed_while_a_reply_streams(long_model, scripted_model):
+def say_a_long_story(model: Path) -> subprocess.Popen[str]:
+    """`kotonia chat --say` on a model that writes to its 3,000-token cap, returned while the
+    reply streams (the user's message is stored, the reply is not)."""
     write_card()
-    write_config(long_model, reply_max_tokens=LONG_REPLY, n_ctx=4096)
+    write_config(model, reply_max_tokens=LONG_REPLY, n_ctx=4096)
     proc = spawn("chat", "wren", "--say", "Tell me a very long story.")
 
     def streaming(store: Store) -> bool:
@@ -120,6 +122,11 @@ def test_killed_while_a_reply_streams(long_model, scripted_model):
 
     watch(proc, streaming)
     time.sleep(0.3)  # well inside the 3,000-token reply
+    return proc
+
+
+def test_killed_while_a_reply_streams(long_model, scripted_model):
+    proc = say_a_long_story(long_model)
     kill9(proc)
 
     with Store.open(db_path()) as store:

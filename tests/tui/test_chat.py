@@ -55,37 +55,10 @@ async def test_pick_a_character_send_and_see_the_streamed_reply(tiny_noeos_model
         assert screen.query_one("#input", ChatInput).text == ""  # sent, so the box is empty
 
 
-async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card):
-    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_new_chat(app, pilot)
-        # Escape goes into the app's key queue the moment the reply shows its first words:
-        # pilot.press("enter") waits for the app to be idle, and by then a fast tiny model
-        # may have finished the whole reply.
-        pressed: list[int] = []
-        original = MessageView._paint_body
-
-        def press_escape_while_streaming(view: MessageView) -> None:
-            original(view)
-            if view.streaming and len(view.text) > 5 and not pressed:
-                pressed.append(len(view.text))
-                app.simulate_key("escape")
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(MessageView, "_paint_body", press_escape_while_streaming)
-            screen.query_one("#input", ChatInput).insert("Tell me a very long story.")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: pressed and not screen.streaming)
-        await pilot.pause()
-        reply = views(screen)[-1]
-        assert reply.message is not None
-        assert reply.message.status is MessageStatus.CANCELLED
-        assert "stopped: stopped by the user" in screen_text(app)
-
-
 async def _press_while_streaming(app: KotoniaApp, pilot, screen: ChatScreen, key: str) -> None:
-    """Send a message; `key` goes into the app's queue the moment the reply shows its first
-    words (see the test above: pilot.press waits for idle, too late for a fast tiny model)."""
+    """Send a message; `key` goes into the app's key queue the moment the reply shows its first
+    words: pilot.press("enter") waits for the app to be idle, and by then a fast tiny model may
+    have finished the whole reply."""
     pressed: list[int] = []
     original = MessageView._paint_body
 
@@ -100,6 +73,19 @@ async def _press_while_streaming(app: KotoniaApp, pilot, screen: ChatScreen, key
         screen.query_one("#input", ChatInput).insert("Tell me a very long story.")
         await pilot.press("enter")
         await wait_for(pilot, lambda: bool(pressed))
+
+
+async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card):
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        await _press_while_streaming(app, pilot, screen, "escape")
+        await wait_for(pilot, lambda: not screen.streaming)
+        await pilot.pause()
+        reply = views(screen)[-1]
+        assert reply.message is not None
+        assert reply.message.status is MessageStatus.CANCELLED
+        assert "stopped: stopped by the user" in screen_text(app)
 
 
 async def test_closing_the_chat_mid_reply_stores_what_was_written(tiny_noeos_model_path, mira_card):
