@@ -18,8 +18,8 @@ test: install-test lint
 	@$(PY) -m pytest -q -ra
 
 lint: install-test
-	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks
-	@$(VENV)/bin/ruff format --check kotonia_tui tests benchmarks
+	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks scripts
+	@$(VENV)/bin/ruff format --check kotonia_tui tests benchmarks scripts
 	@$(VENV)/bin/lint-imports
 	@$(VENV)/bin/mypy
 

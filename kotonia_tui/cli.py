@@ -24,22 +24,34 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kotonia_tui import __version__
+from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.chatfiles import ImportFormatError, read_chat_file, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.domain import MessageStatus
+from kotonia_tui.domain import Conversation, MessageStatus, Role
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.store import SCHEMA_VERSION, StoreError
+from kotonia_tui.terminal_text import escape_json_controls, visible
 
 log = logging.getLogger("kotonia")
+
+
+def say(
+    text: str, *, stream: TextIO | None = None, end: str = "\n", one_line: bool = False
+) -> None:
+    """Print text that may come from a card, a chat file, a model or a server: its control
+    and escape characters are shown (␛, ⟨U+202E⟩), never sent to the terminal raw."""
+    print(visible(text, one_line=one_line), end=end, file=stream or sys.stdout, flush=True)
 
 
 class UserError(Exception):
@@ -84,9 +96,9 @@ def _progress(stream: TextIO) -> Any:
         last[what] = step
         if total > 1:
             end = "\n" if done >= total or not live else "\r"
-            print(f"{what}: {step}%", end=end, file=stream, flush=True)
+            say(f"{what}: {step}%", stream=stream, end=end, one_line=True)
         else:
-            print(what, file=stream, flush=True)
+            say(what, stream=stream, one_line=True)
 
     return report
 
@@ -96,7 +108,14 @@ def _progress(stream: TextIO) -> Any:
 
 async def _chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
-    open_library(settings).find(args.character)  # a wrong name fails before the model loads
+    # Everything the user could have typed wrong is checked before the model loads.
+    card = open_library(settings).find(args.character)
+    for text in args.say:
+        if not text.strip() and not args.image:
+            raise UserError("--say got an empty message; nothing was sent")
+    if args.conversation is not None:
+        with open_store(settings, args.db) as store:
+            _check_conversation(store.get_conversation(args.conversation), card, settings)
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
     closing = "the chat ended"
     try:
@@ -105,16 +124,12 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         card = service.library.find(args.character)
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
-            if conv.character_key != card.key:
-                raise UserError(
-                    f"conversation {conv.id} is with {conv.character_name}, not {card.name}"
-                )
         else:
             conv = service.new_conversation(card, greeting=args.greeting)
-            print(f"conversation {conv.id} with {card.name}", file=err)
+            say(f"conversation {conv.id} with {card.name}", stream=err)
             opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
-                print(f"{opening.speaker}: {opening.text}\n")
+                say(f"{opening.speaker}: {opening.text}\n")
         images = [service.attach_image(Path(p)) for p in args.image]
         if args.say:
             for index, text in enumerate(args.say):
@@ -132,15 +147,27 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         await service.close(closing)
 
 
+def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
+    """A conversation is continued only with its own card (by key, or by name for a chat
+    filed under the character's name)."""
+    found = open_library(settings).card_of(conv.character_key, conv.character_name)
+    if found is None or found.key != card.key:
+        raise UserError(
+            f"conversation {conv.id} is with {conv.character_name} "
+            f"(card {found.key if found else conv.character_key}), not with {card.name} "
+            f"(card {card.key})"
+        )
+
+
 async def _say(
     service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
 ) -> None:
     turn = await service.send(conv_id, text, images)
     done = await turn.wait()
     if done.reply is not None:
-        print(done.reply.text, flush=True)
+        say(done.reply.text)
         if done.reply.status is not MessageStatus.COMPLETE:
-            print(f"[{done.reply.status_reason}]", file=sys.stderr)
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats and done.metrics is not None:
         print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
     if done.error:
@@ -151,28 +178,32 @@ async def _interactive(
     service: ChatService, conv_id: int, name: str, images: list[str], args: argparse.Namespace
 ) -> None:
     print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
-    user = service.persona_of(service.store.get_conversation(conv_id)).name
+    user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
     while True:
         try:
             text = await _read_line(f"{user}: ")
         except EOFError:
             print(file=sys.stderr)
             return
-        if not text.strip():
-            continue
-        turn = await service.send(conv_id, text, images)
+        if text.strip() or images:
+            turn = await service.send(conv_id, text, images)
+        else:
+            last = service.store.last_message(conv_id)
+            if last is not None and last.role is Role.CHARACTER:
+                continue
+            turn = await service.answer(conv_id)  # an empty line answers the user's last message
         images = []
-        print(f"{name}: ", end="", flush=True)
+        say(f"{name}: ", end="", one_line=True)
         with _ctrl_c_stops(turn):
             async for event in turn:
                 if isinstance(event, ReplyDelta):
-                    print(event.text, end="", flush=True)
+                    say(event.text, end="")
         print()
         done = await turn.wait()
         if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
-            print(f"[{done.reply.status_reason}]", file=sys.stderr)
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
         if done.error:
-            print(f"error: {done.error}", file=sys.stderr)
+            say(f"error: {done.error}", stream=sys.stderr)
         if args.stats and done.metrics is not None:
             print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
 
@@ -227,10 +258,10 @@ def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
     if isinstance(event, MemoryNotice):
-        print(f"note: {event.text}", file=stream, flush=True)
+        say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""
-        print(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", file=stream)
+        say(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", stream=stream)
 
 
 # ---- lists, import, export ------------------------------------------------------------------
@@ -239,32 +270,48 @@ def _print_event(event: ServiceEvent, stream: TextIO) -> None:
 def _characters(args: argparse.Namespace, settings: Settings) -> int:
     library = open_library(settings)
     for problem in library.errors:
-        print(f"warning: {problem}", file=sys.stderr)
+        say(f"warning: {problem}", stream=sys.stderr)
     rows = [
         {
             "key": card.key,
             "name": card.name,
             "nickname": card.nickname,
-            "greetings": 1 + len(card.alternate_greetings) if card.first_mes else 0,
+            "greetings": (1 if card.first_mes else 0) + len(card.alternate_greetings),
             "picture": card.image is not None,
             "path": str(card.source_path),
         }
         for card in library.cards
     ]
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(_json(rows))
     else:
         for row in rows:
-            print(f"{row['key']}\t{row['name']}\t{row['greetings']} greetings\t{row['path']}")
+            greetings = row["greetings"]
+            assert isinstance(greetings, int)
+            fields = (row["key"], row["name"], plural(greetings, "greeting"), row["path"])
+            print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
 
+def _json(rows: object) -> str:
+    """JSON for scripts: the exact text, with no control or bidi character raw in it."""
+    return escape_json_controls(json.dumps(rows, ensure_ascii=False, indent=2))
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _conversations(args: argparse.Namespace, settings: Settings) -> int:
+    library = open_library(settings)
     with open_store(settings, args.db) as store:
-        key = None
         if args.character:
-            key = open_library(settings).find(args.character).key
-        convs = store.list_conversations(key)
+            # The card's conversations, chats filed under its name included (as the app lists).
+            convs = ConversationReader(store, library).conversations_of(
+                library.find(args.character)
+            )
+        else:
+            convs = store.list_conversations()
     rows = [
         {
             "id": c.id,
@@ -277,41 +324,64 @@ def _conversations(args: argparse.Namespace, settings: Settings) -> int:
         for c in convs
     ]
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(_json(rows))
     else:
         for row in rows:
-            print(
-                f"{row['id']}\t{row['character']}\t{row['messages']} messages\t"
-                f"{row['updated']}\t{row['title']}"
+            fields = (
+                row["id"],
+                row["character"],
+                plural(row["messages"], "message"),  # type: ignore[arg-type]
+                row["updated"],
+                row["title"],
             )
+            print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
 
 def _import(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
-    card_key = None
-    hint = None
-    if args.character:
-        card = open_library(settings).find(args.character)
-        card_key, hint = card.key, card.name
-    conv, messages = read_chat_file(path, settings.persona.name, hint, card_key)
+    library = open_library(settings)
+    card = library.find(args.character) if args.character else None
+    conv, messages = read_chat_file(
+        path, settings.persona.name, card.name if card else None, card.key if card else None
+    )
+    if card is None:
+        # The file names its character; file the chat under that card, so the app lists it
+        # with the card and it can be continued.
+        card = library.match(conv.character_name)
+        if card is not None:
+            conv = conv.model_copy(update={"character_key": card.key})
     with open_store(settings, args.db) as store:
         stored = store.import_conversation(conv, messages)
     print(stored.id)
-    print(f"imported {len(messages)} messages into conversation {stored.id}", file=sys.stderr)
+    if card is not None:
+        say(
+            f"imported {plural(len(messages), 'message')} into conversation {stored.id} "
+            f"with card {card.key} ({card.name})",
+            stream=sys.stderr,
+        )
+    else:
+        say(
+            f"imported {plural(len(messages), 'message')} into conversation {stored.id}; "
+            f"no card matches the character {conv.character_name!r}: add their card to "
+            f"{settings.user_characters_dir(app_dirs())} (the chat is matched by name), "
+            "or import again with --character KEY",
+            stream=sys.stderr,
+        )
     return 0
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings, args.db) as store:
         conv = store.get_conversation(args.id)
+        messages = store.iter_messages(args.id)
         if args.output:
             out_path = Path(args.output)
             with out_path.open("w", encoding="utf-8") as out:
-                count = write_sillytavern(conv, store.iter_messages(args.id), out)
-            print(f"wrote {count} messages to {out_path}", file=sys.stderr)
+                count = write_sillytavern(conv, messages, out, store.get_image)
+            say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, store.iter_messages(args.id), sys.stdout)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image)
     return 0
 
 
@@ -340,7 +410,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     if profile.backend == "server":
         rows.extend(_server_rows(profile, problems))
     elif profile.model_path is None:
-        rows.append(("model", "embedded default (Gemma 3 270M, assembled on first use)"))
+        try:
+            rows.append(("model", f"embedded default: {default_model_state(dirs.cache)}"))
+        except EngineError as exc:
+            problems.append(str(exc))
+            rows.append(("model", "embedded default (problem)"))
     else:
         rows.append(("model", _file_line(profile.model_path, "model", problems)))
     if profile.backend == "server":
@@ -378,10 +452,35 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             engine.close()
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
-        print(f"{name.ljust(width)}  {value}")
+        say(f"{name.ljust(width)}  {value}", one_line=True)
     for problem in problems:
-        print(f"problem: {problem}", file=sys.stderr)
+        say(f"problem: {problem}", stream=sys.stderr)
+    if profile.backend == "inprocess":
+        for line in _how_to_get_files(settings.profile, profile, dirs.config_file):
+            say(line, stream=sys.stderr)
     return 1 if problems else 0
+
+
+def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
+    """What to download and where to put it, when the profile's model files are missing."""
+    files = [p for p in (profile.model_path, profile.mmproj_path) if p is not None]
+    missing = [p for p in files if not p.exists()]
+    if not missing:
+        return []
+    lines = [f"to use the profile {name!r}, download {' and '.join(p.name for p in missing)}"]
+    if profile.download:
+        lines.append(f"  from {profile.download}")
+    folders = sorted({str(p.parent) for p in missing})
+    lines += [
+        f"and put them in {' and '.join(folders)}, or write where they are in {config_file}:",
+        f"  profile = {json.dumps(name)}",
+        "",
+        f"  [profiles.{json.dumps(name)}]",
+    ]
+    keys = (("model_path", profile.model_path), ("mmproj_path", profile.mmproj_path))
+    lines += [f"  {key} = {json.dumps(str(path))}" for key, path in keys if path is not None]
+    lines.append("(KOTONIA_MODEL_PATH and KOTONIA_MMPROJ_PATH set them for one run)")
+    return lines
 
 
 def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
@@ -527,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tui(args, settings)
         return handlers[args.command](args, settings)
     except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", stream=sys.stderr)
         log.info("user error: %s", exc)
         return 1
     except KeyboardInterrupt:

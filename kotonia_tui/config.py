@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -79,7 +79,12 @@ class PromptFormat(StrEnum):
 class ModelProfile(BaseModel):
     """Everything needed to load one model and talk to it."""
 
+    # A misspelt key in a profile would otherwise be ignored without a word.
+    model_config = ConfigDict(extra="forbid")
+
     description: str = ""
+    # Where the model files come from; `kotonia doctor` shows it when they are missing.
+    download: str = ""
     # "inprocess": llama-cpp-python in this process. "server": an OpenAI-compatible inference
     # server (llama-server, vLLM, llama-cpp-python's server) at `server_url`.
     backend: Literal["inprocess", "server"] = "inprocess"
@@ -119,7 +124,8 @@ class ModelProfile(BaseModel):
 
 
 def builtin_profiles() -> dict[str, ModelProfile]:
-    """Profiles that ship with the app. Users add or override them under `[profiles.NAME]`."""
+    """Profiles that ship with the app. Users add profiles, or change keys of these, under
+    `[profiles.NAME]` (see `Settings.all_profiles`)."""
     models = Path("~/models").expanduser()
     return {
         "default": ModelProfile(
@@ -130,6 +136,11 @@ def builtin_profiles() -> dict[str, ModelProfile]:
         ),
         "glm-4.6v-flash": ModelProfile(
             description="GLM-4.6V-Flash with its vision projector, 64k context, thinking off",
+            download=(
+                "https://huggingface.co/lmstudio-community/GLM-4.6V-Flash-GGUF (about 6.2 GB and "
+                "1.7 GB); https://huggingface.co/ggml-org/GLM-4.6V-Flash-GGUF has the same model "
+                "with a smaller projector, mmproj-GLM-4.6V-Flash-Q8_0.gguf"
+            ),
             model_path=models / "GLM-4.6V-Flash-Q4_K_M.gguf",
             mmproj_path=models / "mmproj-GLM-4.6V-Flash-F16.gguf",
             n_ctx=65536,
@@ -196,7 +207,7 @@ class Settings(BaseSettings):
 
     def active_profile(self) -> ModelProfile:
         """The active profile with the flat overrides applied."""
-        profiles = {**builtin_profiles(), **self.profiles}
+        profiles = self.all_profiles()
         if self.profile not in profiles:
             known = ", ".join(sorted(profiles))
             raise ConfigError(f"profile {self.profile!r} is not defined (known: {known})")
@@ -221,7 +232,14 @@ class Settings(BaseSettings):
         return base.model_copy(update=overrides)
 
     def all_profiles(self) -> dict[str, ModelProfile]:
-        return {**builtin_profiles(), **self.profiles}
+        """The shipped profiles with the user's `[profiles.NAME]` tables: a table named like a
+        shipped profile changes only the keys it sets (a model_path, say), the rest stays."""
+        profiles = builtin_profiles()
+        for name, mine in self.profiles.items():
+            shipped = profiles.get(name)
+            changed = {key: getattr(mine, key) for key in mine.model_fields_set}
+            profiles[name] = mine if shipped is None else shipped.model_copy(update=changed)
+        return profiles
 
     def db_path(self, dirs: AppDirs) -> Path:
         return (self.db or dirs.default_db).expanduser()
@@ -241,6 +259,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         except OSError as exc:
             raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    _check_profile_tables(path, file_values)
     token = _FILE_VALUES.set(file_values)
     try:
         return Settings(**overrides)
@@ -248,6 +267,21 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(_describe_validation(path, exc)) from exc
     finally:
         _FILE_VALUES.reset(token)
+
+
+def _check_profile_tables(path: Path, values: dict[str, Any]) -> None:
+    """A profile name with a dot must be quoted in TOML; unquoted, it silently makes another
+    profile (`[profiles.glm-4.6v-flash]` is a profile "glm-4" holding a table "6v-flash")."""
+    profiles = values.get("profiles")
+    if not isinstance(profiles, dict):
+        return
+    for name, table in profiles.items():
+        for key, value in table.items() if isinstance(table, dict) else ():
+            if isinstance(value, dict):
+                raise ConfigError(
+                    f"{path}: [profiles.{name}.{key}] makes a profile {name!r} holding a table "
+                    f'{key!r}; quote a profile name that has a dot: [profiles."{name}.{key}"]'
+                )
 
 
 class _FileSource(PydanticBaseSettingsSource):

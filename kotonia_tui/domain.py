@@ -223,6 +223,7 @@ class TurnMetrics(BaseModel):
             "tokens_per_s": round(self.tokens_per_s, 2),
             "generated": self.generated,
             "finish_reason": self.finish_reason,
+            "images": self.images,
         }
 
 

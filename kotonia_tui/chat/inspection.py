@@ -72,6 +72,15 @@ class MemoryView:
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn
     notes: list[str] = field(default_factory=list)
+    # Message ids mentioned above -> their place in the conversation (1 = the first message):
+    # the UI numbers messages per conversation, the store numbers them across all of them.
+    numbers: dict[int, int] = field(default_factory=dict)
+
+    def number(self, message_id: int | None) -> str:
+        """ "#N" for a message id, N counted within the conversation."""
+        if message_id is None:
+            return "#?"
+        return f"#{self.numbers.get(message_id, message_id)}"
 
     @property
     def queued(self) -> list[StoredFoldJob]:

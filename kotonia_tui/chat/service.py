@@ -139,20 +139,18 @@ class ChatService:
         """Who the conversation is between, by the same rules a turn uses: the card's display
         name (the stored name when the card is gone) and `persona_of`."""
         conv = self.store.get_conversation(conv_id)
-        try:
-            char = self.library.get(conv.character_key).display_name
-        except LookupError:
-            char = conv.character_name
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        char = card.display_name if card is not None else conv.character_name
         return Cast(char=char, user=self.persona_of(conv).name)
 
     def _card(self, conv: StoredConversation) -> CharacterCard:
-        try:
-            return self.library.get(conv.character_key)
-        except LookupError as exc:
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
             raise ChatError(
                 f"conversation {conv.id} is with {conv.character_name!r}, whose card "
-                f"({conv.character_key}) is no longer in the character folders"
-            ) from exc
+                f"({conv.character_key}) is not in the character folders"
+            )
+        return card
 
     def new_conversation(
         self, card: CharacterCard, *, greeting: int = 0, title: str = ""
@@ -290,24 +288,34 @@ class ChatService:
         )
         return self._turn(conv, TurnKind.NEW, user_message=user)
 
+    async def answer(self, conv_id: int) -> Turn:
+        """The character's reply to the last message, when that message is not the
+        character's: a reply stopped before its first word, or a chat imported ending with
+        the user. Regenerate and continue come here in that case."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is not None and last.role is Role.CHARACTER:
+            raise ChatError("the last message is the character's: there is nothing to answer")
+        return self._turn(conv, TurnKind.NEW)
+
     async def regenerate(self, conv_id: int) -> Turn:
         """A new version of the last reply; the old versions stay to page through."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
-        if last is None or last.role is not Role.CHARACTER:
-            raise ChatError(
-                "there is no reply to regenerate: the last message is not the character's"
-            )
+        if last is None:
+            raise ChatError("there is no reply to regenerate: the conversation has no messages")
+        if last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         return self._turn(conv, TurnKind.REGENERATE, target=last)
 
     async def continue_reply(self, conv_id: int) -> Turn:
         """Carry on writing the last reply from where it stopped."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
-        if last is None or last.role is not Role.CHARACTER:
-            raise ChatError(
-                "there is no reply to continue: the last message is not the character's"
-            )
+        if last is None:
+            raise ChatError("there is no reply to continue: the conversation has no messages")
+        if last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
         return self._turn(conv, TurnKind.CONTINUE, target=last)
 
     # ---- edits ----------------------------------------------------------------------------
@@ -392,6 +400,14 @@ class ChatService:
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        mentioned = [
+            state.forced_cut_through_id,
+            window[0].id if window else None,
+            applied_synopsis.through_message_id if applied_synopsis else None,
+            *(s.through_message_id for s in versions),
+            *(i for c in chapters for i in (c.first_message_id, c.last_message_id)),
+            *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
+        ]
         return MemoryView(
             conversation_id=conv_id,
             synopsis=applied_synopsis,
@@ -416,6 +432,7 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
         )
 
     def chapter_source(self, chapter_id: int) -> list[StoredMessage]:

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 STOPPED_BY_THE_USER = "stopped by the user"
 NOTHING_WRITTEN = "stopped before the first word"
+NO_REPLY = "the model wrote no reply; nothing was stored"
 
 
 class TurnKind(StrEnum):
@@ -222,6 +223,14 @@ class Turn:
         if not result.text and status is MessageStatus.CANCELLED:
             # Nothing new: a continued or regenerated reply stays as it was, cut reason and all.
             return TurnDone(None, result.metrics, NOTHING_WRITTEN, outcome)
+        if (
+            not result.text
+            and status is MessageStatus.COMPLETE
+            and self.kind is not TurnKind.CONTINUE
+        ):
+            # The model ended its turn at once (a thinking model may write only an empty
+            # thinking block): an empty line would stand in the story as the character's.
+            return TurnDone(None, result.metrics, NO_REPLY, outcome)
         speaker, listener = self.setup.display_name, self.user_name
         reply: StoredMessage
         if self.kind is TurnKind.CONTINUE and self.target is not None:

@@ -12,9 +12,10 @@ in the file) and the original text is kept for the round trip.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,6 +32,7 @@ from kotonia_tui.domain import (
     Segment,
     utcnow,
 )
+from kotonia_tui.terminal_text import escape_json_controls
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)
@@ -394,22 +396,45 @@ def _json_role(where: str, item: dict[str, Any], speaker: str, persona: str) -> 
 # Writing ------------------------------------------------------------------------------------
 
 
-def write_sillytavern(conv: Conversation, messages: Iterable[Message], out: TextIO) -> int:
+ImageData = Callable[[str], tuple[bytes, str]]  # digest -> (bytes, MIME type)
+
+
+def write_sillytavern(
+    conv: Conversation,
+    messages: Iterable[Message],
+    out: TextIO,
+    image_data: ImageData | None = None,
+) -> int:
     """Write a SillyTavern `.jsonl` chat (header, then one line per message); returns the count.
 
-    Lines are joined by newlines without a trailing one, as SillyTavern writes them.
+    One object per line, each line ended by a newline (the last one too, as text files end).
+    With `image_data`, a message's attached images go into `extra`: the first as `image` (a
+    data URL, which SillyTavern shows), all of them as `kotonia_images`.
     """
     out.write(_dumps(_header(conv)))
     count = 0
     for msg in messages:
         out.write("\n")
-        out.write(_dumps(st_message(msg)))
+        line = st_message(msg)
+        if image_data is not None and msg.images:
+            urls = [_data_url(*image_data(digest)) for digest in msg.images]
+            extra = dict(line.get("extra") or {})
+            extra["image"] = urls[0]
+            extra["kotonia_images"] = urls
+            line["extra"] = extra
+        out.write(_dumps(line))
         count += 1
+    out.write("\n")
     return count
 
 
+def _data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
 def _dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    # Control and bidi characters as \u escapes: the same JSON, and harmless on a terminal.
+    return escape_json_controls(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
 def _ordered(keys: list[str], *sources: dict[str, Any]) -> dict[str, Any]:

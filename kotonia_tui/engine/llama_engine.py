@@ -32,6 +32,7 @@ from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
@@ -86,6 +87,7 @@ class LlamaEngine:
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
+        self._shown_specials: frozenset[int] = frozenset()
         self.info: EngineInfo
 
     # ---- loading -------------------------------------------------------------------------
@@ -129,16 +131,23 @@ class LlamaEngine:
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu else 0
         try:
-            llama = llama_cpp.Llama(
-                model_path=str(self._model_path),
-                n_ctx=profile.n_ctx,
-                n_gpu_layers=n_gpu_layers,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=512,
-                seed=profile.seed if profile.seed is not None else random.randrange(2**31),
-                verbose=False,
-            )
+            # verbose=True, because verbose=False makes llama-cpp-python point the process's
+            # file descriptors 1 and 2 at /dev/null while the model loads: a TUI drawing on
+            # the terminal then loses every frame of that moment (the picker stayed blank
+            # until a key was pressed). llama.cpp's own logs already go to the log file
+            # (native_logs); the library's Python prints go there too, not to the terminal.
+            with quiet_python_prints():
+                llama = llama_cpp.Llama(
+                    model_path=str(self._model_path),
+                    n_ctx=profile.n_ctx,
+                    n_gpu_layers=n_gpu_layers,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_batch=512,
+                    seed=profile.seed if profile.seed is not None else random.randrange(2**31),
+                    verbose=True,
+                )
+            llama.verbose = False  # later calls print nothing (their prints need no redirect)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "
@@ -146,10 +155,15 @@ class LlamaEngine:
             ) from exc
         self._llama = llama
         if profile.mmproj_path is not None:
-            self._projector = Projector(profile.mmproj_path, llama.model, n_threads=threads)
+            self._projector = Projector(
+                profile.mmproj_path, llama.model, n_threads=threads, model_path=self._model_path
+            )
         self._slots[Slot.CHAT] = KvSlot(
             llama._ctx, n_batch=llama.n_batch, projector=self._projector
         )
+        # A converter that marks the thinking tags special makes them control tokens, which
+        # print as nothing; printed as text, the reply's splitter can keep the reasoning apart.
+        self._shown_specials = self._single_tokens(profile.reasoning_tags)
         metadata = llama.metadata
         template = metadata.get("tokenizer.chat_template")
         self._formatter = make_formatter(
@@ -186,6 +200,12 @@ class LlamaEngine:
         if token < 0:
             return ""
         return token_piece(self._llama._model.vocab, token, special=True).decode("utf-8", "replace")
+
+    def _single_tokens(self, texts: tuple[str, ...]) -> frozenset[int]:
+        """The ids of those `texts` that are one token each in this vocabulary."""
+        assert self._llama is not None
+        ids = (self._llama._model.tokenize(t.encode("utf-8"), False, True) for t in texts if t)
+        return frozenset(tokens[0] for tokens in ids if len(tokens) == 1)
 
     def _slot(self, slot: Slot) -> KvSlot:
         if slot not in self._slots:
@@ -418,7 +438,8 @@ class LlamaEngine:
                     break
                 generated += 1
                 call.tokens_generated = generated
-                for event in emit(utf8.feed(token_piece(vocab, token))):
+                piece = token_piece(vocab, token, special=token in self._shown_specials)
+                for event in emit(utf8.feed(piece)):
                     yield event
                 if reply.stops.stopped_by is not None:
                     break

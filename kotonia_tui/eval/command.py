@@ -30,6 +30,7 @@ from kotonia_tui.eval.pinning import file_sha256
 from kotonia_tui.eval.plot_png import write_png
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
 from kotonia_tui.eval.results import EvalReport, ModelPin
+from kotonia_tui.terminal_text import visible
 
 SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "lighthouse.json"
 
@@ -156,7 +157,8 @@ def model_pin(engine: Engine) -> ModelPin:
 async def _run(args: argparse.Namespace, settings: Settings) -> EvalReport:
     def progress(text: str) -> None:
         if not args.quiet:
-            print(f"[{time.monotonic() - began:6.1f}s] {text}", file=sys.stderr, flush=True)
+            line = f"[{time.monotonic() - began:6.1f}s] {visible(text, one_line=True)}"
+            print(line, file=sys.stderr, flush=True)
 
     began = time.monotonic()
     conv, card = _input(args, settings)
@@ -207,13 +209,14 @@ def run_command(args: argparse.Namespace, settings: Settings | None = None) -> i
         run_settings = _settings(args)
         report = asyncio.run(_run(args, run_settings))
     except DatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(visible(f"error: {exc}"), file=sys.stderr)
         return 1
-    print(table(report))
+    # The audit quotes the model and the dataset: shown, never obeyed, on the terminal.
+    print(visible(table(report)))
     print()
     print(terminal_plot(report))
     print()
-    print(audit_text(report))
+    print(visible(audit_text(report)))
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(

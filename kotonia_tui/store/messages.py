@@ -9,7 +9,7 @@ Any change of a message's text drops its cached token counts: a stale count is w
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from kotonia_tui.domain import (
     Alternative,
@@ -491,6 +491,25 @@ def message_count(db: Db, conv_id: int) -> int:
     if row is None:
         raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
     return int(row["message_count"])
+
+
+def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
+    """Each id's place in its conversation (1 = the first message), for display.
+
+    Counted over the (conversation_id, id) index from one id to the next, so the whole call
+    reads as many index entries as the largest id's place, however many ids are asked for.
+    """
+    numbers: dict[int, int] = {}
+    counted, previous = 0, 0
+    for msg_id in sorted(set(ids)):
+        row = db.select_one(
+            "SELECT COUNT(*) AS n FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?",
+            (conv_id, previous, msg_id),
+        )
+        counted += int(row["n"]) if row is not None else 0
+        numbers[msg_id] = counted
+        previous = msg_id
+    return numbers
 
 
 def iter_messages(

@@ -214,6 +214,10 @@ class Store:
     def message_count(self, conv_id: int) -> int:
         return messages.message_count(self._db, conv_id)
 
+    def message_numbers(self, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
+        """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
+        return messages.message_numbers(self._db, conv_id, ids)
+
     def iter_messages(
         self, conv_id: int, batch: int = 500, model_key: str | None = None
     ) -> Iterator[StoredMessage]:

@@ -22,12 +22,14 @@ from textual.reactive import var
 from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.chat.bootstrap import open_library, open_service
+from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.commands import BindingCommands
+from kotonia_tui.tui.literal import literal_line, notify
 from kotonia_tui.tui.messages import (
     LoadProgress,
     ServiceEventMessage,
@@ -53,6 +55,11 @@ class KotoniaApp(App[int]):
 
     TITLE = "Kotonia"
     CSS_PATH = "kotonia.tcss"
+    # Screen classes for small terminals (kotonia.tcss): at 80x24 the pictures give their room
+    # to the text, and the lists narrow.
+    # (Not ClassVars: Textual declares them on App as instance attributes.)
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     COMMANDS: ClassVar = App.COMMANDS | {BindingCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
@@ -77,6 +84,8 @@ class KotoniaApp(App[int]):
         self.db = db
         self.open_conversation_id = open_conversation_id
         self.service: ChatService | None = None
+        # Reads conversations with or without the model (after a failed load: read only).
+        self.reader: ConversationReader | None = None
         self.load_error: str | None = None
         self.model_status = "loading the model…"
         self.fold_status: Content = Content("")
@@ -97,7 +106,7 @@ class KotoniaApp(App[int]):
         if wanted in self.available_themes:
             self.theme = wanted
         else:
-            self.notify(f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
+            notify(self, f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
             self.theme = DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         if self.settings.keys:
@@ -143,6 +152,7 @@ class KotoniaApp(App[int]):
         await service.start()
         service.subscribe(lambda event: self.post_message(ServiceEventMessage(event)))
         self.service = service
+        self.reader = ConversationReader(service.store, service.library)
         info = service.engine.info
         vision = " · images" if service.engine.has_vision else ""
         self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
@@ -160,6 +170,8 @@ class KotoniaApp(App[int]):
         if self.service is not None:
             service, self.service = self.service, None
             await service.close("the app was closed")  # a reply still running is stored
+        elif self.reader is not None:
+            self.reader.store.close()
 
     async def action_quit(self) -> None:
         await self.close_service()
@@ -170,6 +182,11 @@ class KotoniaApp(App[int]):
         while not self._service_ready:
             await self._ready_evt.wait()
         return self.service
+
+    async def wait_reader(self) -> ConversationReader | None:
+        """Conversations to read once loading ended (None only if the store cannot open)."""
+        await self.wait_service()
+        return self.reader
 
     # ---- messages ------------------------------------------------------------------------------
 
@@ -187,23 +204,26 @@ class KotoniaApp(App[int]):
         self._service_ready = True
         self._ready_evt.set()
         self.refresh_status()
-        if self.open_conversation_id is not None and self.service is not None:
-            conv = next(
-                (c for c in self.service.conversations() if c.id == self.open_conversation_id),
-                None,
-            )
-            if conv is None:
-                self.notify(f"no conversation {self.open_conversation_id}", severity="error")
-            else:
-                self.open_conversation(conv)
+        if self.open_conversation_id is not None:
+            self.open_conversation(self.open_conversation_id)
 
     def on_service_failed(self, message: ServiceFailed) -> None:
         self.load_error = message.error
         self.model_status = f"the model could not be loaded: {message.error}"
+        try:
+            # Without the model the conversations can still be read.
+            store = open_store(self.settings, self.db)
+            self.reader = ConversationReader(store, open_library(self.settings))
+        except Exception as exc:
+            log.warning("the conversations cannot be read either: %s", exc)
         self._service_ready = True
         self._ready_evt.set()
-        self.notify(
-            message.error, title="The model could not be loaded", severity="error", timeout=30
+        notify(
+            self,
+            f"{message.error}\nConversations can still be read (read only).",
+            title="The model could not be loaded",
+            severity="error",
+            timeout=30,
         )
         self.refresh_status()
 
@@ -218,9 +238,9 @@ class KotoniaApp(App[int]):
     def _describe_event(self, event: ServiceEvent) -> None:
         if isinstance(event, MemoryNotice):
             warning = event.level is NoticeLevel.WARNING
-            self.notice = Content.styled(event.text, "$warning" if warning else "$text-muted")
+            self.notice = literal_line(event.text, "$warning" if warning else "$text-muted")
             if warning:
-                self.notify(event.text, title="Memory", severity="warning")
+                notify(self, event.text, title="Memory", severity="warning")
             return
         self.fold_status = fold_status(event)
 
@@ -244,11 +264,11 @@ class KotoniaApp(App[int]):
 
     def status_parts(self, screen: Screen[object]) -> Content:
         if self.load_error:
-            model = Content.styled(self.model_status, "$error")
+            model = literal_line(self.model_status, "$error")
         elif self.service is None:
-            model = Content.assemble(("◌ ", "$accent"), (self.model_status, "$accent"))
+            model = Content.assemble(("◌ ", "$accent"), literal_line(self.model_status, "$accent"))
         else:
-            model = Content.styled(self.model_status, "$text-muted")
+            model = literal_line(self.model_status, "$text-muted")
         items = [model]
         if isinstance(screen, ChatScreen) and self.turn_status:
             items.append(Content.styled(self.turn_status, "bold $accent"))
@@ -268,30 +288,35 @@ class KotoniaApp(App[int]):
     def open_character(self, card: CharacterCard) -> None:
         self.push_screen(ConversationsScreen(card))
 
+    def _not_ready(self) -> str:
+        if self.load_error:
+            return f"The model could not be loaded: {self.load_error}"
+        return "The model is still loading."
+
     def open_conversation(self, conv: StoredConversation | int) -> None:
-        service = self.service
-        if service is None:
-            self.notify("The model is still loading.", severity="warning")
+        reader = self.reader
+        if reader is None:
+            notify(self, self._not_ready(), severity="warning")
             return
         if isinstance(conv, int):
-            found = next((c for c in service.conversations() if c.id == conv), None)
-            if found is None:
-                self.notify(f"no conversation {conv}", severity="error")
+            try:
+                conv = reader.conversation(conv)
+            except Exception as exc:
+                notify(self, str(exc), title="Not opened", severity="error")
                 return
-            conv = found
-        self.push_screen(ChatScreen(service, conv))
+        self.push_screen(ChatScreen(reader, conv, self.service, self._not_ready()))
 
     def start_conversation(self, card: CharacterCard, greeting: int) -> None:
-        service = self.service
-        if service is None:
-            self.notify("The model is still loading.", severity="warning")
+        service, reader = self.service, self.reader
+        if service is None or reader is None:
+            notify(self, self._not_ready(), title="Not started", severity="warning")
             return
         try:
             conv = service.new_conversation(card, greeting=greeting)
         except Exception as exc:
-            self.notify(str(exc), title="Not started", severity="error")
+            notify(self, str(exc), title="Not started", severity="error")
             return
-        self.push_screen(ChatScreen(service, conv))
+        self.push_screen(ChatScreen(reader, conv, service))
 
     # ---- help ----------------------------------------------------------------------------------
 
@@ -332,14 +357,16 @@ def fold_status(event: FoldProgress) -> Content:
         case FoldState.RUNNING:
             return Content.assemble(("◑ ", "bold $accent"), f"{label} running")
         case FoldState.DEFERRED:
-            return Content.assemble(("◔ ", "$warning"), (f"{label} waiting: {event.detail}", ""))
+            return Content.assemble(
+                ("◔ ", "$warning"), literal_line(f"{label} waiting: {event.detail}")
+            )
         case FoldState.LANDED:
             return Content.assemble(
                 ("● ", "bold $success"), f"{label} landed: applied on the next turn"
             )
         case FoldState.FAILED:
             return Content.assemble(
-                ("✗ ", "bold $error"), (f"{label} failed: {event.detail}", "$error")
+                ("✗ ", "bold $error"), literal_line(f"{label} failed: {event.detail}", "$error")
             )
         case _:
             assert_never(event.state)

@@ -1,4 +1,8 @@
-"""The command palette: every binding of the screen it was opened from, with its keys."""
+"""The command palette: every binding of the screen it was opened from, with its keys.
+
+Textual's own system commands (Quit, Theme, Keys, ...) are listed by Textual; a binding with
+the same title is left out here, so the palette does not offer Quit and Theme twice.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
+
+from kotonia_tui.tui.literal import markup_escaped
 
 
 def _describe_key(key: str) -> str:
@@ -17,6 +23,7 @@ class BindingCommands(Provider):
     """Commands made from the active bindings that have an id and a description."""
 
     def _commands(self) -> Iterator[tuple[str, str, DOMNode, str]]:
+        system = {command.title.casefold() for command in self.app.get_system_commands(self.screen)}
         seen: set[tuple[int, str]] = set()
         keys_of: dict[tuple[int, str], list[str]] = {}
         entries: list[tuple[str, DOMNode, str]] = []
@@ -26,7 +33,7 @@ class BindingCommands(Provider):
                 continue
             ident = (id(active.node), binding.action)
             keys_of.setdefault(ident, []).append(_describe_key(key))
-            if ident in seen:
+            if ident in seen or binding.description.casefold() in system:
                 continue
             seen.add(ident)
             entries.append((binding.description, active.node, binding.action))
@@ -40,7 +47,9 @@ class BindingCommands(Provider):
 
     async def discover(self) -> Hits:
         for description, keys, node, action in self._commands():
-            yield DiscoveryHit(description, self._runner(action, node), help=f"key: {keys}")
+            yield DiscoveryHit(
+                description, self._runner(action, node), help=markup_escaped(f"key: {keys}")
+            )
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -51,5 +60,5 @@ class BindingCommands(Provider):
                     score,
                     matcher.highlight(description),
                     self._runner(action, node),
-                    help=f"key: {keys}",
+                    help=markup_escaped(f"key: {keys}"),
                 )

@@ -9,7 +9,7 @@ from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import MessageStatus, Role
 from tests.cards import write_short_card
 
-from .conftest import tiny_settings
+from .conftest import cancel_turn_after, tiny_settings
 
 
 async def new_chat(service, key: str = "rowan-ashby", greeting: int = 0):
@@ -81,12 +81,7 @@ async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, tiny_noeos
     )
     _, conv = await new_chat(service)
     turn = await service.send(conv.id, "Tell me everything.")
-    seen = 0
-    async for event in turn:
-        if isinstance(event, ReplyDelta):
-            seen += 1
-            if seen == 5:
-                turn.cancel()
+    await cancel_turn_after(turn, 5)
     reply = turn.done.reply
     assert reply is not None
     assert reply.status is MessageStatus.CANCELLED
@@ -135,11 +130,10 @@ async def test_regenerate_keeps_every_version_and_continue_extends_the_reply(
     ]
 
 
-async def test_regenerate_needs_a_reply(make_service, tiny_model_path):
+async def test_regenerate_needs_a_message(make_service, tiny_model_path):
     service = await make_service(tiny_settings(tiny_model_path))
     _, conv = await new_chat(service)
-    await (await service.send(conv.id, "Hi")).wait()
-    service.delete_message(service.store.last_message(conv.id).id)
+    service.delete_message(service.store.last_message(conv.id).id)  # the greeting
     with pytest.raises(ChatError, match="no reply to regenerate"):
         await service.regenerate(conv.id)
 

@@ -6,12 +6,15 @@ import asyncio
 import time
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
-from textual.widgets import ListView
+from textual.screen import Screen
+from textual.widgets import Input, ListView
 
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
+from kotonia_tui.tui.screens.dialogs import AttachScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.message_view import MessageView
@@ -60,3 +63,37 @@ async def run_key(pilot: Pilot[Any], screen: ChatScreen, key: str) -> None:
 
 def views(screen: ChatScreen) -> list[MessageView]:
     return screen._views()
+
+
+async def visit(pilot: Pilot[Any], app: App[Any], key: str, kind: type) -> Screen[object]:
+    """Press `key` and wait until a screen of type `kind` is on top; returns the screen under."""
+    under = app.screen
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, kind))
+    await pilot.pause()
+    return under
+
+
+async def leave(pilot: Pilot[Any], app: App[Any], under: Screen[object], key: str) -> None:
+    """Press `key` and wait until `under` is the top screen again."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: app.screen is under)
+
+
+async def search_palette(pilot: Pilot[Any], query: str) -> None:
+    """Open the command palette and type `query` (Escape closes it)."""
+    await pilot.press("ctrl+p")
+    await pilot.pause(0.2)
+    await pilot.press(*query)
+    await pilot.pause(0.5)
+
+
+async def attach(pilot: Pilot[Any], screen: ChatScreen, path: object) -> None:
+    """Attach an image file through the F3 dialog and come back to the chat."""
+    app = screen.app
+    await pilot.press("f3")
+    await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
+    app.screen.query_one("#attach-path", Input).value = str(path)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.screen is screen)
+    await pilot.pause()

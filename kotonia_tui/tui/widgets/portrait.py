@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from kotonia_tui.characters.card import CardImage
+from kotonia_tui.tui.literal import literal_line
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Portrait(Container):
                 return
             except Exception as exc:  # a picture the renderer cannot take
                 log.info("cannot draw the picture of %s: %s", self._card_name, exc)
-        yield Static(monogram(self._card_name), classes="monogram")
+        yield Static(literal_line(monogram(self._card_name)), classes="monogram")
 
     def _open(self) -> PILImage.Image | None:
         if self._card_image is None:
