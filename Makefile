@@ -21,9 +21,10 @@ lint: install-test
 	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks scripts
 	@$(VENV)/bin/ruff format --check kotonia_tui tests benchmarks scripts
 	@$(VENV)/bin/lint-imports
+	@$(VENV)/bin/mypy
 
 bench: install-test
 	@$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

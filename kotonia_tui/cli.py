@@ -1,21 +1,25 @@
 """The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
 export, eval and doctor for scripts.
 
-Conventions (DESIGN.md): list commands print one item per line, the id or name first (`--json`
-for JSON); `chat --say` prints only the reply on standard output (progress and figures go to
-standard error); exit status 0 on success, 1 on a user-facing error (one line on standard
-error), 2 on wrong usage.
+Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
+or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
+(progress and figures go to standard error); exit status 0 on success, 1 on a user-facing error
+(one line on standard error), 2 on wrong usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import platform
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,15 +31,17 @@ from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatError, ChatService
+from kotonia_tui.chat.turn import Turn
+from kotonia_tui.chatfiles import ImportFormatError, read_chat_file, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.domain import Conversation, Role
-from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.domain import Conversation, MessageStatus, Role
+from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import RedactingFormatter, redact_url
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
-from kotonia_tui.store import SCHEMA_VERSION, StoreError, read_chat_file, write_sillytavern
+from kotonia_tui.store import SCHEMA_VERSION, StoreError
 from kotonia_tui.terminal_text import escape_json_controls, visible
 
 log = logging.getLogger("kotonia")
@@ -49,18 +55,20 @@ def say(
     print(visible(text, one_line=one_line), end=end, file=stream or sys.stdout, flush=True)
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    UserError,
     ConfigError,
     EngineError,
     StoreError,
+    ImportFormatError,
     ChatError,
     AttachmentError,
     UnknownCharacterError,
 )
-
-
-class UserError(Exception):
-    """A problem the user can fix; printed as one line, exit status 1."""
 
 
 def _setup_logging() -> Path:
@@ -113,6 +121,7 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         with open_store(settings, args.db) as store:
             _check_conversation(store.get_conversation(args.conversation), card, settings)
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
+    closing = "the chat ended"
     try:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
@@ -122,21 +131,24 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         else:
             conv = service.new_conversation(card, greeting=args.greeting)
             say(f"conversation {conv.id} with {card.name}", stream=err)
-            opening = service.store.last_message(conv.id)  # type: ignore[arg-type]
+            opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
                 say(f"{opening.speaker}: {opening.text}\n")
         images = [service.attach_image(Path(p)) for p in args.image]
         if args.say:
             for index, text in enumerate(args.say):
-                await _say(service, conv.id, text, images if index == 0 else [], args)  # type: ignore[arg-type]
+                await _say(service, conv.id, text, images if index == 0 else [], args)
         else:
-            await _interactive(service, conv.id, card.display_name, images, args)  # type: ignore[arg-type]
+            await _interactive(service, conv.id, card.display_name, images, args)
         if args.wait_folds:
             # A script sees the memory settle: the folds this run queued have run.
-            await service.worker.wait_settled(conv.id)  # type: ignore[arg-type]
+            await service.worker.wait_settled(conv.id)
         return 0
+    except asyncio.CancelledError:
+        closing = "Ctrl-C"  # asyncio.run cancels the chat on Ctrl-C; a reply still running stops
+        raise
     finally:
-        await service.close()
+        await service.close(closing)
 
 
 def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
@@ -155,10 +167,10 @@ async def _say(
     service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
 ) -> None:
     turn = await service.send(conv_id, text, images)
-    done = await turn.run()
+    done = await turn.wait()
     if done.reply is not None:
         say(done.reply.text)
-        if done.reply.status.value != "complete":
+        if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats and done.metrics is not None:
         print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
@@ -173,7 +185,7 @@ async def _interactive(
     user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
     while True:
         try:
-            text = await asyncio.to_thread(input, f"{user}: ")
+            text = await _read_line(f"{user}: ")
         except EOFError:
             print(file=sys.stderr)
             return
@@ -186,20 +198,66 @@ async def _interactive(
             turn = await service.answer(conv_id)  # an empty line answers the user's last message
         images = []
         say(f"{name}: ", end="", one_line=True)
-        try:
+        with _ctrl_c_stops(turn):
             async for event in turn:
                 if isinstance(event, ReplyDelta):
                     say(event.text, end="")
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            turn.cancel()
         print()
-        done = turn.done
-        if done is not None and done.reply is not None and done.reply.status.value != "complete":
+        done = await turn.wait()
+        if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-        if done is not None and done.error:
+        if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
-        if args.stats and done is not None and done.metrics is not None:
+        if args.stats and done.metrics is not None:
             print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+
+
+async def _read_line(prompt: str) -> str:
+    """`input()` on a daemon thread. On a pool thread (asyncio.to_thread), Ctrl-C at the prompt
+    left the program waiting for Enter: exiting waits for every pool thread to finish."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def deliver(text: str | None, error: BaseException | None) -> None:
+        if line.done():
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(text or "")
+
+    def read() -> None:
+        text: str | None = None
+        error: BaseException | None = None
+        try:
+            text = input(prompt)
+        except (EOFError, OSError, ValueError) as exc:  # Ctrl-D, or stdin closed
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, text, error)
+
+    threading.Thread(target=read, name="kotonia-input", daemon=True).start()
+    return await line
+
+
+@contextmanager
+def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
+    """While a reply streams, Ctrl-C stops it (what was written is stored, marked as stopped)
+    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program)."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, turn.interrupt, "Ctrl-C")
+    except (NotImplementedError, RuntimeError, ValueError):
+        # No signal handling here (not the main thread, or no such support on the platform):
+        # Ctrl-C ends the program, and closing the service still stores the reply.
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
@@ -232,7 +290,9 @@ def _characters(args: argparse.Namespace, settings: Settings) -> int:
         print(_json(rows))
     else:
         for row in rows:
-            fields = (row["key"], row["name"], plural(row["greetings"], "greeting"), row["path"])
+            greetings = row["greetings"]
+            assert isinstance(greetings, int)
+            fields = (row["key"], row["name"], plural(greetings, "greeting"), row["path"])
             print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
@@ -390,7 +450,8 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("loaded", f"{info.model_name} in {info.load_ms:.0f} ms"))
             rows.append(("trained context", str(info.n_ctx_train)))
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
-            rows.append(("threads", str(info.threads)))
+            if isinstance(info, EngineInfo):
+                rows.append(("threads", str(info.threads)))
         finally:
             engine.close()
     width = max(len(name) for name, _ in rows)
@@ -481,13 +542,8 @@ def _file_line(path: Path, what: str, problems: list[str]) -> str:
 
 
 def _tui(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        from kotonia_tui.tui.app import run_app
-    except ImportError:
-        print(
-            "the TUI is not available in this build; using the line-by-line chat", file=sys.stderr
-        )
-        raise UserError("run `kotonia chat CHARACTER`") from None
+    from kotonia_tui.tui.app import run_app  # Textual loads only when the app opens
+
     return run_app(settings, db=args.db)
 
 
@@ -504,11 +560,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="chat in the terminal, line by line (headless)")
     chat.add_argument("character", help="card key or name (see `kotonia characters`)")
-    chat.add_argument("--say", action="append", default=[], help="send TEXT; repeatable")
-    chat.add_argument("--conversation", type=int, help="continue conversation ID")
-    chat.add_argument("--greeting", type=int, default=0, help="which greeting opens a new one")
-    chat.add_argument("--image", action="append", default=[], help="attach an image file")
-    chat.add_argument("--stats", action="store_true", help="print each turn's figures as JSON")
+    chat.add_argument(
+        "--say",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="send TEXT and print only the reply; repeatable (several turns, in order)",
+    )
+    chat.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    chat.add_argument(
+        "--greeting", type=int, default=0, metavar="N", help="which greeting opens a new one (0)"
+    )
+    chat.add_argument(
+        "--image", action="append", default=[], metavar="FILE", help="attach an image file"
+    )
+    chat.add_argument(
+        "--stats", action="store_true", help="print each turn's figures as a JSON line (stderr)"
+    )
     chat.add_argument(
         "--no-wait",
         dest="wait_folds",
@@ -517,19 +585,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     characters = sub.add_parser("characters", help="list the character cards")
-    characters.add_argument("--json", action="store_true")
+    characters.add_argument("--json", action="store_true", help="print a JSON list")
 
     conversations = sub.add_parser("conversations", help="list conversations")
     conversations.add_argument("character", nargs="?", help="only this character's")
-    conversations.add_argument("--json", action="store_true")
+    conversations.add_argument("--json", action="store_true", help="print a JSON list")
 
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
-    imp.add_argument("file")
+    imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
 
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
-    exp.add_argument("id", type=int)
-    exp.add_argument("-o", "--output", help="write to FILE instead of standard output")
+    exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    exp.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE instead of standard output"
+    )
 
     evaluate = sub.add_parser(
         "eval", help="measure forgetting: recall by fold range for each memory design, and audit"
@@ -562,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             return _tui(args, settings)
         return handlers[args.command](args, settings)
-    except (UserError, *USER_ERRORS) as exc:
+    except USER_ERRORS as exc:
         say(f"error: {exc}", stream=sys.stderr)
         log.info("user error: %s", exc)
         return 1

@@ -183,7 +183,7 @@ class Settings(BaseSettings):
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
     persona: Persona = Field(default_factory=Persona)
 
-    # Memory budgets, as fractions of n_ctx (DESIGN.md "Budgets are tokens").
+    # Memory budgets, as fractions of n_ctx (docs/architecture.md, "Budgets are tokens").
     fold_delay_s: float = Field(default=30.0, ge=0.0)
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)
     fold_ceiling_ratio: float = Field(default=0.55, gt=0.0, lt=1.0)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from kotonia_tui.domain import Role
 from kotonia_tui.store import Store
 from kotonia_tui.terminal_text import visible
 
-ST_CHAT = [
+ST_CHAT: list[dict[str, Any]] = [
     {
         "user_name": "Ann",
         "character_name": "Rowan Ashby",

@@ -41,7 +41,7 @@ def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
         return fold_context_size(settings, n_ctx, profile.reply_max_tokens)
 
     if profile.backend == "server":
-        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for)  # type: ignore[return-value]
+        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for)
     return LlamaEngine.open(
         profile, cache_dir=app_dirs().cache, progress=progress, fold_ctx_for=fold_ctx_for
     )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.library import CharacterLibrary
-from kotonia_tui.domain import Conversation, Message
+from kotonia_tui.domain import StoredConversation, StoredMessage
 from kotonia_tui.store import Store
 
 
@@ -22,13 +22,13 @@ class ConversationReader:
         self.store = store
         self.library = library
 
-    def conversation(self, conv_id: int) -> Conversation:
+    def conversation(self, conv_id: int) -> StoredConversation:
         return self.store.get_conversation(conv_id)
 
-    def conversations_of(self, card: CharacterCard) -> list[Conversation]:
+    def conversations_of(self, card: CharacterCard) -> list[StoredConversation]:
         """The card's conversations, newest first, including chats filed under its name."""
 
-        def is_its(conv: Conversation) -> bool:
+        def is_its(conv: StoredConversation) -> bool:
             found = self.library.card_of(conv.character_key, conv.character_name)
             return found is not None and found.key == card.key
 
@@ -36,7 +36,7 @@ class ConversationReader:
 
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         """The newest `limit` messages (or the `limit` before `before_id`), oldest first."""
         if before_id is None:
             return self.store.recent_messages(conv_id, limit)

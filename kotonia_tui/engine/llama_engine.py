@@ -272,7 +272,8 @@ class LlamaEngine(EngineBase):
 
     def _tokenize_prompt_text(self, text: str) -> list[int]:
         assert self._llama is not None
-        return self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        tokens: list[int] = self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        return tokens
 
     # ---- generation -----------------------------------------------------------------------
 
@@ -308,9 +309,9 @@ class LlamaEngine(EngineBase):
                 slot = self._choose_slot(request.slot, items)
                 stats = yield from self._prefill(slot, items, request)
         else:
-            items: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
-            slot = self._choose_slot(request.slot, items)
-            stats = yield from self._prefill(slot, items, request)
+            tokens: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
+            slot = self._choose_slot(request.slot, tokens)
+            stats = yield from self._prefill(slot, tokens, request)
         if request.prefill_only:
             metrics = call_metrics(request, FinishReason.STOP, **stats)
             result = GenerationResult("", "", FinishReason.STOP, metrics)

@@ -13,7 +13,7 @@ inside `read()` so they see one snapshot even while another process writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,16 @@ class Db:
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
+
+    def insert(self, table: str, row: dict[str, object]) -> int:
+        """Insert one row (sqlite-utils) and return its new rowid."""
+        new_id = self.utils.table(table).insert(row).last_pk
+        if not isinstance(new_id, int):
+            raise StoreError(f"{self.path}: a row inserted into {table} got no id")
+        return new_id
+
+    def insert_all(self, table: str, rows: Iterable[dict[str, object]]) -> None:
+        self.utils.table(table).insert_all(rows, batch_size=1000)
 
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""

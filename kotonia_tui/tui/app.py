@@ -12,7 +12,7 @@ import gc
 import logging
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from textual import work
 from textual.app import App
@@ -23,14 +23,20 @@ from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
-from kotonia_tui.domain import Conversation
+from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.commands import BindingCommands
 from kotonia_tui.tui.literal import literal_line, notify
-from kotonia_tui.tui.messages import LoadProgress, ServiceEventMessage, ServiceFailed, ServiceReady
+from kotonia_tui.tui.messages import (
+    LoadProgress,
+    ServiceEventMessage,
+    ServiceFailed,
+    ServiceOpened,
+    ServiceReady,
+)
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
@@ -51,8 +57,9 @@ class KotoniaApp(App[int]):
     CSS_PATH = "kotonia.tcss"
     # Screen classes for small terminals (kotonia.tcss): at 80x24 the pictures give their room
     # to the text, and the lists narrow.
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (100, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (30, "-tall")]
+    # (Not ClassVars: Textual declares them on App as instance attributes.)
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     COMMANDS: ClassVar = App.COMMANDS | {BindingCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
@@ -134,9 +141,10 @@ class KotoniaApp(App[int]):
             log.exception("the model could not be loaded")
             self.post_message(ServiceFailed(str(exc)))
             return
-        self.call_from_thread(self._service_opened, service)
+        self.post_message(ServiceOpened(service))
 
-    async def _service_opened(self, service: ChatService) -> None:
+    async def on_service_opened(self, message: ServiceOpened) -> None:
+        service = message.service
         if self._service_closed:
             service.engine.close()
             service.store.close()
@@ -159,12 +167,9 @@ class KotoniaApp(App[int]):
         if self._service_closed:
             return
         self._service_closed = True
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen) and screen.turn is not None:
-                screen.turn.cancel()
         if self.service is not None:
             service, self.service = self.service, None
-            await service.close()
+            await service.close("the app was closed")  # a reply still running is stored
         elif self.reader is not None:
             self.reader.store.close()
 
@@ -232,28 +237,12 @@ class KotoniaApp(App[int]):
 
     def _describe_event(self, event: ServiceEvent) -> None:
         if isinstance(event, MemoryNotice):
-            style = "$warning" if event.level == "warning" else "$text-muted"
-            self.notice = literal_line(event.text, style)
-            if event.level == "warning":
+            warning = event.level is NoticeLevel.WARNING
+            self.notice = literal_line(event.text, "$warning" if warning else "$text-muted")
+            if warning:
                 notify(self, event.text, title="Memory", severity="warning")
             return
-        assert isinstance(event, FoldProgress)
-        job = event.job
-        label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
-        if event.state == "queued":
-            self.fold_status = Content.assemble(("◔ ", "$accent"), f"{label} queued")
-        elif event.state == "running":
-            self.fold_status = Content.assemble(("◑ ", "bold $accent"), f"{label} running")
-        elif event.state == "landed":
-            self.fold_status = Content.assemble(
-                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
-            )
-        elif event.state == "failed":
-            self.fold_status = Content.assemble(
-                ("✗ ", "bold $error"), literal_line(f"{label} failed: {event.detail}", "$error")
-            )
-        elif event.state == "idle":
-            self.fold_status = Content("")
+        self.fold_status = fold_status(event)
 
     def _tick(self) -> None:
         service = self.service
@@ -304,7 +293,7 @@ class KotoniaApp(App[int]):
             return f"The model could not be loaded: {self.load_error}"
         return "The model is still loading."
 
-    def open_conversation(self, conv: Conversation | int) -> None:
+    def open_conversation(self, conv: StoredConversation | int) -> None:
         reader = self.reader
         if reader is None:
             notify(self, self._not_ready(), severity="warning")
@@ -356,6 +345,31 @@ class KotoniaApp(App[int]):
             self.pop_screen()
             return
         self.push_screen(HelpScreen(self.help_rows()))
+
+
+def fold_status(event: FoldProgress) -> Content:
+    """The status line's fold item for a fold event; every state has its own line."""
+    job = event.job
+    label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+    match event.state:
+        case FoldState.QUEUED:
+            return Content.assemble(("◔ ", "$accent"), f"{label} queued")
+        case FoldState.RUNNING:
+            return Content.assemble(("◑ ", "bold $accent"), f"{label} running")
+        case FoldState.DEFERRED:
+            return Content.assemble(
+                ("◔ ", "$warning"), literal_line(f"{label} waiting: {event.detail}")
+            )
+        case FoldState.LANDED:
+            return Content.assemble(
+                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
+            )
+        case FoldState.FAILED:
+            return Content.assemble(
+                ("✗ ", "bold $error"), literal_line(f"{label} failed: {event.detail}", "$error")
+            )
+        case _:
+            assert_never(event.state)
 
 
 def _pretty_keys(keys: str) -> str:

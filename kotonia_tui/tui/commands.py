@@ -6,7 +6,7 @@ the same title is left out here, so the palette does not offer Quit and Theme tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -41,12 +41,14 @@ class BindingCommands(Provider):
             keys = " / ".join(keys_of[(id(node), action)])
             yield description, keys, node, action
 
+    def _runner(self, action: str, node: DOMNode) -> Callable[[], Awaitable[bool]]:
+        """Run the binding's action in the namespace of the widget (or screen) that binds it."""
+        return partial(self.app.run_action, action, node)
+
     async def discover(self) -> Hits:
         for description, keys, node, action in self._commands():
             yield DiscoveryHit(
-                description,
-                partial(node.run_action, action),
-                help=markup_escaped(f"key: {keys}"),
+                description, self._runner(action, node), help=markup_escaped(f"key: {keys}")
             )
 
     async def search(self, query: str) -> Hits:
@@ -57,6 +59,6 @@ class BindingCommands(Provider):
                 yield Hit(
                     score,
                     matcher.highlight(description),
-                    partial(node.run_action, action),
+                    self._runner(action, node),
                     help=markup_escaped(f"key: {keys}"),
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from textual.widgets import ListView
 
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.cli import main
@@ -13,6 +14,7 @@ from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.characters.wild_cards import GENERATORS, write_wild_cards
 from tests.hostile import expected, raw_controls
 from tests.tui.conftest import tiny_settings
@@ -60,7 +62,7 @@ async def test_the_picker_and_a_chat_show_every_shape(scripted_model):
     async with app.run_test(size=(120, 40)) as pilot:
         assert await asyncio.wait_for(app.wait_service(), 30) is not None
         await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
-        listing = app.screen.query_one("#card-list")
+        listing = app.screen.query_one("#card-list", ListView)
         keys = [item.card.key for item in listing.query(CardItem)]
         for card in wild:
             listing.index = keys.index(card.key)
@@ -79,7 +81,7 @@ async def test_the_picker_and_a_chat_show_every_shape(scripted_model):
         await pilot.pause()
         assert "Easy. You swallowed half the bay." in screen_text(app)
         ended = chat.turns_ended
-        chat.query_one("#input").insert("Thank you.")
+        chat.query_one("#input", ChatInput).insert("Thank you.")
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.turns_ended > ended and not chat.streaming)
         await pilot.pause()

@@ -27,7 +27,7 @@ async def stopped_before_the_first_word(service):
     conv = service.new_conversation(card)
     turn = await service.send(conv.id, "May I come in?")
     turn.cancel()  # before the first token
-    done = await turn.run()
+    done = await turn.wait()
     assert done.reply is None and done.error == "stopped before the first word"
     last = service.store.last_message(conv.id)
     assert last.role is Role.USER and last.text == "May I come in?"
@@ -42,7 +42,7 @@ async def test_the_character_answers_a_message_left_without_a_reply(
     conv = await stopped_before_the_first_word(service)
     turn = await getattr(service, how)(conv.id)
     assert turn.target is None and turn.user_message is None  # a new reply, no new message
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None and done.reply is not None
     assert done.reply.text == REPLY and done.reply.role is Role.CHARACTER
     texts = [(m.role, m.text) for m in service.store.recent_messages(conv.id, 10)]
@@ -62,7 +62,7 @@ async def test_an_imported_chat_ending_with_the_user_is_answered(make_service, s
             Message(role=Role.USER, speaker="Ann", text="Can I wait out the storm here?"),
         ],
     )
-    done = await (await service.regenerate(conv.id)).run()
+    done = await (await service.regenerate(conv.id)).wait()
     assert done.reply is not None and done.reply.text == REPLY
     assert service.store.message_count(conv.id) == 3
 

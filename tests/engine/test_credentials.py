@@ -37,7 +37,7 @@ def test_urls_in_text_and_log_records_are_redacted_whatever_the_punctuation():
         raise ValueError("cannot reach http://ann:pw@h:1/v1")
     except ValueError:
         record = logging.LogRecord(
-            "x", logging.ERROR, __file__, 1, "at %s", ("http://t0k@h",), True
+            "x", logging.ERROR, __file__, 1, "at %s", ("http://t0k@h",), None
         )
         record.exc_info = __import__("sys").exc_info()
     line = RedactingFormatter("%(message)s").format(record)

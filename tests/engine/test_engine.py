@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def open_engine(tmp_path: Path, model: Path, mmproj: Path | None = None, **extra
     return LlamaEngine.open(profile(model, mmproj, **extra), cache_dir=tmp_path / "cache")
 
 
-def request(*messages: ChatMessage, max_tokens: int = 16, **extra: object) -> GenerationRequest:
+def request(*messages: ChatMessage, max_tokens: int = 16, **extra: Any) -> GenerationRequest:
     return GenerationRequest(messages=tuple(messages), max_tokens=max_tokens, **extra)
 
 
@@ -338,7 +339,7 @@ async def test_the_profile_sets_top_k_and_the_repeat_window(tmp_path, tiny_noeos
     """top_k and repeat_last_n are profile settings the sampler reads (they were constants)."""
     ask = request(SYSTEM, ChatMessage("user", "Tell me about the harbour."), max_tokens=24)
 
-    async def reply(**sampling: object) -> str:
+    async def reply(**sampling: Any) -> str:
         with open_engine(tmp_path, tiny_noeos_model_path, seed=3, **sampling) as engine:
             return (await engine.generate(ask)).text
 

@@ -7,6 +7,8 @@ their bodies are checked as built, against the fields their APIs document.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import ChatMessage
 from kotonia_tui.engine.formats import TranscriptFormat
@@ -24,7 +26,7 @@ from kotonia_tui.engine.types import GenerationRequest, Slot
 PROFILE = ModelProfile(top_k=7, repeat_last_n=128, repeat_penalty=1.3, seed=5, temperature=0.6)
 
 
-def ask(**values: object) -> GenerationRequest:
+def ask(**values: Any) -> GenerationRequest:
     values.setdefault("max_tokens", 32)
     return GenerationRequest(
         messages=(ChatMessage("system", "Wren keeps the lighthouse."), ChatMessage("user", "Hi.")),

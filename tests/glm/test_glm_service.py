@@ -4,7 +4,7 @@ template for replies and for the chronicler. Scripted models fix the text where 
 from __future__ import annotations
 
 from kotonia_tui.chat.events import ReplyDelta
-from kotonia_tui.chat.service import NO_REPLY
+from kotonia_tui.chat.turn import NO_REPLY
 from kotonia_tui.domain import MessageStatus
 from tests.cards import write_short_card
 from tests.chat.conftest import cancel_turn_after
@@ -29,7 +29,7 @@ async def test_an_image_turn_is_stored_and_the_next_turn_reuses_it(
         make_service, tiny_settings(model, mmproj=mmproj_for(model), n_ctx=2048)
     )
     digest = service.attach_image(write_tiny_png(tmp_path / "lens.png", (32, 48)))
-    first = await (await service.send(conv.id, "Look at the lens.", [digest])).run()
+    first = await (await service.send(conv.id, "Look at the lens.", [digest])).wait()
     assert first.error is None and first.reply.text == reply
     assert first.metrics.images == 1
     assert service.store.last_turn_metrics(conv.id) == first.metrics
@@ -38,7 +38,7 @@ async def test_an_image_turn_is_stored_and_the_next_turn_reuses_it(
     sent = service.store.recent_messages(conv.id, 3)[-2]
     assert sent.images == [digest]
     assert service.prompter.message_tokens(sent) >= service.engine.count_tokens(sent.text) + 24
-    second = await (await service.send(conv.id, "Is it clean?")).run()
+    second = await (await service.send(conv.id, "Is it clean?")).wait()
     assert second.reply.text == reply and second.metrics.images == 1
     # The image (24 KV cells) is not evaluated again: only the new turn's few tokens are.
     assert second.metrics.reused >= first.metrics.prompt_positions
@@ -96,7 +96,7 @@ async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, glm_endles
     reply = service.store.get_message(turn.done.reply.id)
     assert reply.status is MessageStatus.CANCELLED
     assert turn.done.metrics.generated < 600
-    after = await (await service.send(conv.id, "Short, then.")).run()
+    after = await (await service.send(conv.id, "Short, then.")).wait()
     assert after.error is None and after.metrics.reused > 0
 
 
@@ -116,11 +116,11 @@ async def test_a_fold_through_the_chat_template_lands_and_the_prewarm_makes_it_c
         if prewarm:
             await service._prewarm_task
         applying = await service.send(conv.id, "And then?")
-        done = await applying.run()
+        done = await applying.wait()
         assert done.error is None and applying.prepared.plan.apply_landed
         assert CHAPTER in applying.prepared.state.memory_text
         figures[prewarm] = done.metrics
-        after = await (await service.send(conv.id, "Go on.")).run()
+        after = await (await service.send(conv.id, "Go on.")).wait()
         assert after.metrics.reused >= done.metrics.prompt_positions - 2
         assert after.metrics.evaluated < after.metrics.prompt_positions / 4
     cold, warm = figures[False], figures[True]

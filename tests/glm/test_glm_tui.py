@@ -3,7 +3,7 @@ empty block looks like to the user (nothing)."""
 
 from __future__ import annotations
 
-from kotonia_tui.chat.service import NO_REPLY
+from kotonia_tui.chat.turn import NO_REPLY
 from kotonia_tui.domain import Role
 from kotonia_tui.tui.app import KotoniaApp
 from tests.tiny_models import write_tiny_png

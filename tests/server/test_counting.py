@@ -198,7 +198,7 @@ async def test_sending_into_a_long_uncounted_history_never_counts_on_the_loop(
     with watch:
         turn = await service.send(conv.id, "Is the lamp lit?")
         ticks_in_send = watch.ticks
-        done = await turn.run()
+        done = await turn.wait()
     print(
         f"\nsend into 600 uncounted messages: longest loop stall "
         f"{watch.longest_stall_ms:.0f} ms, blocking counts on the loop: "

@@ -9,6 +9,7 @@ import pytest
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.domain import ChatMessage
+from kotonia_tui.engine import StreamEvent
 from kotonia_tui.engine.errors import BackendUnavailableError, CallPreemptedError
 from kotonia_tui.engine.server import ServerEngine, ServerKind
 from kotonia_tui.engine.types import (
@@ -55,7 +56,8 @@ async def test_one_turn_streams_deltas_that_join_to_the_result(scripted_engine):
     assert info.kind is ServerKind.LLAMA_CPP_PYTHON
     assert info.n_ctx == 1024 and info.n_ctx_source == "profile"  # this server does not say
     call = scripted_engine.start(request(max_tokens=64))
-    deltas, results = [], []
+    deltas: list[StreamEvent] = []
+    results: list[StreamEvent] = []
     async for event in call:
         (results if isinstance(event, GenerationResult) else deltas).append(event)
     assert len(results) == 1 and results[0] is await call.result()

@@ -20,6 +20,7 @@ from kotonia_tui.domain import (
     Role,
     utcnow,
 )
+from kotonia_tui.engine import GenerationResult
 from kotonia_tui.engine.errors import StreamInterruptedError
 from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
@@ -31,7 +32,7 @@ from .conftest import CHAPTER, poll, server_profile, server_settings
 async def chat_until_queued(service, conv_id, limit=80):
     for index in range(limit):
         turn = await service.send(conv_id, f"Message number {index} about the lamps.")
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         if turn.prepared.queued is not None:
             return turn.prepared.queued
@@ -46,7 +47,7 @@ async def test_turns_and_a_fold_through_the_service(make_service, scripted_serve
     assert isinstance(service.engine, ServerEngine)
     conv = service.new_conversation(service.library.get(key))
     turn = await service.send(conv.id, "Good evening, Wren.")
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None and done.reply.text == CHAPTER
     assert done.reply.status is MessageStatus.COMPLETE
     assert done.metrics.prompt_positions > 0 and done.metrics.generated > 0
@@ -76,6 +77,7 @@ async def test_a_killed_server_breaks_the_stream_with_the_partial_reply(own_serv
         message = str(caught.value)
         assert own_server.url in message and "part way through the reply" in message
         partial = caught.value.partial
+        assert isinstance(partial, GenerationResult)
         assert partial.finish_reason is FinishReason.LENGTH and partial.text
     finally:
         engine.close()
@@ -89,7 +91,7 @@ async def test_server_killed_mid_reply_then_restarted(
     service = await make_service(server_settings(own_server.url, n_ctx=2048, reply_max_tokens=96))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # hold the fold until the server is gone
-    assert (await (await service.send(conv.id, "Hello, Wren.")).run()).error is None
+    assert (await (await service.send(conv.id, "Hello, Wren.")).wait()).error is None
     first, last = service.messages(conv.id)[0], service.store.last_message(conv.id)
     job = service.store.enqueue_fold(
         FoldJob(
@@ -128,5 +130,5 @@ async def test_server_killed_mid_reply_then_restarted(
     own_server.start(scripted_model_file)
     await poll(lambda: service.store.get_fold(job.id).status is FoldStatus.DONE)
     assert service.store.chapters(conv.id)[0].text == CHAPTER
-    after = await (await service.send(conv.id, "Welcome back.")).run()
+    after = await (await service.send(conv.id, "Welcome back.")).wait()
     assert after.error is None and after.reply.text == CHAPTER

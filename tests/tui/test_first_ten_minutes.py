@@ -7,6 +7,8 @@ import asyncio
 import pytest
 from textual import events
 from textual.command import CommandList
+from textual.content import Content
+from textual.widgets import ListView, Static
 
 from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.domain import Chapter, Conversation, Message, Role, Synopsis
@@ -14,7 +16,8 @@ from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
-from kotonia_tui.tui.screens.picker import PickerScreen
+from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, views, wait_for
@@ -68,7 +71,7 @@ async def test_messages_are_shown_as_written(scripted_model, mira_card):
     app = KotoniaApp(tiny_settings(scripted_model(REPLY)))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        chat_input = screen.query_one("#input")
+        chat_input = screen.query_one("#input", ChatInput)
         chat_input.insert("First line.")
         await pilot.press("ctrl+j")
         chat_input.insert('He said "clock" twice. 「忘れもの帳」 too.')
@@ -101,7 +104,7 @@ async def test_alt_c_copies_while_the_message_box_has_the_focus(tiny_eos_model_p
     app = KotoniaApp(tiny_settings(tiny_eos_model_path))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        chat_input = screen.query_one("#input")
+        chat_input = screen.query_one("#input", ChatInput)
         assert chat_input.has_focus
         # As a terminal reports Alt+C (ESC c): the key "alt+c" carrying the character "c".
         app.post_message(events.Key("alt+c", "c"))
@@ -131,8 +134,8 @@ async def test_a_failed_model_load_leaves_the_conversations_readable(mira_card, 
     async with app.run_test(size=SIZE) as pilot:
         assert await asyncio.wait_for(app.wait_service(), 30) is None
         await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
-        listing = app.screen.query_one("#card-list")
-        listing.index = [item.card.key for item in listing.children].index("mira")
+        listing = app.screen.query_one("#card-list", ListView)
+        listing.index = [item.card.key for item in listing.query(CardItem)].index("mira")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationsScreen))
         await pilot.pause(0.3)
@@ -143,10 +146,10 @@ async def test_a_failed_model_load_leaves_the_conversations_readable(mira_card, 
         screen: ChatScreen = app.screen  # type: ignore[assignment]
         assert "Welcome back to the lighthouse." in screen_text(app)
         assert "Read only" in screen_text(app)
-        screen.query_one("#input").insert("Hello?")
+        screen.query_one("#input", ChatInput).insert("Hello?")
         await pilot.press("enter")
         await pilot.pause(0.2)
-        assert screen.query_one("#input").text == "Hello?"  # kept, not lost
+        assert screen.query_one("#input", ChatInput).text == "Hello?"  # kept, not lost
         assert any("could not be loaded" in str(n.message) for n in app._notifications)
         assert "still loading" not in " ".join(str(n.message) for n in app._notifications)
 
@@ -207,7 +210,7 @@ async def test_after_a_major_fold_the_chapters_section_says_where_they_went(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
         await pilot.press("f2")
-        store = app.service.store  # type: ignore[union-attr]
+        store = app.service.store
         (greeting,) = store.recent_messages(screen.conv_id, 5)
         # A major fold's outcome, written through the store: the tiny model cannot write it.
         chapter = store.add_chapter(
@@ -252,6 +255,8 @@ async def test_broken_cards_stay_listed_in_full(tiny_eos_model_path, mira_card):
         text = screen_text(app)
         assert "1 card could not be read" in text
         assert "expected a list of strings, got string" in text  # the end of the message
-        shown = app.screen.query_one("#card-problems-text").visual.plain
+        visual = app.screen.query_one("#card-problems-text", Static).visual
+        assert isinstance(visual, Content)
+        shown = visual.plain
         message = "broken.json: data.character_book.entries[0].keys: expected a list of strings"
         assert message in shown.replace("\n", " ")

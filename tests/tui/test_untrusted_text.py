@@ -22,16 +22,18 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 from textual.content import Content
+from textual.widgets import Button, ListView, Static
 
 from kotonia_tui.chat.bootstrap import open_store
+from kotonia_tui.chatfiles import read_chat_file
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, Synopsis
-from kotonia_tui.store import read_chat_file
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import ConfirmScreen, EditScreen, HelpScreen, TextScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import ChapterItem
 from tests.hostile import (
     HOSTILE,
@@ -61,7 +63,7 @@ def markup_spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     content_from_markup = Content.from_markup.__func__  # type: ignore[attr-defined]
     text_from_markup = Text.from_markup.__func__  # type: ignore[attr-defined]
 
-    def content_spy(cls, markup, **variables):
+    def content_spy(cls, markup, /, **variables):
         if isinstance(markup, str) and SENTINEL in markup:
             seen.append(markup)
         return content_from_markup(cls, markup, **variables)
@@ -108,13 +110,13 @@ async def test_every_screen_shows_hostile_text_literally(
         check(app, expected(MODEL_NAME)[:30])
         # Broken cards: listed under the cards with their (hostile) file names.
         assert app.screen.query_one("#card-problems").display
-        problems = app.screen.query_one("#card-problems-text")
+        problems = app.screen.query_one("#card-problems-text", Static)
         for path in broken:
             assert expected(path.name) in problems.visual.plain  # type: ignore[attr-defined]
 
         # Every card, highlighted in turn: its name in the list and the About pane, the start
         # of its description.
-        listing = app.screen.query_one("#card-list")
+        listing = app.screen.query_one("#card-list", ListView)
         keys = [item.card.key for item in listing.query(CardItem)]
         assert {card.key for card in cards} <= set(keys)  # and the shipped samples
         for card in cards:
@@ -128,7 +130,7 @@ async def test_every_screen_shows_hostile_text_literally(
 
         # The conversation screen of one card: its greetings.
         chat_card = next(card for card in cards if card.kind == CHAT_CARD_KIND)
-        listing = app.screen.query_one("#card-list")
+        listing = app.screen.query_one("#card-list", ListView)
         listing.index = [item.card.key for item in listing.query(CardItem)].index(chat_card.key)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationsScreen))
@@ -143,7 +145,7 @@ async def test_every_screen_shows_hostile_text_literally(
         await pilot.pause()
         check(app, expected(first_line), expected(chat_card.name))
         ended = chat.turns_ended
-        chat.query_one("#input").insert(USER_TEXT)
+        chat.query_one("#input", ChatInput).insert(USER_TEXT)
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.turns_ended > ended and not chat.streaming)
         await pilot.pause()
@@ -180,7 +182,7 @@ async def test_every_screen_shows_hostile_text_literally(
         check(app, "Next prompt", expected(f"{HOSTILE['bidi']} synopsis 2")[:30])
         item = chat.query_one(ChapterItem)
         assert item.chapter_view.chapter.id == chapter.id
-        chapters = chat.query_one("#chapters")
+        chapters = chat.query_one("#chapters", ListView)
         chapters.focus()
         chapters.index = 0
         await pilot.press("enter")
@@ -189,7 +191,7 @@ async def test_every_screen_shows_hostile_text_literally(
         check(app, expected(hostile_summary), expected(USER_TEXT), expected(REPLY))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is chat)
-        chat.query_one("#synopsis-versions").press()
+        chat.query_one("#synopsis-versions", Button).press()
         await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
         await pilot.pause()
         check(app, expected(f"{HOSTILE['bidi']} synopsis 1"))
@@ -230,7 +232,7 @@ async def test_every_screen_shows_hostile_text_literally(
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationsScreen))
         await pilot.pause(0.3)
         check(app, expected(chat_file.stem))
-        app.open_conversation(imported.id)  # type: ignore[arg-type]
+        app.open_conversation(imported.id)
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
         await pilot.pause(0.3)
         last_texts = [m.text for m in messages][-3:]

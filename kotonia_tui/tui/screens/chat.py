@@ -11,24 +11,27 @@ the model could not be loaded (`service` is None then, and sending says why it c
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static
 
-from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
+from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.reader import ConversationReader
-from kotonia_tui.chat.service import NO_REPLY, ChatService, Turn
-from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
+from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMessage
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -41,9 +44,6 @@ from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
@@ -53,7 +53,16 @@ NARROW = 100
 FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
-class ChatScreen(Screen[None]):
+class Ask(StrEnum):
+    """What the player asked for, and so which service call starts the turn."""
+
+    SEND = "send"  # a new message
+    ANSWER = "answer"  # a reply to the user's last message, which has none
+    REGENERATE = "regenerate"
+    CONTINUE = "continue"
+
+
+class ChatScreen(KotoniaScreen[None]):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -79,7 +88,7 @@ class ChatScreen(Screen[None]):
     def __init__(
         self,
         reader: ConversationReader,
-        conversation: Conversation,
+        conversation: StoredConversation,
         service: ChatService | None = None,
         unavailable: str = "",
     ) -> None:
@@ -89,16 +98,13 @@ class ChatScreen(Screen[None]):
         # Why there is no service (the model could not be loaded): said when the user sends.
         self.unavailable = unavailable or "the model is not loaded"
         self.conversation = conversation
-        self.conv_id: int = conversation.id  # type: ignore[assignment]
+        self.conv_id = conversation.id
+
         self.turn: Turn | None = None
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
@@ -164,15 +170,14 @@ class ChatScreen(Screen[None]):
         self.set_interval(1.0, self._tick)
 
     def _views_for(
-        self, messages: list[Message], first_number: int | None = None
+        self, messages: Sequence[StoredMessage], first_number: int | None = None
     ) -> list[MessageView]:
         """Views numbered in the conversation (1 = its first message) from the first's place."""
         if not messages:
             return []
         if first_number is None:
             first_id = messages[0].id
-            numbers = self.reader.message_numbers(self.conv_id, [first_id]) if first_id else {}
-            first_number = numbers.get(first_id, 1) if first_id else 1
+            first_number = self.reader.message_numbers(self.conv_id, [first_id]).get(first_id, 1)
         return [MessageView(m, number=first_number + i) for i, m in enumerate(messages)]
 
     def _next_number(self) -> int:
@@ -216,14 +221,14 @@ class ChatScreen(Screen[None]):
             return
         text = event.text
         if text.strip() or self.attachments:
-            self.run_turn("new", text)
+            self.run_turn(Ask.SEND, text)
             return
         views = self._views()
         last = views[-1].message if views else None
         if last is None or last.role is not Role.CHARACTER:
             # An empty send answers a message of the user's left without a reply (a reply
             # stopped before its first word, a chat imported ending with the user).
-            self.run_turn("answer")
+            self.run_turn(Ask.ANSWER)
         else:
             notify(self, "Type a message first (Ctrl+R writes another version of the reply).")
 
@@ -232,39 +237,44 @@ class ChatScreen(Screen[None]):
             self.turn.cancel()
 
     def action_regenerate(self) -> None:
-        self.run_turn("regenerate")
+        self.run_turn(Ask.REGENERATE)
 
     def action_continue_reply(self) -> None:
-        self.run_turn("continue")
+        self.run_turn(Ask.CONTINUE)
+
+    async def _start(self, service: ChatService, ask: Ask, text: str) -> Turn:
+        """Ask the service for the turn; a sent message is shown once it is stored."""
+        if ask is Ask.SEND:
+            images = [digest for digest, _name in self.attachments]
+            turn = await service.send(self.conv_id, text, images)
+            # The user's message is stored: only now does the box empty.
+            self.query_one(ChatInput).clear()
+            self._set_attachments([])
+            self._remove_empty_note()
+            if turn.user_message is not None:
+                await self.query_one("#log", VerticalScroll).mount(
+                    MessageView(turn.user_message, number=self._next_number())
+                )
+            return turn
+        if ask is Ask.ANSWER:
+            return await service.answer(self.conv_id)
+        if ask is Ask.REGENERATE:
+            return await service.regenerate(self.conv_id)
+        return await service.continue_reply(self.conv_id)
 
     @work(exclusive=True, group="turn")
-    async def run_turn(self, kind: str, text: str = "") -> None:
+    async def run_turn(self, ask: Ask, text: str = "") -> None:
         service = self.service
         if service is None:
             notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
             return
-        chat_input = self.query_one(ChatInput)
         log_view = self.query_one("#log", VerticalScroll)
         self.streaming = True
         self.kotonia.turn_status = "preparing the prompt…"
         target: MessageView | None = None
         view: MessageView
         try:
-            if kind == "new":
-                images = [digest for digest, _name in self.attachments]
-                turn = await service.send(self.conv_id, text, images)
-                # The user's message is stored: only now does the box empty.
-                chat_input.clear()
-                self._set_attachments([])
-                self._remove_empty_note()
-                if turn.user_message is not None:
-                    await log_view.mount(MessageView(turn.user_message, number=self._next_number()))
-            elif kind == "answer":
-                turn = await service.answer(self.conv_id)
-            elif kind == "regenerate":
-                turn = await service.regenerate(self.conv_id)
-            else:
-                turn = await service.continue_reply(self.conv_id)
+            turn = await self._start(service, ask, text)
             if turn.target is None:
                 # A new reply (to a message just sent, or to one left without an answer).
                 self._remove_empty_note()
@@ -280,7 +290,7 @@ class ChatScreen(Screen[None]):
                     target = self._view_of(turn.target.id)
                 assert target is not None
                 view = target
-                if kind == "regenerate":
+                if turn.kind is TurnKind.REGENERATE:
                     count = max(1, len(turn.target.alternatives))
                     view.start_stream(note=f"writing version {count + 1}…")
                 else:
@@ -292,7 +302,7 @@ class ChatScreen(Screen[None]):
             notify(self, str(exc), title="Not sent", severity="error", timeout=10)
             self.streaming = False
             self.kotonia.turn_status = ""
-            if kind == "new":
+            if ask is Ask.SEND:
                 await self._reload()
             self.turns_ended += 1
             return
@@ -310,6 +320,10 @@ class ChatScreen(Screen[None]):
                 elif isinstance(event, TurnDone):
                     self._finish(view, target, event)
         finally:
+            if turn.done is None:
+                # This worker was cancelled (the screen was closed, the app is quitting): the
+                # service's turn stops and stores what it wrote.
+                turn.interrupt("the chat was closed")
             self.turn = None
             self.turns_ended += 1
             self.streaming = False
@@ -326,7 +340,7 @@ class ChatScreen(Screen[None]):
             view.finish(view.message)
             if done.error:
                 notify(self, done.error, title="No new version", severity="warning")
-        elif done.error == "stopped before the first word":
+        elif done.error == NOTHING_WRITTEN:
             view.remove()
             notify(
                 self, "Stopped before the first word. Enter on an empty box (or Ctrl+R) asks again."
@@ -435,7 +449,7 @@ class ChatScreen(Screen[None]):
             if text is None or text == message.text:
                 return
             try:
-                view.set_message(service.edit_message(message.id, text))  # type: ignore[arg-type]
+                view.set_message(service.edit_message(message.id, text))
             except Exception as exc:
                 notify(self, str(exc), title="Not edited", severity="error")
                 return
@@ -458,7 +472,7 @@ class ChatScreen(Screen[None]):
             if not yes:
                 return
             try:
-                service.delete_message(message.id)  # type: ignore[arg-type]
+                service.delete_message(message.id)
             except Exception as exc:
                 notify(self, str(exc), title="Not deleted", severity="error")
                 return
@@ -487,7 +501,7 @@ class ChatScreen(Screen[None]):
 
     def action_back(self) -> None:
         if self.turn is not None:
-            self.turn.cancel()
+            self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
 
     # ---- attachments -----------------------------------------------------------------------
@@ -559,7 +573,7 @@ class ChatScreen(Screen[None]):
         """Called by the app for each fold event or memory notice."""
         if event.conversation_id != self.conv_id:
             return
-        if isinstance(event, FoldProgress) and event.state == "running" and self.streaming:
+        if isinstance(event, FoldProgress) and event.state is FoldState.RUNNING and self.streaming:
             return  # the fold waits for the turn; the inspector refreshes when the turn ends
         self.refresh_memory()
 

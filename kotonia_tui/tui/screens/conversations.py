@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, LoadingIndicator, Static
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.domain import Conversation, Role
+from kotonia_tui.domain import Role, StoredConversation
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, fill_macros, message_body, plural, short_text
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 
 class ConversationItem(ListItem):
-    def __init__(self, conv: Conversation, preview: str) -> None:
+    def __init__(self, conv: StoredConversation, preview: str) -> None:
         title = conv.title or f"Conversation {conv.id}"
         label = Content.assemble(
             literal_line(title, "bold"),
@@ -51,7 +48,7 @@ class GreetingItem(ListItem):
         self.text = text
 
 
-class ConversationsScreen(Screen[None]):
+class ConversationsScreen(KotoniaScreen[None]):
     """Resume or start."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -63,10 +60,6 @@ class ConversationsScreen(Screen[None]):
         super().__init__()
         self.card = card
         self._loaded = False
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -125,7 +118,7 @@ class ConversationsScreen(Screen[None]):
         previous = listing.index
         await listing.clear()
         for conv in convs:
-            last = reader.messages(conv.id, limit=1) if conv.id is not None else []  # type: ignore[arg-type]
+            last = reader.messages(conv.id, limit=1)
             preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
             await listing.append(ConversationItem(conv, preview))
         listing.display = bool(convs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -233,7 +233,11 @@ class TextScreen(ModalScreen[None]):
 
 
 def chapter_page(
-    chapter: Chapter, source: list[Message], applied: bool, memory: MemoryView, first_number: int
+    chapter: Chapter,
+    source: Sequence[Message],
+    applied: bool,
+    memory: MemoryView,
+    first_number: int,
 ) -> TextScreen:
     """A chapter, then the messages it summarizes, numbered in their conversation."""
     state = "applied" if applied else "landed: applied on the next turn"
@@ -266,7 +270,7 @@ def chapter_page(
     return TextScreen(f"Chapter #{chapter.id}", blocks)
 
 
-def synopsis_page(versions: list[Synopsis], memory: MemoryView) -> TextScreen:
+def synopsis_page(versions: Sequence[Synopsis], memory: MemoryView) -> TextScreen:
     blocks: list[Content] = []
     for synopsis in reversed(versions):
         blocks.append(

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, Static
 
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.tui.literal import literal, literal_line, notify
 from kotonia_tui.tui.render import fill_macros, plural, short_text
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
-
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
 
 
 def first_paragraph(text: str) -> str:
@@ -38,7 +35,7 @@ class CardItem(ListItem):
         self.card = card
 
 
-class PickerScreen(Screen[None]):
+class PickerScreen(KotoniaScreen[None]):
     """Pick who to talk with."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -50,10 +47,6 @@ class PickerScreen(Screen[None]):
         super().__init__()
         self.cards = cards
         self.problems = problems
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -21,7 +21,8 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Static
 
-from kotonia_tui.domain import Message, MessageStatus, Role
+from kotonia_tui.chat.replies import join_continuation
+from kotonia_tui.domain import MessageStatus, Role, StoredMessage
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import message_body, status_content
 from kotonia_tui.tui.widgets.repaint import update_static
@@ -47,7 +48,7 @@ class MessageView(Static):
 
     def __init__(
         self,
-        message: Message | None,
+        message: StoredMessage | None,
         *,
         number: int | None = None,
         speaker: str = "",
@@ -86,7 +87,7 @@ class MessageView(Static):
     @property
     def text(self) -> str:
         if self.streaming:
-            return self._stream_prefix + self._stream_text
+            return join_continuation(self._stream_prefix, self._stream_text)
         return self.message.text if self.message is not None else ""
 
     # ---- streaming -------------------------------------------------------------------------
@@ -94,7 +95,7 @@ class MessageView(Static):
     def start_stream(self, prefix: str = "", note: str = "") -> None:
         """Show a reply being written (after `prefix`, for a continued reply)."""
         self.streaming = True
-        self._stream_prefix = prefix + (" " if prefix else "")
+        self._stream_prefix = prefix
         self._stream_text = ""
         self._error = None
         self._note = note
@@ -109,7 +110,7 @@ class MessageView(Static):
         self._flush_timer = None
         self._paint_body()
 
-    def finish(self, message: Message | None, error: str | None = None) -> None:
+    def finish(self, message: StoredMessage | None, error: str | None = None) -> None:
         """The turn ended: show the stored message (or keep the old one and show the error)."""
         if self._flush_timer is not None:
             self._flush_timer.stop()
@@ -121,7 +122,7 @@ class MessageView(Static):
         self._error = error
         self._paint()
 
-    def set_message(self, message: Message) -> None:
+    def set_message(self, message: StoredMessage) -> None:
         self.message = message
         self.streaming = False
         self._error = None
@@ -155,7 +156,7 @@ class MessageView(Static):
     def _paint_body(self) -> None:
         lines: list[Content]
         if self.streaming:
-            text = self._stream_prefix + self._stream_text
+            text = join_continuation(self._stream_prefix, self._stream_text)
             lines = [message_body(text, self.role, streaming=True)]
         elif self.message is not None and self.message.text.strip():
             lines = [message_body(self.message.text, self.role)]

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from kotonia_tui.chatfiles.errors import ImportFormatError
 from kotonia_tui.domain import (
     Alternative,
     Conversation,
@@ -31,7 +32,6 @@ from kotonia_tui.domain import (
     Segment,
     utcnow,
 )
-from kotonia_tui.store.errors import ImportFormatError
 from kotonia_tui.terminal_text import escape_json_controls
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
