@@ -18,12 +18,13 @@ test: install-test lint
 	@$(PY) -m pytest -q -ra
 
 lint: install-test
-	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks
-	@$(VENV)/bin/ruff format --check kotonia_tui tests benchmarks
+	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks scripts
+	@$(VENV)/bin/ruff format --check kotonia_tui tests benchmarks scripts
 	@$(VENV)/bin/lint-imports
+	@$(VENV)/bin/mypy
 
 bench: install-test
 	@$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

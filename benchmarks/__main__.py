@@ -44,7 +44,7 @@ def _runner(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Bench
 
         return lambda: prompt_cache.run(args.turns, args.prewarm_off_turns)
     module = __import__(f"benchmarks.{name}", fromlist=["run"])
-    return module.run  # type: ignore[no-any-return]
+    return module.run
 
 
 def _machine() -> dict[str, Any]:

@@ -27,7 +27,7 @@ import numpy as np
 from benchmarks.common import BenchResult, Table, default_model_settings, median, ratio
 from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.domain import ChatMessage
-from kotonia_tui.engine import GenerationRequest
+from kotonia_tui.engine import GenerationRequest, LlamaEngine
 
 REPEATS = 5
 ARMS = ("Kotonia turn", "bare eval loop", "Llama.create_completion")
@@ -87,6 +87,7 @@ def _stock(llm: llama_cpp.Llama, tokens: list[int]) -> dict[str, Any]:
 async def _measure() -> tuple[dict[str, list[dict[str, Any]]], int, int]:
     settings = default_model_settings(repeat_penalty=1.0, reply_max_tokens=MAX_TOKENS)
     engine = await asyncio.to_thread(open_engine, settings)
+    assert isinstance(engine, LlamaEngine)  # measured against a bare llama-cpp-python loop
     request = GenerationRequest(
         messages=PROMPT, max_tokens=MAX_TOKENS, reply_name="Wren", user_name="Ann"
     )

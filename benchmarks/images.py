@@ -61,7 +61,7 @@ async def _kotonia(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict
             images = [service.attach_image(pictures[index])] if index < len(pictures) else []
             started = time.perf_counter()
             turn = await service.send(conv.id, line, images)
-            done = await turn.run()
+            done = await turn.wait()
             wall = (time.perf_counter() - started) * 1000
             if done.error or done.metrics is None:
                 raise RuntimeError(f"Kotonia turn {index + 1} failed: {done.error}")
@@ -90,7 +90,9 @@ def _stock(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict[str, An
             verbose=False,
         )
     greeting = str(write_card_greeting())
-    messages: list[dict[str, Any]] = [
+    # llama-cpp-python types each message as one of its TypedDicts; these are built as plain
+    # dicts (image parts included), so they are Any to it.
+    messages: list[Any] = [
         {"role": "system", "content": "You are Wren, who keeps the lighthouse."},
         {"role": "assistant", "content": greeting},
     ]
@@ -106,7 +108,7 @@ def _stock(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict[str, An
             messages.append({"role": "user", "content": content})
             started = time.perf_counter()
             response: Any = llm.create_chat_completion(
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 max_tokens=32,
                 temperature=0.0,
             )
@@ -124,7 +126,9 @@ def _stock(model: Path, mmproj: Path, pictures: list[Path]) -> list[dict[str, An
 def write_card_greeting() -> str:
     from benchmarks.common import CARD
 
-    return str(CARD["data"]["first_mes"])  # type: ignore[index]
+    data = CARD["data"]
+    assert isinstance(data, dict)
+    return str(data["first_mes"])
 
 
 async def run() -> BenchResult:

@@ -22,10 +22,10 @@ from benchmarks.common import BenchResult, Table, ratio, rss_kib
 from benchmarks.turn_assembly import (
     db_path,
     ensure_dbs,
-    open_engine,
     settings_for,
     tiny_model,
 )
+from kotonia_tui.chat.bootstrap import open_engine
 
 SIZES = (100, 50_000)
 
@@ -38,8 +38,8 @@ def _child(n: int, conv_id: int) -> dict[str, Any]:
     opened = rss_kib()
     conv = service.store.get_conversation(conv_id)
     card = service.library.get(conv.character_key)
-    prepared = service.prompter.prepare(
-        conv_id, card, service.setup_for(card), service.persona, dry_run=True
+    prepared = asyncio.run(
+        service.prompter.preview(conv_id, card, service.setup_for(card), service.persona)
     )
     assembled = rss_kib()
     result = {

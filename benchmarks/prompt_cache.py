@@ -41,9 +41,9 @@ from benchmarks.common import (
     write_card,
 )
 from kotonia_tui.chat.bootstrap import open_service
-from kotonia_tui.chat.events import FoldProgress, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.domain import FoldKind
-from kotonia_tui.engine import Slot
+from kotonia_tui.engine import LlamaEngine, Slot
 
 SAMPLE_EVERY = 25  # re-read samples cost a whole prompt each: ~3-4 s on 2 cores
 
@@ -70,8 +70,9 @@ class _PrewarmLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage().startswith("prewarmed conversation"):
-            _conv, positions, ms = record.args  # type: ignore[misc]
-            self.records.append((int(positions), float(ms)))
+            _conv, positions, ms = record.args or (0, 0, 0.0)
+            assert isinstance(positions, int) and isinstance(ms, float)
+            self.records.append((positions, ms))
 
 
 def _lcp(a: list[int], b: list[int]) -> int:
@@ -118,7 +119,7 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
     folds: list[tuple[str, float, str]] = []  # kind, seconds, state
 
     def on_event(event: ServiceEvent) -> None:
-        if isinstance(event, FoldProgress) and event.state in ("landed", "failed"):
+        if isinstance(event, FoldProgress) and event.state in (FoldState.LANDED, FoldState.FAILED):
             folds.append((event.job.kind.value, event.elapsed_s, event.state))
 
     service.subscribe(on_event)
@@ -127,6 +128,7 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
     service_log.addHandler(prewarm_log)
     service_log.setLevel(logging.INFO)
     reference = None
+    assert isinstance(engine, LlamaEngine)  # the benchmark reads the in-process engine's KV
     if reread:
         info = engine.info
         reference = llama_cpp.Llama(
@@ -148,7 +150,7 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
             turn = await service.send(conv.id, user_line(index))
             text = engine.render(turn.prepared.request).text
             tokens = engine._tokenize_prompt_text(text)
-            done = await turn.run()
+            done = await turn.wait()
             if done.error is not None or done.metrics is None:
                 raise RuntimeError(f"turn {index} failed: {done.error}")
             plan = turn.prepared.plan
@@ -206,7 +208,7 @@ def _summarize(run: dict[str, Any]) -> dict[str, Any]:
     ordinary = [r for r in records if r.kind == "ordinary"]
     applying = [r for r in records if r.kind == "applying"]
     samples = [(r.positions, r.reread_ms) for r in records if r.reread_ms is not None]
-    a, b = _fit(samples)  # type: ignore[arg-type]
+    a, b = _fit(samples)
     kotonia_ms = sum(r.prompt_ms for r in records)
     reread_est_ms = sum(a + b * r.positions for r in records) if samples else None
     sampled = [r for r in records if r.reread_ms is not None]

@@ -21,7 +21,7 @@ from kotonia_tui.chat.bootstrap import open_engine, open_library
 from kotonia_tui.chat.prompting import Prompter, memory_tokens
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import Chapter, Conversation, Message, Role, Synopsis
-from kotonia_tui.engine import Engine
+from kotonia_tui.engine import Engine, EngineInfo
 from kotonia_tui.store import MemoryState, Store
 from tests.tiny_models import write_tiny_llama
 
@@ -99,16 +99,17 @@ def build_db(path: Path, n: int, engine: Engine, card_key: str, card_name: str) 
         )
         chapters = store.chapters(conv.id)
         synopsis = store.current_synopsis(conv.id)
-        prompter = Prompter(store, engine, settings_for(Path(engine.info.model_path)))
-        block, newest, synopsis_id, _covered = prompter.landed_memory(conv.id)
-        text = block.render()
+        assert isinstance(engine.info, EngineInfo)
+        prompter = Prompter(store, engine, settings_for(engine.info.model_path))
+        landed = prompter.landed_memory(conv.id)
+        text = landed.block.render()
         assert synopsis is not None and chapters
         store.set_memory_state(
             MemoryState(
                 conversation_id=conv.id,
                 verbatim_start_id=ids[-WINDOW],
-                applied_chapter_id=newest,
-                applied_synopsis_id=synopsis_id,
+                applied_chapter_id=landed.newest_chapter_id,
+                applied_synopsis_id=landed.synopsis_id,
                 memory_text=text,
                 memory_tokens=memory_tokens(engine, text),
                 memory_model_key=key,
@@ -128,19 +129,19 @@ def ensure_dbs(engine: Engine, sizes: tuple[int, ...] = SIZES) -> dict[int, int]
     return {n: build_db(db_path(n), n, engine, card.key, card.name) for n in sizes}
 
 
-def measure(engine: Engine, n: int, conv_id: int) -> dict[str, Any]:
+async def measure(engine: Engine, n: int, conv_id: int) -> dict[str, Any]:
     settings = settings_for(tiny_model())
     library = open_library(settings)
     card = library.get(write_card())
     setup = library.setup(card, settings.persona)
     with Store.open(db_path(n)) as store:
         prompter = Prompter(store, engine, settings)
-        prompter.prepare(conv_id, card, setup, settings.persona)  # warm the page cache
+        await prompter.prepare(conv_id, card, setup, settings.persona)  # warm the page cache
         times, rows = [], []
         for _ in range(REPEATS):
             before = store.rows_read
             started = time.perf_counter()
-            prepared = prompter.prepare(conv_id, card, setup, settings.persona)
+            prepared = await prompter.prepare(conv_id, card, setup, settings.persona)
             times.append((time.perf_counter() - started) * 1000)
             rows.append(store.rows_read - before)
         assert len(prepared.window) == WINDOW, len(prepared.window)
@@ -154,7 +155,7 @@ async def run() -> BenchResult:
         build_started = time.perf_counter()
         convs = ensure_dbs(engine)
         build_s = time.perf_counter() - build_started
-        results = [measure(engine, n, convs[n]) for n in SIZES]
+        results = [await measure(engine, n, convs[n]) for n in SIZES]
     finally:
         engine.close()
     first, last = results[0], results[-1]

@@ -1,32 +1,38 @@
 """The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
 export, eval and doctor for scripts.
 
-Conventions (DESIGN.md): list commands print one item per line, the id or name first (`--json`
-for JSON); `chat --say` prints only the reply on standard output (progress and figures go to
-standard error); exit status 0 on success, 1 on a user-facing error (one line on standard
-error), 2 on wrong usage.
+Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
+or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
+(progress and figures go to standard error); exit status 0 on success, 1 on a user-facing error
+(one line on standard error), 2 on wrong usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
 import logging
 import os
 import platform
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 from kotonia_tui import __version__
+from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.chat.startup import (
     DataDirError,
@@ -38,30 +44,48 @@ from kotonia_tui.chat.startup import (
     redact,
     setup_logging,
 )
+from kotonia_tui.chat.turn import Turn
+from kotonia_tui.chatfiles import ImportFormatError, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.engine import EngineError, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.domain import Conversation, MessageStatus, Role
+from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
+from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.safe_files import WriteError, replacing
-from kotonia_tui.store import SCHEMA_VERSION, StoreError, write_sillytavern
+from kotonia_tui.store import SCHEMA_VERSION, StoreError
+from kotonia_tui.terminal_text import escape_json_controls, visible
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
 log = logging.getLogger("kotonia")
 
-USER_ERRORS: tuple[type[BaseException], ...] = (
+
+def say(
+    text: str, *, stream: TextIO | None = None, end: str = "\n", one_line: bool = False
+) -> None:
+    """Print text that may come from a card, a chat file, a model or a server: its control
+    and escape characters are shown (␛, ⟨U+202E⟩), never sent to the terminal raw; the API
+    keys the profiles name are redacted."""
+    print(visible(redact(text), one_line=one_line), end=end, file=stream or sys.stdout, flush=True)
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    UserError,
     ConfigError,
     EngineError,
     StoreError,
+    ImportFormatError,
     ChatError,
     AttachmentError,
     UnknownCharacterError,
     WriteError,
 )
-
-
-class UserError(Exception):
-    """A problem the user can fix; printed as one line, exit status 1."""
 
 
 def _progress(stream: TextIO) -> Any:
@@ -77,9 +101,9 @@ def _progress(stream: TextIO) -> Any:
         last[what] = step
         if total > 1:
             end = "\n" if done >= total or not live else "\r"
-            print(f"{what}: {step}%", end=end, file=stream, flush=True)
+            say(f"{what}: {step}%", stream=stream, end=end, one_line=True)
         else:
-            print(what, file=stream, flush=True)
+            say(what, stream=stream, one_line=True)
 
     return report
 
@@ -107,47 +131,66 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
     typed = _TypedText()
     args.character = typed(args.character, "the character name")
     args.say = [typed(text, "--say") for text in args.say]
-    open_library(settings).find(args.character)  # a wrong name fails before the model loads
+    # Everything the user could have typed wrong is checked before the model loads.
+    card = open_library(settings).find(args.character)
+    for text in args.say:
+        if not text.strip() and not args.image:
+            raise UserError("--say got an empty message; nothing was sent")
+    if args.conversation is not None:
+        with open_store(settings, args.db) as store:
+            _check_conversation(store.get_conversation(args.conversation), card, settings)
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=_progress(err))
+    closing = "the chat ended"
     try:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
         card = service.library.find(args.character)
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
-            if conv.character_key != card.key:
-                raise UserError(
-                    f"conversation {conv.id} is with {conv.character_name}, not {card.name}"
-                )
         else:
             conv = service.new_conversation(card, greeting=args.greeting)
-            print(f"conversation {conv.id} with {card.name}", file=err)
-            opening = service.store.last_message(conv.id)  # type: ignore[arg-type]
+            say(f"conversation {conv.id} with {card.name}", stream=err)
+            opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
-                print(f"{opening.speaker}: {opening.text}\n")
+                say(f"{opening.speaker}: {opening.text}\n")
         images = [service.attach_image(Path(p)) for p in args.image]
         if args.say:
             for index, text in enumerate(args.say):
-                await _say(service, conv.id, text, images if index == 0 else [], args)  # type: ignore[arg-type]
+                await _say(service, conv.id, text, images if index == 0 else [], args)
         else:
-            await _interactive(service, conv.id, card.display_name, images, args, typed)  # type: ignore[arg-type]
+            await _interactive(service, conv.id, card.display_name, images, args, typed)
         if args.wait_folds:
             # A script sees the memory settle: the folds this run queued have run.
-            await service.worker.wait_settled(conv.id)  # type: ignore[arg-type]
+            await service.worker.wait_settled(conv.id)
         return 0
+    except asyncio.CancelledError:
+        closing = "Ctrl-C"  # asyncio.run cancels the chat on Ctrl-C; a reply still running stops
+        raise
     finally:
-        await service.close()
+        await service.close(closing)
+
+
+def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
+    """A conversation is continued only with its own card (by key, or by name for a chat
+    filed under the character's name)."""
+    found = open_library(settings).card_of(conv.character_key, conv.character_name)
+    if found is None or found.key != card.key:
+        raise UserError(
+            f"conversation {conv.id} is with {conv.character_name} "
+            f"(card {found.key if found else conv.character_key}), not with {card.name} "
+            f"(card {card.key})"
+        )
 
 
 async def _say(
     service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
 ) -> None:
     turn = await service.send(conv_id, text, images)
-    done = await turn.run()
+    done = await turn.wait()
     if done.reply is not None:
-        print(done.reply.text, flush=True)
-        if done.reply.status.value != "complete":
-            print(f"[{done.reply.status_reason}]", file=sys.stderr)
+        say(done.reply.text)
+        if done.reply.status is not MessageStatus.COMPLETE:
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats and done.metrics is not None:
         print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
     if done.error:
@@ -163,42 +206,92 @@ async def _interactive(
     typed: _TypedText,
 ) -> None:
     print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
-    user = service.persona_of(service.store.get_conversation(conv_id)).name
+    user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="surrogateescape")  # bad bytes reach `typed`, not a crash
     while True:
         try:
-            text = typed(await asyncio.to_thread(input, f"{user}: "), "standard input")
+            text = typed(await _read_line(f"{user}: "), "standard input")
         except EOFError:
             print(file=sys.stderr)
             return
-        if not text.strip():
-            continue
-        turn = await service.send(conv_id, text, images)
+        if text.strip() or images:
+            turn = await service.send(conv_id, text, images)
+        else:
+            last = service.store.last_message(conv_id)
+            if last is not None and last.role is Role.CHARACTER:
+                continue
+            turn = await service.answer(conv_id)  # an empty line answers the user's last message
         images = []
-        print(f"{name}: ", end="", flush=True)
-        try:
+        say(f"{name}: ", end="", one_line=True)
+        with _ctrl_c_stops(turn):
             async for event in turn:
                 if isinstance(event, ReplyDelta):
-                    print(event.text, end="", flush=True)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            turn.cancel()
+                    say(event.text, end="")
         print()
-        done = turn.done
-        if done is not None and done.reply is not None and done.reply.status.value != "complete":
-            print(f"[{done.reply.status_reason}]", file=sys.stderr)
-        if done is not None and done.error:
-            print(f"error: {done.error}", file=sys.stderr)
-        if args.stats and done is not None and done.metrics is not None:
+        done = await turn.wait()
+        if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+        if done.error:
+            say(f"error: {done.error}", stream=sys.stderr)
+        if args.stats and done.metrics is not None:
             print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+
+
+async def _read_line(prompt: str) -> str:
+    """`input()` on a daemon thread. On a pool thread (asyncio.to_thread), Ctrl-C at the prompt
+    left the program waiting for Enter: exiting waits for every pool thread to finish."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def deliver(text: str | None, error: BaseException | None) -> None:
+        if line.done():
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(text or "")
+
+    def read() -> None:
+        text: str | None = None
+        error: BaseException | None = None
+        try:
+            text = input(prompt)
+        except (EOFError, OSError, ValueError) as exc:  # Ctrl-D, or stdin closed
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, text, error)
+
+    threading.Thread(target=read, name="kotonia-input", daemon=True).start()
+    return await line
+
+
+@contextmanager
+def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
+    """While a reply streams, Ctrl-C stops it (what was written is stored, marked as stopped)
+    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program)."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, turn.interrupt, "Ctrl-C")
+    except (NotImplementedError, RuntimeError, ValueError):
+        # No signal handling here (not the main thread, or no such support on the platform):
+        # Ctrl-C ends the program, and closing the service still stores the reply.
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
     if isinstance(event, MemoryNotice):
-        print(f"note: {event.text}", file=stream, flush=True)
+        say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""
-        print(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", file=stream)
+        say(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", stream=stream)
 
 
 # ---- lists, import, export ------------------------------------------------------------------
@@ -207,34 +300,50 @@ def _print_event(event: ServiceEvent, stream: TextIO) -> None:
 def _characters(args: argparse.Namespace, settings: Settings) -> int:
     library = open_library(settings)
     for problem in library.errors:
-        print(f"warning: {problem}", file=sys.stderr)
+        say(f"warning: {problem}", stream=sys.stderr)
     for repair in library.repairs:
-        print(f"note: {repair}", file=sys.stderr)
+        say(f"note: {repair}", stream=sys.stderr)
     rows = [
         {
             "key": card.key,
             "name": card.name,
             "nickname": card.nickname,
-            "greetings": 1 + len(card.alternate_greetings) if card.first_mes else 0,
+            "greetings": (1 if card.first_mes else 0) + len(card.alternate_greetings),
             "picture": card.image is not None,
             "path": str(card.source_path),
         }
         for card in library.cards
     ]
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(_json(rows))
     else:
         for row in rows:
-            print(f"{row['key']}\t{row['name']}\t{row['greetings']} greetings\t{row['path']}")
+            greetings = row["greetings"]
+            assert isinstance(greetings, int)
+            fields = (row["key"], row["name"], plural(greetings, "greeting"), row["path"])
+            print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
 
+def _json(rows: object) -> str:
+    """JSON for scripts: the exact text, with no control or bidi character raw in it."""
+    return escape_json_controls(json.dumps(rows, ensure_ascii=False, indent=2))
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _conversations(args: argparse.Namespace, settings: Settings) -> int:
+    library = open_library(settings)
     with open_store(settings, args.db, read_only=args.read_only) as store:
-        key = None
         if args.character:
-            key = open_library(settings).find(args.character).key
-        convs = store.list_conversations(key)
+            # The card's conversations, chats filed under its name included (as the app lists).
+            convs = ConversationReader(store, library).conversations_of(
+                library.find(args.character)
+            )
+        else:
+            convs = store.list_conversations()
     rows = [
         {
             "id": c.id,
@@ -247,43 +356,66 @@ def _conversations(args: argparse.Namespace, settings: Settings) -> int:
         for c in convs
     ]
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(_json(rows))
     else:
         for row in rows:
-            print(
-                f"{row['id']}\t{row['character']}\t{row['messages']} messages\t"
-                f"{row['updated']}\t{row['title']}"
+            fields = (
+                row["id"],
+                row["character"],
+                plural(row["messages"], "message"),  # type: ignore[arg-type]
+                row["updated"],
+                row["title"],
             )
+            print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
 
 def _import(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
-    card_key = None
-    hint = None
-    if args.character:
-        card = open_library(settings).find(args.character)
-        card_key, hint = card.key, card.name
+    library = open_library(settings)
+    card = library.find(args.character) if args.character else None
     with open_store(settings, args.db) as store:
-        imported = import_chat_file(store, path, settings.persona.name, hint, card_key)
+        imported = import_chat_file(
+            store,
+            path,
+            settings.persona.name,
+            card.name if card else None,
+            card.key if card else None,
+            match=library.match,
+        )
     for note in imported.notes:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}", stream=sys.stderr)
     stored = imported.conversation
+    card = card or imported.card
     print(stored.id)
-    print(f"imported {imported.messages} messages into conversation {stored.id}", file=sys.stderr)
+    if card is not None:
+        say(
+            f"imported {plural(imported.messages, 'message')} into conversation {stored.id} "
+            f"with card {card.key} ({card.name})",
+            stream=sys.stderr,
+        )
+    else:
+        say(
+            f"imported {plural(imported.messages, 'message')} into conversation {stored.id}; "
+            f"no card matches the character {stored.character_name!r}: add their card to "
+            f"{settings.user_characters_dir(app_dirs())} (the chat is matched by name), "
+            "or import again with --character KEY",
+            stream=sys.stderr,
+        )
     return 0
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings, args.db, read_only=args.read_only) as store:
         conv = store.get_conversation(args.id)
+        messages = store.iter_messages(args.id)
         if args.output:
             out_path = Path(args.output)
             with replacing(out_path) as out:
-                count = write_sillytavern(conv, store.iter_messages(args.id), out)
-            print(f"wrote {count} messages to {out_path}", file=sys.stderr)
+                count = write_sillytavern(conv, messages, out, store.get_image)
+            say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, store.iter_messages(args.id), sys.stdout)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image)
     return 0
 
 
@@ -312,7 +444,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     if profile.backend == "server":
         rows.extend(_server_rows(profile, problems))
     elif profile.model_path is None:
-        rows.append(("model", "embedded default (Gemma 3 270M, assembled on first use)"))
+        try:
+            rows.append(("model", f"embedded default: {default_model_state(dirs.cache)}"))
+        except EngineError as exc:
+            problems.append(str(exc))
+            rows.append(("model", "embedded default (problem)"))
     else:
         rows.append(("model", _file_line(profile.model_path, "model", problems)))
     if profile.backend == "server":
@@ -344,26 +480,53 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("loaded", f"{info.model_name} in {info.load_ms:.0f} ms"))
             rows.append(("trained context", str(info.n_ctx_train)))
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
-            rows.append(("threads", str(info.threads)))
+            if isinstance(info, EngineInfo):
+                rows.append(("threads", str(info.threads)))
         finally:
             engine.close()
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
-        print(f"{name.ljust(width)}  {value}")
+        say(f"{name.ljust(width)}  {value}", one_line=True)
     for problem in problems:
-        print(f"problem: {problem}", file=sys.stderr)
+        say(f"problem: {problem}", stream=sys.stderr)
+    if profile.backend == "inprocess":
+        for line in _how_to_get_files(settings.profile, profile, dirs.config_file):
+            say(line, stream=sys.stderr)
     return 1 if problems else 0
+
+
+def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
+    """What to download and where to put it, when the profile's model files are missing."""
+    files = [p for p in (profile.model_path, profile.mmproj_path) if p is not None]
+    missing = [p for p in files if not p.exists()]
+    if not missing:
+        return []
+    lines = [f"to use the profile {name!r}, download {' and '.join(p.name for p in missing)}"]
+    if profile.download:
+        lines.append(f"  from {profile.download}")
+    folders = sorted({str(p.parent) for p in missing})
+    lines += [
+        f"and put them in {' and '.join(folders)}, or write where they are in {config_file}:",
+        f"  profile = {json.dumps(name)}",
+        "",
+        f"  [profiles.{json.dumps(name)}]",
+    ]
+    keys = (("model_path", profile.model_path), ("mmproj_path", profile.mmproj_path))
+    lines += [f"  {key} = {json.dumps(str(path))}" for key, path in keys if path is not None]
+    lines.append("(KOTONIA_MODEL_PATH and KOTONIA_MMPROJ_PATH set them for one run)")
+    return lines
 
 
 def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
     """The server backend: where it is, whether it answers, and what it reports."""
     import os
 
-    from kotonia_tui.engine.server_engine import ServerEngine
+    from kotonia_tui.engine.server import ServerEngine
 
     key = "set" if os.environ.get(profile.api_key_env) else "not set (no key sent)"
+    server = redact_url(profile.server_url) if profile.server_url else None
     rows = [
-        ("server", profile.server_url or "(none: set server_url)"),
+        ("server", server or "(none: set server_url)"),
         ("api key", f"${profile.api_key_env} {key}"),
     ]
     try:
@@ -382,6 +545,8 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
         rows.append(("token counts", info.tokenizer))
         rows.append(("images", "yes" if engine.has_vision else "no"))
         rows.append(("read timeout", f"{info.read_timeout_s:.0f} s"))
+        for warning in info.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     finally:
         engine.close()
     return rows
@@ -407,13 +572,8 @@ def _file_line(path: Path, what: str, problems: list[str]) -> str:
 
 
 def _tui(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        from kotonia_tui.tui.app import run_app
-    except ImportError:
-        print(
-            "the TUI is not available in this build; using the line-by-line chat", file=sys.stderr
-        )
-        raise UserError("run `kotonia chat CHARACTER`") from None
+    from kotonia_tui.tui.app import run_app  # Textual loads only when the app opens
+
     return run_app(settings, db=args.db)
 
 
@@ -430,11 +590,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="chat in the terminal, line by line (headless)")
     chat.add_argument("character", help="card key or name (see `kotonia characters`)")
-    chat.add_argument("--say", action="append", default=[], help="send TEXT; repeatable")
-    chat.add_argument("--conversation", type=int, help="continue conversation ID")
-    chat.add_argument("--greeting", type=int, default=0, help="which greeting opens a new one")
-    chat.add_argument("--image", action="append", default=[], help="attach an image file")
-    chat.add_argument("--stats", action="store_true", help="print each turn's figures as JSON")
+    chat.add_argument(
+        "--say",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="send TEXT and print only the reply; repeatable (several turns, in order)",
+    )
+    chat.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    chat.add_argument(
+        "--greeting", type=int, default=0, metavar="N", help="which greeting opens a new one (0)"
+    )
+    chat.add_argument(
+        "--image", action="append", default=[], metavar="FILE", help="attach an image file"
+    )
+    chat.add_argument(
+        "--stats", action="store_true", help="print each turn's figures as a JSON line (stderr)"
+    )
     chat.add_argument(
         "--no-wait",
         dest="wait_folds",
@@ -443,19 +615,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     characters = sub.add_parser("characters", help="list the character cards")
-    characters.add_argument("--json", action="store_true")
+    characters.add_argument("--json", action="store_true", help="print a JSON list")
 
     conversations = sub.add_parser("conversations", help="list conversations")
     conversations.add_argument("character", nargs="?", help="only this character's")
-    conversations.add_argument("--json", action="store_true")
+    conversations.add_argument("--json", action="store_true", help="print a JSON list")
 
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
-    imp.add_argument("file")
+    imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
 
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
-    exp.add_argument("id", type=int)
-    exp.add_argument("-o", "--output", help="write to FILE instead of standard output")
+    exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    exp.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE instead of standard output"
+    )
 
     evaluate = sub.add_parser(
         "eval", help="measure forgetting: recall by fold range for each memory design, and audit"
@@ -513,8 +687,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.command is None:
             return _tui(args, settings)
         return handlers[args.command](args, settings)
-    except (UserError, *USER_ERRORS) as exc:
-        print(f"error: {redact(str(exc))}", file=sys.stderr)
+    except USER_ERRORS as exc:
+        say(f"error: {exc}", stream=sys.stderr)
         log.info("user error: %s", exc)
         return 1
     except KeyboardInterrupt:

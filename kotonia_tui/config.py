@@ -85,13 +85,19 @@ class PromptFormat(StrEnum):
 class ModelProfile(BaseModel):
     """Everything needed to load one model and talk to it."""
 
-    model_config = ConfigDict(allow_inf_nan=False)  # "inf" seconds would wait forever
+    # A misspelt key in a profile would otherwise be ignored without a word; "inf" seconds
+    # would wait forever.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     description: str = ""
+    # Where the model files come from; `kotonia doctor` shows it when they are missing.
+    download: str = ""
     # "inprocess": llama-cpp-python in this process. "server": an OpenAI-compatible inference
     # server (llama-server, vLLM, llama-cpp-python's server) at `server_url`.
     backend: Literal["inprocess", "server"] = "inprocess"
-    server_url: str | None = None  # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)
+    # e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted). A user:password@ or a ?token=
+    # in it is sent with every request and never shown (doctor, errors and the log hide it).
+    server_url: str | None = None
     server_model: str | None = None  # the model name sent to the server; None: its first model
     api_key_env: str = "KOTONIA_API_KEY"  # the variable holding the bearer key (unset: none)
     # Seconds the server may stay silent (a cold re-read of the whole window comes before the
@@ -111,9 +117,13 @@ class ModelProfile(BaseModel):
     reasoning_tags: tuple[str, str] = ("<think>", "</think>")
     reply_max_tokens: int = Field(default=512, ge=16)  # the reply reserve in every budget
     temperature: float = Field(default=0.8, ge=0.0)
+    top_k: int = Field(default=40, ge=0)  # 0: no top-k cut
     top_p: float = Field(default=0.95, gt=0.0, le=1.0)
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.1, ge=0.0)
+    # How many recent tokens the repeat penalty looks at (0: none). vLLM has no window: it
+    # penalizes the whole prompt and reply.
+    repeat_last_n: int = Field(default=64, ge=0)
     seed: int | None = None
     # The words a chapter and a synopsis begin with, written into the prompt for the model to
     # go on from. None: the transcript format's lead for base models, none with a chat template
@@ -127,7 +137,8 @@ class ModelProfile(BaseModel):
 
 
 def builtin_profiles() -> dict[str, ModelProfile]:
-    """Profiles that ship with the app. Users add or override them under `[profiles.NAME]`."""
+    """Profiles that ship with the app. Users add profiles, or change keys of these, under
+    `[profiles.NAME]` (see `Settings.all_profiles`)."""
     models = Path("~/models").expanduser()
     return {
         "default": ModelProfile(
@@ -138,6 +149,11 @@ def builtin_profiles() -> dict[str, ModelProfile]:
         ),
         "glm-4.6v-flash": ModelProfile(
             description="GLM-4.6V-Flash with its vision projector, 64k context, thinking off",
+            download=(
+                "https://huggingface.co/lmstudio-community/GLM-4.6V-Flash-GGUF (about 6.2 GB and "
+                "1.7 GB); https://huggingface.co/ggml-org/GLM-4.6V-Flash-GGUF has the same model "
+                "with a smaller projector, mmproj-GLM-4.6V-Flash-Q8_0.gguf"
+            ),
             model_path=models / "GLM-4.6V-Flash-Q4_K_M.gguf",
             mmproj_path=models / "mmproj-GLM-4.6V-Flash-F16.gguf",
             n_ctx=65536,
@@ -175,7 +191,7 @@ class Settings(BaseSettings):
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
     persona: Persona = Field(default_factory=Persona)
 
-    # Memory budgets, as fractions of n_ctx (DESIGN.md "Budgets are tokens").
+    # Memory budgets, as fractions of n_ctx (docs/architecture.md, "Budgets are tokens").
     fold_delay_s: float = Field(default=30.0, ge=0.0)
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)
     fold_ceiling_ratio: float = Field(default=0.55, gt=0.0, lt=1.0)
@@ -216,7 +232,7 @@ class Settings(BaseSettings):
 
     def active_profile(self) -> ModelProfile:
         """The active profile with the flat overrides applied."""
-        profiles = {**builtin_profiles(), **self.profiles}
+        profiles = self.all_profiles()
         if self.profile not in profiles:
             known = ", ".join(sorted(profiles))
             raise ConfigError(f"profile {self.profile!r} is not defined (known: {known})")
@@ -241,7 +257,14 @@ class Settings(BaseSettings):
         return base.model_copy(update=overrides)
 
     def all_profiles(self) -> dict[str, ModelProfile]:
-        return {**builtin_profiles(), **self.profiles}
+        """The shipped profiles with the user's `[profiles.NAME]` tables: a table named like a
+        shipped profile changes only the keys it sets (a model_path, say), the rest stays."""
+        profiles = builtin_profiles()
+        for name, mine in self.profiles.items():
+            shipped = profiles.get(name)
+            changed = {key: getattr(mine, key) for key in mine.model_fields_set}
+            profiles[name] = mine if shipped is None else shipped.model_copy(update=changed)
+        return profiles
 
     def db_path(self, dirs: AppDirs) -> Path:
         return (self.db or dirs.default_db).expanduser()
@@ -261,6 +284,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         except OSError as exc:
             raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    _check_profile_tables(path, file_values)
     token = _FILE_VALUES.set(file_values)
     try:
         return Settings(**overrides)
@@ -271,6 +295,21 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(_describe_settings_error(exc)) from exc
     finally:
         _FILE_VALUES.reset(token)
+
+
+def _check_profile_tables(path: Path, values: dict[str, Any]) -> None:
+    """A profile name with a dot must be quoted in TOML; unquoted, it silently makes another
+    profile (`[profiles.glm-4.6v-flash]` is a profile "glm-4" holding a table "6v-flash")."""
+    profiles = values.get("profiles")
+    if not isinstance(profiles, dict):
+        return
+    for name, table in profiles.items():
+        for key, value in table.items() if isinstance(table, dict) else ():
+            if isinstance(value, dict):
+                raise ConfigError(
+                    f"{path}: [profiles.{name}.{key}] makes a profile {name!r} holding a table "
+                    f'{key!r}; quote a profile name that has a dot: [profiles."{name}.{key}"]'
+                )
 
 
 class _FileSource(PydanticBaseSettingsSource):

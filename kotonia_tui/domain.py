@@ -1,7 +1,9 @@
 """Pydantic models shared by every layer: messages and their segments, memory, fold jobs, metrics.
 
 Nothing here does I/O. The store persists these, memory reasons about them, the engine reports
-`TurnMetrics`, and the TUI renders them.
+`TurnMetrics`, and the TUI renders them. A model not yet saved has no id (`Message`, `Chapter`,
+...); what the store returns is its `Stored...` subclass, whose id is never None, so code that
+works with stored rows never checks for a missing id.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ class Message(BaseModel):
     extra: dict[str, object] = Field(default_factory=dict)  # import fields kept for round trips
 
 
+class StoredMessage(Message):
+    """A message as the store returns it: saved, so it has an id and a conversation."""
+
+    id: int
+    conversation_id: int
+
+
 class Conversation(BaseModel):
     """One never-ending story between the user (under a persona) and one character."""
 
@@ -102,6 +111,12 @@ class Conversation(BaseModel):
     updated_at: datetime = Field(default_factory=utcnow)
     message_count: int = 0
     extra: dict[str, object] = Field(default_factory=dict)
+
+
+class StoredConversation(Conversation):
+    """A conversation as the store returns it."""
+
+    id: int
 
 
 class Chapter(BaseModel):
@@ -122,6 +137,12 @@ class Chapter(BaseModel):
     superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
 
 
+class StoredChapter(Chapter):
+    """A chapter as the store returns it."""
+
+    id: int
+
+
 class Synopsis(BaseModel):
     """One version of the old generation. All versions are kept; one is current."""
 
@@ -135,6 +156,12 @@ class Synopsis(BaseModel):
     gen_ms: float = 0.0
     tokens: int = 0
     current: bool = True
+
+
+class StoredSynopsis(Synopsis):
+    """A synopsis version as the store returns it."""
+
+    id: int
 
 
 class FoldKind(StrEnum):
@@ -166,6 +193,12 @@ class FoldJob(BaseModel):
     finished_at: datetime | None = None
 
 
+class StoredFoldJob(FoldJob):
+    """A fold job as the store returns it."""
+
+    id: int
+
+
 class TurnMetrics(BaseModel):
     """Figures of one model call: how much of the prompt the KV cache saved."""
 
@@ -190,6 +223,7 @@ class TurnMetrics(BaseModel):
             "tokens_per_s": round(self.tokens_per_s, 2),
             "generated": self.generated,
             "finish_reason": self.finish_reason,
+            "images": self.images,
         }
 
 

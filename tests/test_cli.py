@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,9 @@ from kotonia_tui.cli import main
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Role
 from kotonia_tui.store import Store
+from kotonia_tui.terminal_text import visible
 
-ST_CHAT = [
+ST_CHAT: list[dict[str, Any]] = [
     {
         "user_name": "Ann",
         "character_name": "Rowan Ashby",
@@ -151,9 +153,10 @@ def test_chat_say_prints_only_replies_and_stats_go_to_stderr(tiny_model_path, ko
     with Store.open(app_dirs().default_db) as store:
         stored = store.recent_messages(int(conv_id), 10)
     replies = [m.text for m in stored if m.role is Role.CHARACTER][-2:]
-    expected = "".join(f"{reply}\n" for reply in replies)
-    # text=True reads the pipe with universal newlines: a "\r" in a reply arrives as "\n".
-    assert proc.stdout == expected.replace("\r\n", "\n").replace("\r", "\n")
+    # Shown as stored, with any control character the random model wrote made visible (␛):
+    # a reply never reaches the terminal with raw escape sequences.
+    expected = "".join(f"{visible(reply)}\n" for reply in replies)
+    assert proc.stdout == expected
     again = subprocess.run(
         [
             sys.executable,
@@ -189,3 +192,69 @@ def test_doctor_names_a_missing_model(capsys, monkeypatch, tmp_path):
     assert code == 1
     assert "missing.gguf" in out and "missing.gguf: model file not found" in err
     assert "schema" in out and "llama-cpp-python" in out
+
+
+def test_export_keeps_attached_images_and_ends_with_a_newline(capsys, tmp_path):
+    import base64
+
+    from kotonia_tui.domain import Conversation, Message
+    from tests.tiny_models import png_bytes
+
+    picture = png_bytes((8, 8), (200, 40, 40))
+    with Store.open(app_dirs().default_db) as store:
+        digest = store.put_image(picture, "image/png", 8, 8)
+        conv = store.import_conversation(
+            Conversation(
+                character_key="rowan-ashby", character_name="Rowan Ashby", persona_name="User"
+            ),
+            [
+                Message(role=Role.USER, speaker="User", text="Look.", images=[digest]),
+                Message(role=Role.CHARACTER, speaker="Rowan Ashby", text="A red square."),
+            ],
+        )
+    code, out, _ = run(capsys, "export", str(conv.id))
+    assert code == 0
+    assert out.endswith("}\n")
+    first = json.loads(out.splitlines()[1])
+    mime, _, data = first["extra"]["image"].partition(";base64,")
+    assert mime == "data:image/png" and base64.b64decode(data) == picture
+    assert first["extra"]["kotonia_images"] == [first["extra"]["image"]]
+
+
+def test_counts_read_as_words(capsys, tmp_path):
+    _code, out, _ = run(capsys, "characters")
+    assert "\t3 greetings\t" in out  # the shipped cards have three each
+    source = write_jsonl(tmp_path / "one.jsonl", ST_CHAT[:2])
+    _code, out, err = run(capsys, "import", str(source))
+    assert "imported 1 message into conversation" in err
+    _code, out, _ = run(capsys, "conversations")
+    assert "\t1 message\t" in out
+
+
+def test_chat_mistakes_are_reported_before_the_model_loads(capsys, monkeypatch, tmp_path):
+    # A model path that would fail to load: any error about it means the model was tried.
+    monkeypatch.setenv("KOTONIA_MODEL_PATH", str(tmp_path / "missing.gguf"))
+    code, _out, err = run(capsys, "chat", "rowan", "--say", "   ")
+    assert code == 1 and "--say got an empty message" in err and "missing.gguf" not in err
+    code, out, _ = run(capsys, "conversations")
+    assert out == ""  # no empty conversation was created
+    code, _out, err = run(capsys, "chat", "rowan", "--conversation", "42", "--say", "hi")
+    assert code == 1 and "conversation 42" in err and "missing.gguf" not in err
+
+
+def test_doctor_names_an_incomplete_embedded_model(capsys, monkeypatch, tmp_path):
+    """An install whose model chunks are gone cannot be reached without breaking the venv;
+    the package object is replaced by one that lists a chunk that does not exist."""
+    import types
+
+    from kotonia_tui.engine import default_model
+
+    broken = types.SimpleNamespace(
+        MODEL_NAME="gemma.gguf",
+        EXPECTED_SHA256="0" * 64,
+        chunk_paths=lambda: [tmp_path / "gone.part1"],
+    )
+    monkeypatch.setattr(default_model, "_package", lambda: broken)
+    code, out, err = run(capsys, "doctor")
+    assert code == 1
+    assert "embedded default (problem)" in out and "gone.part1" in err

@@ -9,8 +9,12 @@ import ctypes
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 from tests.tiny_models import (
     EOS_ID,
@@ -45,12 +49,12 @@ GGML_LOG_LEVEL_ERROR = 4
 IMAGE_PROMPT = f"<|user|>\nWhat is in this picture? {MEDIA_MARKER}</s>\n<|assistant|>\n"
 
 
-def _load(path: Path, n_ctx: int = 512) -> llama_cpp.Llama:
+def _load(path: Path, n_ctx: int = 512) -> Llama:
     return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=2, verbose=False)
 
 
 @contextmanager
-def _mtmd(llm: llama_cpp.Llama, mmproj: Path) -> Iterator[int | None]:
+def _mtmd(llm: Llama, mmproj: Path) -> Iterator[int | None]:
     params = mtmd_cpp.mtmd_context_params_default()
     params.use_gpu = False
     params.print_timings = False
@@ -64,8 +68,9 @@ def _mtmd(llm: llama_cpp.Llama, mmproj: Path) -> Iterator[int | None]:
 
 
 @contextmanager
-def _chunks(ctx: int, text: str, images: list[bytes]) -> Iterator[int]:
+def _chunks(ctx: int | None, text: str, images: list[bytes]) -> Iterator[int]:
     """mtmd_tokenize ``text`` (with one MEDIA_MARKER per image) into input chunks."""
+    assert ctx is not None, "the projector did not load"
     bitmaps = []
     chunks = mtmd_cpp.mtmd_input_chunks_init()
     assert chunks
@@ -113,7 +118,20 @@ def _describe(chunks: int) -> list[tuple[int, int, int, list[int]]]:
     return out
 
 
-def _greedy_continue(llm: llama_cpp.Llama, n: int) -> list[int]:
+def _complete(llm: Llama, prompt: str, **options: Any) -> dict[str, Any]:
+    """A completion without streaming, as the plain dict llama-cpp-python returns."""
+    out = llm.create_completion(prompt, stream=False, **options)
+    assert isinstance(out, dict)
+    return dict(out)
+
+
+def _chat(llm: Llama, **options: Any) -> dict[str, Any]:
+    out = llm.create_chat_completion(stream=False, **options)
+    assert isinstance(out, dict)
+    return dict(out)
+
+
+def _greedy_continue(llm: Llama, n: int) -> list[int]:
     """Sample greedily from the logits left by the last decode, feeding tokens back."""
     out: list[int] = []
     for _ in range(n):
@@ -194,19 +212,20 @@ def test_text_model_loads_tokenizes_and_generates(tiny_model_path: Path) -> None
     marked = llm.tokenize(b"<|user|>\nHi", add_bos=False, special=True)
     assert marked[0] == build_vocab()[0].index("<|user|>")
 
-    out = llm.create_completion(text, max_tokens=20, temperature=0.0)
+    out = _complete(llm, text, max_tokens=20, temperature=0.0)
     choice = out["choices"][0]
     assert choice["finish_reason"] == "length"
     assert out["usage"]["completion_tokens"] == 20
 
     # many sampled tokens without aborting (EOS may come up; the point is no crash)
-    out = llm.create_completion(text, max_tokens=300, temperature=1.0, seed=1)
+    out = _complete(llm, text, max_tokens=300, temperature=1.0, seed=1)
     assert out["choices"][0]["finish_reason"] in {"length", "stop"}
 
 
 def test_chat_template_renders_through_llama_cpp(tiny_model_path: Path) -> None:
     llm = _load(tiny_model_path)
-    out = llm.create_chat_completion(
+    out = _chat(
+        llm,
         messages=[
             {"role": "system", "content": "You are Mira."},
             {"role": "user", "content": "Hello!"},
@@ -219,7 +238,7 @@ def test_chat_template_renders_through_llama_cpp(tiny_model_path: Path) -> None:
 
 def test_eos_biased_model_stops_at_once(tiny_eos_model_path: Path) -> None:
     llm = _load(tiny_eos_model_path)
-    out = llm.create_completion("Hello there, how are you?", max_tokens=50, temperature=0.0)
+    out = _complete(llm, "Hello there, how are you?", max_tokens=50, temperature=0.0)
     assert out["choices"][0]["finish_reason"] == "stop"
     assert out["usage"]["completion_tokens"] <= 1
     assert out["choices"][0]["text"] == ""
@@ -228,16 +247,16 @@ def test_eos_biased_model_stops_at_once(tiny_eos_model_path: Path) -> None:
 def test_favoured_token_repeats(tmp_path: Path) -> None:
     path = write_tiny_llama(tmp_path / "fav.gguf", favour_token="▁hello")
     llm = _load(path)
-    out = llm.create_completion("Hi", max_tokens=6, temperature=0.0)
+    out = _complete(llm, "Hi", max_tokens=6, temperature=0.0)
     assert out["choices"][0]["text"] == " hello" * 6
-    out = llm.create_completion("Hi", max_tokens=50, temperature=0.0, stop=["hello hello"])
+    out = _complete(llm, "Hi", max_tokens=50, temperature=0.0, stop=["hello hello"])
     assert out["choices"][0]["finish_reason"] == "stop"
     assert out["choices"][0]["text"] == " "  # the text before the first "hello hello"
 
 
 def test_suppressed_eos_never_stops(tmp_path: Path) -> None:
     llm = _load(write_tiny_llama(tmp_path / "noeos.gguf", eos_bias=-30.0))
-    out = llm.create_completion("Hi", max_tokens=400, temperature=1.5, seed=7)
+    out = _complete(llm, "Hi", max_tokens=400, temperature=1.5, seed=7)
     assert out["choices"][0]["finish_reason"] == "length"
 
 
@@ -360,7 +379,7 @@ def test_misfit_mmproj_is_refused_with_null(
     errors = "".join(text for level, text in MTMD_LOG if level == GGML_LOG_LEVEL_ERROR)
     assert "mismatch between text model (n_embd = 64) and mmproj (n_embd = 32)" in errors
     # the Llama object is still usable afterwards
-    out = llm.create_completion("Hello", max_tokens=3, temperature=0.0)
+    out = _complete(llm, "Hello", max_tokens=3, temperature=0.0)
     assert out["choices"][0]["finish_reason"] == "length"
 
 
@@ -396,7 +415,7 @@ def test_scripted_model_replies_with_the_script_after_any_prompt(
     llm = _load(scripted_model(script), n_ctx=1024)
     assert len(llm.tokenize(LONG_PROMPT.encode())) > 500
     for prompt in PROMPTS:
-        out = llm.create_completion(prompt, max_tokens=100, temperature=0.0)
+        out = _complete(llm, prompt, max_tokens=100, temperature=0.0)
         choice = out["choices"][0]
         assert (choice["text"], choice["finish_reason"]) == (script, "stop"), prompt
         if prompt:  # (llama-cpp-python's usage for an empty prompt counts one token more)
@@ -407,13 +426,13 @@ def test_scripted_model_replies_with_the_script_after_any_prompt(
         {"role": "user", "content": "Hello!"},
     ]
     for _ in range(2):
-        out = llm.create_chat_completion(messages=messages, max_tokens=100, temperature=0.0)
+        out = _chat(llm, messages=messages, max_tokens=100, temperature=0.0)
         choice = out["choices"][0]
         assert choice["message"]["content"] == script
         assert choice["finish_reason"] == "stop"
         messages += [choice["message"], {"role": "user", "content": LONG_PROMPT}]
     # the script's logits lead by a wide margin, so sampling follows it too
-    out = llm.create_completion("Hi", max_tokens=100, temperature=0.8, seed=5)
+    out = _complete(llm, "Hi", max_tokens=100, temperature=0.8, seed=5)
     assert out["choices"][0]["text"] == script
 
 
@@ -421,12 +440,12 @@ def test_scripted_model_with_stop_string_and_length(
     scripted_model: Callable[[str], Path],
 ) -> None:
     llm = _load(scripted_model(CHAPTER))
-    out = llm.create_completion("Write.", max_tokens=100, temperature=0.0, stop=["Rowan"])
+    out = _complete(llm, "Write.", max_tokens=100, temperature=0.0, stop=["Rowan"])
     assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == (
         "Chapter text about ",
         "stop",
     )
-    out = llm.create_completion("Write.", max_tokens=7, temperature=0.0)
+    out = _complete(llm, "Write.", max_tokens=7, temperature=0.0)
     assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == ("Chapter", "length")
 
 
@@ -436,7 +455,7 @@ def test_scripted_model_limit_prompt_ending_with_a_run_of_the_script(
     """The model sees only the last few tokens: a prompt that ends with a 3-token run of the
     script (or with its first token) continues the script from there."""
     llm = _load(scripted_model(REFUSAL))
-    out = llm.create_completion("Go on with that.", max_tokens=100, temperature=0.0)
+    out = _complete(llm, "Go on with that.", max_tokens=100, temperature=0.0)
     assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == ("", "stop")
 
 
@@ -454,7 +473,7 @@ def test_scripted_model_grows_with_the_script(tmp_path: Path) -> None:
     r = gguf.GGUFReader(str(path))
     assert r.fields["llama.embedding_length"].contents() > 64
     llm = _load(path)
-    out = llm.create_completion(TEMPLATED_PROMPT, max_tokens=200, temperature=0.0)
+    out = _complete(llm, TEMPLATED_PROMPT, max_tokens=200, temperature=0.0)
     assert (out["choices"][0]["text"], out["choices"][0]["finish_reason"]) == (long_script, "stop")
 
 

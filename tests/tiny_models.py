@@ -26,7 +26,8 @@ Scripted models (``write_tiny_llama(path, script="I cannot help with that.")`` o
 prompt is exactly the script and then ``</s>`` (``finish_reason == "stop"``). Layer 0 copies the
 last few tokens into the residual stream (RoPE heads that look exactly 1, 2, ... positions back)
 and its FFN recognises where in the script those tokens are; see :func:`write_scripted_llama`
-for how, and for the limits (length, repeated runs, prompts ending with a run of the script).
+and :func:`script_design` for how, and for the limits (length, repeated runs, prompts ending
+with a run of the script).
 
 The mmproj's ``mm.2`` output width (GGUF key ``clip.vision.projection_dim``) must equal the text
 model's ``llama.embedding_length``; ``write_tiny_mmproj(..., text_n_embd=32)`` against the default
@@ -37,7 +38,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +52,22 @@ __all__ = [
     "EOS_ID",
     "MEDIA_MARKER",
     "UNK_ID",
+    "ScriptedWeights",
+    "as_f16",
+    "as_f32",
     "build_vocab",
+    "carrier_weights",
+    "clip_writer",
+    "f32_ones",
+    "f32_zeros",
+    "finish_gguf",
+    "normal_f32",
     "png_bytes",
+    "script_design",
     "script_tokens",
+    "short_script",
+    "vocab_only_model",
+    "vocabulary_words",
     "write_scripted_llama",
     "write_tiny_llama",
     "write_tiny_mmproj",
@@ -115,6 +130,11 @@ within along across behind beyond toward near far away off down
 _PUNCT = list(".,!?;:'\"-()[]*/&%$#@+=<>_~0123456789")
 
 
+def vocabulary_words() -> list[str]:
+    """The words the tiny vocabularies make whole pieces of (lower-case, in a fixed order)."""
+    return _WORDS.split()
+
+
 def _word_pieces(words: Iterable[str]) -> list[str]:
     pieces: list[str] = []
     seen: set[str] = set()
@@ -153,8 +173,7 @@ def build_vocab() -> tuple[list[str], list[float], list[int]]:
     singles = ["▁", *"abcdefghijklmnopqrstuvwxyz", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *_PUNCT]
     for s in singles:
         add(s, gguf.TokenType.NORMAL)
-    words = _WORDS.split()
-    for piece in _word_pieces(words):
+    for piece in _word_pieces(vocabulary_words()):
         add(piece, gguf.TokenType.NORMAL)
     assert len(set(tokens)) == len(tokens), "duplicate vocabulary piece"
     # SPM merges the highest-scoring bigram first; every multi-character piece is reachable
@@ -166,12 +185,29 @@ def build_vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
-def _f16(a: np.ndarray) -> np.ndarray:
+def as_f16(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float16)
 
 
-def _f32(a: np.ndarray) -> np.ndarray:
+def as_f32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def carrier_weights(
+    rng: np.random.Generator, n_vocab: int, n_embd: int, biases: dict[int, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random token embeddings with a constant 1.0 in dim 0 (the bias carrier) and an output
+    matrix whose column 0 adds ``biases[token]`` logits to those tokens (module docstring)."""
+    noise = 0.1
+    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
+    embd[:, 0] = 1.0
+    # After RMS norm, dim 0 of the hidden state is about 1 / rms(embedding).
+    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
+    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
+    out[:, 0] = 0.0
+    for token, bias in biases.items():
+        out[token, 0] = bias / carrier
+    return embd, out
 
 
 def _llama_writer(
@@ -248,7 +284,7 @@ def _override(w: gguf.GGUFWriter, metadata: Mapping[str, Any] | None) -> None:
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=kind)
 
 
-def _finish(w: gguf.GGUFWriter, metadata: Mapping[str, Any] | None = None) -> None:
+def finish_gguf(w: gguf.GGUFWriter, metadata: Mapping[str, Any] | None = None) -> None:
     _override(w, metadata)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -321,42 +357,34 @@ def write_tiny_llama(
     )
 
     # Token embeddings: constant 1.0 in dim 0 (the "bias carrier"), small noise elsewhere.
-    noise = 0.1
-    embd = rng.normal(0.0, noise, size=(n_vocab, n_embd))
-    embd[:, 0] = 1.0
-    w.add_tensor("token_embd.weight", _f16(embd))  # ggml {n_embd, n_vocab}
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
-
-    # After RMS norm, dim 0 of the hidden state is about 1 / rms(embedding).
-    carrier = float(np.sqrt(n_embd / (1.0 + (n_embd - 1) * noise * noise)))
-    out = rng.normal(0.0, 0.05, size=(n_vocab, n_embd))
-    out[:, 0] = 0.0
+    biases: dict[int, float] = {}
     if eos_bias:
-        out[EOS_ID, 0] = eos_bias / carrier
+        biases[EOS_ID] = eos_bias
     if favour_token is not None:
-        try:
-            fav = tokens.index(favour_token)
-        except ValueError:
-            raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary") from None
-        out[fav, 0] = favour_bias / carrier
-    w.add_tensor("output.weight", _f16(out))  # ggml {n_embd, n_vocab}
+        if favour_token not in tokens:
+            raise ValueError(f"favour_token {favour_token!r} is not in the vocabulary")
+        biases[tokens.index(favour_token)] = favour_bias
+    embd, out = carrier_weights(rng, n_vocab, n_embd, biases)
+    w.add_tensor("token_embd.weight", as_f16(embd))  # ggml {n_embd, n_vocab}
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(out))  # ggml {n_embd, n_vocab}
 
     def mat(rows: int, cols: int) -> np.ndarray:
-        return _f16(rng.normal(0.0, 0.02, size=(rows, cols)))
+        return as_f16(rng.normal(0.0, 0.02, size=(rows, cols)))
 
     for i in range(n_layer):
         p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_norm.weight", as_f32(np.ones(n_embd)))
         w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_k.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_v.weight", mat(n_embd, n_embd))
         w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd))
-        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
+        w.add_tensor(p + "ffn_norm.weight", as_f32(np.ones(n_embd)))
         w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))  # ggml {n_embd, n_ff}
         w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))  # ggml {n_ff, n_embd}
 
-    _finish(w, metadata)
+    finish_gguf(w, metadata)
     return path
 
 
@@ -375,27 +403,37 @@ _STATE_LOGIT = 40.0  # a state matching 1 token; doubled for each further token 
 _MIN_MARGIN = 10.0
 _GATE = 20.0  # FFN gate steepness: silu(+10) ~ 10, silu(-10) ~ -5e-4
 _ATTN_MARGIN = 40.0  # attention score of the wanted offset over any other position
+# With post-norms (GLM): the size of the constant each block adds to its own output, so the
+# norm of that output hardly depends on what else it holds.
+_POST_NORM_CONSTANT = 10.0
 
-_vocab_model: Any = None
+_vocab_models: dict[str, Any] = {}
 
 
-def _tokenizer_model() -> Any:
-    """llama.cpp's own tokenizer for :func:`build_vocab` (a vocab-only load, cached)."""
-    global _vocab_model
-    if _vocab_model is None:
+def vocab_only_model(key: str, write: Callable[[Path], Path]) -> Any:
+    """llama.cpp's own tokenizer for a tiny vocabulary: a vocab-only load of the GGUF that
+    ``write(directory)`` writes, cached under ``key``."""
+    if key not in _vocab_models:
         import tempfile
 
         import llama_cpp
         from llama_cpp import _internals
 
         with tempfile.TemporaryDirectory() as tmp:
-            vocab_path = write_tiny_llama(Path(tmp) / "vocab.gguf", n_embd=16, n_layer=1)
+            vocab_path = write(Path(tmp))
             params = llama_cpp.llama_model_default_params()
             params.vocab_only = True
-            _vocab_model = _internals.LlamaModel(
+            _vocab_models[key] = _internals.LlamaModel(
                 path_model=str(vocab_path), params=params, verbose=False
             )
-    return _vocab_model
+    return _vocab_models[key]
+
+
+def _tokenizer_model() -> Any:
+    """llama.cpp's own tokenizer for :func:`build_vocab`."""
+    return vocab_only_model(
+        "llama", lambda tmp: write_tiny_llama(tmp / "vocab.gguf", n_embd=16, n_layer=1)
+    )
 
 
 def script_tokens(script: str) -> list[int]:
@@ -414,14 +452,14 @@ def script_tokens(script: str) -> list[int]:
     ids = model.tokenize(("\n" + script).encode(), add_bos=False, special=False)
     space = build_vocab()[0].index("▁")
     if ids[:2] != [space, newline]:
-        raise ValueError(f"unexpected tokenization of the script {_short(script)}")
+        raise ValueError(f"unexpected tokenization of the script {short_script(script)}")
     ids = ids[2:]
     if model.detokenize(ids).decode("utf-8", "replace") != script:
-        raise ValueError(f"the script {_short(script)} does not survive tokenization")
+        raise ValueError(f"the script {short_script(script)} does not survive tokenization")
     return ids
 
 
-def _short(script: str) -> str:
+def short_script(script: str) -> str:
     return repr(script) if len(script) <= 60 else repr(script[:57] + "...")
 
 
@@ -436,10 +474,10 @@ def _state_logit(pattern: tuple[int, ...]) -> float:
     return _STATE_LOGIT * 2.0 ** (len(pattern) - 1)
 
 
-def _script_is_unambiguous(ids: list[int], k: int) -> bool:
+def _script_is_unambiguous(ids: list[int], k: int, stop_id: int) -> bool:
     """Simulate the scripted logits at every step (prompt tokens count as non-script)."""
     patterns = _patterns(ids, k)
-    successors = [*ids[1:], EOS_ID]
+    successors = [*ids[1:], stop_id]
     other = -1
     for t in range(-1, len(ids)):
         window = [other] * k + ids[: t + 1]
@@ -465,19 +503,44 @@ def _attention_gap(theta: np.ndarray, offsets: range, n_ctx: int) -> float:
     return float(len(theta) - best)
 
 
-def write_scripted_llama(
-    path: Path,
+@dataclass(frozen=True)
+class ScriptedWeights:
+    """The built weights of a scripted model, as numpy arrays (ggml shapes reversed).
+
+    Layer 0 holds them; every further layer is zero (and, with post-norms, its post-norm
+    weights are zero too), so it passes the residual stream through unchanged.
+    """
+
+    n_embd: int
+    n_head: int
+    n_ff: int
+    n_rot: int
+    rope_base: float
+    embd: np.ndarray  # (n_vocab, n_embd)
+    output: np.ndarray  # (n_vocab, n_embd)
+    wq: np.ndarray  # (n_embd, n_embd), and wk, wv, wo alike
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+    gate: np.ndarray  # (n_ff, n_embd)
+    up: np.ndarray  # (n_ff, n_embd)
+    down: np.ndarray  # (n_embd, n_ff)
+    attn_post_norm: np.ndarray | None = None  # (n_embd,), GLM's norm of the attention output
+    ffn_post_norm: np.ndarray | None = None  # (n_embd,), and of the FFN output
+
+
+def script_design(
+    ids: list[int],
     script: str,
     *,
-    n_ctx: int = 2048,
-    min_n_embd: int = 64,
-    n_layer: int = 2,
-    chat_template: str | None = DEFAULT_TEMPLATE,
-    name: str = "tiny-llama-scripted",
-) -> Path:
-    """Write a llama GGUF whose greedy reply to any prompt is ``script`` and then ``</s>``.
-
-    The script's tokens are :func:`script_tokens`. The weights are built, not random:
+    n_vocab: int,
+    stop_id: int,
+    n_ctx: int,
+    min_n_embd: int,
+    post_norms: bool = False,
+    half_rotary: bool = False,
+) -> ScriptedWeights:
+    """Weights whose greedy continuation of any prompt is ``ids`` and then ``stop_id``.
 
     * embeddings: dim 0 is a constant carrier; every script token has a one-hot "identity" dim
       (all other tokens share one "other" dim), so every embedding has the same norm;
@@ -486,52 +549,45 @@ def write_scripted_llama(
       its own block of dims, for ``h = 1 .. k-1``;
     * layer 0 FFN: one SwiGLU neuron per script position ``i`` (an AND: fires only when the
       last ``min(i + 1, k)`` tokens equal the script's tokens up to ``i``) writes a state dim;
-    * ``output.weight``: state ``i`` votes for the next script token (``</s>`` after the last);
-      with no state firing, the carrier makes the script's first token win. Other layers are
-      zero (identity), other tokens' logits are 0.
+    * output: state ``i`` votes for the next script token (``stop_id`` after the last); with no
+      state firing, the carrier makes the script's first token win.
 
-    ``k`` (3..8) is the smallest context that tells the script's positions apart, so repeated
-    tokens and words are fine; a script that repeats a run of 8 tokens with different
-    continuations raises ValueError. ``n_embd`` grows (power of two, at least ``min_n_embd``)
-    with the script: 64 for ~10 tokens, 128 for ~25, up to 1024 (ValueError beyond).
-
-    Limits: a prompt that itself ends with the script's first tokens (or any k-token run of
-    the script) resumes the script from there; otherwise the prompt does not matter, also at
-    temperature > 0 (the script's logits lead by >= 10).
+    ``post_norms`` (GLM): the attention and the FFN outputs go through an RMS norm before they
+    join the residual stream. One more head (attending everywhere, so it reads the carrier)
+    and one more FFN neuron add a large constant to their block's output; its norm is then
+    about constant, the norm weights scale the wanted dims back to 1 and drop the constant.
+    ``half_rotary`` (GLM): RoPE turns only the first half of each head, in NeoX pairs
+    ``(j, j + n_rot / 2)`` (M-RoPE gives text tokens the same angle in every section).
     """
-    if n_layer < 1:
-        raise ValueError("n_layer must be >= 1")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ids = script_tokens(script)
     n_script = len(ids)
     contexts = range(SCRIPT_MIN_CONTEXT, SCRIPT_MAX_CONTEXT + 1)
-    k = next((c for c in contexts if _script_is_unambiguous(ids, c)), None)
+    k = next((c for c in contexts if _script_is_unambiguous(ids, c, stop_id)), None)
     if k is None:
         raise ValueError(
-            f"script {_short(script)} repeats a run of {SCRIPT_MAX_CONTEXT} tokens with different "
-            "continuations; a scripted model cannot tell those positions apart"
+            f"script {short_script(script)} repeats a run of {SCRIPT_MAX_CONTEXT} tokens with "
+            "different continuations; a scripted model cannot tell those positions apart"
         )
     distinct = list(dict.fromkeys(ids))
     slot = {tok: s for s, tok in enumerate(distinct)}
     m = len(distinct) + 1  # identity slots, the last one for "any other token"
     other = m - 1
-    head_dim = 16
+    head_dim = 32 if half_rotary else 16  # at least 8 rotated pairs
     while head_dim < m:
         head_dim *= 2
-    n_dims = 1 + k * m + n_script  # carrier, k identity blocks, one state per position
+    n_rot = head_dim // 2 if half_rotary else head_dim
+    extra = 1 if post_norms else 0  # the constant head, dim and neuron
+    n_dims = 1 + k * m + n_script + 2 * extra  # carrier, k identity blocks, one state per step
     n_embd = 64
-    while n_embd < max(min_n_embd, n_dims, (k - 1) * head_dim):
+    while n_embd < max(min_n_embd, n_dims, (k - 1 + extra) * head_dim):
         n_embd *= 2
     if n_embd > SCRIPT_MAX_N_EMBD:
         raise ValueError(
-            f"script {_short(script)} is too long for a scripted model ({n_script} tokens, "
-            f"{len(distinct)} distinct; it would need n_embd {n_embd} > {SCRIPT_MAX_N_EMBD})"
+            f"script {short_script(script)} is too long for a scripted model ({n_script} "
+            f"tokens, {len(distinct)} distinct; it would need n_embd {n_embd} > "
+            f"{SCRIPT_MAX_N_EMBD})"
         )
     n_head = n_embd // head_dim
-    n_ff = 32 * -(-n_script // 32)  # one neuron per script position
-    tokens = build_vocab()[0]
-    n_vocab = len(tokens)
+    n_ff = 32 * -(-(n_script + extra) // 32)  # one neuron per script position
 
     def ident(h: int, s: int) -> int:  # dim holding "the token h positions back has slot s"
         return 1 + h * m + s
@@ -539,30 +595,22 @@ def write_scripted_llama(
     def state(i: int) -> int:
         return 1 + k * m + i
 
+    attn_const, ffn_const = 1 + k * m + n_script, 2 + k * m + n_script
+
     # RoPE: pick the frequency base that best separates the wanted offsets from all others.
     offsets = range(1, k)
-    pairs = np.arange(head_dim // 2)
+    pairs = np.arange(n_rot // 2)
     best_base, best_gap = 2.0, -np.inf
     for base in (1.5, 2.0, 3.0):
-        gap = _attention_gap(base ** (-2.0 * pairs / head_dim), offsets, n_ctx)
+        gap = _attention_gap(base ** (-2.0 * pairs / n_rot), offsets, n_ctx)
         if gap > best_gap:
             best_base, best_gap = base, gap
     if best_gap < 0.5:
         raise ValueError(f"n_ctx {n_ctx} is too long for the scripted attention")
-    theta = best_base ** (-2.0 * pairs / head_dim)
+    theta = best_base ** (-2.0 * pairs / n_rot)
     amp = _ATTN_MARGIN / best_gap
-
-    w = _llama_writer(
-        path,
-        name=name,
-        n_ctx=n_ctx,
-        n_embd=n_embd,
-        n_layer=n_layer,
-        n_head=n_head,
-        n_ff=n_ff,
-        rope_freq_base=best_base,
-        chat_template=chat_template,
-    )
+    # The two dims of rotated pair j within a head.
+    first, second = (pairs, pairs + n_rot // 2) if half_rotary else (2 * pairs, 2 * pairs + 1)
 
     # Embeddings: carrier 1 in dim 0, identity 1 in the token's slot at offset 0.
     embd = np.zeros((n_vocab, n_embd))
@@ -571,8 +619,6 @@ def write_scripted_llama(
     for tok, s in slot.items():
         embd[tok, ident(0, other)] = 0.0
         embd[tok, ident(0, s)] = 1.0
-    w.add_tensor("token_embd.weight", _f16(embd))
-    w.add_tensor("output_norm.weight", _f32(np.ones(n_embd)))
 
     # RMS-norm scale factors (all vectors have the designed norm): embedding (carrier + one
     # identity), after the attention (carrier + k identities), after the FFN (+ one state).
@@ -582,9 +628,8 @@ def write_scripted_llama(
 
     out = np.zeros((n_vocab, n_embd))
     out[ids[0], 0] = _DEFAULT_LOGIT / kappa2
-    for i, (pattern, nxt) in enumerate(zip(_patterns(ids, k), [*ids[1:], EOS_ID], strict=True)):
+    for i, (pattern, nxt) in enumerate(zip(_patterns(ids, k), [*ids[1:], stop_id], strict=True)):
         out[nxt, state(i)] += _state_logit(pattern) / kappa2
-    w.add_tensor("output.weight", _f16(out))
 
     # Layer 0 attention: head h-1 looks h positions back and copies the identity block.
     wq = np.zeros((n_embd, n_embd))
@@ -595,9 +640,9 @@ def write_scripted_llama(
     for h in offsets:
         base_dim = (h - 1) * head_dim
         # score(distance d) = amp * sum_j cos((d - h) * theta_j): rotations align at d == h
-        wq[base_dim + 2 * pairs, 0] = q_scale * np.cos(h * theta)
-        wq[base_dim + 2 * pairs + 1, 0] = -q_scale * np.sin(h * theta)
-        wk[base_dim + 2 * pairs, 0] = 1.0 / kappa0
+        wq[base_dim + first, 0] = q_scale * np.cos(h * theta)
+        wq[base_dim + second, 0] = -q_scale * np.sin(h * theta)
+        wk[base_dim + first, 0] = 1.0 / kappa0
         for s in range(m):
             wv[base_dim + s, ident(0, s)] = 1.0
             wo[ident(h, s), base_dim + s] = 1.0 / kappa0
@@ -615,22 +660,165 @@ def write_scripted_llama(
         up[i, 0] = 1.0 / kappa1
         down[state(i), i] = 1.0 / silu_fire
 
+    attn_post = ffn_post = None
+    if post_norms:
+        big = _POST_NORM_CONSTANT
+        constant_head = (k - 1) * head_dim  # no query or key: it attends to every position
+        wv[constant_head, 0] = 1.0
+        wo[attn_const, constant_head] = big / kappa0
+        gate[n_script, 0] = fire / kappa1  # always fires
+        up[n_script, 0] = 1.0 / kappa1
+        down[ffn_const, n_script] = big / silu_fire
+        # After the norm a dim holding 1 next to the constant is sqrt(n_embd / (big^2 + n)).
+        attn_post = np.zeros(n_embd)
+        attn_post[ident(1, 0) : ident(k, 0)] = np.sqrt((big * big + k - 1) / n_embd)
+        ffn_post = np.zeros(n_embd)
+        ffn_post[state(0) : state(n_script)] = np.sqrt((big * big + 1) / n_embd)
+
+    return ScriptedWeights(
+        n_embd=n_embd,
+        n_head=n_head,
+        n_ff=n_ff,
+        n_rot=n_rot,
+        rope_base=best_base,
+        embd=embd,
+        output=out,
+        wq=wq,
+        wk=wk,
+        wv=wv,
+        wo=wo,
+        gate=gate,
+        up=up,
+        down=down,
+        attn_post_norm=attn_post,
+        ffn_post_norm=ffn_post,
+    )
+
+
+def write_scripted_llama(
+    path: Path,
+    script: str,
+    *,
+    n_ctx: int = 2048,
+    min_n_embd: int = 64,
+    n_layer: int = 2,
+    chat_template: str | None = DEFAULT_TEMPLATE,
+    name: str = "tiny-llama-scripted",
+) -> Path:
+    """Write a llama GGUF whose greedy reply to any prompt is ``script`` and then ``</s>``.
+
+    The script's tokens are :func:`script_tokens`; the weights are :func:`script_design`'s.
+    ``k`` (3..8) is the smallest context that tells the script's positions apart, so repeated
+    tokens and words are fine; a script that repeats a run of 8 tokens with different
+    continuations raises ValueError. ``n_embd`` grows (power of two, at least ``min_n_embd``)
+    with the script: 64 for ~10 tokens, 128 for ~25, up to 1024 (ValueError beyond).
+
+    Limits: a prompt that itself ends with the script's first tokens (or any k-token run of
+    the script) resumes the script from there; otherwise the prompt does not matter, also at
+    temperature > 0 (the script's logits lead by >= 10).
+    """
+    if n_layer < 1:
+        raise ValueError("n_layer must be >= 1")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    design = script_design(
+        script_tokens(script),
+        script,
+        n_vocab=len(build_vocab()[0]),
+        stop_id=EOS_ID,
+        n_ctx=n_ctx,
+        min_n_embd=min_n_embd,
+    )
+    n_embd, n_ff = design.n_embd, design.n_ff
+    w = _llama_writer(
+        path,
+        name=name,
+        n_ctx=n_ctx,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=design.n_head,
+        n_ff=n_ff,
+        rope_freq_base=design.rope_base,
+        chat_template=chat_template,
+    )
+    w.add_tensor("token_embd.weight", as_f16(design.embd))
+    w.add_tensor("output_norm.weight", as_f32(np.ones(n_embd)))
+    w.add_tensor("output.weight", as_f16(design.output))
     zero_sq = np.zeros((n_embd, n_embd))
     for layer in range(n_layer):
         p = f"blk.{layer}."
         first = layer == 0
-        w.add_tensor(p + "attn_norm.weight", _f32(np.ones(n_embd)))
-        w.add_tensor(p + "attn_q.weight", _f16(wq if first else zero_sq))
-        w.add_tensor(p + "attn_k.weight", _f16(wk if first else zero_sq))
-        w.add_tensor(p + "attn_v.weight", _f16(wv if first else zero_sq))
-        w.add_tensor(p + "attn_output.weight", _f16(wo if first else zero_sq))
-        w.add_tensor(p + "ffn_norm.weight", _f32(np.ones(n_embd)))
-        w.add_tensor(p + "ffn_gate.weight", _f16(gate if first else np.zeros((n_ff, n_embd))))
-        w.add_tensor(p + "ffn_up.weight", _f16(up if first else np.zeros((n_ff, n_embd))))
-        w.add_tensor(p + "ffn_down.weight", _f16(down if first else np.zeros((n_embd, n_ff))))
+        w.add_tensor(p + "attn_norm.weight", as_f32(np.ones(n_embd)))
+        w.add_tensor(p + "attn_q.weight", as_f16(design.wq if first else zero_sq))
+        w.add_tensor(p + "attn_k.weight", as_f16(design.wk if first else zero_sq))
+        w.add_tensor(p + "attn_v.weight", as_f16(design.wv if first else zero_sq))
+        w.add_tensor(p + "attn_output.weight", as_f16(design.wo if first else zero_sq))
+        w.add_tensor(p + "ffn_norm.weight", as_f32(np.ones(n_embd)))
+        w.add_tensor(
+            p + "ffn_gate.weight", as_f16(design.gate if first else np.zeros((n_ff, n_embd)))
+        )
+        w.add_tensor(p + "ffn_up.weight", as_f16(design.up if first else np.zeros((n_ff, n_embd))))
+        w.add_tensor(
+            p + "ffn_down.weight", as_f16(design.down if first else np.zeros((n_embd, n_ff)))
+        )
 
-    _finish(w)
+    finish_gguf(w)
     return path
+
+
+def clip_writer(
+    path: Path,
+    *,
+    name: str,
+    projector: str,
+    activation: str,
+    n_embd: int,
+    n_ff: int,
+    n_layer: int,
+    n_head: int,
+    projection_dim: int,
+    eps: float,
+    image_size: int,
+    patch_size: int,
+    image_mean: tuple[float, float, float],
+    image_std: tuple[float, float, float],
+) -> gguf.GGUFWriter:
+    """A GGUFWriter with an mmproj's vision metadata (``clip.vision.*``), no tensors yet."""
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_bool(f"clip.use_{activation}", True)
+    w.add_string("clip.projector_type", projector)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_uint32("clip.vision.projection_dim", projection_dim)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", eps)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_array("clip.vision.image_mean", list(image_mean))
+    w.add_array("clip.vision.image_std", list(image_std))
+    return w
+
+
+def normal_f32(rng: np.random.Generator) -> Callable[..., np.ndarray]:
+    """A maker of random float32 tensors, ``rnd(rows, cols, scale=0.02)``, drawn from ``rng``."""
+
+    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
+        return as_f32(rng.normal(0.0, scale, size=shape))
+
+    return rnd
+
+
+def f32_ones(n: int) -> np.ndarray:
+    return as_f32(np.ones(n))
+
+
+def f32_zeros(n: int) -> np.ndarray:
+    return as_f32(np.zeros(n))
 
 
 def write_tiny_mmproj(
@@ -666,32 +854,23 @@ def write_tiny_mmproj(
     n_patches = (image_size // patch_size) ** 2
     mm_hidden = text_n_embd
 
-    w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-mmproj")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_bool("clip.use_gelu", True)
-    w.add_string("clip.projector_type", "mlp")
-    w.add_uint32("clip.vision.embedding_length", n_embd)
-    w.add_uint32("clip.vision.feed_forward_length", n_ff)
-    w.add_uint32("clip.vision.block_count", n_layer)
-    w.add_uint32("clip.vision.attention.head_count", n_head)
-    w.add_uint32("clip.vision.projection_dim", text_n_embd)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
-    w.add_uint32("clip.vision.image_size", image_size)
-    w.add_uint32("clip.vision.patch_size", patch_size)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-
-    def rnd(*shape: int, scale: float = 0.02) -> np.ndarray:
-        return _f32(rng.normal(0.0, scale, size=shape))
-
-    def ones(n: int) -> np.ndarray:
-        return _f32(np.ones(n))
-
-    def zeros(n: int) -> np.ndarray:
-        return _f32(np.zeros(n))
+    w = clip_writer(
+        path,
+        name="tiny-mmproj",
+        projector="mlp",
+        activation="gelu",
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_layer=n_layer,
+        n_head=n_head,
+        projection_dim=text_n_embd,
+        eps=1e-6,
+        image_size=image_size,
+        patch_size=patch_size,
+        image_mean=(0.5, 0.5, 0.5),
+        image_std=(0.5, 0.5, 0.5),
+    )
+    rnd, ones, zeros = normal_f32(rng), f32_ones, f32_zeros
 
     # numpy shapes are ggml shapes reversed
     w.add_tensor("v.patch_embd.weight", rnd(n_embd, 3, patch_size, patch_size))
@@ -714,7 +893,7 @@ def write_tiny_mmproj(
     w.add_tensor("mm.2.weight", rnd(text_n_embd, mm_hidden))  # ggml {mm_hidden, text_n_embd}
     w.add_tensor("mm.2.bias", zeros(text_n_embd))
 
-    _finish(w, metadata)
+    finish_gguf(w, metadata)
     return path
 
 

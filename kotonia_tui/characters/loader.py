@@ -161,10 +161,10 @@ def _png_card_json(path: Path, data: bytes) -> tuple[Any, int, str]:
     for chunk in chunks:
         by_keyword.setdefault(chunk.keyword.lower(), chunk)
     for keyword in PNG_CARD_KEYWORDS:
-        chunk = by_keyword.get(keyword)
-        if chunk is not None:
-            label = f"{chunk.chunk_type} chunk {chunk.keyword!r}"
-            raw = _decode_base64(path, chunk.text, label)
+        found = by_keyword.get(keyword)
+        if found is not None:
+            label = f"{found.chunk_type} chunk {found.keyword!r}"
+            raw = _decode_base64(path, found.text, label)
             return (*_decode_json(path, raw, f"{label}: "), f" (in {label})")
     raise CardError(path, "PNG has no character card (no 'ccv3' or 'chara' text chunk)")
 

@@ -9,7 +9,7 @@ from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
 from kotonia_tui.engine import Engine, LlamaEngine
 from kotonia_tui.engine.default_model import Progress
-from kotonia_tui.engine.server_engine import ServerEngine
+from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.store import Store
 
@@ -40,15 +40,16 @@ def fold_context_size(settings: Settings, n_ctx: int, reply_reserve: int) -> int
 
 def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
     profile = settings.active_profile()
+
+    def fold_ctx_for(n_ctx: int) -> int:
+        # Sized from the window the engine ends up with (a server's may differ from the
+        # profile's).
+        return fold_context_size(settings, n_ctx, profile.reply_max_tokens)
+
     if profile.backend == "server":
-        # The window is the server's (it may differ from the profile's); size the fold from it.
-        return ServerEngine.open(  # type: ignore[return-value]
-            profile,
-            fold_ctx_for=lambda n_ctx: fold_context_size(settings, n_ctx, profile.reply_max_tokens),
-        )
-    fold_ctx = fold_context_size(settings, profile.n_ctx, profile.reply_max_tokens)
+        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for)
     return LlamaEngine.open(
-        profile, cache_dir=app_dirs().cache, progress=progress, fold_n_ctx=fold_ctx
+        profile, cache_dir=app_dirs().cache, progress=progress, fold_ctx_for=fold_ctx_for
     )
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-from kotonia_tui.domain import FoldJob, Message, TurnMetrics
+from kotonia_tui.domain import MessageStatus, StoredFoldJob, StoredMessage, TurnMetrics
+from kotonia_tui.engine import (
+    ReasoningDelta,  # a piece of thinking, passed on as the engine gives it
+)
 
 
 @dataclass(frozen=True)
@@ -14,27 +18,48 @@ class ReplyDelta:
     text: str
 
 
-@dataclass(frozen=True)
-class ReasoningDelta:
-    """A piece of the model's thinking: shown apart, never stored as dialogue or memory."""
+class TurnOutcome(StrEnum):
+    """How a turn ended. Whatever the outcome, what the model wrote is stored."""
 
-    text: str
+    COMPLETED = "completed"  # the reply ended by itself: whole, or cut by its cap or the window
+    CANCELLED = "cancelled"  # the user stopped it (Esc)
+    INTERRUPTED = "interrupted"  # its caller went away: Ctrl-C, the chat closed, the app quit
+    FAILED = "failed"  # the model call or the store failed
 
 
 @dataclass(frozen=True)
 class TurnDone:
-    """The turn ended. `reply` is stored (even when cut or cancelled); `error` says why not."""
+    """The turn ended. `reply` is stored (even when cut or stopped); `error` says why not."""
 
-    reply: Message | None
+    reply: StoredMessage | None
     metrics: TurnMetrics | None
     error: str | None = None
+    outcome: TurnOutcome = TurnOutcome.COMPLETED
 
     @property
     def cut(self) -> bool:
-        return self.reply is not None and self.reply.status.value != "complete"
+        return self.reply is not None and self.reply.status is not MessageStatus.COMPLETE
 
 
 TurnEvent = ReplyDelta | ReasoningDelta | TurnDone
+
+__all__ = [
+    "FoldProgress",
+    "FoldState",
+    "MemoryNotice",
+    "NoticeLevel",
+    "ReasoningDelta",
+    "ReplyDelta",
+    "ServiceEvent",
+    "TurnDone",
+    "TurnEvent",
+    "TurnOutcome",
+]
+
+
+class NoticeLevel(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
 
 
 @dataclass(frozen=True)
@@ -43,16 +68,26 @@ class MemoryNotice:
 
     conversation_id: int
     text: str
-    level: str = "info"  # info | warning
+    level: NoticeLevel = NoticeLevel.INFO
+
+
+class FoldState(StrEnum):
+    """What happened to a fold job (the job's stored status says where it stands now)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DEFERRED = "deferred"  # the model server is down or busy: back to pending, not a failure
+    LANDED = "landed"  # its chapter or synopsis is stored; the next turn applies it
+    FAILED = "failed"  # this attempt failed; `job.not_before` says when it runs again, if ever
 
 
 @dataclass(frozen=True)
 class FoldProgress:
-    """A fold job changed state: queued, running (with elapsed time), landed, failed."""
+    """A fold job changed state (`elapsed_s`: how long it ran, when it landed)."""
 
     conversation_id: int
-    job: FoldJob
-    state: str  # queued | running | landed | failed | idle
+    job: StoredFoldJob
+    state: FoldState
     detail: str = ""
     elapsed_s: float = 0.0
 

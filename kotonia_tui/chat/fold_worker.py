@@ -14,19 +14,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 
-from kotonia_tui.characters import CharacterCard
-from kotonia_tui.chat.events import FoldProgress, ServiceEvent
+from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
+from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     Chapter,
-    Conversation,
     FoldJob,
     FoldKind,
     FoldStatus,
     Message,
+    StoredFoldJob,
+    StoredMessage,
     Synopsis,
     utcnow,
 )
@@ -34,22 +34,15 @@ from kotonia_tui.engine import (
     BackendUnavailableError,
     Engine,
     EngineError,
-    FinishReason,
-    GenerationRequest,
-    Priority,
-    Slot,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
-    CHRONICLER,
-    chapter_prompt,
-    chronicler_lead,
-    chronicler_stops,
-    is_refusal,
-    parse_chapter,
+    Cast,
+    ChronicleKind,
+    ChronicleRequest,
+    Verdict,
+    chronicler_instructions,
     render_source,
-    synopsis_prompt,
-    with_lead,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
 from kotonia_tui.store import Store, StoreError
@@ -58,7 +51,6 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
-MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
 UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 
@@ -76,19 +68,19 @@ class FoldWorker:
         engine: Engine,
         settings: Settings,
         *,
-        names: Callable[[int], tuple[Conversation, CharacterCard | None]],
+        cast: Callable[[int], Cast],
         message_tokens: Callable[[Message], int],
         notify: Callable[[ServiceEvent], None],
     ) -> None:
         self.store = store
         self.engine = engine
         self.settings = settings
-        self._names = names
+        self._cast = cast
         self._message_tokens = message_tokens
         self._notify = notify
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._running: FoldJob | None = None
+        self._running: StoredFoldJob | None = None
         self._started_at = 0.0
         self._idle = asyncio.Event()
         self._deferrals: dict[int, int] = {}  # job id -> claims that ended waiting for a server
@@ -130,7 +122,7 @@ class FoldWorker:
         return self._paused
 
     @property
-    def running(self) -> tuple[FoldJob, float] | None:
+    def running(self) -> tuple[StoredFoldJob, float] | None:
         if self._running is None:
             return None
         return self._running, time.monotonic() - self._started_at
@@ -181,17 +173,17 @@ class FoldWorker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _run_one(self, job: FoldJob) -> None:
+    async def _run_one(self, job: StoredFoldJob) -> None:
         self._running = job
         self._started_at = time.monotonic()
-        self._notify(FoldProgress(job.conversation_id, job, "running"))
+        self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
         try:
             if job.kind is FoldKind.MAJOR_GC:
                 detail = await self._major_gc(job)
             else:
                 detail = await self._chapter(job)
             elapsed = time.monotonic() - self._started_at
-            self._notify(FoldProgress(job.conversation_id, job, "landed", detail, elapsed))
+            self._notify(FoldProgress(job.conversation_id, job, FoldState.LANDED, detail, elapsed))
         except BackendUnavailableError as exc:
             if not self._done_elsewhere(job):
                 self._defer(job, exc)
@@ -201,7 +193,7 @@ class FoldWorker:
         except asyncio.CancelledError:
             # Shutting down mid-fold: the job goes back to pending and runs next time.
             if not self._done_elsewhere(job):
-                self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())  # type: ignore[arg-type]
+                self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())
             raise
         except Exception as exc:  # a bug must not kill the worker; the job records it
             if self._done_elsewhere(job):
@@ -209,7 +201,7 @@ class FoldWorker:
                 # too and stored its result first; ours was rolled back (never stored twice).
                 log.info("fold job %s was finished by another instance", job.id)
                 self._notify(
-                    FoldProgress(job.conversation_id, job, "landed", "by another instance")
+                    FoldProgress(job.conversation_id, job, FoldState.LANDED, "by another instance")
                 )
             else:
                 log.exception("fold job %s crashed", job.id)
@@ -217,82 +209,53 @@ class FoldWorker:
         finally:
             self._running = None
 
-    def _done_elsewhere(self, job: FoldJob) -> bool:
+    def _done_elsewhere(self, job: StoredFoldJob) -> bool:
         """The job is already done (by another instance): failing it now would raise and kill
         the worker, leaving this instance without folds for the rest of the session."""
         try:
-            return self.store.get_fold(job.id).status is FoldStatus.DONE  # type: ignore[arg-type]
+            return self.store.get_fold(job.id).status is FoldStatus.DONE
         except StoreError:
             return False
 
-    def _defer(self, job: FoldJob, exc: BackendUnavailableError) -> None:
+    def _defer(self, job: StoredFoldJob, exc: BackendUnavailableError) -> None:
         """The server is down or gave way to a user turn: not the job's fault. It goes back to
         pending with the reason as last_error and runs again shortly; the queue is paused in
         effect until the server answers, and this does not count toward MAX_ATTEMPTS."""
-        self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1  # type: ignore[index]
+        self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
         delay = min(getattr(exc, "retry_after_s", UNAVAILABLE_RETRY_S), UNAVAILABLE_RETRY_S)
         error = f"waiting for the model server: {exc}"
-        deferred = self.store.fail_fold(job.id, error, utcnow() + timedelta(seconds=delay))  # type: ignore[arg-type]
+        deferred = self.store.fail_fold(job.id, error, utcnow() + timedelta(seconds=delay))
         log.info("fold job %s deferred: %s", job.id, exc)
-        self._notify(FoldProgress(job.conversation_id, deferred, "deferred", error))
+        self._notify(FoldProgress(job.conversation_id, deferred, FoldState.DEFERRED, error))
 
-    def _fail(self, job: FoldJob, error: str) -> None:
+    def _fail(self, job: StoredFoldJob, error: str) -> None:
         # Claims that ended in a deferral (server down) are not failed attempts.
-        attempts = job.attempts - self._deferrals.get(job.id, 0)  # type: ignore[arg-type]
+        attempts = job.attempts - self._deferrals.get(job.id, 0)
         retry_at = None
         if attempts < MAX_ATTEMPTS:
             delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]
             retry_at = utcnow() + timedelta(seconds=delay)
-        failed = self.store.fail_fold(job.id, error, retry_at)  # type: ignore[arg-type]
+        failed = self.store.fail_fold(job.id, error, retry_at)
         log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
-        self._notify(FoldProgress(job.conversation_id, failed, "failed", error))
+        self._notify(FoldProgress(job.conversation_id, failed, FoldState.FAILED, error))
 
-    # ---- model calls ----------------------------------------------------------------------
+    # ---- the chronicler -------------------------------------------------------------------
 
-    async def _chronicle(self, messages: tuple, what: str) -> tuple[str, float]:
-        """Run the chronicler; a refusal is retried once and never returned."""
-        profile = self.engine.profile
-        lead = chronicler_lead(profile)
-        request = GenerationRequest(
-            messages=messages,
-            max_tokens=self.max_output,
-            slot=Slot.FOLD,
-            priority=Priority.BACKGROUND,
-            reply_name=CHRONICLER,
-            user_name="Story",
-            extra_stops=chronicler_stops(profile),
-            prefill=lead,
-        )
-        # The output cap is a ceiling so nothing is cut, bounded by what the fold context has
-        # left after the prompt.
-        room = self.engine.info.fold_n_ctx - self.engine.prompt_cells(request)
-        if room < MIN_SUMMARY_ROOM:
-            raise FoldFailed(
-                f"the {what}'s source and instructions leave {room} tokens of the "
-                f"{self.engine.info.fold_n_ctx}-token fold context for the summary"
-            )
-        request = replace(request, max_tokens=min(self.max_output, room))
-        for attempt in (1, 2):
-            started = time.monotonic()
-            result = await self.engine.generate(request)
-            elapsed_ms = (time.monotonic() - started) * 1000
-            text = with_lead(lead, result.text)
-            if result.finish_reason is FinishReason.LENGTH:
-                raise FoldFailed(
-                    f"the {what} hit the output cap ({request.max_tokens} tokens) and was cut; "
-                    "a cut summary is never stored"
-                )
-            if not text:
-                raise FoldFailed(f"the chronicler wrote an empty {what}")
-            if is_refusal(text):
-                log.warning("the chronicler refused (attempt %s): %r", attempt, text[:120])
-                continue
-            return text, elapsed_ms
-        raise FoldFailed(f"the chronicler refused twice; the {what} was not stored")
+    async def _ask(self, request: ChronicleRequest) -> Chronicled:
+        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed."""
+        try:
+            done = await chronicle(self.engine, request, max_output=self.max_output)
+        except NoRoomError as exc:
+            raise FoldFailed(str(exc)) from exc
+        if not done.reply.ok:
+            if done.reply.verdict is Verdict.REFUSED:
+                log.warning("the chronicler refused: %r", done.reply.text[:120])
+            raise FoldFailed(done.problem)
+        return done
 
     # ---- chapters -------------------------------------------------------------------------
 
-    def _source(self, job: FoldJob, char: str, user: str) -> list[Message]:
+    async def _source(self, job: StoredFoldJob, cast: Cast) -> list[StoredMessage]:
         """The job's messages, at most one chapter's worth (oldest first).
 
         Sized by what the chronicler actually reads (each message as rendered for it, with
@@ -304,45 +267,42 @@ class FoldWorker:
         rows = self.store.messages_from(
             job.conversation_id, first, SOURCE_READ_LIMIT, model_key=self.engine.model_key
         )
-        rows = [m for m in rows if m.id is not None and m.id <= last]
+        rows = [m for m in rows if m.id <= last]
         if not rows:
             return []
         fold_ctx = self.engine.info.fold_n_ctx
-        instructions = self.engine.count_tokens(
-            chapter_prompt(rows[:1], char=char, user=user)[0].content
+        # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
+        # which a server backend answers without blocking the loop.
+        instructions, *message_costs = await self.engine.count_tokens_many(
+            [chronicler_instructions(ChronicleKind.CHAPTER, cast)]
+            + [render_source([m], char=cast.char, user=cast.user) for m in rows]
         )
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
         budget = min(self.budgets.chapter_source, fold_ctx - instructions - reserve - 64)
-        costs = [
-            WindowMessage(m.id, self.engine.count_tokens(render_source([m], char=char, user=user)))  # type: ignore[arg-type]
-            for m in rows
-        ]
+        costs = [WindowMessage(m.id, cost) for m, cost in zip(rows, message_costs, strict=True)]
         _, piece_last = split_source(costs, max(budget, 1))[0]
-        return [m for m in rows if m.id <= piece_last]  # type: ignore[operator]
+        return [m for m in rows if m.id <= piece_last]
 
-    async def _chapter(self, job: FoldJob) -> str:
-        conv, card = self._names(job.conversation_id)
-        char = card.display_name if card else conv.character_name
-        source = self._source(job, char, conv.persona_name)
+    async def _chapter(self, job: StoredFoldJob) -> str:
+        cast = self._cast(job.conversation_id)
+        source = await self._source(job, cast)
         if not source:
-            self.store.finish_fold(job.id)  # type: ignore[arg-type]
+            self.store.finish_fold(job.id)
             return "nothing left to fold"
-        text, elapsed_ms = await self._chronicle(
-            chapter_prompt(source, char=char, user=conv.persona_name), "chapter"
-        )
-        parsed = parse_chapter(text)
+        done = await self._ask(ChronicleRequest.chapter(source, cast))
+        (tokens,) = await self.engine.count_tokens_many([done.reply.text])
         first_id, last_id = source[0].id, source[-1].id
         chapter = Chapter(
             conversation_id=job.conversation_id,
-            first_message_id=first_id,  # type: ignore[arg-type]
-            last_message_id=last_id,  # type: ignore[arg-type]
-            text=parsed.body or text,
+            first_message_id=first_id,
+            last_message_id=last_id,
+            text=done.reply.text,
             model=self.engine.info.model_name,
-            gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(parsed.body or text),
-            story_time=parsed.story_time,
+            gen_ms=done.gen_ms,
+            tokens=tokens,
+            story_time=done.reply.story_time,
         )
-        remainder = job.last_message_id is not None and last_id < job.last_message_id  # type: ignore[operator]
+        remainder = job.last_message_id is not None and last_id < job.last_message_id
         if job.kind is FoldKind.REFOLD:
             stale = [
                 c
@@ -350,7 +310,7 @@ class FoldWorker:
                 if c.stale and c.first_message_id == job.first_message_id
             ]
             if stale:
-                self.store.refold_chapter(stale[0].id, chapter, job.id)  # type: ignore[arg-type]
+                self.store.refold_chapter(stale[0].id, chapter, job.id)
             else:
                 self.store.add_chapter(chapter, job.id)
         else:
@@ -361,7 +321,7 @@ class FoldWorker:
                 FoldJob(
                     conversation_id=job.conversation_id,
                     kind=job.kind,
-                    first_message_id=last_id + 1,  # type: ignore[operator]
+                    first_message_id=last_id + 1,
                     last_message_id=job.last_message_id,
                 )
             )
@@ -380,30 +340,27 @@ class FoldWorker:
 
     # ---- major GC -------------------------------------------------------------------------
 
-    async def _major_gc(self, job: FoldJob) -> str:
-        conv, card = self._names(job.conversation_id)
+    async def _major_gc(self, job: StoredFoldJob) -> str:
+        cast = self._cast(job.conversation_id)
         chapters = self.store.chapters(job.conversation_id)
         count = major_gc_split([c.tokens for c in chapters], self.budgets.major_gc)
         if count == 0:
-            self.store.finish_fold(job.id)  # type: ignore[arg-type]
+            self.store.finish_fold(job.id)
             return "chapters no longer need folding"
         older = chapters[:count]
         previous = self.store.current_synopsis(job.conversation_id)
-        char = card.display_name if card else conv.character_name
-        text, elapsed_ms = await self._chronicle(
-            synopsis_prompt(
-                previous.text if previous else None, older, char=char, user=conv.persona_name
-            ),
-            "synopsis",
+        done = await self._ask(
+            ChronicleRequest.synopsis(previous.text if previous else None, older, cast)
         )
+        (tokens,) = await self.engine.count_tokens_many([done.reply.text])
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=(previous.version + 1) if previous else 1,
-            text=text,
+            text=done.reply.text,
             through_message_id=older[-1].last_message_id,
             model=self.engine.info.model_name,
-            gen_ms=elapsed_ms,
-            tokens=self.engine.count_tokens(text),
+            gen_ms=done.gen_ms,
+            tokens=tokens,
         )
-        stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)  # type: ignore[misc]
+        stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)
         return f"synopsis version {stored.version} from {count} chapters ({stored.tokens} tokens)"

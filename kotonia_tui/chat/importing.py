@@ -7,21 +7,23 @@ message (and its chosen version) gets the segments its text gives, as a new mess
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chatfiles.sillytavern import ChatFile
+from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
-from kotonia_tui.store.sillytavern import ChatFile
 
 
 @dataclass(frozen=True)
 class ImportedChat:
-    conversation: Conversation
+    conversation: StoredConversation
     messages: int
     notes: tuple[str, ...]  # what was repaired on the way (said once, not an error)
+    card: CharacterCard | None  # the card the chat was filed under by its character's name
 
 
 def import_chat_file(
@@ -30,9 +32,14 @@ def import_chat_file(
     persona_name: str,
     character_name_hint: str | None = None,
     character_key: str | None = None,
+    match: Callable[[str], CharacterCard | None] | None = None,
 ) -> ImportedChat:
     """Read `path` line by line into a new conversation (one transaction); raises
-    `ImportFormatError` naming the file and line, with nothing stored."""
+    `ImportFormatError` naming the file and line, with nothing stored.
+
+    Without a `character_key`, `match` finds the card the file's character name means: the
+    chat is filed under that card, so the app lists it with the card and it can be continued.
+    """
     chat = ChatFile(path, persona_name, character_name_hint, character_key)
     placeholder = Conversation(
         character_key=character_key or character_name_hint or "",
@@ -48,8 +55,18 @@ def import_chat_file(
             count += 1
             yield with_segments(message, *chat.names())
 
-    stored = store.import_conversation(placeholder, derived(), described=chat.conversation)
-    return ImportedChat(stored, count, tuple(chat.notes))
+    matched: list[CharacterCard] = []
+
+    def described() -> Conversation:
+        conv = chat.conversation()
+        card = match(conv.character_name) if match and character_key is None else None
+        if card is None:
+            return conv
+        matched.append(card)
+        return conv.model_copy(update={"character_key": card.key})
+
+    stored = store.import_conversation(placeholder, derived(), described=described)
+    return ImportedChat(stored, count, tuple(chat.notes), matched[0] if matched else None)
 
 
 def with_segments(message: Message, persona: str, character: str) -> Message:

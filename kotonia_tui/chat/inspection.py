@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from kotonia_tui.domain import Chapter, FoldJob, FoldStatus, Message, Synopsis, TurnMetrics
+from kotonia_tui.domain import (
+    Chapter,
+    FoldStatus,
+    StoredChapter,
+    StoredFoldJob,
+    StoredMessage,
+    StoredSynopsis,
+    TurnMetrics,
+)
 from kotonia_tui.memory.budgets import Budgets
 
 
@@ -36,7 +44,7 @@ class BudgetBar:
 
 @dataclass(frozen=True)
 class ChapterView:
-    chapter: Chapter
+    chapter: StoredChapter
     applied: bool  # the prompt carries it (False: landed, applied on the next turn)
 
     @property
@@ -47,28 +55,39 @@ class ChapterView:
 @dataclass(frozen=True)
 class MemoryView:
     conversation_id: int
-    synopsis: Synopsis | None  # the version the prompt carries (or the newest, if none applied)
-    synopsis_versions: list[Synopsis]
+    synopsis: (
+        StoredSynopsis | None
+    )  # the version the prompt carries (or the newest, if none applied)
+    synopsis_versions: list[StoredSynopsis]
     chapters: list[ChapterView]
     verbatim_start_id: int | None
-    verbatim_first: Message | None
+    verbatim_first: StoredMessage | None
     verbatim_messages: int
     verbatim_tokens: int
     budget: BudgetBar
     budgets: Budgets
-    fold_jobs: list[FoldJob]
-    running: tuple[FoldJob, float] | None  # the job generating now and its elapsed seconds
+    fold_jobs: list[StoredFoldJob]
+    running: tuple[StoredFoldJob, float] | None  # the job generating now and its elapsed seconds
     last_metrics: TurnMetrics | None
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn
     notes: list[str] = field(default_factory=list)
+    # Message ids mentioned above -> their place in the conversation (1 = the first message):
+    # the UI numbers messages per conversation, the store numbers them across all of them.
+    numbers: dict[int, int] = field(default_factory=dict)
+
+    def number(self, message_id: int | None) -> str:
+        """ "#N" for a message id, N counted within the conversation."""
+        if message_id is None:
+            return "#?"
+        return f"#{self.numbers.get(message_id, message_id)}"
 
     @property
-    def queued(self) -> list[FoldJob]:
+    def queued(self) -> list[StoredFoldJob]:
         return [j for j in self.fold_jobs if j.status is FoldStatus.PENDING]
 
     @property
-    def failed(self) -> list[FoldJob]:
+    def failed(self) -> list[StoredFoldJob]:
         return [j for j in self.fold_jobs if j.status is FoldStatus.FAILED]
 
     def age_of(self, chapter: Chapter, now: datetime) -> float:

@@ -84,6 +84,32 @@ class CharacterLibrary:
             raise UnknownCharacterError(f"{name!r} matches several characters: {keys}")
         raise UnknownCharacterError(self._unknown(name))
 
+    def match(self, name: str) -> CharacterCard | None:
+        """The one card a chat file's character name means: by key, then by name or nickname
+        (case-insensitive, surrounding space ignored); None when no card or several match."""
+        wanted = " ".join(name.split()).casefold()
+        if not wanted:
+            return None
+        for field in ("key", "name", "nickname"):
+            found = [
+                card
+                for card in self.cards
+                if " ".join((getattr(card, field) or "").split()).casefold() == wanted
+            ]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                return None  # several cards by that name: the user must say which
+        return None
+
+    def card_of(self, key: str, name: str) -> CharacterCard | None:
+        """A conversation's card: by its key; for a conversation filed under a character's
+        name (imported before chats were matched to cards), by that name."""
+        try:
+            return self.get(key)
+        except LookupError:
+            return self.match(name) or self.match(key)
+
     def _unknown(self, name: str) -> str:
         known = ", ".join(card.key for card in self.cards) or "none"
         return f"no character card named {name!r} (known: {known})"

@@ -7,8 +7,10 @@ up to a fixed LIMIT. Token counts are exact, from the model's tokenizer, cached 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -23,7 +25,8 @@ from kotonia_tui.domain import (
     ImageInput,
     Message,
     Persona,
-    Role,
+    StoredFoldJob,
+    StoredMessage,
     utcnow,
 )
 from kotonia_tui.engine import Engine, GenerationRequest
@@ -62,15 +65,61 @@ class ContinuationTooLongError(Exception):
 
 
 @dataclass(frozen=True)
+class LandedMemory:
+    """The memory as it would be if applied now (the live chapters and the current synopsis)."""
+
+    block: MemoryBlock
+    newest_chapter_id: int | None
+    synopsis_id: int | None
+    covered_through: int  # the last message id it covers (0: none)
+
+    def pending(self, state: MemoryState) -> bool:
+        """Landed memory the prompt does not carry yet (the next turn applies it)."""
+        return not self.block.empty and (
+            self.newest_chapter_id != state.applied_chapter_id
+            or self.synopsis_id != state.applied_synopsis_id
+        )
+
+
+@dataclass(frozen=True)
+class TurnRead:
+    """What one turn reads (bounded reads, no writes): the plan and the prompt come from it."""
+
+    conv_id: int
+    state: MemoryState  # as stored; re-counted when another model's tokenizer wrote it
+    window: list[StoredMessage]  # from where the verbatim window starts, before `before_id`
+    counts: list[WindowMessage]  # their exact token costs
+    landed: LandedMemory
+    landed_pending: bool  # landed memory the prompt does not carry yet
+    open_through: int  # the newest message an open chapter job covers (0: none)
+    fold_in_flight: bool
+    notes: str  # lore and post-history instructions: after the history, every turn
+    portrait: ImageInput | None
+    fixed_tokens: int  # setup, notes and picture: never folded, always sent
+    notices: list[str]
+    warnings: list[str]  # said as warnings (a lorebook key turned off)
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    """The fold policy's plan for the turn and what follows from it."""
+
+    plan: TurnPlan
+    state: MemoryState  # the memory state the prompt is built on (stored by `commit`)
+    fold: FoldJob | None  # a chapter job to queue (queued by `commit`)
+    notices: list[str]
+
+
+@dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
     plan: TurnPlan
     state: MemoryState
-    window: list[Message]  # the messages the prompt carries verbatim
+    window: list[StoredMessage]  # the messages the prompt carries verbatim
     notices: list[str]
     warnings: list[str]  # said as warnings (a lorebook key turned off)
     fixed_tokens: int
-    queued: FoldJob | None
+    queued: StoredFoldJob | None  # the chapter job this turn queued (never for a preview)
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -94,20 +143,45 @@ class Prompter:
         """Tokens of a character setup (up to a million characters: worth remembering)."""
         count = self._setup_tokens.get(system_text)
         if count is None:
-            if len(self._setup_tokens) >= SETUP_COUNTS_KEPT:
-                self._setup_tokens.clear()
-            count = self._setup_tokens[system_text] = self.engine.count_tokens(system_text)
+            count = self._remember_setup(system_text, self.engine.count_tokens(system_text))
+        return count
+
+    async def count_setup(self, system_text: str) -> int:
+        """`setup_tokens`, counted the first time without holding the event loop."""
+        count = self._setup_tokens.get(system_text)
+        if count is None:
+            (counted,) = await self.engine.count_tokens_many([system_text])
+            count = self._remember_setup(system_text, counted)
+        return count
+
+    def _remember_setup(self, system_text: str, count: int) -> int:
+        if len(self._setup_tokens) >= SETUP_COUNTS_KEPT:
+            self._setup_tokens.clear()
+        self._setup_tokens[system_text] = count
         return count
 
     # ---- token counts -------------------------------------------------------------------
 
     def message_tokens(self, message: Message) -> int:
-        key = self.engine.model_key
-        cached = message.token_counts.get(key)
+        cached = message.token_counts.get(self.engine.model_key)
         if cached is not None:
             return cached
-        line = PromptLine(message.role, message.speaker, message.text)
-        count = self.engine.count_tokens(line_cost_text(line))
+        return self._keep_count(message, self.engine.count_tokens(_cost_text(message)))
+
+    async def count_messages(self, messages: Sequence[Message]) -> list[int]:
+        """`message_tokens` of each; the uncounted ones are counted in one batch that does not
+        block the event loop (a server backend counts them with concurrent requests)."""
+        key = self.engine.model_key
+        todo = [m for m in messages if key not in m.token_counts]
+        counts = await self.engine.count_tokens_many([_cost_text(m) for m in todo])
+        for message, count in zip(todo, counts, strict=True):
+            self._keep_count(message, count)
+        return [m.token_counts[key] for m in messages]
+
+    def _keep_count(self, message: Message, text_tokens: int) -> int:
+        """The message's count (images included), cached on the row for this model."""
+        key = self.engine.model_key
+        count = text_tokens
         if self.engine.has_vision:
             count += sum(self.engine.image_cells(image) for image in self.images_of(message))
         if message.id is not None:
@@ -130,22 +204,25 @@ class Prompter:
 
     # ---- memory ---------------------------------------------------------------------------
 
-    def landed_memory(self, conv_id: int) -> tuple[MemoryBlock, int | None, int | None, int]:
-        """The memory as it would be if applied now: block, chapter id, synopsis id, covered."""
+    def landed_memory(self, conv_id: int) -> LandedMemory:
+        """The memory as it would be if applied now."""
         synopsis = self.store.current_synopsis(conv_id)
         chapters = self.store.chapters(conv_id)  # live: not in the synopsis, not superseded
-        block = MemoryBlock(synopsis.text if synopsis else None, tuple(chapters))
-        newest = max((c.id for c in chapters if c.id is not None), default=None)
         covered = max(
             [c.last_message_id for c in chapters]
             + ([synopsis.through_message_id] if synopsis else []),
             default=0,
         )
-        return block, newest, synopsis.id if synopsis else None, covered
+        return LandedMemory(
+            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters)),
+            newest_chapter_id=max((c.id for c in chapters), default=None),
+            synopsis_id=synopsis.id if synopsis else None,
+            covered_through=covered,
+        )
 
-    # ---- the turn -------------------------------------------------------------------------
+    # ---- the turn: read -> plan -> commit -> assemble -------------------------------------
 
-    def prepare(
+    async def prepare(
         self,
         conv_id: int,
         card: CharacterCard,
@@ -154,22 +231,47 @@ class Prompter:
         *,
         before_id: int | None = None,
         prefill: str = "",
-        dry_run: bool = False,
     ) -> PreparedTurn:
-        """The prompt for the next reply. `before_id`: leave that message and later ones out.
+        """The prompt for the next reply, with the memory state saved and folds queued.
 
-        `dry_run` builds the prompt the next turn will start with (a landed fold applied)
-        without saving anything or queueing folds: the prewarm uses it.
+        `before_id`: leave that message and later ones out (a regenerated or continued reply);
+        `prefill`: the text a continued reply goes on from.
         """
+        read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+        decision = self.plan(read, queue_by_trigger=before_id is None)
+        state, queued = self.commit(read, decision)
+        return self._prepared(read, decision, state, queued, setup, persona, prefill)
+
+    async def preview(
+        self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
+    ) -> PreparedTurn:
+        """The prompt the next turn will start with (a landed fold applied), storing nothing
+        and queueing nothing: the prewarm evaluates it, the evaluation measures it."""
+        read = await self.read(conv_id, card, setup, persona)
+        decision = self.plan(read, queue_by_trigger=False)
+        return self._prepared(read, decision, decision.state, None, setup, persona, "")
+
+    async def read(
+        self,
+        conv_id: int,
+        card: CharacterCard,
+        setup: CharacterSetup,
+        persona: Persona,
+        *,
+        before_id: int | None = None,
+    ) -> TurnRead:
+        """Everything the turn's plan and prompt need, from bounded reads; nothing is written
+        (token counts are cached on their rows, as always)."""
         state = self.store.memory_state(conv_id)
         key = self.engine.model_key
         notices: list[str] = []
         window = self._window(conv_id, state.verbatim_start_id, notices)
         if before_id is not None:
-            window = [m for m in window if m.id is not None and m.id < before_id]
-        counts = [WindowMessage(m.id, self.message_tokens(m)) for m in window]  # type: ignore[arg-type]
-
-        block, newest_chapter, synopsis_id, covered = self.landed_memory(conv_id)
+            window = [m for m in window if m.id < before_id]
+        counts = [
+            WindowMessage(m.id, count)
+            for m, count in zip(window, await self.count_messages(window), strict=True)
+        ]
         # A memory block written with another model's tokenizer is re-counted once.
         if state.memory_text and state.memory_model_key != key:
             state = state.model_copy(
@@ -178,10 +280,7 @@ class Prompter:
                     "memory_model_key": key,
                 }
             )
-        landed = (
-            newest_chapter != state.applied_chapter_id or synopsis_id != state.applied_synopsis_id
-        ) and not block.empty
-        landed_text = block.render() if landed else ""
+        landed = self.landed_memory(conv_id)
         open_jobs = [
             j
             for j in self.store.fold_jobs(
@@ -189,15 +288,18 @@ class Prompter:
             )
             if j.kind is FoldKind.CHAPTER
         ]
-        in_flight = bool(open_jobs)
-        queued_through = max((j.last_message_id or 0 for j in open_jobs), default=0)
         warnings: list[str] = []
-        lore_text, lore_notice = self._lore(card, setup, persona, window, warnings)
+        # Lorebook keys may be regular expressions from the card (time-bounded, but many of
+        # them can still add up): matched off the event loop.
+        lore_text, lore_notice = await asyncio.to_thread(
+            self._lore, card, setup, persona, window, warnings
+        )
         if lore_notice:
             notices.append(lore_notice)
         notes = "\n\n".join(part for part in (lore_text, setup.post_history) if part)
         portrait = self.portrait(card)
-        fixed = self.setup_tokens(setup.system_text) + self.engine.count_tokens(notes)
+        fixed = await self.count_setup(setup.system_text)
+        fixed += sum(await self.engine.count_tokens_many([notes]))
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
         if fixed + self.reply_reserve + self.budgets.min_verbatim // 4 > self.budgets.n_ctx:
@@ -206,82 +308,129 @@ class Prompter:
                 f"reserve {self.reply_reserve}, which leaves no room for the story in a "
                 f"{self.budgets.n_ctx}-token window: use a model profile with a larger n_ctx"
             )
+        return TurnRead(
+            conv_id=conv_id,
+            state=state,
+            window=window,
+            counts=counts,
+            landed=landed,
+            landed_pending=landed.pending(state),
+            open_through=max((j.last_message_id or 0 for j in open_jobs), default=0),
+            fold_in_flight=bool(open_jobs),
+            notes=notes,
+            portrait=portrait,
+            fixed_tokens=fixed,
+            notices=notices,
+            warnings=warnings,
+        )
 
+    def plan(self, read: TurnRead, *, queue_by_trigger: bool) -> TurnDecision:
+        """The fold policy on what was read: which memory the prompt carries, where the
+        verbatim window starts, and which chapter job to queue (`queue_by_trigger`: a new
+        message crossing the trigger queues one; a forced cut always does)."""
+        landed, state = read.landed, read.state
+        landed_text = landed.block.render() if read.landed_pending else ""
+        covered = landed.covered_through
         plan = plan_turn(
             TurnInputs(
                 budgets=self.budgets,
                 verbatim_start_id=state.verbatim_start_id,
-                window=counts,
+                window=read.counts,
                 applied_memory_tokens=state.memory_tokens,
-                landed_memory_tokens=memory_tokens(self.engine, landed_text) if landed else None,
-                landed_covered_through=covered if landed else None,
+                landed_memory_tokens=(
+                    memory_tokens(self.engine, landed_text) if read.landed_pending else None
+                ),
+                landed_covered_through=covered if read.landed_pending else None,
                 covered_through=covered or None,
-                fold_in_flight=in_flight,
-                fixed_tokens=fixed,
+                fold_in_flight=read.fold_in_flight,
+                fixed_tokens=read.fixed_tokens,
             )
         )
-        new_state = state
+        notices = list(read.notices)
         if plan.apply_landed:
-            new_state = new_state.model_copy(
+            state = state.model_copy(
                 update={
-                    "applied_chapter_id": newest_chapter,
-                    "applied_synopsis_id": synopsis_id,
+                    "applied_chapter_id": landed.newest_chapter_id,
+                    "applied_synopsis_id": landed.synopsis_id,
                     "memory_text": landed_text,
                     "memory_tokens": plan.memory_tokens,
-                    "memory_model_key": key,
+                    "memory_model_key": self.engine.model_key,
                 }
             )
             notices.append("the memory was folded: this turn carries the new chapters")
-            cut_before = new_state.forced_cut_through_id
+            cut_before = state.forced_cut_through_id
             if cut_before is not None and covered >= cut_before:
                 # What left the prompt at the ceiling is in the memory again.
-                new_state = new_state.model_copy(update={"forced_cut_through_id": None})
+                state = state.model_copy(update={"forced_cut_through_id": None})
         if plan.forced_cut_through is not None:
-            new_state = new_state.model_copy(
-                update={"forced_cut_through_id": plan.forced_cut_through}
-            )
+            state = state.model_copy(update={"forced_cut_through_id": plan.forced_cut_through})
             notices.append(
                 f"the history passed its ceiling with no chapter ready: messages up to "
                 f"#{plan.forced_cut_through} left the prompt (they stay stored and will be folded)"
             )
-            log.warning("conversation %s: forced cut through #%s", conv_id, plan.forced_cut_through)
         # Record where the window starts even before the first fold, so the next turn reads
         # one range from there instead of the newest rows.
         start = plan.verbatim_start_id
-        if start is None and window:
-            start = window[0].id
-        new_state = new_state.model_copy(update={"verbatim_start_id": start})
-        if not dry_run and (new_state != state or state.updated_at is None):
-            new_state = self.store.set_memory_state(new_state)
+        if start is None and read.window:
+            start = read.window[0].id
+        state = state.model_copy(update={"verbatim_start_id": start})
+        return TurnDecision(plan, state, self._fold_to_queue(read, plan, queue_by_trigger), notices)
 
-        queued = None
+    def _fold_to_queue(
+        self, read: TurnRead, plan: TurnPlan, queue_by_trigger: bool
+    ) -> FoldJob | None:
+        covered = read.landed.covered_through
+        folded_through = max(covered, read.open_through)
         cut = plan.forced_cut_through
-        if cut is not None and not dry_run and max(covered, queued_through) < cut:
+        if cut is not None and folded_through < cut:
             # Messages that left the prompt without a chapter must be folded soon: until
             # then they are in neither the memory nor the prompt.
-            queued = self.store.enqueue_fold(
-                FoldJob(
-                    conversation_id=conv_id,
-                    kind=FoldKind.CHAPTER,
-                    first_message_id=max(covered, queued_through) + 1,
-                    last_message_id=cut,
-                )
+            return FoldJob(
+                conversation_id=read.conv_id,
+                kind=FoldKind.CHAPTER,
+                first_message_id=folded_through + 1,
+                last_message_id=cut,
             )
-        elif plan.queue_range is not None and before_id is None and not dry_run:
+        if plan.queue_range is not None and queue_by_trigger:
             first = (covered + 1) if covered else plan.queue_range[0]
-            queued = self.store.enqueue_fold(
-                FoldJob(
-                    conversation_id=conv_id,
-                    kind=FoldKind.CHAPTER,
-                    first_message_id=min(first, plan.queue_range[0]),
-                    last_message_id=plan.queue_range[1],
-                    not_before=utcnow() + timedelta(seconds=self.settings.fold_delay_s),
-                )
+            return FoldJob(
+                conversation_id=read.conv_id,
+                kind=FoldKind.CHAPTER,
+                first_message_id=min(first, plan.queue_range[0]),
+                last_message_id=plan.queue_range[1],
+                not_before=utcnow() + timedelta(seconds=self.settings.fold_delay_s),
             )
+        return None
 
-        verbatim = [
-            m for m in window if plan.verbatim_start_id is None or m.id >= plan.verbatim_start_id
-        ]  # type: ignore[operator]
+    def commit(
+        self, read: TurnRead, decision: TurnDecision
+    ) -> tuple[MemoryState, StoredFoldJob | None]:
+        """Store the memory state the turn is built on and queue its fold job (the turn's only
+        writes); returns the state as stored and the job."""
+        state = decision.state
+        if state != read.state or read.state.updated_at is None:
+            state = self.store.set_memory_state(state)
+        if decision.plan.forced_cut_through is not None:
+            log.warning(
+                "conversation %s: forced cut through #%s",
+                read.conv_id,
+                decision.plan.forced_cut_through,
+            )
+        queued = self.store.enqueue_fold(decision.fold) if decision.fold is not None else None
+        return state, queued
+
+    def assemble(
+        self,
+        read: TurnRead,
+        decision: TurnDecision,
+        setup: CharacterSetup,
+        persona: Persona,
+        *,
+        prefill: str = "",
+    ) -> tuple[GenerationRequest, list[StoredMessage]]:
+        """The model request: setup, memory, the verbatim window, notes; and that window."""
+        start = decision.plan.verbatim_start_id
+        verbatim = [m for m in read.window if start is None or m.id >= start]
         lines = [
             PromptLine(
                 m.role, m.speaker, m.text, self.images_of(m) if self.engine.has_vision else ()
@@ -291,10 +440,10 @@ class Prompter:
         messages = assemble_prompt(
             system_text=setup.system_text,
             char_name=setup.display_name,
-            memory_text=new_state.memory_text,
+            memory_text=decision.state.memory_text,
             window=lines,
-            notes=notes,
-            portrait=portrait,
+            notes=read.notes,
+            portrait=read.portrait,
         )
         request = GenerationRequest(
             messages=messages,
@@ -305,7 +454,29 @@ class Prompter:
         )
         if prefill:
             request = self._fit_continuation(request)
-        return PreparedTurn(request, plan, new_state, verbatim, notices, warnings, fixed, queued)
+        return request, verbatim
+
+    def _prepared(
+        self,
+        read: TurnRead,
+        decision: TurnDecision,
+        state: MemoryState,
+        queued: StoredFoldJob | None,
+        setup: CharacterSetup,
+        persona: Persona,
+        prefill: str,
+    ) -> PreparedTurn:
+        request, verbatim = self.assemble(read, decision, setup, persona, prefill=prefill)
+        return PreparedTurn(
+            request,
+            decision.plan,
+            state,
+            verbatim,
+            decision.notices,
+            read.warnings,
+            read.fixed_tokens,
+            queued,
+        )
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:
         """A continuation gets the room the window has left after the reply so far.
@@ -321,7 +492,7 @@ class Prompter:
             )
         return replace(request, max_tokens=min(request.max_tokens, room))
 
-    def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[Message]:
+    def _window(self, conv_id: int, start: int | None, notices: list[str]) -> list[StoredMessage]:
         """The verbatim window: one indexed range read from where it starts, with a LIMIT.
 
         Its size follows the window (kept under the ceiling), not the conversation's length.
@@ -347,7 +518,7 @@ class Prompter:
         card: CharacterCard,
         setup: CharacterSetup,
         persona: Persona,
-        window: list[Message],
+        window: Sequence[Message],
         warnings: list[str],
     ) -> tuple[str, str | None]:
         if card.character_book is None or self.budgets.lore <= 0:
@@ -378,5 +549,5 @@ class Prompter:
         return text, notice
 
 
-def is_user(message: Message) -> bool:
-    return message.role is Role.USER
+def _cost_text(message: Message) -> str:
+    return line_cost_text(PromptLine(message.role, message.speaker, message.text))

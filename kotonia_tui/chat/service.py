@@ -1,29 +1,21 @@
 """The chat service: one user turn end to end (store -> memory -> engine -> store), and folding.
 
 The TUI and the CLI talk only to this. A turn writes the user's message first, prepares the
-prompt from bounded reads, streams the reply, and stores it when it ends (a cut or cancelled
-reply is stored marked as such). Crossing the fold trigger queues a durable fold job that the
-background worker runs later; the turn after a chapter lands applies it.
+prompt from bounded reads, and starts a `Turn`: an asyncio task the service owns, which streams
+the reply to whoever subscribes and stores it however it ends (chat/turn.py). Crossing the fold
+trigger queues a durable fold job that the background worker runs later; the turn after a
+chapter lands applies it. docs/architecture.md tells the whole story.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from enum import StrEnum
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
-from kotonia_tui.chat.events import (
-    FoldProgress,
-    MemoryNotice,
-    ReasoningDelta,
-    ReplyDelta,
-    ServiceEvent,
-    TurnDone,
-    TurnEvent,
-)
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -31,33 +23,26 @@ from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
-    PreparedTurn,
     Prompter,
     SetupTooLargeError,
 )
+from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
-    Alternative,
     Conversation,
     FoldJob,
     FoldKind,
     FoldStatus,
     Message,
-    MessageStatus,
     Persona,
     Role,
+    StoredConversation,
+    StoredFoldJob,
+    StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import (
-    Call,
-    Engine,
-    EngineError,
-    FinishReason,
-    GenerationResult,
-    StreamInterruptedError,
-    TextDelta,
-)
-from kotonia_tui.engine import ReasoningDelta as EngineReasoning
+from kotonia_tui.engine import Engine, EngineError
+from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
@@ -66,100 +51,6 @@ log = logging.getLogger(__name__)
 
 class ChatError(Exception):
     """A request the service cannot carry out; the message says why in one line."""
-
-
-class TurnKind(StrEnum):
-    NEW = "new"
-    REGENERATE = "regenerate"
-    CONTINUE = "continue"
-
-
-class Turn:
-    """A reply being generated. Iterate for events; the last one is `TurnDone`."""
-
-    def __init__(
-        self,
-        service: ChatService,
-        conv: Conversation,
-        setup: CharacterSetup,
-        prepared: PreparedTurn,
-        *,
-        kind: str,
-        user_message: Message | None,
-        target: Message | None = None,
-    ) -> None:
-        self.service = service
-        self.conv = conv
-        self.setup = setup
-        self.prepared = prepared
-        self.kind = kind
-        self.user_message = user_message
-        self.target = target  # the reply regenerated or continued
-        self.notices = list(prepared.notices)
-        self._call: Call | None = None
-        self._cancelled = False
-        self.done: TurnDone | None = None
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        if self._call is not None:
-            self._call.cancel()
-
-    async def __aiter__(self) -> AsyncIterator[TurnEvent]:
-        engine = self.service.engine
-        try:
-            self._call = engine.start(self.prepared.request)
-            if self._cancelled:
-                self._call.cancel()
-            async for event in self._call:
-                if isinstance(event, TextDelta):
-                    yield ReplyDelta(event.text)
-                elif isinstance(event, EngineReasoning):
-                    yield ReasoningDelta(event.text)
-                elif isinstance(event, GenerationResult):
-                    self.done = self.service._finish_turn(self, event)
-        except StreamInterruptedError as exc:
-            # The stream broke part way: keep what arrived, marked, and say why.
-            log.warning("turn interrupted: %s", exc)
-            partial = exc.partial
-            if isinstance(partial, GenerationResult) and partial.text:
-                stored = self.service._finish_turn(self, partial, error=str(exc))
-                self.done = TurnDone(reply=stored.reply, metrics=stored.metrics, error=str(exc))
-            else:
-                self.done = TurnDone(reply=None, metrics=None, error=str(exc))
-        except EngineError as exc:
-            # The user's message is already stored; the turn fails visibly and nothing is lost.
-            log.warning("turn failed: %s", exc)
-            self.done = TurnDone(reply=None, metrics=None, error=str(exc))
-        except StoreError as exc:
-            # The reply could not be written (a full disk, a file held too long by another
-            # instance): the turn ends with the reason, like a failed model call, instead of
-            # an exception out of the stream that a UI would not expect.
-            log.warning("reply not stored: %s", exc)
-            self.done = TurnDone(
-                reply=None, metrics=None, error=f"the reply could not be stored: {exc}"
-            )
-        if self.done is None:
-            self.done = TurnDone(reply=None, metrics=None, error="the turn ended unexpectedly")
-        yield self.done
-
-    async def run(self) -> TurnDone:
-        async for _event in self:
-            pass
-        assert self.done is not None
-        return self.done
-
-
-def _status(
-    result: GenerationResult, reply_cap: int, n_ctx: int
-) -> tuple[MessageStatus, str | None]:
-    if result.finish_reason is FinishReason.CANCELLED:
-        return MessageStatus.CANCELLED, "stopped by the user"
-    if result.finish_reason is FinishReason.LENGTH:
-        if result.metrics.generated >= reply_cap:
-            return MessageStatus.CUT, f"cut: the reply reached its cap of {reply_cap} tokens"
-        return MessageStatus.CUT, f"cut: the context window ({n_ctx} tokens) is full"
-    return MessageStatus.COMPLETE, None
 
 
 class ChatService:
@@ -178,14 +69,15 @@ class ChatService:
         self.library = library
         self.persona: Persona = settings.persona
         self.prompter = Prompter(store, engine, settings)
-        self._listeners: list[Callable[[ServiceEvent], None]] = []
+        self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self.worker = FoldWorker(
             store,
             engine,
             settings,
-            names=self._conversation_and_card,
+            cast=self.cast_of,
             message_tokens=self.prompter.message_tokens,
             notify=self._emit,
         )
@@ -196,21 +88,26 @@ class ChatService:
         """Start the fold worker (resuming jobs a previous run left)."""
         self.worker.start()
 
-    async def close(self) -> None:
-        """Stop the worker, then release the model and the database."""
+    async def close(self, why: str = "the app was closed") -> None:
+        """Stop the turns still running (their replies are stored as stopped, with `why`) and
+        the worker, then release the model and the database."""
+        running = list(self._turns)
+        for turn in running:
+            turn.interrupt(why)
+        await asyncio.gather(*(turn.wait() for turn in running))
         await self.worker.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
         self.engine.close()
         self.store.close()
 
-    def subscribe(self, listener: Callable[[ServiceEvent], None]) -> None:
+    def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
         self._listeners.append(listener)
 
     def _emit(self, event: ServiceEvent) -> None:
         if (
             isinstance(event, FoldProgress)
-            and event.state == "landed"
+            and event.state is FoldState.LANDED
             and event.conversation_id == self._active_conv
             and self.settings.prewarm_after_fold
         ):
@@ -234,32 +131,33 @@ class ChatService:
         except CardError as exc:  # a setup past the size bounds, naming the file and field
             raise ChatError(str(exc)) from exc
 
-    def persona_of(self, conv: Conversation) -> Persona:
+    def persona_of(self, conv: StoredConversation) -> Persona:
         """Who the user plays in this conversation: the persona it was started (or imported)
         with, so a chat imported as "Ann" goes on as Ann whatever the settings say now."""
         if not conv.persona_name:
             return self.persona
         return Persona(name=conv.persona_name, description=conv.persona_description)
 
-    def _conversation_and_card(self, conv_id: int) -> tuple[Conversation, CharacterCard | None]:
+    def cast_of(self, conv_id: int) -> Cast:
+        """Who the conversation is between, by the same rules a turn uses: the card's display
+        name (the stored name when the card is gone) and `persona_of`."""
         conv = self.store.get_conversation(conv_id)
-        try:
-            return conv, self.library.get(conv.character_key)
-        except LookupError:
-            return conv, None
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        char = card.display_name if card is not None else conv.character_name
+        return Cast(char=char, user=self.persona_of(conv).name)
 
-    def _card(self, conv: Conversation) -> CharacterCard:
-        try:
-            return self.library.get(conv.character_key)
-        except LookupError as exc:
+    def _card(self, conv: StoredConversation) -> CharacterCard:
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
             raise ChatError(
                 f"conversation {conv.id} is with {conv.character_name!r}, whose card "
-                f"({conv.character_key}) is no longer in the character folders"
-            ) from exc
+                f"({conv.character_key}) is not in the character folders"
+            )
+        return card
 
     def new_conversation(
         self, card: CharacterCard, *, greeting: int = 0, title: str = ""
-    ) -> Conversation:
+    ) -> StoredConversation:
         """Start a conversation; the chosen greeting (first message or alternate) opens it."""
         setup = self.setup_for(card)
         self.store.upsert_character(
@@ -291,14 +189,14 @@ class ChatService:
                     ),
                 )
             )
-        return self.store.get_conversation(conv.id)  # type: ignore[arg-type]
+        return self.store.get_conversation(conv.id)
 
-    def conversations(self, character_key: str | None = None) -> list[Conversation]:
+    def conversations(self, character_key: str | None = None) -> list[StoredConversation]:
         return self.store.list_conversations(character_key)
 
     def messages(
         self, conv_id: int, limit: int = 200, before_id: int | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         if before_id is None:
             return self.store.recent_messages(conv_id, limit)
         return self.store.messages_before(conv_id, before_id, limit)
@@ -315,8 +213,8 @@ class ChatService:
             conv = self.store.get_conversation(conv_id)
             card = self._card(conv)
             persona = self.persona_of(conv)
-            prepared = self.prompter.prepare(
-                conv_id, card, self.setup_for(card, persona), persona, dry_run=True
+            prepared = await self.prompter.preview(
+                conv_id, card, self.setup_for(card, persona), persona
             )
             if not prepared.plan.apply_landed:
                 return
@@ -330,39 +228,56 @@ class ChatService:
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
-    async def _prepare(
-        self, conv: Conversation, *, before_id: int | None = None, prefill: str = ""
-    ) -> tuple[CharacterSetup, PreparedTurn]:
-        """The turn's prompt, built on a worker thread: rendering and tokenizing a big setup,
-        scanning a lorebook and counting a long window must never stall the event loop (the
-        store takes turns between threads; see store/connection.py)."""
+    async def _turn(
+        self,
+        conv: StoredConversation,
+        kind: TurnKind,
+        *,
+        user_message: StoredMessage | None = None,
+        target: StoredMessage | None = None,
+    ) -> Turn:
+        """Prepare the prompt and start the turn's task (the service keeps it until it ends).
+
+        A regenerated or continued reply (`target`) and what follows it are left out of the
+        prompt; a continuation starts from the reply's text.
+        """
         card = self._card(conv)
         persona = self.persona_of(conv)
         self._active_conv = conv.id
-
-        def prepare() -> tuple[CharacterSetup, PreparedTurn]:
-            setup = self.setup_for(card, persona)
-            return setup, self.prompter.prepare(
-                conv.id,  # type: ignore[arg-type]
+        # Rendering a big setup (macros filled in, up to the card bounds) is CPU work: off the
+        # event loop. The prompt itself is prepared asynchronously (counts and lore off-loop).
+        setup = await asyncio.to_thread(self.setup_for, card, persona)
+        try:
+            prepared = await self.prompter.prepare(
+                conv.id,
                 card,
                 setup,
                 persona,
-                before_id=before_id,
-                prefill=prefill,
+                before_id=target.id if target is not None else None,
+                prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
             )
-
-        try:
-            setup, prepared = await asyncio.to_thread(prepare)
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
         for notice in prepared.notices:
-            self._emit(MemoryNotice(conv.id, notice))  # type: ignore[arg-type]
+            self._emit(MemoryNotice(conv.id, notice))
         for warning in prepared.warnings:
-            self._emit(MemoryNotice(conv.id, warning, level="warning"))  # type: ignore[arg-type]
+            self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
         if prepared.queued is not None:
-            self._emit(FoldProgress(conv.id, prepared.queued, "queued"))  # type: ignore[arg-type]
+            self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
             self.worker.wake()
-        return setup, prepared
+        turn = Turn(
+            self,
+            conv,
+            setup,
+            prepared,
+            kind=kind,
+            user_name=persona.name,
+            user_message=user_message,
+            target=target,
+        )
+        self._turns.add(turn)
+        turn.add_done_callback(self._turns.discard)
+        return turn
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
@@ -380,88 +295,41 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        setup, prepared = await self._prepare(conv)
-        return Turn(self, conv, setup, prepared, kind=TurnKind.NEW, user_message=user)
+        return await self._turn(conv, TurnKind.NEW, user_message=user)
+
+    async def answer(self, conv_id: int) -> Turn:
+        """The character's reply to the last message, when that message is not the
+        character's: a reply stopped before its first word, or a chat imported ending with
+        the user. Regenerate and continue come here in that case."""
+        conv = self.store.get_conversation(conv_id)
+        last = self.store.last_message(conv_id)
+        if last is not None and last.role is Role.CHARACTER:
+            raise ChatError("the last message is the character's: there is nothing to answer")
+        return await self._turn(conv, TurnKind.NEW)
 
     async def regenerate(self, conv_id: int) -> Turn:
         """A new version of the last reply; the old versions stay to page through."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
-        if last is None or last.role is not Role.CHARACTER:
-            raise ChatError(
-                "there is no reply to regenerate: the last message is not the character's"
-            )
-        setup, prepared = await self._prepare(conv, before_id=last.id)
-        return Turn(
-            self, conv, setup, prepared, kind=TurnKind.REGENERATE, user_message=None, target=last
-        )
+        if last is None:
+            raise ChatError("there is no reply to regenerate: the conversation has no messages")
+        if last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
+        return await self._turn(conv, TurnKind.REGENERATE, target=last)
 
     async def continue_reply(self, conv_id: int) -> Turn:
         """Carry on writing the last reply from where it stopped."""
         conv = self.store.get_conversation(conv_id)
         last = self.store.last_message(conv_id)
-        if last is None or last.role is not Role.CHARACTER:
-            raise ChatError(
-                "there is no reply to continue: the last message is not the character's"
-            )
-        setup, prepared = await self._prepare(conv, before_id=last.id, prefill=last.text)
-        return Turn(
-            self, conv, setup, prepared, kind=TurnKind.CONTINUE, user_message=None, target=last
-        )
-
-    def _finish_turn(
-        self, turn: Turn, result: GenerationResult, *, error: str | None = None
-    ) -> TurnDone:
-        conv = turn.conv
-        status, reason = _status(result, turn.prepared.request.max_tokens, self.engine.n_ctx)
-        if error is not None:
-            status, reason = MessageStatus.ERROR, f"cut by an error: {error}"
-        speaker = turn.setup.display_name
-        listener = self.persona_of(conv).name
-        reply: Message | None = None
-        if turn.kind == TurnKind.CONTINUE and turn.target is not None:
-            joined = f"{turn.target.text}{'' if not result.text else ' ' + result.text}".strip()
-            reply = self.store.finish_message(
-                turn.target.id,  # type: ignore[arg-type]
-                joined,
-                parse_segments(joined, speaker=speaker, listener=listener),
-                status,
-                reason,
-                result.reasoning or turn.target.reasoning,
-            )
-        elif not result.text and status is MessageStatus.CANCELLED:
-            return TurnDone(
-                reply=None, metrics=result.metrics, error="stopped before the first word"
-            )
-        elif turn.kind == TurnKind.REGENERATE and turn.target is not None:
-            alternative = Alternative(
-                text=result.text,
-                segments=parse_segments(result.text, speaker=speaker, listener=listener),
-                status=status,
-                status_reason=reason,
-                reasoning=result.reasoning or None,
-            )
-            self.store.add_alternative(turn.target.id, alternative, choose=True)  # type: ignore[arg-type]
-            reply = self.store.get_message(turn.target.id)  # type: ignore[arg-type]
-        else:
-            reply = self.store.add_message(
-                Message(
-                    conversation_id=conv.id,
-                    role=Role.CHARACTER,
-                    speaker=speaker,
-                    text=result.text,
-                    segments=parse_segments(result.text, speaker=speaker, listener=listener),
-                    status=status,
-                    status_reason=reason,
-                    reasoning=result.reasoning or None,
-                )
-            )
-        self.store.add_turn_metrics(conv.id, reply.id if reply else None, result.metrics)  # type: ignore[arg-type]
-        return TurnDone(reply=reply, metrics=result.metrics, error=None)
+        if last is None:
+            raise ChatError("there is no reply to continue: the conversation has no messages")
+        if last.role is not Role.CHARACTER:
+            return await self.answer(conv_id)
+        return await self._turn(conv, TurnKind.CONTINUE, target=last)
 
     # ---- edits ----------------------------------------------------------------------------
 
-    def choose_alternative(self, message_id: int, index: int) -> Message:
+    def choose_alternative(self, message_id: int, index: int) -> StoredMessage:
         message = self.store.get_message(message_id)
         if not 0 <= index < max(1, len(message.alternatives)):
             raise ChatError(f"message #{message_id} has no version {index + 1}")
@@ -469,11 +337,11 @@ class ChatService:
         self._refold_if_folded(updated)
         return updated
 
-    def edit_message(self, message_id: int, text: str) -> Message:
+    def edit_message(self, message_id: int, text: str) -> StoredMessage:
         message = self.store.get_message(message_id)
         speaker = message.speaker
-        conv = self.store.get_conversation(message.conversation_id)  # type: ignore[arg-type]
-        listener = conv.character_name if message.role is Role.USER else conv.persona_name
+        conv = self.store.get_conversation(message.conversation_id)
+        listener = conv.character_name if message.role is Role.USER else self.persona_of(conv).name
         updated = self.store.update_message_text(
             message_id, text, parse_segments(text, speaker=speaker, listener=listener)
         )
@@ -485,28 +353,30 @@ class ChatService:
         self._refold_if_folded(message)
         self.store.delete_message(message_id)
 
-    def _refold_if_folded(self, message: Message) -> None:
+    def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only."""
         conv_id = message.conversation_id
-        stale = self.store.mark_chapters_stale(conv_id, message.id)  # type: ignore[arg-type]
+        stale = self.store.mark_chapters_stale(conv_id, message.id)
         for chapter_id in stale:
             chapter = self.store.get_chapter(chapter_id)
             job = self.store.enqueue_fold(
                 FoldJob(
-                    conversation_id=conv_id,  # type: ignore[arg-type]
+                    conversation_id=conv_id,
                     kind=FoldKind.REFOLD,
                     first_message_id=chapter.first_message_id,
                     last_message_id=chapter.last_message_id,
                     not_before=utcnow(),
                 )
             )
-            self._emit(FoldProgress(conv_id, job, "queued", "an edit inside a folded chapter"))  # type: ignore[arg-type]
+            self._emit(
+                FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
+            )
         if stale:
             self.worker.wake()
 
     # ---- inspection -----------------------------------------------------------------------
 
-    def open_folds(self, conv_id: int) -> list[FoldJob]:
+    def open_folds(self, conv_id: int) -> list[StoredFoldJob]:
         return self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
 
     def memory_view(self, conv_id: int) -> MemoryView:
@@ -533,16 +403,21 @@ class ChatService:
         except ChatError:
             setup_tokens = 0
         budgets = prompter.budgets
-        block, newest, synopsis_id, _covered = prompter.landed_memory(conv_id)
-        pending_apply = not block.empty and (
-            newest != state.applied_chapter_id or synopsis_id != state.applied_synopsis_id
-        )
+        pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        mentioned = [
+            state.forced_cut_through_id,
+            window[0].id if window else None,
+            applied_synopsis.through_message_id if applied_synopsis else None,
+            *(s.through_message_id for s in versions),
+            *(i for c in chapters for i in (c.first_message_id, c.last_message_id)),
+            *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
+        ]
         return MemoryView(
             conversation_id=conv_id,
             synopsis=applied_synopsis,
@@ -567,9 +442,10 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
         )
 
-    def chapter_source(self, chapter_id: int) -> list[Message]:
+    def chapter_source(self, chapter_id: int) -> list[StoredMessage]:
         """The messages a chapter summarizes (for the inspector's chapter view)."""
         chapter = self.store.get_chapter(chapter_id)
         return self.store.messages_between(

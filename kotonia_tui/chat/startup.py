@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kotonia_tui.config import AppDirs, Settings
+from kotonia_tui.engine.server.credentials import RedactingFormatter
 
 LOG_NAME = "kotonia.log"
 PRIVATE_DIR = 0o700
@@ -157,6 +158,14 @@ def add_secrets(settings: Settings) -> None:
     redact.secrets.sort(key=len, reverse=True)  # a longer secret first: no partial leftovers
 
 
+class _PrivateFormatter(RedactingFormatter):
+    """Log lines with credentials in URLs hidden (a server_url with a password, a token in a
+    query) and the API keys the profiles name redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 _terminal: TextIO | None = None  # a copy of standard error taken by `setup_logging`
 
 
@@ -245,7 +254,7 @@ def setup_logging(data: DataDir, *, full_screen: bool = False) -> logging.Handle
             _terminal = os.fdopen(
                 os.dup(sys.stderr.fileno()), "w", encoding="utf-8", errors="backslashreplace"
             )
-    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    formatter = _PrivateFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler: logging.Handler
     handler = LogFile(data.dirs.data / LOG_NAME) if data.writable else _StderrHandler()
     handler.setFormatter(formatter)
@@ -255,4 +264,6 @@ def setup_logging(data: DataDir, *, full_screen: bool = False) -> logging.Handle
         old.close()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # httpx logs every request's URL at INFO: thousands of token counts per fold.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return handler

@@ -22,7 +22,7 @@ from kotonia_tui.engine.llama_engine import (
     llama_cpp_version,
 )
 from kotonia_tui.engine.protocol import Call, Engine, ModelInfo
-from kotonia_tui.engine.server_engine import ServerCall, ServerEngine, ServerInfo, ServerKind
+from kotonia_tui.engine.server import ServerCall, ServerEngine, ServerInfo, ServerKind
 from kotonia_tui.engine.types import (
     ChatMessage,
     FinishReason,

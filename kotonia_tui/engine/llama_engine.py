@@ -1,8 +1,9 @@
 """The in-process engine: one llama.cpp model, two KV slots, an owner thread, async streams.
 
 Public surface: `LlamaEngine.open(profile, cache_dir)`, `start(request) -> EngineCall`,
-`generate(request)`, `count_tokens(text)`, `prompt_cells(request)`, `image_cells(image)`,
-`info`, `close()`. Everything that touches the model runs on the owner thread; tokenizing only
+`generate(request)`, `count_tokens(text)`, `count_tokens_many(texts)`, `prompt_cells(request)`,
+`image_cells(image)`, `info`, `close()` (what it shares with the server backend is in
+`engine/base.py`). Everything that touches the model runs on the owner thread; tokenizing only
 reads the vocabulary, so `count_tokens` runs on the caller's thread, even while a reply streams.
 """
 
@@ -14,7 +15,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -25,16 +26,18 @@ from llama_cpp import _internals as internals
 from llama_cpp import llama_chat_format
 
 from kotonia_tui.config import ModelProfile
-from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine import native_logs
+from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
 from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
-from kotonia_tui.engine.formats import RenderedPrompt, make_formatter
+from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
+from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
     FinishReason,
@@ -42,10 +45,8 @@ from kotonia_tui.engine.types import (
     GenerationResult,
     ImageInput,
     Priority,
-    ReasoningDelta,
     Slot,
     StreamEvent,
-    TextDelta,
 )
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def _templates_left_alone() -> Iterator[None]:
         llama_chat_format.Jinja2ChatFormatter = original  # type: ignore[misc]
 
 
-class LlamaEngine:
+class LlamaEngine(EngineBase):
     """One model in-process. Create with `open`; close when done."""
 
     def __init__(
@@ -109,16 +110,17 @@ class LlamaEngine:
         profile: ModelProfile,
         *,
         model_path: Path,
-        fold_n_ctx: int | None,
+        fold_ctx_for: Callable[[int], int] | None,
     ) -> None:
         self.profile = profile
         self._model_path = model_path
-        self._requested_fold_ctx = fold_n_ctx
+        self._fold_ctx_for = fold_ctx_for
         self._owner = OwnerThread()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
+        self._shown_specials: frozenset[int] = frozenset()
         self.info: EngineInfo
 
     # ---- loading -------------------------------------------------------------------------
@@ -130,9 +132,12 @@ class LlamaEngine:
         *,
         cache_dir: Path,
         progress: Progress | None = None,
-        fold_n_ctx: int | None = None,
+        fold_ctx_for: Callable[[int], int] | None = None,
     ) -> LlamaEngine:
-        """Resolve, check and load the model (blocking; call it from a worker thread in a UI)."""
+        """Resolve, check and load the model (blocking; call it from a worker thread in a UI).
+
+        `fold_ctx_for(n_ctx)` sizes the fold slot from the window (default: the whole window).
+        """
         native_logs.install()
         if profile.model_path is None:
             model_path = default_model_path(cache_dir, progress)
@@ -143,7 +148,7 @@ class LlamaEngine:
         check_context(facts, profile.n_ctx)
         if profile.mmproj_path is not None:
             check_gguf(profile.mmproj_path, "mmproj")
-        engine = cls(profile, model_path=model_path, fold_n_ctx=fold_n_ctx)
+        engine = cls(profile, model_path=model_path, fold_ctx_for=fold_ctx_for)
         if progress is not None:
             progress(f"loading {model_path.name}", 0, 1)
         try:
@@ -164,7 +169,12 @@ class LlamaEngine:
         if n_gpu_layers is None:
             n_gpu_layers = -1 if gpu else 0
         try:
-            with _templates_left_alone():
+            # verbose=True, because verbose=False makes llama-cpp-python point the process's
+            # file descriptors 1 and 2 at /dev/null while the model loads: a TUI drawing on
+            # the terminal then loses every frame of that moment (the picker stayed blank
+            # until a key was pressed). llama.cpp's own logs already go to the log file
+            # (native_logs); the library's Python prints go there too, not to the terminal.
+            with _templates_left_alone(), quiet_python_prints():
                 llama = llama_cpp.Llama(
                     model_path=str(self._model_path),
                     n_ctx=profile.n_ctx,
@@ -173,8 +183,9 @@ class LlamaEngine:
                     n_threads_batch=threads,
                     n_batch=512,
                     seed=profile.seed if profile.seed is not None else random.randrange(2**31),
-                    verbose=False,
+                    verbose=True,
                 )
+            llama.verbose = False  # later calls print nothing (their prints need no redirect)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "
@@ -182,10 +193,15 @@ class LlamaEngine:
             ) from exc
         self._llama = llama
         if profile.mmproj_path is not None:
-            self._projector = Projector(profile.mmproj_path, llama.model, n_threads=threads)
+            self._projector = Projector(
+                profile.mmproj_path, llama.model, n_threads=threads, model_path=self._model_path
+            )
         self._slots[Slot.CHAT] = KvSlot(
             llama._ctx, n_batch=llama.n_batch, projector=self._projector
         )
+        # A converter that marks the thinking tags special makes them control tokens, which
+        # print as nothing; printed as text, the reply's splitter can keep the reasoning apart.
+        self._shown_specials = self._single_tokens(profile.reasoning_tags)
         metadata = llama.metadata
         template = metadata.get("tokenizer.chat_template")
         self._formatter = make_formatter(
@@ -198,7 +214,6 @@ class LlamaEngine:
             model_name=self._model_path.name,
         )
         n_ctx = int(llama.n_ctx())
-        fold_ctx = min(n_ctx, self._requested_fold_ctx or n_ctx)
         stat = self._model_path.stat()
         self.info = EngineInfo(
             model_path=self._model_path,
@@ -207,7 +222,7 @@ class LlamaEngine:
             mmproj_path=profile.mmproj_path,
             n_ctx=n_ctx,
             n_ctx_train=int(llama._model.n_ctx_train()),
-            fold_n_ctx=fold_ctx,
+            fold_n_ctx=fold_window(n_ctx, self._fold_ctx_for),
             n_gpu_layers=n_gpu_layers,
             gpu_offload=gpu,
             threads=threads,
@@ -222,6 +237,12 @@ class LlamaEngine:
         if token < 0:
             return ""
         return token_piece(self._llama._model.vocab, token, special=True).decode("utf-8", "replace")
+
+    def _single_tokens(self, texts: tuple[str, ...]) -> frozenset[int]:
+        """The ids of those `texts` that are one token each in this vocabulary."""
+        assert self._llama is not None
+        ids = (self._llama._model.tokenize(t.encode("utf-8"), False, True) for t in texts if t)
+        return frozenset(tokens[0] for tokens in ids if len(tokens) == 1)
 
     def _slot(self, slot: Slot) -> KvSlot:
         if slot not in self._slots:
@@ -239,14 +260,6 @@ class LlamaEngine:
         return self._slots[slot]
 
     # ---- properties -----------------------------------------------------------------------
-
-    @property
-    def n_ctx(self) -> int:
-        return self.info.n_ctx
-
-    @property
-    def model_key(self) -> str:
-        return self.info.model_key
 
     @property
     def has_vision(self) -> bool:
@@ -276,12 +289,7 @@ class LlamaEngine:
         return self._image_cells[image.key]
 
     def render(self, request: GenerationRequest) -> RenderedPrompt:
-        return self._formatter.render(
-            request.messages,
-            reply_name=request.reply_name,
-            user_name=request.user_name,
-            prefill=request.prefill,
-        )
+        return render_request(self._formatter, request)
 
     def prompt_cells(self, request: GenerationRequest) -> int:
         """Exact KV cells the request's prompt takes (text tokens + image cells)."""
@@ -299,7 +307,8 @@ class LlamaEngine:
 
     def _tokenize_prompt_text(self, text: str) -> list[int]:
         assert self._llama is not None
-        return self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        tokens: list[int] = self._llama._model.tokenize(text.encode("utf-8"), True, True)
+        return tokens
 
     # ---- generation -----------------------------------------------------------------------
 
@@ -320,13 +329,6 @@ class LlamaEngine:
         future.add_done_callback(finished)
         return call
 
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        """Run a call to the end and return its result (no streaming)."""
-        call = self.start(request)
-        async for _event in call:
-            pass
-        return await call.result()
-
     def _generate(
         self, request: GenerationRequest, call: EngineCall
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
@@ -342,22 +344,15 @@ class LlamaEngine:
                 slot = self._choose_slot(request.slot, items)
                 stats = yield from self._prefill(slot, items, request)
         else:
-            items: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
-            slot = self._choose_slot(request.slot, items)
-            stats = yield from self._prefill(slot, items, request)
-        metrics = TurnMetrics(
-            prompt_positions=stats[0],
-            reused=stats[1],
-            evaluated=stats[2],
-            prompt_ms=stats[3],
-            images=stats[4],
-            slot=str(request.slot),
-        )
+            tokens: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
+            slot = self._choose_slot(request.slot, tokens)
+            stats = yield from self._prefill(slot, tokens, request)
         if request.prefill_only:
+            metrics = call_metrics(request, FinishReason.STOP, **stats)
             result = GenerationResult("", "", FinishReason.STOP, metrics)
             yield result
             return result
-        result = yield from self._sample(slot, rendered, request, call, metrics)
+        result = yield from self._sample(slot, rendered, request, call, stats)
         return result
 
     def _choose_slot(self, wanted: Slot, items: list[PromptItem]) -> KvSlot:
@@ -381,36 +376,40 @@ class LlamaEngine:
 
     def _prefill(
         self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
-    ) -> Generator[None, None, tuple[int, int, int, float, int]]:
+    ) -> Generator[None, None, dict[str, Any]]:
+        """Evaluate the prompt into the slot; returns its figures (`call_metrics` fields)."""
         cells = sum(item_cells(i) for i in items)
         if cells + request.max_tokens > slot.n_ctx:
             raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
         started = time.perf_counter()
         stats = yield from slot.prefill(items)
-        elapsed = (time.perf_counter() - started) * 1000
-        images = sum(1 for i in items if isinstance(i, ImageItem))
-        return stats.prompt_cells, stats.reused, stats.evaluated, elapsed, images
+        return {
+            "positions": stats.prompt_cells,
+            "reused": stats.reused,
+            "evaluated": stats.evaluated,
+            "prompt_ms": (time.perf_counter() - started) * 1000,
+            "images": sum(1 for i in items if isinstance(i, ImageItem)),
+        }
 
-    def _sampler(self, request: GenerationRequest) -> internals.LlamaSampler:
+    def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
         assert self._llama is not None
-        profile = self.profile
-        temperature = profile.temperature if request.temperature is None else request.temperature
         sampler = internals.LlamaSampler()
         sampler.add_penalties(
             n_vocab=self._llama.n_vocab(),
-            penalty_last_n=64,
-            penalty_repeat=profile.repeat_penalty,
+            penalty_last_n=sampling.repeat_last_n,
+            penalty_repeat=sampling.repeat_penalty,
             penalty_freq=0.0,
             penalty_present=0.0,
         )
-        if temperature <= 0.0:
+        if sampling.greedy:
             sampler.add_greedy()
         else:
-            sampler.add_top_k(40)
-            sampler.add_top_p(profile.top_p, 1)
-            sampler.add_min_p(profile.min_p, 1)
-            sampler.add_temp(temperature)
-            seed = profile.seed if profile.seed is not None else random.randrange(2**31)
+            if sampling.top_k > 0:
+                sampler.add_top_k(sampling.top_k)
+            sampler.add_top_p(sampling.top_p, 1)
+            sampler.add_min_p(sampling.min_p, 1)
+            sampler.add_temp(sampling.temperature)
+            seed = sampling.seed if sampling.seed is not None else random.randrange(2**31)
             sampler.add_dist(seed)
         return sampler
 
@@ -420,11 +419,11 @@ class LlamaEngine:
         rendered: RenderedPrompt,
         request: GenerationRequest,
         call: EngineCall,
-        metrics: TurnMetrics,
+        stats: dict[str, Any],
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
         vocab = self._llama._model.vocab
-        sampler = self._sampler(request)
+        sampler = self._sampler(Sampling.of(self.profile, request))
         utf8 = Utf8Stream()
         reply = ReplyText(
             stops=tuple(rendered.stops) + tuple(request.extra_stops),
@@ -435,14 +434,6 @@ class LlamaEngine:
         started = time.perf_counter()
         generated = 0
         finish = FinishReason.STOP
-
-        def emit(text: str, final: bool = False) -> list[StreamEvent]:
-            shown, reasoning = reply.feed(text, final=final)
-            events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
-            if shown:
-                events.append(TextDelta(shown))
-            return events
-
         try:
             while True:
                 if call.cancel_flag.is_set():
@@ -453,7 +444,8 @@ class LlamaEngine:
                     break
                 generated += 1
                 call.tokens_generated = generated
-                for event in emit(utf8.feed(token_piece(vocab, token))):
+                piece = token_piece(vocab, token, special=token in self._shown_specials)
+                for event in reply.events(utf8.feed(piece)):
                     yield event
                 if reply.stops.stopped_by is not None:
                     break
@@ -464,17 +456,10 @@ class LlamaEngine:
                 yield None  # a step boundary: cancel and more urgent calls are checked here
         finally:
             sampler.close()
-        for event in emit(utf8.flush(), final=True):
+        for event in reply.events(utf8.flush(), final=True):
             yield event
         gen_ms = (time.perf_counter() - started) * 1000
-        metrics = metrics.model_copy(
-            update={
-                "generated": generated,
-                "gen_ms": gen_ms,
-                "tokens_per_s": generated / (gen_ms / 1000) if gen_ms > 0 else 0.0,
-                "finish_reason": str(finish),
-            }
-        )
+        metrics = call_metrics(request, finish, generated=generated, gen_ms=gen_ms, **stats)
         result = GenerationResult(
             text=reply.text,
             reasoning=reply.reasoning,
@@ -502,9 +487,3 @@ class LlamaEngine:
 
         # Calls still running are stopped first; the model is released last, on its thread.
         self._owner.close(final=release)
-
-    def __enter__(self) -> LlamaEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

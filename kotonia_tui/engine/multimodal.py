@@ -38,6 +38,20 @@ class ImageItem:
 
 PromptItem = int | ImageItem
 
+# Text architectures whose llama.cpp graph aborts the whole process when it is given image
+# embeddings without M-RoPE positions: a GGUF converted before llama.cpp supported their images
+# has no `<arch>.rope.dimension_sections`, and mtmd then feeds it plain positions.
+_MROPE_FOR_IMAGES = frozenset({"glm4", "glm4moe"})
+
+
+def model_architecture(model: llama_cpp.llama_model_p) -> str:
+    """The text model's `general.architecture` (empty when the GGUF has none)."""
+    buffer = ctypes.create_string_buffer(128)
+    written = llama_cpp.llama_model_meta_val_str(
+        model, b"general.architecture", buffer, ctypes.sizeof(buffer)
+    )
+    return buffer.value.decode("utf-8", "replace") if written >= 0 else ""
+
 
 def decode_image(image: ImageInput) -> tuple[int, int, bytes]:
     """Validate and decode an image to RGB; a clear ImageError for anything unusable."""
@@ -50,7 +64,14 @@ def decode_image(image: ImageInput) -> tuple[int, int, bytes]:
 class Projector:
     """An mtmd context bound to the text model; lives and is used on the owner thread."""
 
-    def __init__(self, path: Path, model: llama_cpp.llama_model_p, *, n_threads: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        model: llama_cpp.llama_model_p,
+        *,
+        n_threads: int,
+        model_path: Path,
+    ) -> None:
         params = mtmd.mtmd_context_params_default()
         params.use_gpu = bool(llama_cpp.llama_supports_gpu_offload())
         params.print_timings = False
@@ -66,6 +87,15 @@ class Projector:
         if not mtmd.mtmd_support_vision(self._ctx):
             self.close()
             raise ModelFileError(f"{path}: this projector has no vision encoder")
+        architecture = model_architecture(model)
+        if architecture in _MROPE_FOR_IMAGES and not mtmd.mtmd_decode_use_mrope(self._ctx):
+            self.close()
+            raise ModelFileError(
+                f"{model_path}: this {architecture} GGUF has no M-RoPE sections "
+                f"({architecture}.rope.dimension_sections), so llama.cpp would stop the app on "
+                "the first image; use a GGUF converted by a current llama.cpp, or remove "
+                "mmproj_path to chat without images"
+            )
         self._cells: dict[str, tuple[int, int]] = {}
 
     def close(self) -> None:

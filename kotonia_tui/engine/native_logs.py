@@ -7,9 +7,12 @@ projector does not fit its model).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import logging
 from collections import deque
+from collections.abc import Iterator
 
 import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
@@ -47,3 +50,25 @@ def take_errors() -> list[str]:
     lines = list(_recent_errors)
     _recent_errors.clear()
     return lines
+
+
+class _LogWriter(io.TextIOBase):
+    """A text stream whose lines go to the log (for the library's Python-level prints)."""
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.strip():
+                log.info("%s", line.rstrip())
+        return len(text)
+
+
+@contextlib.contextmanager
+def quiet_python_prints() -> Iterator[None]:
+    """Send llama-cpp-python's `print(..., file=sys.stderr)` (and stdout) to the log.
+
+    Only `sys.stdout`/`sys.stderr` are swapped, never file descriptors 1 and 2, so whatever
+    else writes to the terminal meanwhile (the TUI's frames) still reaches it.
+    """
+    writer = _LogWriter()
+    with contextlib.redirect_stdout(writer), contextlib.redirect_stderr(writer):
+        yield

@@ -90,19 +90,14 @@ class OwnerThread:
     def _run(self) -> None:
         active: list[_Job] = []
         while True:
-            try:
-                item = self._inbox.get(block=not active)
-            except queue.Empty:
-                item = False  # type: ignore[assignment]
-            while item is not False:
-                if item is None:
-                    self._shutdown(active)
-                    return
-                heapq.heappush(active, item)
-                try:
-                    item = self._inbox.get_nowait()
-                except queue.Empty:
-                    break
+            arrived = self._arrivals(block=not active)
+            if None in arrived:
+                active.extend(job for job in arrived if job is not None)
+                self._shutdown(active)
+                return
+            for job in arrived:
+                if job is not None:
+                    heapq.heappush(active, job)
             if not active:
                 continue
             self._busy.set()
@@ -111,6 +106,17 @@ class OwnerThread:
                 heapq.heappop(active)
             if not active:
                 self._busy.clear()
+
+    def _arrivals(self, *, block: bool) -> list[_Job | None]:
+        """Everything in the inbox now; with `block`, wait for the first item."""
+        arrived: list[_Job | None] = []
+        try:
+            arrived.append(self._inbox.get(block=block))
+            while True:
+                arrived.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return arrived
 
     def _step(self, job: _Job) -> bool:
         """Advance a job by one step; True when it finished (either way)."""

@@ -6,7 +6,7 @@ swapped per model profile without touching memory, folding or the inspector.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from kotonia_tui.config import ModelProfile, PromptFormat
@@ -79,6 +79,11 @@ class Engine(Protocol):
     def busy(self) -> bool: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Counts of many texts in order, without blocking the event loop (a server backend
+        counts them concurrently off the loop): for per-message costs."""
+        ...
 
     def image_cells(self, image: ImageInput) -> int: ...
 

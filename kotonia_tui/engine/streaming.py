@@ -9,6 +9,8 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field
 
+from kotonia_tui.engine.types import ReasoningDelta, StreamEvent, TextDelta
+
 
 class Utf8Stream:
     """Bytes in, whole characters out: a token can end in the middle of a multi-byte character."""
@@ -151,6 +153,14 @@ class ReplyText:
         if shown:
             self.parts.append(shown)
         return shown, reasoning
+
+    def events(self, text: str, *, final: bool = False) -> list[StreamEvent]:
+        """`feed`, as the deltas a call delivers: reasoning first, then visible text."""
+        shown, reasoning = self.feed(text, final=final)
+        events: list[StreamEvent] = [ReasoningDelta(reasoning)] if reasoning else []
+        if shown:
+            events.append(TextDelta(shown))
+        return events
 
     @property
     def text(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import jinja2
@@ -122,7 +122,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             raise TemplateLimitError(f"a power of {right:,} is too large")
         return super().call_binop(context, operator, left, right)
 
-    def concat(self, values: tuple[Any, ...]) -> str:
+    def concat(self, values: Iterable[Any]) -> str:
         """The `~` operator (compiled to call this, see `_Generator`)."""
         self.step()
         text = "".join(map(str, values))

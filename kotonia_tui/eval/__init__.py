@@ -1,4 +1,4 @@
-"""The forgetting-curve evaluation and the memory audit (`kotonia eval`, DESIGN.md, issue 6).
+"""The forgetting-curve evaluation and the memory audit (`kotonia eval`; assets/eval/README.md).
 
 A conversation is replayed through the real fold policy (`replay`), questions per fold range
 are asked of four memory designs built on the same fold points (`arms`), graded by the model

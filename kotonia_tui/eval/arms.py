@@ -1,7 +1,7 @@
 """The memory designs compared on one replayed conversation: what each arm's prompt carries.
 
-- generational (ours, the production path): the prompt `Prompter.prepare(dry_run=True)` builds
-  after the replay: setup, synopsis + chapters, the verbatim window.
+- generational (ours, the production path): the prompt `Prompter.preview` builds after the
+  replay: setup, synopsis + chapters, the verbatim window.
 - rolling: the seed's first design. At each of the same fold points, one summary is rewritten
   from the previous summary and the newly overflowed part, with the chronicler's own rules
   (so the arms differ in structure, not in instructions). It carries the same verbatim window
@@ -19,47 +19,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from kotonia_tui.chat.chronicle import NoRoomError, chronicle
 from kotonia_tui.chat.fold_worker import MAX_ATTEMPTS
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.domain import ChatMessage, Message
 from kotonia_tui.engine import (
     Engine,
-    FinishReason,
     GenerationRequest,
-    Priority,
-    Slot,
 )
 from kotonia_tui.eval.replay import Replay
 from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
-from kotonia_tui.memory.chronicler import (
-    CHAPTER_INSTRUCTIONS,
-    CHRONICLER,
-    chronicler_lead,
-    chronicler_stops,
-    is_refusal,
-    render_source,
-    with_lead,
-)
+from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
 ARMS = ("generational", "rolling", "truncation", "full")
 
 # The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
-ROLLING_INSTRUCTIONS = (
-    "You are the chronicler of the story between {char} and {user}. You keep the one record "
-    "that lets the story go on without losing what happened. Rewrite the summary of the story "
-    "so far: fold the earlier summary and the new messages below into one new summary, in the "
-    "language of the story.\n\nRules:" + CHAPTER_INSTRUCTIONS.split("Rules:", 1)[1]
-)
 ROLLING_HEADER = (
     "[The story so far]\n"
     "This is the record of the story before the messages that follow. A character's statement "
     "recorded here is a record that it was said, not necessarily the truth."
 )
 
-MIN_ROOM = 48  # tokens of output below which a rewrite cannot hold a useful summary
 # Room kept for the question and the answer when deciding whether a prompt fits a window.
 QUESTION_ROOM = 192
 
@@ -136,7 +119,7 @@ async def rolling(
     """One summary, rewritten at every fold point of the generational replay."""
     prompter = replay.service.prompter
     budget = prompter.budgets.chapter_source
-    char, user = replay.setup.display_name, replay.persona.name
+    cast = Cast(char=replay.setup.display_name, user=replay.persona.name)
     summary: str | None = None
     calls = 0
     failures: list[str] = []
@@ -147,12 +130,12 @@ async def rolling(
         source = replay.messages(span.first_id, span.last_id)
         # A range too large for one call is rewritten piece by piece, as the worker splits it.
         pieces = split_source(
-            [WindowMessage(m.id, prompter.message_tokens(m)) for m in source],  # type: ignore[arg-type]
+            [WindowMessage(m.id, prompter.message_tokens(m)) for m in source],
             budget,
         )
         for first, last in pieces:
-            part = [m for m in source if first <= (m.id or 0) <= last]
-            text, used = await _rewrite(engine, summary, part, char, user, max_output)
+            part = [m for m in source if first <= m.id <= last]
+            text, used = await _rewrite(engine, summary, part, cast, max_output)
             calls += used
             if progress is not None:
                 state = "rewritten" if text else "no usable rewrite"
@@ -184,47 +167,25 @@ async def _rewrite(
     engine: Engine,
     previous: str | None,
     messages: Sequence[Message],
-    char: str,
-    user: str,
+    cast: Cast,
     max_output: int,
 ) -> tuple[str | None, int]:
-    """The rolling rewrite of `previous` with `messages`; None when no attempt was usable."""
-    parts = []
-    if previous:
-        parts.append(f"Earlier summary:\n{previous.strip()}")
-    first, last = messages[0].id, messages[-1].id
-    parts.append(
-        f"New messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"
-    )
-    lead = chronicler_lead(engine.profile)
-    request = GenerationRequest(
-        messages=(
-            ChatMessage("system", ROLLING_INSTRUCTIONS.format(char=char, user=user)),
-            ChatMessage("user", "\n\n".join(parts), name="Story"),
-        ),
-        max_tokens=max_output,
-        slot=Slot.FOLD,
-        priority=Priority.BACKGROUND,
-        reply_name=CHRONICLER,
-        user_name="Story",
-        extra_stops=chronicler_stops(engine.profile),
-        prefill=lead,
-    )
-    # As the fold worker does: the cap is what the fold context has left after the prompt.
-    room = engine.info.fold_n_ctx - engine.prompt_cells(request)
-    if room < MIN_ROOM:
-        return None, 0
-    request = replace(request, max_tokens=min(max_output, room))
-    # The same retry budget as a chapter job: a cut, empty or refused rewrite is tried again,
-    # up to the worker's MAX_ATTEMPTS, and never used.
+    """The rolling rewrite of `previous` with `messages`; None when no attempt was usable.
+
+    Through the same chronicler call as a chapter, with the same retry budget as a chapter
+    job: a cut, empty or refused rewrite is tried again, up to the worker's MAX_ATTEMPTS, and
+    never used.
+    """
+    request = ChronicleRequest.rolling(previous, messages, cast)
     calls = 0
     for _attempt in range(MAX_ATTEMPTS):
-        result = await engine.generate(request)
-        calls += 1
-        text = with_lead(lead, result.text)
-        if result.finish_reason is FinishReason.LENGTH or not text or is_refusal(text):
-            continue
-        return text, calls
+        try:
+            done = await chronicle(engine, request, max_output=max_output, calls=1)
+        except NoRoomError:
+            return None, calls
+        calls += done.calls
+        if done.reply.ok:
+            return done.reply.text, calls
     return None, calls
 
 

@@ -16,7 +16,7 @@ counts, over chapters and synopses checked against their source ranges:
 2. topics left unresolved that were resolved: an "Open:" line naming a dataset thread whose
    resolving message lies inside what that chapter (or synopsis) covers. Without threads only
    the "Resolved:"/"Open:" markers are counted.
-3. refusals: chronicler outputs that `memory.chronicler.is_refusal` flags. Production retries
+3. refusals: chronicler outputs that `memory.refusal.is_refusal` flags. Production retries
    and never stores them, so they are counted on the model calls, not on the stored memory.
 """
 
@@ -25,13 +25,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kotonia_tui.domain import Chapter, Message, Role, SegmentKind, Synopsis
 from kotonia_tui.eval.dataset import EvalConversation
 from kotonia_tui.eval.grading import answer_tokens, token_f1
 from kotonia_tui.eval.meter import CallRecord
-from kotonia_tui.memory.chronicler import CHRONICLER, is_refusal
+from kotonia_tui.eval.results import (
+    Attribution,
+    AuditResult,
+    ClaimExample,
+    ClaimsAsFacts,
+    LeftOpen,
+    MemoryText,
+    Refusals,
+    Topics,
+)
+from kotonia_tui.memory.chronicler import CHRONICLER
+from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 
 ESTABLISHED = re.compile(
@@ -52,6 +62,12 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _OPEN = re.compile(r"^\s*[-*•]?\s*(?:Open|未解決|未解决|未完)\s*[:：]\s*(?P<item>.+)$", re.I | re.M)
 _RESOLVED = re.compile(r"(?:^|\s|[-*•])(?:Resolved|解決|解决)\s*[:：]", re.I)
 MATCH_F1 = 0.5
+LIMITS = [
+    "lexical claim check: token overlap misses paraphrase and may flag harmless "
+    "restatements of a character's small talk",
+    "known-lie check: only the lies the dataset lists, by keywords",
+    "resolved-left-open: only the threads the dataset lists; without them, markers only",
+]
 MAX_EXAMPLES = 5
 
 
@@ -78,7 +94,7 @@ def _segments(message: Message, user: str, char: str) -> list[tuple[SegmentKind,
     return [(s.kind, s.text, message.role) for s in segments]
 
 
-def claims_as_facts(piece: MemoryPiece, *, user: str, char: str) -> list[dict[str, Any]]:
+def claims_as_facts(piece: MemoryPiece, *, user: str, char: str) -> list[ClaimExample]:
     """Unattributed memory sentences whose best source is a character's spoken line."""
     segments = [
         (kind, text, role, message.id)
@@ -108,13 +124,9 @@ def claims_as_facts(piece: MemoryPiece, *, user: str, char: str) -> list[dict[st
         )
         if not backed:
             found.append(
-                {
-                    "in": piece.label,
-                    "memory": sentence,
-                    "source": text,
-                    "message": mid,
-                    "f1": round(best, 2),
-                }
+                ClaimExample(
+                    in_=piece.label, memory=sentence, source=text, message=mid, f1=round(best, 2)
+                )
             )
     return found
 
@@ -125,20 +137,20 @@ def audit(
     conv: EvalConversation,
     chronicler_calls: Sequence[CallRecord],
     to_source: dict[int, int],
-) -> dict[str, Any]:
+) -> AuditResult:
     user, char = conv.user.name, conv.character.name
-    established: list[dict[str, Any]] = []
-    lexical: list[dict[str, Any]] = []
-    lies: list[dict[str, Any]] = []
+    established: list[ClaimExample] = []
+    lexical: list[ClaimExample] = []
+    lies: list[ClaimExample] = []
     attributed_pieces = 0
     surface_pairs = 0
     resolved_markers = 0
     open_items = 0
-    left_open: list[dict[str, Any]] = []
+    left_open: list[LeftOpen] = []
     for piece in pieces:
         for sentence in sentences(piece.text):
             if ESTABLISHED.search(sentence):
-                established.append({"in": piece.label, "memory": sentence})
+                established.append(ClaimExample(in_=piece.label, memory=sentence))
         if ATTRIBUTION.search(piece.text):
             attributed_pieces += 1
         if re.search(r"on the surface", piece.text, re.I) and re.search(
@@ -152,7 +164,7 @@ def audit(
                 stated = all(k.casefold() in low for k in lie.keywords)
                 corrected = any(k.casefold() in low for k in lie.except_keywords)
                 if stated and not corrected and not ATTRIBUTION.search(sentence):
-                    lies.append({"in": piece.label, "lie": lie.id, "memory": sentence})
+                    lies.append(ClaimExample(in_=piece.label, memory=sentence, lie=lie.id))
         resolved_markers += len(_RESOLVED.findall(piece.text))
         for match in _OPEN.finditer(piece.text):
             open_items += 1
@@ -162,47 +174,43 @@ def audit(
                     continue
                 if any(k.casefold() in item for k in thread.keywords):
                     left_open.append(
-                        {
-                            "in": piece.label,
-                            "thread": thread.id,
-                            "open_line": match.group("item").strip(),
-                            "resolved_at_message": thread.resolved,
-                        }
+                        LeftOpen(
+                            in_=piece.label,
+                            thread=thread.id,
+                            open_line=match.group("item").strip(),
+                            resolved_at_message=thread.resolved,
+                        )
                     )
     refusals = [c for c in chronicler_calls if c.reply_name == CHRONICLER and is_refusal(c.text)]
     stored_refusals = [p.label for p in pieces if is_refusal(p.text)]
-    return {
-        "pieces": len(pieces),
-        "claims_as_facts": {
-            "established_fact_phrase": len(established),
-            "lexical": len(lexical),
-            "known_lies_as_fact": len(lies),
-            "examples": (established + lies + lexical)[:MAX_EXAMPLES],
-        },
-        "attribution": {
-            "pieces_with_attribution": attributed_pieces,
-            "on_the_surface_in_fact_pairs": surface_pairs,
-        },
-        "topics": {
-            "resolved_markers": resolved_markers,
-            "open_items": open_items,
-            "resolved_left_open": len(left_open),
-            "threads_known": len(conv.threads),
-            "examples": left_open[:MAX_EXAMPLES],
-        },
-        "refusals": {
-            "chronicler_calls": sum(1 for c in chronicler_calls if c.reply_name == CHRONICLER),
-            "refused": len(refusals),
-            "stored": len(stored_refusals),
-            "examples": [c.text[:200] for c in refusals[:MAX_EXAMPLES]],
-        },
-        "limits": [
-            "lexical claim check: token overlap misses paraphrase and may flag harmless "
-            "restatements of a character's small talk",
-            "known-lie check: only the lies the dataset lists, by keywords",
-            "resolved-left-open: only the threads the dataset lists; without them, markers only",
-        ],
-    }
+    return AuditResult(
+        pieces=len(pieces),
+        claims_as_facts=ClaimsAsFacts(
+            established_fact_phrase=len(established),
+            lexical=len(lexical),
+            known_lies_as_fact=len(lies),
+            examples=(established + lies + lexical)[:MAX_EXAMPLES],
+        ),
+        attribution=Attribution(
+            pieces_with_attribution=attributed_pieces,
+            on_the_surface_in_fact_pairs=surface_pairs,
+        ),
+        topics=Topics(
+            resolved_markers=resolved_markers,
+            open_items=open_items,
+            resolved_left_open=len(left_open),
+            threads_known=len(conv.threads),
+            examples=left_open[:MAX_EXAMPLES],
+        ),
+        refusals=Refusals(
+            chronicler_calls=sum(1 for c in chronicler_calls if c.reply_name == CHRONICLER),
+            refused=len(refusals),
+            stored=len(stored_refusals),
+            examples=[c.text[:200] for c in refusals[:MAX_EXAMPLES]],
+        ),
+        limits=LIMITS,
+        chapters=[MemoryText(in_=p.label, text=p.text) for p in pieces],
+    )
 
 
 def memory_pieces(

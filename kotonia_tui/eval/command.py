@@ -15,19 +15,22 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_engine, open_library, open_store
 from kotonia_tui.config import ConfigError, PromptFormat, Settings, app_dirs, load_settings
-from kotonia_tui.engine import Engine
+from kotonia_tui.engine import Engine, EngineInfo, ServerInfo
 from kotonia_tui.eval.arms import ARMS
 from kotonia_tui.eval.dataset import DatasetError, EvalConversation, load_file, load_stored
 from kotonia_tui.eval.harness import EvalOptions, run_eval
 from kotonia_tui.eval.pinning import file_sha256
 from kotonia_tui.eval.plot_png import write_png
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
+from kotonia_tui.eval.results import EvalReport, ModelPin
+from kotonia_tui.terminal_text import visible
 
 SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "lighthouse.json"
 
@@ -121,24 +124,23 @@ def _input(
     return conv, card
 
 
-def model_pin(engine: Engine) -> dict[str, Any]:
+def model_pin(engine: Engine) -> ModelPin:
     """What was evaluated: the model file by hash (cached by path, size, mtime) and its setup."""
     info = engine.info
-    pin: dict[str, Any] = {
-        "key": engine.model_key,
-        "n_ctx": engine.n_ctx,
-        "prompt_format": str(engine.profile.prompt_format.value),
-        "backend": engine.profile.backend,
-    }
-    path = getattr(info, "model_path", None)
-    if path is None:
+    pin = ModelPin(
+        key=engine.model_key,
+        n_ctx=engine.n_ctx,
+        prompt_format=str(engine.profile.prompt_format.value),
+        backend=engine.profile.backend,
+    )
+    if not isinstance(info, EngineInfo):
         # A server backend: the file is the server's; its model id is all there is to pin.
-        pin["model_id"] = getattr(info, "model_id", "")
-        pin["sha256"] = None
-        return pin
-    path = Path(path)
+        model_id = info.model_id if isinstance(info, ServerInfo) else info.model_name
+        return replace(pin, model_id=model_id)
+    path = info.model_path
     stat = path.stat()
-    pin.update(
+    return replace(
+        pin,
         path=str(path),
         name=info.model_name,
         sha256=file_sha256(path, app_dirs().cache),
@@ -150,13 +152,13 @@ def model_pin(engine: Engine) -> dict[str, Any]:
         gpu_offload=info.gpu_offload,
         llama_cpp_version=info.llama_cpp_version,
     )
-    return pin
 
 
-async def _run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+async def _run(args: argparse.Namespace, settings: Settings) -> EvalReport:
     def progress(text: str) -> None:
         if not args.quiet:
-            print(f"[{time.monotonic() - began:6.1f}s] {text}", file=sys.stderr, flush=True)
+            line = f"[{time.monotonic() - began:6.1f}s] {visible(text, one_line=True)}"
+            print(line, file=sys.stderr, flush=True)
 
     began = time.monotonic()
     conv, card = _input(args, settings)
@@ -194,10 +196,10 @@ async def _run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         )
     finally:
         engine.close()
-    report["model"] = pin
+    report.model = pin
     # The command line as typed, when this process is the `kotonia eval` command itself.
-    report["command"] = sys.argv[1:] if sys.argv[1:2] == ["eval"] else []
-    report["wall_seconds"] = round(time.monotonic() - began, 2)
+    report.command = sys.argv[1:] if sys.argv[1:2] == ["eval"] else []
+    report.wall_seconds = round(time.monotonic() - began, 2)
     return report
 
 
@@ -207,21 +209,22 @@ def run_command(args: argparse.Namespace, settings: Settings | None = None) -> i
         run_settings = _settings(args)
         report = asyncio.run(_run(args, run_settings))
     except DatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(visible(f"error: {exc}"), file=sys.stderr)
         return 1
-    print(table(report))
+    # The audit quotes the model and the dataset: shown, never obeyed, on the terminal.
+    print(visible(table(report)))
     print()
     print(terminal_plot(report))
     print()
-    print(audit_text(report))
+    print(visible(audit_text(report)))
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(
-            json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+            json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
         )
         print(f"wrote {args.json_out}", file=sys.stderr)
     if args.plot:
         write_png(report, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
-    print(f"took {report['wall_seconds']:.1f} s", file=sys.stderr)
+    print(f"took {report.wall_seconds or report.seconds:.1f} s", file=sys.stderr)
     return 0

@@ -20,8 +20,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from kotonia_tui.characters import CharacterCard, SpecVersion
+from kotonia_tui.chatfiles import read_chat_file
 from kotonia_tui.domain import Role
-from kotonia_tui.store import Store, read_chat_file
+from kotonia_tui.store import Store
 
 
 class DatasetError(Exception):

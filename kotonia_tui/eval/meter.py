@@ -9,10 +9,13 @@ another, so a phase's figures are the calls logged between two marks.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from kotonia_tui.engine import Engine, EngineCall, GenerationRequest, GenerationResult
+from kotonia_tui.domain import ImageInput
+from kotonia_tui.engine import Call, Engine, GenerationRequest, GenerationResult, ModelInfo
+from kotonia_tui.engine.formats import RenderedPrompt
+from kotonia_tui.eval.results import CallStats
 
 
 @dataclass(frozen=True)
@@ -27,31 +30,20 @@ class CallRecord:
     text: str
 
 
-@dataclass(frozen=True)
-class CallStats:
-    calls: int
-    seconds: float
-    evaluated: int
-    generated: int
+class EngineWrapper(Engine):
+    """An engine that hands everything to `inner`; subclasses replace what they change.
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "seconds": round(self.seconds, 3),
-            "evaluated_tokens": self.evaluated,
-            "generated_tokens": self.generated,
-        }
-
-
-class EngineWrapper:
-    """An engine that hands everything to `inner`; subclasses replace what they change."""
+    It subclasses the `Engine` protocol, so mypy checks that every member is here: a member
+    added to the protocol and missing here is an error, not a silent `__getattr__` fallback.
+    """
 
     def __init__(self, inner: Engine) -> None:
         self.inner = inner
+        self.profile = inner.profile
 
-    def __getattr__(self, name: str) -> Any:
-        # Everything not overridden (count_tokens, info, render, ...) is the real engine's.
-        return getattr(self.inner, name)
+    @property
+    def info(self) -> ModelInfo:
+        return self.inner.info
 
     @property
     def n_ctx(self) -> int:
@@ -69,13 +61,28 @@ class EngineWrapper:
     def busy(self) -> bool:
         return self.inner.busy
 
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return await self.inner.count_tokens_many(texts)
+
+    def image_cells(self, image: ImageInput) -> int:
+        return self.inner.image_cells(image)
+
+    def render(self, request: GenerationRequest) -> RenderedPrompt:
+        return self.inner.render(request)
+
+    def prompt_cells(self, request: GenerationRequest) -> int:
+        return self.inner.prompt_cells(request)
+
+    def start(self, request: GenerationRequest) -> Call:
+        return self.inner.start(request)
+
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         return await self.inner.generate(request)
 
-    def start(self, request: GenerationRequest) -> EngineCall:
-        return self.inner.start(request)
-
-    def prewarm(self, request: GenerationRequest) -> EngineCall:
+    def prewarm(self, request: GenerationRequest) -> Call:
         return self.inner.prewarm(request)
 
     def close(self) -> None:
@@ -121,7 +128,7 @@ class MeteredEngine(EngineWrapper):
         calls = self.since(mark, reply_name)
         return CallStats(
             calls=len(calls),
-            seconds=sum(c.seconds for c in calls),
-            evaluated=sum(c.evaluated for c in calls),
-            generated=sum(c.generated for c in calls),
+            seconds=round(sum(c.seconds for c in calls), 3),
+            evaluated_tokens=sum(c.evaluated for c in calls),
+            generated_tokens=sum(c.generated for c in calls),
         )

@@ -7,9 +7,10 @@ from the lowest to the highest run where there are several runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
+
+from kotonia_tui.eval.results import ArmStatus, EvalReport
 
 COLORS = {
     "generational": (31, 119, 180),
@@ -28,13 +29,13 @@ def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
         return ImageFont.load_default()
 
 
-def write_png(report: dict[str, Any], path: Path) -> Path:
+def write_png(report: EvalReport, path: Path) -> Path:
     image = Image.new("RGB", (WIDTH, HEIGHT), "white")
     draw = ImageDraw.Draw(image, "RGBA")
     font, small = _font(16), _font(12)
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
-    summary = {k: v for k, v in report["summary"].items() if v.get("status") == "ok"}
-    points = max((len(v["recall_by_range"]) for v in summary.values()), default=1)
+    summary = {k: v for k, v in report.summary.items() if v.status is ArmStatus.OK}
+    points = max((len(v.recall_by_range) for v in summary.values()), default=1)
 
     def px(index: int) -> float:
         return x0 + (x1 - x0) * (index / max(1, points - 1) if points > 1 else 0.5)
@@ -42,12 +43,12 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
     def py(value: float) -> float:
         return y1 - (y1 - y0) * value
 
-    title = report["input"]["title"] or report["input"]["source"]
-    runs = len(report["runs"])
+    title = report.input.title or report.input.source
+    runs = len(report.runs)
     draw.text((x0, 15), f"Recall by range: {title}", fill="black", font=font)
     draw.text(
         (x0, 36),
-        f"{report['input']['messages']} messages, {runs} run(s); oldest range on the left",
+        f"{report.input.messages} messages, {runs} run(s); oldest range on the left",
         fill=(90, 90, 90),
         font=small,
     )
@@ -66,21 +67,21 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
 
     for number, (name, row) in enumerate(summary.items()):
         color = COLORS.get(name, (148, 103, 189))
-        cells = row["recall_by_range"]
-        band_top = [(px(i), py(c["max"])) for i, c in enumerate(cells) if c is not None]
-        band_low = [(px(i), py(c["min"])) for i, c in enumerate(cells) if c is not None]
+        cells = row.recall_by_range
+        band_top = [(px(i), py(c.max)) for i, c in enumerate(cells) if c is not None]
+        band_low = [(px(i), py(c.min)) for i, c in enumerate(cells) if c is not None]
         if runs > 1 and len(band_top) > 1:
             draw.polygon(band_top + band_low[::-1], fill=(*color, 40))
-        line = [(px(i), py(c["mean"])) for i, c in enumerate(cells) if c is not None]
+        line = [(px(i), py(c.mean)) for i, c in enumerate(cells) if c is not None]
         if len(line) > 1:
             draw.line(line, fill=color, width=3)
         for x, y in line:
             draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=color)
-        mean = row["mean_recall"]["mean"] if row["mean_recall"] else 0.0
+        mean = row.mean_recall.mean if row.mean_recall else 0.0
         ly = y0 + 10 + number * 26
         draw.line([(x1 + 20, ly + 8), (x1 + 45, ly + 8)], fill=color, width=3)
         draw.text((x1 + 52, ly), f"{name} {mean:.2f}", fill="black", font=small)
-    skipped = [n for n, v in report["summary"].items() if v.get("status") != "ok"]
+    skipped = [n for n, v in report.summary.items() if v.status is not ArmStatus.OK]
     for offset, name in enumerate(skipped):
         draw.text(
             (x1 + 20, y0 + 10 + (len(summary) + offset) * 26),

@@ -22,30 +22,31 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup, write_json_card
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.chat.fold_worker import RETRY_BACKOFF_S
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import PreparedTurn
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
-    Chapter,
     Conversation,
     FoldStatus,
     Message,
     Persona,
     Role,
-    Synopsis,
+    StoredChapter,
+    StoredMessage,
+    StoredSynopsis,
     utcnow,
 )
 from kotonia_tui.engine import Engine
 from kotonia_tui.eval.dataset import EvalConversation
+from kotonia_tui.eval.results import FoldEvent, RangeRecord
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
 
@@ -69,15 +70,15 @@ class Range:
     tokens: int
     folded: bool  # False: the verbatim tail
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "first_message": self.first_source,
-            "last_message": self.last_source,
-            "messages": self.messages,
-            "tokens": self.tokens,
-            "folded": self.folded,
-        }
+    def record(self) -> RangeRecord:
+        return RangeRecord(
+            index=self.index,
+            first_message=self.first_source,
+            last_message=self.last_source,
+            messages=self.messages,
+            tokens=self.tokens,
+            folded=self.folded,
+        )
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Replay:
     to_source: dict[int, int]  # stored id -> input message id
     ranges: list[Range]
     final: PreparedTurn  # the prompt the next turn would carry (dry run: nothing saved)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[FoldEvent] = field(default_factory=list)
     forced_cuts: list[int] = field(default_factory=list)  # input ids cut at the ceiling
     applied_folds: int = 0
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -106,17 +107,17 @@ class Replay:
     def memory_text(self) -> str:
         return self.final.state.memory_text
 
-    def all_chapters(self) -> list[Chapter]:
+    def all_chapters(self) -> list[StoredChapter]:
         """Every chapter written, including those since folded into the synopsis."""
         return self.store.chapters(self.conv_id, include_in_synopsis=True)
 
-    def synopses(self) -> list[Synopsis]:
+    def synopses(self) -> list[StoredSynopsis]:
         return self.store.synopsis_versions(self.conv_id)
 
-    def messages(self, first_id: int, last_id: int) -> list[Message]:
+    def messages(self, first_id: int, last_id: int) -> list[StoredMessage]:
         return self.store.messages_between(self.conv_id, first_id, last_id)
 
-    def all_messages(self) -> list[Message]:
+    def all_messages(self) -> list[StoredMessage]:
         return list(self.store.iter_messages(self.conv_id, model_key=self.service.engine.model_key))
 
     async def close(self) -> None:
@@ -161,7 +162,7 @@ async def replay(
     card = library.get(card.key)
     store = Store.open(workdir / "eval.sqlite3")
     service = ChatService(settings, store, engine, library)
-    events: list[dict[str, Any]] = []
+    events: list[FoldEvent] = []
     service.subscribe(lambda event: _record(event, events))
     await service.start()
     persona = service.persona
@@ -202,7 +203,7 @@ async def replay(
                 continue
             clock.tick()
             # One user turn, planned exactly as ChatService.send plans it.
-            prepared = service.prompter.prepare(conv_id, card, setup, persona)
+            prepared = await service.prompter.prepare(conv_id, card, setup, persona)
             if prepared.plan.apply_landed:
                 applied += 1
             if prepared.plan.forced_cut_through is not None:
@@ -211,17 +212,17 @@ async def replay(
                 assert prepared.queued.last_message_id is not None
                 boundaries.append(prepared.queued.last_message_id)
                 events.append(
-                    {
-                        "state": "queued",
-                        "at_message": item.id,
-                        "first": prepared.queued.first_message_id,
-                        "last": prepared.queued.last_message_id,
-                    }
+                    FoldEvent(
+                        state="queued",
+                        at_message=item.id,
+                        first=prepared.queued.first_message_id,
+                        last=prepared.queued.last_message_id,
+                    )
                 )
                 service.worker.wake()
             await _settle(service, conv_id, clock)
         await _settle(service, conv_id, clock)
-        final = service.prompter.prepare(conv_id, card, setup, persona, dry_run=True)
+        final = await service.prompter.preview(conv_id, card, setup, persona)
     except BaseException:
         await service.worker.stop()
         store.close()
@@ -229,10 +230,15 @@ async def replay(
             tmp.cleanup()
         raise
     ranges = _ranges(service, conv_id, boundaries, to_source)
-    for event in events:
-        for key in ("first", "last"):
-            if isinstance(event.get(key), int):
-                event[key] = to_source.get(event[key], event[key])
+    # Queued ranges are reported in the input's own message ids, like everything else.
+    events = [
+        replace(
+            e,
+            first=None if e.first is None else to_source.get(e.first, e.first),
+            last=None if e.last is None else to_source.get(e.last, e.last),
+        )
+        for e in events
+    ]
     return Replay(
         service=service,
         conv_id=conv_id,
@@ -316,7 +322,7 @@ def _ranges(
 ) -> list[Range]:
     messages = list(service.store.iter_messages(conv_id, model_key=service.engine.model_key))
     sized = [(m.id, service.prompter.message_tokens(m)) for m in messages]
-    return split_ranges(sized, boundaries, to_source)  # type: ignore[arg-type]
+    return split_ranges(sized, boundaries, to_source)
 
 
 def split_ranges(
@@ -354,15 +360,15 @@ def split_ranges(
     return ranges
 
 
-def _record(event: ServiceEvent, events: list[dict[str, Any]]) -> None:
-    if isinstance(event, FoldProgress) and event.state in ("landed", "failed"):
+def _record(event: ServiceEvent, events: list[FoldEvent]) -> None:
+    if isinstance(event, FoldProgress) and event.state in (FoldState.LANDED, FoldState.FAILED):
         events.append(
-            {
-                "state": event.state,
-                "kind": event.job.kind.value,
-                "detail": event.detail,
-                "seconds": round(event.elapsed_s, 3),
-            }
+            FoldEvent(
+                state=event.state.value,
+                kind=event.job.kind.value,
+                detail=event.detail,
+                seconds=round(event.elapsed_s, 3),
+            )
         )
     elif isinstance(event, MemoryNotice):
-        events.append({"state": "notice", "detail": event.text})
+        events.append(FoldEvent(state="notice", detail=event.text))

@@ -1,4 +1,4 @@
-"""Prompt assembly: the order that keeps the prompt cache (DESIGN.md "Placement rules").
+"""Prompt assembly: the order that keeps the prompt cache (docs/architecture.md, "Placement rules").
 
 1. system: the character setup only, shared by every conversation with that character;
 2. the character's picture as a fixed exchange, when the model can see (also shared);

@@ -6,19 +6,37 @@ thoughts apart, as stored in the segments, because a character's claim is not a 
 story about their past must come out of memory as what they *said*, with "on the surface /
 in fact" where the narration or their thoughts show otherwise. What the user says about
 themselves is taken as fact (over-doubting it lost most of an everyday conversation's memory).
+
+The fold worker talks to the chronicler by request and reply: it builds a `ChronicleRequest`
+(a chapter of messages, a synopsis of chapters, or the evaluation's rolling summary), the
+chronicler turns it into a `ChroniclerPrompt` (messages, lead, stop strings) for the one place
+that calls the model (chat/chronicle.py), and reads what the model wrote into a
+`ChronicleReply`: the text to store, or why it cannot be stored and whether to ask again.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
+from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 
 CHRONICLER = "Chronicler"
+
+
+@dataclass(frozen=True)
+class Cast:
+    """Who a story is between: the character's name and the name of the persona the user plays."""
+
+    char: str
+    user: str
+
+
 # Where a chronicler's text ends even if the model does not stop by itself: a base model
 # (the transcript format) goes on to copy more source lines ("[#12] ...") or a new speaker.
 CHRONICLER_STOPS = ("\n[#", "\nStory:", "\nChronicler:")
@@ -74,6 +92,14 @@ open at the end as "Open: ...".
 - If the messages show when this happens in the story, begin with "When: ..." on its own line.
 - Write only the chapter: no preface, no comments."""
 
+# The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
+ROLLING_INSTRUCTIONS = (
+    "You are the chronicler of the story between {char} and {user}. You keep the one record "
+    "that lets the story go on without losing what happened. Rewrite the summary of the story "
+    "so far: fold the earlier summary and the new messages below into one new summary, in the "
+    "language of the story.\n\nRules:" + CHAPTER_INSTRUCTIONS.split("Rules:", 1)[1]
+)
+
 SYNOPSIS_INSTRUCTIONS = """\
 You are the chronicler of the story between {char} and {user}. Fold the earlier synopsis and \
 the chapters below into one new synopsis of everything so far, in the language of the story.
@@ -87,50 +113,6 @@ with reasons, promises, constraints {user} set.
 - Name people instead of using pronouns. Keep numbers and names exact. Do not invent; write \
 [missing] where something is unclear.
 - Write only the synopsis."""
-
-# Stock refusal phrases (English, Japanese, Chinese). A refusal is short and contains one.
-REFUSAL_PHRASES = (
-    "i can't",
-    "i cannot",
-    "i can not",
-    "i'm not able",
-    "i am not able",
-    "i'm unable",
-    "i am unable",
-    "i won't",
-    "i will not",
-    "as an ai",
-    "i'm sorry, but",
-    "i apologize, but",
-    "not able to help",
-    "cannot help with",
-    "can't help with",
-    "against my guidelines",
-    "できません",
-    "お手伝いできません",
-    "申し訳ありません",
-    "申し訳ございません",
-    "お応えできません",
-    "作成できません",
-    "我不能",
-    "我无法",
-    "抱歉",
-    "对不起",
-    "无法提供",
-    "无法协助",
-    "不能提供",
-)
-# The shortest real summary seen in production was 519 characters, the refusal 101 (seed 002).
-REFUSAL_MAX_CHARS = 400
-
-
-def is_refusal(text: str) -> bool:
-    """Short output with a stock refusal phrase, in any language the app speaks."""
-    stripped = text.strip()
-    if len(stripped) > REFUSAL_MAX_CHARS:
-        return False
-    lowered = stripped.lower().replace("’", "'")
-    return any(phrase in lowered for phrase in REFUSAL_PHRASES)
 
 
 def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
@@ -206,3 +188,130 @@ def parse_chapter(text: str) -> ChapterText:
         if match:
             return ChapterText("\n".join(lines[1:]).strip(), match.group("when").strip())
     return ChapterText(text.strip(), None)
+
+
+# ---- request and reply ----------------------------------------------------------------------
+
+
+class ChronicleKind(StrEnum):
+    CHAPTER = "chapter"  # one range of messages
+    SYNOPSIS = "synopsis"  # the older chapters and the previous synopsis, folded (a major GC)
+    ROLLING = "rolling summary"  # the previous summary and new messages (the evaluation's arm)
+
+
+@dataclass(frozen=True)
+class ChronicleRequest:
+    """What the fold worker asks the chronicler to write, and from what."""
+
+    kind: ChronicleKind
+    cast: Cast
+    messages: tuple[Message, ...] = ()  # the source of a chapter or a rolling rewrite
+    chapters: tuple[Chapter, ...] = ()  # the chapters a synopsis folds
+    previous: str | None = None  # the synopsis (or rolling summary) it replaces
+
+    @classmethod
+    def chapter(cls, messages: Sequence[Message], cast: Cast) -> ChronicleRequest:
+        return cls(ChronicleKind.CHAPTER, cast, messages=tuple(messages))
+
+    @classmethod
+    def synopsis(
+        cls, previous: str | None, chapters: Sequence[Chapter], cast: Cast
+    ) -> ChronicleRequest:
+        return cls(ChronicleKind.SYNOPSIS, cast, chapters=tuple(chapters), previous=previous)
+
+    @classmethod
+    def rolling(
+        cls, previous: str | None, messages: Sequence[Message], cast: Cast
+    ) -> ChronicleRequest:
+        return cls(ChronicleKind.ROLLING, cast, messages=tuple(messages), previous=previous)
+
+
+@dataclass(frozen=True)
+class ChroniclerPrompt:
+    """A request as the model call takes it."""
+
+    messages: tuple[ChatMessage, ...]
+    lead: str  # the words the answer starts with (the prompt's last words; "" for none)
+    stops: tuple[str, ...]
+
+
+def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> ChroniclerPrompt:
+    """The prompt for a request on a model with this profile (its format decides the lead and
+    the stop strings)."""
+    char, user = request.cast.char, request.cast.user
+    if request.kind is ChronicleKind.CHAPTER:
+        messages = chapter_prompt(request.messages, char=char, user=user)
+    elif request.kind is ChronicleKind.SYNOPSIS:
+        messages = synopsis_prompt(request.previous, request.chapters, char=char, user=user)
+    else:
+        messages = _rolling_prompt(request.previous, request.messages, char=char, user=user)
+    return ChroniclerPrompt(messages, chronicler_lead(profile), chronicler_stops(profile))
+
+
+def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
+    """The fixed part of a prompt (sizing a chapter's source leaves room for it)."""
+    template = {
+        ChronicleKind.CHAPTER: CHAPTER_INSTRUCTIONS,
+        ChronicleKind.SYNOPSIS: SYNOPSIS_INSTRUCTIONS,
+        ChronicleKind.ROLLING: ROLLING_INSTRUCTIONS,
+    }[kind]
+    return template.format(char=cast.char, user=cast.user)
+
+
+class Verdict(StrEnum):
+    OK = "ok"
+    EMPTY = "empty"  # nothing after the lead
+    CUT = "cut"  # the output cap stopped it: a cut summary is never stored
+    REFUSED = "refused"  # a refusal: never stored
+
+
+@dataclass(frozen=True)
+class ChronicleReply:
+    """What the chronicler wrote, read: the text to store, or why not."""
+
+    request: ChronicleRequest
+    verdict: Verdict
+    text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
+    story_time: str | None = None  # a chapter's in-story time, from its "When:" line
+    retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.OK
+
+
+def read_reply(
+    request: ChronicleRequest, prompt: ChroniclerPrompt, written: str, *, cut: bool
+) -> ChronicleReply:
+    """Read what the model wrote after the prompt (`cut`: it stopped at the output cap).
+
+    A refusal is worth one more try with the same request; an empty or cut summary is not
+    (the fold job fails and is retried later, by its backoff).
+    """
+    text = with_lead(prompt.lead, written)
+    if cut:
+        return ChronicleReply(request, Verdict.CUT, text)
+    if not text:
+        return ChronicleReply(request, Verdict.EMPTY, text)
+    if is_refusal(text):
+        return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
+    if request.kind is ChronicleKind.CHAPTER:
+        parsed = parse_chapter(text)
+        return ChronicleReply(request, Verdict.OK, parsed.body or text, parsed.story_time)
+    return ChronicleReply(request, Verdict.OK, text)
+
+
+def _rolling_prompt(
+    previous: str | None, messages: Sequence[Message], *, char: str, user: str
+) -> tuple[ChatMessage, ...]:
+    parts = []
+    if previous:
+        parts.append(f"Earlier summary:\n{previous.strip()}")
+    first, last = messages[0].id, messages[-1].id
+    parts.append(
+        f"New messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"
+    )
+    return (
+        ChatMessage("system", ROLLING_INSTRUCTIONS.format(char=char, user=user)),
+        ChatMessage("user", "\n\n".join(parts), name="Story"),
+    )

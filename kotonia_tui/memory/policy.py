@@ -1,6 +1,6 @@
 """The fold policy: for one turn, what the prompt carries and what folding to queue.
 
-Rules (DESIGN.md "One fold"):
+Rules (docs/architecture.md, "One fold"):
 - Crossing the trigger queues a chapter job; the crossing turn itself changes nothing.
 - The first turn after a chapter (or synopsis) lands applies it; only that turn changes the
   prompt prefix. The verbatim window then starts right after what the memory covers.

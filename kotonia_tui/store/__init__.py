@@ -1,20 +1,16 @@
 """The store layer: the only place in the app that speaks SQL (SQLite through sqlite-utils)."""
 
-from kotonia_tui.store.errors import ImportFormatError, NotFoundError, StoreError
+from kotonia_tui.store.errors import NotFoundError, StoreError
 from kotonia_tui.store.migrations import SCHEMA_VERSION
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
-from kotonia_tui.store.sillytavern import read_chat_file, write_sillytavern
 from kotonia_tui.store.store import Store
 
 __all__ = [
     "SCHEMA_VERSION",
     "CharacterSeen",
-    "ImportFormatError",
     "MemoryState",
     "NotFoundError",
     "Store",
     "StoreError",
     "TurnMetricsRecord",
-    "read_chat_file",
-    "write_sillytavern",
 ]

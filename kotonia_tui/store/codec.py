@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from kotonia_tui.domain import Segment
 from kotonia_tui.store.errors import StoreError
 
 _SEGMENTS = TypeAdapter(list[Segment])
+
+StoredT = TypeVar("StoredT", bound=BaseModel)
+
+
+def stored_as(kind: type[StoredT], model: BaseModel, **update: object) -> StoredT:
+    """`model` as the store returns it once saved: its `Stored...` type, with the id (and
+    anything else the store decided) from `update`."""
+    return kind.model_validate({**dict(model), **update})
 
 
 def ts_to_db(value: datetime) -> str:
@@ -52,6 +61,12 @@ def json_from_db(text: str | None, default: object) -> object:
 def dict_from_db(text: str | None) -> dict[str, object]:
     value = json_from_db(text, {})
     return value if isinstance(value, dict) else {}
+
+
+def strings_from_db(text: str | None) -> list[str]:
+    """A JSON list of strings (image hashes); anything else in the column reads as none."""
+    value = json_from_db(text, [])
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def segments_to_db(segments: list[Segment]) -> str:

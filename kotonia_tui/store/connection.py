@@ -196,6 +196,13 @@ class Db:
         with self.lock:
             self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
 
+    def insert(self, table: str, row: dict[str, object]) -> int:
+        """Insert one row (sqlite-utils) and return its new rowid."""
+        new_id = self.utils.table(table).insert(row).last_pk
+        if not isinstance(new_id, int):
+            raise StoreError(f"{self.path}: a row inserted into {table} got no id")
+        return new_id
+
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""
         with self.lock:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from kotonia_tui.domain import Conversation, utcnow
-from kotonia_tui.store.codec import dict_from_db, json_to_db, ts_from_db, ts_to_db
+from kotonia_tui.domain import Conversation, StoredConversation, utcnow
+from kotonia_tui.store.codec import dict_from_db, json_to_db, stored_as, ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import NotFoundError
 from kotonia_tui.store.records import CharacterSeen
@@ -45,8 +45,8 @@ def characters_seen(db: Db) -> list[CharacterSeen]:
     ]
 
 
-def conversation_from_row(row: sqlite3.Row) -> Conversation:
-    return Conversation(
+def conversation_from_row(row: sqlite3.Row) -> StoredConversation:
+    return StoredConversation(
         id=row["id"],
         character_key=row["character_key"],
         character_name=row["character_name"],
@@ -60,7 +60,7 @@ def conversation_from_row(row: sqlite3.Row) -> Conversation:
     )
 
 
-def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> Conversation:
+def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> StoredConversation:
     """Insert inside the caller's transaction; `message_count` is the store's to keep."""
     row = {
         "character_key": conv.character_key,
@@ -73,11 +73,11 @@ def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> C
         "message_count": message_count,
         "extra": json_to_db(conv.extra, "conversation extra"),
     }
-    new_id = db.utils["conversations"].insert(row).last_pk
-    return conv.model_copy(update={"id": new_id, "message_count": message_count})
+    new_id = db.insert("conversations", row)
+    return stored_as(StoredConversation, conv, id=new_id, message_count=message_count)
 
 
-def get_conversation(db: Db, conv_id: int) -> Conversation:
+def get_conversation(db: Db, conv_id: int) -> StoredConversation:
     row = db.select_one(
         f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conv_id,)
     )
@@ -87,7 +87,7 @@ def get_conversation(db: Db, conv_id: int) -> Conversation:
         return conversation_from_row(row)
 
 
-def list_conversations(db: Db, character_key: str | None = None) -> list[Conversation]:
+def list_conversations(db: Db, character_key: str | None = None) -> list[StoredConversation]:
     if character_key is None:
         rows = db.select(
             f"SELECT {_CONVERSATION_COLUMNS} FROM conversations ORDER BY updated_at DESC, id DESC"
@@ -139,7 +139,7 @@ def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
         raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
 
 
-def rename_conversation(db: Db, conv_id: int, title: str) -> Conversation:
+def rename_conversation(db: Db, conv_id: int, title: str) -> StoredConversation:
     with db.write():
         cursor = db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
         if cursor.rowcount == 0:

@@ -9,7 +9,3 @@ class StoreError(Exception):
 
 class NotFoundError(StoreError):
     """A conversation, message, job or image id that is not in the database."""
-
-
-class ImportFormatError(StoreError):
-    """A chat file that cannot be imported; the message names the file and the line."""

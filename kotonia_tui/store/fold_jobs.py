@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
 
-from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, utcnow
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.store.codec import opt_ts_from_db, ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import NotFoundError, StoreError
@@ -19,8 +19,8 @@ from kotonia_tui.store.errors import NotFoundError, StoreError
 _OPEN = (FoldStatus.PENDING.value, FoldStatus.RUNNING.value)
 
 
-def job_from_row(row: sqlite3.Row) -> FoldJob:
-    return FoldJob(
+def job_from_row(row: sqlite3.Row) -> StoredFoldJob:
+    return StoredFoldJob(
         id=row["id"],
         conversation_id=row["conversation_id"],
         kind=FoldKind(row["kind"]),
@@ -35,14 +35,14 @@ def job_from_row(row: sqlite3.Row) -> FoldJob:
     )
 
 
-def get_fold(db: Db, job_id: int) -> FoldJob:
+def get_fold(db: Db, job_id: int) -> StoredFoldJob:
     row = db.select_one("SELECT * FROM fold_jobs WHERE id = ?", (job_id,))
     if row is None:
         raise NotFoundError(f"fold job {job_id} does not exist in {db.path}")
     return job_from_row(row)
 
 
-def enqueue_fold(db: Db, job: FoldJob) -> FoldJob:
+def enqueue_fold(db: Db, job: FoldJob) -> StoredFoldJob:
     """Queue a job; if the same kind and range is already pending or running, return that one."""
     if job.status not in (FoldStatus.PENDING,):
         raise StoreError(f"a new fold job must be pending, got {job.status.value}")
@@ -62,22 +62,19 @@ def enqueue_fold(db: Db, job: FoldJob) -> FoldJob:
         if existing is not None:
             return job_from_row(existing)
         try:
-            new_id = (
-                db.utils["fold_jobs"]
-                .insert(
-                    {
-                        "conversation_id": job.conversation_id,
-                        "kind": job.kind.value,
-                        "first_message_id": job.first_message_id,
-                        "last_message_id": job.last_message_id,
-                        "status": FoldStatus.PENDING.value,
-                        "attempts": 0,
-                        "last_error": None,
-                        "not_before": ts_to_db(job.not_before),
-                        "created_at": ts_to_db(job.created_at),
-                    }
-                )
-                .last_pk
+            new_id = db.insert(
+                "fold_jobs",
+                {
+                    "conversation_id": job.conversation_id,
+                    "kind": job.kind.value,
+                    "first_message_id": job.first_message_id,
+                    "last_message_id": job.last_message_id,
+                    "status": FoldStatus.PENDING.value,
+                    "attempts": 0,
+                    "last_error": None,
+                    "not_before": ts_to_db(job.not_before),
+                    "created_at": ts_to_db(job.created_at),
+                },
             )
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(
@@ -86,7 +83,7 @@ def enqueue_fold(db: Db, job: FoldJob) -> FoldJob:
         return get_fold(db, new_id)
 
 
-def claim_next_fold(db: Db, now: datetime | None = None) -> FoldJob | None:
+def claim_next_fold(db: Db, now: datetime | None = None) -> StoredFoldJob | None:
     """The oldest due pending job, now running with one more attempt; None if nothing is due."""
     when = ts_to_db(now or utcnow())
     with db.write():
@@ -100,7 +97,7 @@ def claim_next_fold(db: Db, now: datetime | None = None) -> FoldJob | None:
     return job_from_row(rows[0]) if rows else None
 
 
-def mark_done(db: Db, job_id: int, conv_id: int | None = None) -> FoldJob:
+def mark_done(db: Db, job_id: int, conv_id: int | None = None) -> StoredFoldJob:
     """Inside the caller's transaction: the job is done, or the whole transaction fails."""
     job = get_fold(db, job_id)
     if conv_id is not None and job.conversation_id != conv_id:
@@ -116,12 +113,12 @@ def mark_done(db: Db, job_id: int, conv_id: int | None = None) -> FoldJob:
     return get_fold(db, job_id)
 
 
-def finish_fold(db: Db, job_id: int) -> FoldJob:
+def finish_fold(db: Db, job_id: int) -> StoredFoldJob:
     with db.write():
         return mark_done(db, job_id)
 
 
-def fail_fold(db: Db, job_id: int, error: str, retry_at: datetime | None = None) -> FoldJob:
+def fail_fold(db: Db, job_id: int, error: str, retry_at: datetime | None = None) -> StoredFoldJob:
     """Pending again at `retry_at`, or failed for good when `retry_at` is None."""
     with db.write():
         job = get_fold(db, job_id)
@@ -162,7 +159,9 @@ def requeue_running(db: Db, claimed_before: datetime | None = None) -> list[int]
     return sorted(row["id"] for row in rows)
 
 
-def fold_jobs(db: Db, conv_id: int, statuses: Iterable[FoldStatus] | None = None) -> list[FoldJob]:
+def fold_jobs(
+    db: Db, conv_id: int, statuses: Iterable[FoldStatus] | None = None
+) -> list[StoredFoldJob]:
     """The conversation's jobs, oldest first, optionally only those in `statuses`."""
     sql = "SELECT * FROM fold_jobs WHERE conversation_id = ?"
     params: list[object] = [conv_id]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from kotonia_tui.domain import Chapter, Synopsis, utcnow
+from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
 from kotonia_tui.store import fold_jobs
-from kotonia_tui.store.codec import ts_from_db, ts_to_db
+from kotonia_tui.store.codec import stored_as, ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import NotFoundError, StoreError
 from kotonia_tui.store.records import MemoryState
@@ -21,8 +21,8 @@ from kotonia_tui.store.records import MemoryState
 # Chapters ------------------------------------------------------------------------------------
 
 
-def chapter_from_row(row: sqlite3.Row) -> Chapter:
-    return Chapter(
+def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
+    return StoredChapter(
         id=row["id"],
         conversation_id=row["conversation_id"],
         first_message_id=row["first_message_id"],
@@ -39,48 +39,45 @@ def chapter_from_row(row: sqlite3.Row) -> Chapter:
     )
 
 
-def get_chapter(db: Db, chapter_id: int) -> Chapter:
+def get_chapter(db: Db, chapter_id: int) -> StoredChapter:
     row = db.select_one("SELECT * FROM chapters WHERE id = ?", (chapter_id,))
     if row is None:
         raise NotFoundError(f"chapter {chapter_id} does not exist in {db.path}")
     return chapter_from_row(row)
 
 
-def _insert_chapter(db: Db, chapter: Chapter) -> Chapter:
+def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
     if chapter.first_message_id > chapter.last_message_id:
         raise StoreError(
             f"chapter covers messages {chapter.first_message_id}..{chapter.last_message_id}: "
             "the first id is after the last"
         )
     try:
-        new_id = (
-            db.utils["chapters"]
-            .insert(
-                {
-                    "conversation_id": chapter.conversation_id,
-                    "first_message_id": chapter.first_message_id,
-                    "last_message_id": chapter.last_message_id,
-                    "text": chapter.text,
-                    "created_at": ts_to_db(chapter.created_at),
-                    "model": chapter.model,
-                    "gen_ms": chapter.gen_ms,
-                    "tokens": chapter.tokens,
-                    "stale": int(chapter.stale),
-                    "in_synopsis": int(chapter.in_synopsis),
-                    "story_time": chapter.story_time,
-                    "superseded_by": None,
-                }
-            )
-            .last_pk
+        new_id = db.insert(
+            "chapters",
+            {
+                "conversation_id": chapter.conversation_id,
+                "first_message_id": chapter.first_message_id,
+                "last_message_id": chapter.last_message_id,
+                "text": chapter.text,
+                "created_at": ts_to_db(chapter.created_at),
+                "model": chapter.model,
+                "gen_ms": chapter.gen_ms,
+                "tokens": chapter.tokens,
+                "stale": int(chapter.stale),
+                "in_synopsis": int(chapter.in_synopsis),
+                "story_time": chapter.story_time,
+                "superseded_by": None,
+            },
         )
     except sqlite3.IntegrityError as exc:
         raise NotFoundError(
             f"conversation {chapter.conversation_id} does not exist in {db.path}"
         ) from exc
-    return chapter.model_copy(update={"id": new_id, "superseded_by": None})
+    return stored_as(StoredChapter, chapter, id=new_id, superseded_by=None)
 
 
-def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> Chapter:
+def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> StoredChapter:
     """Insert the chapter and mark its fold job done, together or not at all."""
     with db.write():
         stored = _insert_chapter(db, chapter)
@@ -89,7 +86,7 @@ def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> Chapter:
         return stored
 
 
-def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None) -> Chapter:
+def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
     """Add the refolded chapter and mark the old one superseded by it, in one transaction."""
     with db.write():
         old = get_chapter(db, old_id)
@@ -109,7 +106,7 @@ def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None)
 
 def chapters(
     db: Db, conv_id: int, include_in_synopsis: bool = False, include_superseded: bool = False
-) -> list[Chapter]:
+) -> list[StoredChapter]:
     """Chapters in story order (by first message). By default only the live ones."""
     where = "conversation_id = ?"
     # These literal conditions match the partial index `chapters_live`, keeping the read small.
@@ -139,8 +136,8 @@ def mark_chapters_stale(db: Db, conv_id: int, message_id: int) -> list[int]:
 # Synopsis ------------------------------------------------------------------------------------
 
 
-def synopsis_from_row(row: sqlite3.Row) -> Synopsis:
-    return Synopsis(
+def synopsis_from_row(row: sqlite3.Row) -> StoredSynopsis:
+    return StoredSynopsis(
         id=row["id"],
         conversation_id=row["conversation_id"],
         version=row["version"],
@@ -156,7 +153,7 @@ def synopsis_from_row(row: sqlite3.Row) -> Synopsis:
 
 def add_synopsis(
     db: Db, synopsis: Synopsis, folded_chapter_ids: Sequence[int], job_id: int | None = None
-) -> Synopsis:
+) -> StoredSynopsis:
     """Store a new current version (numbered by the store: previous + 1), keep the old ones,
     mark the folded chapters `in_synopsis` and the job done; all in one transaction."""
     conv_id = synopsis.conversation_id
@@ -176,22 +173,19 @@ def add_synopsis(
             "UPDATE synopses SET current = 0 WHERE conversation_id = ? AND current = 1", (conv_id,)
         )
         try:
-            new_id = (
-                db.utils["synopses"]
-                .insert(
-                    {
-                        "conversation_id": conv_id,
-                        "version": version,
-                        "text": synopsis.text,
-                        "through_message_id": synopsis.through_message_id,
-                        "created_at": ts_to_db(synopsis.created_at),
-                        "model": synopsis.model,
-                        "gen_ms": synopsis.gen_ms,
-                        "tokens": synopsis.tokens,
-                        "current": 1,
-                    }
-                )
-                .last_pk
+            new_id = db.insert(
+                "synopses",
+                {
+                    "conversation_id": conv_id,
+                    "version": version,
+                    "text": synopsis.text,
+                    "through_message_id": synopsis.through_message_id,
+                    "created_at": ts_to_db(synopsis.created_at),
+                    "model": synopsis.model,
+                    "gen_ms": synopsis.gen_ms,
+                    "tokens": synopsis.tokens,
+                    "current": 1,
+                },
             )
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}") from exc
@@ -203,17 +197,17 @@ def add_synopsis(
             )
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, conv_id)
-        return synopsis.model_copy(update={"id": new_id, "version": version, "current": True})
+        return stored_as(StoredSynopsis, synopsis, id=new_id, version=version, current=True)
 
 
-def current_synopsis(db: Db, conv_id: int) -> Synopsis | None:
+def current_synopsis(db: Db, conv_id: int) -> StoredSynopsis | None:
     row = db.select_one(
         "SELECT * FROM synopses WHERE conversation_id = ? AND current = 1", (conv_id,)
     )
     return synopsis_from_row(row) if row is not None else None
 
 
-def synopsis_versions(db: Db, conv_id: int) -> list[Synopsis]:
+def synopsis_versions(db: Db, conv_id: int) -> list[StoredSynopsis]:
     """Every version, oldest first (the audit trail of major GCs)."""
     rows = db.select(
         "SELECT * FROM synopses WHERE conversation_id = ? ORDER BY version", (conv_id,)
@@ -243,7 +237,8 @@ def memory_state(db: Db, conv_id: int) -> MemoryState:
 
 
 def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
-    stored = state.model_copy(update={"updated_at": utcnow()})
+    now = utcnow()
+    stored = state.model_copy(update={"updated_at": now})
     with db.write():
         try:
             db.execute(
@@ -269,7 +264,7 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                     stored.memory_text,
                     stored.memory_tokens,
                     stored.memory_model_key,
-                    ts_to_db(stored.updated_at),
+                    ts_to_db(now),
                 ),
             )
         except sqlite3.IntegrityError as exc:

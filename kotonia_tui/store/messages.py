@@ -9,16 +9,25 @@ Any change of a message's text drops its cached token counts: a stale count is w
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from kotonia_tui.domain import Alternative, Message, MessageStatus, Role, Segment, utcnow
+from kotonia_tui.domain import (
+    Alternative,
+    Message,
+    MessageStatus,
+    Role,
+    Segment,
+    StoredMessage,
+    utcnow,
+)
 from kotonia_tui.store import conversations
 from kotonia_tui.store.codec import (
     dict_from_db,
-    json_from_db,
     json_to_db,
     segments_from_db,
     segments_to_db,
+    stored_as,
+    strings_from_db,
     ts_from_db,
     ts_to_db,
 )
@@ -167,11 +176,11 @@ def insert_messages(db: Db, conv_id: int, messages: Sequence[Message]) -> list[i
     return ids
 
 
-def add_message(db: Db, msg: Message) -> Message:
+def add_message(db: Db, msg: Message) -> StoredMessage:
     if msg.conversation_id is None:
         raise StoreError(f"{_describe(msg)} has no conversation_id")
     (new_id,) = insert_messages(db, msg.conversation_id, [msg])
-    return msg.model_copy(update={"id": new_id})
+    return stored_as(StoredMessage, msg, id=new_id)
 
 
 def _message_row_or_raise(db: Db, msg_id: int) -> sqlite3.Row:
@@ -227,7 +236,7 @@ def _set_version(
 
 def update_message_text(
     db: Db, msg_id: int, text: str, segments: list[Segment], edited: bool = True
-) -> Message:
+) -> StoredMessage:
     with db.write():
         row = _message_row_or_raise(db, msg_id)
         _set_version(
@@ -251,7 +260,7 @@ def finish_message(
     status: MessageStatus,
     status_reason: str | None = None,
     reasoning: str | None = None,
-) -> Message:
+) -> StoredMessage:
     with db.write():
         _set_version(
             db,
@@ -279,9 +288,9 @@ def add_alternative(db: Db, msg_id: int, alt: Alternative, choose: bool = True) 
                 reasoning=row["reasoning"],
                 created_at=ts_from_db(row["created_at"]),
             )
-            db.utils["alternatives"].insert(_alternative_row(msg_id, 0, first))
+            db.insert("alternatives", _alternative_row(msg_id, 0, first))
             count = 1
-        db.utils["alternatives"].insert(_alternative_row(msg_id, count, alt))
+        db.insert("alternatives", _alternative_row(msg_id, count, alt))
         if choose:
             _choose(db, row, count)
         return count
@@ -310,7 +319,7 @@ def _choose(db: Db, row: sqlite3.Row, index: int) -> None:
     )
 
 
-def choose_alternative(db: Db, msg_id: int, index: int) -> Message:
+def choose_alternative(db: Db, msg_id: int, index: int) -> StoredMessage:
     with db.write():
         row = _message_row_or_raise(db, msg_id)
         single_version = _alternative_count(db, msg_id) == 0
@@ -351,7 +360,7 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 
 def _hydrate(
     db: Db, rows: list[sqlite3.Row], model_key: str | None, all_keys: bool
-) -> list[Message]:
+) -> list[StoredMessage]:
     """Messages from rows, with their alternatives and token counts (one query per 500 ids)."""
     ids = [row["id"] for row in rows]
     alts: dict[int, list[Alternative]] = {}
@@ -389,14 +398,14 @@ def _hydrate(
     for row in rows:
         with db.decoding(f"message {row['id']}"):
             messages.append(
-                Message(
+                StoredMessage(
                     id=row["id"],
                     conversation_id=row["conversation_id"],
                     role=Role(row["role"]),
                     speaker=row["speaker"],
                     text=row["text"],
                     segments=segments_from_db(row["segments"]),
-                    images=list(json_from_db(row["images"], [])),  # type: ignore[call-overload]
+                    images=strings_from_db(row["images"]),
                     created_at=ts_from_db(row["created_at"]),
                     edited=bool(row["edited"]),
                     status=MessageStatus(row["status"]),
@@ -418,7 +427,7 @@ def _query(
     order: str,
     limit: int | None,
     model_key: str | None,
-) -> list[Message]:
+) -> list[StoredMessage]:
     sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY {order}"
     if limit is not None:
         if limit < 0:
@@ -429,21 +438,21 @@ def _query(
         return _hydrate(db, rows, model_key, all_keys=False)
 
 
-def get_message(db: Db, msg_id: int) -> Message:
+def get_message(db: Db, msg_id: int) -> StoredMessage:
     """One message with its token counts for every model key."""
     with db.read():
         row = _message_row_or_raise(db, msg_id)
         return _hydrate(db, [row], None, all_keys=True)[0]
 
 
-def last_message(db: Db, conv_id: int, model_key: str | None = None) -> Message | None:
+def last_message(db: Db, conv_id: int, model_key: str | None = None) -> StoredMessage | None:
     found = _query(db, "conversation_id = ?", (conv_id,), "id DESC", 1, model_key)
     return found[0] if found else None
 
 
 def recent_messages(
     db: Db, conv_id: int, limit: int, model_key: str | None = None
-) -> list[Message]:
+) -> list[StoredMessage]:
     found = _query(db, "conversation_id = ?", (conv_id,), "id DESC", limit, model_key)
     found.reverse()
     return found
@@ -451,7 +460,7 @@ def recent_messages(
 
 def messages_from(
     db: Db, conv_id: int, first_id: int, limit: int, model_key: str | None = None
-) -> list[Message]:
+) -> list[StoredMessage]:
     return _query(
         db, "conversation_id = ? AND id >= ?", (conv_id, first_id), "id", limit, model_key
     )
@@ -459,7 +468,7 @@ def messages_from(
 
 def messages_between(
     db: Db, conv_id: int, first_id: int, last_id: int, model_key: str | None = None
-) -> list[Message]:
+) -> list[StoredMessage]:
     return _query(
         db,
         "conversation_id = ? AND id BETWEEN ? AND ?",
@@ -472,7 +481,7 @@ def messages_between(
 
 def messages_before(
     db: Db, conv_id: int, before_id: int, limit: int, model_key: str | None = None
-) -> list[Message]:
+) -> list[StoredMessage]:
     found = _query(
         db, "conversation_id = ? AND id < ?", (conv_id, before_id), "id DESC", limit, model_key
     )
@@ -487,9 +496,28 @@ def message_count(db: Db, conv_id: int) -> int:
     return int(row["message_count"])
 
 
+def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
+    """Each id's place in its conversation (1 = the first message), for display.
+
+    Counted over the (conversation_id, id) index from one id to the next, so the whole call
+    reads as many index entries as the largest id's place, however many ids are asked for.
+    """
+    numbers: dict[int, int] = {}
+    counted, previous = 0, 0
+    for msg_id in sorted(set(ids)):
+        row = db.select_one(
+            "SELECT COUNT(*) AS n FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?",
+            (conv_id, previous, msg_id),
+        )
+        counted += int(row["n"]) if row is not None else 0
+        numbers[msg_id] = counted
+        previous = msg_id
+    return numbers
+
+
 def iter_messages(
     db: Db, conv_id: int, batch: int = 500, model_key: str | None = None
-) -> Iterator[Message]:
+) -> Iterator[StoredMessage]:
     """Every message oldest first, `batch` at a time (keyset by id: no OFFSET, no long lock)."""
     if batch < 1:
         raise StoreError(f"batch must be 1 or more, got {batch}")

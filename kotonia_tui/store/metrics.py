@@ -22,7 +22,7 @@ def add_turn_metrics(db: Db, conv_id: int, message_id: int | None, metrics: Turn
     }
     with db.write():
         try:
-            return int(db.utils["turn_metrics"].insert(row).last_pk)
+            return db.insert("turn_metrics", row)
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(
                 f"conversation {conv_id} or message {message_id} does not exist in {db.path}"

@@ -22,6 +22,11 @@ from kotonia_tui.domain import (
     Message,
     MessageStatus,
     Segment,
+    StoredChapter,
+    StoredConversation,
+    StoredFoldJob,
+    StoredMessage,
+    StoredSynopsis,
     Synopsis,
     TurnMetrics,
 )
@@ -123,19 +128,19 @@ class Store:
     def characters_seen(self) -> list[CharacterSeen]:
         return conversations.characters_seen(self._db)
 
-    def create_conversation(self, conv: Conversation) -> Conversation:
+    def create_conversation(self, conv: Conversation) -> StoredConversation:
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; create a new one")
         with self._db.write():
             return conversations.insert_conversation(self._db, conv)
 
-    def get_conversation(self, conv_id: int) -> Conversation:
+    def get_conversation(self, conv_id: int) -> StoredConversation:
         return conversations.get_conversation(self._db, conv_id)
 
-    def list_conversations(self, character_key: str | None = None) -> list[Conversation]:
+    def list_conversations(self, character_key: str | None = None) -> list[StoredConversation]:
         return conversations.list_conversations(self._db, character_key)
 
-    def rename_conversation(self, conv_id: int, title: str) -> Conversation:
+    def rename_conversation(self, conv_id: int, title: str) -> StoredConversation:
         return conversations.rename_conversation(self._db, conv_id, title)
 
     def delete_conversation(self, conv_id: int) -> None:
@@ -147,7 +152,7 @@ class Store:
         msgs: Iterable[Message],
         *,
         described: Callable[[], Conversation] | None = None,
-    ) -> Conversation:
+    ) -> StoredConversation:
         """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
         alternatives, chosen index and extra dicts are stored as given.
 
@@ -169,7 +174,7 @@ class Store:
 
     # Messages ----------------------------------------------------------------------------------
 
-    def add_message(self, msg: Message) -> Message:
+    def add_message(self, msg: Message) -> StoredMessage:
         """Store a message; bumps the conversation's updated_at and message_count with it."""
         return messages.add_message(self._db, msg)
 
@@ -177,12 +182,12 @@ class Store:
         """Append many messages in one transaction (bulk insert); returns their new ids."""
         return messages.insert_messages(self._db, conv_id, msgs)
 
-    def get_message(self, msg_id: int) -> Message:
+    def get_message(self, msg_id: int) -> StoredMessage:
         return messages.get_message(self._db, msg_id)
 
     def update_message_text(
         self, msg_id: int, text: str, segments: list[Segment], edited: bool = True
-    ) -> Message:
+    ) -> StoredMessage:
         return messages.update_message_text(self._db, msg_id, text, segments, edited)
 
     def finish_message(
@@ -193,7 +198,7 @@ class Store:
         status: MessageStatus,
         status_reason: str | None = None,
         reasoning: str | None = None,
-    ) -> Message:
+    ) -> StoredMessage:
         return messages.finish_message(
             self._db, msg_id, text, segments, status, status_reason, reasoning
         )
@@ -201,7 +206,7 @@ class Store:
     def add_alternative(self, msg_id: int, alt: Alternative, choose: bool = True) -> int:
         return messages.add_alternative(self._db, msg_id, alt, choose)
 
-    def choose_alternative(self, msg_id: int, index: int) -> Message:
+    def choose_alternative(self, msg_id: int, index: int) -> StoredMessage:
         return messages.choose_alternative(self._db, msg_id, index)
 
     def delete_message(self, msg_id: int) -> None:
@@ -210,39 +215,43 @@ class Store:
     def set_token_count(self, msg_id: int, model_key: str, tokens: int) -> None:
         messages.set_token_count(self._db, msg_id, model_key, tokens)
 
-    def last_message(self, conv_id: int, model_key: str | None = None) -> Message | None:
+    def last_message(self, conv_id: int, model_key: str | None = None) -> StoredMessage | None:
         return messages.last_message(self._db, conv_id, model_key)
 
     def recent_messages(
         self, conv_id: int, limit: int, model_key: str | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         """The last `limit` messages, oldest first."""
         return messages.recent_messages(self._db, conv_id, limit, model_key)
 
     def messages_from(
         self, conv_id: int, first_id: int, limit: int, model_key: str | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         """Messages with id >= first_id, ascending, at most `limit`."""
         return messages.messages_from(self._db, conv_id, first_id, limit, model_key)
 
     def messages_between(
         self, conv_id: int, first_id: int, last_id: int, model_key: str | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         """Messages with first_id <= id <= last_id, ascending."""
         return messages.messages_between(self._db, conv_id, first_id, last_id, model_key)
 
     def messages_before(
         self, conv_id: int, before_id: int, limit: int, model_key: str | None = None
-    ) -> list[Message]:
+    ) -> list[StoredMessage]:
         """The `limit` messages just before `before_id`, oldest first (scrolling back)."""
         return messages.messages_before(self._db, conv_id, before_id, limit, model_key)
 
     def message_count(self, conv_id: int) -> int:
         return messages.message_count(self._db, conv_id)
 
+    def message_numbers(self, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
+        """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
+        return messages.message_numbers(self._db, conv_id, ids)
+
     def iter_messages(
         self, conv_id: int, batch: int = 500, model_key: str | None = None
-    ) -> Iterator[Message]:
+    ) -> Iterator[StoredMessage]:
         return messages.iter_messages(self._db, conv_id, batch, model_key)
 
     # Images ------------------------------------------------------------------------------------
@@ -255,18 +264,18 @@ class Store:
 
     # Chapters and synopsis ---------------------------------------------------------------------
 
-    def add_chapter(self, chapter: Chapter, job_id: int | None = None) -> Chapter:
+    def add_chapter(self, chapter: Chapter, job_id: int | None = None) -> StoredChapter:
         return memory_rows.add_chapter(self._db, chapter, job_id)
 
-    def refold_chapter(self, old_id: int, new: Chapter, job_id: int | None = None) -> Chapter:
+    def refold_chapter(self, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
         return memory_rows.refold_chapter(self._db, old_id, new, job_id)
 
-    def get_chapter(self, chapter_id: int) -> Chapter:
+    def get_chapter(self, chapter_id: int) -> StoredChapter:
         return memory_rows.get_chapter(self._db, chapter_id)
 
     def chapters(
         self, conv_id: int, include_in_synopsis: bool = False, include_superseded: bool = False
-    ) -> list[Chapter]:
+    ) -> list[StoredChapter]:
         return memory_rows.chapters(self._db, conv_id, include_in_synopsis, include_superseded)
 
     def mark_chapters_stale(self, conv_id: int, message_id: int) -> list[int]:
@@ -274,13 +283,13 @@ class Store:
 
     def add_synopsis(
         self, synopsis: Synopsis, folded_chapter_ids: Sequence[int], job_id: int | None = None
-    ) -> Synopsis:
+    ) -> StoredSynopsis:
         return memory_rows.add_synopsis(self._db, synopsis, folded_chapter_ids, job_id)
 
-    def current_synopsis(self, conv_id: int) -> Synopsis | None:
+    def current_synopsis(self, conv_id: int) -> StoredSynopsis | None:
         return memory_rows.current_synopsis(self._db, conv_id)
 
-    def synopsis_versions(self, conv_id: int) -> list[Synopsis]:
+    def synopsis_versions(self, conv_id: int) -> list[StoredSynopsis]:
         return memory_rows.synopsis_versions(self._db, conv_id)
 
     # Memory state ------------------------------------------------------------------------------
@@ -293,19 +302,19 @@ class Store:
 
     # Fold jobs ---------------------------------------------------------------------------------
 
-    def enqueue_fold(self, job: FoldJob) -> FoldJob:
+    def enqueue_fold(self, job: FoldJob) -> StoredFoldJob:
         return fold_jobs.enqueue_fold(self._db, job)
 
-    def claim_next_fold(self, now: datetime | None = None) -> FoldJob | None:
+    def claim_next_fold(self, now: datetime | None = None) -> StoredFoldJob | None:
         return fold_jobs.claim_next_fold(self._db, now)
 
-    def get_fold(self, job_id: int) -> FoldJob:
+    def get_fold(self, job_id: int) -> StoredFoldJob:
         return fold_jobs.get_fold(self._db, job_id)
 
-    def fail_fold(self, job_id: int, error: str, retry_at: datetime | None = None) -> FoldJob:
+    def fail_fold(self, job_id: int, error: str, retry_at: datetime | None = None) -> StoredFoldJob:
         return fold_jobs.fail_fold(self._db, job_id, error, retry_at)
 
-    def finish_fold(self, job_id: int) -> FoldJob:
+    def finish_fold(self, job_id: int) -> StoredFoldJob:
         return fold_jobs.finish_fold(self._db, job_id)
 
     def requeue_running(self, claimed_before: datetime | None = None) -> list[int]:
@@ -313,7 +322,7 @@ class Store:
 
     def fold_jobs(
         self, conv_id: int, statuses: Iterable[FoldStatus] | None = None
-    ) -> list[FoldJob]:
+    ) -> list[StoredFoldJob]:
         return fold_jobs.fold_jobs(self._db, conv_id, statuses)
 
     def next_fold_due(self) -> datetime | None:

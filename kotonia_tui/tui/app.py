@@ -12,7 +12,7 @@ import gc
 import logging
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from textual import work
 from textual.app import App
@@ -22,13 +22,21 @@ from textual.reactive import var
 from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.chat.bootstrap import open_library, open_service
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ServiceEvent
+from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
-from kotonia_tui.domain import Conversation
+from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.commands import BindingCommands
-from kotonia_tui.tui.messages import LoadProgress, ServiceEventMessage, ServiceFailed, ServiceReady
+from kotonia_tui.tui.literal import literal_line, notify
+from kotonia_tui.tui.messages import (
+    LoadProgress,
+    ServiceEventMessage,
+    ServiceFailed,
+    ServiceOpened,
+    ServiceReady,
+)
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
@@ -47,6 +55,11 @@ class KotoniaApp(App[int]):
 
     TITLE = "Kotonia"
     CSS_PATH = "kotonia.tcss"
+    # Screen classes for small terminals (kotonia.tcss): at 80x24 the pictures give their room
+    # to the text, and the lists narrow.
+    # (Not ClassVars: Textual declares them on App as instance attributes.)
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     COMMANDS: ClassVar = App.COMMANDS | {BindingCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
@@ -71,6 +84,8 @@ class KotoniaApp(App[int]):
         self.db = db
         self.open_conversation_id = open_conversation_id
         self.service: ChatService | None = None
+        # Reads conversations with or without the model (after a failed load: read only).
+        self.reader: ConversationReader | None = None
         self.load_error: str | None = None
         self.model_status = "loading the model…"
         self.fold_status: Content = Content("")
@@ -91,7 +106,7 @@ class KotoniaApp(App[int]):
         if wanted in self.available_themes:
             self.theme = wanted
         else:
-            self.notify(f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
+            notify(self, f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
             self.theme = DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         if self.settings.keys:
@@ -126,9 +141,10 @@ class KotoniaApp(App[int]):
             log.exception("the model could not be loaded")
             self.post_message(ServiceFailed(str(exc)))
             return
-        self.call_from_thread(self._service_opened, service)
+        self.post_message(ServiceOpened(service))
 
-    async def _service_opened(self, service: ChatService) -> None:
+    async def on_service_opened(self, message: ServiceOpened) -> None:
+        service = message.service
         if self._service_closed:
             service.engine.close()
             service.store.close()
@@ -136,6 +152,7 @@ class KotoniaApp(App[int]):
         await service.start()
         service.subscribe(lambda event: self.post_message(ServiceEventMessage(event)))
         self.service = service
+        self.reader = ConversationReader(service.store, service.library)
         info = service.engine.info
         vision = " · images" if service.engine.has_vision else ""
         self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
@@ -150,12 +167,11 @@ class KotoniaApp(App[int]):
         if self._service_closed:
             return
         self._service_closed = True
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen) and screen.turn is not None:
-                screen.turn.cancel()
         if self.service is not None:
             service, self.service = self.service, None
-            await service.close()
+            await service.close("the app was closed")  # a reply still running is stored
+        elif self.reader is not None:
+            self.reader.store.close()
 
     async def action_quit(self) -> None:
         await self.close_service()
@@ -166,6 +182,11 @@ class KotoniaApp(App[int]):
         while not self._service_ready:
             await self._ready_evt.wait()
         return self.service
+
+    async def wait_reader(self) -> ConversationReader | None:
+        """Conversations to read once loading ended (None only if the store cannot open)."""
+        await self.wait_service()
+        return self.reader
 
     # ---- messages ------------------------------------------------------------------------------
 
@@ -183,23 +204,26 @@ class KotoniaApp(App[int]):
         self._service_ready = True
         self._ready_evt.set()
         self.refresh_status()
-        if self.open_conversation_id is not None and self.service is not None:
-            conv = next(
-                (c for c in self.service.conversations() if c.id == self.open_conversation_id),
-                None,
-            )
-            if conv is None:
-                self.notify(f"no conversation {self.open_conversation_id}", severity="error")
-            else:
-                self.open_conversation(conv)
+        if self.open_conversation_id is not None:
+            self.open_conversation(self.open_conversation_id)
 
     def on_service_failed(self, message: ServiceFailed) -> None:
         self.load_error = message.error
         self.model_status = f"the model could not be loaded: {message.error}"
+        try:
+            # Without the model the conversations can still be read.
+            store = open_store(self.settings, self.db)
+            self.reader = ConversationReader(store, open_library(self.settings))
+        except Exception as exc:
+            log.warning("the conversations cannot be read either: %s", exc)
         self._service_ready = True
         self._ready_evt.set()
-        self.notify(
-            message.error, title="The model could not be loaded", severity="error", timeout=30
+        notify(
+            self,
+            f"{message.error}\nConversations can still be read (read only).",
+            title="The model could not be loaded",
+            severity="error",
+            timeout=30,
         )
         self.refresh_status()
 
@@ -213,28 +237,12 @@ class KotoniaApp(App[int]):
 
     def _describe_event(self, event: ServiceEvent) -> None:
         if isinstance(event, MemoryNotice):
-            style = "$warning" if event.level == "warning" else "$text-muted"
-            self.notice = Content.styled(event.text, style)
-            if event.level == "warning":
-                self.notify(event.text, title="Memory", severity="warning")
+            warning = event.level is NoticeLevel.WARNING
+            self.notice = literal_line(event.text, "$warning" if warning else "$text-muted")
+            if warning:
+                notify(self, event.text, title="Memory", severity="warning")
             return
-        assert isinstance(event, FoldProgress)
-        job = event.job
-        label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
-        if event.state == "queued":
-            self.fold_status = Content.assemble(("◔ ", "$accent"), f"{label} queued")
-        elif event.state == "running":
-            self.fold_status = Content.assemble(("◑ ", "bold $accent"), f"{label} running")
-        elif event.state == "landed":
-            self.fold_status = Content.assemble(
-                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
-            )
-        elif event.state == "failed":
-            self.fold_status = Content.assemble(
-                ("✗ ", "bold $error"), (f"{label} failed: {event.detail}", "$error")
-            )
-        elif event.state == "idle":
-            self.fold_status = Content("")
+        self.fold_status = fold_status(event)
 
     def _tick(self) -> None:
         service = self.service
@@ -256,11 +264,11 @@ class KotoniaApp(App[int]):
 
     def status_parts(self, screen: Screen[object]) -> Content:
         if self.load_error:
-            model = Content.styled(self.model_status, "$error")
+            model = literal_line(self.model_status, "$error")
         elif self.service is None:
-            model = Content.assemble(("◌ ", "$accent"), (self.model_status, "$accent"))
+            model = Content.assemble(("◌ ", "$accent"), literal_line(self.model_status, "$accent"))
         else:
-            model = Content.styled(self.model_status, "$text-muted")
+            model = literal_line(self.model_status, "$text-muted")
         items = [model]
         if isinstance(screen, ChatScreen) and self.turn_status:
             items.append(Content.styled(self.turn_status, "bold $accent"))
@@ -280,30 +288,35 @@ class KotoniaApp(App[int]):
     def open_character(self, card: CharacterCard) -> None:
         self.push_screen(ConversationsScreen(card))
 
-    def open_conversation(self, conv: Conversation | int) -> None:
-        service = self.service
-        if service is None:
-            self.notify("The model is still loading.", severity="warning")
+    def _not_ready(self) -> str:
+        if self.load_error:
+            return f"The model could not be loaded: {self.load_error}"
+        return "The model is still loading."
+
+    def open_conversation(self, conv: StoredConversation | int) -> None:
+        reader = self.reader
+        if reader is None:
+            notify(self, self._not_ready(), severity="warning")
             return
         if isinstance(conv, int):
-            found = next((c for c in service.conversations() if c.id == conv), None)
-            if found is None:
-                self.notify(f"no conversation {conv}", severity="error")
+            try:
+                conv = reader.conversation(conv)
+            except Exception as exc:
+                notify(self, str(exc), title="Not opened", severity="error")
                 return
-            conv = found
-        self.push_screen(ChatScreen(service, conv))
+        self.push_screen(ChatScreen(reader, conv, self.service, self._not_ready()))
 
     def start_conversation(self, card: CharacterCard, greeting: int) -> None:
-        service = self.service
-        if service is None:
-            self.notify("The model is still loading.", severity="warning")
+        service, reader = self.service, self.reader
+        if service is None or reader is None:
+            notify(self, self._not_ready(), title="Not started", severity="warning")
             return
         try:
             conv = service.new_conversation(card, greeting=greeting)
         except Exception as exc:
-            self.notify(str(exc), title="Not started", severity="error")
+            notify(self, str(exc), title="Not started", severity="error")
             return
-        self.push_screen(ChatScreen(service, conv))
+        self.push_screen(ChatScreen(reader, conv, service))
 
     # ---- help ----------------------------------------------------------------------------------
 
@@ -332,6 +345,31 @@ class KotoniaApp(App[int]):
             self.pop_screen()
             return
         self.push_screen(HelpScreen(self.help_rows()))
+
+
+def fold_status(event: FoldProgress) -> Content:
+    """The status line's fold item for a fold event; every state has its own line."""
+    job = event.job
+    label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+    match event.state:
+        case FoldState.QUEUED:
+            return Content.assemble(("◔ ", "$accent"), f"{label} queued")
+        case FoldState.RUNNING:
+            return Content.assemble(("◑ ", "bold $accent"), f"{label} running")
+        case FoldState.DEFERRED:
+            return Content.assemble(
+                ("◔ ", "$warning"), literal_line(f"{label} waiting: {event.detail}")
+            )
+        case FoldState.LANDED:
+            return Content.assemble(
+                ("● ", "bold $success"), f"{label} landed: applied on the next turn"
+            )
+        case FoldState.FAILED:
+            return Content.assemble(
+                ("✗ ", "bold $error"), literal_line(f"{label} failed: {event.detail}", "$error")
+            )
+        case _:
+            assert_never(event.state)
 
 
 def _pretty_keys(keys: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from kotonia_tui.chat.events import ServiceEvent
+from kotonia_tui.chat.service import ChatService
 
 
 class LoadProgress(Message):
@@ -15,6 +16,14 @@ class LoadProgress(Message):
         self.what = what
         self.done = done
         self.total = total
+
+
+class ServiceOpened(Message):
+    """The load worker opened the chat service (store and model); the app starts it."""
+
+    def __init__(self, service: ChatService) -> None:
+        super().__init__()
+        self.service = service
 
 
 class ServiceReady(Message):

@@ -1,4 +1,4 @@
-"""Pure rendering helpers: segments, statuses, the budget bar, ages and sizes as `Content`.
+"""Pure rendering helpers: message bodies, statuses, the budget bar, ages and sizes as `Content`.
 
 Nothing here touches the chat service; widgets call these with domain objects, so the look of a
 message or of the budget bar can be tested without a terminal.
@@ -6,21 +6,26 @@ message or of the budget bar can be tested without a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from datetime import UTC, datetime
 
 from textual.content import Content
 
 from kotonia_tui.chat.inspection import BudgetBar
-from kotonia_tui.domain import Message, MessageStatus, Role, Segment, SegmentKind
+from kotonia_tui.domain import Message, MessageStatus, Role
+from kotonia_tui.terminal_text import visible
 
-THOUGHT_BAR = "┃ "
 CUT_MARK = "✂"
+
+
+# Runs of whitespace fold to one space in a preview; control characters that count as
+# whitespace (a lone CR, VT, FF, the separators) are not folded away but shown, by `visible`.
+_FOLDED_SPACE = re.compile(r"(?:\r\n|[^\S\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029])+")
 
 
 def short_text(text: str, limit: int) -> str:
     """One line of at most `limit` characters (an ellipsis marks the cut)."""
-    flat = " ".join(text.split())
+    flat = _FOLDED_SPACE.sub(" ", text).strip(" ")
     if len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"
@@ -49,34 +54,58 @@ def age(when: datetime, now: datetime | None = None) -> str:
     return f"{round(seconds / 86400)} d ago"
 
 
+def plural(n: int, noun: str) -> str:
+    """ "1 greeting", "2 greetings", "1 lorebook entry", "3 lorebook entries"."""
+    if n == 1:
+        return f"1 {noun}"
+    if noun.endswith("y") and not noun.endswith(("ay", "ey", "oy", "uy")):
+        return f"{n:,} {noun[:-1]}ies"
+    return f"{n:,} {noun}s"
+
+
 def tokens(n: int) -> str:
     return f"{n:,} tok"
 
 
-def segment_content(segment: Segment, role: Role) -> Content:
-    """One segment: narration in italics, dialogue under its speaker's name, thoughts apart."""
-    if segment.kind is SegmentKind.NARRATION:
-        return Content.styled(segment.text, "italic $text-muted")
-    if segment.kind is SegmentKind.THOUGHT:
-        return Content.assemble(
-            (THOUGHT_BAR, "$secondary"),
-            ("thinks ", "dim $secondary"),
-            (segment.text, "italic $secondary"),
-        )
-    name_style = "bold $accent" if role is Role.CHARACTER else "bold $primary"
-    speaker = segment.speaker or ""
-    return Content.assemble(
-        (f"{speaker}: " if speaker else "", name_style),
-        (segment.text, "$text"),
-    )
+# Role-play text is written Markdown-ish: *actions*, **emphasis**, `thoughts`, "speech". It is
+# shown as written (line breaks kept, nothing split or reordered); the asterisks and backticks
+# are markup and are hidden, as a Markdown reader would, and quotes stay (they are punctuation).
+# A marker needs text right after it opens and right before it closes, so `5 * 3 * 2` stays as
+# it is. The segments (narration, dialogue, thoughts) are for the chronicler, not for display.
+_EMPHASIS = re.compile(
+    r"\*\*(?P<bold>(?!\s)[^*]+?(?<!\s))\*\*"
+    r"|\*(?P<action>(?!\s)[^*]+?(?<!\s))\*"
+    r"|`(?P<thought>(?!\s)[^`]+?(?<!\s))`"
+)
+_SPEECH = re.compile(r'"[^"]+"|“[^”]+”|「[^」]+」|『[^』]+』')
+ACTION_STYLE = "italic $text-muted"
+THOUGHT_STYLE = "italic $secondary"
+BOLD_STYLE = "bold"
 
 
-def segments_content(
-    segments: Sequence[Segment], role: Role, *, streaming: bool = False
-) -> Content:
-    """A message body, each segment on its own line so the three kinds never run together."""
-    lines = [segment_content(segment, role) for segment in segments]
-    body = Content("\n").join(lines) if lines else Content("")
+def speech_style(role: Role) -> str:
+    return "$text-accent" if role is Role.CHARACTER else "$text-primary"
+
+
+def message_body(text: str, role: Role, *, streaming: bool = False) -> Content:
+    """A message as written, styled in place; a cursor at the end while it streams."""
+    shown = visible(text.strip("\n"))
+    parts: list[tuple[str, str]] = []
+    position = 0
+    for match in _EMPHASIS.finditer(shown):
+        parts.append((shown[position : match.start()], ""))
+        if match.group("bold") is not None:
+            parts.append((match.group("bold"), BOLD_STYLE))
+        elif match.group("action") is not None:
+            parts.append((match.group("action"), ACTION_STYLE))
+        else:
+            parts.append((match.group("thought"), THOUGHT_STYLE))
+        position = match.end()
+    parts.append((shown[position:], ""))
+    body = Content.assemble(*parts)
+    style = speech_style(role)
+    for match in _SPEECH.finditer(body.plain):
+        body = body.stylize(style, match.start(), match.end())
     if streaming:
         body = body.append(Content.styled(" ▍", "$accent"))
     return body
@@ -98,7 +127,9 @@ def status_content(message: Message) -> Content | None:
     }.get(message.status, message.status.value)
     if reason.lower().startswith(f"{label}:"):
         reason = reason[len(label) + 1 :].strip()
-    return Content.assemble((f"{CUT_MARK} {label}: ", "bold $warning"), (reason, "$warning"))
+    return Content.assemble(
+        (f"{CUT_MARK} {label}: ", "bold $warning"), (visible(reason), "$warning")
+    )
 
 
 BAR_PARTS: tuple[tuple[str, str], ...] = (

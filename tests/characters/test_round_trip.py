@@ -9,6 +9,7 @@ import zipfile
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngImageFile
 
 from kotonia_tui.characters import (
     CardError,
@@ -99,6 +100,7 @@ def test_png_round_trip_writes_both_chunks_and_keeps_everything(tmp_path):
     with Image.open(out) as image:
         assert image.size == (40, 60)
         image.load()
+        assert isinstance(image, PngImageFile)
         v3 = json.loads(base64.b64decode(image.text["ccv3"]))
         v2 = json.loads(base64.b64decode(image.text["chara"]))
     assert v3["spec"] == "chara_card_v3"
@@ -115,6 +117,7 @@ def test_rewriting_a_png_card_replaces_the_old_chunks(tmp_path):
     second = tmp_path / "b.png"
     write_png_card(card, first.read_bytes(), second)
     with Image.open(second) as image:
+        assert isinstance(image, PngImageFile)
         chunks = [k for k, _ in image.text.items()]
     assert chunks.count("chara") == 1
     assert load_card(second).name == "Second"

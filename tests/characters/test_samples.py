@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngImageFile
 
 from kotonia_tui.characters import SpecVersion, load_card, load_cards, render_setup
 from kotonia_tui.characters.sample_art import SAMPLE_ART, render_png
@@ -40,6 +41,7 @@ def test_sample_card_is_complete(key):
     assert card.image is not None
     with Image.open(io.BytesIO(card.image.data)) as image:
         image.load()
+        assert isinstance(image, PngImageFile)
         assert image.size == (400, 600)
         v2 = json.loads(base64.b64decode(image.text["chara"]))
         assert v2["spec"] == "chara_card_v2"

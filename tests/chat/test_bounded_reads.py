@@ -32,9 +32,9 @@ async def test_rows_read_per_turn_are_the_same_at_100_and_20000_messages(
         # As after folding: the prompt carries the newest 40 messages verbatim.
         state = service.store.memory_state(conv.id)
         service.store.set_memory_state(state.model_copy(update={"verbatim_start_id": ids[-40]}))
-        service.prompter.prepare(conv.id, card, setup, service.persona)  # counts tokens once
+        await service.prompter.prepare(conv.id, card, setup, service.persona)  # counts once
         before = service.store.rows_read
-        prepared = service.prompter.prepare(conv.id, card, setup, service.persona)
+        prepared = await service.prompter.prepare(conv.id, card, setup, service.persona)
         rows[size] = service.store.rows_read - before
         assert len(prepared.window) == 40
     print(f"\nrows read per turn: {rows[100]} at 100 messages, {rows[20_000]} at 20,000")

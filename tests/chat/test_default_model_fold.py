@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.chat.events import FoldProgress
+from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.domain import Message, Role
 from tests.cards import write_short_card
 from tests.settings import default_model_settings
@@ -34,7 +34,7 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     )
     key = write_short_card()
     service = await make_service(settings)
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get(key))
     backlog = []
@@ -45,11 +45,13 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     service.store.add_messages(conv.id, backlog)
 
     turn = await service.send(conv.id, "Is the storm getting worse?")
-    assert (await turn.run()).error is None
+    assert (await turn.wait()).error is None
     assert turn.prepared.queued is not None or turn.prepared.plan.forced_cut_through
     await service.worker.wait_settled(conv.id)
 
-    failed = [e.detail for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    failed = [
+        e.detail for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED
+    ]
     chapters = service.store.chapters(conv.id)
     assert chapters, f"no chapter landed; failures: {failed}"
     for chapter in chapters:

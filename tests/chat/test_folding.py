@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.domain import FoldKind, FoldStatus
 from tests.cards import write_short_card
 
@@ -31,7 +31,7 @@ async def chat_until(service, conv_id, predicate, limit=200):
     turns = []
     for index in range(limit):
         turn = await service.send(conv_id, f"Message number {index} about the lamps.")
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         turns.append(turn)
         if predicate(turn):
@@ -44,7 +44,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
 ):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     card = service.library.get(key)
     conv = service.new_conversation(card)
@@ -54,7 +54,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     crossing, before = turns[-1], turns[-2]
     job = crossing.prepared.queued
     assert job.kind is FoldKind.CHAPTER and job.status is FoldStatus.PENDING
-    assert any(isinstance(e, FoldProgress) and e.state == "queued" for e in events)
+    assert any(isinstance(e, FoldProgress) and e.state is FoldState.QUEUED for e in events)
     # The crossing turn changed nothing: same memory, same verbatim start, cache reused.
     assert crossing.prepared.state.memory_text == before.prepared.state.memory_text == ""
     assert crossing.prepared.plan.verbatim_start_id == before.prepared.plan.verbatim_start_id
@@ -70,10 +70,24 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     chapter = chapters[-1]
     landed_view = service.memory_view(conv.id)
     assert landed_view.pending_apply and not any(c.applied for c in landed_view.chapters)
+    # The preview (what the prewarm evaluates) applies the chapter as the next turn will, and
+    # stores nothing: the memory state and the fold queue are as they were.
+    stored = service.store.memory_state(conv.id)
+    persona = service.persona_of(conv)
+    preview = await service.prompter.preview(
+        conv.id, card, service.setup_for(card, persona), persona
+    )
+    assert CHAPTER in preview.state.memory_text and preview.queued is None
+    assert service.store.memory_state(conv.id) == stored
+    assert not service.open_folds(conv.id)
 
     applying = await service.send(conv.id, "And then?")
-    done = await applying.run()
+    done = await applying.wait()
     assert done.error is None
+    # The turn's prompt is the previewed one and the new message after it.
+    sent = applying.prepared.request.messages
+    assert sent[: len(preview.request.messages)] == preview.request.messages
+    assert len(sent) == len(preview.request.messages) + 1
     state = applying.prepared.state
     assert CHAPTER in state.memory_text
     assert state.verbatim_start_id == chapter.last_message_id + 1
@@ -82,7 +96,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
 
     # The turn after the applying turn reuses the new prefix: only new tokens are evaluated.
     after = await service.send(conv.id, "Go on.")
-    after_done = await after.run()
+    after_done = await after.wait()
     assert after.prepared.state.memory_text == state.memory_text
     assert after_done.metrics.reused >= done.metrics.prompt_positions - 2
     assert after_done.metrics.evaluated < after_done.metrics.prompt_positions / 4
@@ -121,7 +135,7 @@ async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(REFUSAL)))
     conv = service.new_conversation(service.library.get(key))
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
     await service.worker.wait_settled(conv.id)
@@ -130,7 +144,7 @@ async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
     assert job.attempts == 1
     assert "refused twice" in job.last_error
     assert job.status is FoldStatus.PENDING  # retried later, with a backoff
-    assert any(isinstance(e, FoldProgress) and e.state == "failed" for e in events)
+    assert any(isinstance(e, FoldProgress) and e.state is FoldState.FAILED for e in events)
 
 
 async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_stored(
@@ -157,7 +171,7 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     assert service.memory_view(conv.id).forced_cut_through_id == cut  # still out of the prompt
     # The turn that applies them brings the cut messages back (as memory): no warning is left.
     applying = await service.send(conv.id, "And then?")
-    assert (await applying.run()).error is None
+    assert (await applying.wait()).error is None
     assert applying.prepared.plan.apply_landed
     assert service.memory_view(conv.id).forced_cut_through_id is None
 
@@ -169,7 +183,7 @@ async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_servic
     for _ in range(2):
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
         await service.worker.wait_settled(conv.id)
-        await (await service.send(conv.id, "apply")).run()
+        await (await service.send(conv.id, "apply")).wait()
     first, second = service.store.chapters(conv.id)[:2]
     target = service.store.messages_between(conv.id, first.first_message_id, first.last_message_id)
     service.edit_message(target[1].id, "An edited line about the lamps.")
@@ -199,7 +213,7 @@ async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_mode
         if prewarm:
             await service._prewarm_task
         applying = await service.send(conv.id, "And then?")
-        done = await applying.run()
+        done = await applying.wait()
         assert applying.prepared.plan.apply_landed
         figures[prewarm] = done.metrics
     cold, warm = figures[False], figures[True]
@@ -228,7 +242,7 @@ async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(
         await asyncio.sleep(0.01)
     assert service.worker.running is not None
     job = service.worker.running[0]
-    done = await (await service.send(conv.id, "A question while it folds.")).run()
+    done = await (await service.send(conv.id, "A question while it folds.")).wait()
     assert done.reply is not None and done.error is None
     # The reply came while the fold was still generating: the user did not wait for it.
     assert service.worker.running is not None and service.worker.running[0].id == job.id
@@ -252,13 +266,13 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
         backlog.append(Message(role=Role.USER, speaker="User", text=f"Lamp question {i}?"))
         backlog.append(Message(role=Role.CHARACTER, speaker="Wren", text=f'"Lamp answer {i}."'))
     wide.store.add_messages(conv.id, backlog)
-    await (await wide.send(conv.id, "Still there?")).run()
+    await (await wide.send(conv.id, "Still there?")).wait()
     assert wide.store.memory_state(conv.id).memory_text == ""  # nothing folded yet
     await wide.close()
 
     narrow = await make_service(settings_for(model, n_ctx=2048), db=db)
     turn = await narrow.send(conv.id, "Now on a smaller model.")
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None  # the prompt never overflows: the backlog leaves it at once
     assert turn.prepared.plan.forced_cut_through is not None
     await narrow.worker.wait_settled(conv.id)
@@ -268,7 +282,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
         assert later.first_message_id == earlier.last_message_id + 1
     assert chapters[-1].last_message_id >= turn.prepared.plan.forced_cut_through
     applying = await narrow.send(conv.id, "And now?")
-    assert (await applying.run()).error is None
+    assert (await applying.wait()).error is None
     assert applying.prepared.plan.apply_landed
 
 
@@ -286,7 +300,7 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
             chronicler_lead="In this part of the story,",
         )
     )
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get(key))
     await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -295,7 +309,7 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
     assert chapters
     lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
     assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
-    assert not [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
 
 
 def test_a_profile_in_the_transcript_format_leads_its_chronicler_unless_told_otherwise():

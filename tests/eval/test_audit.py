@@ -92,12 +92,12 @@ def test_lexical_claims_flag_a_characters_line_written_as_fact():
         {i: i for i in range(1, 6)},
     )
     found = claims_as_facts(pieces[0], user="Mara", char="Corwin")
-    flagged = [f["memory"] for f in found]
+    flagged = [f.memory for f in found]
     # The bare claim counts; the attributed one, the user's own fact and narration do not.
     assert "Corwin was master of the steamer Albatross for twelve years." in flagged
     assert not any("told" in f for f in flagged)
     assert not any("Harwick" in f for f in flagged)
-    assert found[0]["message"] == 1
+    assert found[0].message == 1
 
 
 def test_audit_counts_phrases_lies_open_topics_and_refusals():
@@ -132,18 +132,18 @@ def test_audit_counts_phrases_lies_open_topics_and_refusals():
         CallRecord("Judge", "fold", 0.1, 10, 10, 1, "stop", "I can't"),  # not the chronicler
     ]
     result = audit(pieces, conv=conv, chronicler_calls=calls, to_source={})
-    claims = result["claims_as_facts"]
-    assert claims["established_fact_phrase"] == 1
-    assert claims["known_lies_as_fact"] == 1  # "As an established fact, Corwin was master..."
-    assert result["attribution"]["on_the_surface_in_fact_pairs"] == 1
-    topics = result["topics"]
-    assert topics["open_items"] == 2
-    assert topics["resolved_markers"] == 1
+    claims = result.claims_as_facts
+    assert claims.established_fact_phrase == 1
+    assert claims.known_lies_as_fact == 1  # "As an established fact, Corwin was master..."
+    assert result.attribution.on_the_surface_in_fact_pairs == 1
+    topics = result.topics
+    assert topics.open_items == 2
+    assert topics.resolved_markers == 1
     # The logbook was resolved in message 5, inside chapter 2's range: left open wrongly.
     # The boat thread was never resolved, so listing it open is right.
-    assert topics["resolved_left_open"] == 1
-    assert topics["examples"][0]["thread"] == "t_log"
-    refusals = result["refusals"]
-    assert (refusals["chronicler_calls"], refusals["refused"], refusals["stored"]) == (2, 1, 0)
-    assert refusals["examples"] == ["I can't help with that."]
+    assert topics.resolved_left_open == 1
+    assert topics.examples[0].thread == "t_log"
+    refusals = result.refusals
+    assert (refusals.chronicler_calls, refusals.refused, refusals.stored) == (2, 1, 0)
+    assert refusals.examples == ["I can't help with that."]
     assert [p.label for p in pieces] == ["chapter #1-#3", "chapter #4-#5", "synopsis v1"]

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from kotonia_tui.chatfiles import write_sillytavern
 from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.eval.command import SHIPPED_DATASET
 from kotonia_tui.eval.dataset import DatasetError, load_file, load_stored
 from kotonia_tui.eval.grading import is_short
-from kotonia_tui.store import Store, write_sillytavern
+from kotonia_tui.store import Store
 
 
 def test_shipped_dataset_is_complete_and_consistent():

@@ -16,8 +16,9 @@ from kotonia_tui.eval.grading import (
     says_unknown,
     token_f1,
 )
-from kotonia_tui.eval.harness import Graded, _spread, assign, recall_curve
+from kotonia_tui.eval.harness import Graded, assign, recall_curve
 from kotonia_tui.eval.replay import Range
+from kotonia_tui.eval.results import Spread
 
 
 def test_english_normalisation_drops_case_punctuation_and_articles():
@@ -139,8 +140,8 @@ def test_recall_curve_and_spread():
         Graded(q, 2, correct=True),
     ]
     assert recall_curve(graded, 3) == [0.5, None, 1.0]
-    assert _spread([0.2, 0.4, 0.9]) == {"min": 0.2, "mean": 0.5, "max": 0.9}
-    assert _spread([]) is None
+    assert Spread.of([0.2, 0.4, 0.9]) == Spread(min=0.2, mean=0.5, max=0.9)
+    assert Spread.of([]) is None
 
 
 def test_english_number_words_match_digits():

@@ -9,17 +9,21 @@ import pytest
 from PIL import Image
 
 from kotonia_tui.chat.bootstrap import open_engine
+from kotonia_tui.engine import Engine
 from kotonia_tui.eval import EvalOptions, run_eval
 from kotonia_tui.eval.plot_png import write_png
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
+from kotonia_tui.eval.results import ArmStatus, EvalReport
 from tests.eval.conftest import ScriptedEngine, short_conversation
 
 
-async def _run(settings, conv, options, *, bigger=True, scripted=True):
+async def _run(
+    settings, conv, options, *, bigger=True, scripted=True
+) -> tuple[EvalReport, list[Engine]]:
     engine = open_engine(settings)
     answers = {q.question: q.answer for q in conv.questions}
     used = ScriptedEngine(engine, answers) if scripted else engine
-    opened = []
+    opened: list[Engine] = []
 
     async def open_bigger(n_ctx: int):
         wide = open_engine(settings.model_copy(update={"n_ctx": n_ctx}))
@@ -38,53 +42,65 @@ async def _run(settings, conv, options, *, bigger=True, scripted=True):
 async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversation, tmp_path):
     settings = eval_settings_for()
     report, opened = await _run(settings, conversation, EvalOptions(questions_per_range=3))
-    run = report["runs"][0]
-    folded = [r for r in run["ranges"] if r["folded"]]
-    assert len(folded) >= 3, run["ranges"]
+    run = report.runs[0]
+    folded = [r for r in run.ranges if r.folded]
+    assert len(folded) >= 3, run.ranges
     # Ranges are contiguous and cover the whole conversation.
-    assert run["ranges"][0]["first_message"] == 1
-    assert run["ranges"][-1]["last_message"] == len(conversation.messages)
-    for before, after in zip(run["ranges"], run["ranges"][1:], strict=False):
-        assert after["first_message"] == before["last_message"] + 1
-    assert run["folds"]["chapters"] >= len(folded)
+    assert run.ranges[0].first_message == 1
+    assert run.ranges[-1].last_message == len(conversation.messages)
+    for before, after in zip(run.ranges, run.ranges[1:], strict=False):
+        assert after.first_message == before.last_message + 1
+    assert run.folds.chapters >= len(folded)
 
-    arms = run["arms"]
+    arms = run.arms
     assert set(arms) == {"generational", "rolling", "truncation", "full"}
     for name, arm in arms.items():
-        assert arm["status"] == "ok", (name, arm["note"])
-        assert len(arm["recall_by_range"]) == len(run["ranges"])
-        assert arm["questions_asked"] > 0
+        assert arm.status is ArmStatus.OK, (name, arm.note)
+        assert len(arm.recall_by_range) == len(run.ranges)
+        assert arm.questions_asked > 0
     # The newest range is verbatim in every arm; the full arm holds everything.
-    assert arms["full"]["mean_recall"] == 1.0
+    assert arms["full"].mean_recall == 1.0
     for name in ("generational", "rolling", "truncation"):
-        assert arms[name]["recall_by_range"][-1] == 1.0
+        assert arms[name].recall_by_range[-1] == 1.0
     # Truncation has no memory: old ranges are gone. Rolling keeps only its last rewrite.
-    assert arms["truncation"]["memory_tokens"] == 0
-    assert arms["truncation"]["recall_by_range"][0] == 0.0
-    assert arms["generational"]["mean_recall"] > arms["rolling"]["mean_recall"]
-    assert arms["generational"]["mean_recall"] > arms["truncation"]["mean_recall"]
-    assert arms["generational"]["memory_tokens"] > arms["rolling"]["memory_tokens"] > 0
+    assert arms["truncation"].memory_tokens == 0
+    assert arms["truncation"].recall_by_range[0] == 0.0
+    recall = {name: arm.mean_recall or 0.0 for name, arm in arms.items()}
+    assert recall["generational"] > recall["rolling"]
+    assert recall["generational"] > recall["truncation"]
+    assert arms["generational"].memory_tokens > arms["rolling"].memory_tokens > 0
     # Equal budget: truncation keeps about as many history tokens as memory + verbatim.
-    budget = arms["generational"]["memory_tokens"] + arms["generational"]["verbatim_tokens"]
-    assert arms["truncation"]["verbatim_tokens"] <= budget
+    budget = arms["generational"].memory_tokens + arms["generational"].verbatim_tokens
+    assert arms["truncation"].verbatim_tokens <= budget
     # The full arm did not fit 1024 tokens and was answered by a wider load of the model.
-    assert arms["full"]["n_ctx"] > settings.active_profile().n_ctx
-    assert opened and "answered by the same model" in arms["full"]["note"]
+    assert arms["full"].n_ctx > settings.active_profile().n_ctx
+    assert opened and "answered by the same model" in arms["full"].note
     # Calls and time are counted per arm.
-    assert arms["rolling"]["build"]["calls"] >= len(folded)
-    assert arms["generational"]["build"]["calls"] >= len(folded)
-    assert arms["truncation"]["build"]["calls"] == 0
-    assert arms["generational"]["answer_calls"]["calls"] == arms["generational"]["questions_asked"]
+    assert arms["rolling"].build.calls >= len(folded)
+    assert arms["generational"].build.calls >= len(folded)
+    assert arms["truncation"].build.calls == 0
+    assert arms["generational"].answer_calls is not None
+    assert arms["generational"].answer_calls.calls == arms["generational"].questions_asked
 
-    summary = report["summary"]
-    assert summary["generational"]["mean_recall"]["min"] == arms["generational"]["mean_recall"]
-    assert report["budgets"]["trigger"] > 0
-    assert report["settings"]["fold_delay_s"] == 0.0 or report["settings"]["fold_delay_s"] >= 0
+    summary = report.summary
+    assert summary["generational"].mean_recall.min == arms["generational"].mean_recall
+    assert report.budgets.trigger > 0
+    assert report.settings["fold_delay_s"] >= 0
 
     # Outputs: JSON round trip, PNG, terminal table and plot, audit text.
     out = tmp_path / "report.json"
-    out.write_text(json.dumps(report))
-    assert json.loads(out.read_text())["runs"][0]["arms"]["full"]["mean_recall"] == 1.0
+    out.write_text(json.dumps(report.to_json()))
+    data = json.loads(out.read_text())
+    assert data["runs"][0]["arms"]["full"]["mean_recall"] == 1.0
+    assert data["runs"][0]["ranges"][0]["first_message"] == 1
+    assert (
+        data["summary"]["generational"]["mean_recall"]["min"]
+        == summary["generational"].mean_recall.min
+    )
+    assert data["budgets"]["trigger"] == report.budgets.trigger
+    audited = data["runs"][0]["audit"]
+    assert set(audited["chapters"][0]) == {"in", "text"}  # `in_` is written as "in"
+    assert audited["refusals"]["chronicler_calls"] >= len(folded)
     png = write_png(report, tmp_path / "curve.png")
     with Image.open(png) as image:
         assert image.size == (900, 560)
@@ -104,10 +120,10 @@ async def test_full_arm_is_skipped_when_it_cannot_fit(eval_settings_for):
         EvalOptions(questions_per_range=1, arms=("truncation", "full")),
         bigger=False,
     )
-    full = report["runs"][0]["arms"]["full"]
-    assert full["status"] == "skipped"
-    assert "skipped: the whole conversation needs" in full["note"]
-    assert report["summary"]["full"]["status"] == "skipped"
+    full = report.runs[0].arms["full"]
+    assert full.status is ArmStatus.SKIPPED
+    assert "skipped: the whole conversation needs" in full.note
+    assert report.summary["full"].status is ArmStatus.SKIPPED
     assert "skipped" in table(report)
 
 
@@ -117,14 +133,14 @@ async def test_runs_report_the_spread_and_generated_questions(eval_settings_for)
     report, _ = await _run(
         settings, conv, EvalOptions(questions_per_range=2, runs=2, arms=("generational",))
     )
-    assert len(report["runs"]) == 2
-    assert report["input"]["questions"] == "generated by the examiner"
-    first = [q["question"] for q in report["runs"][0]["arms"]["generational"]["questions"]]
-    second = [q["question"] for q in report["runs"][1]["arms"]["generational"]["questions"]]
+    assert len(report.runs) == 2
+    assert report.input.questions == "generated by the examiner"
+    first = [q.question for q in report.runs[0].arms["generational"].questions]
+    second = [q.question for q in report.runs[1].arms["generational"].questions]
     assert first and first == second  # the examiner writes once; every run answers the same
-    spread = report["summary"]["generational"]["mean_recall"]
-    assert spread["min"] <= spread["mean"] <= spread["max"]
-    assert report["summary"]["generational"]["runs"] == 2
+    spread = report.summary["generational"].mean_recall
+    assert spread.min <= spread.mean <= spread.max
+    assert report.summary["generational"].runs == 2
 
 
 @pytest.mark.slow
@@ -139,11 +155,11 @@ async def test_unscripted_tiny_model_survives_failed_folds(eval_settings_for):
         EvalOptions(questions_per_range=1, arms=("generational", "truncation")),
         scripted=False,
     )
-    run = report["runs"][0]
-    assert run["folds"]["chapters"] == 0
-    assert any(e["state"] == "failed" for e in run["folds"]["events"])
-    assert run["arms"]["generational"]["status"] == "ok"
-    assert run["audit"]["refusals"]["stored"] == 0
+    run = report.runs[0]
+    assert run.folds.chapters == 0
+    assert any(e.state == "failed" for e in run.folds.events)
+    assert run.arms["generational"].status is ArmStatus.OK
+    assert run.audit.refusals.stored == 0
 
 
 def test_cli_eval_on_a_tiny_model(tiny_model_path: Path, tmp_path: Path, capsys, monkeypatch):

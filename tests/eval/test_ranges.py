@@ -34,17 +34,17 @@ async def test_replay_ranges_follow_the_policy(eval_settings_for):
     conv = short_conversation(20)
     engine = open_engine(settings)
     try:
-        replayed = await replay(conv, settings, ScriptedEngine(engine, {}))  # type: ignore[arg-type]
+        replayed = await replay(conv, settings, ScriptedEngine(engine, {}))
         try:
             prompter = replayed.service.prompter
             messages = replayed.all_messages()
             tokens = {m.id: prompter.message_tokens(m) for m in messages}
-            queued = [e for e in replayed.events if e["state"] == "queued"]
+            queued = [e for e in replayed.events if e.state == "queued"]
             folded = [r for r in replayed.ranges if r.folded]
             assert len(queued) == len(folded) >= 2
             # Each folded range ends where a fold job was queued, in order, and starts right
             # after the previous one: the ranges are the policy's own fold points.
-            assert [r.last_source for r in folded] == [e["last"] for e in queued]
+            assert [r.last_source for r in folded] == [e.last for e in queued]
             assert replayed.ranges[0].first_source == 1
             assert replayed.ranges[-1].last_source == len(conv.messages)
 
@@ -77,8 +77,8 @@ async def test_replay_ranges_follow_the_policy(eval_settings_for):
                     break
             assert first_plan is not None
             at, (first, last) = first_plan
-            assert queued[0]["at_message"] == replayed.to_source[at]
-            assert (queued[0]["first"], queued[0]["last"]) == (first, last)
+            assert queued[0].at_message == replayed.to_source[at]
+            assert (queued[0].first, queued[0].last) == (first, last)
             assert folded[0].first_id == first and folded[0].last_id == last
             # Every range's token count is the sum of its messages' exact counts.
             for span in replayed.ranges:

@@ -22,6 +22,13 @@ def tiny_env(tiny_model_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
+def short_reply_model(scripted_model) -> Path:
+    """A tiny model whose reply is always one short line: a turn that stores a reply, fast
+    (a model that ends at once stores nothing: the app says "no reply")."""
+    return scripted_model("The lamp is lit.")
+
+
+@pytest.fixture
 def db() -> Path:
     return app_dirs().default_db
 

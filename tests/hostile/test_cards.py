@@ -60,11 +60,11 @@ def test_invalid_unicode_in_a_card_is_replaced_and_said_once(name, content, show
     assert shown in names and "Wren" in names
 
 
-def test_a_backtracking_lorebook_key_is_stopped_and_turned_off(tiny_eos_model_path):
+def test_a_backtracking_lorebook_key_is_stopped_and_turned_off(short_reply_model):
     """`(a|aa)+$` against a greeting of 40 a's ran past 240 s; now each key has a time bound,
     the key is turned off for the card (said once), and the chat goes on."""
     put_card("trap.json", regex_trap_card())
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "2048"}
+    env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "2048"}
     run = kotonia("chat", "trap", "--say", "Is the lamp lit?", "--say", "And now?", env=env)
     assert_ok(run)
     notes = [line for line in run.err.splitlines() if CATASTROPHIC_KEY in line]
@@ -72,16 +72,16 @@ def test_a_backtracking_lorebook_key_is_stopped_and_turned_off(tiny_eos_model_pa
     assert "turned off" in notes[0] and "Trap" in notes[0]
     with Store.open(app_dirs().default_db) as store:
         (conv,) = store.list_conversations()
-        texts = [m.text for m in store.iter_messages(conv.id)]  # type: ignore[arg-type]
+        texts = [m.text for m in store.iter_messages(conv.id)]
     assert "Is the lamp lit?" in texts and "And now?" in texts
 
 
-def test_a_setup_that_expands_past_the_bound_is_refused_naming_the_field(tiny_eos_model_path):
+def test_a_setup_that_expands_past_the_bound_is_refused_naming_the_field(short_reply_model):
     """Within every size bound on disk, but {{user}} with a long persona name would fill
     millions of characters: refused before anything is built or tokenized."""
     put_card("wide.json", expansion_card())
     env = {
-        "KOTONIA_MODEL_PATH": str(tiny_eos_model_path),
+        "KOTONIA_MODEL_PATH": str(short_reply_model),
         "KOTONIA_N_CTX": "2048",
         "KOTONIA_PERSONA__NAME": "P" * 150,
     }

@@ -30,14 +30,13 @@ def seed(db: Path, tmp_path: Path) -> list[tuple[int | None, str]]:
     source.write_bytes(GOOD_CHAT)
     with Store.open(db) as store:
         conv = import_chat_file(store, source, "Ann").conversation
-        return [(m.id, m.text) for m in store.iter_messages(conv.id)]  # type: ignore[arg-type]
+        return [(m.id, m.text) for m in store.iter_messages(conv.id)]
 
 
 def stored(db: Path) -> list[list[tuple[int | None, str]]]:
     with Store.open(db) as store:
         return [
-            [(m.id, m.text) for m in store.iter_messages(c.id)]  # type: ignore[arg-type]
-            for c in store.list_conversations()
+            [(m.id, m.text) for m in store.iter_messages(c.id)] for c in store.list_conversations()
         ]
 
 
@@ -144,5 +143,5 @@ def test_a_huge_chat_streams_in_bounded_memory(db, tmp_path):
     with Store.open(db) as store:
         (conv,) = store.list_conversations()
         assert conv.message_count == 60_000
-        assert store.last_message(conv.id).text.startswith("Message 59999:")  # type: ignore[arg-type]
+        assert store.last_message(conv.id).text.startswith("Message 59999:")
     assert HEADER["character_name"] == conv.character_name

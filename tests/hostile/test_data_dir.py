@@ -62,9 +62,9 @@ def make_read_only(folder: Path) -> None:
 
 
 @pytest.fixture
-def read_only_store(card, tmp_path, tiny_eos_model_path):
+def read_only_store(card, tmp_path, short_reply_model):
     """A data dir with one stored conversation, then made read-only."""
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "2048"}
+    env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "2048"}
     assert_ok(kotonia("chat", "wren", "--say", "Hello there.", env=env))
     data = app_dirs().data
     before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
@@ -110,9 +110,9 @@ def test_an_unreadable_data_dir_is_one_line_for_every_command(args, tmp_path):
     assert_refused(run, str(data), "Permission denied")
 
 
-def test_a_new_data_dir_and_its_files_are_private(tiny_eos_model_path):
+def test_a_new_data_dir_and_its_files_are_private(short_reply_model):
     """Made by the app itself, under a typical umask of 022 (files readable by everyone)."""
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "8192"}
+    env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "8192"}
     dirs = app_dirs()
     assert not dirs.data.exists()
     umask = os.umask(0o022)
@@ -128,8 +128,8 @@ def test_a_new_data_dir_and_its_files_are_private(tiny_eos_model_path):
         assert mode(path) & 0o077 == 0, f"{path} is {mode(path):04o}"
 
 
-def test_an_existing_open_data_dir_is_tightened_and_said_once(card, tiny_eos_model_path):
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "2048"}
+def test_an_existing_open_data_dir_is_tightened_and_said_once(card, short_reply_model):
+    env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "2048"}
     assert_ok(kotonia("chat", "wren", "--say", "Hello.", env=env))
     dirs = app_dirs()
     dirs.data.chmod(0o755)
@@ -145,13 +145,13 @@ def test_an_existing_open_data_dir_is_tightened_and_said_once(card, tiny_eos_mod
     assert "made private" not in again.err  # said once: nothing left to tighten
 
 
-def test_a_full_disk_under_the_log_is_said_once_not_flooded(card, tiny_eos_model_path):
+def test_a_full_disk_under_the_log_is_said_once_not_flooded(card, short_reply_model):
     """The log file on a full disk (here /dev/full) printed 36 '--- Logging error ---'
     tracebacks; now one note, and the chat goes on."""
     dirs = app_dirs()
     dirs.data.mkdir(parents=True, exist_ok=True)  # the card fixture made it
     (dirs.data / "kotonia.log").symlink_to("/dev/full")
-    env = {"KOTONIA_MODEL_PATH": str(tiny_eos_model_path), "KOTONIA_N_CTX": "2048"}
+    env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "2048"}
     run = kotonia("chat", "wren", "--say", "One.", "--say", "Two.", env=env)
     assert_ok(run)
     notes = [line for line in run.err.splitlines() if "cannot be written" in line]

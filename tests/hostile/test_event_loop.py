@@ -13,14 +13,14 @@ from tests.settings import tiny_settings
 from .corpus import CATASTROPHIC_KEY, regex_trap_card
 
 
-async def test_the_event_loop_runs_while_a_slow_prompt_is_prepared(tiny_eos_model_path):
+async def test_the_event_loop_runs_while_a_slow_prompt_is_prepared(short_reply_model):
     """The trap card's lorebook key runs up to its time bound on every scan of the greeting;
     before, `send` prepared the prompt on the event loop and nothing else ran meanwhile (a
     TUI froze; with this key, for good)."""
     folder = app_dirs().user_characters
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "trap.json").write_text(json.dumps(regex_trap_card()), encoding="utf-8")
-    service = open_service(tiny_settings(tiny_eos_model_path, n_ctx=2048))
+    service = open_service(tiny_settings(short_reply_model, n_ctx=2048))
     notices: list[str] = []
     service.subscribe(lambda event: notices.append(getattr(event, "text", "")))
     await service.start()
@@ -38,11 +38,11 @@ async def test_the_event_loop_runs_while_a_slow_prompt_is_prepared(tiny_eos_mode
         task = asyncio.create_task(ticker())
         await asyncio.sleep(0)
         start = ticks
-        turn = await service.send(conv.id, "Is the lamp lit?")  # type: ignore[arg-type]
+        turn = await service.send(conv.id, "Is the lamp lit?")
         during = ticks - start
         done.set()
         await task
-        result = await turn.run()
+        result = await turn.wait()
         assert result.error is None, result.error
         # The key ran to its bound (0.25 s) while the loop kept ticking every 5 ms.
         assert during >= 5, during

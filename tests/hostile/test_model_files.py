@@ -11,6 +11,7 @@ import jinja2.ext
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from kotonia_tui.domain import ChatRole
 from kotonia_tui.engine.formats import TemplateFormat
 from kotonia_tui.engine.types import ChatMessage
 
@@ -132,7 +133,7 @@ REAL_SHAPED = """{{ bos_token }}
 def test_the_limits_do_not_change_what_a_real_template_renders():
     messages = [ChatMessage(role="system", content="Be Wren.")]
     for i in range(600):
-        role = "user" if i % 2 == 0 else "assistant"
+        role: ChatRole = "user" if i % 2 == 0 else "assistant"
         content = f"<think>why {i}</think>Line {i} " * 3 if role == "assistant" else f"Say {i}"
         messages.append(ChatMessage(role=role, content=content))
     bounded = TemplateFormat(

@@ -16,7 +16,7 @@ from .harness import assert_ok, assert_refused, kotonia
 def stored_texts() -> list[tuple[str, str]]:
     with Store.open(app_dirs().default_db) as store:
         (conv,) = store.list_conversations()
-        return [(m.speaker, m.text) for m in store.iter_messages(conv.id)]  # type: ignore[arg-type]
+        return [(m.speaker, m.text) for m in store.iter_messages(conv.id)]
 
 
 @pytest.fixture

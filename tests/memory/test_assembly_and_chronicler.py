@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kotonia_tui.config import PromptFormat
+from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
 from kotonia_tui.engine.formats import TemplateFormat, TranscriptFormat
 from kotonia_tui.memory.assembly import (
@@ -12,11 +12,19 @@ from kotonia_tui.memory.assembly import (
     assemble_prompt,
 )
 from kotonia_tui.memory.chronicler import (
+    TRANSCRIPT_LEAD,
+    Cast,
+    ChronicleKind,
+    ChronicleRequest,
+    Verdict,
     chapter_prompt,
-    is_refusal,
+    chronicler_instructions,
+    chronicler_prompt,
     parse_chapter,
+    read_reply,
     render_source,
 )
+from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 
 TEMPLATE = (
@@ -141,3 +149,50 @@ def test_chapter_story_time_is_split_off():
     assert parsed.story_time == "the third evening of the storm"
     assert parsed.body == "Rowan mended the clock."
     assert parse_chapter("No time here.").story_time is None
+
+
+CAST = Cast(char="Rowan", user="Ann")
+SOURCE = [
+    Message(id=3, role=Role.USER, speaker="Ann", text="My sister Mia is coming on Friday."),
+    Message(id=4, role=Role.CHARACTER, speaker="Rowan", text='"Then I will mend the clock."'),
+]
+
+
+def test_a_chronicle_request_becomes_a_prompt_for_the_models_format():
+    chapter = ChronicleRequest.chapter(SOURCE, CAST)
+    base = ModelProfile(prompt_format=PromptFormat.TRANSCRIPT)
+    chat = ModelProfile(prompt_format=PromptFormat.TEMPLATE)
+    on_base, on_chat = chronicler_prompt(chapter, base), chronicler_prompt(chapter, chat)
+    assert on_base.messages == on_chat.messages == chapter_prompt(SOURCE, char="Rowan", user="Ann")
+    assert on_base.messages[0].content == chronicler_instructions(ChronicleKind.CHAPTER, CAST)
+    # A base model is led into prose and stopped at a blank line; a chat model needs neither.
+    assert (on_base.lead, on_chat.lead) == (TRANSCRIPT_LEAD, "")
+    assert "\n\n" in on_base.stops and "\n\n" not in on_chat.stops
+
+    previous = "Ann came to the shop in the rain."
+    rolling = chronicler_prompt(ChronicleRequest.rolling(previous, SOURCE, CAST), chat)
+    assert rolling.messages[1].content.startswith(f"Earlier summary:\n{previous}")
+    assert "New messages #3 to #4" in rolling.messages[1].content
+    chapters = [
+        Chapter(conversation_id=1, first_message_id=3, last_message_id=4, text="Mia visits.")
+    ]
+    synopsis = chronicler_prompt(ChronicleRequest.synopsis(previous, chapters, CAST), chat)
+    assert "Mia visits." in synopsis.messages[1].content
+    assert "Earlier synopsis" in synopsis.messages[1].content
+
+
+def test_the_reply_says_what_to_store_and_when_to_ask_again():
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile(prompt_format=PromptFormat.TRANSCRIPT))
+    reply = read_reply(request, prompt, " Ann said her sister Mia comes on Friday.", cut=False)
+    assert reply.ok and reply.retry is None
+    assert reply.text == f"{TRANSCRIPT_LEAD} Ann said her sister Mia comes on Friday."
+    on_chat = chronicler_prompt(request, ModelProfile(prompt_format=PromptFormat.TEMPLATE))
+    dated = read_reply(request, on_chat, "When: Thursday\nAnn waits.", cut=False)
+    assert (dated.text, dated.story_time) == ("Ann waits.", "Thursday")
+    # Unusable: the lead alone, a cut text, a refusal; only a refusal is worth another try.
+    assert read_reply(request, prompt, "  ", cut=False).verdict is Verdict.EMPTY
+    cut = read_reply(request, prompt, " Ann said", cut=True)
+    assert cut.verdict is Verdict.CUT and cut.retry is None
+    refused = read_reply(request, prompt, " I'm sorry, but I can't help.", cut=False)
+    assert refused.verdict is Verdict.REFUSED and refused.retry == request

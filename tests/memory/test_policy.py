@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kotonia_tui.config import Settings
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import (
@@ -21,8 +23,8 @@ def window(count: int, tokens: int = 100, first_id: int = 1) -> list[WindowMessa
     return [WindowMessage(first_id + i, tokens) for i in range(count)]
 
 
-def inputs(**values: object) -> TurnInputs:
-    base: dict[str, object] = {
+def inputs(**values: Any) -> TurnInputs:
+    base: dict[str, Any] = {
         "budgets": budgets(),
         "verbatim_start_id": None,
         "window": window(10),
@@ -33,7 +35,7 @@ def inputs(**values: object) -> TurnInputs:
         "fold_in_flight": False,
     }
     base.update(values)
-    return TurnInputs(**base)  # type: ignore[arg-type]
+    return TurnInputs(**base)
 
 
 def test_budgets_are_fractions_of_the_window():

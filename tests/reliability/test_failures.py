@@ -22,7 +22,7 @@ import pytest
 
 from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.bootstrap import open_service
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import ModelFileError
@@ -48,7 +48,7 @@ async def test_replies_that_fill_the_window_are_cut_visibly_and_the_story_goes_o
     for index in range(8):
         text = f"Tell me more, part {index}."
         sent.append(text)
-        done = await (await service.send(conv.id, text)).run()
+        done = await (await service.send(conv.id, text)).wait()
         assert done.error is None, done.error
         reply = done.reply
         assert reply.status is MessageStatus.CUT
@@ -61,7 +61,7 @@ async def test_replies_that_fill_the_window_are_cut_visibly_and_the_story_goes_o
         last = service.store.last_message(conv.id)
         try:
             # A continuation gets the room left; with none left it is refused before it starts.
-            done = await (await service.continue_reply(conv.id)).run()
+            done = await (await service.continue_reply(conv.id)).wait()
         except ChatError as exc:
             errors.append(str(exc))
             assert service.store.get_message(last.id).text == last.text  # kept as it was
@@ -84,7 +84,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
     service = await make_service(
         settings_on(scripted_model(REFUSAL), prewarm_after_fold=False), db=db_path()
     )
-    events = []
+    events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get("wren"))
     sent = []
@@ -93,7 +93,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
         text = f"Message number {index} about the lamps."
         sent.append(text)
         turn = await service.send(conv.id, text)
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         forced = forced or turn.prepared.plan.forced_cut_through is not None
         await asyncio.wait_for(service.worker.wait_settled(conv.id), 60)
@@ -104,7 +104,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
     assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
     assert service.store.memory_state(conv.id).memory_text == ""
     # The user was told, specifically, and the job was given up after its retries.
-    failures = [e for e in events if isinstance(e, FoldProgress) and e.state == "failed"]
+    failures = [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
     assert failures and all("refused twice" in e.detail for e in failures)
     jobs = service.store.fold_jobs(conv.id)
     assert jobs[0].status is FoldStatus.FAILED and jobs[0].attempts == fold_worker.MAX_ATTEMPTS
@@ -113,7 +113,7 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
     assert forced
     assert any(isinstance(e, MemoryNotice) and "left the prompt" in e.text for e in events)
     assert user_texts(service.store, conv.id) == sent
-    done = await (await service.send(conv.id, "Still talking.")).run()
+    done = await (await service.send(conv.id, "Still talking.")).wait()
     assert done.error is None
 
 
@@ -124,10 +124,10 @@ async def test_the_model_file_disappears(make_service, tiny_model_path, tmp_path
     settings = settings_on(model)
     service = await make_service(settings, db=db_path())
     conv = service.new_conversation(service.library.get("wren"))
-    assert (await (await service.send(conv.id, "Before.")).run()).error is None
+    assert (await (await service.send(conv.id, "Before.")).wait()).error is None
     model.unlink()
     # The loaded model is mapped: the open session goes on.
-    done = await (await service.send(conv.id, "After the file went away.")).run()
+    done = await (await service.send(conv.id, "After the file went away.")).wait()
     assert done.error is None and done.reply is not None
     await service.close()
 
@@ -167,7 +167,7 @@ async def test_a_full_disk(make_service, scripted_model):
     service = await make_service(settings_on(scripted_model("The lamp is lit.")), db=db_path())
     conv = service.new_conversation(service.library.get("wren"))
     for index in range(3):
-        assert (await (await service.send(conv.id, f"Early {index}")).run()).error is None
+        assert (await (await service.send(conv.id, f"Early {index}")).wait()).error is None
     before = list(service.store.iter_messages(conv.id))
     # The database may not grow any more: the next pages it needs are "disk full".
     conn = service.store._db.conn  # the test limits the store's own connection
@@ -176,14 +176,14 @@ async def test_a_full_disk(make_service, scripted_model):
     big = "a long line that needs new pages " * 400
     with pytest.raises(StoreError) as caught:
         for _ in range(20):
-            await (await service.send(conv.id, big)).run()
+            await (await service.send(conv.id, big)).wait()
     message = str(caught.value)
     assert str(db_path()) in message and "full" in message and "\n" not in message
     # Nothing stored before is lost, the file is sound, and with room again the story goes on.
     assert list(service.store.iter_messages(conv.id))[: len(before)] == before
     assert service.store.integrity_check() == "ok"
     conn.execute("PRAGMA max_page_count = 1073741823")
-    done = await (await service.send(conv.id, "There is room again.")).run()
+    done = await (await service.send(conv.id, "There is room again.")).wait()
     assert done.error is None and done.reply.text == "The lamp is lit."
     texts = user_texts(service.store, conv.id)
     assert texts[:3] == ["Early 0", "Early 1", "Early 2"] and texts[-1] == "There is room again."
@@ -207,7 +207,7 @@ async def test_a_disk_that_fills_while_the_reply_streams(make_service, tiny_noeo
                 conn.execute("INSERT INTO filler VALUES (zeroblob(?))", (size,))
             except sqlite3.OperationalError:
                 break
-    done = await turn.run()  # a TurnDone with the reason, not an exception
+    done = await turn.wait()  # a TurnDone with the reason, not an exception
     assert done.reply is None
     assert done.error.startswith("the reply could not be stored: ")
     assert str(db_path()) in done.error and "full" in done.error
@@ -215,5 +215,5 @@ async def test_a_disk_that_fills_while_the_reply_streams(make_service, tiny_noeo
     conn.execute("PRAGMA max_page_count = 1073741823")
     assert user_texts(service.store, conv.id) == ["Tell me everything."]
     assert service.store.integrity_check() == "ok"
-    again = await (await service.send(conv.id, "Once more.")).run()
+    again = await (await service.send(conv.id, "Once more.")).wait()
     assert again.error is None and again.reply is not None

@@ -108,18 +108,25 @@ def long_model(tiny_noeos_model_path: Path) -> Path:
     return tiny_noeos_model_path
 
 
-def test_killed_while_a_reply_streams(long_model, scripted_model):
+def say_a_long_story(model: Path) -> subprocess.Popen[str]:
+    """`kotonia chat --say` on a model that writes to its 3,000-token cap, returned while the
+    reply streams (the user's message is stored, the reply is not)."""
     write_card()
-    write_config(long_model, reply_max_tokens=LONG_REPLY, n_ctx=4096)
+    write_config(model, reply_max_tokens=LONG_REPLY, n_ctx=4096)
     proc = spawn("chat", "wren", "--say", "Tell me a very long story.")
 
     def streaming(store: Store) -> bool:
         convs = store.list_conversations()
-        last = store.last_message(convs[0].id) if convs else None  # type: ignore[arg-type]
+        last = store.last_message(convs[0].id) if convs else None
         return last is not None and last.role is Role.USER
 
     watch(proc, streaming)
     time.sleep(0.3)  # well inside the 3,000-token reply
+    return proc
+
+
+def test_killed_while_a_reply_streams(long_model, scripted_model):
+    proc = say_a_long_story(long_model)
     kill9(proc)
 
     with Store.open(db_path()) as store:
@@ -226,7 +233,7 @@ def test_killed_while_a_chapter_is_applied(long_model, scripted_model):
         try:
             await service.start()
             turn = await service.send(conv_id, "And then?")
-            done = await turn.run()
+            done = await turn.wait()
             assert done.error is None and done.reply.text == "The lamps are lit."
             assert CHAPTER in turn.prepared.state.memory_text
             assert not turn.prepared.plan.apply_landed  # already applied before the kill
@@ -247,7 +254,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
     write_config(scripted_model(CHAPTER))
     lines = [f"Message number {i} about the lamps." for i in range(40)]
     seen: list[str] = []
-    conv_id = None
+    conv_id: int | None = None
     for threshold in (21, 50, 75):  # messages in the file when the kill comes
         args = ["chat", "wren"] + [part for line in lines for part in ("--say", line)]
         if conv_id is not None:
@@ -256,7 +263,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
 
         def reached(store: Store, threshold: int = threshold) -> bool:
             convs = store.list_conversations()
-            return bool(convs) and store.message_count(convs[0].id) >= threshold  # type: ignore[arg-type]
+            return bool(convs) and store.message_count(convs[0].id) >= threshold
 
         watch(proc, reached)
         kill9(proc)
@@ -268,6 +275,7 @@ def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
             assert texts[: len(seen)] == seen  # nothing written before a kill is lost
             seen = texts
     # A clean run to the end: the interrupted jobs are requeued and every fold finishes.
+    assert conv_id is not None
     done = run_cli("chat", "wren", "--conversation", str(conv_id), "--say", "The end.", timeout=120)
     assert done.returncode == 0, done.stderr
     with Store.open(db_path()) as store:

@@ -23,11 +23,12 @@ from PIL import Image
 
 from kotonia_tui.characters import CardError, load_card
 from kotonia_tui.chat.images import AttachmentError, check_image
+from kotonia_tui.chatfiles import ImportFormatError, read_chat_file
 from kotonia_tui.config import ConfigError, Settings, load_settings
 from kotonia_tui.domain import ImageInput
 from kotonia_tui.engine.errors import ImageError
 from kotonia_tui.engine.multimodal import decode_image
-from kotonia_tui.store import Store, StoreError, read_chat_file
+from kotonia_tui.store import Store, StoreError
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -192,7 +193,7 @@ def test_chat_import_all_or_nothing(tmp_path_factory, data, suffix):
         try:
             conv, messages = read_chat_file(path, "Ann", "Seraphina", "sera")
             store.import_conversation(conv, messages)
-        except StoreError as exc:  # ImportFormatError is one
+        except (ImportFormatError, StoreError) as exc:
             assert path.name in one_line(exc) or str(store.path) in str(exc)
             # No partial write: nothing of a failed import is stored.
             assert store.list_conversations() == []

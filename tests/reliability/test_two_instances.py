@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kotonia_tui.chat.events import ServiceEvent
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, Role, utcnow
 
 from .conftest import CHAPTER, db_path, seed_conversation, settings_on, write_card
@@ -21,7 +22,7 @@ async def test_interleaved_turns_from_two_instances_stay_consistent(make_service
     conv = first.new_conversation(first.library.get("wren"))
     for index in range(6):
         service = (first, second)[index % 2]
-        done = await (await service.send(conv.id, f"Line {index} from terminal {index % 2}")).run()
+        done = await (await service.send(conv.id, f"Line {index} from terminal {index % 2}")).wait()
         assert done.error is None and done.reply.text == "The lamp is lit."
     for service in (first, second):
         messages = list(service.store.iter_messages(conv.id))
@@ -51,7 +52,7 @@ async def test_a_fold_job_is_run_once_when_a_second_instance_starts(make_service
             not_before=utcnow(),
         )
     )
-    events = {"first": [], "second": []}
+    events: dict[str, list[ServiceEvent]] = {"first": [], "second": []}
     first.subscribe(events["first"].append)
     await first.start()
     for _ in range(400):  # until the first instance has claimed the job

@@ -8,6 +8,7 @@ another model file looks like the same model to the client.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -24,6 +25,8 @@ from typing import Any
 import pytest
 
 from kotonia_tui.config import ModelProfile, PromptFormat, Settings, load_settings
+from kotonia_tui.engine import LlamaEngine
+from tests.chat.conftest import make_service  # noqa: F401  (a fixture the tests here use)
 from tests.tiny_models import write_tiny_llama
 
 pytest.importorskip("uvicorn", reason="llama-cpp-python's server extra is not installed")
@@ -142,3 +145,24 @@ def server_settings(url: str, **values: Any) -> Settings:
     rest.setdefault("fold_delay_s", 0.0)
     rest.setdefault("prewarm_after_fold", False)
     return load_settings(profile="srv", profiles={"srv": profile}, **rest)
+
+
+@pytest.fixture
+def local_tokenizer(scripted_model_file: Path) -> Iterator[LlamaEngine]:
+    """The scripted model in-process: the counts the server's tokenizer must match."""
+    profile = server_profile("unused", n_ctx=256).model_copy(
+        update={"backend": "inprocess", "model_path": scripted_model_file}
+    )
+    engine = LlamaEngine.open(profile, cache_dir=scripted_model_file.parent)
+    yield engine
+    engine.close()
+
+
+async def poll(predicate, timeout_s=15.0, step_s=0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(step_s)
+    raise AssertionError("the condition never held")

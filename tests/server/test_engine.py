@@ -9,9 +9,9 @@ import pytest
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.domain import ChatMessage
-from kotonia_tui.engine import LlamaEngine
+from kotonia_tui.engine import StreamEvent
 from kotonia_tui.engine.errors import BackendUnavailableError, CallPreemptedError
-from kotonia_tui.engine.server_engine import ServerEngine, ServerKind
+from kotonia_tui.engine.server import ServerEngine, ServerKind
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -56,7 +56,8 @@ async def test_one_turn_streams_deltas_that_join_to_the_result(scripted_engine):
     assert info.kind is ServerKind.LLAMA_CPP_PYTHON
     assert info.n_ctx == 1024 and info.n_ctx_source == "profile"  # this server does not say
     call = scripted_engine.start(request(max_tokens=64))
-    deltas, results = [], []
+    deltas: list[StreamEvent] = []
+    results: list[StreamEvent] = []
     async for event in call:
         (results if isinstance(event, GenerationResult) else deltas).append(event)
     assert len(results) == 1 and results[0] is await call.result()
@@ -119,20 +120,27 @@ async def test_calls_queue_one_at_a_time_users_first(noeos_engine):
     assert [name for name, _ in order] == ["first", "user", "fold"]
 
 
-async def test_token_counts_match_the_in_process_tokenizer(scripted_server, scripted_model_file):
+async def test_the_profiles_top_k_reaches_the_server(noeos_server):
+    async def reply(**values) -> str:
+        engine = ServerEngine.open(server_profile(noeos_server.url, seed=3, **values))
+        try:
+            return (await engine.generate(request(max_tokens=24))).text
+        finally:
+            engine.close()
+
+    greedy = await reply()
+    hot = {"temperature": 5.0, "top_p": 1.0, "min_p": 0.0}
+    assert await reply(**hot, top_k=0) != greedy
+    assert await reply(**hot, top_k=1) == greedy
+
+
+async def test_token_counts_match_the_in_process_tokenizer(scripted_server, local_tokenizer):
     engine = ServerEngine.open(server_profile(scripted_server.url))
-    local = LlamaEngine.open(
-        server_profile("unused", n_ctx=256).model_copy(
-            update={"backend": "inprocess", "model_path": scripted_model_file}
-        ),
-        cache_dir=scripted_model_file.parent,
-    )
     try:
         for text in ("", "hello world", "Ann: the lamps\nWren:", "月島 tea", CHAPTER):
-            assert engine.count_tokens(text) == local.count_tokens(text), text
+            assert engine.count_tokens(text) == local_tokenizer.count_tokens(text), text
     finally:
         engine.close()
-        local.close()
 
 
 def test_a_server_that_is_not_there_is_named():
@@ -145,8 +153,11 @@ def test_the_server_backend_does_not_import_llama_cpp():
     """It talks HTTP: no chain of imports from it (or its helpers) reaches llama_cpp."""
     grimp = pytest.importorskip("grimp")
     graph = grimp.build_graph("kotonia_tui", include_external_packages=True)
-    for module in ("kotonia_tui.engine.server_engine", "kotonia_tui.engine.http_client"):
-        assert graph.find_shortest_chain(importer=module, imported="llama_cpp") is None
+    package = "kotonia_tui.engine.server"
+    modules = {package, *graph.find_descendants(package)}
+    assert {f"{package}.engine", f"{package}.http", f"{package}.kinds"} <= modules
+    for module in modules:
+        assert graph.find_shortest_chain(importer=module, imported="llama_cpp") is None, module
 
 
 def test_doctor_shows_the_backend_and_checks_the_server(scripted_server, capsys):

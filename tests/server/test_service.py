@@ -7,13 +7,9 @@ chapter is recognisable.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from kotonia_tui.chat import fold_worker
-from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.events import ReplyDelta
 from kotonia_tui.domain import (
     ChatMessage,
@@ -24,43 +20,19 @@ from kotonia_tui.domain import (
     Role,
     utcnow,
 )
+from kotonia_tui.engine import GenerationResult
 from kotonia_tui.engine.errors import StreamInterruptedError
-from kotonia_tui.engine.server_engine import ServerEngine
+from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
 from tests.cards import write_short_card
 
-from .conftest import CHAPTER, server_profile, server_settings
-
-
-@pytest.fixture
-async def make_service():
-    opened = []
-
-    async def make(settings):
-        service = open_service(settings)
-        await service.start()
-        opened.append(service)
-        return service
-
-    yield make
-    for service in opened:
-        await service.close()
-
-
-async def poll(predicate, timeout_s=15.0, step_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await asyncio.sleep(step_s)
-    raise AssertionError("the condition never held")
+from .conftest import CHAPTER, poll, server_profile, server_settings
 
 
 async def chat_until_queued(service, conv_id, limit=80):
     for index in range(limit):
         turn = await service.send(conv_id, f"Message number {index} about the lamps.")
-        done = await turn.run()
+        done = await turn.wait()
         assert done.error is None, done.error
         if turn.prepared.queued is not None:
             return turn.prepared.queued
@@ -75,7 +47,7 @@ async def test_turns_and_a_fold_through_the_service(make_service, scripted_serve
     assert isinstance(service.engine, ServerEngine)
     conv = service.new_conversation(service.library.get(key))
     turn = await service.send(conv.id, "Good evening, Wren.")
-    done = await turn.run()
+    done = await turn.wait()
     assert done.error is None and done.reply.text == CHAPTER
     assert done.reply.status is MessageStatus.COMPLETE
     assert done.metrics.prompt_positions > 0 and done.metrics.generated > 0
@@ -105,6 +77,7 @@ async def test_a_killed_server_breaks_the_stream_with_the_partial_reply(own_serv
         message = str(caught.value)
         assert own_server.url in message and "part way through the reply" in message
         partial = caught.value.partial
+        assert isinstance(partial, GenerationResult)
         assert partial.finish_reason is FinishReason.LENGTH and partial.text
     finally:
         engine.close()
@@ -118,7 +91,7 @@ async def test_server_killed_mid_reply_then_restarted(
     service = await make_service(server_settings(own_server.url, n_ctx=2048, reply_max_tokens=96))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # hold the fold until the server is gone
-    assert (await (await service.send(conv.id, "Hello, Wren.")).run()).error is None
+    assert (await (await service.send(conv.id, "Hello, Wren.")).wait()).error is None
     first, last = service.messages(conv.id)[0], service.store.last_message(conv.id)
     job = service.store.enqueue_fold(
         FoldJob(
@@ -157,5 +130,5 @@ async def test_server_killed_mid_reply_then_restarted(
     own_server.start(scripted_model_file)
     await poll(lambda: service.store.get_fold(job.id).status is FoldStatus.DONE)
     assert service.store.chapters(conv.id)[0].text == CHAPTER
-    after = await (await service.send(conv.id, "Welcome back.")).run()
+    after = await (await service.send(conv.id, "Welcome back.")).wait()
     assert after.error is None and after.reply.text == CHAPTER

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.store import Store
 
 T0 = datetime(2026, 11, 29, 19, 30, tzinfo=UTC)
@@ -25,7 +25,7 @@ def store(db_path: Path) -> Iterator[Store]:
         yield opened
 
 
-def new_conversation(store: Store, key: str = "sera") -> Conversation:
+def new_conversation(store: Store, key: str = "sera") -> StoredConversation:
     return store.create_conversation(
         Conversation(
             character_key=key,

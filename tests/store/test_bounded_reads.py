@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from kotonia_tui.domain import Alternative, Chapter, Message, Synopsis
+from kotonia_tui.domain import Alternative, Chapter, StoredMessage, Synopsis
 from kotonia_tui.store import MemoryState, Store
 
 from .conftest import make_messages, new_conversation
@@ -44,12 +44,13 @@ def _build(store: Store, n: int) -> int:
     return conv.id
 
 
-def _turn_reads(store: Store, conv_id: int) -> tuple[int, list[Message]]:
+def _turn_reads(store: Store, conv_id: int) -> tuple[int, list[StoredMessage]]:
     """What the chat service reads for one turn, counted in rows."""
     before = store.rows_read
     state = store.memory_state(conv_id)
     store.current_synopsis(conv_id)
     store.chapters(conv_id)
+    assert state.verbatim_start_id is not None
     window = store.messages_from(conv_id, state.verbatim_start_id, WINDOW, model_key="gemma")
     store.recent_messages(conv_id, WINDOW, model_key="gemma")
     store.last_turn_metrics(conv_id)

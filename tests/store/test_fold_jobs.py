@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from kotonia_tui.store import Store, StoreError
 from .conftest import new_conversation
 
 
-def _job(conv_id: int, first: int = 1, last: int = 10, **kw: object) -> FoldJob:
+def _job(conv_id: int, first: int = 1, last: int = 10, **kw: Any) -> FoldJob:
     return FoldJob(
         conversation_id=conv_id,
         kind=FoldKind.CHAPTER,

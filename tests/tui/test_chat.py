@@ -8,18 +8,29 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import ListView, TextArea
 
+from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, MessageStatus, Role
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
-from kotonia_tui.tui.screens.dialogs import AttachScreen, EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
-from tests.tui.helpers import open_new_chat, run_key, send, views, wait_for
+from tests.tui.helpers import (
+    attach,
+    open_new_chat,
+    run_key,
+    search_palette,
+    send,
+    views,
+    wait_for,
+)
 from tests.tui.screen_text import screen_text
 
 SIZE = (120, 40)
@@ -40,48 +51,82 @@ async def test_pick_a_character_send_and_see_the_streamed_reply(tiny_noeos_model
             if view.streaming:
                 painted.append(len(view.text))
 
-        MessageView._paint_body = spy  # type: ignore[method-assign]
-        try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(MessageView, "_paint_body", spy)
             await send(pilot, screen, "Hello, Mira.")
-        finally:
-            MessageView._paint_body = original  # type: ignore[method-assign]
 
         user, reply = views(screen)[-2:]
         assert user.role is Role.USER and user.text == "Hello, Mira."
         assert reply.message is not None and reply.message.id is not None
         assert reply.text  # random words from the tiny model
         assert len(set(painted)) > 2  # repainted as it grew, token by token
-        assert screen.query_one("#input").text == ""  # sent, so the box is empty
+        assert screen.query_one("#input", ChatInput).text == ""  # sent, so the box is empty
+
+
+async def _press_while_streaming(app: KotoniaApp, pilot, screen: ChatScreen, key: str) -> None:
+    """Send a message; `key` goes into the app's key queue the moment the reply shows its first
+    words: pilot.press("enter") waits for the app to be idle, and by then a fast tiny model may
+    have finished the whole reply."""
+    pressed: list[int] = []
+    original = MessageView._paint_body
+
+    def press_while_streaming(view: MessageView) -> None:
+        original(view)
+        if view.streaming and len(view.text) > 5 and not pressed:
+            pressed.append(len(view.text))
+            app.simulate_key(key)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MessageView, "_paint_body", press_while_streaming)
+        screen.query_one("#input", ChatInput).insert("Tell me a very long story.")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(pressed))
 
 
 async def test_escape_cancels_a_streaming_reply(tiny_noeos_model_path, mira_card):
     app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        # Escape goes into the app's key queue the moment the reply shows its first words:
-        # pilot.press("enter") waits for the app to be idle, and by then a fast tiny model
-        # may have finished the whole reply.
-        pressed: list[int] = []
-        original = MessageView._paint_body
-
-        def press_escape_while_streaming(view: MessageView) -> None:
-            original(view)
-            if view.streaming and len(view.text) > 5 and not pressed:
-                pressed.append(len(view.text))
-                app.simulate_key("escape")
-
-        MessageView._paint_body = press_escape_while_streaming  # type: ignore[method-assign]
-        try:
-            screen.query_one("#input").insert("Tell me a very long story.")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: pressed and not screen.streaming)
-        finally:
-            MessageView._paint_body = original  # type: ignore[method-assign]
+        await _press_while_streaming(app, pilot, screen, "escape")
+        await wait_for(pilot, lambda: not screen.streaming)
         await pilot.pause()
         reply = views(screen)[-1]
         assert reply.message is not None
         assert reply.message.status is MessageStatus.CANCELLED
         assert "stopped: stopped by the user" in screen_text(app)
+
+
+async def test_closing_the_chat_mid_reply_stores_what_was_written(tiny_noeos_model_path, mira_card):
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        await _press_while_streaming(app, pilot, screen, "ctrl+b")
+        await wait_for(pilot, lambda: app.screen is not screen)
+        service = app.service
+        assert service is not None
+        # The turn is the service's: it stops and stores its reply without the screen.
+        await wait_for(
+            pilot, lambda: service.store.last_message(screen.conv_id).role is Role.CHARACTER
+        )
+        reply = service.store.last_message(screen.conv_id)
+        assert reply.text
+        assert reply.status is MessageStatus.CANCELLED
+        assert reply.status_reason == "stopped: the chat was closed"
+        assert service.store.last_turn_metrics(screen.conv_id).generated < 1600
+
+
+async def test_quitting_mid_reply_stores_what_was_written(tiny_noeos_model_path, mira_card):
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=1600))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        conv_id = screen.conv_id
+        await _press_while_streaming(app, pilot, screen, "ctrl+q")
+    # The app has quit and closed the database; a new store sees the stopped reply.
+    with open_store(app.settings) as store:
+        reply = store.last_message(conv_id)
+        assert reply.role is Role.CHARACTER and reply.text
+        assert reply.status is MessageStatus.CANCELLED
+        assert reply.status_reason == "stopped: the app was closed"
 
 
 async def measure_stall(
@@ -171,13 +216,16 @@ async def test_continue_edit_copy_and_delete(tiny_model_path, mira_card):
 
         await pilot.press("f4")
         await wait_for(pilot, lambda: isinstance(app.screen, EditScreen))
-        editor = app.screen.query_one("#edit-text")
+        editor = app.screen.query_one("#edit-text", TextArea)
         editor.text = '*Mira smiles.* "Edited."'
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen is screen)
         await pilot.pause()
         assert views(screen)[-1].text == '*Mira smiles.* "Edited."'
-        assert "Mira: Edited." in screen_text(app)  # dialogue under the speaker's name
+        # Shown as written, styled in place: the action's asterisks are markup, the quotes stay,
+        # and the speaker's name is in the header only.
+        assert 'Mira smiles. "Edited."' in screen_text(app)
+        assert "Mira: Edited." not in screen_text(app)
 
         await pilot.press("alt+c")
         await pilot.pause()
@@ -201,11 +249,12 @@ async def test_a_failed_send_keeps_the_typed_message(tiny_model_path, mira_card)
         async def broken_send(*args, **kwargs):
             raise ChatError("the model is on fire")
 
-        screen.service.send = broken_send  # type: ignore[method-assign]
-        screen.query_one("#input").insert("Do not lose me.")
-        await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert screen.query_one("#input").text == "Do not lose me."
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(screen.service, "send", broken_send)
+            screen.query_one("#input", ChatInput).insert("Do not lose me.")
+            await pilot.press("enter")
+            await pilot.pause(0.2)
+        assert screen.query_one("#input", ChatInput).text == "Do not lose me."
         assert any("the model is on fire" in str(n.message) for n in app._notifications)
 
 
@@ -214,12 +263,7 @@ async def test_attach_an_image(tiny_model_path, tiny_mmproj_path, mira_card, tmp
     app = KotoniaApp(tiny_settings(tiny_model_path, mmproj_path=tiny_mmproj_path))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_new_chat(app, pilot)
-        await pilot.press("f3")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
-        app.screen.query_one("#attach-path").value = str(png)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.screen is screen)
-        await pilot.pause()
+        await attach(pilot, screen, png)
         assert "sunset.png" in screen_text(app)
         await send(pilot, screen, "What do you see?")
         user = views(screen)[-2]
@@ -264,7 +308,7 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         assert "next turn" in screen_text(app)  # landed, applied on the next turn
         items = list(inspector.query(ChapterItem))
         assert items and items[0].chapter_view.chapter.id == chapter.id
-        listing = inspector.query_one("#chapters")
+        listing = inspector.query_one("#chapters", ListView)
         listing.focus()
         listing.index = 0
         await pilot.press("enter")
@@ -289,10 +333,7 @@ async def test_help_keymap_palette_and_theme(tiny_eos_model_path, mira_card):
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
 
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"Regenerate")
-        await pilot.pause(0.5)
+        await search_palette(pilot, "Regenerate")
         assert "Regenerate" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
@@ -305,17 +346,6 @@ async def test_help_keymap_palette_and_theme(tiny_eos_model_path, mira_card):
     async with again.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert again.theme == "nord"
-
-
-async def test_the_model_failing_to_load_is_shown(mira_card, tmp_path):
-    bad = tmp_path / "not-a-model.gguf"
-    bad.write_bytes(b"nope")
-    app = KotoniaApp(tiny_settings(bad))
-    async with app.run_test(size=SIZE) as pilot:
-        assert await asyncio.wait_for(app.wait_service(), 30) is None
-        await pilot.pause()
-        assert app.load_error
-        assert "could not be loaded" in screen_text(app)
 
 
 def test_chat_screen_is_what_the_app_pushes() -> None:

@@ -13,6 +13,7 @@ from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import wait_for
 
@@ -68,7 +69,7 @@ def test_chat_with_inspector_snapshot(snap_compare, tiny_eos_model_path, mira_ca
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
         await wait_for(pilot, lambda: app.screen.query("#input"))
         # A steady cursor: a blinking one is caught in either phase, depending on timing.
-        app.screen.query_one("#input").cursor_blink = False
+        app.screen.query_one("#input", ChatInput).cursor_blink = False
         await pilot.press("f2")
         await pilot.pause(0.3)
 

@@ -3,25 +3,35 @@
 A turn runs in an async worker on the event loop: the engine generates on its own thread and
 hands tokens over through asyncio, so this screen only appends text (repainted at most every
 50 ms) and the UI stays responsive however long the reply is.
+
+Messages are read through a `ConversationReader`, so a conversation can be opened and read when
+the model could not be loaded (`service` is None then, and sending says why it cannot).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import ActiveBinding, Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static
 
-from kotonia_tui.chat.events import FoldProgress, ReplyDelta, ServiceEvent, TurnDone
-from kotonia_tui.chat.service import ChatService, Turn
-from kotonia_tui.domain import Conversation, Message, MessageStatus, Role
+from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
+from kotonia_tui.chat.reader import ConversationReader
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
+from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMessage
+from kotonia_tui.terminal_text import visible
+from kotonia_tui.tui.literal import literal, literal_line, notify
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -34,15 +44,25 @@ from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
+# Below this width the footer keeps the keys a newcomer needs first (the rest stay in the
+# palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
+NARROW = 100
+FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
-class ChatScreen(Screen[None]):
+class Ask(StrEnum):
+    """What the player asked for, and so which service call starts the turn."""
+
+    SEND = "send"  # a new message
+    ANSWER = "answer"  # a reply to the user's last message, which has none
+    REGENERATE = "regenerate"
+    CONTINUE = "continue"
+
+
+class ChatScreen(KotoniaScreen[None]):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -57,18 +77,29 @@ class ChatScreen(Screen[None]):
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
-        Binding("alt+c", "copy_message", "Copy", id="copy", show=False),
+        # Priority: the message box has the focus and would type the "c" otherwise.
+        Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
 
-    def __init__(self, service: ChatService, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        reader: ConversationReader,
+        conversation: StoredConversation,
+        service: ChatService | None = None,
+        unavailable: str = "",
+    ) -> None:
         super().__init__()
+        self.reader = reader
         self.service = service
+        # Why there is no service (the model could not be loaded): said when the user sends.
+        self.unavailable = unavailable or "the model is not loaded"
         self.conversation = conversation
-        self.conv_id: int = conversation.id  # type: ignore[assignment]
+        self.conv_id = conversation.id
+
         self.turn: Turn | None = None
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
@@ -76,8 +107,19 @@ class ChatScreen(Screen[None]):
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
     @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        bindings = super().active_bindings
+        if self.size.width >= NARROW:
+            return bindings
+        return {
+            key: active._replace(binding=replace(active.binding, show=False))
+            if active.binding.show and active.binding.id not in FOOTER_WHEN_NARROW
+            else active
+            for key, active in bindings.items()
+        }
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -86,7 +128,7 @@ class ChatScreen(Screen[None]):
         with Horizontal(id="chat-body"):
             with Vertical(id="chat-column"):
                 with VerticalScroll(id="log") as log_view:
-                    log_view.border_title = self.conversation.character_name
+                    log_view.border_title = literal_line(self.conversation.character_name)
                     yield Button("▲ earlier messages", id="earlier", compact=True)
                 yield Static(id="attachments")
                 yield ChatInput(id="input")
@@ -96,37 +138,52 @@ class ChatScreen(Screen[None]):
 
     def on_mount(self) -> None:
         conv = self.conversation
-        self.title = conv.character_name
-        self.sub_title = conv.title or f"conversation {conv.id}"
+        self.title = visible(conv.character_name, one_line=True)
+        self.sub_title = visible(conv.title or f"conversation {conv.id}", one_line=True)
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
         log_view = self.query_one("#log", VerticalScroll)
-        messages = self.service.messages(self.conv_id, limit=PAGE)
+        messages = self.reader.messages(self.conv_id, limit=PAGE)
         self.query_one("#earlier", Button).display = len(messages) >= PAGE
         self._oldest_id = messages[0].id if messages else None
-        log_view.mount_all([self._view(m) for m in messages])
+        log_view.mount_all(self._views_for(messages))
         if not messages:
             log_view.mount(
                 Static(
-                    f"Nothing here yet. Say hello to {conv.character_name}.",
+                    literal(f"Nothing here yet. Say hello to {conv.character_name}."),
                     classes="empty",
                     id="log-empty",
                 )
             )
         log_view.anchor()
-        self.query_one(ChatInput).focus()
+        chat_input = self.query_one(ChatInput)
+        if self.service is None:
+            chat_input.placeholder = (
+                "Read only: the model could not be loaded (see `kotonia doctor`)"
+            )
+        chat_input.focus()
         if inspector.display:
-            self.refresh_memory()
+            # After this handler: until it returns the screen does not count as mounted, and
+            # the inspector stayed blank until the first turn ended.
+            self.call_after_refresh(self.refresh_memory)
         self.set_interval(1.0, self._tick)
 
-    def _view(self, message: Message) -> MessageView:
-        listener = (
-            self.conversation.persona_name
-            if message.role is Role.CHARACTER
-            else self.conversation.character_name
-        )
-        return MessageView(message, listener=listener)
+    def _views_for(
+        self, messages: Sequence[StoredMessage], first_number: int | None = None
+    ) -> list[MessageView]:
+        """Views numbered in the conversation (1 = its first message) from the first's place."""
+        if not messages:
+            return []
+        if first_number is None:
+            first_id = messages[0].id
+            first_number = self.reader.message_numbers(self.conv_id, [first_id]).get(first_id, 1)
+        return [MessageView(m, number=first_number + i) for i, m in enumerate(messages)]
+
+    def _next_number(self) -> int:
+        views = self._views()
+        last = views[-1].number if views else None
+        return (last or 0) + 1
 
     def _views(self) -> list[MessageView]:
         return list(self.query_one("#log", VerticalScroll).query_children(MessageView))
@@ -160,63 +217,81 @@ class ChatScreen(Screen[None]):
     def on_chat_input_submitted(self, event: ChatInput.Submitted) -> None:
         event.stop()
         if self.streaming:
-            self.notify("A reply is still being written (Esc stops it).", severity="warning")
+            notify(self, "A reply is still being written (Esc stops it).", severity="warning")
             return
         text = event.text
-        if not text.strip() and not self.attachments:
+        if text.strip() or self.attachments:
+            self.run_turn(Ask.SEND, text)
             return
-        self.run_turn("new", text)
+        views = self._views()
+        last = views[-1].message if views else None
+        if last is None or last.role is not Role.CHARACTER:
+            # An empty send answers a message of the user's left without a reply (a reply
+            # stopped before its first word, a chat imported ending with the user).
+            self.run_turn(Ask.ANSWER)
+        else:
+            notify(self, "Type a message first (Ctrl+R writes another version of the reply).")
 
     def action_cancel(self) -> None:
         if self.turn is not None:
             self.turn.cancel()
 
     def action_regenerate(self) -> None:
-        self.run_turn("regenerate")
+        self.run_turn(Ask.REGENERATE)
 
     def action_continue_reply(self) -> None:
-        self.run_turn("continue")
+        self.run_turn(Ask.CONTINUE)
+
+    async def _start(self, service: ChatService, ask: Ask, text: str) -> Turn:
+        """Ask the service for the turn; a sent message is shown once it is stored."""
+        if ask is Ask.SEND:
+            images = [digest for digest, _name in self.attachments]
+            turn = await service.send(self.conv_id, text, images)
+            # The user's message is stored: only now does the box empty.
+            self.query_one(ChatInput).clear()
+            self._set_attachments([])
+            self._remove_empty_note()
+            if turn.user_message is not None:
+                await self.query_one("#log", VerticalScroll).mount(
+                    MessageView(turn.user_message, number=self._next_number())
+                )
+            return turn
+        if ask is Ask.ANSWER:
+            return await service.answer(self.conv_id)
+        if ask is Ask.REGENERATE:
+            return await service.regenerate(self.conv_id)
+        return await service.continue_reply(self.conv_id)
 
     @work(exclusive=True, group="turn")
-    async def run_turn(self, kind: str, text: str = "") -> None:
+    async def run_turn(self, ask: Ask, text: str = "") -> None:
         service = self.service
-        chat_input = self.query_one(ChatInput)
+        if service is None:
+            notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
+            return
         log_view = self.query_one("#log", VerticalScroll)
         self.streaming = True
         self.kotonia.turn_status = "preparing the prompt…"
         target: MessageView | None = None
         view: MessageView
         try:
-            if kind == "new":
-                images = [digest for digest, _name in self.attachments]
-                turn = await service.send(self.conv_id, text, images)
-                # The user's message is stored: only now does the box empty.
-                chat_input.clear()
-                self._set_attachments([])
+            turn = await self._start(service, ask, text)
+            if turn.target is None:
+                # A new reply (to a message just sent, or to one left without an answer).
                 self._remove_empty_note()
-                if turn.user_message is not None:
-                    await log_view.mount(self._view(turn.user_message))
                 view = MessageView(
-                    None,
-                    speaker=turn.setup.display_name,
-                    listener=self.conversation.persona_name,
+                    None, speaker=turn.setup.display_name, number=self._next_number()
                 )
                 await log_view.mount(view)
                 view.start_stream()
             else:
-                turn = await (
-                    service.regenerate(self.conv_id)
-                    if kind == "regenerate"
-                    else service.continue_reply(self.conv_id)
-                )
-                target = self._view_of(turn.target.id if turn.target else None)
+                target = self._view_of(turn.target.id)
                 if target is None:
                     await self._reload()
-                    target = self._view_of(turn.target.id if turn.target else None)
+                    target = self._view_of(turn.target.id)
                 assert target is not None
                 view = target
-                if kind == "regenerate":
-                    count = max(1, len(turn.target.alternatives)) if turn.target else 1
+                if turn.kind is TurnKind.REGENERATE:
+                    count = max(1, len(turn.target.alternatives))
                     view.start_stream(note=f"writing version {count + 1}…")
                 else:
                     view.start_stream(prefix=view.text, note="continuing…")
@@ -224,10 +299,10 @@ class ChatScreen(Screen[None]):
         except Exception as exc:
             # Nothing is lost: a new message's text stays in the box.
             log.warning("turn could not start: %s", exc)
-            self.notify(str(exc), title="Not sent", severity="error", timeout=10)
+            notify(self, str(exc), title="Not sent", severity="error", timeout=10)
             self.streaming = False
             self.kotonia.turn_status = ""
-            if kind == "new":
+            if ask is Ask.SEND:
                 await self._reload()
             self.turns_ended += 1
             return
@@ -245,6 +320,10 @@ class ChatScreen(Screen[None]):
                 elif isinstance(event, TurnDone):
                     self._finish(view, target, event)
         finally:
+            if turn.done is None:
+                # This worker was cancelled (the screen was closed, the app is quitting): the
+                # service's turn stops and stores what it wrote.
+                turn.interrupt("the chat was closed")
             self.turn = None
             self.turns_ended += 1
             self.streaming = False
@@ -255,44 +334,61 @@ class ChatScreen(Screen[None]):
         if done.reply is not None:
             view.finish(done.reply)
             if done.reply.status is MessageStatus.CUT and done.reply.status_reason:
-                self.notify(done.reply.status_reason, title="Reply cut", severity="warning")
+                notify(self, done.reply.status_reason, title="Reply cut", severity="warning")
         elif target is not None:
             # Regenerate or continue stopped with nothing new: the stored reply stands.
             view.finish(view.message)
             if done.error:
-                self.notify(done.error, title="No new version", severity="warning")
-        elif done.error == "stopped before the first word":
+                notify(self, done.error, title="No new version", severity="warning")
+        elif done.error == NOTHING_WRITTEN:
             view.remove()
-            self.notify("stopped before the first word", severity="information")
+            notify(
+                self, "Stopped before the first word. Enter on an empty box (or Ctrl+R) asks again."
+            )
+        elif done.error == NO_REPLY:
+            view.remove()
+            notify(self, NO_REPLY, title="No reply", severity="warning")
         else:
             view.finish(None, error=done.error or "the turn ended without a reply")
             if done.error:
-                self.notify(done.error, title="The model call failed", severity="error", timeout=10)
+                notify(
+                    self, done.error, title="The model call failed", severity="error", timeout=10
+                )
 
     async def _reload(self) -> None:
         log_view = self.query_one("#log", VerticalScroll)
         for view in self._views():
             await view.remove()
         self.selected = None
-        messages = self.service.messages(self.conv_id, limit=PAGE)
+        messages = self.reader.messages(self.conv_id, limit=PAGE)
         self._oldest_id = messages[0].id if messages else None
         self.query_one("#earlier", Button).display = len(messages) >= PAGE
-        await log_view.mount_all([self._view(m) for m in messages])
+        await log_view.mount_all(self._views_for(messages))
         log_view.anchor()
 
     async def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id != "earlier" or self._oldest_id is None:
             return
         event.stop()
-        older = self.service.messages(self.conv_id, limit=PAGE, before_id=self._oldest_id)
+        older = self.reader.messages(self.conv_id, limit=PAGE, before_id=self._oldest_id)
         button = self.query_one("#earlier", Button)
         button.display = len(older) >= PAGE
         if older:
             self._oldest_id = older[0].id
+            views = self._views()
+            first = views[0].number if views and views[0].number else len(older) + 1
             log_view = self.query_one("#log", VerticalScroll)
-            await log_view.mount_all([self._view(m) for m in older], after=button)
+            await log_view.mount_all(
+                self._views_for(older, first_number=first - len(older)), after=button
+            )
 
     # ---- actions: versions, selection, edits -----------------------------------------------
+
+    def _live_service(self) -> ChatService | None:
+        """The chat service, or None after saying why there is none (read only)."""
+        if self.service is None:
+            notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
+        return self.service
 
     def action_alternative(self, step: int) -> None:
         view = self._target()
@@ -300,13 +396,16 @@ class ChatScreen(Screen[None]):
         if view is None or message is None or message.id is None:
             return
         if len(message.alternatives) < 2:
-            self.notify("This message has one version (Ctrl+R writes another).")
+            notify(self, "This message has one version (Ctrl+R writes another).")
+            return
+        service = self._live_service()
+        if service is None:
             return
         index = (message.chosen + step) % len(message.alternatives)
         try:
-            view.set_message(self.service.choose_alternative(message.id, index))
+            view.set_message(service.choose_alternative(message.id, index))
         except Exception as exc:
-            self.notify(str(exc), severity="error")
+            notify(self, str(exc), severity="error")
             return
         self.refresh_memory()
 
@@ -340,44 +439,56 @@ class ChatScreen(Screen[None]):
         view = self._target()
         if view is None or view.message is None or view.message.id is None:
             return
+        service = self._live_service()
+        if service is None:
+            return
         message = view.message
+        label = view.label
 
         def done(text: str | None) -> None:
             if text is None or text == message.text:
                 return
             try:
-                view.set_message(self.service.edit_message(message.id, text))  # type: ignore[arg-type]
+                view.set_message(service.edit_message(message.id, text))
             except Exception as exc:
-                self.notify(str(exc), title="Not edited", severity="error")
+                notify(self, str(exc), title="Not edited", severity="error")
                 return
-            self.notify(f"Message #{message.id} edited.")
+            notify(self, f"Message {label} edited.")
             self.refresh_memory()
 
-        self.app.push_screen(EditScreen(message), done)
+        self.app.push_screen(EditScreen(message, label), done)
 
     def action_delete(self) -> None:
         view = self._target()
         if view is None or view.message is None or view.message.id is None:
             return
+        service = self._live_service()
+        if service is None:
+            return
         message = view.message
+        label = view.label
 
         def done(yes: bool | None) -> None:
             if not yes:
                 return
             try:
-                self.service.delete_message(message.id)  # type: ignore[arg-type]
+                service.delete_message(message.id)
             except Exception as exc:
-                self.notify(str(exc), title="Not deleted", severity="error")
+                notify(self, str(exc), title="Not deleted", severity="error")
                 return
             if self.selected is view:
                 self.selected = None
+            views = self._views()
+            for later in views[views.index(view) + 1 :]:
+                if later.number is not None:
+                    later.renumber(later.number - 1)  # numbers are places: the rest move up
             view.remove()
-            self.notify(f"Message #{message.id} deleted.")
+            notify(self, f"Message {label} deleted.")
             self.refresh_memory()
 
         preview = message.text if len(message.text) < 120 else message.text[:119] + "…"
         self.app.push_screen(
-            ConfirmScreen(f"Delete message #{message.id} by {message.speaker}?\n\n{preview}"), done
+            ConfirmScreen(f"Delete message {label} by {message.speaker}?\n\n{preview}"), done
         )
 
     def action_copy_message(self) -> None:
@@ -385,18 +496,21 @@ class ChatScreen(Screen[None]):
         if view is None or not view.text:
             return
         self.app.copy_to_clipboard(view.text)
-        label = f"#{view.message_id}" if view.message_id else "the reply"
-        self.notify(f"Copied {label} to the clipboard.")
+        label = view.label if view.message_id else "the reply"
+        notify(self, f"Copied {label} to the clipboard.")
 
     def action_back(self) -> None:
         if self.turn is not None:
-            self.turn.cancel()
+            self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
 
     # ---- attachments -----------------------------------------------------------------------
 
     def action_attach(self) -> None:
-        vision = bool(getattr(self.service.engine, "has_vision", False))
+        service = self._live_service()
+        if service is None:
+            return
+        vision = bool(getattr(service.engine, "has_vision", False))
 
         def done(result: Path | str | None) -> None:
             if result is None:
@@ -406,9 +520,9 @@ class ChatScreen(Screen[None]):
                 return
             path = Path(result)
             try:
-                digest = self.service.attach_image(path)
+                digest = service.attach_image(path)
             except Exception as exc:
-                self.notify(str(exc), title="Not attached", severity="error", timeout=10)
+                notify(self, str(exc), title="Not attached", severity="error", timeout=10)
                 return
             self._set_attachments([*self.attachments, (digest, path.name)])
             self.query_one(ChatInput).focus()
@@ -420,7 +534,7 @@ class ChatScreen(Screen[None]):
         row = self.query_one("#attachments", Static)
         row.display = bool(attachments)
         names = ", ".join(name for _digest, name in attachments)
-        row.update(f"📎 {names}  (sent with the next message · F3 to change)")
+        row.update(literal_line(f"📎 {names}  (sent with the next message · F3 to change)"))
 
     # ---- the memory inspector --------------------------------------------------------------
 
@@ -438,47 +552,57 @@ class ChatScreen(Screen[None]):
         inspector = found.first() if found else None
         if inspector is None or not inspector.display:
             return
+        if self.service is None:
+            inspector.show_unavailable(self.unavailable)
+            return
         try:
             view = self.service.memory_view(self.conv_id)
         except Exception as exc:
             log.exception("memory view failed")
-            self.notify(str(exc), title="Memory inspector", severity="error")
+            notify(self, str(exc), title="Memory inspector", severity="error")
             return
         inspector.show(view)
 
     def _tick(self) -> None:
         found = self.query(InspectorPane)
         inspector = found.first() if found else None
-        if inspector is not None and inspector.display:
+        if inspector is not None and inspector.display and self.service is not None:
             inspector.tick(self.service.worker.running)
 
     def on_service_event(self, event: ServiceEvent) -> None:
         """Called by the app for each fold event or memory notice."""
         if event.conversation_id != self.conv_id:
             return
-        if isinstance(event, FoldProgress) and event.state == "running" and self.streaming:
+        if isinstance(event, FoldProgress) and event.state is FoldState.RUNNING and self.streaming:
             return  # the fold waits for the turn; the inspector refreshes when the turn ends
         self.refresh_memory()
 
     def on_inspector_pane_open_chapter(self, event: InspectorPane.OpenChapter) -> None:
         inspector = self.query_one(InspectorPane)
-        views = inspector.view.chapters if inspector.view is not None else []
-        found = next((c for c in views if c.chapter.id == event.chapter_id), None)
-        if found is None:
+        view = inspector.view
+        found = next(
+            (c for c in (view.chapters if view else []) if c.chapter.id == event.chapter_id), None
+        )
+        if found is None or view is None or self.service is None:
             return
         try:
             source = self.service.chapter_source(event.chapter_id)
         except Exception as exc:
-            self.notify(str(exc), title="Chapter source", severity="error")
+            notify(self, str(exc), title="Chapter source", severity="error")
             return
-        self.app.push_screen(chapter_page(found.chapter, source, found.applied))
+        first = source[0].id if source else None
+        numbers = self.reader.message_numbers(self.conv_id, [first]) if first else {}
+        self.app.push_screen(
+            chapter_page(found.chapter, source, found.applied, view, numbers.get(first or 0, 1))
+        )
 
     def on_inspector_pane_open_synopsis_versions(
         self, event: InspectorPane.OpenSynopsisVersions
     ) -> None:
         inspector = self.query_one(InspectorPane)
-        versions = inspector.view.synopsis_versions if inspector.view is not None else []
-        self.app.push_screen(synopsis_page(versions))
+        view = inspector.view
+        if view is not None:
+            self.app.push_screen(synopsis_page(view.synopsis_versions, view))
 
     def status_line(self) -> StatusLine | None:
         found = self.query(StatusLine)

@@ -2,40 +2,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, LoadingIndicator, Static
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.domain import Conversation
-from kotonia_tui.tui.render import age, fill_macros, short_text
+from kotonia_tui.domain import Role, StoredConversation
+from kotonia_tui.terminal_text import visible
+from kotonia_tui.tui.literal import literal, literal_line
+from kotonia_tui.tui.render import age, fill_macros, message_body, plural, short_text
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
-
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 
 GREETINGS_AT_ONCE = 25  # rows mounted per batch (about 5 ms each)
 
 
 class ConversationItem(ListItem):
-    def __init__(self, conv: Conversation, preview: str) -> None:
+    def __init__(self, conv: StoredConversation, preview: str) -> None:
         title = conv.title or f"Conversation {conv.id}"
         label = Content.assemble(
-            (title, "bold"),
+            literal_line(title, "bold"),
             (
-                f"  #{conv.id} · {conv.message_count} messages · {age(conv.updated_at)}",
+                f"  #{conv.id} · {plural(conv.message_count, 'message')} · {age(conv.updated_at)}",
                 "$text-muted",
             ),
             "\n",
-            (short_text(preview, 80) or "(no messages)", "$text-muted"),
+            literal_line(short_text(preview, 80) or "(no messages)", "$text-muted"),
         )
         super().__init__(Label(label))
         self.conversation = conv
@@ -44,13 +42,15 @@ class ConversationItem(ListItem):
 class GreetingItem(ListItem):
     def __init__(self, index: int, text: str) -> None:
         name = "First message" if index == 0 else f"Alternate greeting {index}"
-        label = Content.assemble((name, "bold"), "\n", (short_text(text, 80), "$text-muted"))
+        label = Content.assemble(
+            (name, "bold"), "\n", literal_line(short_text(text, 80), "$text-muted")
+        )
         super().__init__(Label(label))
         self.index = index
         self.text = text
 
 
-class ConversationsScreen(Screen[None]):
+class ConversationsScreen(KotoniaScreen[None]):
     """Resume or start."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -61,10 +61,7 @@ class ConversationsScreen(Screen[None]):
     def __init__(self, card: CharacterCard) -> None:
         super().__init__()
         self.card = card
-
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
+        self._loaded = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -85,7 +82,7 @@ class ConversationsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = self.card.display_name
+        self.title = visible(self.card.display_name, one_line=True)
         self.sub_title = "conversations"
         user = self.kotonia.settings.persona.name
         greetings = [g for g in [self.card.first_mes, *self.card.alternate_greetings] if g]
@@ -105,32 +102,41 @@ class ConversationsScreen(Screen[None]):
         self.query_one("#conv-empty", Static).display = False
         self.load_conversations()
 
+    def on_screen_resume(self) -> None:
+        # Back from a chat: its new messages change the list (counts, previews, order).
+        if self._loaded:
+            self.load_conversations()
+
     @work(exclusive=True, group="conversations")
     async def load_conversations(self) -> None:
-        service = await self.kotonia.wait_service()
+        reader = await self.kotonia.wait_reader()
+        self._loaded = True
         self.query_one("#conv-loading").display = False
-        if service is None:
+        if reader is None:
             empty = self.query_one("#conv-empty", Static)
-            empty.update("The model could not be loaded; see the error above.")
+            empty.update(literal("The conversations cannot be read; see the error above."))
             empty.display = True
             self.query_one("#greeting-list", ListView).focus()
             return
-        convs = service.conversations(self.card.key)
+        convs = reader.conversations_of(self.card)
         listing = self.query_one("#conv-list", ListView)
-        listing.clear()
+        previous = listing.index
+        await listing.clear()
         for conv in convs:
-            last = service.messages(conv.id, limit=1) if conv.id is not None else []  # type: ignore[arg-type]
+            last = reader.messages(conv.id, limit=1)
             preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
-            listing.append(ConversationItem(conv, preview))
+            await listing.append(ConversationItem(conv, preview))
         listing.display = bool(convs)
         empty = self.query_one("#conv-empty", Static)
         empty.update(
-            f"No conversations with {self.card.display_name} yet.\n\n"
-            "Pick a greeting on the right and press Enter to start one."
+            literal(
+                f"No conversations with {self.card.display_name} yet.\n\n"
+                "Pick a greeting on the right and press Enter to start one."
+            )
         )
         empty.display = not convs
         if convs:
-            listing.index = 0
+            listing.index = min(previous or 0, len(convs) - 1)
             listing.focus()
         else:
             self.query_one("#greeting-list", ListView).focus()
@@ -148,7 +154,9 @@ class ConversationsScreen(Screen[None]):
 
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
         if isinstance(event.item, GreetingItem):
-            self.query_one("#greeting-preview", Static).update(event.item.text)
+            self.query_one("#greeting-preview", Static).update(
+                message_body(event.item.text, Role.CHARACTER)
+            )
 
     def on_list_view_selected(self, event: ListView.Selected) -> None:
         item = event.item

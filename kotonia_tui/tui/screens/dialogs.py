@@ -3,40 +3,51 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from rich.text import Text, TextType
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
-from textual.widgets import Button, DirectoryTree, Input, Label, Static, TextArea
+from textual.widgets import Button, DirectoryTree, Input, Static, TextArea
 
+from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.domain import Chapter, Message, Synopsis
-from kotonia_tui.tui.render import age, segments_content, tokens
+from kotonia_tui.terminal_text import visible
+from kotonia_tui.tui.literal import literal, literal_cell, literal_line, notify
+from kotonia_tui.tui.render import age, message_body, tokens
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
 
 
 class EditScreen(ModalScreen[str | None]):
-    """Edit a message's text. Ctrl+S saves, Esc cancels."""
+    """Edit a message's text. Ctrl+S saves, Esc cancels; None when nothing changed.
+
+    The editor holds the text as shown everywhere else (control characters as pictures, ␛):
+    a raw escape sequence in an editor would reach the terminal. Saved unchanged, the message
+    keeps its exact text; edited, it keeps what the editor shows.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save", id="edit_save", priority=True),
         Binding("escape", "cancel", "Cancel", id="edit_cancel"),
     ]
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, label: str = "") -> None:
         super().__init__()
         self.message = message
+        self.label = label or "this message"
+        self.shown = visible(message.text)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide") as box:
-            box.border_title = f"Edit message #{self.message.id} ({self.message.speaker})"
-            yield TextArea(self.message.text, id="edit-text", soft_wrap=True)
+            box.border_title = literal_line(f"Edit message {self.label} ({self.message.speaker})")
+            yield TextArea(self.shown, id="edit-text", soft_wrap=True)
             yield Static(
                 "An edit inside a folded range re-folds that chapter.  Ctrl+S saves · Esc cancels",
                 classes="hint",
@@ -49,7 +60,8 @@ class EditScreen(ModalScreen[str | None]):
         self.query_one("#edit-text", TextArea).focus()
 
     def action_save(self) -> None:
-        self.dismiss(self.query_one("#edit-text", TextArea).text)
+        text = self.query_one("#edit-text", TextArea).text
+        self.dismiss(None if text == self.shown else text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -74,7 +86,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
             box.border_title = "Confirm"
-            yield Static(self.question)
+            yield Static(literal(self.question))
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", id="no")
@@ -112,6 +124,10 @@ class PathSuggester(Suggester):
 
 
 class ImageTree(DirectoryTree):
+    def process_label(self, label: TextType) -> Text:
+        # File names are the user's, but may hold anything a file name can (escapes too).
+        return super().process_label(literal_cell(label) if isinstance(label, str) else label)
+
     def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
         return [
             p
@@ -150,7 +166,7 @@ class AttachScreen(ModalScreen[Path | str | None]):
                 )
             if self.attached:
                 notes.append(f"{self.attached} image(s) attached to the next message.")
-            yield Static("\n".join(notes), classes="hint")
+            yield Static(literal("\n".join(notes)), classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Attach", variant="primary", id="attach")
                 if self.attached:
@@ -169,7 +185,7 @@ class AttachScreen(ModalScreen[Path | str | None]):
     def _attach_path(self, value: str) -> None:
         value = value.strip()
         if not value:
-            self.notify("type a path or pick a file", severity="warning")
+            notify(self, "type a path or pick a file", severity="warning")
             return
         path = Path(os.path.expanduser(value))
         if path.is_dir():
@@ -203,7 +219,7 @@ class TextScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide tall") as box:
-            box.border_title = self.page_title
+            box.border_title = literal_line(self.page_title)
             box.border_subtitle = "Esc closes"
             with VerticalScroll(id="page"):
                 for block in self.blocks:
@@ -216,29 +232,37 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def chapter_page(chapter: Chapter, source: list[Message], applied: bool) -> TextScreen:
+def chapter_page(
+    chapter: Chapter,
+    source: Sequence[Message],
+    applied: bool,
+    memory: MemoryView,
+    first_number: int,
+) -> TextScreen:
+    """A chapter, then the messages it summarizes, numbered in their conversation."""
     state = "applied" if applied else "landed: applied on the next turn"
+    first, last = memory.number(chapter.first_message_id), memory.number(chapter.last_message_id)
     head = Content.assemble(
-        (f"messages #{chapter.first_message_id}–#{chapter.last_message_id}", "bold"),
+        (f"messages {first}–{last}", "bold"),
         (f" · {age(chapter.created_at)} · {tokens(chapter.tokens)} · {state}", "$text-muted"),
         (" · stale (an edit inside; re-folding)" if chapter.stale else "", "bold $error"),
-        (
+        literal(
             f"\nby {chapter.model} in {chapter.gen_ms / 1000:.1f} s" if chapter.model else "",
             "$text-muted",
         ),
     )
     blocks = [
         head,
-        Content.styled(chapter.text, ""),
+        literal(chapter.text),
         Content.styled("Source messages", "bold $text-accent"),
     ]
-    for message in source:
+    for index, message in enumerate(source):
         blocks.append(
             Content.assemble(
-                (f"#{message.id} {message.speaker}\n", "bold"),
-                segments_content(message.segments, message.role)
-                if message.segments
-                else Content(message.text),
+                (f"#{first_number + index} ", "bold"),
+                literal_line(message.speaker, "bold"),
+                "\n",
+                message_body(message.text, message.role),
             )
         )
     if not source:
@@ -246,7 +270,7 @@ def chapter_page(chapter: Chapter, source: list[Message], applied: bool) -> Text
     return TextScreen(f"Chapter #{chapter.id}", blocks)
 
 
-def synopsis_page(versions: list[Synopsis]) -> TextScreen:
+def synopsis_page(versions: Sequence[Synopsis], memory: MemoryView) -> TextScreen:
     blocks: list[Content] = []
     for synopsis in reversed(versions):
         blocks.append(
@@ -254,11 +278,11 @@ def synopsis_page(versions: list[Synopsis]) -> TextScreen:
                 (f"Version {synopsis.version}", "bold $accent"),
                 (" (current)" if synopsis.current else "", "bold"),
                 (
-                    f" · through #{synopsis.through_message_id} · {tokens(synopsis.tokens)}"
-                    f" · {age(synopsis.created_at)}\n",
+                    f" · through {memory.number(synopsis.through_message_id)}"
+                    f" · {tokens(synopsis.tokens)} · {age(synopsis.created_at)}\n",
                     "$text-muted",
                 ),
-                (synopsis.text, ""),
+                literal(synopsis.text),
             )
         )
     return TextScreen("Synopsis versions", blocks or [Content("no synopsis yet")])
@@ -280,10 +304,16 @@ class HelpScreen(ModalScreen[None]):
 
         with Vertical(classes="dialog wide tall") as box:
             box.border_title = "Keys"
-            box.border_subtitle = "remap any id under [keys] in config.toml · Esc closes"
-            yield Label(
-                "Enter sends; Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J "
-                "start a new line. Ctrl+P opens the command palette.",
+            box.border_subtitle = literal_line(
+                "remap any id under [keys] in config.toml · Esc closes"
+            )
+            # A Static, not a Label: it wraps instead of cutting the line at the dialog's edge.
+            yield Static(
+                literal(
+                    "Enter sends (on an empty box: the character answers your last message); "
+                    "Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J start a "
+                    "new line. Ctrl+P opens the command palette."
+                ),
                 classes="hint",
             )
             table: DataTable[str] = DataTable(
@@ -297,7 +327,7 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one("#help-table", DataTable)
         table.add_columns("Keys", "Action", "Id", "Where")
         for row in self.rows:
-            table.add_row(*row)
+            table.add_row(*(literal_cell(cell) for cell in row))
         table.focus()
 
     def action_close(self) -> None:

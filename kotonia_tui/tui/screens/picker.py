@@ -2,42 +2,40 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, Static
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.tui.render import fill_macros, short_text
+from kotonia_tui.tui.literal import literal, literal_line, notify
+from kotonia_tui.tui.render import fill_macros, plural, short_text
+from kotonia_tui.tui.screens.base import KotoniaScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
 
-if TYPE_CHECKING:
-    from kotonia_tui.tui.app import KotoniaApp
-
 
 def first_paragraph(text: str) -> str:
-    return text.strip().split("\n\n", 1)[0].strip()
+    return text.replace("\r\n", "\n").strip().split("\n\n", 1)[0].strip()
 
 
 class CardItem(ListItem):
     def __init__(self, card: CharacterCard, user: str) -> None:
         description = fill_macros(card.description, card.name, user)
         label = Content.assemble(
-            (card.display_name, "bold"),
-            (f"  {card.key}" if card.display_name != card.key else "", "$text-muted"),
+            literal_line(card.display_name, "bold"),
+            literal_line(f"  {card.key}" if card.display_name != card.key else "", "$text-muted"),
             "\n",
-            (short_text(description, 40) or "no description", "$text-muted"),
+            literal_line(short_text(description, 40) or "no description", "$text-muted"),
         )
         super().__init__(Label(label))
         self.card = card
 
 
-class PickerScreen(Screen[None]):
+class PickerScreen(KotoniaScreen[None]):
     """Pick who to talk with."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -50,10 +48,6 @@ class PickerScreen(Screen[None]):
         self.cards = cards
         self.problems = problems
 
-    @property
-    def kotonia(self) -> KotoniaApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="picker"):
@@ -61,6 +55,8 @@ class PickerScreen(Screen[None]):
                 box.border_title = "Characters"
                 yield ListView(id="card-list")
                 yield Static(id="card-list-empty", classes="empty")
+                with VerticalScroll(id="card-problems"):  # scrolls when many cards are broken
+                    yield Static(id="card-problems-text")
             with VerticalScroll(id="card-detail") as detail:
                 detail.border_title = "About"
                 with Horizontal(id="card-top"):
@@ -84,8 +80,10 @@ class PickerScreen(Screen[None]):
         empty = self.query_one("#card-list-empty", Static)
         folder = self.kotonia.user_characters_dir
         empty.update(
-            f"No character cards found.\n\nPut PNG, JSON or CHARX cards in\n{folder}\n"
-            "and press Ctrl+L to reload."
+            literal(
+                f"No character cards found.\n\nPut PNG, JSON or CHARX cards in\n{folder}\n"
+                "and press Ctrl+L to reload."
+            )
         )
         empty.display = not self.cards
         listing.display = bool(self.cards)
@@ -93,8 +91,25 @@ class PickerScreen(Screen[None]):
             listing.index = 0
             listing.focus()
             self._show(self.cards[0])
+        self._show_problems()
+
+    def _show_problems(self) -> None:
+        """Broken cards stay listed under the cards until the next reload (a toast alone
+        expires while the player is still reading the screen)."""
+        box = self.query_one("#card-problems", VerticalScroll)
+        box.display = bool(self.problems)
+        if not self.problems:
+            return
+        lines = [
+            literal_line(
+                f"⚠ {plural(len(self.problems), 'card')} could not be read (Ctrl+L reloads):",
+                "bold $warning",
+            ),
+            *(literal(problem, "$warning") for problem in self.problems),
+        ]
+        self.query_one("#card-problems-text", Static).update(Content("\n").join(lines))
         for problem in self.problems:
-            self.notify(problem, title="A card could not be read", severity="warning", timeout=8)
+            notify(self, problem, title="A card could not be read", severity="warning", timeout=20)
 
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
         if isinstance(event.item, CardItem):
@@ -113,7 +128,7 @@ class PickerScreen(Screen[None]):
     def action_reload(self) -> None:
         self.cards, self.problems = self.kotonia.load_cards()
         self._fill()
-        self.notify(f"{len(self.cards)} cards")
+        notify(self, plural(len(self.cards), "card"))
 
     def _show(self, card: CharacterCard) -> None:
         user = self.kotonia.settings.persona.name
@@ -121,19 +136,22 @@ class PickerScreen(Screen[None]):
         slot.remove_children()
         slot.mount(Portrait(card.image, card.display_name))
         greetings = (1 if card.first_mes else 0) + len(card.alternate_greetings)
-        facts = [f"{greetings} greeting{'s' if greetings != 1 else ''}"]
+        facts = [plural(greetings, "greeting")]
         if card.character_book is not None and card.character_book.entries:
-            facts.append(f"{len(card.character_book.entries)} lorebook entries")
+            facts.append(plural(len(card.character_book.entries), "lorebook entry"))
         if card.creator:
             facts.append(f"by {card.creator}")
         heading = Content.assemble(
-            (card.name, "bold $accent"),
-            (
-                f"\n“{card.nickname}”" if card.nickname and card.nickname != card.name else "",
+            literal_line(card.name, "bold $accent"),
+            "\n" if card.nickname and card.nickname != card.name else "",
+            literal_line(
+                f"“{card.nickname}”" if card.nickname and card.nickname != card.name else "",
                 "italic",
             ),
-            ("\n" + " · ".join(facts), "$text-muted"),
-            ("\n" + ", ".join(card.tags) if card.tags else "", "$secondary"),
+            "\n",
+            literal_line(" · ".join(facts), "$text-muted"),
+            "\n" if card.tags else "",
+            literal_line(", ".join(card.tags), "$secondary"),
             ("\n\nEnter to choose", "$text-disabled"),
         )
         self.query_one("#card-heading", Static).update(heading)
@@ -142,11 +160,11 @@ class PickerScreen(Screen[None]):
         # only the first paragraph of the creator's notes (spoilers conventionally follow).
         description = first_paragraph(fill_macros(card.description, card.name, user))
         self.query_one("#card-description", Static).update(
-            short_text(description, 320)
+            literal(short_text(description, 320))
             if description
             else Content.styled("(no description)", "italic")
         )
         notes = first_paragraph(fill_macros(card.creator_notes, card.name, user))
         notes_widget = self.query_one("#card-notes", Static)
-        notes_widget.update(Content.styled(short_text(notes, 400), "italic $text-muted"))
+        notes_widget.update(literal(short_text(notes, 400), "italic $text-muted"))
         notes_widget.display = bool(notes)

@@ -9,6 +9,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
+from kotonia_tui.terminal_text import visible
+
 
 class ChatInput(TextArea):
     """A TextArea where Enter sends (remappable binding id `send`)."""
@@ -42,7 +44,7 @@ class ChatInput(TextArea):
             tab_behavior="focus",
             compact=False,
             highlight_cursor_line=False,
-            placeholder="Write a message…  Enter sends · Shift+Enter or Ctrl+J for a new line",
+            placeholder="Write a message… (Enter sends · Ctrl+J new line)",
         )
 
     async def _on_key(self, event: events.Key) -> None:
@@ -56,6 +58,12 @@ class ChatInput(TextArea):
                 self.action_newline()
             return
         await super()._on_key(event)
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        # A paste (from a web page, a log) can carry escape sequences; the box would draw them
+        # raw on the terminal. They are pasted as their pictures (␛), like everywhere else.
+        event.text = visible(event.text)
+        await super()._on_paste(event)
 
     def action_submit(self) -> None:
         self.post_message(self.Submitted(self.text))

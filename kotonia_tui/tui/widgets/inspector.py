@@ -15,21 +15,22 @@ from textual.message import Message as TextualMessage
 from textual.widgets import Button, Label, ListItem, ListView, Static
 
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
-from kotonia_tui.domain import FoldJob, FoldStatus
+from kotonia_tui.domain import FoldJob, FoldStatus, Role
+from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
 from kotonia_tui.tui.widgets.repaint import update_static
 
 
-def job_label(job: FoldJob) -> str:
+def job_label(job: FoldJob, memory: MemoryView) -> str:
     span = ""
     if job.first_message_id is not None:
-        span = f" #{job.first_message_id}–#{job.last_message_id}"
+        span = f" {memory.number(job.first_message_id)}–{memory.number(job.last_message_id)}"
     return f"#{job.id} {job.kind.value.replace('_', ' ')}{span}"
 
 
-def chapter_line(view: ChapterView, now: datetime) -> Content:
+def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Content:
     chapter = view.chapter
-    first, last = view.message_range
+    first, last = (memory.number(i)[1:] for i in view.message_range)
     parts: list[tuple[str, str]] = [
         (f"#{chapter.id} ", "bold"),
         (f"msgs {first}–{last}", ""),
@@ -47,8 +48,8 @@ def chapter_line(view: ChapterView, now: datetime) -> Content:
 
 
 class ChapterItem(ListItem):
-    def __init__(self, view: ChapterView, now: datetime) -> None:
-        super().__init__(Label(chapter_line(view, now)))
+    def __init__(self, view: ChapterView, memory: MemoryView, now: datetime) -> None:
+        super().__init__(Label(chapter_line(view, memory, now)))
         self.chapter_view = view
 
 
@@ -57,7 +58,8 @@ class InspectorPane(VerticalScroll):
 
     DEFAULT_CSS = """
     InspectorPane {
-        width: 56; border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
+        width: 45%; min-width: 30; max-width: 56;
+        border-left: tall $panel-lighten-2; padding: 0 1; background: $surface;
     }
     InspectorPane > .section {
         color: $text-accent; text-style: bold; margin-top: 1; height: 1;
@@ -85,6 +87,15 @@ class InspectorPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("Next prompt", classes="section")
         yield Static(id="budget")
+        yield Static(
+            Content.styled(
+                "T: past it, a fold is queued (older messages become a chapter). "
+                "C: past it with no chapter ready, the oldest messages leave the prompt "
+                "(they stay stored).",
+                "italic $text-muted",
+            ),
+            id="budget-legend",
+        )
         yield Static("Last turn", classes="section")
         yield Static(id="metrics")
         yield Static("Verbatim window", classes="section")
@@ -113,6 +124,15 @@ class InspectorPane(VerticalScroll):
         self._paint_folds(view, view.running)
         self._paint_chapters(view, now)
         self._paint_synopsis(view)
+
+    def show_unavailable(self, reason: str) -> None:
+        """No model, so no memory figures: say so where the budget bar would be."""
+        self.view = None
+        self.query_one("#budget", Static).update(literal(reason, "italic $warning"))
+        for section in ("#metrics", "#verbatim", "#folds", "#synopsis", "#chapters-empty"):
+            self.query_one(section, Static).update(Content(""))
+        self.query_one("#chapters", ListView).display = False
+        self.query_one("#synopsis-versions", Button).display = False
 
     def tick(self, running: tuple[FoldJob, float] | None) -> None:
         """The running fold's elapsed time, without re-reading the memory."""
@@ -155,17 +175,21 @@ class InspectorPane(VerticalScroll):
         if first is None:
             lines.append(Content.styled("empty", "italic $text-muted"))
         else:
+            speaker = "system note" if first.role is Role.SYSTEM else first.speaker
             lines.append(
                 Content.assemble(
                     ("starts at ", "$text-muted"),
-                    (f"#{first.id}", "bold"),
-                    (f" ({first.speaker}: {short_text(first.text, 30)})", "$text-muted"),
+                    (view.number(first.id), "bold"),
+                    literal(f" ({speaker}: {short_text(first.text, 30)})", "$text-muted"),
                 )
             )
             lines.append(
                 Content.assemble(
                     (f"{view.verbatim_messages:,}", "bold"),
-                    (" messages · ", "$text-muted"),
+                    (
+                        " message · " if view.verbatim_messages == 1 else " messages · ",
+                        "$text-muted",
+                    ),
                     (f"{view.verbatim_tokens:,}", "bold"),
                     (" tokens", "$text-muted"),
                 )
@@ -173,8 +197,8 @@ class InspectorPane(VerticalScroll):
         if view.forced_cut_through_id is not None:
             lines.append(
                 Content.styled(
-                    f"past the ceiling: messages up to #{view.forced_cut_through_id} left the "
-                    "prompt (stored, waiting to be folded)",
+                    f"past the ceiling: messages up to {view.number(view.forced_cut_through_id)}"
+                    " left the prompt (stored, waiting to be folded)",
                     "$warning",
                 )
             )
@@ -187,7 +211,7 @@ class InspectorPane(VerticalScroll):
             lines.append(
                 Content.assemble(
                     ("● running ", "bold $accent"),
-                    (job_label(job), ""),
+                    (job_label(job, view), ""),
                     (f"  {elapsed:.0f} s", "$text-muted"),
                 )
             )
@@ -203,20 +227,22 @@ class InspectorPane(VerticalScroll):
                 lines.append(
                     Content.assemble(
                         ("○ queued ", "bold"),
-                        (job_label(job), ""),
+                        (job_label(job, view), ""),
                         (f"  {when}{retry}", "$text-muted"),
                     )
                 )
                 if job.last_error:
-                    lines.append(Content.styled(f"  last error: {job.last_error}", "$warning"))
+                    lines.append(literal(f"  last error: {job.last_error}", "$warning"))
             elif job.status is FoldStatus.RUNNING:
-                lines.append(Content.assemble(("● running ", "bold $accent"), (job_label(job), "")))
+                lines.append(
+                    Content.assemble(("● running ", "bold $accent"), (job_label(job, view), ""))
+                )
             elif job.status is FoldStatus.FAILED:
                 lines.append(
                     Content.assemble(
                         ("✗ failed ", "bold $error"),
-                        (job_label(job), ""),
-                        (f"  {job.last_error or ''}", "$error"),
+                        (job_label(job, view), ""),
+                        literal(f"  {job.last_error or ''}", "$error"),
                     )
                 )
         if view.pending_apply:
@@ -239,12 +265,12 @@ class InspectorPane(VerticalScroll):
             for c in chapters
         )
         empty = self.query_one("#chapters-empty", Static)
-        empty.update(
-            Content.styled(
-                "none yet: a chapter lands when the history passes the fold trigger",
-                "italic $text-muted",
-            )
-        )
+        if view.synopsis is not None:
+            # A major fold took every live chapter into the synopsis (below).
+            note = "none since the synopsis: the older chapters were folded into it (below)"
+        else:
+            note = "none yet: a chapter lands when the history passes the fold trigger (T)"
+        empty.update(Content.styled(note, "italic $text-muted"))
         empty.display = not chapters
         listing = self.query_one("#chapters", ListView)
         listing.display = bool(chapters)
@@ -253,7 +279,7 @@ class InspectorPane(VerticalScroll):
         self._chapter_key = key
         index = listing.index
         listing.clear()
-        listing.extend(ChapterItem(c, now) for c in reversed(chapters))
+        listing.extend(ChapterItem(c, view, now) for c in reversed(chapters))
         if index is not None and chapters:
             listing.index = min(index, len(chapters) - 1)
 
@@ -264,7 +290,8 @@ class InspectorPane(VerticalScroll):
         if synopsis is None:
             target.update(
                 Content.styled(
-                    "none yet: older chapters fold into it when they pass the major-GC size",
+                    f"none yet: when the chapters together pass {view.budgets.major_gc:,} tokens"
+                    " (the major-fold size), the older half is folded into a synopsis",
                     "italic $text-muted",
                 )
             )
@@ -273,14 +300,15 @@ class InspectorPane(VerticalScroll):
                 Content.assemble(
                     (f"v{synopsis.version}", "bold"),
                     (
-                        f" · through #{synopsis.through_message_id} · {tokens(synopsis.tokens)}\n",
+                        f" · through {view.number(synopsis.through_message_id)}"
+                        f" · {tokens(synopsis.tokens)}\n",
                         "$text-muted",
                     ),
-                    (short_text(synopsis.text, 600), ""),
+                    literal(short_text(synopsis.text, 600)),
                 )
             )
         earlier = max(0, len(view.synopsis_versions) - 1)
-        button.label = f"Earlier versions ({earlier})"
+        button.label = literal_line(f"Earlier versions ({earlier})")
         button.display = earlier > 0
 
     # ---- events ------------------------------------------------------------------------------

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Callable
 
 from PIL import Image as PILImage
 from textual.app import ComposeResult
 from textual.containers import Container
+from textual.widget import Widget
 from textual.widgets import Static
 
 from kotonia_tui.characters.card import CardImage
+from kotonia_tui.tui.literal import literal_line
 
 log = logging.getLogger(__name__)
 
+TerminalImage: Callable[[PILImage.Image], Widget] | None
 try:  # textual-image queries the terminal at import: it must happen before Textual starts.
-    from textual_image.widget import Image as TerminalImage
+    from textual_image.widget import Image as _TerminalImage
 except Exception as exc:  # pragma: no cover - a terminal that cannot be queried
     log.info("pictures are off: textual-image is unavailable: %s", exc)
     TerminalImage = None
+else:
+    TerminalImage = _TerminalImage
 
 
 def monogram(name: str) -> str:
@@ -62,7 +68,7 @@ class Portrait(Container):
                 return
             except Exception as exc:  # a picture the renderer cannot take
                 log.info("cannot draw the picture of %s: %s", self._card_name, exc)
-        yield Static(monogram(self._card_name), classes="monogram")
+        yield Static(literal_line(monogram(self._card_name)), classes="monogram")
 
     def _open(self) -> PILImage.Image | None:
         if self._card_image is None:

@@ -22,6 +22,7 @@ def update_static(widget: Static, content: Content) -> None:
     """
     region = widget.content_region
     same_height = region.width > 0 and (
-        content.get_height(widget.styles, region.width) == region.height
+        # Textual passes a widget's styles here itself; its annotation names only RulesMap.
+        content.get_height(widget.styles, region.width) == region.height  # type: ignore[arg-type]
     )
     widget.update(content, layout=not same_height)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from kotonia_tui.tui.widgets.repaint import update_static
+
 
 class StatusLine(Static):
     """One line under every screen. The app owns the texts; this shows them."""
 
+    # Wraps rather than cuts (a long model error or path is read in full), up to four lines.
     DEFAULT_CSS = """
     StatusLine {
-        height: 1; padding: 0 1;
+        height: auto; max-height: 4; padding: 0 1;
         background: $panel; color: $text-muted;
     }
     """
@@ -31,8 +34,8 @@ class StatusLine(Static):
                 and shown.spans == content.spans
             ):
                 return
-            # One line, always: redraw it without laying out the whole screen again.
-            self.update(content, layout=False)
+            # Usually the same height: redrawn without laying out the whole screen again.
+            update_static(self, content)
 
 
 def join_status(items: list[Content]) -> Content:

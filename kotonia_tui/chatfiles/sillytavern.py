@@ -12,19 +12,21 @@ in the file) and the original text is kept for the round trip.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import IO, Any, BinaryIO
 
 from pydantic import ValidationError
 
+from kotonia_tui.chatfiles.errors import ImportFormatError
 from kotonia_tui.domain import (
     Alternative,
     Conversation,
@@ -34,7 +36,7 @@ from kotonia_tui.domain import (
     Segment,
     utcnow,
 )
-from kotonia_tui.store.errors import ImportFormatError
+from kotonia_tui.terminal_text import escape_json_controls
 from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads, replacement_note
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
@@ -344,7 +346,7 @@ MAX_JSON_LIST_BYTES = 64 * 2**20  # a JSON list is parsed whole, so it is bounde
 
 
 @contextmanager
-def _open_regular_file(path: Path) -> Iterator[io.BufferedReader]:
+def _open_regular_file(path: Path) -> Iterator[io.BufferedReader[io.FileIO]]:
     """Open `path` for reading if it is a regular file. O_NONBLOCK: opening a FIFO must not
     wait for a writer; it is then refused like a device or a folder."""
     try:
@@ -547,21 +549,43 @@ def _json_role(where: str, item: dict[str, Any], speaker: str, persona: str) -> 
 # Writing ------------------------------------------------------------------------------------
 
 
-def write_sillytavern(conv: Conversation, messages: Iterable[Message], out: TextIO) -> int:
+ImageData = Callable[[str], tuple[bytes, str]]  # digest -> (bytes, MIME type)
+
+
+def write_sillytavern(
+    conv: Conversation,
+    messages: Iterable[Message],
+    out: IO[str],
+    image_data: ImageData | None = None,
+) -> int:
     """Write a SillyTavern `.jsonl` chat (header, then one line per message); returns the count.
 
-    Every line ends with a newline, the last one too (SillyTavern reads both forms).
+    One object per line, each line ended by a newline (the last one too, as text files end).
+    With `image_data`, a message's attached images go into `extra`: the first as `image` (a
+    data URL, which SillyTavern shows), all of them as `kotonia_images`.
     """
     out.write(_dumps(_header(conv)) + "\n")
     count = 0
     for msg in messages:
-        out.write(_dumps(st_message(msg)) + "\n")
+        line = st_message(msg)
+        if image_data is not None and msg.images:
+            urls = [_data_url(*image_data(digest)) for digest in msg.images]
+            extra = dict(line.get("extra") or {})
+            extra["image"] = urls[0]
+            extra["kotonia_images"] = urls
+            line["extra"] = extra
+        out.write(_dumps(line) + "\n")
         count += 1
     return count
 
 
+def _data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
 def _dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    # Control and bidi characters as \u escapes: the same JSON, and harmless on a terminal.
+    return escape_json_controls(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
 def _ordered(keys: list[str], *sources: dict[str, Any]) -> dict[str, Any]:

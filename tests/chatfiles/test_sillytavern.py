@@ -6,16 +6,26 @@ import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kotonia_tui.domain import Alternative, Conversation, Message, MessageStatus, Role, Segment
-from kotonia_tui.store import ImportFormatError, Store
-from kotonia_tui.store.sillytavern import parse_st_date, read_chat_file, write_sillytavern
+from kotonia_tui.chatfiles import ImportFormatError
+from kotonia_tui.chatfiles.sillytavern import parse_st_date, read_chat_file, write_sillytavern
+from kotonia_tui.domain import (
+    Alternative,
+    Conversation,
+    Message,
+    MessageStatus,
+    Role,
+    Segment,
+    SegmentKind,
+)
+from kotonia_tui.store import Store
 
-from .conftest import new_conversation
+from ..store.conftest import new_conversation
 
 HEADER = {
     "user_name": "Ann",
@@ -28,7 +38,7 @@ HEADER = {
         "lastInContextMessageId": 5,
     },
 }
-LINES = [
+LINES: list[dict[str, Any]] = [
     {
         "name": "Seraphina",
         "is_user": False,
@@ -164,7 +174,7 @@ def test_choosing_another_swipe_exports_as_that_swipe(tmp_path: Path, store: Sto
 
 def test_kotonia_messages_export_as_valid_sillytavern_and_come_back(tmp_path: Path) -> None:
     conv = Conversation(character_key="sera", character_name="Seraphina", persona_name="Ann")
-    segments = [Segment(kind="dialogue", text="Hi.", speaker="Seraphina", listener="Ann")]
+    segments = [Segment(kind=SegmentKind.DIALOGUE, text="Hi.", speaker="Seraphina", listener="Ann")]
     msgs = [
         Message(role=Role.USER, speaker="Ann", text="Hello"),
         Message(

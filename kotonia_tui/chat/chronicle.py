@@ -1,0 +1,103 @@
+"""The one place a chronicler request becomes a model call.
+
+The fold worker's chapters and synopses and the evaluation's rolling summary all go through
+`chronicle`: the chronicler's prompt on the fold slot at background priority (a waiting user
+turn goes first), the output cap fitted to what the fold context has left after the prompt (a
+ceiling, so nothing is cut, never a target), and the reply read by the chronicler, asked once
+more when it says so (a refusal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+
+from kotonia_tui.engine import Engine, FinishReason, GenerationRequest, Priority, Slot
+from kotonia_tui.memory.chronicler import (
+    CHRONICLER,
+    ChronicleReply,
+    ChronicleRequest,
+    ChroniclerPrompt,
+    Verdict,
+    chronicler_prompt,
+    read_reply,
+)
+
+MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
+
+
+class NoRoomError(Exception):
+    """The source and the instructions leave (almost) no room in the fold context to answer."""
+
+
+@dataclass(frozen=True)
+class Chronicled:
+    """The last reply of a request, how many calls it took, and what the last one cost."""
+
+    reply: ChronicleReply
+    calls: int
+    cap: int  # the output cap the calls had
+    gen_ms: float  # the last call's time
+
+    @property
+    def problem(self) -> str:
+        """Why nothing can be stored, in one line ("" when the reply is usable)."""
+        what = self.reply.request.kind.value
+        match self.reply.verdict:
+            case Verdict.OK:
+                return ""
+            case Verdict.EMPTY:
+                return f"the chronicler wrote an empty {what}"
+            case Verdict.CUT:
+                return (
+                    f"the {what} hit the output cap ({self.cap} tokens) and was cut; "
+                    "a cut summary is never stored"
+                )
+            case Verdict.REFUSED:
+                times = "twice" if self.calls == 2 else f"{self.calls} times"
+                return f"the chronicler refused {times}; the {what} was not stored"
+
+
+async def chronicle(
+    engine: Engine, request: ChronicleRequest, *, max_output: int, calls: int = 2
+) -> Chronicled:
+    """Ask the chronicler, and again as its reply asks, in at most `calls` model calls; the
+    last reply may still be unusable (`Chronicled.problem` says why)."""
+    made = 0
+    while True:
+        prompt = chronicler_prompt(request, engine.profile)
+        generation = await _generation(engine, request, prompt, max_output)
+        started = time.monotonic()
+        result = await engine.generate(generation)
+        elapsed_ms = (time.monotonic() - started) * 1000
+        made += 1
+        cut = result.finish_reason is FinishReason.LENGTH
+        reply = read_reply(request, prompt, result.text, cut=cut)
+        if reply.ok or reply.retry is None or made >= calls:
+            return Chronicled(reply, made, generation.max_tokens, elapsed_ms)
+        request = reply.retry
+
+
+async def _generation(
+    engine: Engine, request: ChronicleRequest, prompt: ChroniclerPrompt, max_output: int
+) -> GenerationRequest:
+    generation = GenerationRequest(
+        messages=prompt.messages,
+        max_tokens=max_output,
+        slot=Slot.FOLD,
+        priority=Priority.BACKGROUND,
+        reply_name=CHRONICLER,
+        user_name="Story",
+        extra_stops=prompt.stops,
+        prefill=prompt.lead,
+    )
+    fold_ctx = engine.info.fold_n_ctx
+    # Counting the whole prompt is a blocking request on a server backend: off the loop.
+    room = fold_ctx - await asyncio.to_thread(engine.prompt_cells, generation)
+    if room < MIN_SUMMARY_ROOM:
+        raise NoRoomError(
+            f"the {request.kind.value}'s source and instructions leave {room} tokens of the "
+            f"{fold_ctx}-token fold context for the summary"
+        )
+    return replace(generation, max_tokens=min(max_output, room))

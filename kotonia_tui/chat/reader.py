@@ -1,0 +1,47 @@
+"""Reading conversations without the model: listings, pages of messages, message numbers.
+
+The TUI reads through this whether or not the model loaded, so a player whose model failed to
+load can still open and read every conversation. Conversations are matched to cards by key, or
+by the character's name for chats filed under a name (see `CharacterLibrary.card_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.domain import StoredConversation, StoredMessage
+from kotonia_tui.store import Store
+
+
+class ConversationReader:
+    """Read-only access to the stored conversations and the cards they belong to."""
+
+    def __init__(self, store: Store, library: CharacterLibrary) -> None:
+        self.store = store
+        self.library = library
+
+    def conversation(self, conv_id: int) -> StoredConversation:
+        return self.store.get_conversation(conv_id)
+
+    def conversations_of(self, card: CharacterCard) -> list[StoredConversation]:
+        """The card's conversations, newest first, including chats filed under its name."""
+
+        def is_its(conv: StoredConversation) -> bool:
+            found = self.library.card_of(conv.character_key, conv.character_name)
+            return found is not None and found.key == card.key
+
+        return [conv for conv in self.store.list_conversations() if is_its(conv)]
+
+    def messages(
+        self, conv_id: int, limit: int = 200, before_id: int | None = None
+    ) -> list[StoredMessage]:
+        """The newest `limit` messages (or the `limit` before `before_id`), oldest first."""
+        if before_id is None:
+            return self.store.recent_messages(conv_id, limit)
+        return self.store.messages_before(conv_id, before_id, limit)
+
+    def message_numbers(self, conv_id: int, ids: Sequence[int]) -> dict[int, int]:
+        """Each message id's place in its conversation (1 = the first), as the UI shows it."""
+        return self.store.message_numbers(conv_id, ids)

@@ -1,0 +1,48 @@
+"""How a reply is sampled, resolved once per call from the model profile and the request.
+
+Both backends read this one object: the in-process engine builds llama.cpp's sampler chain from
+it, each server kind writes it as the request fields that server understands
+(`engine/server/kinds.py`). So a sampling setting lives in the profile and nowhere else, and a
+new one is added in one place and read by each backend.
+
+Constrained output (issue 15: the chronicler answers in a JSON schema) fits here as one more
+field, e.g. `json_schema: dict | None`, copied from the request: the in-process engine adds
+`LlamaGrammar.from_json_schema` to its chain, llama-server takes `json_schema`, vLLM
+`response_format` (or `guided_json`), llama-cpp-python's server `response_format` on the chat
+path and `grammar` on the completions path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kotonia_tui.config import ModelProfile
+from kotonia_tui.engine.types import GenerationRequest
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float
+    top_k: int  # 0: no cut
+    top_p: float
+    min_p: float
+    repeat_penalty: float
+    repeat_last_n: int  # tokens the repeat penalty looks back over
+    seed: int | None
+
+    @classmethod
+    def of(cls, profile: ModelProfile, request: GenerationRequest) -> Sampling:
+        temperature = profile.temperature if request.temperature is None else request.temperature
+        return cls(
+            temperature=temperature,
+            top_k=profile.top_k,
+            top_p=profile.top_p,
+            min_p=profile.min_p,
+            repeat_penalty=profile.repeat_penalty,
+            repeat_last_n=profile.repeat_last_n,
+            seed=profile.seed,
+        )
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
