@@ -539,6 +539,17 @@ def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
     return numbers
 
 
+def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
+    """The id of the message shown as #`number` (1 = the first), or None."""
+    if number < 1:
+        return None
+    row = db.select_one(
+        "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT 1 OFFSET ?",
+        (conv_id, number - 1),
+    )
+    return int(row["id"]) if row is not None else None
+
+
 def iter_messages(
     db: Db, conv_id: int, batch: int = 500, model_key: str | None = None
 ) -> Iterator[StoredMessage]:

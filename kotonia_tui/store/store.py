@@ -313,6 +313,10 @@ class Store:
         """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
         return messages.message_numbers(self._db, conv_id, ids)
 
+    def message_id_at(self, conv_id: int, number: int) -> int | None:
+        """The id of the message shown as #`number` in its conversation (1 = the first)."""
+        return messages.message_id_at(self._db, conv_id, number)
+
     def iter_messages(
         self, conv_id: int, batch: int = 500, model_key: str | None = None
     ) -> Iterator[StoredMessage]:

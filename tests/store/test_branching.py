@@ -117,6 +117,7 @@ def test_a_branch_shares_messages_chapters_synopsis_and_the_memory_text(store: S
         "gemma",
     )
     assert (state.applied_chapter_id, state.applied_synopsis_id) == (live.id, synopsis.id)
+    assert state.verbatim_start_id is not None
     assert store.get_message(state.verbatim_start_id).text == store.get_message(ids[13]).text
     assert store.integrity_check() == "ok"
 
@@ -149,6 +150,7 @@ def test_a_branch_inside_the_applied_memory_starts_from_the_chapters_it_shares(s
     assert [c.text for c in store.chapters(new.id, include_in_synopsis=True)] == ["They met."]
     state = store.memory_state(new.id)
     assert (state.memory_text, state.applied_chapter_id) == ("", None)
+    assert state.verbatim_start_id is not None
     assert store.get_message(state.verbatim_start_id).text == store.get_message(ids[5]).text
 
 
