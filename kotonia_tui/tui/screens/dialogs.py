@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from rich.text import Text, TextType
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.suggester import Suggester
 from textual.widgets import Button, DirectoryTree, Input, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
@@ -21,8 +19,7 @@ from kotonia_tui.domain import Chapter, Message, Synopsis
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_cell, literal_line, notify
 from kotonia_tui.tui.render import age, message_body, tokens
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
+from kotonia_tui.tui.screens.files import IMAGE_SUFFIXES, FileTree, PathSuggester
 
 
 class EditScreen(ModalScreen[str | None]):
@@ -98,44 +95,6 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
-class PathSuggester(Suggester):
-    """Completes a path from the file system (directories and image files)."""
-
-    def __init__(self) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-
-    async def get_suggestion(self, value: str) -> str | None:
-        if not value:
-            return None
-        expanded = os.path.expanduser(value)
-        folder, prefix = os.path.split(expanded)
-        try:
-            names = sorted(os.listdir(folder or "."))
-        except OSError:
-            return None
-        for name in names:
-            if not name.startswith(prefix) or name == prefix or name.startswith("."):
-                continue
-            full = os.path.join(folder, name)
-            if os.path.isdir(full) or name.lower().endswith(IMAGE_SUFFIXES):
-                completed = value[: len(value) - len(prefix)] + name
-                return completed + ("/" if os.path.isdir(full) else "")
-        return None
-
-
-class ImageTree(DirectoryTree):
-    def process_label(self, label: TextType) -> Text:
-        # File names are the user's, but may hold anything a file name can (escapes too).
-        return super().process_label(literal_cell(label) if isinstance(label, str) else label)
-
-    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
-        return [
-            p
-            for p in paths
-            if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() in IMAGE_SUFFIXES)
-        ]
-
-
 class AttachScreen(ModalScreen[Path | str | None]):
     """Type a path (Tab or → completes) or pick a file in the tree. Returns "clear" to detach."""
 
@@ -154,10 +113,10 @@ class AttachScreen(ModalScreen[Path | str | None]):
             box.border_title = "Attach an image"
             yield Input(
                 placeholder="path to an image (→ completes, Enter attaches)",
-                suggester=PathSuggester(),
+                suggester=PathSuggester(IMAGE_SUFFIXES),
                 id="attach-path",
             )
-            yield ImageTree(self.start, id="attach-tree")
+            yield FileTree(self.start, IMAGE_SUFFIXES, id="attach-tree")
             notes = []
             if not self.vision:
                 notes.append(
@@ -189,7 +148,7 @@ class AttachScreen(ModalScreen[Path | str | None]):
             return
         path = Path(os.path.expanduser(value))
         if path.is_dir():
-            self.query_one("#attach-tree", ImageTree).path = path
+            self.query_one("#attach-tree", FileTree).path = path
             return
         self.dismiss(path)
 
