@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard
-from kotonia_tui.chat.personas import PersonaBook
+from kotonia_tui.chat.personas import PersonaBook, PersonaError
 from kotonia_tui.chatfiles.sillytavern import ChatFile
 from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments
@@ -64,7 +64,12 @@ def import_chat_file(
     def described() -> Conversation:
         conv = chat.conversation()
         if personas is not None and conv.persona_name.strip():
-            persona = personas.for_name(conv.persona_name)
+            try:
+                persona = personas.for_name(conv.persona_name)
+            except PersonaError as exc:
+                # The chat goes on under the name it has; it is just not a persona to pick.
+                chat.notes.append(f"{path}: the user name is not kept as a persona: {exc}")
+                return _filed(conv)
             conv = conv.model_copy(
                 update={
                     "persona_id": persona.id,
@@ -72,6 +77,9 @@ def import_chat_file(
                     "persona_description": persona.description,
                 }
             )
+        return _filed(conv)
+
+    def _filed(conv: Conversation) -> Conversation:
         card = match(conv.character_name) if match and character_key is None else None
         if card is None:
             return conv

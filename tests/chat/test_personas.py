@@ -152,3 +152,16 @@ async def test_an_imported_chat_keeps_its_user_as_a_persona(
     again = service.manager.import_file(_st_chat(tmp_path / "two.jsonl", "TAMSIN"))
     assert again.conversation.persona_id == tamsin.id  # the same persona, not a second one
     assert [p.name for p in service.personas.all()] == ["Tamsin", "User"]
+
+
+async def test_a_user_name_that_cannot_be_a_persona_is_imported_without_one(
+    make_service, tiny_model_path, tmp_path: Path
+):
+    _lore_card()
+    service = await make_service(tiny_settings(tiny_model_path))
+    imported = service.manager.import_file(_st_chat(tmp_path / "odd.jsonl", "Ann\x1b[2J"))
+    assert imported.conversation.persona_name == "Ann\x1b[2J"  # as the file says
+    assert imported.conversation.persona_id is None
+    (note,) = imported.notes
+    assert "odd.jsonl: the user name is not kept as a persona" in note
+    assert [p.name for p in service.personas.all()] == ["User"]

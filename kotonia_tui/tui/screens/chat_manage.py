@@ -101,8 +101,9 @@ class ConversationActions(KotoniaScreen[None]):
             )
         notify(
             self,
-            f"{shared}. This conversation stays as it was (Ctrl+B, then pick it in the list).",
-            title=f"Branched: {conversation_title(branched.conversation)}",
+            f"{conversation_title(branched.conversation)}: {shared}. This conversation stays "
+            "as it was (Ctrl+B, then pick it in the list).",
+            title="Branched",
             timeout=10,
         )
         if self.turn is not None:
