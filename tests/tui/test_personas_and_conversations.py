@@ -75,7 +75,7 @@ async def test_personas_are_made_chosen_and_played_as(tiny_eos_model_path, mira_
         screen = await open_new_chat(app, pilot)
         # The greeting's {{user}} is the persona; the chat says who you play.
         assert "You made it through the storm, Kit." in screen_text(app)
-        assert "as Kit" in screen.sub_title
+        assert "as Kit" in str(screen.sub_title)
         await send(pilot, screen, "Hello.")
         assert _last_user(screen).speaker == "Kit"
 
@@ -93,7 +93,7 @@ async def test_personas_are_made_chosen_and_played_as(tiny_eos_model_path, mira_
         assert "reads the whole prompt again" in question
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is screen)
-        assert "as User" in screen.sub_title
+        assert "as User" in str(screen.sub_title)
         await send(pilot, screen, "It is me.")
         assert _last_user(screen).speaker == "User"
         stored = app.service.store.get_conversation(screen.conv_id)
@@ -102,8 +102,9 @@ async def test_personas_are_made_chosen_and_played_as(tiny_eos_model_path, mira_
         # The help lists the new keys with their ids, the palette finds them.
         await pilot.press("f1")
         await _until_screen(pilot, app, HelpScreen)
-        assert isinstance(app.screen, HelpScreen)
-        rows = {(ident, where): keys for keys, _what, ident, where in app.screen.rows}
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        rows = {(ident, where): keys for keys, _what, ident, where in help_screen.rows}
         assert rows[("persona_new", "personas")] == "N"
         assert rows[("branch", "chat")] == "Ctrl+N"
         assert rows[("undo_delete", "chat")] == "Ctrl+Z"
@@ -276,7 +277,7 @@ async def test_branch_from_a_message_opens_a_conversation_sharing_the_story(
         assert [v.text for v in views(branch)] == [
             m.text for m in app.service.store.recent_messages(original, 10)[: count - 2]
         ]
-        assert "(branch at #3)" in branch.sub_title
+        assert "(branch at #3)" in str(branch.sub_title)
         await send(pilot, branch, "A different second question.")
         kept = [m.text for m in app.service.store.recent_messages(original, 10)]
         assert "Second question." in kept and "A different second question." not in kept
