@@ -71,9 +71,11 @@ class PersonaBook:
         existing = self.store.find_persona(first.name)
         if existing is not None:
             return self.store.set_default_persona(existing.id)
-        return self.store.create_persona(
-            check_name(first.name), check_description(first.description), default=True
-        )
+        try:
+            name, description = check_name(first.name), check_description(first.description)
+        except PersonaError as exc:
+            raise PersonaError(f"the persona setting: {exc}") from exc
+        return self.store.create_persona(name, description, default=True)
 
     def get(self, persona_id: int) -> StoredPersona:
         return self.store.get_persona(persona_id)

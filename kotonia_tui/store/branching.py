@@ -226,25 +226,19 @@ def _copy_chapters(
     copied: dict[int, int] = {}
     for row in rows:
         chapter = memory_rows.chapter_from_row(row)
-        copied[chapter.id] = db.insert(
-            "chapters",
-            {
-                "conversation_id": new_id,
-                "first_message_id": _new_id(db, chapter.first_message_id),
-                "last_message_id": _new_id(db, chapter.last_message_id),
-                "text": chapter.text,
-                "created_at": ts_to_db(chapter.created_at),
-                "model": chapter.model,
-                "gen_ms": chapter.gen_ms,
-                "tokens": chapter.tokens,
-                "stale": int(chapter.stale),
-                "in_synopsis": int(
-                    chapter.in_synopsis and chapter.last_message_id <= synopsis_through
-                ),
-                "story_time": chapter.story_time,
-                "superseded_by": None,
-            },
-        )
+        copied[chapter.id] = memory_rows.insert_chapter(
+            db,
+            chapter.model_copy(
+                update={
+                    "id": None,
+                    "conversation_id": new_id,
+                    "first_message_id": _new_id(db, chapter.first_message_id),
+                    "last_message_id": _new_id(db, chapter.last_message_id),
+                    "in_synopsis": chapter.in_synopsis
+                    and chapter.last_message_id <= synopsis_through,
+                }
+            ),
+        ).id
     stale: list[tuple[int, int]] = []
     for row in rows:
         new = copied[row["id"]]

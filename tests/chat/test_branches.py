@@ -29,6 +29,14 @@ async def _folded_story(service, key: str):
     return conv, last
 
 
+def _first_chapter(service, conv_id: int):
+    """The conversation's first chapter and the messages it covers."""
+    chapter = service.store.chapters(conv_id)[0]
+    return chapter, service.store.messages_between(
+        conv_id, chapter.first_message_id, chapter.last_message_id
+    )
+
+
 async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_service, scripted_model):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
@@ -58,10 +66,7 @@ async def test_branches_never_mix_their_memory(make_service, scripted_model):
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
     conv, _last = await _folded_story(service, key)
-    (chapter,) = service.store.chapters(conv.id)[:1]
-    source = service.store.messages_between(
-        conv.id, chapter.first_message_id, chapter.last_message_id
-    )
+    chapter, source = _first_chapter(service, conv.id)
     branched = service.manager.branch(conv.id, source[-1].id)
     new = branched.conversation
     number = service.store.message_numbers(conv.id, [source[-1].id])[source[-1].id]
@@ -85,10 +90,7 @@ async def test_deleting_inside_a_folded_range_refolds_it_and_undo_refolds_again(
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(CHAPTER)))
     conv, _last = await _folded_story(service, key)
-    (chapter,) = service.store.chapters(conv.id)[:1]
-    source = service.store.messages_between(
-        conv.id, chapter.first_message_id, chapter.last_message_id
-    )
+    chapter, source = _first_chapter(service, conv.id)
     victim = source[2]
     service.delete_message(victim.id)
     assert service.can_undo_delete(conv.id)

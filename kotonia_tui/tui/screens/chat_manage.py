@@ -9,9 +9,8 @@ from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.literal import notify
-from kotonia_tui.tui.screens.ask import AskTextScreen
 from kotonia_tui.tui.screens.base import KotoniaScreen
-from kotonia_tui.tui.screens.conversations import export_conversation
+from kotonia_tui.tui.screens.conversations import export_conversation, rename_conversation
 from kotonia_tui.tui.screens.dialogs import ConfirmScreen
 from kotonia_tui.tui.screens.personas import PersonasScreen, persona_change_note
 from kotonia_tui.tui.widgets.chat_input import ChatInput
@@ -142,19 +141,11 @@ class ConversationActions(KotoniaScreen[None]):
         if manager is None:
             return
 
-        def done(title: str | None) -> None:
-            if title is None or manager is None:
-                return
-            try:
-                self.conversation = manager.rename(self.conv_id, title)
-            except Exception as exc:
-                notify(self, str(exc), title="Not renamed", severity="error")
-                return
+        def renamed(conv: StoredConversation) -> None:
+            self.conversation = conv
             self._show_sub_title()
 
-        conv = self.conversation
-        question = f"A title for {conversation_title(conv)}:"
-        self.app.push_screen(AskTextScreen("Rename", question, conv.title), done)
+        rename_conversation(self, manager, self.conversation, renamed)
 
     def action_export(self) -> None:
         manager = self.kotonia.manager

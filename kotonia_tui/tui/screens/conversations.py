@@ -3,6 +3,7 @@ persona; rename, duplicate, delete (undo until the app closes), import and expor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -253,20 +254,10 @@ class ConversationsScreen(KotoniaScreen[None]):
         if conv is None or manager is None:
             return
 
-        def done(title: str | None) -> None:
-            if title is None or manager is None:
-                return
-            try:
-                renamed = manager.rename(conv.id, title)
-            except Exception as exc:
-                notify(self, str(exc), title="Not renamed", severity="error")
-                return
-            notify(self, f"Renamed to {conversation_title(renamed)}.")
+        def renamed(_conv: StoredConversation) -> None:
             self.load_conversations()
 
-        self.app.push_screen(
-            AskTextScreen("Rename", f"A title for {conversation_title(conv)}:", conv.title), done
-        )
+        rename_conversation(self, manager, conv, renamed)
 
     def action_duplicate(self) -> None:
         conv, manager = self._highlighted(), self._manager()
@@ -323,8 +314,8 @@ class ConversationsScreen(KotoniaScreen[None]):
         if manager is None:
             return
 
-        def done(path: Path | None) -> None:
-            if path is None or manager is None:
+        def done(path: Path | str | None) -> None:
+            if not isinstance(path, Path) or manager is None:
                 return
             try:
                 imported = manager.import_file(path, self.card)
@@ -362,6 +353,29 @@ class ConversationsScreen(KotoniaScreen[None]):
         if conv is None or manager is None:
             return
         export_conversation(self, manager, conv)
+
+
+def rename_conversation(
+    screen: KotoniaScreen[Any],
+    manager: ConversationManager,
+    conv: StoredConversation,
+    renamed: Callable[[StoredConversation], None],
+) -> None:
+    """Ask for a title and rename the conversation (the chat screen too)."""
+
+    def done(title: str | None) -> None:
+        if title is None:
+            return
+        try:
+            changed = manager.rename(conv.id, title)
+        except Exception as exc:
+            notify(screen, str(exc), title="Not renamed", severity="error")
+            return
+        notify(screen, f"Renamed to {conversation_title(changed)}.")
+        renamed(changed)
+
+    question = f"A title for {conversation_title(conv)}:"
+    screen.app.push_screen(AskTextScreen("Rename", question, conv.title), done)
 
 
 def export_conversation(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -12,14 +11,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, DirectoryTree, Input, Static, TextArea
+from textual.widgets import Button, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.domain import Chapter, Message, Synopsis
 from kotonia_tui.terminal_text import visible
-from kotonia_tui.tui.literal import literal, literal_cell, literal_line, notify
+from kotonia_tui.tui.literal import literal, literal_cell, literal_line
 from kotonia_tui.tui.render import age, message_body, tokens
-from kotonia_tui.tui.screens.files import IMAGE_SUFFIXES, FileTree, PathSuggester
+from kotonia_tui.tui.screens.files import IMAGE_SUFFIXES, OpenFileScreen
 
 
 class EditScreen(ModalScreen[str | None]):
@@ -95,73 +94,26 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
-class AttachScreen(ModalScreen[Path | str | None]):
+class AttachScreen(OpenFileScreen):
     """Type a path (Tab or → completes) or pick a file in the tree. Returns "clear" to detach."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="attach_cancel"),
-    ]
-
     def __init__(self, start: Path, attached: int = 0, vision: bool = True) -> None:
-        super().__init__()
-        self.start = start
-        self.attached = attached
-        self.vision = vision
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide tall") as box:
-            box.border_title = "Attach an image"
-            yield Input(
-                placeholder="path to an image (→ completes, Enter attaches)",
-                suggester=PathSuggester(IMAGE_SUFFIXES),
-                id="attach-path",
+        notes = []
+        if not vision:
+            notes.append(
+                "This model has no image projector (mmproj): the image is stored with the "
+                "message, but the model will not see it."
             )
-            yield FileTree(self.start, IMAGE_SUFFIXES, id="attach-tree")
-            notes = []
-            if not self.vision:
-                notes.append(
-                    "This model has no image projector (mmproj): the image is stored with the "
-                    "message, but the model will not see it."
-                )
-            if self.attached:
-                notes.append(f"{self.attached} image(s) attached to the next message.")
-            yield Static(literal("\n".join(notes)), classes="hint")
-            with Horizontal(classes="buttons"):
-                yield Button("Attach", variant="primary", id="attach")
-                if self.attached:
-                    yield Button("Remove attached", variant="warning", id="clear")
-                yield Button("Cancel", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#attach-path", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._attach_path(event.value)
-
-    def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
-        self.dismiss(event.path)
-
-    def _attach_path(self, value: str) -> None:
-        value = value.strip()
-        if not value:
-            notify(self, "type a path or pick a file", severity="warning")
-            return
-        path = Path(os.path.expanduser(value))
-        if path.is_dir():
-            self.query_one("#attach-tree", FileTree).path = path
-            return
-        self.dismiss(path)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "attach":
-            self._attach_path(self.query_one("#attach-path", Input).value)
-        elif event.button.id == "clear":
-            self.dismiss("clear")
-        else:
-            self.dismiss(None)
+        if attached:
+            notes.append(f"{attached} image(s) attached to the next message.")
+        super().__init__(
+            "Attach an image",
+            start,
+            IMAGE_SUFFIXES,
+            "\n".join(notes),
+            action="Attach",
+            extra=[("Remove attached", "clear")] if attached else [],
+        )
 
 
 class TextScreen(ModalScreen[None]):

@@ -71,32 +71,46 @@ class FileTree(DirectoryTree):
         ]
 
 
-class OpenFileScreen(ModalScreen[Path | None]):
-    """Type a path or pick a file in the tree; returns the path (None: cancelled)."""
+class OpenFileScreen(ModalScreen[Path | str | None]):
+    """Type a path or pick a file in the tree; returns the path, the id of an `extra` button
+    pressed, or None (cancelled)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="file_cancel"),
     ]
 
-    def __init__(self, title: str, start: Path, suffixes: tuple[str, ...], hint: str = "") -> None:
+    def __init__(
+        self,
+        title: str,
+        start: Path,
+        suffixes: tuple[str, ...],
+        hint: str = "",
+        *,
+        action: str = "Open",
+        extra: list[tuple[str, str]] | None = None,
+    ) -> None:
         super().__init__()
         self.dialog_title = title
         self.start = start
         self.suffixes = suffixes
         self.hint = hint
+        self.action = action
+        self.extra = extra or []
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide tall") as box:
             box.border_title = literal_line(self.dialog_title)
             yield Input(
-                placeholder="a path (→ completes, Enter opens)",
+                placeholder=f"a path (→ completes, Enter: {self.action.lower()})",
                 suggester=PathSuggester(self.suffixes),
                 id="file-path",
             )
             yield FileTree(self.start, self.suffixes, id="file-tree")
             yield Static(literal(self.hint), classes="hint")
             with Horizontal(classes="buttons"):
-                yield Button("Open", variant="primary", id="open")
+                yield Button(literal_line(self.action), variant="primary", id="open")
+                for label, ident in self.extra:
+                    yield Button(literal_line(label), variant="warning", id=ident)
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
@@ -125,6 +139,8 @@ class OpenFileScreen(ModalScreen[Path | None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "open":
             self._open(self.query_one("#file-path", Input).value)
+        elif event.button.id in {ident for _label, ident in self.extra}:
+            self.dismiss(event.button.id)
         else:
             self.dismiss(None)
 
