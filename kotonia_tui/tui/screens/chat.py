@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import ActiveBinding, Binding, BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
@@ -47,10 +46,6 @@ from kotonia_tui.tui.widgets.status import StatusLine
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
-# Below this width the footer keeps the keys a newcomer needs first (the rest stay in the
-# palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
-NARROW = 100
-FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
 class Ask(StrEnum):
@@ -95,6 +90,8 @@ class ChatScreen(ConversationActions):
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
+    FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
+
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
 
@@ -118,21 +115,6 @@ class ChatScreen(ConversationActions):
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
-
-    @property
-    def active_bindings(self) -> dict[str, ActiveBinding]:
-        bindings = super().active_bindings
-        if self.size.width >= NARROW:
-            return bindings
-        return {
-            key: active._replace(binding=replace(active.binding, show=False))
-            if active.binding.show and active.binding.id not in FOOTER_WHEN_NARROW
-            else active
-            for key, active in bindings.items()
-        }
-
-    def on_resize(self) -> None:
-        self.refresh_bindings()
 
     # ---- layout --------------------------------------------------------------------------
 

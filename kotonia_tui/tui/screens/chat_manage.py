@@ -100,8 +100,8 @@ class ConversationActions(KotoniaScreen[None]):
             )
         notify(
             self,
-            f"{conversation_title(branched.conversation)}: {shared}. This conversation stays "
-            "as it was (Ctrl+B, then pick it in the list).",
+            f"{conversation_title(branched.conversation)}: {shared}. The original stays as it "
+            "was (Ctrl+B lists both).",
             title="Branched",
             timeout=10,
         )

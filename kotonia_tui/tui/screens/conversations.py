@@ -81,9 +81,12 @@ class ConversationsScreen(KotoniaScreen[None]):
         Binding("c", "duplicate", "Duplicate", id="duplicate_conversation", show=False),
         Binding("delete,d", "delete", "Delete", id="delete_conversation"),
         Binding("ctrl+z,u", "undo", "Undo delete", id="undo_delete_conversation", show=False),
-        Binding("i", "import_chat", "Import", id="import_chat", show=False),
-        Binding("x", "export_chat", "Export", id="export_chat", show=False),
+        Binding("i", "import_chat", "Import", id="import_chat"),
+        Binding("x", "export_chat", "Export", id="export_chat"),
     ]
+    FOOTER_WHEN_NARROW = frozenset(
+        {"back_to_characters", "new_conversation", "delete_conversation", "quit", "help"}
+    )
 
     def __init__(self, card: CharacterCard) -> None:
         super().__init__()
@@ -210,7 +213,7 @@ class ConversationsScreen(KotoniaScreen[None]):
             Content.assemble(
                 ("You play ", "$text-muted"),
                 literal_line(self.persona_name, "bold $text-primary"),
-                ("  (p: another persona)", "$text-disabled"),
+                ("  · p changes", "$text-disabled"),
             )
         )
 

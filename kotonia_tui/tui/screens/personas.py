@@ -55,6 +55,9 @@ def persona_change_note(name: str) -> str:
     )
 
 
+SHORT_CHANGE_NOTE = "Its conversations follow from their next turn (read again once)."
+
+
 class PersonaItem(ListItem):
     def __init__(self, persona: StoredPersona, uses: int) -> None:
         mark = "★ " if persona.is_default else ""
@@ -80,6 +83,7 @@ class PersonasScreen(KotoniaScreen[int | None]):
         Binding("s", "make_default", "Make default", id="persona_default"),
         Binding("delete,d", "delete", "Delete", id="persona_delete"),
     ]
+    FOOTER_WHEN_NARROW = frozenset({"personas_back", "persona_new", "persona_edit", "quit", "help"})
 
     def __init__(self, choosing_for: str = "", current: int | None = None) -> None:
         super().__init__()
@@ -271,22 +275,36 @@ class PersonaEditScreen(ModalScreen[StoredPersona | None]):
         persona = self.persona
         with Vertical(classes="dialog wide") as box:
             box.border_title = literal_line(f"Edit {persona.name}") if persona else "New persona"
-            yield Label("Name")
-            yield Input(visible(persona.name, one_line=True) if persona else "", id="persona-name")
-            yield Label("Description (who you are in the story; {{user}} is your name)")
+            # At 24 rows the labels give way to the placeholders, the note to its short form.
+            yield Label("Name", classes="field-label")
+            yield Input(
+                visible(persona.name, one_line=True) if persona else "",
+                placeholder="Name",
+                id="persona-name",
+            )
+            yield Label(
+                "Description (who you are in the story; {{user}} is your name)",
+                classes="field-label",
+            )
             yield TextArea(
                 visible(persona.description) if persona else "",
                 id="persona-description-text",
                 soft_wrap=True,
+                placeholder="Description (who you are in the story)",
             )
-            yield Label("Picture (optional)")
+            yield Label("Picture (optional)", classes="field-label")
             yield Input(
                 placeholder="a picture file (→ completes); empty keeps the one it has",
                 suggester=PathSuggester(IMAGE_SUFFIXES),
                 id="persona-picture",
             )
-            note = CHANGE_NOTE if persona is not None and self.uses else ""
-            yield Static(literal(f"{note}\nCtrl+S saves · Esc cancels".strip()), classes="hint")
+            changes = persona is not None and self.uses > 0
+            note = CHANGE_NOTE if changes else ""
+            yield Static(
+                literal(f"{note}\nCtrl+S saves · Esc cancels".strip()), classes="hint long"
+            )
+            short = SHORT_CHANGE_NOTE if changes else ""
+            yield Static(literal(f"{short} Ctrl+S saves.".strip()), classes="hint short")
             with Horizontal(classes="buttons"):
                 yield Button("Save", variant="primary", id="save")
                 if persona is not None and persona.image:
