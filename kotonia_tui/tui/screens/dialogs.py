@@ -223,7 +223,9 @@ class HelpScreen(ModalScreen[None]):
                 literal(
                     "Enter sends (on an empty box: the character answers your last message); "
                     "Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J start a "
-                    "new line. Ctrl+P opens the command palette."
+                    "new line. On an empty box, ← and → page through the last reply's versions "
+                    "(→ on the newest writes another) and Ctrl+Z brings back a deleted message. "
+                    "Ctrl+P opens the command palette."
                 ),
                 classes="hint",
             )
