@@ -5,7 +5,8 @@
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
-4. the verbatim window, oldest first, ending with the new message;
+4. the verbatim window, oldest first, ending with the new message (system notes imported from
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out);
 5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
    that what changes with recent messages never changes anything before the history.
 
@@ -87,8 +88,10 @@ def assemble_prompt(
     messages.extend(memory_exchange(memory_text))
     for line in window:
         if line.role is Role.SYSTEM:
-            messages.append(ChatMessage("system", line.text, images=line.images))
-        elif line.role is Role.USER:
+            # Imported notes ("[Start a new chat]"): shown in the chat, never sent, as
+            # SillyTavern does (a base model given them repeated them).
+            continue
+        if line.role is Role.USER:
             messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
         else:
             messages.append(
@@ -99,6 +102,14 @@ def assemble_prompt(
     return tuple(messages)
 
 
+def in_prompt(role: Role) -> bool:
+    """Whether a message of this role goes to the model (system notes do not)."""
+    return role is not Role.SYSTEM
+
+
 def line_cost_text(line: PromptLine) -> str:
-    """The text whose token count stands for a message's cost in the prompt."""
+    """The text whose token count stands for a message's cost in the prompt ("" for a line
+    the prompt leaves out: it costs nothing)."""
+    if not in_prompt(line.role):
+        return ""
     return f"{line.speaker}: {line.text}\n" if line.speaker else f"{line.text}\n\n"
