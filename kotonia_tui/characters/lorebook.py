@@ -48,6 +48,7 @@ from kotonia_tui.characters.errors import FieldError
 from kotonia_tui.characters.json_fields import ObjectReader
 from kotonia_tui.characters.limits import MAX_LORE_ENTRIES, MAX_TEXT_CHARS
 from kotonia_tui.characters.macros import apply_macros
+from kotonia_tui.search_text import is_spaced_word_char
 
 DEFAULT_MATCH_WHOLE_WORDS = True
 REGEX_TIMEOUT_S = 0.25  # one key against the scanned text; ordinary patterns take microseconds
@@ -411,36 +412,17 @@ def _any_key_matches(entry: LoreEntry, keys: Sequence[str], text: str, guard: Re
 def _literal_matches(key: str, text: str, case_sensitive: bool, whole_words: bool) -> bool:
     if not case_sensitive:
         key, text = key.lower(), text.lower()
-    check_start = whole_words and _is_spaced_word_char(key[0])
-    check_end = whole_words and _is_spaced_word_char(key[-1])
+    check_start = whole_words and is_spaced_word_char(key[0])
+    check_end = whole_words and is_spaced_word_char(key[-1])
     start = text.find(key)
     while start != -1:
         end = start + len(key)
-        before_ok = not check_start or start == 0 or not _is_spaced_word_char(text[start - 1])
-        after_ok = not check_end or end == len(text) or not _is_spaced_word_char(text[end])
+        before_ok = not check_start or start == 0 or not is_spaced_word_char(text[start - 1])
+        after_ok = not check_end or end == len(text) or not is_spaced_word_char(text[end])
         if before_ok and after_ok:
             return True
         start = text.find(key, start + 1)
     return False
-
-
-# Scripts written without spaces between words: whole-word matching cannot apply to them.
-_UNSPACED_RANGES = (
-    (0x0E00, 0x0EFF),  # Thai, Lao
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),  # half-width Katakana
-    (0x20000, 0x3134F),  # CJK extensions B..G
-)
-
-
-def _is_spaced_word_char(char: str) -> bool:
-    if not (char.isalnum() or char == "_"):
-        return False
-    code = ord(char)
-    return not any(low <= code <= high for low, high in _UNSPACED_RANGES)
 
 
 @lru_cache(maxsize=512)

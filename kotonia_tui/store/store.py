@@ -38,10 +38,12 @@ from kotonia_tui.store import (
     messages,
     metrics,
     migrations,
+    search,
 )
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 
 IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 
@@ -253,6 +255,37 @@ class Store:
         self, conv_id: int, batch: int = 500, model_key: str | None = None
     ) -> Iterator[StoredMessage]:
         return messages.iter_messages(self._db, conv_id, batch, model_key)
+
+    # Search ------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        conversation_id: int | None = None,
+        limit: int = 50,
+        order: SearchOrder = SearchOrder.RANK,
+    ) -> list[SearchHit]:
+        """Messages holding every term of `query` (plain text, never query syntax), in every
+        conversation or in one; Japanese and Chinese are matched as substrings."""
+        return search.search_messages(
+            self._db, query, conversation_id=conversation_id, limit=limit, order=order
+        )
+
+    def recall(
+        self, conversation_id: int, query: str, older_than_id: int, limit: int
+    ) -> list[SearchHit]:
+        """Messages of one conversation older than `older_than_id` that share words with
+        `query`, best first (BM25; more shared words rank higher; words in too many messages
+        to tell them apart are left out). One call per turn (issue 16, recall)."""
+        return search.search_messages(
+            self._db,
+            query,
+            conversation_id=conversation_id,
+            before_id=older_than_id,
+            limit=limit,
+            mode=SearchMode.ANY,
+        )
 
     # Images ------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from .conftest import T0, make_messages, new_conversation
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == 4
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)
@@ -44,7 +44,7 @@ def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert "schema 7, this one knows 3" in message
+    assert f"schema 7, this one knows {SCHEMA_VERSION}" in message
     assert "upgrade the app" in message
 
 
@@ -167,7 +167,7 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
     raw.commit()
     raw.close()
     with Store.open(path) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == SCHEMA_VERSION
         state = store.memory_state(1)
         assert (state.verbatim_start_id, state.applied_chapter_id) == (2, 1)
         assert (state.memory_text, state.memory_tokens) == ("", 0)
