@@ -91,8 +91,11 @@ class ChatScreen(KotoniaScreen[None]):
         conversation: StoredConversation,
         service: ChatService | None = None,
         unavailable: str = "",
+        *,
+        at_message: int | None = None,
     ) -> None:
         super().__init__()
+        self.at_message = at_message  # opened from a search: shown there, selected
         self.reader = reader
         self.service = service
         # Why there is no service (the model could not be loaded): said when the user sends.
@@ -104,6 +107,7 @@ class ChatScreen(KotoniaScreen[None]):
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
+        self._at_end = True  # the newest messages are shown (not a page opened further back)
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
     @property
@@ -130,6 +134,7 @@ class ChatScreen(KotoniaScreen[None]):
                 with VerticalScroll(id="log") as log_view:
                     log_view.border_title = literal_line(self.conversation.character_name)
                     yield Button("▲ earlier messages", id="earlier", compact=True)
+                yield Button("▼ newer messages (to the end)", id="later", compact=True)
                 yield Static(id="attachments")
                 yield ChatInput(id="input")
             yield InspectorPane(id="inspector")
@@ -143,12 +148,15 @@ class ChatScreen(KotoniaScreen[None]):
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
+        self.query_one("#later", Button).display = False
         log_view = self.query_one("#log", VerticalScroll)
-        messages = self.reader.messages(self.conv_id, limit=PAGE)
+        if self.at_message is not None:
+            self.jump_to(self.at_message)
+        messages = [] if self.at_message is not None else self.reader.messages(self.conv_id, PAGE)
         self.query_one("#earlier", Button).display = len(messages) >= PAGE
         self._oldest_id = messages[0].id if messages else None
         log_view.mount_all(self._views_for(messages))
-        if not messages:
+        if not messages and self.at_message is None:
             log_view.mount(
                 Static(
                     literal(f"Nothing here yet. Say hello to {conv.character_name}."),
@@ -156,7 +164,8 @@ class ChatScreen(KotoniaScreen[None]):
                     id="log-empty",
                 )
             )
-        log_view.anchor()
+        if self.at_message is None:
+            log_view.anchor()
         chat_input = self.query_one(ChatInput)
         if self.service is None:
             chat_input.placeholder = (
@@ -269,6 +278,8 @@ class ChatScreen(KotoniaScreen[None]):
             notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
             return
         log_view = self.query_one("#log", VerticalScroll)
+        if not self._at_end:
+            await self._reload()  # a page opened further back: the turn goes at the end
         self.streaming = True
         self.kotonia.turn_status = "preparing the prompt…"
         target: MessageView | None = None
@@ -359,6 +370,8 @@ class ChatScreen(KotoniaScreen[None]):
         log_view = self.query_one("#log", VerticalScroll)
         for view in self._views():
             await view.remove()
+        self._at_end = True
+        self.query_one("#later", Button).display = False
         self.selected = None
         messages = self.reader.messages(self.conv_id, limit=PAGE)
         self._oldest_id = messages[0].id if messages else None
@@ -366,7 +379,38 @@ class ChatScreen(KotoniaScreen[None]):
         await log_view.mount_all(self._views_for(messages))
         log_view.anchor()
 
+    @work(exclusive=True, group="page")
+    async def jump_to(self, message_id: int) -> None:
+        """Show the page around a message (a search result) and select it."""
+        log_view = self.query_one("#log", VerticalScroll)
+        half = PAGE // 2
+        before = self.reader.messages(self.conv_id, limit=half, before_id=message_id)
+        after = self.reader.messages_from(self.conv_id, message_id, half + 1)
+        if not after or after[0].id != message_id:
+            notify(self, f"Message {message_id} is no longer in this conversation.")
+            return
+        for view in self._views():
+            await view.remove()
+        self._remove_empty_note()
+        self.selected = None
+        messages = before + after
+        self._oldest_id = messages[0].id
+        self.query_one("#earlier", Button).display = len(before) >= half
+        newest = self.reader.messages(self.conv_id, limit=1)
+        self._at_end = bool(newest) and newest[-1].id == messages[-1].id
+        self.query_one("#later", Button).display = not self._at_end
+        log_view.anchor(False)
+        await log_view.mount_all(self._views_for(messages))
+        target = self._view_of(message_id)
+        if target is not None:
+            self._select(target)
+            self.call_after_refresh(log_view.scroll_to_widget, target, animate=False, center=True)
+
     async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "later":
+            event.stop()
+            await self._reload()
+            return
         if event.button.id != "earlier" or self._oldest_id is None:
             return
         event.stop()
