@@ -5,9 +5,11 @@
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
-4. the verbatim window, oldest first, ending with the new message;
-5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
-   that what changes with recent messages never changes anything before the history.
+4. the verbatim window, oldest first, ending with the new message (an Author's Note with a
+   depth N > 0 sits N messages from its end: docs/architecture.md says what that costs);
+5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
+   instructions): last, so that what changes with recent messages never changes anything
+   before the history.
 
 Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 """
@@ -76,6 +78,8 @@ def assemble_prompt(
     memory_text: str,
     window: Sequence[PromptLine],
     notes: str = "",
+    author_note: str = "",
+    author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
@@ -85,7 +89,12 @@ def assemble_prompt(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    for line in window:
+    # The note goes before the window's last `author_note_depth` lines (or first, when the
+    # window is shorter): a system line, as a story note.
+    note_at = max(0, len(window) - author_note_depth) if author_note.strip() else -1
+    for index, line in enumerate(window):
+        if index == note_at:
+            messages.append(ChatMessage("system", author_note.strip()))
         if line.role is Role.SYSTEM:
             messages.append(ChatMessage("system", line.text, images=line.images))
         elif line.role is Role.USER:
@@ -94,6 +103,8 @@ def assemble_prompt(
             messages.append(
                 ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
             )
+    if note_at == len(window):
+        messages.append(ChatMessage("system", author_note.strip()))
     if notes.strip():
         messages.append(ChatMessage("system", notes.strip()))
     return tuple(messages)

@@ -16,6 +16,7 @@ from types import TracebackType
 from kotonia_tui.domain import (
     Alternative,
     Chapter,
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldStatus,
@@ -31,6 +32,7 @@ from kotonia_tui.domain import (
     TurnMetrics,
 )
 from kotonia_tui.store import (
+    chat_settings,
     conversations,
     fold_jobs,
     images,
@@ -173,6 +175,20 @@ class Store:
             if described is not None:
                 conversations.describe_conversation(self._db, created.id, described())
             return conversations.get_conversation(self._db, created.id)
+
+    # Settings over the model profile (a character's, a conversation's) -------------------------
+
+    def character_settings(self, character_key: str) -> ChatSettings:
+        return chat_settings.character_settings(self._db, character_key)
+
+    def set_character_settings(self, character_key: str, settings: ChatSettings) -> None:
+        chat_settings.set_character_settings(self._db, character_key, settings)
+
+    def conversation_settings(self, conv_id: int) -> ChatSettings:
+        return chat_settings.conversation_settings(self._db, conv_id)
+
+    def set_conversation_settings(self, conv_id: int, settings: ChatSettings) -> None:
+        chat_settings.set_conversation_settings(self._db, conv_id, settings)
 
     # Messages ----------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMe
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
 from kotonia_tui.tui.screens.base import KotoniaScreen
+from kotonia_tui.tui.screens.chat_settings import ChatSettingsScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -76,6 +77,7 @@ class ChatScreen(KotoniaScreen[None]):
         Binding("alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False),
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
+        Binding("f9", "settings", "Settings", id="chat_settings"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
         # Priority: the message box has the focus and would type the "c" otherwise.
         Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
@@ -542,6 +544,23 @@ class ChatScreen(KotoniaScreen[None]):
         self.app.copy_to_clipboard(view.text)
         label = view.label if view.message_id else "the reply"
         notify(self, f"Copied {label} to the clipboard.")
+
+    def action_settings(self) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        try:
+            view = service.settings_view(self.conv_id)
+        except Exception as exc:
+            notify(self, str(exc), title="Settings", severity="error", timeout=10)
+            return
+
+        def done(saved: bool | None) -> None:
+            if saved:
+                notify(self, "Settings saved: the next turn uses them.")
+                self.refresh_memory()
+
+        self.app.push_screen(ChatSettingsScreen(service, view), done)
 
     def action_back(self) -> None:
         if self.turn is not None:
