@@ -63,7 +63,12 @@ class LoreFiring:
     @property
     def label(self) -> str:
         entry = self.entry
-        return entry.name or entry.comment or (entry.keys[0] if entry.keys else "?")
+        if entry.name or entry.comment:
+            return entry.name or entry.comment or ""
+        if entry.keys:
+            return entry.keys[0]
+        body = " ".join(entry_body(entry.content).split())
+        return body if len(body) <= 30 else body[:29] + "…"
 
 
 @dataclass(frozen=True)

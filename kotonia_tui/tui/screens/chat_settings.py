@@ -52,7 +52,8 @@ def describe_error(label: str, exc: ValidationError) -> str:
         "less_than_equal": "at most {le}",
         "less_than": "less than {lt}",
     }
-    rule = bounds.get(first["type"], first["msg"]).format(**ctx)
+    shown = {k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}
+    rule = bounds.get(first["type"], first["msg"]).format(**shown)
     return f"{field} ({label}): must be {rule}, got {first.get('input')!r}"
 
 
@@ -216,8 +217,8 @@ class ChatSettingsScreen(ModalScreen[bool]):
     def action_save(self) -> None:
         error = self.query_one("#settings-error", Static)
         try:
-            conversation = self._read("conversation", "this conversation")
-            character = self._read("character", "the character")
+            conversation = self._read("conversation", "conversation")
+            character = self._read("character", "character")
             self.service.save_settings(self.view.conversation_id, character, conversation)
         except ChatSettingsError as exc:
             error.update(literal(str(exc), "bold $error"))
