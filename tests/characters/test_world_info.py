@@ -136,5 +136,5 @@ def test_the_folder_lists_reads_once_and_names_a_broken_file(tmp_path: Path) -> 
         folder.load("A.json")
     with pytest.raises(WorldInfoError, match="not a file name"):
         folder.load("../b.json")
-    with pytest.raises(WorldInfoError, match="missing.json: cannot be read"):
+    with pytest.raises(WorldInfoError, match=r"missing\.json: cannot be read"):
         folder.load("missing.json")

@@ -41,6 +41,10 @@ WORLD = {
 }
 
 
+def _top(app: KotoniaApp) -> object:
+    return app.screen
+
+
 def _world() -> None:
     folder = app_dirs().world_info
     folder.mkdir(parents=True, exist_ok=True)
@@ -84,7 +88,7 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         screen.query_one("#conversation-depth", Input).value = "1"
         screen.query_one("#conversation-world", SelectionList).select("harbor.json")
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.screen is chat)
+        await wait_for(pilot, lambda: _top(app) is chat)
         stored = service.store.conversation_settings(chat.conv_id)
         assert (stored.generation.temperature, stored.generation.top_p) == (1.5, 0.9)
         assert (stored.author_note, stored.author_note_depth) == ("[{{char}} whispers.]", 1)
@@ -115,7 +119,7 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         assert screen.query_one("#character-reply_max_tokens", Input).value == "20"
         assert "harbor.json" in screen.query_one("#conversation-world", SelectionList).selected
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is chat)
+        await wait_for(pilot, lambda: _top(app) is chat)
 
 
 async def test_the_settings_screen_fits_a_small_terminal(tiny_eos_model_path, mira_card) -> None:
