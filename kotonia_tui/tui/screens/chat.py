@@ -24,6 +24,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
 
+from kotonia_tui.characters.card import CardImage
+from kotonia_tui.characters.expressions import Expression, expression_for
 from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
@@ -41,6 +43,7 @@ from kotonia_tui.tui.screens.dialogs import (
     synopsis_page,
 )
 from kotonia_tui.tui.widgets.chat_input import ChatInput
+from kotonia_tui.tui.widgets.expression import ExpressionPane
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
@@ -110,6 +113,8 @@ class ChatScreen(KotoniaScreen[None]):
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
         self._at_end = True  # the newest messages are shown (not a page opened further back)
+        self.expressions: list[Expression] = []  # the card's expression pictures (if any)
+        self._card_image: CardImage | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
     @property
@@ -139,6 +144,7 @@ class ChatScreen(KotoniaScreen[None]):
                 yield Button("▼ newer messages (to the end)", id="later", compact=True)
                 yield Static(id="attachments")
                 yield ChatInput(id="input")
+            yield ExpressionPane(self.conversation.character_name, id="expressions")
             yield InspectorPane(id="inspector")
         yield StatusLine()
         yield Footer()
@@ -151,6 +157,7 @@ class ChatScreen(KotoniaScreen[None]):
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
         self.query_one("#later", Button).display = False
+        self.load_expressions()
         log_view = self.query_one("#log", VerticalScroll)
         if self.at_message is not None:
             self.jump_to(self.at_message)
@@ -346,6 +353,7 @@ class ChatScreen(KotoniaScreen[None]):
     def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
         if done.reply is not None:
             view.finish(done.reply)
+            self.show_expression()
             if done.reply.status is MessageStatus.CUT and done.reply.status_reason:
                 notify(self, done.reply.status_reason, title="Reply cut", severity="warning")
         elif target is not None:
@@ -454,6 +462,7 @@ class ChatScreen(KotoniaScreen[None]):
             notify(self, str(exc), severity="error")
             return
         self.refresh_memory()
+        self.show_expression()
 
     def action_select(self, step: int) -> None:
         views = self._views()
@@ -566,6 +575,45 @@ class ChatScreen(KotoniaScreen[None]):
         if self.turn is not None:
             self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
+
+    # ---- expressions -----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="expressions")
+    def load_expressions(self) -> None:
+        """Read the card's expression pictures off the event loop (a CHARX can be large)."""
+        library = self.reader.library
+        card = library.card_of(self.conversation.character_key, self.conversation.character_name)
+        if card is None:
+            return
+        expressions, problems = library.expressions(card)
+        for problem in problems:
+            log.warning("%s", problem)
+        self.app.call_from_thread(self._expressions_loaded, expressions, card.image, problems)
+
+    def _expressions_loaded(
+        self, expressions: list[Expression], image: CardImage | None, problems: list[str]
+    ) -> None:
+        if problems:
+            more = f" (and {len(problems) - 1} more, in the log)" if len(problems) > 1 else ""
+            notify(self, problems[0] + more, title="Expressions", severity="warning")
+        if not self.is_attached:
+            return  # the chat was closed while the pictures were read
+        self.expressions = expressions
+        self._card_image = image
+        self.query_one(ExpressionPane).set_class(bool(expressions), "-shown")
+        self.show_expression()
+
+    @work(exclusive=True, group="expression")
+    async def show_expression(self) -> None:
+        """The picture the last reply's mood calls for (and its name under the chat)."""
+        if not self.expressions:
+            return
+        replies = [v.message for v in self._views() if v.message is not None]
+        last = next((m for m in reversed(replies) if m.role is Role.CHARACTER), None)
+        chosen = expression_for(last.text if last is not None else "", self.expressions)
+        await self.query_one(ExpressionPane).show(chosen, self._card_image)
+        name = chosen.expression.name if chosen.expression is not None else "picture"
+        self.query_one("#log", VerticalScroll).border_subtitle = literal_line(f"mood: {name}")
 
     # ---- attachments -----------------------------------------------------------------------
 
