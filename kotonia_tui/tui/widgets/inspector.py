@@ -99,10 +99,6 @@ class InspectorPane(VerticalScroll):
         )
         yield Static("Last turn", classes="section")
         yield Static(id="metrics")
-        yield Static("Settings (F9)", classes="section")
-        yield Static(id="generation")
-        yield Static("Lorebook (last turn)", classes="section")
-        yield Static(id="lore")
         yield Static("Verbatim window", classes="section")
         yield Static(id="verbatim")
         yield Static("Fold queue", classes="section")
@@ -113,6 +109,10 @@ class InspectorPane(VerticalScroll):
         yield Static("Synopsis", classes="section")
         yield Static(id="synopsis")
         yield Button("Earlier versions", id="synopsis-versions", variant="default", compact=True)
+        yield Static("Lorebook (last turn)", classes="section")
+        yield Static(id="lore")
+        yield Static("Settings (F9)", classes="section")
+        yield Static(id="generation")
 
     def on_resize(self) -> None:
         if self.view is not None:
