@@ -109,7 +109,10 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         assert left_out.startswith("✗ Hidden key (harbor.json) on 'key' + 'stair'")
         assert left_out.endswith("left out: over the budget")
         assert sent.startswith("✓ Dark tower (harbor.json) on 'lighthouse'")
-        assert "✓ Dark tower" in screen_text(app)  # drawn in the pane
+        inspector = chat.query_one(InspectorPane)
+        inspector.scroll_to_widget(inspector.query_one("#lore"), animate=False, top=True)
+        await pilot.pause()
+        assert "✓ Dark tower" in screen_text(app)  # drawn in the pane, below the memory
         metrics = service.store.last_turn_metrics(chat.conv_id)
         assert metrics is not None and metrics.generated <= 20
 

@@ -126,7 +126,7 @@ class ChatSettingsScreen(ModalScreen[bool]):
                 for scope, title in SCOPES:
                     layer = self._layer(scope)
                     with Horizontal(classes="note-row"):
-                        yield Label(f"{title}, depth", classes="note-label")
+                        yield Label(Content(f"{title}, depth"), classes="note-label")
                         yield Input(
                             _shown(layer.author_note_depth),
                             type="integer",
@@ -154,7 +154,7 @@ class ChatSettingsScreen(ModalScreen[bool]):
                     )
                 for scope, title in SCOPES:
                     attached = set(self._layer(scope).world_info)
-                    yield Label(f"attached to {title}")
+                    yield Label(Content(f"attached to {title}"))
                     yield SelectionList[str](
                         *(
                             (literal_line(name), name, name in attached)
