@@ -1,5 +1,6 @@
-"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
-export, eval and doctor for scripts.
+"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, personas,
+conversation management (rename, delete, duplicate, branch), import, export, eval and doctor for
+scripts.
 
 Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
 or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
@@ -32,6 +33,8 @@ from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, Serv
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.managing import ConversationManager, ManageError
+from kotonia_tui.chat.personas import PersonaBook, PersonaError, check_name
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.search import search as search_messages
 from kotonia_tui.chat.service import ChatError, ChatService
@@ -48,7 +51,7 @@ from kotonia_tui.chat.startup import (
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.chatfiles import ImportFormatError, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
@@ -56,7 +59,7 @@ from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.safe_files import WriteError, replacing
-from kotonia_tui.store import SCHEMA_VERSION, SearchOrder, StoreError
+from kotonia_tui.store import SCHEMA_VERSION, SearchOrder, Store, StoreError
 from kotonia_tui.terminal_text import escape_json_controls, visible
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
@@ -86,6 +89,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     AttachmentError,
     UnknownCharacterError,
     WriteError,
+    PersonaError,
+    ManageError,
 )
 
 
@@ -134,6 +139,8 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
     args.say = [typed(text, "--say") for text in args.say]
     # Everything the user could have typed wrong is checked before the model loads.
     card = open_library(settings).find(args.character)
+    if args.persona is not None:
+        args.persona = check_name(typed(args.persona, "--persona"))
     for text in args.say:
         if not text.strip() and not args.image:
             raise UserError("--say got an empty message; nothing was sent")
@@ -146,10 +153,18 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
         card = service.library.find(args.character)
+        persona = _persona(service.personas, args.persona) if args.persona else None
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
+            if persona is not None and persona.id != conv.persona_id:
+                conv = service.manager.set_persona(conv.id, persona.id)
+                say(
+                    f"conversation {conv.id} is now played as {persona.name} (its setup is "
+                    "read again on this turn)",
+                    stream=err,
+                )
         else:
-            conv = service.new_conversation(card, greeting=args.greeting)
+            conv = service.new_conversation(card, greeting=args.greeting, persona=persona)
             say(f"conversation {conv.id} with {card.name}", stream=err)
             opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
@@ -169,6 +184,16 @@ async def _chat(args: argparse.Namespace, settings: Settings) -> int:
         raise
     finally:
         await service.close(closing)
+
+
+def _persona(book: PersonaBook, name: str) -> StoredPersona:
+    """The persona called `name`, made (and said so) when there is none yet."""
+    try:
+        return book.find(name)
+    except PersonaError:
+        made = book.for_name(name)
+        say(f"note: made a new persona {made.name!r} (no description)", stream=sys.stderr)
+        return made
 
 
 def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
@@ -353,6 +378,7 @@ def _conversations(args: argparse.Namespace, settings: Settings) -> int:
             "messages": c.message_count,
             "updated": c.updated_at.isoformat(timespec="seconds"),
             "title": c.title,
+            "persona": c.persona_name,
         }
         for c in convs
     ]
@@ -376,13 +402,15 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     library = open_library(settings)
     card = library.find(args.character) if args.character else None
     with open_store(settings, args.db) as store:
+        personas = PersonaBook(store, settings.persona)
         imported = import_chat_file(
             store,
             path,
-            settings.persona.name,
+            personas.default().name,
             card.name if card else None,
             card.key if card else None,
             match=library.match,
+            personas=personas,
         )
     for note in imported.notes:
         say(f"note: {note}", stream=sys.stderr)
@@ -403,6 +431,91 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
             "or import again with --character KEY",
             stream=sys.stderr,
         )
+    return 0
+
+
+def _personas(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db, read_only=args.read_only) as store:
+        # A read-only data dir lists what is stored; otherwise the settings' persona is there.
+        found = store.personas() if args.read_only else PersonaBook(store, settings.persona).all()
+        rows = [
+            {
+                "id": p.id,
+                "name": p.name,
+                "default": p.is_default,
+                "conversations": store.persona_conversations(p.id),
+                "picture": p.image is not None,
+                "description": p.description,
+            }
+            for p in found
+        ]
+    if args.json:
+        print(_json(rows))
+        return 0
+    for row in rows:
+        count = row["conversations"]
+        assert isinstance(count, int)
+        fields = (
+            row["id"],
+            row["name"],
+            "default" if row["default"] else "-",
+            plural(count, "conversation"),
+            row["description"],
+        )
+        print("\t".join(visible(str(f), one_line=True) for f in fields))
+    return 0
+
+
+def _manager(store: Store, settings: Settings) -> ConversationManager:
+    return ConversationManager(store, open_library(settings), PersonaBook(store, settings.persona))
+
+
+def _rename(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db) as store:
+        conv = _manager(store, settings).rename(args.id, args.title)
+    say(f"conversation {conv.id} is now titled {conv.title!r}", stream=sys.stderr)
+    return 0
+
+
+def _delete(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db) as store:
+        conv = store.get_conversation(args.id)
+        store.delete_conversation(conv.id)
+    say(
+        f"deleted conversation {conv.id} with {conv.character_name} "
+        f"({plural(conv.message_count, 'message')}, its memory and fold jobs)",
+        stream=sys.stderr,
+    )
+    return 0
+
+
+def _branch(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db) as store:
+        manager = _manager(store, settings)
+        if args.command == "duplicate":
+            branched = manager.duplicate(args.id, args.title or "")
+        else:
+            number = args.message.removeprefix("#")
+            if not number.isdigit():
+                raise UserError(
+                    f"MESSAGE is a message number as the app shows it (#12 or 12), "
+                    f"not {args.message!r}"
+                )
+            branched = manager.branch_at_number(args.id, int(number), args.title or "")
+    conv = branched.conversation
+    print(conv.id)
+    memory = (
+        "the memory carried over as it was"
+        if branched.memory_shared
+        else f"{plural(branched.chapters, 'chapter')} carried over, applied on its next turn"
+        if branched.chapters
+        else "nothing folded yet"
+    )
+    say(
+        f"conversation {conv.id} {conv.title!r}: {plural(branched.messages, 'message')} "
+        f"of conversation {args.id}; {memory}",
+        stream=sys.stderr,
+    )
     return 0
 
 
@@ -659,6 +772,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", action="append", default=[], metavar="FILE", help="attach an image file"
     )
     chat.add_argument(
+        "--persona",
+        metavar="NAME",
+        help="play as this persona (see `kotonia personas`; made if new); with --conversation, "
+        "from now on",
+    )
+    chat.add_argument(
         "--stats", action="store_true", help="print each turn's figures as a JSON line (stderr)"
     )
     chat.add_argument(
@@ -674,6 +793,27 @@ def build_parser() -> argparse.ArgumentParser:
     conversations = sub.add_parser("conversations", help="list conversations")
     conversations.add_argument("character", nargs="?", help="only this character's")
     conversations.add_argument("--json", action="store_true", help="print a JSON list")
+
+    personas = sub.add_parser("personas", help="list the personas you play as")
+    personas.add_argument("--json", action="store_true", help="print a JSON list")
+
+    rename = sub.add_parser("rename", help="give a conversation a title")
+    rename.add_argument("id", type=int, help="the conversation")
+    rename.add_argument("title", help="the new title ('' for none)")
+
+    delete = sub.add_parser("delete", help="delete a conversation for good, with its memory")
+    delete.add_argument("id", type=int, help="the conversation")
+
+    duplicate = sub.add_parser("duplicate", help="copy a conversation, memory included")
+    duplicate.add_argument("id", type=int, help="the conversation")
+    duplicate.add_argument("--title", help="the copy's title")
+
+    branch = sub.add_parser(
+        "branch", help="a new conversation sharing the story (and memory) up to a message"
+    )
+    branch.add_argument("id", type=int, help="the conversation")
+    branch.add_argument("message", help="the last shared message, numbered as the app shows it")
+    branch.add_argument("--title", help="the branch's title")
 
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
@@ -708,7 +848,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that only read: they work on a read-only data dir.
-READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "search", "export", "doctor"})
+READ_ONLY_COMMANDS = frozenset(
+    {"characters", "conversations", "personas", "search", "export", "doctor"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -749,6 +891,11 @@ def _run(args: argparse.Namespace) -> int:
             "import": _import,
             "export": _export,
             "doctor": _doctor,
+            "personas": _personas,
+            "rename": _rename,
+            "delete": _delete,
+            "duplicate": _branch,
+            "branch": _branch,
         }
         if args.command is None:
             return _tui(args, settings)

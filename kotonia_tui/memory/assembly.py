@@ -5,8 +5,10 @@
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
-4. the verbatim window, oldest first, ending with the new message (an Author's Note with a
-   depth N > 0 sits N messages from its end: docs/architecture.md says what that costs);
+4. the verbatim window, oldest first, ending with the new message (system notes imported from
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
+   Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
+   what that costs);
 5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
    instructions): last, so that what changes with recent messages never changes anything
    before the history.
@@ -89,27 +91,34 @@ def assemble_prompt(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    # The note goes before the window's last `author_note_depth` lines (or first, when the
-    # window is shorter): a system line, as a story note.
-    note_at = max(0, len(window) - author_note_depth) if author_note.strip() else -1
-    for index, line in enumerate(window):
+    # The note goes before the last `author_note_depth` lines the model reads (or first, when
+    # the window holds fewer): a system line, as a story note. Imported notes never count.
+    sent = [line for line in window if in_prompt(line.role)]
+    note_at = max(0, len(sent) - author_note_depth) if author_note.strip() else -1
+    for index, line in enumerate(sent):
         if index == note_at:
             messages.append(ChatMessage("system", author_note.strip()))
-        if line.role is Role.SYSTEM:
-            messages.append(ChatMessage("system", line.text, images=line.images))
-        elif line.role is Role.USER:
+        if line.role is Role.USER:
             messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
         else:
             messages.append(
                 ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
             )
-    if note_at == len(window):
+    if note_at == len(sent):
         messages.append(ChatMessage("system", author_note.strip()))
     if notes.strip():
         messages.append(ChatMessage("system", notes.strip()))
     return tuple(messages)
 
 
+def in_prompt(role: Role) -> bool:
+    """Whether a message of this role goes to the model (system notes do not)."""
+    return role is not Role.SYSTEM
+
+
 def line_cost_text(line: PromptLine) -> str:
-    """The text whose token count stands for a message's cost in the prompt."""
+    """The text whose token count stands for a message's cost in the prompt ("" for a line
+    the prompt leaves out: it costs nothing)."""
+    if not in_prompt(line.role):
+        return ""
     return f"{line.speaker}: {line.text}\n" if line.speaker else f"{line.text}\n\n"

@@ -1,6 +1,6 @@
 """Full-text search over the messages: the query a user types, or the words recall looks for.
 
-The indexes (FTS5, schema step 4) are kept in step with `messages.text` by triggers, so a
+The indexes (FTS5, the search schema step) are kept in step with `messages.text` by triggers, so a
 search sees exactly the messages stored now, each with its chosen version's text. A query is
 plain text, never FTS syntax: it is split into terms (search_text.split_terms) and each term
 becomes one or more index lookups:
@@ -305,19 +305,24 @@ def _run(
 ) -> list[SearchHit]:
     ordering = "score, id DESC" if order is SearchOrder.RANK else "id DESC"
     params: list[object] = []
+    # Conversations deleted in the app stay stored until the session ends (undo): their
+    # messages are never found. Left out after the lookups, so these must not stop early.
+    hidden = [
+        row["id"] for row in db.select("SELECT id FROM conversations WHERE deleted_at IS NOT NULL")
+    ]
     if len(groups) == 1 and len(groups[0]) == 1:
         # One lookup (the usual query): newest first, it stops after `limit`; ranked, after
         # the newest RANKED_MATCHES. In one conversation its id range bounds the lookup, and
         # other conversations' messages inside that range are left out only afterwards.
         cap: int | None = limit if order is SearchOrder.NEWEST else RANKED_MATCHES
-        if bounds.conversation_id is not None and isinstance(groups[0][0], _Fts):
+        if hidden or (bounds.conversation_id is not None and isinstance(groups[0][0], _Fts)):
             cap = None
         sql, params = _lookup(groups[0][0], bounds, cap)
         scored = f"SELECT id, r AS score FROM ({sql})"
     else:
         # Recall (any term) looks at the newest matches of each index; a search for every
         # term must not, or older messages with all the terms would be missed.
-        cap = RANKED_MATCHES if mode is SearchMode.ANY else None
+        cap = RANKED_MATCHES if mode is SearchMode.ANY and not hidden else None
         lookups = []
         for k, group in enumerate(groups):
             for source in group:
@@ -330,6 +335,13 @@ def _run(
                 SELECT id, k, min(r) AS r FROM ({" UNION ALL ".join(lookups)}) GROUP BY id, k
             ) GROUP BY id {having}"""
     in_conversation, conversation_params = bounds.conversation_sql()
+    if hidden:
+        marks = ", ".join("?" * len(hidden))
+        in_conversation += (
+            f"{' AND' if in_conversation else 'WHERE'} id NOT IN "
+            f"(SELECT id FROM messages WHERE conversation_id IN ({marks}))"
+        )
+        conversation_params = [*conversation_params, *hidden]
     # MATERIALIZED: flattened into the outer query, bm25() would leave its FTS5 cursor's
     # context. Only the `limit` best are joined with their messages.
     sql = f"""

@@ -10,14 +10,14 @@ import pytest
 from kotonia_tui.domain import MessageStatus, Role
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import migrate
+from kotonia_tui.store.migrations import STEPS, migrate
 
 from .conftest import T0, make_messages, new_conversation
 
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == len(STEPS)
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)

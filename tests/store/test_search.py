@@ -8,7 +8,7 @@ from pathlib import Path
 from kotonia_tui.domain import Alternative, Conversation, Message, Role
 from kotonia_tui.store import SearchOrder, Store
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import migrate
+from kotonia_tui.store.migrations import SCHEMA_VERSION, STEPS, _search_and_chat_settings, migrate
 from kotonia_tui.store.search import SHORT_TERM_EXPANSION
 
 from .conftest import new_conversation
@@ -104,6 +104,34 @@ def test_the_index_follows_edits_versions_deletes_and_imports(store: Store) -> N
     assert _fts_integrity(store.path) == []
 
 
+def test_a_conversation_deleted_in_the_app_is_never_found_until_undone(store: Store) -> None:
+    """Deleted in the app, a conversation stays stored until the session ends (undo): its
+    messages must not be found, whatever the order or the limit, and come back with undo."""
+    kept, hidden = new_conversation(store), new_conversation(store)
+    old = _say(store, kept.id, "The lantern by the door.")
+    newer = _say(store, hidden.id, *[f"lantern number {i} 灯台" for i in range(30)])
+    assert set(newer) <= set(_found(store, "lantern", limit=100))
+    store.hide_conversation(hidden.id)
+    for order in SearchOrder:
+        assert _found(store, "lantern", limit=1, order=order) == old
+        assert _found(store, "lantern number", limit=5, order=order) == []
+        assert _found(store, "灯台", limit=5, order=order) == []
+    assert [h.message_id for h in store.recall(hidden.id, "lantern", newer[-1] + 1, 5)] == []
+    store.unhide_conversation(hidden.id)
+    assert _found(store, "lantern", limit=1, order=SearchOrder.NEWEST) == [newer[-1]]
+
+
+def test_a_deleted_message_brought_back_by_undo_is_found_again(store: Store) -> None:
+    conv = new_conversation(store)
+    (gone,) = _say(store, conv.id, "The harbour bell rang twice.")
+    stored = store.get_message(gone)
+    store.delete_message(gone)
+    assert _found(store, "harbour") == []
+    store.restore_message(stored)
+    assert _found(store, "harbour") == [gone]
+    assert _fts_integrity(store.path) == []
+
+
 def test_a_query_is_plain_text_never_query_syntax(store: Store) -> None:
     conv = new_conversation(store)
     (hit,) = _say(store, conv.id, 'She said "NEAR" and OR-ed the AND gate (col:1) *')
@@ -152,11 +180,12 @@ def test_recall_is_one_conversation_older_than_a_message_any_word_ranked(store: 
     assert {h.message_id for h in hits} == {sister, both}
 
 
-def test_step_4_indexes_messages_stored_before_it(tmp_path: Path) -> None:
-    path = tmp_path / "v3.sqlite3"
+def test_the_search_step_indexes_messages_stored_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
     db = Db.connect(path)
     db.configure()
-    assert migrate(db, target=3) == 3
+    before = STEPS.index(_search_and_chat_settings)  # the version the step starts from
+    assert migrate(db, target=before) == before
     db.close()
     raw = sqlite3.connect(path)
     ts = "2026-11-01T10:00:00.000000+00:00"
@@ -173,7 +202,7 @@ def test_step_4_indexes_messages_stored_before_it(tmp_path: Path) -> None:
     raw.commit()
     raw.close()
     with Store.open(path) as store:
-        assert store.schema_version == 4
+        assert store.schema_version == SCHEMA_VERSION
         assert _found(store, "lighthouse") == [1]
         assert _found(store, "灯台") == [2] and _found(store, "猫") == [3]
         store.update_message_text(2, "新しい灯台", [])
