@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kotonia_tui.chat.chat_settings import ChatSettingsError, Layer, resolve
-from kotonia_tui.config import ModelProfile
+from kotonia_tui.config import ModelProfile, app_dirs
 from kotonia_tui.domain import ChatSettings, GenerationSettings, MessageStatus
 from kotonia_tui.engine import GenerationRequest
 from kotonia_tui.engine.sampling import Sampling
@@ -191,3 +191,75 @@ async def test_a_deep_note_costs_the_messages_after_it_every_turn(make_service, 
             evaluated[depth].append(done.metrics.evaluated)
     steady = {depth: sum(values[3:]) / 3 for depth, values in evaluated.items()}
     assert steady[4] > steady[0] * 2, evaluated
+
+
+def _card_with_notes() -> str:
+    """A small card whose post-history instructions and lorebook change the end of the prompt."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Wren",
+            "description": "Wren keeps the lighthouse.",
+            "first_mes": "Welcome to the lighthouse.",
+            "post_history_instructions": "[Stay in the lighthouse, {{user}}.]",
+            "character_book": {
+                "entries": [{"keys": ["storm"], "content": "LORE-STORM: gales break on the rocks."}]
+            },
+        },
+    }
+    (folder / "wren.json").write_text(json.dumps(card), encoding="utf-8")
+    return "wren"
+
+
+async def test_what_changes_every_turn_sits_after_the_history_so_the_prefix_is_byte_stable(
+    make_service, tiny_model_path
+):
+    """The card's lorebook, a World Info file, the Author's Note (depth 0) and the card's
+    post-history instructions all come after the history: each turn's rendered prompt starts
+    with the previous turn's, byte for byte, up to the end of its new message, and the engine
+    reuses that prefix from its cache."""
+    folder = app_dirs().world_info
+    folder.mkdir(parents=True)
+    book = {"entries": {"0": {"uid": 0, "key": ["bell"], "content": "WORLD-BELL: it tolls."}}}
+    (folder / "harbour.json").write_text(json.dumps(book), encoding="utf-8")
+    key = _card_with_notes()
+    service = await make_service(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    conv = service.new_conversation(service.library.get(key))
+    service.save_settings(
+        conv.id,
+        ChatSettings(author_note="NOTE: {{char}} speaks softly."),
+        ChatSettings(world_info=("harbour.json",)),
+    )
+    says = ["A storm rises.", "The bell rings.", "Quiet night.", "Storm and bell.", "Dawn."]
+    previous = ""
+    for turn_no, text in enumerate(says):
+        turn = await service.send(conv.id, text)
+        prompt = service.engine.render(turn.prepared.request).text
+        done = await turn.wait()
+        assert done.metrics is not None
+        assert prompt.startswith(previous), turn_no
+        # The notes of this turn, after the new message, in their order.
+        end = prompt.rindex(text) + len(text)
+        tail = prompt[end:]
+        places = [
+            tail.find(part)
+            for part in ("LORE-STORM", "WORLD-BELL", "NOTE: Wren", "[Stay in the lighthouse, User")
+        ]
+        lore = service.memory_view(conv.id).lore
+        assert lore is not None
+        sent = " ".join(f.entry.content for f in lore.selection.fired if f.sent)
+        fired = ["LORE-STORM" in sent, "WORLD-BELL" in sent, True, True]
+        assert [at >= 0 for at in places] == fired, (turn_no, tail)
+        if turn_no < 2:  # the first storm and the first bell fire on their own turn
+            assert fired[turn_no], (turn_no, tail)
+        shown = [at for at in places if at >= 0]
+        assert shown == sorted(shown)  # lore, then the note, then post-history: last
+        assert "LORE-STORM" not in prompt[:end] and "WORLD-BELL" not in prompt[:end]
+        if previous:
+            # Reused from the cache: at least everything before the previous turn's notes.
+            assert done.metrics.reused >= service.engine.count_tokens(previous) - 2, turn_no
+            assert done.metrics.evaluated < done.metrics.prompt_positions // 2, turn_no
+        previous = prompt[:end]
