@@ -302,3 +302,5 @@ class ChatSettings(BaseModel):
     author_note_depth: int | None = Field(default=None, ge=0, le=MAX_AUTHOR_NOTE_DEPTH)
     # File names in the World Info folder; a conversation's add to its character's.
     world_info: tuple[str, ...] = ()
+    # Tokens of keyed lorebook entries per turn (None: `lore_budget_ratio` of the window).
+    lore_budget: int | None = Field(default=None, ge=0)

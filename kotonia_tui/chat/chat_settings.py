@@ -22,10 +22,12 @@ LABELS = {
     "min_p": "min-p",
     "repeat_penalty": "repeat penalty",
     "reply_max_tokens": "reply length",
+    "lore_budget": "lore budget",
 }
 
 
 class Layer(StrEnum):
+    CONFIG = "config"  # the app's settings (config.toml): the lore budget's lore_budget_ratio
     PROFILE = "profile"
     CHARACTER = "character"
     CONVERSATION = "conversation"
@@ -46,6 +48,7 @@ class TurnSettings:
     author_note_layer: Layer | None  # None: no note
     author_note_depth: int
     world_info: tuple[tuple[str, Layer], ...]  # (file name, layer), character's first
+    lore_budget: Effective  # tokens of keyed lore per turn
 
     @property
     def reply_max_tokens(self) -> int:
@@ -59,8 +62,13 @@ class TurnSettings:
 
 
 def resolve(
-    profile: ModelProfile, character: ChatSettings, conversation: ChatSettings
+    profile: ModelProfile,
+    character: ChatSettings,
+    conversation: ChatSettings,
+    *,
+    lore_budget: int,
 ) -> TurnSettings:
+    """`lore_budget`: the app's (`lore_budget_ratio` of the window), under the two layers."""
     generation: dict[str, Effective] = {}
     for name in GENERATION_FIELDS:
         found = Effective(getattr(profile, name), Layer.PROFILE)
@@ -79,7 +87,11 @@ def resolve(
     files: list[tuple[str, Layer]] = []
     for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
         files += [(name, layer) for name in settings.world_info if name not in dict(files)]
-    return TurnSettings(generation, note, note_layer, depth, tuple(files))
+    lore = Effective(lore_budget, Layer.CONFIG)
+    for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
+        if settings.lore_budget is not None:
+            lore = Effective(settings.lore_budget, layer)
+    return TurnSettings(generation, note, note_layer, depth, tuple(files), lore)
 
 
 class ChatSettingsError(Exception):
@@ -93,6 +105,11 @@ class ChatSettingsError(Exception):
 def reply_limit(n_ctx: int) -> int:
     """The longest reply length a window allows: half of it, so the story keeps room."""
     return n_ctx // 2
+
+
+def lore_limit(n_ctx: int) -> int:
+    """The largest lore budget a window allows: a quarter of it (lore sent is never folded)."""
+    return n_ctx // 4
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,13 @@ def check(effective: TurnSettings, n_ctx: int, world_files: list[str]) -> None:
             "reply_max_tokens",
             f"reply length {reply.value} (the {reply.layer.value}'s) is more than half of the "
             f"{n_ctx}-token window: at most {limit}",
+        )
+    lore = effective.lore_budget
+    if lore.value > lore_limit(n_ctx):
+        raise ChatSettingsError(
+            "lore_budget",
+            f"lore budget {lore.value} (the {lore.layer.value}'s) is more than a quarter of the "
+            f"{n_ctx}-token window: at most {lore_limit(n_ctx)}",
         )
     for name, layer in effective.world_info:
         if name not in world_files:

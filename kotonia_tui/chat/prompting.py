@@ -155,6 +155,7 @@ class Prompter:
             self.engine.profile,
             self.store.character_settings(character_key),
             self.store.conversation_settings(conv_id),
+            lore_budget=self.budgets.lore,
         )
 
     def setup_tokens(self, system_text: str) -> int:
@@ -320,7 +321,7 @@ class Prompter:
                 setup,
                 persona,
                 window,
-                budgets.lore,
+                int(settings.lore_budget.value),
                 [name for name, _layer in settings.world_info],
             )
         except MacroLimitError as exc:

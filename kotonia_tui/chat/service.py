@@ -517,7 +517,12 @@ class ChatService:
             character_name=card.display_name,
             character=character,
             conversation=conversation,
-            effective=resolve(self.engine.profile, character, conversation),
+            effective=resolve(
+                self.engine.profile,
+                character,
+                conversation,
+                lore_budget=self.prompter.budgets.lore,
+            ),
             profile_name=self.settings.profile,
             n_ctx=self.engine.n_ctx,
             world_files=self.prompter.world_info.names(),
@@ -530,7 +535,9 @@ class ChatService:
         """Store both layers when the turn they make can run (`ChatSettingsError` otherwise,
         naming the field; nothing is stored then). The next turn uses them."""
         view = self.settings_view(conv_id)
-        effective = resolve(self.engine.profile, character, conversation)
+        effective = resolve(
+            self.engine.profile, character, conversation, lore_budget=self.prompter.budgets.lore
+        )
         check(effective, self.engine.n_ctx, view.world_files)
         for name, _layer in effective.world_info:
             try:

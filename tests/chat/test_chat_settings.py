@@ -41,7 +41,7 @@ def test_a_narrower_layer_wins_and_says_which_layer_set_each_value() -> None:
         author_note_depth=0,
         world_info=("shared.json", "quest.json"),
     )
-    turn = resolve(profile, character, conversation)
+    turn = resolve(profile, character, conversation, lore_budget=100)
     assert turn.generation["temperature"].value == 1.2
     assert turn.generation["temperature"].layer is Layer.CONVERSATION
     assert (turn.generation["top_k"].value, turn.generation["top_k"].layer) == (10, Layer.CHARACTER)
@@ -50,6 +50,11 @@ def test_a_narrower_layer_wins_and_says_which_layer_set_each_value() -> None:
     assert (turn.author_note, turn.author_note_layer) == ("Keep it short.", Layer.CHARACTER)
     assert turn.author_note_depth == 0  # the conversation set it
     assert [name for name, _ in turn.world_info] == ["town.json", "shared.json", "quest.json"]
+    assert (turn.lore_budget.value, turn.lore_budget.layer) == (100, Layer.CONFIG)
+    narrower = resolve(
+        profile, ChatSettings(lore_budget=40), ChatSettings(lore_budget=0), lore_budget=100
+    )
+    assert (narrower.lore_budget.value, narrower.lore_budget.layer) == (0, Layer.CONVERSATION)
 
 
 def test_the_engine_samples_with_the_request_layer_over_the_profile() -> None:
@@ -73,6 +78,8 @@ def test_bounds_are_the_profiles() -> None:
         GenerationSettings(reply_max_tokens=8)
     with pytest.raises(ValueError, match="author_note_depth"):
         ChatSettings(author_note_depth=-1)
+    with pytest.raises(ValueError, match="lore_budget"):
+        ChatSettings(lore_budget=-1)
 
 
 async def test_settings_are_stored_per_character_and_conversation(make_service, tiny_model_path):
@@ -101,6 +108,8 @@ async def test_a_reply_length_the_window_cannot_hold_is_refused_naming_it(
     with pytest.raises(ChatSettingsError, match=r"reply length 1500 \(the conversation's\).*1024"):
         service.save_settings(conv.id, ChatSettings(), _gen(reply_max_tokens=1500))
     assert service.store.conversation_settings(conv.id) == ChatSettings()  # nothing stored
+    with pytest.raises(ChatSettingsError, match=r"lore budget 600 \(the character's\).*512"):
+        service.save_settings(conv.id, ChatSettings(lore_budget=600), ChatSettings())
     with pytest.raises(ChatSettingsError, match=r"'missing\.json'.*not in the folder"):
         service.save_settings(conv.id, ChatSettings(world_info=("missing.json",)), ChatSettings())
 
@@ -263,3 +272,40 @@ async def test_what_changes_every_turn_sits_after_the_history_so_the_prefix_is_b
             assert done.metrics.reused >= service.engine.count_tokens(previous) - 2, turn_no
             assert done.metrics.evaluated < done.metrics.prompt_positions // 2, turn_no
         previous = prompt[:end]
+
+
+async def test_the_lore_budget_is_a_setting_of_the_character_or_the_conversation(
+    make_service, tiny_model_path
+):
+    """The app's lore budget (`lore_budget_ratio` of the window) is the base; a character's
+    or a conversation's decides which fired entries are sent and which are left out."""
+    folder = app_dirs().world_info
+    folder.mkdir(parents=True)
+    long = "The storm tower's bell, cast in the old foundry, rings at every change of tide."
+    book = {
+        "entries": {
+            "0": {"uid": 0, "key": ["storm"], "comment": "Short", "content": "Gales.", "order": 9},
+            "1": {"uid": 1, "key": ["storm"], "comment": "Long", "content": long, "order": 1},
+        }
+    }
+    (folder / "sea.json").write_text(json.dumps(book), encoding="utf-8")
+    service = await _service(make_service, tiny_model_path, reply_max_tokens=16)
+    conv = service.new_conversation(service.library.get("wren"))
+    short_cost = service.engine.count_tokens("Gales.")
+    assert service.engine.count_tokens(long) > short_cost + 4
+
+    async def sent_after(character: ChatSettings, conversation: ChatSettings) -> list[str]:
+        service.save_settings(conv.id, character, conversation)
+        await (await service.send(conv.id, "A storm comes.")).wait()
+        lore = service.memory_view(conv.id).lore
+        assert lore is not None
+        assert lore.selection.budget == service.settings_view(conv.id).effective.lore_budget.value
+        return [f.label for f in lore.selection.fired if f.sent]
+
+    files = ChatSettings(world_info=("sea.json",))
+    assert sorted(await sent_after(files, ChatSettings())) == ["Long", "Short"]  # 5% of 2,048
+    tight = files.model_copy(update={"lore_budget": short_cost + 2})
+    assert await sent_after(tight, ChatSettings()) == ["Short"]  # the character's
+    assert await sent_after(tight, ChatSettings(lore_budget=0)) == []  # the conversation's
+    view = service.memory_view(conv.id)
+    assert view.settings is not None and view.settings.lore_budget.layer is Layer.CONVERSATION

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from textual.widgets import Input, SelectionList, TextArea
+from textual.widgets import Input, Label, SelectionList, TextArea
 
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import ChatSettings
@@ -63,8 +63,7 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
     tiny_model_path, mira_card
 ) -> None:
     _world()
-    # A lore budget of 2% of 2,048 tokens: the short entry fits, the long one is left out.
-    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=24, lore_budget_ratio=0.02))
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=24))
     async with app.run_test(size=(120, 40)) as pilot:
         chat = await open_new_chat(app, pilot)
         service = app.service
@@ -83,6 +82,14 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         assert service.store.conversation_settings(chat.conv_id) == ChatSettings()
 
         screen.query_one("#conversation-top_p", Input).value = "0.9"
+        screen.query_one("#conversation-lore_budget", Input).value = "9999"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is screen
+        assert "lore budget 9999 (the conversation's) is more than a quarter" in screen_text(app)
+        screen.query_one("#conversation-lore_budget", Input).value = ""
+        # A lore budget of 40 tokens: the short entry fits, the long one is left out.
+        screen.query_one("#character-lore_budget", Input).value = "40"
         screen.query_one("#character-reply_max_tokens", Input).value = "20"
         screen.query_one("#conversation-note", TextArea).text = "[{{char}} whispers.]"
         screen.query_one("#conversation-depth", Input).value = "1"
@@ -103,6 +110,7 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         shown = settings_content(view).plain
         assert "temperature 1.5 (conversation)" in shown
         assert "reply length 20 (character)" in shown
+        assert "lore budget 40 (character)" in shown
         assert "Author's Note" in shown and "1 message from the end (conversation)" in shown
         # In the order they were ranked for the budget (insertion order 90 before 100).
         _total, left_out, sent = lore_content(view).plain.splitlines()
@@ -120,6 +128,8 @@ async def test_settings_are_checked_saved_and_shown_with_the_lore_that_fired(
         screen = await _open_settings(pilot, chat)
         assert screen.query_one("#conversation-temperature", Input).value == "1.5"
         assert screen.query_one("#character-reply_max_tokens", Input).value == "20"
+        assert screen.query_one("#character-lore_budget", Input).value == "40"
+        assert "40 (character)" in str(screen.query_one("#effective-lore_budget", Label).content)
         assert "harbor.json" in screen.query_one("#conversation-world", SelectionList).selected
         await pilot.press("escape")
         await wait_for(pilot, lambda: _top(app) is chat)

@@ -2,9 +2,10 @@
 
 Two columns of the same fields: this conversation, and the character (every conversation with
 it); an empty field leaves the value to the layer below, and the third column says what is in
-effect and which layer set it. Below: the Author's Note with its depth, and the World Info
-files to attach. Ctrl+S checks everything and saves (a wrong value is named, with its bounds,
-and nothing is saved); the next turn uses the new settings.
+effect and which layer set it (the lore budget's base is the app's `lore_budget_ratio`).
+Below: the Author's Note with its depth, and the World Info files to attach. Ctrl+S checks
+everything and saves (a wrong value is named, with its bounds, and nothing is saved); the next
+turn uses the new settings.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from kotonia_tui.chat.chat_settings import (
     GENERATION_FIELDS,
     LABELS,
     ChatSettingsError,
+    Effective,
     SettingsView,
+    lore_limit,
     reply_limit,
 )
 from kotonia_tui.chat.service import ChatService
@@ -87,7 +90,8 @@ class ChatSettingsScreen(ModalScreen[bool]):
                         f"Empty: the layer below decides (conversation, then character, then "
                         f"the profile {view.profile_name!r}). Reply length is also the reply "
                         f"reserve of every memory budget: at most {limit:,} in this "
-                        f"{view.n_ctx:,}-token window."
+                        f"{view.n_ctx:,}-token window. Lore budget: the tokens of lorebook "
+                        f"entries sent each turn (0: none), at most {lore_limit(view.n_ctx):,}."
                     ),
                     classes="hint",
                 )
@@ -106,13 +110,16 @@ class ChatSettingsScreen(ModalScreen[bool]):
                                 id=f"{scope}-{name}",
                                 compact=True,
                             )
-                        effective = view.effective.generation[name]
-                        yield Label(
-                            Content.assemble(
-                                _shown(effective.value), (f" ({effective.layer})", "$text-muted")
-                            ),
-                            id=f"effective-{name}",
+                        yield self._effective(name, view.effective.generation[name])
+                    yield Label(LABELS["lore_budget"])
+                    for scope, _title in SCOPES:
+                        yield Input(
+                            _shown(self._layer(scope).lore_budget),
+                            type="integer",
+                            id=f"{scope}-lore_budget",
+                            compact=True,
                         )
+                    yield self._effective("lore_budget", view.effective.lore_budget)
                 yield Static(Content.styled("Author's Note", "bold $text-accent"), classes="hint")
                 yield Static(
                     literal(
@@ -171,6 +178,13 @@ class ChatSettingsScreen(ModalScreen[bool]):
                 yield Button("Save", variant="primary", id="save")
                 yield Button("Cancel", id="cancel")
 
+    @staticmethod
+    def _effective(name: str, effective: Effective) -> Label:
+        return Label(
+            Content.assemble(_shown(effective.value), (f" ({effective.layer})", "$text-muted")),
+            id=f"effective-{name}",
+        )
+
     def on_mount(self) -> None:
         self.query_one("#settings-error", Static).display = False
         self.query_one(f"#conversation-{GENERATION_FIELDS[0]}", Input).focus()
@@ -195,6 +209,14 @@ class ChatSettingsScreen(ModalScreen[bool]):
         except ValidationError as exc:
             field = str(exc.errors()[0]["loc"][-1])
             raise ChatSettingsError(field, describe_error(title, exc)) from exc
+        lore_text = self.query_one(f"#{scope}-lore_budget", Input).value.strip()
+        lore_budget = int(lore_text) if lore_text.lstrip("-").isdigit() else None
+        if lore_text and (lore_budget is None or lore_budget < 0):
+            raise ChatSettingsError(
+                "lore_budget",
+                f"lore budget ({title}): must be a whole number of tokens, 0 or more, "
+                f"got {lore_text!r}",
+            )
         depth_text = self.query_one(f"#{scope}-depth", Input).value.strip()
         depth = int(depth_text) if depth_text.lstrip("-").isdigit() else None
         if depth_text and (depth is None or not 0 <= depth <= MAX_AUTHOR_NOTE_DEPTH):
@@ -212,6 +234,7 @@ class ChatSettingsScreen(ModalScreen[bool]):
             author_note=original if note == visible(original) else note,
             author_note_depth=depth,
             world_info=tuple(str(name) for name in world.selected),
+            lore_budget=lore_budget,
         )
 
     def action_save(self) -> None:

@@ -3,7 +3,8 @@
 The settings say which layer set each value (the profile's are shown plain; a character's or a
 conversation's say so) and where the Author's Note and the post-history instructions go. The
 lorebook section lists every entry that fired on the last turn, the keys it fired on, and
-whether it was sent or left out for the lore budget (`lore_budget_ratio`).
+whether it was sent or left out for the lore budget (`lore_budget_ratio` of the window, or the
+character's or the conversation's, F9).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def settings_content(view: MemoryView) -> Content:
         if effective.layer is not Layer.PROFILE:
             item = Content.assemble(item, (f" ({effective.layer})", "$accent"))
         parts.append(item)
+    lore = settings.lore_budget
+    item = Content.assemble(("lore budget ", "$text-muted"), (f"{lore.value:,}", "bold"))
+    if lore.layer is not Layer.CONFIG:
+        item = Content.assemble(item, (f" ({lore.layer})", "$accent"))
+    parts.append(item)
     lines = [Content(" · ").join(parts)]
     if settings.author_note_layer is not None:
         depth = settings.author_note_depth
