@@ -83,6 +83,15 @@ def test_one_conversation_and_deleted_messages(capsys, stored) -> None:
     code, out, _ = _run(capsys, "search", "clock", "--json")
     kept = stored["The clock tower chimed at midnight."]
     assert [r["message"] for r in json.loads(out)] == [kept]
+    # Deleted in the app (still stored until the app closes, for undo): not listed.
+    with Store.open(app_dirs().default_db) as store:
+        store.hide_conversation(stored["rowan-ashby"])
+    code, out, err = _run(capsys, "search", "clock")
+    assert (code, out, err) == (0, "", "")
+    code, out, _ = _run(capsys, "search", "猫")
+    assert [int(line.split("\t")[0]) for line in out.splitlines()] == [
+        stored["猫が時計の上で寝ている。"]
+    ]
 
 
 def test_mistakes_exit_1_or_2_with_one_line(capsys, stored) -> None:

@@ -109,6 +109,7 @@ async def test_search_in_the_open_chat_japanese_and_jump_in_place(
         assert [i.result.hit.message_id for i in screen.query(ResultItem)] == [found["jp"]]
         await pilot.press("ctrl+o")  # only the open conversation (the other one)
         await pilot.pause(0.1)
+        print(screen_text(app))
         assert list(screen.query(ResultItem)) == []
         assert "No message in" in screen_text(app)
         await pilot.press("ctrl+o")
@@ -137,5 +138,23 @@ async def test_a_deleted_message_is_not_found(tiny_eos_model_path, mira_card, tm
     app = KotoniaApp(tiny_settings(tiny_eos_model_path))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_reader()
+        screen = await _search(pilot, app, "brass")
+        assert [i.result.hit.message_id for i in screen.query(ResultItem)] == [found["x"]]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SearchScreen))
+
+        # A conversation deleted in the app is kept until it closes (undo): never found.
+        manager = await app.wait_manager()
+        assert manager is not None
+        manager.delete(found["other"])
+        screen = await _search(pilot, app, "brass")
+        assert list(screen.query(ResultItem)) == []
+        assert "No message in every conversation has every word." in screen_text(app)
+        # Found, then refused with an error toast, is not good enough. (Textual keeps the
+        # toasts shown in App._notifications; screen_text does not draw their layer.)
+        assert [n.message for n in app._notifications] == []
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SearchScreen))
+        manager.undo_delete()
         screen = await _search(pilot, app, "brass")
         assert [i.result.hit.message_id for i in screen.query(ResultItem)] == [found["x"]]
