@@ -204,23 +204,12 @@ async def test_a_deep_note_costs_the_messages_after_it_every_turn(make_service, 
 
 def _card_with_notes() -> str:
     """A small card whose post-history instructions and lorebook change the end of the prompt."""
-    folder = app_dirs().user_characters
-    folder.mkdir(parents=True, exist_ok=True)
-    card = {
-        "spec": "chara_card_v2",
-        "spec_version": "2.0",
-        "data": {
-            "name": "Wren",
-            "description": "Wren keeps the lighthouse.",
-            "first_mes": "Welcome to the lighthouse.",
-            "post_history_instructions": "[Stay in the lighthouse, {{user}}.]",
-            "character_book": {
-                "entries": [{"keys": ["storm"], "content": "LORE-STORM: gales break on the rocks."}]
-            },
+    return write_short_card(
+        post_history_instructions="[Stay in the lighthouse, {{user}}.]",
+        character_book={
+            "entries": [{"keys": ["storm"], "content": "LORE-STORM: gales break on the rocks."}]
         },
-    }
-    (folder / "wren.json").write_text(json.dumps(card), encoding="utf-8")
-    return "wren"
+    )
 
 
 async def test_what_changes_every_turn_sits_after_the_history_so_the_prefix_is_byte_stable(
