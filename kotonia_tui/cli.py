@@ -36,6 +36,7 @@ from kotonia_tui.chat.library import UnknownCharacterError
 from kotonia_tui.chat.managing import ConversationManager, ManageError
 from kotonia_tui.chat.personas import PersonaBook, PersonaError, check_name
 from kotonia_tui.chat.reader import ConversationReader
+from kotonia_tui.chat.search import search as search_messages
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.chat.startup import (
     DataDirError,
@@ -58,7 +59,7 @@ from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.eval.command import add_arguments as add_eval_arguments
 from kotonia_tui.eval.command import run_command as run_eval_command
 from kotonia_tui.safe_files import WriteError, replacing
-from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
+from kotonia_tui.store import SCHEMA_VERSION, SearchOrder, Store, StoreError
 from kotonia_tui.terminal_text import escape_json_controls, visible
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
@@ -532,6 +533,49 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _search(args: argparse.Namespace, settings: Settings) -> int:
+    args.query = _TypedText()(args.query, "the query")
+    order = SearchOrder.NEWEST if args.newest else SearchOrder.RANK
+    with open_store(settings, args.db, read_only=args.read_only) as store:
+        if args.conversation is not None:
+            store.get_conversation(args.conversation)  # an unknown id is an error, not "none"
+        results = search_messages(
+            store, args.query, conversation_id=args.conversation, limit=args.limit, order=order
+        )
+    rows = [
+        {
+            "message": r.hit.message_id,
+            "conversation": r.hit.conversation_id,
+            "number": r.number,
+            "character": r.conversation.character_key,
+            "character_name": r.conversation.character_name,
+            "title": r.conversation.title,
+            "speaker": r.hit.speaker,
+            "role": r.hit.role.value,
+            "created": r.hit.created_at.isoformat(timespec="seconds"),
+            "snippet": r.snippet.text,
+            "text": r.hit.text,
+        }
+        for r in results
+    ]
+    if args.json:
+        print(_json(rows))
+    else:
+        for row, result in zip(rows, results, strict=True):
+            shown = ("…" if result.snippet.cut_before else "") + result.snippet.text
+            shown += "…" if result.snippet.cut_after else ""
+            fields = (
+                row["message"],
+                row["conversation"],
+                f"#{row['number']}",
+                row["speaker"],
+                row["created"],
+                shown,
+            )
+            print("\t".join(visible(str(f), one_line=True) for f in fields))
+    return 0
+
+
 # ---- doctor ---------------------------------------------------------------------------------
 
 
@@ -693,6 +737,16 @@ def _tui(args: argparse.Namespace, settings: Settings) -> int:
 # ---- argument parsing -------------------------------------------------------------------------
 
 
+def _at_least_one(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kotonia", description="Kotonia TUI: role-play chat with a memory that lasts."
@@ -765,6 +819,17 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
 
+    found = sub.add_parser(
+        "search", help="find messages in every conversation (or one) by their words"
+    )
+    found.add_argument("query", help="words to find (all of them); Japanese/Chinese: any part")
+    found.add_argument("--conversation", type=int, metavar="ID", help="only in conversation ID")
+    found.add_argument(
+        "--limit", type=_at_least_one, default=20, metavar="N", help="at most N messages (20)"
+    )
+    found.add_argument("--newest", action="store_true", help="newest first (default: best first)")
+    found.add_argument("--json", action="store_true", help="print a JSON list")
+
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
     exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
     exp.add_argument(
@@ -783,7 +848,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that only read: they work on a read-only data dir.
-READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "personas", "export", "doctor"})
+READ_ONLY_COMMANDS = frozenset(
+    {"characters", "conversations", "personas", "search", "export", "doctor"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -820,6 +887,7 @@ def _run(args: argparse.Namespace) -> int:
         handlers = {
             "characters": _characters,
             "conversations": _conversations,
+            "search": _search,
             "import": _import,
             "export": _export,
             "doctor": _doctor,

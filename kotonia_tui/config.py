@@ -58,6 +58,11 @@ class AppDirs:
         return self.data / "characters"
 
     @property
+    def world_info(self) -> Path:
+        """World Info files (SillyTavern lorebooks) to attach to characters and conversations."""
+        return self.data / "worlds"
+
+    @property
     def state_file(self) -> Path:
         """Small UI state the app remembers (theme); kept apart from the user's TOML."""
         return self.data / "ui-state.json"
@@ -189,6 +194,7 @@ class Settings(BaseSettings):
 
     db: Path | None = None
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
+    world_info_dir: Path | None = None  # World Info files; default "worlds" under the data dir
     # The first default persona; personas live in the database from then on (chat/personas.py).
     persona: Persona = Field(default_factory=Persona)
 
@@ -272,6 +278,9 @@ class Settings(BaseSettings):
 
     def user_characters_dir(self, dirs: AppDirs) -> Path:
         return (self.characters_dir or dirs.user_characters).expanduser()
+
+    def world_info_folder(self, dirs: AppDirs) -> Path:
+        return (self.world_info_dir or dirs.world_info).expanduser()
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

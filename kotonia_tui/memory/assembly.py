@@ -6,9 +6,12 @@
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
-   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out);
-5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
-   that what changes with recent messages never changes anything before the history.
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
+   Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
+   what that costs);
+5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
+   instructions): last, so that what changes with recent messages never changes anything
+   before the history.
 
 Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 """
@@ -77,6 +80,8 @@ def assemble_prompt(
     memory_text: str,
     window: Sequence[PromptLine],
     notes: str = "",
+    author_note: str = "",
+    author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
@@ -86,17 +91,21 @@ def assemble_prompt(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    for line in window:
-        if line.role is Role.SYSTEM:
-            # Imported notes ("[Start a new chat]"): shown in the chat, never sent, as
-            # SillyTavern does (a base model given them repeated them).
-            continue
+    # The note goes before the last `author_note_depth` lines the model reads (or first, when
+    # the window holds fewer): a system line, as a story note. Imported notes never count.
+    sent = [line for line in window if in_prompt(line.role)]
+    note_at = max(0, len(sent) - author_note_depth) if author_note.strip() else -1
+    for index, line in enumerate(sent):
+        if index == note_at:
+            messages.append(ChatMessage("system", author_note.strip()))
         if line.role is Role.USER:
             messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
         else:
             messages.append(
                 ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
             )
+    if note_at == len(sent):
+        messages.append(ChatMessage("system", author_note.strip()))
     if notes.strip():
         messages.append(ChatMessage("system", notes.strip()))
     return tuple(messages)

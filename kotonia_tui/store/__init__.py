@@ -3,6 +3,7 @@
 from kotonia_tui.store.errors import NotFoundError, StoreError
 from kotonia_tui.store.migrations import SCHEMA_VERSION
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 from kotonia_tui.store.store import Store
 
 __all__ = [
@@ -10,6 +11,9 @@ __all__ = [
     "CharacterSeen",
     "MemoryState",
     "NotFoundError",
+    "SearchHit",
+    "SearchMode",
+    "SearchOrder",
     "Store",
     "StoreError",
     "TurnMetricsRecord",
