@@ -121,4 +121,5 @@ def test_the_query_is_the_new_message_and_the_reply_before_it():
 
 def test_matching_words_are_whole_words_and_japanese_pairs():
     assert matching_words("The lighthouse keeper", terms("light keeper")) == ("keeper",)
-    assert matching_words("妹の名前はイルゼです", terms("妹の名前は?")) == ("妹の", "の名", "名前", "前は")
+    found = matching_words("妹の名前はイルゼです", terms("妹の名前は?"))
+    assert found == ("妹の", "の名", "名前", "前は")
