@@ -62,7 +62,7 @@ class Recaller:
         ]
         marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
         limit = budget
-        chosen = Recall(budget=budget)
+        chosen, used = Recall(budget=budget), 0
         for _round in range(MAX_FITTING_ROUNDS):
             chosen = select(
                 candidates,
@@ -77,8 +77,8 @@ class Recaller:
                 break
             # Lines counted apart tokenize a little differently joined: ask for less.
             limit -= used - budget
-            chosen = Recall(budget=budget)
-        return Recall(chosen.excerpts, chosen.left_out, budget)
+            chosen, used = Recall(budget=budget), 0
+        return Recall(chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0)
 
     async def _candidates(
         self, conv_id: int, hits: Sequence[SearchHit], older_than: int

@@ -104,6 +104,7 @@ class Recall:
     excerpts: tuple[RecalledExcerpt, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
     budget: int = 0  # tokens; 0: recall is off
+    tokens: int = 0  # what the rendered excerpts cost (counted by the engine)
 
     @property
     def message_ids(self) -> list[int]:
