@@ -41,9 +41,9 @@ async def _run(
 
 async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversation, tmp_path):
     settings = eval_settings_for()
-    arms = ("generational", "rolling", "truncation", "full")  # recall arms: their own test
+    names = ("generational", "rolling", "truncation", "full")  # recall arms: their own test
     report, opened = await _run(
-        settings, conversation, EvalOptions(questions_per_range=3, arms=arms)
+        settings, conversation, EvalOptions(questions_per_range=3, arms=names)
     )
     run = report.runs[0]
     folded = [r for r in run.ranges if r.folded]
