@@ -3,10 +3,7 @@ back into the turn that asks about it, after the history, without changing the c
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, Conversation, Message, Role
@@ -14,6 +11,7 @@ from kotonia_tui.engine import GenerationRequest
 from kotonia_tui.memory.recall import RECALL_HEADER
 from kotonia_tui.store import Store
 from tests.cards import SHORT_CARD_KEY, write_short_card
+from tests.chat_cli import chat_with_stats
 
 from .conftest import tiny_settings
 
@@ -194,28 +192,18 @@ def test_chat_stats_list_the_recalled_message_ids(scripted_model, kotonia_home):
         "KOTONIA_PERSONA__NAME": "Ann",
         "KOTONIA_RECALL_BUDGET_RATIO": "0.25",
     }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kotonia_tui",
-            "chat",
-            SHORT_CARD_KEY,
-            "--conversation",
-            str(conv_id),
-            "--say",
-            "What was my sister's name again?",
-            "--say",
-            "Nice weather.",
-            "--stats",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+    proc, stats = chat_with_stats(
+        env,
+        SHORT_CARD_KEY,
+        "--conversation",
+        str(conv_id),
+        "--say",
+        "What was my sister's name again?",
+        "--say",
+        "Nice weather.",
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    stats = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     assert len(stats) == 2
     assert ids[4] in stats[0]["recalled"]
     assert all(isinstance(i, int) for i in stats[0]["recalled"])
