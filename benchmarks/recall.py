@@ -73,10 +73,11 @@ def _fold_like(service: ChatService, conv_id: int) -> None:
 
 async def _recall_times(path: Path, conv_id: int) -> tuple[float, int, int, int]:
     """Median ms of one turn's recall step, messages quoted, rows read, archive size."""
+    key = write_card()  # before the service opens its library
     service = await asyncio.to_thread(open_service, _settings(True, path), db=path)
     try:
         _fold_like(service, conv_id)
-        card = service.library.get(write_card())
+        card = service.library.get(key)
         setup = service.setup_for(card)
         prompter = service.prompter
         read = await prompter.read(conv_id, card, setup, service.persona)
