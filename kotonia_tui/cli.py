@@ -51,7 +51,7 @@ from kotonia_tui.chat.startup import (
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.chatfiles import ImportFormatError, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona, TurnMetrics
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
@@ -218,7 +218,7 @@ async def _say(
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats and done.metrics is not None:
-        print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+        _print_stats(turn, done.metrics)
     if done.error:
         raise UserError(done.error)
 
@@ -261,7 +261,14 @@ async def _interactive(
         if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
         if args.stats and done.metrics is not None:
-            print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+            _print_stats(turn, done.metrics)
+
+
+def _print_stats(turn: Turn, metrics: TurnMetrics) -> None:
+    """The turn's figures as one JSON line on standard error, with the message ids it
+    recalled from the archive."""
+    figures = {**metrics.stats_dict(), "recalled": turn.prepared.recall.message_ids}
+    print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
 async def _read_line(prompt: str) -> str:

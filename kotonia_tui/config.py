@@ -208,6 +208,8 @@ class Settings(BaseSettings):
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
     lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    # Recalled archive excerpts per turn, after the history (0 turns recall off).
+    recall_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
     wide_window_ctx: int = Field(default=262144, ge=1024)
     wide_window_verbatim_ratio: float = Field(default=0.75, gt=0.0, lt=1.0)

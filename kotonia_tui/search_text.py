@@ -70,6 +70,21 @@ def split_terms(query: str) -> list[Term]:
     return terms
 
 
+def recall_terms(terms: Sequence[Term]) -> list[Term]:
+    """The terms recall looks for (store/search.py) and shows as why a message came back
+    (memory/recall.py). Recall matches whole words, not prefixes, and leaves out one-letter
+    words (not digits). Japanese and Chinese are split into overlapping pairs of characters
+    (most of their words are two characters long: 名前, 東京), any of which counts."""
+    out: list[Term] = []
+    for term in terms:
+        if term.unspaced and len(term.text) > 2:
+            out.extend(Term(term.text[i : i + 2], True) for i in range(len(term.text) - 1))
+        elif term.unspaced or len(term.text) > 1 or term.text.isdigit():
+            out.append(term)  # a lone digit is a specific ("day 3"), a lone letter is not
+    unique = {t.text.lower(): t for t in out}
+    return list(unique.values())
+
+
 def term_spans(text: str, terms: Sequence[Term]) -> list[tuple[int, int]]:
     """Where the terms occur in `text` (start, end), sorted and merged: what a result
     highlights. A spaced term counts only at the start of a word, as the index matches it."""

@@ -21,6 +21,7 @@ from kotonia_tui.domain import (
     TurnMetrics,
 )
 from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.recall import Recall
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class MemoryView:
     note_tokens: int = 0  # the Author's Note
     post_history_tokens: int = 0  # the card's post-history instructions
     lore: LoreTurn | None = None  # the last turn's lorebook entries (None: no turn yet)
+    recall: Recall | None = None  # what the last turn recalled from the archive (None: no turn)
     # Message ids mentioned above -> their place in the conversation (1 = the first message):
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)

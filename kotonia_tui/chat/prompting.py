@@ -18,6 +18,7 @@ from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
+from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import (
     FoldJob,
@@ -41,6 +42,7 @@ from kotonia_tui.memory.assembly import (
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
+from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
 from kotonia_tui.store.records import MemoryState
 
@@ -100,7 +102,8 @@ class TurnRead:
     settings: TurnSettings  # the profile's, the character's and the conversation's
     budgets: Budgets  # for this turn's reply length
     portrait: ImageInput | None
-    fixed_tokens: int  # setup, notes, the note and picture: never folded, always sent
+    recall_budget: int  # tokens kept for recalled excerpts (0: recall is off)
+    fixed_tokens: int  # setup, notes, the note, picture, recall budget: never folded
     notices: list[str]
     warnings: list[str]  # said as warnings (a lorebook key turned off)
 
@@ -126,6 +129,7 @@ class PreparedTurn:
     fixed_tokens: int
     queued: StoredFoldJob | None  # the chapter job this turn queued (never for a preview)
     lore: LoreTurn
+    recall: Recall = NO_RECALL  # what the turn recalled from the archive (none for a preview)
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -144,6 +148,7 @@ class Prompter:
         self.budgets = self.budgets_for(engine.profile.reply_max_tokens)
         self.world_info = WorldInfoFolder(settings.world_info_folder(app_dirs()))
         self.lore = LoreMatcher(self.world_info, engine.count_tokens)
+        self.recaller = Recaller(store, engine)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
 
     def budgets_for(self, reply_max_tokens: int) -> Budgets:
@@ -261,7 +266,8 @@ class Prompter:
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
         state, queued = self.commit(read, decision)
-        return self._prepared(read, decision, state, queued, setup, persona, prefill)
+        recall = await self.recall(read, decision)
+        return self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
 
     async def preview(
         self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
@@ -270,7 +276,7 @@ class Prompter:
         and queueing nothing: the prewarm evaluates it, the evaluation measures it."""
         read = await self.read(conv_id, card, setup, persona)
         decision = self.plan(read, queue_by_trigger=False)
-        return self._prepared(read, decision, decision.state, None, setup, persona, "")
+        return self._prepared(read, decision, decision.state, None, setup, persona, "", NO_RECALL)
 
     async def read(
         self,
@@ -350,6 +356,12 @@ class Prompter:
                 f"{budgets.n_ctx}-token window: use a model profile with a larger n_ctx"
                 + (" or a shorter reply length" if reserve != self.budgets.reply_reserve else "")
             )
+        # The recall budget is kept whether or not anything is recalled, so the fold policy
+        # (which sees it as fixed) plans the same turn whatever the archive answers; a setup
+        # that leaves less room gets a smaller one.
+        room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
+        recall_budget = max(0, min(budgets.recall, room))
+        fixed += recall_budget
         return TurnRead(
             conv_id=conv_id,
             state=state,
@@ -365,6 +377,7 @@ class Prompter:
             settings=settings,
             budgets=budgets,
             portrait=portrait,
+            recall_budget=recall_budget,
             fixed_tokens=fixed,
             notices=notices,
             warnings=warnings,
@@ -448,6 +461,21 @@ class Prompter:
             )
         return None
 
+    async def recall(self, read: TurnRead, decision: TurnDecision) -> Recall:
+        """Archived messages older than the verbatim window that share words with the new
+        message and the reply before it, within the turn's recall budget (memory/recall.py)."""
+        start = decision.plan.verbatim_start_id
+        verbatim = [m for m in read.window if start is None or m.id >= start]
+        if not verbatim:
+            return Recall(budget=read.recall_budget)
+        return await self.recaller.recall(
+            read.conv_id,
+            recall_query(verbatim),
+            older_than=verbatim[0].id,
+            memory_text=decision.state.memory_text,
+            budget=read.recall_budget,
+        )
+
     def commit(
         self, read: TurnRead, decision: TurnDecision
     ) -> tuple[MemoryState, StoredFoldJob | None]:
@@ -473,8 +501,10 @@ class Prompter:
         persona: Persona,
         *,
         prefill: str = "",
+        recall: Recall = NO_RECALL,
     ) -> tuple[GenerationRequest, list[StoredMessage]]:
-        """The model request: setup, memory, the verbatim window, notes; and that window."""
+        """The model request: setup, memory, the verbatim window, notes (recalled excerpts
+        first); and that window."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
         lines = [
@@ -488,7 +518,7 @@ class Prompter:
             char_name=setup.display_name,
             memory_text=decision.state.memory_text,
             window=lines,
-            notes=read.notes,
+            notes="\n\n".join(part for part in (recall.render(), read.notes) if part),
             author_note=read.author_note,
             author_note_depth=read.settings.author_note_depth,
             portrait=read.portrait,
@@ -514,8 +544,11 @@ class Prompter:
         setup: CharacterSetup,
         persona: Persona,
         prefill: str,
+        recall: Recall,
     ) -> PreparedTurn:
-        request, verbatim = self.assemble(read, decision, setup, persona, prefill=prefill)
+        request, verbatim = self.assemble(
+            read, decision, setup, persona, prefill=prefill, recall=recall
+        )
         return PreparedTurn(
             request,
             decision.plan,
@@ -526,6 +559,7 @@ class Prompter:
             read.fixed_tokens,
             queued,
             read.lore,
+            recall,
         )
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:

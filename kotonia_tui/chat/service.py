@@ -55,6 +55,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.engine import Engine, EngineError
 from kotonia_tui.memory.chronicler import Cast
+from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
@@ -88,6 +89,7 @@ class ChatService:
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
+        self._recall: dict[int, Recall] = {}  # what the last turn recalled, per conversation
         self.worker = FoldWorker(
             store,
             engine,
@@ -288,6 +290,7 @@ class ChatService:
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
         self._lore[conv.id] = prepared.lore
+        self._recall[conv.id] = prepared.recall
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))
         for warning in prepared.warnings:
@@ -502,6 +505,7 @@ class ChatService:
             note_tokens=note_tokens,
             post_history_tokens=post_history_tokens,
             lore=self._lore.get(conv_id),
+            recall=self._recall.get(conv_id),
         )
 
     # ---- settings over the profile (a character's, a conversation's) ------------------------

@@ -30,7 +30,7 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 from kotonia_tui.domain import Role
-from kotonia_tui.search_text import Term, split_terms
+from kotonia_tui.search_text import Term, recall_terms, split_terms
 from kotonia_tui.store.codec import ts_from_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
@@ -134,7 +134,7 @@ def search_messages(
         raise StoreError(f"limit must be 0 or more, got {limit}")
     terms = split_terms(query)
     if mode is SearchMode.ANY:
-        terms = _recall_terms(terms)
+        terms = recall_terms(terms)
     if not terms or limit == 0:
         return []
     with db.read():
@@ -151,6 +151,16 @@ def search_messages(
         if not groups:
             return []
         return _run(db, groups, bounds, limit, mode, order)
+
+
+def recall_terms_used(db: Db, query: str) -> list[Term]:
+    """The terms `SearchMode.ANY` looks for in `query`: recall's terms without the words too
+    common to tell messages apart (what a recalled message is shown to have matched)."""
+    terms = recall_terms(split_terms(query))
+    if not terms:
+        return []
+    with db.read():
+        return _without_common_words(db, terms, _messages_indexed(db))
 
 
 def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
@@ -187,20 +197,6 @@ def _any_term(db: Db, terms: list[Term]) -> list[list[_Source]]:
     return [
         [_Fts(table, " OR ".join(f"({m})" for m in matches))] for table, matches in together.items()
     ]
-
-
-def _recall_terms(terms: Sequence[Term]) -> list[Term]:
-    """Recall matches whole words, not prefixes, and leaves out one-letter words. Japanese and
-    Chinese are split into overlapping pairs of characters (most of their words are two
-    characters long: 名前, 東京), any of which counts."""
-    out: list[Term] = []
-    for term in terms:
-        if term.unspaced and len(term.text) > 2:
-            out.extend(Term(term.text[i : i + 2], True) for i in range(len(term.text) - 1))
-        elif term.unspaced or len(term.text) > 1:
-            out.append(term)
-    unique = {t.text.lower(): t for t in out}
-    return list(unique.values())
 
 
 def _messages_indexed(db: Db) -> int:

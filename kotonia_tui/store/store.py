@@ -32,6 +32,7 @@ from kotonia_tui.domain import (
     Synopsis,
     TurnMetrics,
 )
+from kotonia_tui.search_text import Term
 from kotonia_tui.store import (
     branching,
     chat_settings,
@@ -370,6 +371,23 @@ class Store:
             limit=limit,
             mode=SearchMode.ANY,
         )
+
+    def recall_terms(self, query: str) -> list[Term]:
+        """The terms `recall` looks for in `query` (the common words left out)."""
+        return search.recall_terms_used(self._db, query)
+
+    def neighbours(
+        self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+    ) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
+        """Each message's previous and next message in the conversation, older than
+        `before_id` (recall quotes a line with its reply)."""
+        with self._db.read():
+            return messages.neighbours(self._db, conv_id, ids, before_id, model_key)
+
+    def story_times(self, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
+        """Each message's in-story time, from the chapter that covers it (where one says)."""
+        with self._db.read():
+            return memory_rows.story_times(self._db, conv_id, ids)
 
     # Images ------------------------------------------------------------------------------------
 

@@ -18,7 +18,11 @@ from kotonia_tui.chat.inspection import ChapterView, MemoryView
 from kotonia_tui.domain import FoldJob, FoldStatus, Role
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
-from kotonia_tui.tui.widgets.inspector_sections import lore_content, settings_content
+from kotonia_tui.tui.widgets.inspector_sections import (
+    lore_content,
+    recall_content,
+    settings_content,
+)
 from kotonia_tui.tui.widgets.repaint import update_static
 
 
@@ -113,6 +117,8 @@ class InspectorPane(VerticalScroll):
         yield Static(id="lore")
         yield Static("Settings (F9)", classes="section")
         yield Static(id="generation")
+        yield Static("Recalled (last turn)", classes="section")
+        yield Static(id="recall")
 
     def on_resize(self) -> None:
         if self.view is not None:
@@ -127,6 +133,7 @@ class InspectorPane(VerticalScroll):
         self._paint_metrics(view)
         self.query_one("#generation", Static).update(settings_content(view))
         self.query_one("#lore", Static).update(lore_content(view))
+        self.query_one("#recall", Static).update(recall_content(view))
         self._paint_verbatim(view)
         self._paint_folds(view, view.running)
         self._paint_chapters(view, now)
@@ -140,6 +147,7 @@ class InspectorPane(VerticalScroll):
             "#metrics",
             "#generation",
             "#lore",
+            "#recall",
             "#verbatim",
             "#folds",
             "#synopsis",

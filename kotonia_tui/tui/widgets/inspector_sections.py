@@ -1,10 +1,12 @@
-"""The inspector's sections about the turn itself: its settings, and its lorebook entries.
+"""The inspector's sections about the turn itself: its settings, lorebook entries and recall.
 
 The settings say which layer set each value (the profile's are shown plain; a character's or a
 conversation's say so) and where the Author's Note and the post-history instructions go. The
 lorebook section lists every entry that fired on the last turn, the keys it fired on, and
 whether it was sent or left out for the lore budget (`lore_budget_ratio` of the window, or the
-character's or the conversation's, F9).
+character's or the conversation's, F9). The recall section lists the archived messages the last
+turn quoted, the words they matched, and the ones found but left out (the memory already states
+them, or over `recall_budget_ratio`).
 """
 
 from __future__ import annotations
@@ -89,3 +91,45 @@ def lore_content(view: MemoryView) -> Content:
             )
         )
     return Content("\n").join(lines)
+
+
+def recall_content(view: MemoryView) -> Content:
+    """What the last turn recalled from the archive and why (the words each matched)."""
+    recall = view.recall
+    if recall is None:
+        return Content.styled("no turn yet since the app opened", "italic $text-muted")
+    if recall.budget == 0:
+        return Content.styled("off (recall_budget_ratio is 0)", "italic $text-muted")
+    lines = [
+        Content.assemble(
+            (f"{recall.tokens:,} of {recall.budget:,} tokens", "bold"),
+            (f" · {plural(len(recall.excerpts), 'excerpt')}", "$text-muted"),
+        )
+    ]
+    if not recall.excerpts and not recall.left_out:
+        lines.append(Content.styled("nothing older than the window matched", "italic $text-muted"))
+    for excerpt in recall.excerpts:
+        first = excerpt.lines[0]
+        lines.append(
+            Content.assemble(
+                ("✓ ", "bold $success"),
+                (excerpt.marker().rstrip(":"), "bold"),
+                literal_line(f" on {_words(excerpt.words)}", "$text-muted"),
+                "\n  ",
+                literal_line(first.render()),
+            )
+        )
+    for left in recall.left_out:
+        lines.append(
+            Content.assemble(
+                ("✗ ", "bold $warning"),
+                (f"Message #{left.number}", "bold"),
+                literal_line(f" on {_words(left.words)}", "$text-muted"),
+                (f" · left out: {left.reason}", "$warning"),
+            )
+        )
+    return Content("\n").join(lines)
+
+
+def _words(words: tuple[str, ...]) -> str:
+    return ", ".join(repr(w) for w in words) if words else "(no word shown)"
