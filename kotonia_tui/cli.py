@@ -28,7 +28,13 @@ from typing import Any, TextIO
 from kotonia_tui import __version__
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldWait,
+    MemoryNotice,
+    ReplyDelta,
+    ServiceEvent,
+)
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
@@ -191,8 +197,9 @@ async def _say(
         say(done.reply.text)
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-    if args.stats and done.metrics is not None:
-        print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+    figures = turn.stats()
+    if args.stats and figures is not None:
+        print(json.dumps(figures), file=sys.stderr, flush=True)
     if done.error:
         raise UserError(done.error)
 
@@ -234,8 +241,9 @@ async def _interactive(
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
         if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
-        if args.stats and done.metrics is not None:
-            print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+        figures = turn.stats()
+        if args.stats and figures is not None:
+            print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
 async def _read_line(prompt: str) -> str:
@@ -287,7 +295,7 @@ def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
-    if isinstance(event, MemoryNotice):
+    if isinstance(event, MemoryNotice | FoldWait):
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -93,6 +94,7 @@ class TurnRead:
     landed_pending: bool  # landed memory the prompt does not carry yet
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
+    open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
     notes: str  # lore and post-history instructions: after the history, every turn
     portrait: ImageInput | None
     fixed_tokens: int  # setup, notes and picture: never folded, always sent
@@ -108,6 +110,9 @@ class TurnDecision:
     state: MemoryState  # the memory state the prompt is built on (stored by `commit`)
     fold: FoldJob | None  # a chapter job to queue (queued by `commit`)
     notices: list[str]
+    # Open fold jobs worth waiting for before this turn is built: without them messages leave
+    # the prompt at the ceiling (or already left it) and are in neither prompt nor memory.
+    wait_for: tuple[StoredFoldJob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class PreparedTurn:
     warnings: list[str]  # said as warnings (a lorebook key turned off)
     fixed_tokens: int
     queued: StoredFoldJob | None  # the chapter job this turn queued (never for a preview)
+    fold_wait_ms: float = 0.0  # how long the turn waited for a fold before it was built
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -231,16 +237,26 @@ class Prompter:
         *,
         before_id: int | None = None,
         prefill: str = "",
+        wait: Callable[[Sequence[StoredFoldJob]], Awaitable[object]] | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
         `before_id`: leave that message and later ones out (a regenerated or continued reply);
-        `prefill`: the text a continued reply goes on from.
+        `prefill`: the text a continued reply goes on from; `wait(jobs)`: called (and awaited)
+        when the turn should wait for those fold jobs first (the plan is made again after it).
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
+        waited_ms = 0.0
+        if wait is not None and decision.wait_for:
+            started = time.monotonic()
+            await wait(decision.wait_for)
+            waited_ms = (time.monotonic() - started) * 1000
+            read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+            decision = self.plan(read, queue_by_trigger=before_id is None)
         state, queued = self.commit(read, decision)
-        return self._prepared(read, decision, state, queued, setup, persona, prefill)
+        prepared = self._prepared(read, decision, state, queued, setup, persona, prefill)
+        return replace(prepared, fold_wait_ms=waited_ms)
 
     async def preview(
         self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
@@ -281,13 +297,8 @@ class Prompter:
                 }
             )
         landed = self.landed_memory(conv_id)
-        open_jobs = [
-            j
-            for j in self.store.fold_jobs(
-                conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)
-            )
-            if j.kind is FoldKind.CHAPTER
-        ]
+        open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+        chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         warnings: list[str] = []
         # Lorebook keys may be regular expressions from the card (time-bounded, but many of
         # them can still add up): matched off the event loop.
@@ -315,8 +326,9 @@ class Prompter:
             counts=counts,
             landed=landed,
             landed_pending=landed.pending(state),
-            open_through=max((j.last_message_id or 0 for j in open_jobs), default=0),
-            fold_in_flight=bool(open_jobs),
+            open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
+            fold_in_flight=bool(chapter_jobs),
+            open_jobs=open_jobs,
             notes=notes,
             portrait=portrait,
             fixed_tokens=fixed,
@@ -362,8 +374,18 @@ class Prompter:
             if cut_before is not None and covered >= cut_before:
                 # What left the prompt at the ceiling is in the memory again.
                 state = state.model_copy(update={"forced_cut_through_id": None})
+        if plan.landed_too_large:
+            notices.append(
+                "the memory that landed is too large to fit under the ceiling beside the new "
+                "message; the prompt keeps its memory until a major fold makes it smaller"
+            )
         if plan.forced_cut_through is not None:
-            state = state.model_copy(update={"forced_cut_through_id": plan.forced_cut_through})
+            state = state.model_copy(
+                update={
+                    "forced_cut_through_id": plan.forced_cut_through,
+                    "forced_cuts": state.forced_cuts + 1,
+                }
+            )
             notices.append(
                 f"the history passed its ceiling with no chapter ready: messages up to "
                 f"#{plan.forced_cut_through} left the prompt (they stay stored and will be folded)"
@@ -374,7 +396,22 @@ class Prompter:
         if start is None and read.window:
             start = read.window[0].id
         state = state.model_copy(update={"verbatim_start_id": start})
-        return TurnDecision(plan, state, self._fold_to_queue(read, plan, queue_by_trigger), notices)
+        fold = self._fold_to_queue(read, plan, queue_by_trigger)
+        return TurnDecision(plan, state, fold, notices, self._worth_waiting_for(read, plan))
+
+    def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
+        """The open jobs this turn should wait for: it would cut messages at the ceiling, or
+        messages cut before are not in the memory yet. A job whose last attempt failed is in
+        its backoff and not waited for (a failing chronicler must not hold every turn)."""
+        cut_before = read.state.forced_cut_through_id
+        uncovered = cut_before is not None and read.landed.covered_through < cut_before
+        if plan.forced_cut_through is None and not uncovered:
+            return ()
+        return tuple(
+            job
+            for job in read.open_jobs
+            if job.status is FoldStatus.RUNNING or job.last_error is None
+        )
 
     def _fold_to_queue(
         self, read: TurnRead, plan: TurnPlan, queue_by_trigger: bool

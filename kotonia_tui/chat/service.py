@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
-from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldState,
+    FoldWait,
+    MemoryNotice,
+    NoticeLevel,
+    ServiceEvent,
+)
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -41,7 +48,8 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import Engine, EngineError
+from kotonia_tui.engine import Engine, EngineError, SlotTakenOverError
+from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
@@ -78,7 +86,7 @@ class ChatService:
             engine,
             settings,
             cast=self.cast_of,
-            message_tokens=self.prompter.message_tokens,
+            budgets=self.budgets_for,
             notify=self._emit,
         )
 
@@ -139,12 +147,30 @@ class ChatService:
         return Persona(name=conv.persona_name, description=conv.persona_description)
 
     def cast_of(self, conv_id: int) -> Cast:
-        """Who the conversation is between, by the same rules a turn uses: the card's display
-        name (the stored name when the card is gone) and `persona_of`."""
+        """Who the conversation is between: the card's display name (the stored name when the
+        card is gone), and the name the user goes by in the story: what the user's latest line
+        is signed with (an imported chat keeps its own name for the user), else `persona_of`."""
         conv = self.store.get_conversation(conv_id)
         card = self.library.card_of(conv.character_key, conv.character_name)
         char = card.display_name if card is not None else conv.character_name
-        return Cast(char=char, user=self.persona_of(conv).name)
+        user = self.persona_of(conv).name
+        latest = self.store.last_message_by(conv_id, Role.USER)
+        if latest is not None and latest.speaker.strip():
+            user = latest.speaker.strip()
+        return Cast(char=char, user=user)
+
+    def budgets_for(self, conv_id: int) -> Budgets:
+        """The conversation's budgets, fitted to its card's setup (the window's own when the
+        card is gone)."""
+        conv = self.store.get_conversation(conv_id)
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
+            return self.prompter.budgets
+        try:
+            setup = self.setup_for(card, self.persona_of(conv))
+        except ChatError:
+            return self.prompter.budgets
+        return self.prompter.budgets.with_setup(self.prompter.setup_tokens(setup.system_text))
 
     def _card(self, conv: StoredConversation) -> CharacterCard:
         card = self.library.card_of(conv.character_key, conv.character_name)
@@ -225,6 +251,9 @@ class ChatService:
                 result.metrics.evaluated,
                 result.metrics.prompt_ms,
             )
+        except SlotTakenOverError as exc:
+            # The turn came before the prewarm finished and went on from where it was.
+            log.info("prewarm of conversation %s taken over by the turn: %s", conv_id, exc)
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
@@ -255,6 +284,7 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
+                wait=lambda jobs: self._wait_for_folds(conv.id, jobs),
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -278,6 +308,42 @@ class ChatService:
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         return turn
+
+    async def _wait_for_folds(self, conv_id: int, jobs: Sequence[StoredFoldJob]) -> bool:
+        """Let this turn wait (at most `fold_wait_s`, said while it lasts) for the folds that
+        keep its messages in the memory; True when they all finished an attempt.
+
+        Why wait rather than give the fold priority over user turns: the engine is one lock, so
+        a fold that goes first makes the user wait just as long, but without being told why,
+        and the turn would still be built without the chapter, since its prompt was made
+        before the chapter landed. Waiting before the prompt is made lets this very turn carry
+        the chapter: the cut messages are back in the memory at once, and the wait is shown.
+        """
+        limit = self.settings.fold_wait_s
+        if limit <= 0 or self.worker.paused:
+            return False
+        ids = tuple(job.id for job in jobs)
+        ranges = ", ".join(
+            f"#{j.id} {j.kind.value.replace('_', ' ')}"
+            + (
+                f" of messages #{j.first_message_id}-#{j.last_message_id}"
+                if j.first_message_id
+                else ""
+            )
+            for j in jobs
+        )
+        self._emit(
+            FoldWait(
+                conv_id,
+                ids,
+                f"waiting for fold {ranges} before this turn, so those messages stay in the "
+                f"memory instead of leaving the prompt (up to {limit:.0f} s)",
+            )
+        )
+        finished = await self.worker.wait_for(ids, limit)
+        said = "done" if finished else f"not finished after {limit:.0f} s; going on without it"
+        self._emit(FoldWait(conv_id, ids, f"waiting for the memory: {said}", done=True))
+        return finished
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
