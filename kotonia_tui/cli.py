@@ -482,6 +482,8 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     if args.load and not problems and profile.backend != "server":
         from kotonia_tui.chat.bootstrap import open_engine
 
+        from kotonia_tui.chat.setup_room import squeezed_cards
+
         engine = open_engine(settings, _progress(sys.stderr))
         try:
             info = engine.info
@@ -490,8 +492,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
             if isinstance(info, EngineInfo):
                 rows.append(("threads", str(info.threads)))
+            rows.extend(squeezed_cards(engine, settings, library))
         finally:
             engine.close()
+    elif not args.load and profile.backend != "server":
+        rows.append(("card setups", "checked against the window with --load"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         say(f"{name.ljust(width)}  {value}", one_line=True)

@@ -92,6 +92,8 @@ class FoldWorker:
         self._idle = asyncio.Event()
         self._deferrals: dict[int, int] = {}  # job id -> claims that ended waiting for a server
         self._paused = False
+        self._job_task: asyncio.Task[None] | None = None
+        self._giving_way = False  # the running job is being stopped for a waiting turn
         self.claimer = _claimer_name()
         fold_ctx = engine.info.fold_n_ctx
         self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
@@ -172,6 +174,7 @@ class FoldWorker:
             return not ids
         started = {job_id: self.store.get_fold(job_id).attempts for job_id in ids}
         self.store.hasten_folds(ids)
+        self._give_way(ids)
         self.wake()
         deadline = time.monotonic() + timeout
         while True:
@@ -185,6 +188,17 @@ class FoldWorker:
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(WAIT_POLL_S)
+
+    def _give_way(self, ids: list[int]) -> None:
+        """A major fold running while a turn waits for chapters stops and goes back to pending
+        (not a failed attempt): the chapters bring messages back into the memory, the major
+        fold only makes it smaller, and one call of it can take longer than the wait."""
+        running, task = self._running, self._job_task
+        if running is None or task is None or running.id in ids:
+            return
+        if running.kind is FoldKind.MAJOR_GC:
+            self._giving_way = True
+            task.cancel()
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -201,7 +215,12 @@ class FoldWorker:
                 await self._sleep_until_due()
                 continue
             self._idle.clear()
-            await self._run_one(job)
+            # Its own task, so a turn that waits for a chapter can make a major fold give way.
+            self._job_task = asyncio.create_task(self._run_one(job), name=f"kotonia-fold-{job.id}")
+            try:
+                await self._job_task
+            finally:
+                self._job_task = None
 
     async def _sleep_until_due(self) -> None:
         due = self.store.next_fold_due()
@@ -233,6 +252,16 @@ class FoldWorker:
             if not self._done_elsewhere(job):
                 self._fail(job, str(exc))
         except asyncio.CancelledError:
+            if self._giving_way:
+                self._giving_way = False
+                self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
+                if not self._done_elsewhere(job):
+                    error = "gave way to a chapter a turn waits for"
+                    paused = self.store.fail_fold(job.id, error, utcnow())
+                    self._notify(
+                        FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, error)
+                    )
+                return
             # Shutting down mid-fold: the job goes back to pending and runs next time.
             if not self._done_elsewhere(job):
                 self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())

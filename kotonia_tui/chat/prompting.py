@@ -237,23 +237,28 @@ class Prompter:
         *,
         before_id: int | None = None,
         prefill: str = "",
-        wait: Callable[[Sequence[StoredFoldJob]], Awaitable[object]] | None = None,
+        wait: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]] | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
         `before_id`: leave that message and later ones out (a regenerated or continued reply);
         `prefill`: the text a continued reply goes on from; `wait(jobs)`: called (and awaited)
-        when the turn should wait for those fold jobs first (the plan is made again after it).
+        when the turn should wait for those fold jobs first; the plan is made again after it,
+        and waited again for the jobs that fold has queued (the rest of a range too large for
+        one call) as long as `wait` says the jobs finished (it bounds the time).
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
-        waited_ms = 0.0
-        if wait is not None and decision.wait_for:
-            started = time.monotonic()
-            await wait(decision.wait_for)
-            waited_ms = (time.monotonic() - started) * 1000
+        started = time.monotonic()
+        waited: set[int] = set()
+        while wait is not None and decision.wait_for:
+            jobs = {job.id for job in decision.wait_for}
+            if jobs <= waited or not await wait(decision.wait_for):
+                break
+            waited |= jobs
             read = await self.read(conv_id, card, setup, persona, before_id=before_id)
             decision = self.plan(read, queue_by_trigger=before_id is None)
+        waited_ms = (time.monotonic() - started) * 1000 if waited else 0.0
         state, queued = self.commit(read, decision)
         prepared = self._prepared(read, decision, state, queued, setup, persona, prefill)
         return replace(prepared, fold_wait_ms=waited_ms)
@@ -400,17 +405,22 @@ class Prompter:
         return TurnDecision(plan, state, fold, notices, self._worth_waiting_for(read, plan))
 
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
-        """The open jobs this turn should wait for: it would cut messages at the ceiling, or
-        messages cut before are not in the memory yet. A job whose last attempt failed is in
-        its backoff and not waited for (a failing chronicler must not hold every turn)."""
+        """The open chapter jobs this turn should wait for: it would cut messages at the
+        ceiling, or messages cut before are not in the memory yet, and a chapter job covers
+        them. A job whose last attempt failed is in its backoff and not waited for (a failing
+        chronicler must not hold every turn); a major fold is not waited for (it makes the
+        memory smaller but brings no message back)."""
         cut_before = read.state.forced_cut_through_id
         uncovered = cut_before is not None and read.landed.covered_through < cut_before
         if plan.forced_cut_through is None and not uncovered:
             return ()
+        through = max(plan.forced_cut_through or 0, cut_before or 0)
         return tuple(
             job
             for job in read.open_jobs
-            if job.status is FoldStatus.RUNNING or job.last_error is None
+            if job.kind is not FoldKind.MAJOR_GC
+            and (job.first_message_id or 0) <= through
+            and (job.status is FoldStatus.RUNNING or job.last_error is None)
         )
 
     def _fold_to_queue(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
@@ -55,6 +56,21 @@ from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
+
+WAIT_WHY = "before this turn, so those messages stay in the memory instead of leaving the prompt"
+
+
+def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
+    """ "#4 chapter of messages #1-#14, #5 major gc" """
+    return ", ".join(
+        f"#{job.id} {job.kind.value.replace('_', ' ')}"
+        + (
+            f" of messages #{job.first_message_id}-#{job.last_message_id}"
+            if job.first_message_id is not None
+            else ""
+        )
+        for job in jobs
+    )
 
 
 class ChatError(Exception):
@@ -284,7 +300,7 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
-                wait=lambda jobs: self._wait_for_folds(conv.id, jobs),
+                wait=self._fold_waiter(conv.id),
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -309,41 +325,29 @@ class ChatService:
         turn.add_done_callback(self._turns.discard)
         return turn
 
-    async def _wait_for_folds(self, conv_id: int, jobs: Sequence[StoredFoldJob]) -> bool:
-        """Let this turn wait (at most `fold_wait_s`, said while it lasts) for the folds that
-        keep its messages in the memory; True when they all finished an attempt.
+    def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
+        """How one turn waits for folds: at most `fold_wait_s` in all, said while it lasts.
 
         Why wait rather than give the fold priority over user turns: the engine is one lock, so
         a fold that goes first makes the user wait just as long, but without being told why,
         and the turn would still be built without the chapter, since its prompt was made
         before the chapter landed. Waiting before the prompt is made lets this very turn carry
-        the chapter: the cut messages are back in the memory at once, and the wait is shown.
+        the chapter: the messages are in the memory at once, and the wait is shown.
         """
-        limit = self.settings.fold_wait_s
-        if limit <= 0 or self.worker.paused:
-            return False
-        ids = tuple(job.id for job in jobs)
-        ranges = ", ".join(
-            f"#{j.id} {j.kind.value.replace('_', ' ')}"
-            + (
-                f" of messages #{j.first_message_id}-#{j.last_message_id}"
-                if j.first_message_id
-                else ""
-            )
-            for j in jobs
-        )
-        self._emit(
-            FoldWait(
-                conv_id,
-                ids,
-                f"waiting for fold {ranges} before this turn, so those messages stay in the "
-                f"memory instead of leaving the prompt (up to {limit:.0f} s)",
-            )
-        )
-        finished = await self.worker.wait_for(ids, limit)
-        said = "done" if finished else f"not finished after {limit:.0f} s; going on without it"
-        self._emit(FoldWait(conv_id, ids, f"waiting for the memory: {said}", done=True))
-        return finished
+        deadline = time.monotonic() + self.settings.fold_wait_s
+
+        async def wait(jobs: Sequence[StoredFoldJob]) -> bool:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.worker.paused:
+                return False
+            ids = tuple(job.id for job in jobs)
+            self._emit(FoldWait(conv_id, ids, f"waiting for fold {_jobs_said(jobs)} " + WAIT_WHY))
+            finished = await self.worker.wait_for(ids, left)
+            said = "done" if finished else "not finished in time; going on without it"
+            self._emit(FoldWait(conv_id, ids, f"waiting for the memory: {said}", done=True))
+            return finished
+
+        return wait
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
@@ -463,12 +467,14 @@ class ChatService:
             model_key=self.engine.model_key,
         )
         verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
+        name = conv.character_name
         try:
             setup = self.setup_for(self._card(conv), self.persona_of(conv))
             setup_tokens = prompter.setup_tokens(setup.system_text)
+            name = setup.display_name
         except ChatError:
             setup_tokens = 0
-        budgets = prompter.budgets
+        budgets = prompter.budgets.with_setup(setup_tokens)
         pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
@@ -508,6 +514,8 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            forced_cuts=state.forced_cuts,
+            room_note=budgets.room_note(name),
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
         )
 

@@ -42,11 +42,12 @@ def _split(text: str, max_tokens: int, count: Callable[[str], int], level: int) 
     current = ""
     for piece in pieces:
         if count(piece) > max_tokens:
-            # A piece larger than a part on its own is cut at the next finer seam.
+            # A piece larger than a part on its own is cut at the next finer seam; its last
+            # part stays open, so what follows (a paragraph's blank line) can join it.
             if current:
                 parts.append(current)
-                current = ""
-            parts.extend(_split(piece, max_tokens, count, level + 1))
+            *whole, current = _split(piece, max_tokens, count, level + 1)
+            parts.extend(whole)
             continue
         if current and count(current + piece) > max_tokens:
             parts.append(current)

@@ -98,7 +98,9 @@ def claim_next_fold(
 ) -> StoredFoldJob | None:
     """The oldest job that is due, now running under `claimer` with one more attempt; None if
     nothing is due. Due: pending with `not_before` passed, or running under a lease that ran
-    out (its worker stopped renewing it: a process that died on another machine, or hung)."""
+    out (its worker stopped renewing it: a process that died on another machine, or hung).
+    Chapters and refolds go before major folds: they bring messages into the memory, a major
+    fold only makes it smaller."""
     when = ts_to_db(now or utcnow())
     clock = utcnow()
     with db.write():
@@ -109,7 +111,7 @@ def claim_next_fold(
                            WHERE (status = 'pending' AND not_before <= ?)
                               OR (status = 'running' AND lease_until IS NOT NULL
                                   AND lease_until < ?)
-                           ORDER BY id LIMIT 1)
+                           ORDER BY kind = 'major_gc', id LIMIT 1)
                RETURNING *""",
             (
                 ts_to_db(clock),
