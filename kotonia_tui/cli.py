@@ -481,7 +481,6 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     problems.extend(str(p) for p in library.errors)
     if args.load and not problems and profile.backend != "server":
         from kotonia_tui.chat.bootstrap import open_engine
-
         from kotonia_tui.chat.setup_room import squeezed_cards
 
         engine = open_engine(settings, _progress(sys.stderr))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -212,7 +213,7 @@ def test_a_split_is_balanced_and_leaves_no_one_message_remainder() -> None:
     sizes = [last - first + 1 for first, last in pieces]
     assert min(sizes) >= 5 and abs(sizes[0] - sizes[1]) <= 1
     assert pieces[0][0] == 1 and pieces[-1][1] == 11
-    assert all(b[0] == a[1] + 1 for a, b in zip(pieces, pieces[1:], strict=False))
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(pieces))
     # Uneven messages: each piece within the limit, and no two neighbours that would fit as one.
     messages = [WindowMessage(i, t) for i, t in enumerate([90, 10, 10, 80, 20, 70, 5, 5, 95], 1)]
     sizes = [
@@ -220,7 +221,7 @@ def test_a_split_is_balanced_and_leaves_no_one_message_remainder() -> None:
         for first, last in split_source(messages, 150)
     ]
     assert sum(sizes) == 385 and max(sizes) <= 150
-    assert all(a + b > 150 for a, b in zip(sizes, sizes[1:], strict=False))
+    assert all(a + b > 150 for a, b in itertools.pairwise(sizes))
 
 
 def test_a_major_fold_waits_until_it_can_take_the_minimum_number_of_chapters() -> None:
