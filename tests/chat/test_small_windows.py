@@ -427,3 +427,63 @@ def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(scripted_model, ko
     )
     assert any(s["fold_applied"] for s in stats)
     assert not any(s["forced_cut"] for s in stats)
+
+
+async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
+    make_service, tiny_noeos_model_path
+):
+    """The chronicler writes until its cap here (the no-EOS model), so the major fold is long;
+    the turn waits for a chapter, not for it: the major fold stops, goes back to pending (not a
+    failed attempt), and the chapter runs at once."""
+    import asyncio
+
+    from kotonia_tui.domain import Chapter, FoldJob
+
+    service, conv_id = await open_chat(
+        make_service, tiny_noeos_model_path, write_short_card(), temperature=0.8
+    )
+    events = events_of(service)
+    store = service.store
+    ids = store.add_messages(
+        conv_id,
+        [
+            Message(role=Role.USER, speaker="User", text=f"Line {i} of the story.")
+            for i in range(20)
+        ],
+    )
+    for first, last in ((0, 3), (4, 7), (8, 11), (12, 15)):
+        store.add_chapter(
+            Chapter(
+                conversation_id=conv_id,
+                first_message_id=ids[first],
+                last_message_id=ids[last],
+                text="Ann and Wren talked about the lamps. " * 3,
+                tokens=40,  # 160 in all: past the major fold's threshold at n_ctx 2048 (122)
+            )
+        )
+    major = store.enqueue_fold(FoldJob(conversation_id=conv_id, kind=FoldKind.MAJOR_GC))
+    service.worker.wake()
+    for _ in range(3000):  # until the major fold is generating
+        running = service.worker.running
+        if running is not None and running[0].id == major.id and service.engine.busy:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError(f"the major fold never ran: {events}")
+    chapter = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv_id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=ids[16],
+            last_message_id=ids[19],
+        )
+    )
+    assert await service.worker.wait_for([chapter.id], 60)
+    assert store.get_fold(chapter.id).attempts == 1  # it ran (its cut summary then failed)
+    gave_way = [
+        e
+        for e in events
+        if isinstance(e, FoldProgress) and e.state is FoldState.DEFERRED and e.job.id == major.id
+    ]
+    assert gave_way and "gave way to a chapter" in gave_way[0].detail
+    assert store.synopsis_versions(conv_id) == []
