@@ -122,7 +122,8 @@ def test_a_claim_names_its_worker_and_holds_for_a_lease(store: Store) -> None:
     assert store.claim_next_fold(claimer="host:2:bb") is None
     assert store.renew_lease(job.id, "host:1:aa", lease_s=120)
     assert not store.renew_lease(job.id, "host:2:bb")  # not theirs to renew
-    assert store.get_fold(job.id).lease_until > claimed.lease_until
+    renewed = store.get_fold(job.id).lease_until
+    assert renewed is not None and renewed > claimed.lease_until
 
 
 def test_a_lease_that_ran_out_lets_another_worker_take_the_job(store: Store) -> None:
