@@ -259,6 +259,31 @@ async def test_editing_a_message_in_the_synopsis_rebuilds_it_from_the_current_ch
     assert currents == sorted(currents)
 
 
+# ---- 4. refusals are judged on the chronicler's own voice ---------------------------------
+
+# A short chapter whose characters say a refusal's words, in the story's three languages: each
+# phrase alone made the old check refuse it, and two refusals in a row failed the job.
+QUOTING_CHAPTER = (
+    "Ann told Wren \"I'm sorry, but I won't pay twelve shillings.\" "
+    "Wren said 「申し訳ありません」 and Lin whispered “抱歉”."
+)
+
+
+async def test_a_chapter_that_quotes_refusal_words_lands_as_memory(make_service, scripted_model):
+    service, conv_id = await open_chat(
+        make_service, scripted_model(QUOTING_CHAPTER), write_short_card()
+    )
+    events = events_of(service)
+    await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+    await service.worker.wait_settled(conv_id)
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
+    chapters = service.store.chapters(conv_id)
+    assert chapters and all(c.text == QUOTING_CHAPTER for c in chapters)
+    jobs = service.store.fold_jobs(conv_id)
+    # Stored at once, not retried.
+    assert jobs and all((j.status, j.attempts) == (FoldStatus.DONE, 1) for j in jobs), jobs
+
+
 # ---- 7. the synopsis: enough chapters, a held length --------------------------------------
 
 
