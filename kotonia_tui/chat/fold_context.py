@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
-from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredChapter
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest, Verdict
@@ -57,19 +57,22 @@ class FoldContext:
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
         return max(1, fold_ctx - instructions - reserve - 64)
 
-    def queue_major_fold(self, conv_id: int) -> None:
-        """Queue a major fold when the synopsis must be rebuilt (a chapter it holds was
-        refolded) or the live chapters are due for one; not when one is already queued."""
-        store = self.store
-        current = store.current_synopsis(conv_id)
+    def major_fold_count(self, conv_id: int, chapters: Sequence[StoredChapter]) -> int:
+        """How many of the oldest live `chapters` a major fold takes now (0: not yet)."""
         budgets = self.budgets_for(conv_id)
-        chapters = store.chapters(conv_id)
-        due = major_gc_split(
+        return major_gc_split(
             [c.tokens for c in chapters],
             budgets.major_gc,
             budgets.major_gc_min_chapters,
             budgets.chapters_cap,
         )
+
+    def queue_major_fold(self, conv_id: int) -> None:
+        """Queue a major fold when the synopsis must be rebuilt (a chapter it holds was
+        refolded) or the live chapters are due for one; not when one is already queued."""
+        store = self.store
+        current = store.current_synopsis(conv_id)
+        due = self.major_fold_count(conv_id, store.chapters(conv_id))
         if not due and not (current is not None and current.stale):
             return
         open_jobs = store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))

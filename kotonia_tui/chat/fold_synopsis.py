@@ -32,7 +32,6 @@ from kotonia_tui.memory.chronicler import (
     chronicler_instructions,
     length_fit,
 )
-from kotonia_tui.memory.policy import major_gc_split
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +49,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     if current is not None and current.stale:
         return await _rebuild(ctx, job, cast, budgets.synopsis_target, current)
     chapters = store.chapters(conv_id)
-    count = major_gc_split(
-        [c.tokens for c in chapters],
-        budgets.major_gc,
-        budgets.major_gc_min_chapters,
-        budgets.chapters_cap,
-    )
+    count = ctx.major_fold_count(conv_id, chapters)
     if count == 0:
         store.finish_fold(job.id)
         return "chapters no longer need folding"

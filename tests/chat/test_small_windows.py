@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,16 @@ def run_kotonia(argv: list[str], env: dict[str, str]) -> subprocess.CompletedPro
         text=True,
         timeout=600,
     )
+
+
+async def fold_until(service: ChatService, conv_id: int, done: Callable[[], bool]) -> None:
+    """Chat until a fold job is queued, let the folds settle, and again, until `done()`."""
+    for _ in range(40):
+        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+        await service.worker.wait_settled(conv_id)
+        if done():
+            return
+    raise AssertionError("the folds never got there")
 
 
 def events_of(service: ChatService) -> list[ServiceEvent]:
@@ -294,11 +305,7 @@ async def test_a_major_fold_takes_at_least_three_chapters_at_a_small_window(
         make_service, scripted_model(ON_TARGET["en"]), write_short_card()
     )
     store = service.store
-    for _ in range(40):
-        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
-        await service.worker.wait_settled(conv_id)
-        if len(store.synopsis_versions(conv_id)) >= 2:
-            break
+    await fold_until(service, conv_id, lambda: len(store.synopsis_versions(conv_id)) >= 2)
     versions = store.synopsis_versions(conv_id)
     assert len(versions) >= 2
     chapters = [c for c in store.chapters(conv_id, include_in_synopsis=True) if c.in_synopsis]
@@ -316,11 +323,7 @@ async def test_a_synopsis_on_its_target_length_is_stored_with_its_target(
     service, conv_id = await open_chat(
         make_service, scripted_model(ON_TARGET[language]), write_short_card()
     )
-    for _ in range(40):
-        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
-        await service.worker.wait_settled(conv_id)
-        if service.store.current_synopsis(conv_id) is not None:
-            break
+    await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None and synopsis.text == ON_TARGET[language]
     assert synopsis.target_tokens == int(2048 * 0.04)
@@ -371,11 +374,7 @@ async def test_a_base_models_synopsis_starts_with_its_own_lead(make_service, scr
     service, conv_id = await open_chat(
         make_service, scripted_model(script), write_short_card(), prompt_format="transcript"
     )
-    for _ in range(40):
-        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
-        await service.worker.wait_settled(conv_id)
-        if service.store.current_synopsis(conv_id) is not None:
-            break
+    await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None
     assert synopsis.text.startswith("So far in the story, Ann came")
