@@ -7,8 +7,10 @@ chapters and the synopsis (tokens against its target) that had landed by the end
 
     .venv/bin/python scripts/small_window_run.py --home /tmp/i14home --turns 40
 
-The home is emptied first. Figures per turn come from the `--stats` lines; the memory figures
-from the chapters' and synopses' creation times against the turns' (stored) times.
+The home is emptied first. `--timeout S` stops the run after S seconds and reports the turns
+made so far (the `--stats` lines are written to HOME/stderr.txt as they come). Figures per
+turn come from the `--stats` lines; the memory figures from the chapters' and synopses'
+creation times against the turns' (stored) times.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def main() -> int:
     parser.add_argument("--fold-delay", type=float, default=0.0)
     parser.add_argument("--kotonia", default=str(Path(sys.executable).parent / "kotonia"))
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="stop after this many seconds (the rows so far)"
+    )
     args = parser.parse_args()
 
     shutil.rmtree(args.home, ignore_errors=True)
@@ -90,19 +95,28 @@ def main() -> int:
     for index in range(args.turns):
         command += ["--say", LINES[index % len(LINES)]]
     started = time.monotonic()
-    run = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    # Written to files as they come, so a run stopped by --timeout keeps the turns it made.
+    err_path, out_path = args.home / "stderr.txt", args.home / "stdout.txt"
+    with err_path.open("w", encoding="utf-8") as err, out_path.open("w", encoding="utf-8") as out:
+        child = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
+        try:
+            returncode = child.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            child.wait()
+            returncode = 124
+            print(f"stopped after {args.timeout:.0f} s: the turns made so far", file=sys.stderr)
     wall = time.monotonic() - started
-    (args.home / "stderr.txt").write_text(run.stderr, encoding="utf-8")
-    (args.home / "stdout.txt").write_text(run.stdout, encoding="utf-8")
-    if run.returncode != 0:
-        print(run.stderr[-3000:], file=sys.stderr)
-        print(f"kotonia exited {run.returncode}", file=sys.stderr)
-    stats = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    stderr = err_path.read_text(encoding="utf-8")
+    if returncode not in (0, 124):
+        print(stderr[-3000:], file=sys.stderr)
+        print(f"kotonia exited {returncode}", file=sys.stderr)
+    stats = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     rows = _rows(args.home / "data" / "kotonia.sqlite3", stats)
-    _print(rows, run.stderr, wall)
+    _print(rows, stderr, wall)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
-    return run.returncode
+    return returncode
 
 
 def _rows(db_path: Path, stats: list[dict[str, object]]) -> list[dict[str, object]]:
