@@ -29,7 +29,13 @@ from typing import Any, TextIO
 from kotonia_tui import __version__
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldWait,
+    MemoryNotice,
+    ReplyDelta,
+    ServiceEvent,
+)
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
@@ -51,7 +57,7 @@ from kotonia_tui.chat.startup import (
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.chatfiles import ImportFormatError, write_sillytavern
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona, TurnMetrics
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
@@ -217,8 +223,9 @@ async def _say(
         say(done.reply.text)
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-    if args.stats and done.metrics is not None:
-        _print_stats(turn, done.metrics)
+    figures = turn.stats()
+    if args.stats and figures is not None:
+        print(json.dumps(figures), file=sys.stderr, flush=True)
     if done.error:
         raise UserError(done.error)
 
@@ -260,15 +267,9 @@ async def _interactive(
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
         if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
-        if args.stats and done.metrics is not None:
-            _print_stats(turn, done.metrics)
-
-
-def _print_stats(turn: Turn, metrics: TurnMetrics) -> None:
-    """The turn's figures as one JSON line on standard error, with the message ids it
-    recalled from the archive."""
-    figures = {**metrics.stats_dict(), "recalled": turn.prepared.recall.message_ids}
-    print(json.dumps(figures), file=sys.stderr, flush=True)
+        figures = turn.stats()
+        if args.stats and figures is not None:
+            print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
 async def _read_line(prompt: str) -> str:
@@ -320,7 +321,7 @@ def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
-    if isinstance(event, MemoryNotice):
+    if isinstance(event, MemoryNotice | FoldWait):
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""
@@ -637,6 +638,7 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     problems.extend(str(p) for p in library.errors)
     if args.load and not problems and profile.backend != "server":
         from kotonia_tui.chat.bootstrap import open_engine
+        from kotonia_tui.chat.setup_room import squeezed_cards
 
         engine = open_engine(settings, _progress(sys.stderr))
         try:
@@ -646,8 +648,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
             if isinstance(info, EngineInfo):
                 rows.append(("threads", str(info.threads)))
+            rows.extend(squeezed_cards(engine, settings, library))
         finally:
             engine.close()
+    elif not args.load and profile.backend != "server":
+        rows.append(("card setups", "checked against the window with --load"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         say(f"{name.ljust(width)}  {value}", one_line=True)

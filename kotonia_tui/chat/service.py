@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
@@ -22,7 +23,14 @@ from kotonia_tui.chat.chat_settings import (
     check,
     resolve,
 )
-from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldState,
+    FoldWait,
+    MemoryNotice,
+    NoticeLevel,
+    ServiceEvent,
+)
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -53,13 +61,29 @@ from kotonia_tui.domain import (
     StoredPersona,
     utcnow,
 )
-from kotonia_tui.engine import Engine, EngineError
+from kotonia_tui.engine import Engine, EngineError, SlotTakenOverError
+from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
+
+WAIT_WHY = "before this turn, so those messages stay in the memory instead of leaving the prompt"
+
+
+def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
+    """ "#4 chapter of messages #1-#14, #5 major gc" """
+    return ", ".join(
+        f"#{job.id} {job.kind.value.replace('_', ' ')}"
+        + (
+            f" of messages #{job.first_message_id}-#{job.last_message_id}"
+            if job.first_message_id is not None
+            else ""
+        )
+        for job in jobs
+    )
 
 
 class ChatError(Exception):
@@ -95,7 +119,7 @@ class ChatService:
             engine,
             settings,
             cast=self.cast_of,
-            message_tokens=self.prompter.message_tokens,
+            budgets=self.budgets_for,
             notify=self._emit,
         )
 
@@ -162,12 +186,32 @@ class ChatService:
         return Persona(name=conv.persona_name, description=conv.persona_description)
 
     def cast_of(self, conv_id: int) -> Cast:
-        """Who the conversation is between, by the same rules a turn uses: the card's display
-        name (the stored name when the card is gone) and `persona_of`."""
+        """Who the conversation is between: the card's display name (the stored name when the
+        card is gone), and the name the user goes by in the story: what the user's latest line
+        is signed with (an imported chat keeps its own name for the user), else `persona_of`."""
         conv = self.store.get_conversation(conv_id)
         card = self.library.card_of(conv.character_key, conv.character_name)
         char = card.display_name if card is not None else conv.character_name
-        return Cast(char=char, user=self.persona_of(conv).name)
+        user = self.persona_of(conv).name
+        latest = self.store.last_message_by(conv_id, Role.USER)
+        if latest is not None and latest.speaker.strip():
+            user = latest.speaker.strip()
+        return Cast(char=char, user=user)
+
+    def budgets_for(self, conv_id: int) -> Budgets:
+        """The conversation's budgets for its reply length, fitted to its card's setup (the
+        window's own when the card is gone)."""
+        conv = self.store.get_conversation(conv_id)
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
+            return self.prompter.budgets
+        try:
+            setup = self.setup_for(card, self.persona_of(conv))
+            settings = self.prompter.turn_settings(conv_id, card.key)
+        except (ChatError, ChatSettingsError):
+            return self.prompter.budgets
+        budgets = self.prompter.budgets_for(settings.reply_max_tokens)
+        return budgets.with_setup(self.prompter.setup_tokens(setup.system_text))
 
     def _card(self, conv: StoredConversation) -> CharacterCard:
         card = self.library.card_of(conv.character_key, conv.character_name)
@@ -256,6 +300,9 @@ class ChatService:
                 result.metrics.evaluated,
                 result.metrics.prompt_ms,
             )
+        except SlotTakenOverError as exc:
+            # The turn came before the prewarm finished and went on from where it was.
+            log.info("prewarm of conversation %s taken over by the turn: %s", conv_id, exc)
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
@@ -286,6 +333,7 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
+                wait=self._fold_waiter(conv.id),
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -311,6 +359,30 @@ class ChatService:
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         return turn
+
+    def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
+        """How one turn waits for folds: at most `fold_wait_s` in all, said while it lasts.
+
+        Why wait rather than give the fold priority over user turns: the engine is one lock, so
+        a fold that goes first makes the user wait just as long, but without being told why,
+        and the turn would still be built without the chapter, since its prompt was made
+        before the chapter landed. Waiting before the prompt is made lets this very turn carry
+        the chapter: the messages are in the memory at once, and the wait is shown.
+        """
+        deadline = time.monotonic() + self.settings.fold_wait_s
+
+        async def wait(jobs: Sequence[StoredFoldJob]) -> bool:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.worker.paused:
+                return False
+            ids = tuple(job.id for job in jobs)
+            self._emit(FoldWait(conv_id, ids, f"waiting for fold {_jobs_said(jobs)} " + WAIT_WHY))
+            finished = await self.worker.wait_for(ids, left)
+            said = "done" if finished else "not finished in time; going on without it"
+            self._emit(FoldWait(conv_id, ids, f"waiting for the memory: {said}", done=True))
+            return finished
+
+        return wait
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
@@ -449,10 +521,12 @@ class ChatService:
         settings: TurnSettings | None = None
         setup_tokens = note_tokens = post_history_tokens = 0
         budgets = prompter.budgets
+        name = conv.character_name
         try:
             card = self._card(conv)
             setup = self.setup_for(card, self.persona_of(conv))
             setup_tokens = prompter.setup_tokens(setup.system_text)
+            name = setup.display_name
             settings = prompter.turn_settings(conv_id, card.key)
             budgets = prompter.budgets_for(settings.reply_max_tokens)
             note_tokens, post_history_tokens = (
@@ -461,6 +535,7 @@ class ChatService:
             )
         except ChatError:
             pass
+        budgets = budgets.with_setup(setup_tokens)
         pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
@@ -500,6 +575,8 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            forced_cuts=state.forced_cuts,
+            room_note=budgets.room_note(name),
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             settings=settings,
             note_tokens=note_tokens,

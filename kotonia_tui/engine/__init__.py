@@ -14,6 +14,7 @@ from kotonia_tui.engine.errors import (
     ModelFileError,
     PromptTooLongError,
     ServerResponseError,
+    SlotTakenOverError,
     StreamInterruptedError,
 )
 from kotonia_tui.engine.llama_engine import (
@@ -63,6 +64,7 @@ __all__ = [
     "ServerKind",
     "ServerResponseError",
     "Slot",
+    "SlotTakenOverError",
     "StreamEvent",
     "StreamInterruptedError",
     "TextDelta",

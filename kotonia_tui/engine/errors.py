@@ -24,6 +24,11 @@ class PromptTooLongError(EngineError):
         )
 
 
+class SlotTakenOverError(EngineError):
+    """A prefill was taken over: a more urgent call took its KV context part way and carried
+    on from what it had evaluated (a turn arriving while the prewarm of its prompt ran)."""
+
+
 class ImageError(EngineError):
     """An image that cannot be used (corrupt, too large, unsupported, or no projector loaded)."""
 

@@ -3,7 +3,9 @@
 The slot remembers the items it holds (text tokens and image chunks, in order). A new prompt
 keeps the longest common prefix of items, removes the rest from the KV cache, and evaluates
 the remainder in batches; each batch is a step of the owner thread, so a more urgent call can
-run in between.
+run in between. A call that starts a prefill on a slot another prefill is part way through
+takes it over: it keeps every batch evaluated so far (the KV is consistent at each step), and
+the earlier prefill stops with SlotTakenOverError when it resumes, touching nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, replace
 import llama_cpp
 from llama_cpp import _internals as internals
 
+from kotonia_tui.engine.errors import SlotTakenOverError
 from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
 
 
@@ -52,6 +55,7 @@ class KvSlot:
         self.n_past = 0  # next position
         self.cells = 0  # KV cells in use
         self._dirty = False  # an interrupted prefill left the KV in an unknown state
+        self._prefills = 0  # prefills started here; one that sees a newer one was taken over
 
     @property
     def n_ctx(self) -> int:
@@ -103,42 +107,51 @@ class KvSlot:
         if self._dirty:
             self.reset()
             self._dirty = False
+        self._prefills += 1
+        mine = self._prefills
         keep = self._common_prefix(items)
         if keep == len(items):
             keep -= 1  # re-evaluate the last token: sampling needs fresh logits
         keep = self._truncate(max(keep, 0))
         reused = self.cells
         images = 0
-        try:
-            index = keep
-            while index < len(items):
+        index = keep
+        while index < len(items):
+            try:
                 item = items[index]
                 if isinstance(item, ImageItem):
-                    yield from self._eval_image(item)
+                    self._eval_image(item)
                     images += 1
                     index += 1
-                    continue
-                run_end = index
-                while (
-                    run_end < len(items)
-                    and not isinstance(items[run_end], ImageItem)
-                    and run_end - index < self.n_batch
-                ):
-                    run_end += 1
-                self._eval_tokens([t for t in items[index:run_end] if isinstance(t, int)])
-                index = run_end
-                yield None
-        except BaseException:
-            # A failed or interrupted prefill leaves the KV in an unknown state. Do not touch
-            # the context here: on shutdown it may already be freed; the next prefill clears it.
-            self._items.clear()
-            self._starts.clear()
-            self._dirty = True
-            raise
+                else:
+                    run_end = index
+                    while (
+                        run_end < len(items)
+                        and not isinstance(items[run_end], ImageItem)
+                        and run_end - index < self.n_batch
+                    ):
+                        run_end += 1
+                    self._eval_tokens([t for t in items[index:run_end] if isinstance(t, int)])
+                    index = run_end
+            except BaseException:
+                # A failed evaluation leaves the KV in an unknown state. Do not touch the
+                # context here: on shutdown it may already be freed; the next prefill clears it.
+                self._items.clear()
+                self._starts.clear()
+                self._dirty = True
+                raise
+            # A step boundary: every batch so far is in the KV and in `_items`, so a call that
+            # takes this slot over now keeps all of it.
+            yield None
+            if self._prefills != mine:
+                raise SlotTakenOverError(
+                    f"a more urgent call took this context over after {index} of "
+                    f"{len(items)} prompt items and went on from there"
+                )
         total = sum(item_cells(i) for i in items)
         return PrefillStats(total, reused, total - reused, images)
 
-    def _eval_image(self, item: ImageItem) -> Generator[None, None, None]:
+    def _eval_image(self, item: ImageItem) -> None:
         if self.projector is None:
             raise RuntimeError("image chunk without a projector")
         start = self.n_past
@@ -146,7 +159,6 @@ class KvSlot:
         self._items.append(replace(item, chunk=None))
         self._starts.append(start)
         self.cells += item.cells
-        yield None
 
     def _eval_tokens(self, tokens: list[int]) -> None:
         self._batch.set_batch(batch=tokens, n_past=self.n_past, logits_all=False)

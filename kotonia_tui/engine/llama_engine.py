@@ -51,6 +51,9 @@ from kotonia_tui.engine.types import (
 
 log = logging.getLogger(__name__)
 
+# A prewarm whose prompt the chat context already holds but for this many cells is skipped.
+PREWARM_MIN_GAIN = 32
+
 
 def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
@@ -364,12 +367,18 @@ class LlamaEngine(EngineBase):
         return self._slot(wanted)
 
     def prewarm(self, request: GenerationRequest) -> EngineCall:
-        """Evaluate a prompt the next chat call is expected to start with, in the background."""
+        """Evaluate a prompt the next chat call is expected to start with, in the background.
+
+        It runs before background folds. A chat call that arrives first does not redo it: a
+        prewarm part way through is taken over by the chat call (which keeps what it has
+        evaluated, see KvSlot), and a prewarm that finds the chat context already holding its
+        prompt evaluates nothing.
+        """
         return self.start(
             replace(
                 request,
                 slot=Slot.PREWARM,
-                priority=Priority.BACKGROUND,
+                priority=Priority.PREWARM,
                 prefill_only=True,
             )
         )
@@ -381,6 +390,19 @@ class LlamaEngine(EngineBase):
         cells = sum(item_cells(i) for i in items)
         if cells + request.max_tokens > slot.n_ctx:
             raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
+        images = sum(1 for i in items if isinstance(i, ImageItem))
+        chat = self._slots.get(Slot.CHAT)
+        if request.prefill_only and chat is not None and chat is not slot:
+            held = chat.common_prefix_cells(items)
+            if cells - held <= PREWARM_MIN_GAIN:
+                # The chat context already holds this prompt (the turn it was for came first).
+                return {
+                    "positions": cells,
+                    "reused": held,
+                    "evaluated": 0,
+                    "prompt_ms": 0.0,
+                    "images": images,
+                }
         started = time.perf_counter()
         stats = yield from slot.prefill(items)
         return {
@@ -388,7 +410,7 @@ class LlamaEngine(EngineBase):
             "reused": stats.reused,
             "evaluated": stats.evaluated,
             "prompt_ms": (time.perf_counter() - started) * 1000,
-            "images": sum(1 for i in items if isinstance(i, ImageItem)),
+            "images": images,
         }
 
     def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:

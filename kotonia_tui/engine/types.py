@@ -23,9 +23,12 @@ class Slot(StrEnum):
 
 
 class Priority(IntEnum):
-    """Lower runs first: a waiting user turn goes before a background fold."""
+    """Lower runs first: a waiting user turn goes before a background fold. A prewarm goes
+    before the folds (it exists to make the next turn cheap, and a major fold queued as the
+    chapter lands must not hold it back until the turn it prepares arrives)."""
 
     INTERACTIVE = 0
+    PREWARM = 5
     BACKGROUND = 10
 
 

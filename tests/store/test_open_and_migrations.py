@@ -38,13 +38,14 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     raw = sqlite3.connect(db_path)
-    raw.execute("PRAGMA user_version = 7")
+    newer = SCHEMA_VERSION + 1
+    raw.execute(f"PRAGMA user_version = {newer}")
     raw.close()
     with pytest.raises(StoreError) as err:
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert f"schema 7, this one knows {SCHEMA_VERSION}" in message
+    assert f"schema {newer}, this one knows {SCHEMA_VERSION}" in message
     assert "upgrade the app" in message
 
 
@@ -176,6 +177,49 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         )
         assert store.memory_state(1).memory_text == saved.memory_text == "[The story so far]"
         assert store.recent_messages(1, 10)[0].text == "Hello there"
+        assert store.integrity_check() == "ok"
+
+
+def test_fold_claims_step_keeps_version_3_memory_and_adds_claims_and_targets(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.sqlite3"
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=3) == 3
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute(
+        """INSERT INTO memory_state (conversation_id, verbatim_start_id, forced_cut_through_id,
+               memory_text, memory_tokens, updated_at)
+           VALUES (1, 2, 1, '[The story so far]', 5, '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    # A job a version-3 process left running: it names no claimer.
+    raw.execute("UPDATE fold_jobs SET status = 'running', claimed_at = created_at")
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        state = store.memory_state(1)
+        assert (state.memory_text, state.forced_cut_through_id, state.forced_cuts) == (
+            "[The story so far]",
+            1,
+            0,
+        )
+        store.set_memory_state(state.model_copy(update={"forced_cuts": 2}))
+        assert store.memory_state(1).forced_cuts == 2
+        (chapter,) = store.chapters(1)
+        assert (chapter.text, chapter.note) == ("They met in the glade.", "")
+        synopsis = store.current_synopsis(1)
+        assert (synopsis.text, synopsis.target_tokens, synopsis.stale) == ("Ann arrived.", 0, False)
+        # Nobody can be running the old job any more: it goes back to pending, and is claimed
+        # under a name with a lease.
+        (job,) = store.fold_jobs(1)
+        assert store.requeue_abandoned(lambda _claimer: False) == [job.id]
+        claimed = store.claim_next_fold(claimer="host:1:abc")
+        assert claimed is not None and claimed.claimed_by == "host:1:abc"
+        assert claimed.lease_until is not None and claimed.lease_until > claimed.created_at
         assert store.integrity_check() == "ok"
 
 
