@@ -14,6 +14,7 @@ import ctypes
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -30,7 +31,12 @@ from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
 from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.default_model import Progress, default_model_path
-from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
+from kotonia_tui.engine.errors import (
+    EngineClosedError,
+    ImageError,
+    ModelFileError,
+    PromptTooLongError,
+)
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
 from kotonia_tui.engine.kv_slot import KvSlot, item_cells
 from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
@@ -119,6 +125,9 @@ class LlamaEngine(EngineBase):
         self._model_path = model_path
         self._fold_ctx_for = fold_ctx_for
         self._owner = OwnerThread()
+        # Token counts run on any thread (a fold cutting a long message counts from a worker
+        # thread); the model is freed only when none is in flight, and none starts after.
+        self._tokenizer_lock = threading.Lock()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
@@ -278,8 +287,10 @@ class LlamaEngine(EngineBase):
         """Exact token count of `text` as it appears inside a prompt (no BOS added)."""
         if not text:
             return 0
-        assert self._llama is not None
-        return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
+        with self._tokenizer_lock:
+            if self._llama is None:
+                raise EngineClosedError("the model was closed")
+            return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
 
     def image_cells(self, image: ImageInput) -> int:
         """KV cells an image takes in a prompt (0 without a projector: it is not sent)."""
@@ -503,9 +514,10 @@ class LlamaEngine(EngineBase):
             if self._projector is not None:
                 self._projector.close()
                 self._projector = None
-            if self._llama is not None:
-                self._llama.close()
-                self._llama = None
+            with self._tokenizer_lock:
+                if self._llama is not None:
+                    self._llama.close()
+                    self._llama = None
 
         # Calls still running are stopped first; the model is released last, on its thread.
         self._owner.close(final=release)
