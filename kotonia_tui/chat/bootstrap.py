@@ -7,9 +7,8 @@ from pathlib import Path
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
-from kotonia_tui.engine import Engine, LlamaEngine
+from kotonia_tui.engine import Engine
 from kotonia_tui.engine.default_model import Progress
-from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.store import Store
 
@@ -46,8 +45,14 @@ def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
         # profile's).
         return fold_context_size(settings, n_ctx, profile.reply_max_tokens)
 
+    # The backend is imported here, not at the top: llama_cpp (with numpy) or httpx load when a
+    # model is opened, so nothing that only reads cards or the database waits for them.
     if profile.backend == "server":
+        from kotonia_tui.engine.server.engine import ServerEngine
+
         return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for)
+    from kotonia_tui.engine.llama_engine import LlamaEngine
+
     return LlamaEngine.open(
         profile, cache_dir=app_dirs().cache, progress=progress, fold_ctx_for=fold_ctx_for
     )

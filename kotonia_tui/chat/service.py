@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
@@ -47,10 +48,6 @@ from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
-
-
-class ChatError(Exception):
-    """A request the service cannot carry out; the message says why in one line."""
 
 
 class ChatService:

@@ -7,17 +7,19 @@ swapped per model profile without touching memory, folding or the inspector.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import ImageInput
-from kotonia_tui.engine.formats import RenderedPrompt
 from kotonia_tui.engine.types import (
     GenerationRequest,
     GenerationResult,
     ReasoningDelta,
     TextDelta,
 )
+
+if TYPE_CHECKING:  # the formats bring jinja2, which only a loaded engine needs
+    from kotonia_tui.engine.formats import RenderedPrompt
 
 
 class Call(Protocol):

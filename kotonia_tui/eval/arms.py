@@ -34,8 +34,6 @@ from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
-ARMS = ("generational", "rolling", "truncation", "full")
-
 # The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
 ROLLING_HEADER = (
     "[The story so far]\n"
