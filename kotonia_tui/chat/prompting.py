@@ -19,6 +19,7 @@ from kotonia_tui.characters.lorebook import RegexGuard, timed_out_note
 from kotonia_tui.characters.macros import MacroLimitError
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
+    ChatMessage,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -29,13 +30,15 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import Engine, GenerationRequest
+from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MemoryBlock,
     PromptLine,
-    assemble_prompt,
+    assemble_history,
     line_cost_text,
+    shared_setup_messages,
+    with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
@@ -113,6 +116,7 @@ class TurnDecision:
 @dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
+    history: tuple[ChatMessage, ...]  # the request's messages without this turn's notes
     plan: TurnPlan
     state: MemoryState
     window: list[StoredMessage]  # the messages the prompt carries verbatim
@@ -138,6 +142,15 @@ class Prompter:
         # Regex lorebook keys that ran past their time bound, per card (key and file hash).
         self._regex_guards: dict[tuple[str, str], RegexGuard] = {}
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
+        # Saved KV states are named per database file and conversation (ids are per file).
+        self._state_prefix = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:12]
+
+    def state_ref(self, conv_id: int, portrait: ImageInput | None) -> StateRef:
+        """Which saved KV state a conversation's turns continue (see engine/resume.py)."""
+        return StateRef(
+            name=f"conversation-{self._state_prefix}-{conv_id}",
+            shared_messages=shared_setup_messages(portrait),
+        )
 
     def setup_tokens(self, system_text: str) -> int:
         """Tokens of a character setup (up to a million characters: worth remembering)."""
@@ -427,8 +440,9 @@ class Prompter:
         persona: Persona,
         *,
         prefill: str = "",
-    ) -> tuple[GenerationRequest, list[StoredMessage]]:
-        """The model request: setup, memory, the verbatim window, notes; and that window."""
+    ) -> tuple[GenerationRequest, tuple[ChatMessage, ...], list[StoredMessage]]:
+        """The model request (setup, memory, the verbatim window, notes), the history (the
+        same without the notes) and that window."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
         lines = [
@@ -437,24 +451,24 @@ class Prompter:
             )
             for m in verbatim
         ]
-        messages = assemble_prompt(
+        history = assemble_history(
             system_text=setup.system_text,
             char_name=setup.display_name,
             memory_text=decision.state.memory_text,
             window=lines,
-            notes=read.notes,
             portrait=read.portrait,
         )
         request = GenerationRequest(
-            messages=messages,
+            messages=with_notes(history, read.notes),
             max_tokens=self.reply_reserve,
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
+            state=self.state_ref(read.conv_id, read.portrait),
         )
         if prefill:
             request = self._fit_continuation(request)
-        return request, verbatim
+        return request, history, verbatim
 
     def _prepared(
         self,
@@ -466,9 +480,10 @@ class Prompter:
         persona: Persona,
         prefill: str,
     ) -> PreparedTurn:
-        request, verbatim = self.assemble(read, decision, setup, persona, prefill=prefill)
+        request, history, verbatim = self.assemble(read, decision, setup, persona, prefill=prefill)
         return PreparedTurn(
             request,
+            history,
             decision.plan,
             state,
             verbatim,

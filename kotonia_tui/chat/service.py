@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
@@ -42,7 +43,8 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import Engine, EngineError
+from kotonia_tui.engine import Call, Engine, EngineError
+from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
@@ -69,6 +71,7 @@ class ChatService:
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self.worker = FoldWorker(
             store,
@@ -95,7 +98,11 @@ class ChatService:
         await self.worker.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
-        self.engine.close()
+        # The engine saves the chat's KV state before it closes (the settles already asked
+        # for run first); the tasks reading their results are not needed any more.
+        for task in list(self._state_tasks):
+            task.cancel()
+        await asyncio.to_thread(self.engine.close)
         self.store.close()
 
     def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
@@ -274,7 +281,56 @@ class ChatService:
         )
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
+        turn.add_done_callback(self._settle)
         return turn
+
+    # ---- saved KV states ------------------------------------------------------------------
+
+    def _settle(self, turn: Turn) -> None:
+        """After a reply is stored: the engine keeps the history, reply included, ready for
+        the next turn and saves it, so a restart resumes warm (engine/resume.py)."""
+        done = turn.done
+        if done is None or done.reply is None or turn.prepared.request.state is None:
+            return
+        reply = done.reply
+        line = PromptLine(reply.role, reply.speaker, reply.text)
+        request = replace(
+            turn.prepared.request,
+            messages=(*turn.prepared.history, prompt_message(line)),
+            prefill="",
+        )
+        self._in_background(self.engine.settle(request), f"settle {turn.conv.id}")
+
+    async def open_conversation(self, conv_id: int) -> None:
+        """Load the conversation's saved KV state in the background while the user reads and
+        types, so its first turn evaluates only the new message."""
+        try:
+            conv = self.store.get_conversation(conv_id)
+            card = self._card(conv)
+            persona = self.persona_of(conv)
+            setup = await asyncio.to_thread(self.setup_for, card, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona)
+        except (ChatError, StoreError, SetupTooLargeError) as exc:
+            log.info("conversation %s opened cold: %s", conv_id, exc)
+            return
+        self._in_background(self.engine.restore(prepared.request), f"restore {conv_id}")
+
+    async def states_settled(self) -> None:
+        """Wait until the settles and restores asked for so far have run (tests, benchmarks:
+        the moment a person would be reading the reply)."""
+        while self._state_tasks:
+            await asyncio.gather(*self._state_tasks, return_exceptions=True)
+
+    def _in_background(self, call: Call, what: str) -> None:
+        async def wait() -> None:
+            try:
+                await call.result()
+            except EngineError as exc:
+                log.warning("%s: %s", what, exc)
+
+        task = asyncio.get_running_loop().create_task(wait(), name=f"kotonia-{what}")
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""

@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui import __version__
-from kotonia_tui.chat.bootstrap import open_engine, open_library, open_store
-from kotonia_tui.cli.output import progress, say
+from kotonia_tui.chat.bootstrap import (
+    open_engine,
+    open_library,
+    open_store,
+    state_cache_config,
+)
+from kotonia_tui.cli.output import plural, progress, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
+from kotonia_tui.engine.state_cache import StateCacheConfig, usage
 from kotonia_tui.store import SCHEMA_VERSION, StoreError
 
 
@@ -41,8 +47,10 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         ("GPU offload", _gpu_line(profile.n_gpu_layers)),
     ]
     problems: list[str] = []
+    states = state_cache_config(settings, dirs)
+    rows.append(("saved KV states", _states_line(states)))
     if profile.backend == "server":
-        rows.extend(_server_rows(profile, problems))
+        rows.extend(_server_rows(profile, problems, states))
     elif profile.model_path is None:
         try:
             rows.append(("model", f"embedded default: {default_model_state(dirs.cache)}"))
@@ -115,7 +123,20 @@ def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
     return lines
 
 
-def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
+def _states_line(states: StateCacheConfig) -> str:
+    """Where the saved KV states are, how much room they take, and the cap."""
+    if states.cap_bytes <= 0:
+        return "off (state_cache_mb = 0): every start re-reads the whole prompt"
+    used = usage(states.folder)
+    return (
+        f"{states.folder} ({plural(used.files, 'file')}, {used.bytes / 1e6:,.0f} MB of "
+        f"{states.cap_bytes >> 20:,} MB; least recently used go first)"
+    )
+
+
+def _server_rows(
+    profile: Any, problems: list[str], states: StateCacheConfig
+) -> list[tuple[str, str]]:
     """The server backend: where it is, whether it answers, and what it reports."""
     from kotonia_tui.engine.server import ServerEngine
 
@@ -126,7 +147,7 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
         ("api key", f"${profile.api_key_env} {key}"),
     ]
     try:
-        engine = ServerEngine.open(profile)
+        engine = ServerEngine.open(profile, states=states)
     except EngineError as exc:
         problems.append(str(exc))
         rows.append(("server answers", "no"))
@@ -141,6 +162,8 @@ def _server_rows(profile: Any, problems: list[str]) -> list[tuple[str, str]]:
         rows.append(("token counts", info.tokenizer))
         rows.append(("images", "yes" if engine.has_vision else "no"))
         rows.append(("read timeout", f"{info.read_timeout_s:.0f} s"))
+        support = engine.slot_support
+        rows.append(("slot save/restore", f"{'yes' if support.available else 'no'}: {support.why}"))
         for warning in info.warnings:
             print(f"warning: {warning}", file=sys.stderr)
     finally:

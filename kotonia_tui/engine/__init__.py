@@ -34,6 +34,7 @@ from kotonia_tui.engine.types import (
     Priority,
     ReasoningDelta,
     Slot,
+    StateRef,
     StreamEvent,
     TextDelta,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "ServerKind",
     "ServerResponseError",
     "Slot",
+    "StateRef",
     "StreamEvent",
     "StreamInterruptedError",
     "TextDelta",

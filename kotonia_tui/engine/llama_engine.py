@@ -15,7 +15,8 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -32,14 +33,27 @@ from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
-from kotonia_tui.engine.kv_slot import KvSlot, item_cells
+from kotonia_tui.engine.items import (
+    ImageItem,
+    PromptItem,
+    cells_of,
+    common_prefix,
+    item_cells,
+    items_digest,
+    without_chunk,
+)
+from kotonia_tui.engine.kv_slot import KvSlot, SlotTakenError
 from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
-from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.multimodal import Projector
 from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
+from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.sampling import Sampling
+from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
+from kotonia_tui.engine.state_file import StateKey, fingerprint
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
+    ChatMessage,
     FinishReason,
     GenerationRequest,
     GenerationResult,
@@ -50,6 +64,9 @@ from kotonia_tui.engine.types import (
 )
 
 log = logging.getLogger(__name__)
+
+STABLE_PREFIXES_KEPT = 16  # setups whose stable prefix is remembered (tokenized once)
+SAVE_ON_EXIT_S = 15.0  # how long closing waits for the chat context's state to be saved
 
 
 def gpu_offload_supported() -> bool:
@@ -69,6 +86,13 @@ def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, *, special: bool = F
         if written >= 0:
             return buffer.raw[:written]
         size = -written  # a negative count is the size the piece needs
+
+
+def _deliver_failure(call: EngineCall, done: Future[Any]) -> None:
+    """A job that raised: its call's reader gets the exception."""
+    exc = done.exception()
+    if exc is not None:
+        call._push(exc)
 
 
 class _UnusedChatHandler:
@@ -111,16 +135,20 @@ class LlamaEngine(EngineBase):
         *,
         model_path: Path,
         fold_ctx_for: Callable[[int], int] | None,
+        states: StateCacheConfig | None = None,
     ) -> None:
         self.profile = profile
         self._model_path = model_path
         self._fold_ctx_for = fold_ctx_for
+        self._states = states
+        self._resumer: Resumer | None = None  # set by _load when saved states are on
         self._owner = OwnerThread()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
         self._shown_specials: frozenset[int] = frozenset()
+        self._stable: dict[tuple[str, ...], tuple[PromptItem, ...]] = {}  # setup prefixes
         self.info: EngineInfo
 
     # ---- loading -------------------------------------------------------------------------
@@ -133,10 +161,12 @@ class LlamaEngine(EngineBase):
         cache_dir: Path,
         progress: Progress | None = None,
         fold_ctx_for: Callable[[int], int] | None = None,
+        states: StateCacheConfig | None = None,
     ) -> LlamaEngine:
         """Resolve, check and load the model (blocking; call it from a worker thread in a UI).
 
-        `fold_ctx_for(n_ctx)` sizes the fold slot from the window (default: the whole window).
+        `fold_ctx_for(n_ctx)` sizes the fold slot from the window (default: the whole window);
+        `states` says where the chat context's saved KV states live (None: nothing is saved).
         """
         native_logs.install()
         if profile.model_path is None:
@@ -148,7 +178,7 @@ class LlamaEngine(EngineBase):
         check_context(facts, profile.n_ctx)
         if profile.mmproj_path is not None:
             check_gguf(profile.mmproj_path, "mmproj")
-        engine = cls(profile, model_path=model_path, fold_ctx_for=fold_ctx_for)
+        engine = cls(profile, model_path=model_path, fold_ctx_for=fold_ctx_for, states=states)
         if progress is not None:
             progress(f"loading {model_path.name}", 0, 1)
         try:
@@ -196,9 +226,13 @@ class LlamaEngine(EngineBase):
             self._projector = Projector(
                 profile.mmproj_path, llama.model, n_threads=threads, model_path=self._model_path
             )
+        n_swa = int(llama_cpp.llama_model_n_swa(llama.model))
         self._slots[Slot.CHAT] = KvSlot(
-            llama._ctx, n_batch=llama.n_batch, projector=self._projector
+            llama._ctx, n_batch=llama.n_batch, projector=self._projector, n_swa=n_swa
         )
+        if self._states is not None and self._states.cap_bytes > 0:
+            self._resumer = Resumer(StateCache(self._states, self._state_key()), n_swa=n_swa)
+            self._resumer.cache.evict()  # the cap may have been lowered since the last run
         # A converter that marks the thinking tags special makes them control tokens, which
         # print as nothing; printed as text, the reply's splitter can keep the reasoning apart.
         self._shown_specials = self._single_tokens(profile.reasoning_tags)
@@ -232,6 +266,23 @@ class LlamaEngine(EngineBase):
             llama_cpp_version=llama_cpp_version(),
         )
 
+    def _state_key(self) -> StateKey:
+        """What the chat context's KV depends on besides its items (saved states' key)."""
+        assert self._llama is not None and self._states is not None
+        params = self._llama.context_params
+        layout = ",".join(
+            f"{name}={getattr(params, name, '')}"
+            for name in ("flash_attn_type", "type_k", "type_v", "swa_full")
+        )
+        mmproj = self.profile.mmproj_path
+        return StateKey(
+            model=fingerprint(self._model_path),
+            mmproj=fingerprint(mmproj) if mmproj is not None else "",
+            profile=self._states.profile,
+            llama_cpp=llama_cpp_version(),
+            kv_layout=layout,
+        )
+
     def _piece(self, token: int) -> str:
         assert self._llama is not None
         if token < 0:
@@ -256,7 +307,12 @@ class LlamaEngine(EngineBase):
                     setattr(params, name, getattr(base, name))
             params.n_ctx = self.info.fold_n_ctx if slot is Slot.FOLD else self.info.n_ctx
             ctx = internals.LlamaContext(model=self._llama._model, params=params, verbose=False)
-            self._slots[slot] = KvSlot(ctx, n_batch=self._llama.n_batch, projector=self._projector)
+            self._slots[slot] = KvSlot(
+                ctx,
+                n_batch=self._llama.n_batch,
+                projector=self._projector,
+                n_swa=self._slots[Slot.CHAT].n_swa,
+            )
         return self._slots[slot]
 
     # ---- properties -----------------------------------------------------------------------
@@ -320,13 +376,7 @@ class LlamaEngine(EngineBase):
             priority=int(request.priority),
             on_event=call._push,
         )
-
-        def finished(done: Any) -> None:
-            exc = done.exception()
-            if exc is not None:
-                call._push(exc)
-
-        future.add_done_callback(finished)
+        future.add_done_callback(lambda done: _deliver_failure(call, done))
         return call
 
     def _generate(
@@ -334,19 +384,9 @@ class LlamaEngine(EngineBase):
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
         rendered = self.render(request)
-        if rendered.images:
-            if self._projector is None:
-                raise ImageError(
-                    "this model has no vision projector (mmproj_path), so it cannot see images"
-                )
-            # Image chunks point into mtmd's buffers, which live only inside this block.
-            with self._projector.tokenize(rendered.text, rendered.images) as items:
-                slot = self._choose_slot(request.slot, items)
-                stats = yield from self._prefill(slot, items, request)
-        else:
-            tokens: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
-            slot = self._choose_slot(request.slot, tokens)
-            stats = yield from self._prefill(slot, tokens, request)
+        with self._items_of(rendered) as items:
+            slot = self._choose_slot(request.slot, items)
+            stats = yield from self._prefill(slot, items, request)
         if request.prefill_only:
             metrics = call_metrics(request, FinishReason.STOP, **stats)
             result = GenerationResult("", "", FinishReason.STOP, metrics)
@@ -354,6 +394,20 @@ class LlamaEngine(EngineBase):
             return result
         result = yield from self._sample(slot, rendered, request, call, stats)
         return result
+
+    @contextmanager
+    def _items_of(self, rendered: RenderedPrompt) -> Iterator[list[PromptItem]]:
+        """The prompt's items: text tokens, and image chunks valid inside the block (they
+        point into mtmd's buffers). Owner thread only when there are images."""
+        if not rendered.images:
+            yield list(self._tokenize_prompt_text(rendered.text))
+            return
+        if self._projector is None:
+            raise ImageError(
+                "this model has no vision projector (mmproj_path), so it cannot see images"
+            )
+        with self._projector.tokenize(rendered.text, rendered.images) as items:
+            yield items
 
     def _choose_slot(self, wanted: Slot, items: list[PromptItem]) -> KvSlot:
         """A chat call takes the prewarmed context when it shares the longer prefix."""
@@ -377,19 +431,174 @@ class LlamaEngine(EngineBase):
     def _prefill(
         self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
     ) -> Generator[None, None, dict[str, Any]]:
-        """Evaluate the prompt into the slot; returns its figures (`call_metrics` fields)."""
-        cells = sum(item_cells(i) for i in items)
+        """Evaluate the prompt into the slot, from a saved state when one gives it a longer
+        prefix than the slot holds; returns its figures (`call_metrics` fields)."""
+        cells = cells_of(items)
         if cells + request.max_tokens > slot.n_ctx:
             raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
-        started = time.perf_counter()
-        stats = yield from slot.prefill(items)
+        started = time.perf_counter()  # a state read from disk counts in the prompt's time
+        mark: int | None = None
+        on_mark: Callable[[], None] | None = None
+        resumer, ref = self._resumer, request.state
+        if resumer is not None and ref is not None and request.slot is not Slot.FOLD:
+            setup = self._setup_state(request, items)
+            if slot.state_name != ref.name:
+                names = [ref.name] + ([setup[0]] if setup is not None else [])
+                resumer.restore(slot, items, names)
+            slot.state_name = ref.name
+            if setup is not None and not resumer.setup_saved(setup[0]):
+                name, mark = setup[0], len(setup[1])
+
+                def on_mark() -> None:
+                    resumer.save_setup(slot, name)
+
+        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark)
         return {
             "positions": stats.prompt_cells,
             "reused": stats.reused,
             "evaluated": stats.evaluated,
             "prompt_ms": (time.perf_counter() - started) * 1000,
             "images": sum(1 for i in items if isinstance(i, ImageItem)),
+            "restored": stats.restored,
         }
+
+    # ---- saved states ---------------------------------------------------------------------
+
+    def _setup_state(
+        self, request: GenerationRequest, items: Sequence[PromptItem]
+    ) -> tuple[str, tuple[PromptItem, ...]] | None:
+        """The saved-state name and items of the character setup the prompt starts with:
+        the items every continuation of its shared messages begins with."""
+        assert request.state is not None
+        shared = request.messages[: request.state.shared_messages]
+        if not shared:
+            return None
+        probes = (
+            ChatMessage("user", "A", name=request.user_name),
+            ChatMessage("assistant", "B", name=request.reply_name),
+        )
+        stable = self._stable_items(request, shared, probes, remember=True)
+        if not stable or tuple(items[: len(stable)]) != stable:
+            return None
+        return f"setup-{items_digest(stable)}", stable
+
+    def _stable_items(
+        self,
+        request: GenerationRequest,
+        messages: Sequence[ChatMessage],
+        probes: tuple[ChatMessage, ChatMessage],
+        *,
+        remember: bool = False,
+    ) -> tuple[PromptItem, ...]:
+        """The items a prompt starting with `messages` has, whatever comes next: the common
+        prefix of two renderings with different next messages (`probes`). Works for any
+        format: a template that changes a past message once another follows is handled too."""
+        variants = [
+            self.render(replace(request, messages=(*messages, probe), prefill=""))
+            for probe in probes
+        ]
+        key = (*(v.text for v in variants), *(i.key for i in variants[0].images))
+        if key in self._stable:
+            return self._stable[key]
+        lists = []
+        for rendered in variants:
+            with self._items_of(rendered) as items:
+                lists.append([without_chunk(i) for i in items])
+        stable = tuple(lists[0][: common_prefix(lists[0], lists[1])])
+        if remember:
+            if len(self._stable) >= STABLE_PREFIXES_KEPT:
+                self._stable.clear()
+            self._stable[key] = stable
+        return stable
+
+    def settle(self, request: GenerationRequest) -> EngineCall:
+        """After a turn, once the model is idle: bring the chat context to the stable prefix
+        of `request.messages` (the history the next prompt starts with, as it will render
+        it) and save it as `request.state`'s conversation, in the background.
+
+        The next turn then evaluates only its new message, in this process or, from the
+        saved state, in the next. Does nothing when the chat context holds another
+        conversation now; stops if a chat call takes the context meanwhile.
+        """
+        call = EngineCall(asyncio.get_running_loop())
+        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
+        future = self._owner.submit(
+            lambda: self._settle(background),
+            priority=int(Priority.BACKGROUND),
+            on_event=call._push,
+        )
+        future.add_done_callback(lambda done: _deliver_failure(call, done))
+        return call
+
+    def _settle(self, request: GenerationRequest) -> Generator[StreamEvent | None, None, Any]:
+        ref, slot = request.state, self._slots.get(Slot.CHAT)
+        stats: dict[str, Any] = {}
+        if ref is not None and slot is not None and slot.state_name == ref.name:
+            started = time.perf_counter()
+            nexts = (
+                ChatMessage("user", "A", name=request.user_name),
+                ChatMessage("user", "B", name=request.user_name),
+            )
+            stable = self._stable_items(request, request.messages, nexts)
+            try:
+                done = yield from slot.prefill(stable, count_restored=False)
+            except SlotTakenError:
+                done = None  # a chat call came first; its own settle follows
+            if done is not None:
+                stats = {
+                    "positions": done.prompt_cells,
+                    "reused": done.reused,
+                    "evaluated": done.evaluated,
+                    "prompt_ms": (time.perf_counter() - started) * 1000,
+                }
+                self._save_chat(slot)
+        result = GenerationResult(
+            "", "", FinishReason.STOP, call_metrics(request, FinishReason.STOP, **stats)
+        )
+        yield result
+        return result
+
+    def _save_chat(self, slot: KvSlot) -> None:
+        """Write the chat context as its conversation's saved state (owner thread)."""
+        if self._resumer is None or slot.state_name is None or slot.saved_version == slot.version:
+            return
+        self._resumer.save(slot, slot.state_name)
+        slot.saved_version = slot.version
+
+    def restore(self, request: GenerationRequest) -> EngineCall:
+        """When a conversation is opened: load its saved state (or its setup's) into the
+        chat context in the background, so the first turn starts warm. Nothing is evaluated;
+        the first turn reports what was loaded as `restored`."""
+        call = EngineCall(asyncio.get_running_loop())
+        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
+        future = self._owner.submit(
+            lambda: self._restore(background),
+            priority=int(Priority.BACKGROUND),
+            on_event=call._push,
+        )
+        future.add_done_callback(lambda done: _deliver_failure(call, done))
+        return call
+
+    def _restore(self, request: GenerationRequest) -> Generator[StreamEvent | None, None, Any]:
+        ref, resumer = request.state, self._resumer
+        restored = 0
+        slot = self._slot(Slot.CHAT)
+        if ref is not None and resumer is not None and slot.state_name != ref.name:
+            started = time.perf_counter()
+            with self._items_of(self.render(request)) as items:
+                setup = self._setup_state(request, items)
+                names = [ref.name] + ([setup[0]] if setup is not None else [])
+                self._save_chat(slot)  # what the context holds now, before it is replaced
+                done = resumer.restore(slot, items, names)
+            if done is not None:
+                restored = done.cells
+                log.info(
+                    "opened %s warm in %.0f ms", ref.name, (time.perf_counter() - started) * 1000
+                )
+        metrics = call_metrics(request, FinishReason.STOP, restored=restored)
+        result = GenerationResult("", "", FinishReason.STOP, metrics)
+        yield result
+        return result
 
     def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
         assert self._llama is not None
@@ -485,5 +694,24 @@ class LlamaEngine(EngineBase):
                 self._llama.close()
                 self._llama = None
 
+        self._save_before_closing()
         # Calls still running are stopped first; the model is released last, on its thread.
         self._owner.close(final=release)
+        if self._resumer is not None:
+            self._resumer.cache.close()  # the writes already asked for finish
+
+    def _save_before_closing(self) -> None:
+        """The chat context's state for its conversation, saved if the last settle did not
+        (it runs after any settle still queued; bounded, so closing never hangs on it)."""
+        if self._resumer is None or self._owner.closed:
+            return
+
+        def save() -> None:
+            slot = self._slots.get(Slot.CHAT)
+            if slot is not None:
+                self._save_chat(slot)
+
+        try:
+            self._owner.call(save, priority=int(Priority.BACKGROUND)).result(SAVE_ON_EXIT_S)
+        except Exception as exc:
+            log.warning("the chat's KV state was not saved on exit: %s", exc)

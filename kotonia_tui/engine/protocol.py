@@ -99,4 +99,13 @@ class Engine(Protocol):
 
     def prewarm(self, request: GenerationRequest) -> Call: ...
 
+    def settle(self, request: GenerationRequest) -> Call:
+        """After a turn: keep the conversation's history (`request.messages`, no notes) ready
+        for the next prompt and save it as `request.state`, in the background."""
+        ...
+
+    def restore(self, request: GenerationRequest) -> Call:
+        """When a conversation is opened: load its saved state, so its first turn is warm."""
+        ...
+
     def close(self) -> None: ...

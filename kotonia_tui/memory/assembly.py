@@ -78,6 +78,27 @@ def assemble_prompt(
     notes: str = "",
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
+    return with_notes(
+        assemble_history(
+            system_text=system_text,
+            char_name=char_name,
+            memory_text=memory_text,
+            window=window,
+            portrait=portrait,
+        ),
+        notes,
+    )
+
+
+def assemble_history(
+    *,
+    system_text: str,
+    char_name: str,
+    memory_text: str,
+    window: Sequence[PromptLine],
+    portrait: ImageInput | None = None,
+) -> tuple[ChatMessage, ...]:
+    """The prompt without this turn's notes (1-4 above): what the next prompt starts with."""
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         messages.append(
@@ -85,18 +106,29 @@ def assemble_prompt(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    for line in window:
-        if line.role is Role.SYSTEM:
-            messages.append(ChatMessage("system", line.text, images=line.images))
-        elif line.role is Role.USER:
-            messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
-        else:
-            messages.append(
-                ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
-            )
-    if notes.strip():
-        messages.append(ChatMessage("system", notes.strip()))
+    messages.extend(prompt_message(line) for line in window)
     return tuple(messages)
+
+
+def shared_setup_messages(portrait: ImageInput | None) -> int:
+    """How many leading messages every conversation with the character shares (1-2 above)."""
+    return 3 if portrait is not None else 1
+
+
+def prompt_message(line: PromptLine) -> ChatMessage:
+    """A stored message as the prompt carries it."""
+    if line.role is Role.SYSTEM:
+        return ChatMessage("system", line.text, images=line.images)
+    if line.role is Role.USER:
+        return ChatMessage("user", line.text, name=line.speaker, images=line.images)
+    return ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
+
+
+def with_notes(history: tuple[ChatMessage, ...], notes: str) -> tuple[ChatMessage, ...]:
+    """The history with this turn's notes after it (5 above), when there are any."""
+    if notes.strip():
+        return (*history, ChatMessage("system", notes.strip()))
+    return history
 
 
 def line_cost_text(line: PromptLine) -> str:

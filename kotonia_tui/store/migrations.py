@@ -177,6 +177,11 @@ _STEP_3_MEMORY_TEXT = [
     "ALTER TABLE memory_state ADD COLUMN memory_model_key TEXT NOT NULL DEFAULT ''",
 ]
 
+# Issue 17: how many of a call's reused cells came from a saved KV state (`--stats` restored).
+_STEP_TURN_METRICS_RESTORED = [
+    "ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0",
+]
+
 
 def _run(statements: list[str]) -> Callable[[Db], None]:
     def step(db: Db) -> None:
@@ -191,6 +196,7 @@ STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
     _run(_STEP_2_MEMORY_STATE),
     _run(_STEP_3_MEMORY_TEXT),
+    _run(_STEP_TURN_METRICS_RESTORED),
 ]
 SCHEMA_VERSION = len(STEPS)
 

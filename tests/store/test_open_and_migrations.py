@@ -17,7 +17,7 @@ from .conftest import T0, make_messages, new_conversation
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == 4
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)
@@ -37,14 +37,15 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
+    newer = SCHEMA_VERSION + 3
     raw = sqlite3.connect(db_path)
-    raw.execute("PRAGMA user_version = 7")
+    raw.execute(f"PRAGMA user_version = {newer}")
     raw.close()
     with pytest.raises(StoreError) as err:
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert "schema 7, this one knows 3" in message
+    assert f"schema {newer}, this one knows {SCHEMA_VERSION}" in message
     assert "upgrade the app" in message
 
 
@@ -167,7 +168,7 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
     raw.commit()
     raw.close()
     with Store.open(path) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == SCHEMA_VERSION
         state = store.memory_state(1)
         assert (state.verbatim_start_id, state.applied_chapter_id) == (2, 1)
         assert (state.memory_text, state.memory_tokens) == ("", 0)
@@ -176,6 +177,35 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         )
         assert store.memory_state(1).memory_text == saved.memory_text == "[The story so far]"
         assert store.recent_messages(1, 10)[0].text == "Hello there"
+        assert store.integrity_check() == "ok"
+
+
+def test_step_4_keeps_version_3_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "v3.sqlite3"
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=3) == 3
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute(
+        """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
+               evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
+               slot, created_at)
+           VALUES (1, 2, 1200, 1100, 100, 350.5, 40, 900.0, 44.4, 'stop', 0, 'chat',
+                   '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        old = store.last_turn_metrics(1)
+        assert (old.prompt_positions, old.reused, old.evaluated) == (1200, 1100, 100)
+        assert old.restored == 0  # a figure from before saved states: nothing restored
+        store.add_turn_metrics(
+            1, 2, old.model_copy(update={"reused": 1190, "evaluated": 10, "restored": 1150})
+        )
+        assert store.last_turn_metrics(1).restored == 1150
         assert store.integrity_check() == "ok"
 
 
