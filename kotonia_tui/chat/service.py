@@ -289,8 +289,10 @@ class ChatService:
     def _settle(self, turn: Turn) -> None:
         """After a reply is stored: the engine keeps the history, reply included, ready for
         the next turn and saves it, so a restart resumes warm (engine/resume.py)."""
-        done = turn.done
-        if done is None or done.reply is None or turn.prepared.request.state is None:
+        done, call = turn.done, turn.call
+        if done is None or done.reply is None or call is None:
+            return
+        if turn.prepared.request.state is None:
             return
         reply = done.reply
         line = PromptLine(reply.role, reply.speaker, reply.text)
@@ -299,7 +301,7 @@ class ChatService:
             messages=(*turn.prepared.history, prompt_message(line)),
             prefill="",
         )
-        self._in_background(self.engine.settle(request), f"settle {turn.conv.id}")
+        self._in_background(self.engine.settle(request, call), f"settle {turn.conv.id}")
 
     async def open_conversation(self, conv_id: int) -> None:
         """Load the conversation's saved KV state in the background while the user reads and

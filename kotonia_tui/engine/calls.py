@@ -44,6 +44,7 @@ class EngineCall:
         self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
         self.cancel_flag = threading.Event()
         self.tokens_generated = 0  # advanced by the owner thread as tokens are sampled
+        self.slot_version: int | None = None  # the context's version when the call ended
         self._result: asyncio.Future[GenerationResult] = loop.create_future()
 
     # Called on the owner thread.

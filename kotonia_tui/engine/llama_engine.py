@@ -47,6 +47,7 @@ from kotonia_tui.engine.model_files import check_context, check_gguf, model_fact
 from kotonia_tui.engine.multimodal import Projector
 from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
+from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
@@ -511,29 +512,37 @@ class LlamaEngine(EngineBase):
             self._stable[key] = stable
         return stable
 
-    def settle(self, request: GenerationRequest) -> EngineCall:
-        """After a turn, once the model is idle: bring the chat context to the stable prefix
-        of `request.messages` (the history the next prompt starts with, as it will render
-        it) and save it as `request.state`'s conversation, in the background.
+    def settle(self, request: GenerationRequest, after: Call) -> EngineCall:
+        """After a turn (`after`, its call), once the model is idle: bring the chat context to
+        the stable prefix of `request.messages` (the history the next prompt starts with, as
+        it will render it) and save it as `request.state`'s conversation, in the background.
 
         The next turn then evaluates only its new message, in this process or, from the
-        saved state, in the next. Does nothing when the chat context holds another
-        conversation now; stops if a chat call takes the context meanwhile.
+        saved state, in the next. Does nothing when the chat context changed since that turn
+        (a newer turn, another conversation); stops if a chat call takes it meanwhile.
         """
         call = EngineCall(asyncio.get_running_loop())
         background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
+        version = after.slot_version if isinstance(after, EngineCall) else None
         future = self._owner.submit(
-            lambda: self._settle(background),
+            lambda: self._settle(background, version),
             priority=int(Priority.BACKGROUND),
             on_event=call._push,
         )
         future.add_done_callback(lambda done: _deliver_failure(call, done))
         return call
 
-    def _settle(self, request: GenerationRequest) -> Generator[StreamEvent | None, None, Any]:
+    def _settle(
+        self, request: GenerationRequest, version: int | None
+    ) -> Generator[StreamEvent | None, None, Any]:
         ref, slot = request.state, self._slots.get(Slot.CHAT)
         stats: dict[str, Any] = {}
-        if ref is not None and slot is not None and slot.state_name == ref.name:
+        if (
+            ref is not None
+            and slot is not None
+            and slot.state_name == ref.name
+            and slot.version == version
+        ):
             started = time.perf_counter()
             nexts = (
                 ChatMessage("user", "A", name=request.user_name),
@@ -676,6 +685,9 @@ class LlamaEngine(EngineBase):
             metrics=metrics,
             stop_string=reply.stops.stopped_by,
         )
+        # Before the result goes out: a settle asked for on seeing it checks that nothing
+        # touched the context since.
+        call.slot_version = slot.version
         yield result
         return result
 

@@ -99,9 +99,10 @@ class Engine(Protocol):
 
     def prewarm(self, request: GenerationRequest) -> Call: ...
 
-    def settle(self, request: GenerationRequest) -> Call:
-        """After a turn: keep the conversation's history (`request.messages`, no notes) ready
-        for the next prompt and save it as `request.state`, in the background."""
+    def settle(self, request: GenerationRequest, after: Call) -> Call:
+        """After a turn (`after` is its call): keep the conversation's history
+        (`request.messages`, no notes) ready for the next prompt and save it as
+        `request.state`, in the background."""
         ...
 
     def restore(self, request: GenerationRequest) -> Call:

@@ -72,28 +72,27 @@ class Resumer:
         usable prefix, when it beats what the slot shares with them already."""
         if not self.enabled:
             return None
-        best: tuple[int, StateHead, str] | None = None
         held = slot.common_prefix_cells(items)
+        candidates: list[tuple[int, StateHead, str]] = []
         for name in names:
             head = self.cache.head(name)
-            if head is None:
+            if head is not None:
+                cells = cells_of(head.items[: self.usable(head.items, items)])
+                if cells > held:
+                    candidates.append((cells, head, name))
+        # The most useful first; one that turns out damaged is removed and the next is tried.
+        for cells, head, name in sorted(candidates, key=lambda c: -c[0]):
+            started = time.perf_counter()
+            buffer = self.cache.read(head)
+            if buffer is None:
                 continue
-            cells = cells_of(head.items[: self.usable(head.items, items)])
-            if cells > held and (best is None or cells > best[0]):
-                best = (cells, head, name)
-        if best is None:
-            return None
-        cells, head, name = best
-        started = time.perf_counter()
-        buffer = self.cache.read(head)
-        if buffer is None:
-            return None
-        if not slot.load(head.items, buffer, name):
-            self.cache.discard(head.path, "llama.cpp refused it (another cache layout or size)")
-            return None
-        ms = (time.perf_counter() - started) * 1000
-        log.info("restored KV state %s: %d cells in %.0f ms", head.path.name, cells, ms)
-        return Restored(name, cells, ms)
+            if not slot.load(head.items, buffer, name):
+                self.cache.discard(head.path, "llama.cpp refused it (another layout or size)")
+                continue
+            ms = (time.perf_counter() - started) * 1000
+            log.info("restored KV state %s: %d cells in %.0f ms", head.path.name, cells, ms)
+            return Restored(name, cells, ms)
+        return None
 
     def save(self, slot: KvSlot, name: str) -> Future[Path | None] | None:
         """Copy the slot's state out (here, on the owner thread) and write it in the

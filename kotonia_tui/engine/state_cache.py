@@ -144,9 +144,9 @@ class StateCache:
             return None
         if len(buffer) > self.cap_bytes:
             log.info(
-                "KV state %s not saved: %d MB is more than the cap (state_cache_mb)",
+                "KV state %s not saved: %.1f MB is more than the cap (state_cache_mb)",
                 name,
-                len(buffer) >> 20,
+                len(buffer) / 1e6,
             )
             return None
         path = self.path(name)

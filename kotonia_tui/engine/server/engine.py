@@ -32,6 +32,7 @@ from kotonia_tui.engine.formats import (
     RenderedPrompt,
     render_request,
 )
+from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server import http
 from kotonia_tui.engine.server.call import ServerCall
@@ -363,8 +364,10 @@ class ServerEngine(EngineBase):
 
     # ---- saved states (llama-server's slot files) -------------------------------------------
 
-    def settle(self, request: GenerationRequest) -> ServerCall:
-        """After a turn, once the server is idle: save the chat slot as the conversation."""
+    def settle(self, request: GenerationRequest, after: Call) -> ServerCall:
+        """After a turn, once the server is idle: save the chat slot as the conversation (if
+        it still holds it: `after` needs no check, the server's prompt cache does that)."""
+        del after
         return self._slot_call(request, self._save_slot)
 
     def restore(self, request: GenerationRequest) -> ServerCall:
