@@ -33,9 +33,14 @@ def states(tmp_path: Path, *, cap_bytes: int = 64 << 20, profile: str = "tiny") 
 
 
 def open_engine(
-    tmp_path: Path, model: Path, mmproj: Path | None = None, **config: object
+    tmp_path: Path,
+    model: Path,
+    mmproj: Path | None = None,
+    *,
+    cap_bytes: int = 64 << 20,
+    profile: str = "tiny",
 ) -> LlamaEngine:
-    profile = ModelProfile(
+    model_profile = ModelProfile(
         model_path=model,
         mmproj_path=mmproj,
         n_ctx=2048,
@@ -44,9 +49,8 @@ def open_engine(
         threads=2,
         seed=7,
     )
-    return LlamaEngine.open(
-        profile, cache_dir=tmp_path / "models", states=states(tmp_path, **config)
-    )
+    config = states(tmp_path, cap_bytes=cap_bytes, profile=profile)
+    return LlamaEngine.open(model_profile, cache_dir=tmp_path / "models", states=config)
 
 
 def ask(history: tuple[ChatMessage, ...], name: str = "conversation-1") -> GenerationRequest:
@@ -286,7 +290,7 @@ async def test_settling_after_a_newer_turn_changes_nothing(tmp_path, tiny_model_
     """A settle that comes after a newer turn (it waited behind it) must not cut that turn's
     context back to the older history."""
     with open_engine(tmp_path, tiny_model_path) as engine:
-        history = (SYSTEM, ChatMessage("user", LINES[0], name=USER))
+        history: tuple[ChatMessage, ...] = (SYSTEM, ChatMessage("user", LINES[0], name=USER))
         first = engine.start(ask(history))
         reply = await first.result()
         older = (*history, ChatMessage("assistant", reply.text, name=CHAR))
