@@ -136,6 +136,22 @@ async def test_a_second_conversation_in_a_new_process_starts_from_the_shared_set
     assert second["restored"] == second["reused"] == saved_items(setup) > 0
 
 
+def test_doctor_shows_the_saved_states_and_their_cap(tmp_path, tiny_model_path):
+    write_config(tmp_path, tiny_model_path, None)
+    kotonia(tmp_path, "chat", "rowan", "--say", LINES[0])
+    folder = tmp_path / "cache" / "kv-state"
+    files = list(folder.glob("*.kvstate"))
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    out, _, _ = kotonia(tmp_path, "doctor")
+    line = next(x for x in out.splitlines() if x.startswith("saved KV states"))
+    assert f"{folder} ({len(files)} files, {megabytes:,.0f} MB of 4,096 MB" in line
+    config = tmp_path / "config" / "config.toml"
+    config.write_text("state_cache_mb = 0\n" + config.read_text(), encoding="utf-8")
+    out, _, _ = kotonia(tmp_path, "doctor")
+    line = next(x for x in out.splitlines() if x.startswith("saved KV states"))
+    assert line.split(None, 3)[3].startswith("off (state_cache_mb = 0)")
+
+
 def saved_items(path: Path) -> int:
     """The item count in a saved state's header (engine/state_file.py: magic, digest, length,
     JSON header)."""
