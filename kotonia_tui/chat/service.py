@@ -312,7 +312,7 @@ class ChatService:
             persona = self.persona_of(conv)
             setup = await asyncio.to_thread(self.setup_for, card, persona)
             prepared = await self.prompter.preview(conv_id, card, setup, persona)
-        except (ChatError, StoreError, SetupTooLargeError) as exc:
+        except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
             log.info("conversation %s opened cold: %s", conv_id, exc)
             return
         self._in_background(self.engine.restore(prepared.request), f"restore {conv_id}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kotonia_tui.config import PromptFormat
 from kotonia_tui.engine.types import GenerationResult, ReasoningDelta, StreamEvent, TextDelta
@@ -84,3 +86,10 @@ class EngineCall:
 
     async def result(self) -> GenerationResult:
         return await asyncio.shield(self._result)
+
+
+def deliver_failure(call: EngineCall, done: Future[Any]) -> None:
+    """A job that raised (an owner-thread future's callback): the call's reader gets it."""
+    exc = done.exception()
+    if exc is not None:
+        call._push(exc)

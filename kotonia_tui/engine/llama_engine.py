@@ -3,7 +3,8 @@
 Public surface: `LlamaEngine.open(profile, cache_dir)`, `start(request) -> EngineCall`,
 `generate(request)`, `count_tokens(text)`, `count_tokens_many(texts)`, `prompt_cells(request)`,
 `image_cells(image)`, `info`, `close()` (what it shares with the server backend is in
-`engine/base.py`). Everything that touches the model runs on the owner thread; tokenizing only
+`engine/base.py`), and `settle(request, after)`, `restore(request)` for the saved KV states
+(`engine/llama_states.py`). Everything that touches the model runs on the owner thread; tokenizing only
 reads the vocabulary, so `count_tokens` runs on the caller's thread, even while a reply streams.
 """
 
@@ -15,8 +16,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +29,7 @@ from llama_cpp import llama_chat_format
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
-from kotonia_tui.engine.calls import EngineCall, EngineInfo
+from kotonia_tui.engine.calls import EngineCall, EngineInfo, deliver_failure
 from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
@@ -37,24 +37,20 @@ from kotonia_tui.engine.items import (
     ImageItem,
     PromptItem,
     cells_of,
-    common_prefix,
     item_cells,
-    items_digest,
-    without_chunk,
 )
-from kotonia_tui.engine.kv_slot import KvSlot, SlotTakenError
+from kotonia_tui.engine.kv_slot import KvSlot
+from kotonia_tui.engine.llama_states import SavedStates
 from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
 from kotonia_tui.engine.multimodal import Projector
 from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
-from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
 from kotonia_tui.engine.state_file import StateKey, fingerprint
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
-    ChatMessage,
     FinishReason,
     GenerationRequest,
     GenerationResult,
@@ -65,9 +61,6 @@ from kotonia_tui.engine.types import (
 )
 
 log = logging.getLogger(__name__)
-
-STABLE_PREFIXES_KEPT = 16  # setups whose stable prefix is remembered (tokenized once)
-SAVE_ON_EXIT_S = 15.0  # how long closing waits for the chat context's state to be saved
 
 
 def gpu_offload_supported() -> bool:
@@ -87,13 +80,6 @@ def token_piece(vocab: llama_cpp.llama_vocab_p, token: int, *, special: bool = F
         if written >= 0:
             return buffer.raw[:written]
         size = -written  # a negative count is the size the piece needs
-
-
-def _deliver_failure(call: EngineCall, done: Future[Any]) -> None:
-    """A job that raised: its call's reader gets the exception."""
-    exc = done.exception()
-    if exc is not None:
-        call._push(exc)
 
 
 class _UnusedChatHandler:
@@ -127,7 +113,7 @@ def _templates_left_alone() -> Iterator[None]:
         llama_chat_format.Jinja2ChatFormatter = original  # type: ignore[misc]
 
 
-class LlamaEngine(EngineBase):
+class LlamaEngine(SavedStates, EngineBase):
     """One model in-process. Create with `open`; close when done."""
 
     def __init__(
@@ -377,7 +363,7 @@ class LlamaEngine(EngineBase):
             priority=int(request.priority),
             on_event=call._push,
         )
-        future.add_done_callback(lambda done: _deliver_failure(call, done))
+        future.add_done_callback(lambda done: deliver_failure(call, done))
         return call
 
     def _generate(
@@ -462,152 +448,6 @@ class LlamaEngine(EngineBase):
             "images": sum(1 for i in items if isinstance(i, ImageItem)),
             "restored": stats.restored,
         }
-
-    # ---- saved states ---------------------------------------------------------------------
-
-    def _setup_state(
-        self, request: GenerationRequest, items: Sequence[PromptItem]
-    ) -> tuple[str, tuple[PromptItem, ...]] | None:
-        """The saved-state name and items of the character setup the prompt starts with:
-        the items every continuation of its shared messages begins with."""
-        assert request.state is not None
-        shared = request.messages[: request.state.shared_messages]
-        if not shared:
-            return None
-        probes = (
-            ChatMessage("user", "A", name=request.user_name),
-            ChatMessage("assistant", "B", name=request.reply_name),
-        )
-        stable = self._stable_items(request, shared, probes, remember=True)
-        if not stable or tuple(items[: len(stable)]) != stable:
-            return None
-        return f"setup-{items_digest(stable)}", stable
-
-    def _stable_items(
-        self,
-        request: GenerationRequest,
-        messages: Sequence[ChatMessage],
-        probes: tuple[ChatMessage, ChatMessage],
-        *,
-        remember: bool = False,
-    ) -> tuple[PromptItem, ...]:
-        """The items a prompt starting with `messages` has, whatever comes next: the common
-        prefix of two renderings with different next messages (`probes`). Works for any
-        format: a template that changes a past message once another follows is handled too."""
-        variants = [
-            self.render(replace(request, messages=(*messages, probe), prefill=""))
-            for probe in probes
-        ]
-        key = (*(v.text for v in variants), *(i.key for i in variants[0].images))
-        if key in self._stable:
-            return self._stable[key]
-        lists = []
-        for rendered in variants:
-            with self._items_of(rendered) as items:
-                lists.append([without_chunk(i) for i in items])
-        stable = tuple(lists[0][: common_prefix(lists[0], lists[1])])
-        if remember:
-            if len(self._stable) >= STABLE_PREFIXES_KEPT:
-                self._stable.clear()
-            self._stable[key] = stable
-        return stable
-
-    def settle(self, request: GenerationRequest, after: Call) -> EngineCall:
-        """After a turn (`after`, its call), once the model is idle: bring the chat context to
-        the stable prefix of `request.messages` (the history the next prompt starts with, as
-        it will render it) and save it as `request.state`'s conversation, in the background.
-
-        The next turn then evaluates only its new message, in this process or, from the
-        saved state, in the next. Does nothing when the chat context changed since that turn
-        (a newer turn, another conversation); stops if a chat call takes it meanwhile.
-        """
-        call = EngineCall(asyncio.get_running_loop())
-        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
-        version = after.slot_version if isinstance(after, EngineCall) else None
-        future = self._owner.submit(
-            lambda: self._settle(background, version),
-            priority=int(Priority.BACKGROUND),
-            on_event=call._push,
-        )
-        future.add_done_callback(lambda done: _deliver_failure(call, done))
-        return call
-
-    def _settle(
-        self, request: GenerationRequest, version: int | None
-    ) -> Generator[StreamEvent | None, None, Any]:
-        ref, slot = request.state, self._slots.get(Slot.CHAT)
-        stats: dict[str, Any] = {}
-        if (
-            ref is not None
-            and slot is not None
-            and slot.state_name == ref.name
-            and slot.version == version
-        ):
-            started = time.perf_counter()
-            nexts = (
-                ChatMessage("user", "A", name=request.user_name),
-                ChatMessage("user", "B", name=request.user_name),
-            )
-            stable = self._stable_items(request, request.messages, nexts)
-            try:
-                done = yield from slot.prefill(stable, count_restored=False)
-            except SlotTakenError:
-                done = None  # a chat call came first; its own settle follows
-            if done is not None:
-                stats = {
-                    "positions": done.prompt_cells,
-                    "reused": done.reused,
-                    "evaluated": done.evaluated,
-                    "prompt_ms": (time.perf_counter() - started) * 1000,
-                }
-                self._save_chat(slot)
-        result = GenerationResult(
-            "", "", FinishReason.STOP, call_metrics(request, FinishReason.STOP, **stats)
-        )
-        yield result
-        return result
-
-    def _save_chat(self, slot: KvSlot) -> None:
-        """Write the chat context as its conversation's saved state (owner thread)."""
-        if self._resumer is None or slot.state_name is None or slot.saved_version == slot.version:
-            return
-        self._resumer.save(slot, slot.state_name)
-        slot.saved_version = slot.version
-
-    def restore(self, request: GenerationRequest) -> EngineCall:
-        """When a conversation is opened: load its saved state (or its setup's) into the
-        chat context in the background, so the first turn starts warm. Nothing is evaluated;
-        the first turn reports what was loaded as `restored`."""
-        call = EngineCall(asyncio.get_running_loop())
-        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
-        future = self._owner.submit(
-            lambda: self._restore(background),
-            priority=int(Priority.BACKGROUND),
-            on_event=call._push,
-        )
-        future.add_done_callback(lambda done: _deliver_failure(call, done))
-        return call
-
-    def _restore(self, request: GenerationRequest) -> Generator[StreamEvent | None, None, Any]:
-        ref, resumer = request.state, self._resumer
-        restored = 0
-        slot = self._slot(Slot.CHAT)
-        if ref is not None and resumer is not None and slot.state_name != ref.name:
-            started = time.perf_counter()
-            with self._items_of(self.render(request)) as items:
-                setup = self._setup_state(request, items)
-                names = [ref.name] + ([setup[0]] if setup is not None else [])
-                self._save_chat(slot)  # what the context holds now, before it is replaced
-                done = resumer.restore(slot, items, names)
-            if done is not None:
-                restored = done.cells
-                log.info(
-                    "opened %s warm in %.0f ms", ref.name, (time.perf_counter() - started) * 1000
-                )
-        metrics = call_metrics(request, FinishReason.STOP, restored=restored)
-        result = GenerationResult("", "", FinishReason.STOP, metrics)
-        yield result
-        return result
 
     def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
         assert self._llama is not None
@@ -711,19 +551,3 @@ class LlamaEngine(EngineBase):
         self._owner.close(final=release)
         if self._resumer is not None:
             self._resumer.cache.close()  # the writes already asked for finish
-
-    def _save_before_closing(self) -> None:
-        """The chat context's state for its conversation, saved if the last settle did not
-        (it runs after any settle still queued; bounded, so closing never hangs on it)."""
-        if self._resumer is None or self._owner.closed:
-            return
-
-        def save() -> None:
-            slot = self._slots.get(Slot.CHAT)
-            if slot is not None:
-                self._save_chat(slot)
-
-        try:
-            self._owner.call(save, priority=int(Priority.BACKGROUND)).result(SAVE_ON_EXIT_S)
-        except Exception as exc:
-            log.warning("the chat's KV state was not saved on exit: %s", exc)

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def write_config(home: Path, model: Path, mmproj: Path | None) -> None:
     (folder / "config.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def kotonia(home: Path, *args: str) -> tuple[str, list[dict[str, object]], str]:
+def kotonia(home: Path, *args: str) -> tuple[str, list[dict[str, Any]], str]:
     """Run `kotonia` in its own process; its stdout, its --stats lines, and its stderr."""
     env = {**os.environ, "KOTONIA_HOME": str(home)}
     done = subprocess.run(
@@ -67,7 +68,7 @@ def conversation_id(stderr: str) -> str:
     return next(x for x in stderr.splitlines() if x.startswith("conversation ")).split()[1]
 
 
-async def warm_reference(home: Path, image: Path | None) -> tuple[dict[str, object], str]:
+async def warm_reference(home: Path, image: Path | None) -> tuple[dict[str, Any], str]:
     """The last turn's figures and reply in one process, settled between turns (the test
     points KOTONIA_HOME at `home`)."""
     assert os.environ["KOTONIA_HOME"] == str(home)
