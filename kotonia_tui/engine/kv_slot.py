@@ -86,10 +86,16 @@ class KvSlot:
             self.ctx.close()
 
     def common_prefix_cells(self, items: Sequence[PromptItem]) -> int:
-        """KV cells this slot could keep for a prompt of `items`."""
+        """KV cells this slot would keep for a prompt of `items` (as `prefill` decides: a
+        sliding-window model's restored state that would be cut short keeps nothing)."""
         if self._dirty:
             return 0
-        return cells_of(self._items[: common_prefix(self._items, items)])
+        keep = common_prefix(self._items, items)
+        if keep == len(items):
+            keep -= 1  # the last token is evaluated again
+        if 0 <= keep < len(self._items) and not self._window_kept(self._starts[keep]):
+            return 0
+        return cells_of(self._items[: max(keep, 0)])
 
     def _truncate(self, keep: int) -> int:
         """Drop items from `keep` on, in the KV too; returns how many items survived."""

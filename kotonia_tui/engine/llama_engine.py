@@ -4,8 +4,9 @@ Public surface: `LlamaEngine.open(profile, cache_dir)`, `start(request) -> Engin
 `generate(request)`, `count_tokens(text)`, `count_tokens_many(texts)`, `prompt_cells(request)`,
 `image_cells(image)`, `info`, `close()` (what it shares with the server backend is in
 `engine/base.py`), and `settle(request, after)`, `restore(request)` for the saved KV states
-(`engine/llama_states.py`). Everything that touches the model runs on the owner thread; tokenizing only
-reads the vocabulary, so `count_tokens` runs on the caller's thread, even while a reply streams.
+(`engine/llama_states.py`). Everything that touches the model runs on the owner thread;
+tokenizing only reads the vocabulary, so `count_tokens` runs on the caller's thread, even
+while a reply streams.
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ class Resumer:
     def usable(self, saved: Sequence[PromptItem], items: Sequence[PromptItem]) -> int:
         """How many of the saved items a prompt of `items` could keep after loading them."""
         shared = common_prefix(saved, items)
+        if shared and shared == len(items):
+            shared -= 1  # as `KvSlot.prefill`: the last token is evaluated again
         if self.n_swa > 0 and shared < len(saved) - 1:
             return 0  # a SWA state cannot be cut short: its window before the cut is gone
         return shared

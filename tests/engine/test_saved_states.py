@@ -20,6 +20,7 @@ from kotonia_tui.engine.items import ImageItem
 from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
 from kotonia_tui.engine.state_file import StateKey, fingerprint, read_head
+from tests.settings import default_model_settings
 from tests.tiny_models import png_bytes, write_tiny_llama
 
 SYSTEM = ChatMessage("system", "You are Wren, who keeps the old lighthouse on a stormy coast.")
@@ -274,6 +275,43 @@ def test_a_sliding_window_state_is_only_extended(tmp_path):
     assert swa.usable(saved, [1, 2, 3, 4, 5, 9]) == 5  # all but the last: re-evaluated
     assert swa.usable(saved, [1, 2, 3, 9]) == 0  # its window before 4 is gone
     assert full.usable(saved, [1, 2, 3, 9]) == 3  # any other model keeps the shared prefix
+    assert full.usable(saved, saved) == swa.usable(saved, saved) == 5  # the last: evaluated
+
+
+@pytest.mark.default_model
+async def test_a_sliding_window_model_starts_a_new_conversation_from_the_setup(tmp_path):
+    """Gemma 3 (the embedded default): a saved state holds its sliding-window layers only for
+    the last 512 positions. A context loaded from a long conversation's state cannot be cut
+    back to the setup it shares with the next conversation: that one must load the setup's
+    saved state, not evaluate its whole prompt again (it did, when the context was taken to
+    hold the setup still)."""
+    profile = default_model_settings(n_ctx=4096).active_profile()
+    config = states(tmp_path, profile="gemma")
+    history: tuple[ChatMessage, ...] = (SYSTEM,)
+    for index in range(14):
+        history += (
+            ChatMessage("user", f"{LINES[index % 3]} I ask again, the {index}th time.", name=USER),
+            ChatMessage(
+                "assistant",
+                "The lamp turns all night; the keeper's log has a page for every ship "
+                f"that passed, and this is page {index}, in a careful hand.",
+                name=CHAR,
+            ),
+        )
+    with LlamaEngine.open(profile, cache_dir=tmp_path / "cache", states=config) as engine:
+        n_swa = engine._slots[Slot.CHAT].n_swa
+        assert n_swa > 0
+        history, first = await turn(engine, history, "And the storm tonight?")
+    (setup,) = (tmp_path / "kv-state").glob("*-setup-*.kvstate")
+    with LlamaEngine.open(profile, cache_dir=tmp_path / "cache", states=config) as engine:
+        setup_cells = read_head(setup, engine._resumer.cache.key).cells
+        assert first.metrics.prompt_positions > setup_cells + n_swa  # the window moved on
+        _, again = await turn(engine, history, "Is the lamp lit?", settle=False)
+        assert again.metrics.restored > first.metrics.prompt_positions  # a restart, resumed
+        hello = (SYSTEM, ChatMessage("user", "Hello! Is this the lighthouse?", name=USER))
+        second = await engine.start(ask(hello, "conversation-2")).result()
+    assert second.metrics.restored == second.metrics.reused == setup_cells > 0
+    assert second.metrics.evaluated == second.metrics.prompt_positions - setup_cells
 
 
 def test_the_fingerprint_tells_models_apart_without_reading_them_whole(tmp_path):
