@@ -19,7 +19,13 @@ from kotonia_tui.engine import GenerationRequest, GenerationResult, LlamaEngine,
 from kotonia_tui.engine.items import ImageItem
 from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
-from kotonia_tui.engine.state_file import StateKey, fingerprint, read_head
+from kotonia_tui.engine.state_file import (
+    StateKey,
+    fingerprint,
+    read_head,
+    read_state,
+    write_state,
+)
 from tests.settings import default_model_settings
 from tests.tiny_models import png_bytes, write_tiny_llama
 
@@ -159,7 +165,13 @@ def cut_short(path: Path) -> None:
     path.write_bytes(data[: len(data) * 2 // 3])
 
 
-@pytest.mark.parametrize("damage", [flip_a_byte, cut_short], ids=["flipped", "truncated"])
+def other_bytes(path: Path) -> None:
+    path.write_bytes(b"GGUF" + bytes(4096))  # not a saved state at all, under a state's name
+
+
+@pytest.mark.parametrize(
+    "damage", [flip_a_byte, cut_short, other_bytes], ids=["flipped", "truncated", "not-a-state"]
+)
 async def test_a_damaged_state_is_removed_and_the_turn_runs_cold(
     tmp_path, tiny_model_path, damage, caplog
 ):
@@ -184,6 +196,49 @@ async def test_a_damaged_state_is_removed_and_the_turn_runs_cold(
             assert engine._resumer.cache.read(head) is not None
     assert result.metrics.restored == result.metrics.reused == 0
     assert result.metrics.evaluated == result.metrics.prompt_positions
+
+
+async def test_a_state_whose_items_do_not_match_its_kv_is_removed_never_trusted(
+    tmp_path, tiny_model_path, caplog
+):
+    """A well-formed file (its digest right, its key this engine's) that lists more items than
+    its KV holds: llama.cpp would accept the bytes, but the positions tell. The setup's state,
+    which checks out, is loaded instead."""
+    with open_engine(tmp_path, tiny_model_path) as engine:
+        history = await conversation(engine, LINES[:2])
+        key = engine._resumer.cache.key
+    path = saved_file(tmp_path)
+    head = read_head(path, key)
+    state = bytearray(head.state_bytes)
+    read_state(head, state)
+    longer = (*head.items, *head.items[-8:])  # what a longer history would hold
+    with path.open("wb") as out:
+        write_state(out, key, longer, memoryview(state))
+    (setup,) = (tmp_path / "kv-state").glob("*-setup-*.kvstate")
+    setup_cells = read_head(setup, key).cells
+    caplog.set_level(logging.WARNING, logger="kotonia_tui.engine.state_cache")
+    with open_engine(tmp_path, tiny_model_path) as engine:
+        _, result = await turn(engine, history, "Still there?", settle=False)
+        assert not path.exists()
+    assert any(path.name in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+    assert result.metrics.restored == result.metrics.reused == setup_cells > 0
+
+
+async def test_closing_saves_a_turn_no_settle_followed(tmp_path, tiny_model_path):
+    """The app quits right after a reply, before the model was idle long enough to settle:
+    closing the engine saves the context as the conversation's state, and the next start
+    resumes from it."""
+    with open_engine(tmp_path, tiny_model_path) as engine:
+        history, first = await turn(engine, (SYSTEM,), LINES[0], settle=False)
+        engine._resumer.cache.flush()
+        assert not list((tmp_path / "kv-state").glob("*-conversation-1.kvstate"))
+    head = read_head(saved_file(tmp_path), engine._resumer.cache.key)
+    assert head.cells > first.metrics.prompt_positions  # the prompt and the reply's tokens
+    with open_engine(tmp_path, tiny_model_path) as engine:
+        _, resumed = await turn(engine, history, LINES[1], settle=False)
+    # At least the whole first prompt came from disk (the setup's state holds less); how much
+    # of the reply too depends on how its text tokenizes again.
+    assert resumed.metrics.restored == resumed.metrics.reused >= first.metrics.prompt_positions
 
 
 async def test_another_models_or_profiles_state_is_removed_never_loaded(

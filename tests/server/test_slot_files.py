@@ -40,6 +40,7 @@ class SlotProxy:
     save_path: bool = True
     saved: dict[str, int] = field(default_factory=dict)  # filename -> tokens
     actions: list[tuple[str, int, str]] = field(default_factory=list)  # action, slot, file
+    refuse: set[str] = field(default_factory=set)  # actions answered 500 (a full disk, say)
 
     def __post_init__(self) -> None:
         proxy = self
@@ -71,6 +72,8 @@ class SlotProxy:
                             }
                         },
                     )
+                elif action in proxy.refuse:
+                    self._json(500, {"error": {"code": 500, "message": f"failed to {action}"}})
                 elif action == "save":
                     proxy.saved[filename] = 321
                     self._json(200, {"id_slot": slot, "filename": filename, "n_saved": 321})
@@ -176,6 +179,68 @@ async def test_a_conversation_not_saved_on_the_server_is_never_restored(make_ser
     await service.states_settled()
     # A restore of a file the server does not have would empty the slot: none is asked for.
     assert [a[0] for a in proxy.actions] == ["kotonia-probe"]
+
+
+async def test_a_server_that_does_not_save_slots_chats_as_before(make_service, proxy):
+    proxy.save_path = False
+    key = write_short_card()
+    service = await make_service(settings_for(proxy.url))
+    assert not service.engine.slot_support.available
+    conv = service.new_conversation(service.library.get(key))
+    done = await (await service.send(conv.id, "Good evening, Wren.")).wait()
+    assert done.error is None and done.reply is not None and done.reply.text
+    assert done.metrics is not None and done.metrics.restored == 0
+    await service.states_settled()
+    await service.close()
+    again = await make_service(settings_for(proxy.url))
+    await again.open_conversation(conv.id)
+    await again.states_settled()
+    done = await (await again.send(conv.id, "Is the lamp lit?")).wait()
+    assert done.error is None and done.reply is not None
+    await again.close()
+    # Asked once per start whether it can; then never a save or a restore.
+    assert [a[0] for a in proxy.actions] == ["kotonia-probe", "kotonia-probe"]
+
+
+async def test_a_save_the_server_refuses_costs_the_chat_nothing(make_service, proxy):
+    proxy.refuse = {"save"}
+    key = write_short_card()
+    service = await make_service(settings_for(proxy.url))
+    conv = service.new_conversation(service.library.get(key))
+    done = await (await service.send(conv.id, "Good evening, Wren.")).wait()
+    await service.states_settled()
+    assert done.error is None and done.reply is not None and done.reply.text
+    assert service.store.last_message(conv.id).text == done.reply.text
+    await service.close()
+    # Tried after the turn and again on closing; never saved, so never asked for back.
+    assert [a[0] for a in proxy.actions] == ["kotonia-probe", "save", "save"]
+    proxy.actions.clear()
+    again = await make_service(settings_for(proxy.url))
+    await again.open_conversation(conv.id)
+    await again.states_settled()
+    await again.close()
+    assert [a[0] for a in proxy.actions] == ["kotonia-probe"]
+
+
+async def test_a_slot_file_gone_from_the_server_is_asked_for_once(make_service, proxy):
+    key = write_short_card()
+    service = await make_service(settings_for(proxy.url))
+    conv = service.new_conversation(service.library.get(key))
+    await (await service.send(conv.id, "Good evening, Wren.")).wait()
+    await service.states_settled()
+    await service.close()
+    proxy.saved.clear()  # the server's owner emptied its --slot-save-path folder
+    proxy.actions.clear()
+    again = await make_service(settings_for(proxy.url))
+    await again.open_conversation(conv.id)
+    await again.states_settled()
+    done = await (await again.send(conv.id, "Is the lamp lit?")).wait()
+    await again.states_settled()
+    assert done.error is None and done.reply is not None and done.reply.text
+    assert done.metrics is not None and done.metrics.restored == 0
+    # The refused restore is not asked again before the turn; the turn's slot is saved anew.
+    assert [a[0] for a in proxy.actions] == ["kotonia-probe", "restore", "save"]
+    await again.close()
 
 
 @pytest.mark.parametrize("save_path", [True, False], ids=["allowed", "no-save-path"])

@@ -396,9 +396,10 @@ class ServerEngine(EngineBase):
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 return
+            finally:
+                self._calls.discard(call)
             metrics = call_metrics(background, FinishReason.STOP, restored=restored)
             call._deliver(GenerationResult("", "", FinishReason.STOP, metrics))
-            self._calls.discard(call)
 
         self._calls.add(call)
         call.task = loop.create_task(run(), name="kotonia-server-slot")
