@@ -11,7 +11,6 @@ while a reply streams.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import logging
 import os
@@ -30,7 +29,7 @@ from llama_cpp import llama_chat_format
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
-from kotonia_tui.engine.calls import EngineCall, EngineInfo, deliver_failure
+from kotonia_tui.engine.calls import EngineCall, EngineInfo, queue_call
 from kotonia_tui.engine.default_model import Progress, default_model_path
 from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
@@ -358,14 +357,9 @@ class LlamaEngine(SavedStates, EngineBase):
 
     def start(self, request: GenerationRequest) -> EngineCall:
         """Start a call; must be called from a running asyncio loop."""
-        call = EngineCall(asyncio.get_running_loop())
-        future = self._owner.submit(
-            lambda: self._generate(request, call),
-            priority=int(request.priority),
-            on_event=call._push,
+        return queue_call(
+            self._owner, lambda call: self._generate(request, call), priority=int(request.priority)
         )
-        future.add_done_callback(lambda done: deliver_failure(call, done))
-        return call
 
     def _generate(
         self, request: GenerationRequest, call: EngineCall

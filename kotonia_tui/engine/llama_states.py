@@ -8,7 +8,6 @@ method here runs on the owner thread except `settle` and `restore`, which queue 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -17,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from kotonia_tui.engine.base import call_metrics
-from kotonia_tui.engine.calls import EngineCall, deliver_failure
+from kotonia_tui.engine.calls import EngineCall, queue_call
 from kotonia_tui.engine.formats import RenderedPrompt
 from kotonia_tui.engine.items import PromptItem, common_prefix, items_digest, without_chunk
 from kotonia_tui.engine.kv_slot import KvSlot, SlotTakenError
@@ -107,16 +106,13 @@ class SavedStates:
         saved state, in the next. Does nothing when the chat context changed since that turn
         (a newer turn, another conversation); stops if a chat call takes it meanwhile.
         """
-        call = EngineCall(asyncio.get_running_loop())
         background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
         version = after.slot_version if isinstance(after, EngineCall) else None
-        future = self._owner.submit(
-            lambda: self._settle(background, version),
+        return queue_call(
+            self._owner,
+            lambda _call: self._settle(background, version),
             priority=int(Priority.BACKGROUND),
-            on_event=call._push,
         )
-        future.add_done_callback(lambda done: deliver_failure(call, done))
-        return call
 
     def _settle(
         self, request: GenerationRequest, version: int | None
@@ -164,15 +160,10 @@ class SavedStates:
         """When a conversation is opened: load its saved state (or its setup's) into the
         chat context in the background, so the first turn starts warm. Nothing is evaluated;
         the first turn reports what was loaded as `restored`."""
-        call = EngineCall(asyncio.get_running_loop())
         background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
-        future = self._owner.submit(
-            lambda: self._restore(background),
-            priority=int(Priority.BACKGROUND),
-            on_event=call._push,
+        return queue_call(
+            self._owner, lambda _call: self._restore(background), priority=int(Priority.BACKGROUND)
         )
-        future.add_done_callback(lambda done: deliver_failure(call, done))
-        return call
 
     def _restore(self, request: GenerationRequest) -> Generator[StreamEvent | None, None, Any]:
         ref, resumer = request.state, self._resumer

@@ -23,11 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from kotonia_tui.cli import main
-from kotonia_tui.config import app_dirs
 from kotonia_tui.engine.server import ServerEngine
 from tests.cards import write_short_card
 
-from .conftest import server_settings
+from .conftest import server_settings, write_server_config
 
 HOP_HEADERS = {"connection", "transfer-encoding", "keep-alive", "content-length", "host"}
 
@@ -246,12 +245,7 @@ async def test_a_slot_file_gone_from_the_server_is_asked_for_once(make_service, 
 @pytest.mark.parametrize("save_path", [True, False], ids=["allowed", "no-save-path"])
 def test_doctor_says_whether_the_server_saves_slots(proxy, save_path, capsys):
     proxy.save_path = save_path
-    config = app_dirs().config_file
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        'profile = "srv"\n[profiles.srv]\nbackend = "server"\n'
-        f'server_url = "{proxy.url}"\nprompt_format = "template"\n'
-    )
+    write_server_config(proxy.url)
     assert main(["doctor"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("slot save"))
     if save_path:
