@@ -189,6 +189,7 @@ class Settings(BaseSettings):
 
     db: Path | None = None
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
+    # The first default persona; personas live in the database from then on (chat/personas.py).
     persona: Persona = Field(default_factory=Persona)
 
     # Memory budgets, as fractions of n_ctx (docs/architecture.md, "Budgets are tokens").

@@ -104,8 +104,9 @@ class Conversation(BaseModel):
     id: int | None = None
     character_key: str  # the card's stable key (file stem), not its hash: cards get edited
     character_name: str
-    persona_name: str
+    persona_name: str  # who the user plays, as the conversation uses it (copied from the persona)
     persona_description: str = ""
+    persona_id: int | None = None  # the stored persona it is played as (None: not linked)
     title: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -234,6 +235,16 @@ class Persona(BaseModel):
 
     name: str = "User"
     description: str = ""
+
+
+class StoredPersona(Persona):
+    """A persona kept in the database: chosen in the app, one of them the default."""
+
+    id: int
+    image: str | None = None  # content hash of its picture in the image table
+    is_default: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
 
 
 ChatRole = Literal["system", "user", "assistant"]

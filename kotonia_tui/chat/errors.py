@@ -14,3 +14,11 @@ class AttachmentError(ValueError):
 
 class UnknownCharacterError(LookupError):
     """No card has that key or name."""
+
+
+class PersonaError(ValueError):
+    """A persona that cannot be made as asked; the message names the field and the value."""
+
+
+class ManageError(ValueError):
+    """A conversation change that cannot be made; the message says why in one line."""

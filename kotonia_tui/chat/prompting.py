@@ -36,6 +36,7 @@ from kotonia_tui.memory.assembly import (
     MemoryBlock,
     PromptLine,
     assemble_history,
+    in_prompt,
     line_cost_text,
     shared_setup_messages,
     with_notes,
@@ -176,6 +177,8 @@ class Prompter:
     # ---- token counts -------------------------------------------------------------------
 
     def message_tokens(self, message: Message) -> int:
+        if not in_prompt(message.role):
+            return 0  # left out of the prompt (a count cached before it was is not used)
         cached = message.token_counts.get(self.engine.model_key)
         if cached is not None:
             return cached
@@ -185,11 +188,11 @@ class Prompter:
         """`message_tokens` of each; the uncounted ones are counted in one batch that does not
         block the event loop (a server backend counts them with concurrent requests)."""
         key = self.engine.model_key
-        todo = [m for m in messages if key not in m.token_counts]
+        todo = [m for m in messages if key not in m.token_counts and in_prompt(m.role)]
         counts = await self.engine.count_tokens_many([_cost_text(m) for m in todo])
         for message, count in zip(todo, counts, strict=True):
             self._keep_count(message, count)
-        return [m.token_counts[key] for m in messages]
+        return [m.token_counts[key] if in_prompt(m.role) else 0 for m in messages]
 
     def _keep_count(self, message: Message, text_tokens: int) -> int:
         """The message's count (images included), cached on the row for this model."""

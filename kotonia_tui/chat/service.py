@@ -22,6 +22,8 @@ from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.managing import ConversationManager
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
@@ -41,6 +43,7 @@ from kotonia_tui.domain import (
     StoredConversation,
     StoredFoldJob,
     StoredMessage,
+    StoredPersona,
     utcnow,
 )
 from kotonia_tui.engine import Call, Engine, EngineError
@@ -66,13 +69,15 @@ class ChatService:
         self.store = store
         self.engine = engine
         self.library = library
-        self.persona: Persona = settings.persona
+        self.personas = PersonaBook(store, settings.persona)
+        self.manager = ConversationManager(store, library, self.personas)
         self.prompter = Prompter(store, engine, settings)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
+        self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
         self.worker = FoldWorker(
             store,
             engine,
@@ -98,6 +103,7 @@ class ChatService:
         await self.worker.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
+        self.manager.close()
         # The engine saves the chat's KV state before it closes (the settles already asked
         # for run first); the tasks reading their results are not needed any more.
         for task in list(self._state_tasks):
@@ -125,6 +131,11 @@ class ChatService:
                 log.exception("listener failed")
 
     # ---- characters and conversations ----------------------------------------------------
+
+    @property
+    def persona(self) -> StoredPersona:
+        """The default persona: new conversations are played as it unless another is chosen."""
+        return self.personas.default()
 
     def cards(self) -> list[CharacterCard]:
         return list(self.library.cards)
@@ -160,10 +171,17 @@ class ChatService:
         return card
 
     def new_conversation(
-        self, card: CharacterCard, *, greeting: int = 0, title: str = ""
+        self,
+        card: CharacterCard,
+        *,
+        greeting: int = 0,
+        title: str = "",
+        persona: StoredPersona | None = None,
     ) -> StoredConversation:
-        """Start a conversation; the chosen greeting (first message or alternate) opens it."""
-        setup = self.setup_for(card)
+        """Start a conversation played as `persona` (the default one if None); the chosen
+        greeting (first message or alternate) opens it, its {{user}} filled with the persona."""
+        persona = persona or self.persona
+        setup = self.setup_for(card, persona)
         self.store.upsert_character(
             card.key, card.name, card.card_hash, str(card.source_path or "")
         )
@@ -171,8 +189,9 @@ class ChatService:
             Conversation(
                 character_key=card.key,
                 character_name=card.name,
-                persona_name=self.persona.name,
-                persona_description=self.persona.description,
+                persona_name=persona.name,
+                persona_description=persona.description,
+                persona_id=persona.id,
                 title=title,
             )
         )
@@ -189,7 +208,7 @@ class ChatService:
                     speaker=setup.display_name,
                     text=text,
                     segments=parse_segments(
-                        text, speaker=setup.display_name, listener=self.persona.name
+                        text, speaker=setup.display_name, listener=persona.name
                     ),
                 )
             )
@@ -404,9 +423,25 @@ class ChatService:
         return updated
 
     def delete_message(self, message_id: int) -> None:
+        """Delete a message (undo brings it back this session); a chapter covering it is
+        folded again without it."""
         message = self.store.get_message(message_id)
         self._refold_if_folded(message)
         self.store.delete_message(message_id)
+        self._deleted.append(message)
+
+    def can_undo_delete(self, conv_id: int) -> bool:
+        return any(m.conversation_id == conv_id for m in self._deleted)
+
+    def undo_delete_message(self, conv_id: int) -> StoredMessage | None:
+        """The conversation's message deleted last, back in its place (None: none to undo);
+        a chapter covering it is folded again with it."""
+        for index in range(len(self._deleted) - 1, -1, -1):
+            if self._deleted[index].conversation_id == conv_id:
+                restored = self.store.restore_message(self._deleted.pop(index))
+                self._refold_if_folded(restored)
+                return restored
+        return None
 
     def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only."""

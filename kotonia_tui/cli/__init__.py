@@ -1,5 +1,6 @@
-"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
-export, eval and doctor for scripts.
+"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, personas,
+conversation management (rename, delete, duplicate, branch), import, export, eval and doctor for
+scripts.
 
 Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
 or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
@@ -21,7 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kotonia_tui import __version__
-from kotonia_tui.chat.errors import AttachmentError, ChatError, UnknownCharacterError
+from kotonia_tui.chat.errors import (
+    AttachmentError,
+    ChatError,
+    ManageError,
+    PersonaError,
+    UnknownCharacterError,
+)
 from kotonia_tui.chat.startup import (
     DataDirError,
     add_secrets,
@@ -51,6 +58,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     AttachmentError,
     UnknownCharacterError,
     WriteError,
+    PersonaError,
+    ManageError,
 )
 
 
@@ -84,6 +93,30 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.listings import export_chat
 
     return export_chat(args, settings)
+
+
+def _personas(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.listings import personas
+
+    return personas(args, settings)
+
+
+def _rename(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.managing import rename
+
+    return rename(args, settings)
+
+
+def _delete(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.managing import delete
+
+    return delete(args, settings)
+
+
+def _branch(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.managing import branch
+
+    return branch(args, settings)
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -135,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", action="append", default=[], metavar="FILE", help="attach an image file"
     )
     chat.add_argument(
+        "--persona",
+        metavar="NAME",
+        help="play as this persona (see `kotonia personas`; made if new); with --conversation, "
+        "from now on",
+    )
+    chat.add_argument(
         "--stats", action="store_true", help="print each turn's figures as a JSON line (stderr)"
     )
     chat.add_argument(
@@ -150,6 +189,27 @@ def build_parser() -> argparse.ArgumentParser:
     conversations = sub.add_parser("conversations", help="list conversations")
     conversations.add_argument("character", nargs="?", help="only this character's")
     conversations.add_argument("--json", action="store_true", help="print a JSON list")
+
+    personas = sub.add_parser("personas", help="list the personas you play as")
+    personas.add_argument("--json", action="store_true", help="print a JSON list")
+
+    rename = sub.add_parser("rename", help="give a conversation a title")
+    rename.add_argument("id", type=int, help="the conversation")
+    rename.add_argument("title", help="the new title ('' for none)")
+
+    delete = sub.add_parser("delete", help="delete a conversation for good, with its memory")
+    delete.add_argument("id", type=int, help="the conversation")
+
+    duplicate = sub.add_parser("duplicate", help="copy a conversation, memory included")
+    duplicate.add_argument("id", type=int, help="the conversation")
+    duplicate.add_argument("--title", help="the copy's title")
+
+    branch = sub.add_parser(
+        "branch", help="a new conversation sharing the story (and memory) up to a message"
+    )
+    branch.add_argument("id", type=int, help="the conversation")
+    branch.add_argument("message", help="the last shared message, numbered as the app shows it")
+    branch.add_argument("--title", help="the branch's title")
 
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
@@ -173,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that only read: they work on a read-only data dir.
-READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "export", "doctor"})
+READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "personas", "export", "doctor"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,6 +271,11 @@ def _run(args: argparse.Namespace) -> int:
             "import": _import,
             "export": _export,
             "doctor": _doctor,
+            "personas": _personas,
+            "rename": _rename,
+            "delete": _delete,
+            "duplicate": _branch,
+            "branch": _branch,
         }
         if args.command is None:
             return _tui(args, settings)

@@ -17,12 +17,14 @@ from typing import TextIO
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
+from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.cli.output import UserError, progress, say
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
@@ -49,6 +51,8 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     args.say = [typed(text, "--say") for text in args.say]
     # Everything the user could have typed wrong is checked before the model loads.
     card = open_library(settings).find(args.character)
+    if args.persona is not None:
+        args.persona = check_name(typed(args.persona, "--persona"))
     for text in args.say:
         if not text.strip() and not args.image:
             raise UserError("--say got an empty message; nothing was sent")
@@ -61,10 +65,18 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
         card = service.library.find(args.character)
+        persona = _persona(service.personas, args.persona) if args.persona else None
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
+            if persona is not None and persona.id != conv.persona_id:
+                conv = service.manager.set_persona(conv.id, persona.id)
+                say(
+                    f"conversation {conv.id} is now played as {persona.name} (its setup is "
+                    "read again on this turn)",
+                    stream=err,
+                )
         else:
-            conv = service.new_conversation(card, greeting=args.greeting)
+            conv = service.new_conversation(card, greeting=args.greeting, persona=persona)
             say(f"conversation {conv.id} with {card.name}", stream=err)
             opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
@@ -84,6 +96,16 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         raise
     finally:
         await service.close(closing)
+
+
+def _persona(book: PersonaBook, name: str) -> StoredPersona:
+    """The persona called `name`, made (and said so) when there is none yet."""
+    try:
+        return book.find(name)
+    except PersonaError:
+        made = book.for_name(name)
+        say(f"note: made a new persona {made.name!r} (no description)", stream=sys.stderr)
+        return made
 
 
 def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:

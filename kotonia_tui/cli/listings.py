@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kotonia_tui.chat.bootstrap import open_library, open_store
 from kotonia_tui.chat.importing import import_chat_file
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chatfiles import write_sillytavern
 from kotonia_tui.cli.output import json_text, plural, say
@@ -63,6 +64,7 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
             "messages": c.message_count,
             "updated": c.updated_at.isoformat(timespec="seconds"),
             "title": c.title,
+            "persona": c.persona_name,
         }
         for c in convs
     ]
@@ -86,13 +88,15 @@ def import_chat(args: argparse.Namespace, settings: Settings) -> int:
     library = open_library(settings)
     card = library.find(args.character) if args.character else None
     with open_store(settings, args.db) as store:
+        personas = PersonaBook(store, settings.persona)
         imported = import_chat_file(
             store,
             path,
-            settings.persona.name,
+            personas.default().name,
             card.name if card else None,
             card.key if card else None,
             match=library.match,
+            personas=personas,
         )
     for note in imported.notes:
         say(f"note: {note}", stream=sys.stderr)
@@ -113,6 +117,38 @@ def import_chat(args: argparse.Namespace, settings: Settings) -> int:
             "or import again with --character KEY",
             stream=sys.stderr,
         )
+    return 0
+
+
+def personas(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db, read_only=args.read_only) as store:
+        # A read-only data dir lists what is stored; otherwise the settings' persona is there.
+        found = store.personas() if args.read_only else PersonaBook(store, settings.persona).all()
+        rows = [
+            {
+                "id": p.id,
+                "name": p.name,
+                "default": p.is_default,
+                "conversations": store.persona_conversations(p.id),
+                "picture": p.image is not None,
+                "description": p.description,
+            }
+            for p in found
+        ]
+    if args.json:
+        print(json_text(rows))
+        return 0
+    for row in rows:
+        count = row["conversations"]
+        assert isinstance(count, int)
+        fields = (
+            row["id"],
+            row["name"],
+            "default" if row["default"] else "-",
+            plural(count, "conversation"),
+            row["description"],
+        )
+        print("\t".join(visible(str(f), one_line=True) for f in fields))
     return 0
 
 

@@ -5,7 +5,8 @@
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
-4. the verbatim window, oldest first, ending with the new message;
+4. the verbatim window, oldest first, ending with the new message (system notes imported from
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out);
 5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
    that what changes with recent messages never changes anything before the history.
 
@@ -106,8 +107,15 @@ def assemble_history(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    messages.extend(prompt_message(line) for line in window)
+    messages.extend(prompt_message(line) for line in window if in_prompt(line.role))
     return tuple(messages)
+
+
+def in_prompt(role: Role) -> bool:
+    """Whether a message of this role goes to the model: imported system notes ("[Start a
+    new chat]") are shown in the chat, never sent, as SillyTavern does (a base model given
+    them repeated them)."""
+    return role is not Role.SYSTEM
 
 
 def shared_setup_messages(portrait: ImageInput | None) -> int:
@@ -132,5 +140,8 @@ def with_notes(history: tuple[ChatMessage, ...], notes: str) -> tuple[ChatMessag
 
 
 def line_cost_text(line: PromptLine) -> str:
-    """The text whose token count stands for a message's cost in the prompt."""
+    """The text whose token count stands for a message's cost in the prompt ("" for a line
+    the prompt leaves out: it costs nothing)."""
+    if not in_prompt(line.role):
+        return ""
     return f"{line.speaker}: {line.text}\n" if line.speaker else f"{line.text}\n\n"

@@ -46,7 +46,8 @@ def get_chapter(db: Db, chapter_id: int) -> StoredChapter:
     return chapter_from_row(row)
 
 
-def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
+def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
+    """Insert inside the caller's transaction (a new chapter is never superseded)."""
     if chapter.first_message_id > chapter.last_message_id:
         raise StoreError(
             f"chapter covers messages {chapter.first_message_id}..{chapter.last_message_id}: "
@@ -80,7 +81,7 @@ def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
 def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> StoredChapter:
     """Insert the chapter and mark its fold job done, together or not at all."""
     with db.write():
-        stored = _insert_chapter(db, chapter)
+        stored = insert_chapter(db, chapter)
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, chapter.conversation_id)
         return stored
@@ -97,7 +98,7 @@ def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None)
             )
         if old.superseded_by is not None:
             raise StoreError(f"chapter {old_id} was already superseded by {old.superseded_by}")
-        stored = _insert_chapter(db, new)
+        stored = insert_chapter(db, new)
         db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (stored.id, old_id))
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, new.conversation_id)

@@ -177,10 +177,64 @@ _STEP_3_MEMORY_TEXT = [
     "ALTER TABLE memory_state ADD COLUMN memory_model_key TEXT NOT NULL DEFAULT ''",
 ]
 
-# Issue 17: how many of a call's reused cells came from a saved KV state (`--stats` restored).
-_STEP_TURN_METRICS_RESTORED = [
-    "ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0",
+
+# Issue 19: personas kept in the database, each conversation linked to the one it is played as
+# (its name and description stay copied on the row: a conversation goes on as it was when its
+# persona is deleted), and conversations deleted in the app kept until the session ends so the
+# deletion can be undone.
+_STEP_PERSONAS_CREATE = [
+    """CREATE TABLE personas (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        image TEXT REFERENCES images(hash),
+        is_default INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX personas_one_default ON personas(is_default) WHERE is_default = 1",
+    """ALTER TABLE conversations ADD COLUMN persona_id INTEGER
+        REFERENCES personas(id) ON DELETE SET NULL""",
+    "ALTER TABLE conversations ADD COLUMN deleted_at TEXT",
+    "CREATE INDEX conversations_by_persona ON conversations(persona_id)",
 ]
+
+
+def _personas_and_deleted_conversations(db: Db) -> None:
+    """The step, and the personas the existing conversations were played as: one per name
+    (names differing only in case are one persona), with the newest conversation's
+    description. No default yet: the app makes the settings' persona the default."""
+    for statement in _STEP_PERSONAS_CREATE:
+        db.execute(statement)
+    rows = db.select(
+        """SELECT persona_name, persona_description, created_at, updated_at
+           FROM conversations WHERE trim(persona_name) != '' ORDER BY updated_at DESC, id DESC"""
+    )
+    chosen: dict[str, dict[str, str]] = {}
+    for row in rows:
+        key = row["persona_name"].casefold()
+        if key not in chosen:  # the newest conversation's spelling and description
+            chosen[key] = {
+                "name": row["persona_name"],
+                "description": row["persona_description"],
+                "created_at": row["created_at"],
+                "updated_at": row["updated_at"],
+            }
+        else:
+            chosen[key]["created_at"] = min(chosen[key]["created_at"], row["created_at"])
+    ids = {key: db.insert("personas", dict(persona)) for key, persona in chosen.items()}
+    for row in db.select("SELECT id, persona_name FROM conversations"):
+        persona_id = ids.get(row["persona_name"].casefold())
+        if persona_id is not None:
+            db.execute(
+                "UPDATE conversations SET persona_id = ? WHERE id = ?", (persona_id, row["id"])
+            )
+
+
+def _turn_metrics_restored(db: Db) -> None:
+    """Issue 17: how many of a call's reused cells came from a saved KV state (`--stats`
+    restored); figures from before it restored nothing."""
+    db.execute("ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0")
 
 
 def _run(statements: list[str]) -> Callable[[Db], None]:
@@ -196,7 +250,8 @@ STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
     _run(_STEP_2_MEMORY_STATE),
     _run(_STEP_3_MEMORY_TEXT),
-    _run(_STEP_TURN_METRICS_RESTORED),
+    _personas_and_deleted_conversations,
+    _turn_metrics_restored,
 ]
 SCHEMA_VERSION = len(STEPS)
 

@@ -26,11 +26,13 @@ from kotonia_tui.domain import (
     StoredConversation,
     StoredFoldJob,
     StoredMessage,
+    StoredPersona,
     StoredSynopsis,
     Synopsis,
     TurnMetrics,
 )
 from kotonia_tui.store import (
+    branching,
     conversations,
     fold_jobs,
     images,
@@ -38,7 +40,9 @@ from kotonia_tui.store import (
     messages,
     metrics,
     migrations,
+    personas,
 )
+from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
@@ -146,6 +150,62 @@ class Store:
     def delete_conversation(self, conv_id: int) -> None:
         conversations.delete_conversation(self._db, conv_id)
 
+    def hide_conversation(self, conv_id: int) -> None:
+        """Deleted in the app: hidden from every reader until `unhide` or `purge_hidden`."""
+        conversations.hide_conversation(self._db, conv_id)
+
+    def unhide_conversation(self, conv_id: int) -> StoredConversation:
+        return conversations.unhide_conversation(self._db, conv_id)
+
+    def purge_hidden(self, conv_ids: list[int] | None = None) -> list[int]:
+        """Remove hidden conversations for good (those in `conv_ids`, or all of them)."""
+        return conversations.purge_hidden(self._db, conv_ids)
+
+    def branch_conversation(
+        self, source_id: int, through_id: int | None, conv: Conversation
+    ) -> Branched:
+        """A new conversation sharing the source's messages through `through_id` (None: all)
+        and the memory that covers them (store/branching.py)."""
+        if conv.id is not None:
+            raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
+        return branching.branch_conversation(self._db, source_id, through_id, conv)
+
+    # Personas ----------------------------------------------------------------------------------
+
+    def personas(self) -> list[StoredPersona]:
+        return personas.list_personas(self._db)
+
+    def get_persona(self, persona_id: int) -> StoredPersona:
+        return personas.get_persona(self._db, persona_id)
+
+    def find_persona(self, name: str) -> StoredPersona | None:
+        return personas.find_persona(self._db, name)
+
+    def default_persona(self) -> StoredPersona | None:
+        return personas.default_persona(self._db)
+
+    def create_persona(
+        self, name: str, description: str = "", image: str | None = None, *, default: bool = False
+    ) -> StoredPersona:
+        return personas.create_persona(self._db, name, description, image, default=default)
+
+    def update_persona(
+        self, persona_id: int, name: str, description: str, image: str | None
+    ) -> StoredPersona:
+        return personas.update_persona(self._db, persona_id, name, description, image)
+
+    def delete_persona(self, persona_id: int) -> None:
+        personas.delete_persona(self._db, persona_id)
+
+    def set_default_persona(self, persona_id: int) -> StoredPersona:
+        return personas.set_default_persona(self._db, persona_id)
+
+    def set_conversation_persona(self, conv_id: int, persona_id: int) -> StoredConversation:
+        return personas.set_conversation_persona(self._db, conv_id, persona_id)
+
+    def persona_conversations(self, persona_id: int) -> int:
+        return personas.persona_conversations(self._db, persona_id)
+
     def import_conversation(
         self,
         conv: Conversation,
@@ -212,6 +272,10 @@ class Store:
     def delete_message(self, msg_id: int) -> None:
         messages.delete_message(self._db, msg_id)
 
+    def restore_message(self, msg: StoredMessage) -> StoredMessage:
+        """A deleted message back under its own id (undo)."""
+        return messages.restore_message(self._db, msg)
+
     def set_token_count(self, msg_id: int, model_key: str, tokens: int) -> None:
         messages.set_token_count(self._db, msg_id, model_key, tokens)
 
@@ -248,6 +312,10 @@ class Store:
     def message_numbers(self, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
         """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
         return messages.message_numbers(self._db, conv_id, ids)
+
+    def message_id_at(self, conv_id: int, number: int) -> int | None:
+        """The id of the message shown as #`number` in its conversation (1 = the first)."""
+        return messages.message_id_at(self._db, conv_id, number)
 
     def iter_messages(
         self, conv_id: int, batch: int = 500, model_key: str | None = None

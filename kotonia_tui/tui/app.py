@@ -24,6 +24,8 @@ from textual.screen import Screen
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.managing import ConversationManager
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
@@ -40,6 +42,7 @@ from kotonia_tui.tui.messages import (
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
+from kotonia_tui.tui.screens.personas import PersonasScreen
 from kotonia_tui.tui.screens.picker import PickerScreen
 from kotonia_tui.tui.state import load_state, save_state
 from kotonia_tui.tui.widgets.chat_input import ChatInput
@@ -86,6 +89,8 @@ class KotoniaApp(App[int]):
         self.service: ChatService | None = None
         # Reads conversations with or without the model (after a failed load: read only).
         self.reader: ConversationReader | None = None
+        # Conversation and persona changes, with or without the model.
+        self.manager: ConversationManager | None = None
         self.load_error: str | None = None
         self.model_status = "loading the model…"
         self.fold_status: Content = Content("")
@@ -153,11 +158,23 @@ class KotoniaApp(App[int]):
         service.subscribe(lambda event: self.post_message(ServiceEventMessage(event)))
         self.service = service
         self.reader = ConversationReader(service.store, service.library)
+        self._open_manager(service.manager)
         info = service.engine.info
         vision = " · images" if service.engine.has_vision else ""
         self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
         freeze_startup_heap()
         self.post_message(ServiceReady())
+
+    def _open_manager(self, manager: ConversationManager) -> None:
+        self.manager = manager
+        try:
+            # Conversations a session that ended without closing (a crash) left deleted.
+            removed = manager.purge_leftovers()
+        except Exception as exc:
+            log.warning("deleted conversations could not be removed: %s", exc)
+            return
+        if removed:
+            log.info("removed conversations deleted in an earlier session: %s", removed)
 
     async def on_unmount(self) -> None:
         await self.close_service()
@@ -171,6 +188,8 @@ class KotoniaApp(App[int]):
             service, self.service = self.service, None
             await service.close("the app was closed")  # a reply still running is stored
         elif self.reader is not None:
+            if self.manager is not None:
+                self.manager.close()  # this session's deletions are removed for good
             self.reader.store.close()
 
     async def action_quit(self) -> None:
@@ -187,6 +206,11 @@ class KotoniaApp(App[int]):
         """Conversations to read once loading ended (None only if the store cannot open)."""
         await self.wait_service()
         return self.reader
+
+    async def wait_manager(self) -> ConversationManager | None:
+        """Conversation and persona changes once loading ended (None: no store)."""
+        await self.wait_service()
+        return self.manager
 
     # ---- messages ------------------------------------------------------------------------------
 
@@ -213,7 +237,10 @@ class KotoniaApp(App[int]):
         try:
             # Without the model the conversations can still be read.
             store = open_store(self.settings, self.db)
-            self.reader = ConversationReader(store, open_library(self.settings))
+            library = open_library(self.settings)
+            self.reader = ConversationReader(store, library)
+            personas = PersonaBook(store, self.settings.persona)
+            self._open_manager(ConversationManager(store, library, personas))
         except Exception as exc:
             log.warning("the conversations cannot be read either: %s", exc)
         self._service_ready = True
@@ -288,6 +315,15 @@ class KotoniaApp(App[int]):
     def open_character(self, card: CharacterCard) -> None:
         self.push_screen(ConversationsScreen(card))
 
+    def user_name(self) -> str:
+        """The default persona's name ({{user}} in what is shown before a conversation)."""
+        if self.manager is not None:
+            try:
+                return self.manager.personas.default().name
+            except Exception as exc:  # shown with the settings' name; the error is logged
+                log.warning("the default persona cannot be read: %s", exc)
+        return self.settings.persona.name
+
     def _not_ready(self) -> str:
         if self.load_error:
             return f"The model could not be loaded: {self.load_error}"
@@ -306,13 +342,16 @@ class KotoniaApp(App[int]):
                 return
         self.push_screen(ChatScreen(reader, conv, self.service, self._not_ready()))
 
-    def start_conversation(self, card: CharacterCard, greeting: int) -> None:
+    def start_conversation(
+        self, card: CharacterCard, greeting: int, persona_id: int | None = None
+    ) -> None:
         service, reader = self.service, self.reader
         if service is None or reader is None:
             notify(self, self._not_ready(), title="Not started", severity="warning")
             return
         try:
-            conv = service.new_conversation(card, greeting=greeting)
+            persona = service.personas.get(persona_id) if persona_id is not None else None
+            conv = service.new_conversation(card, greeting=greeting, persona=persona)
         except Exception as exc:
             notify(self, str(exc), title="Not started", severity="error")
             return
@@ -325,6 +364,7 @@ class KotoniaApp(App[int]):
             ("everywhere", list(self.BINDINGS)),
             ("characters", list(PickerScreen.BINDINGS)),
             ("conversations", list(ConversationsScreen.BINDINGS)),
+            ("personas", list(PersonasScreen.BINDINGS)),
             ("chat", list(ChatScreen.BINDINGS)),
             ("message box", list(ChatInput.BINDINGS)),
         ]

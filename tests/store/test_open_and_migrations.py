@@ -10,14 +10,14 @@ import pytest
 from kotonia_tui.domain import MessageStatus, Role
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import migrate
+from kotonia_tui.store.migrations import STEPS, _turn_metrics_restored, migrate
 
 from .conftest import T0, make_messages, new_conversation
 
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == len(STEPS)
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)
@@ -180,12 +180,13 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         assert store.integrity_check() == "ok"
 
 
-def test_step_4_keeps_version_3_turn_figures_and_adds_restored(tmp_path: Path) -> None:
-    path = tmp_path / "v3.sqlite3"
+def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    before = STEPS.index(_turn_metrics_restored)  # the version the step starts from
     _write_v1_data(path)
     db = Db.connect(path)
     db.configure()
-    assert migrate(db, target=3) == 3
+    assert migrate(db, target=before) == before
     db.close()
     raw = sqlite3.connect(path)
     raw.execute(

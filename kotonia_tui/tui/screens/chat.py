@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import ActiveBinding, Binding, BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
@@ -31,7 +30,7 @@ from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
 from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMessage
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
-from kotonia_tui.tui.screens.base import KotoniaScreen
+from kotonia_tui.tui.screens.chat_manage import ConversationActions
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -47,10 +46,6 @@ from kotonia_tui.tui.widgets.status import StatusLine
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
-# Below this width the footer keeps the keys a newcomer needs first (the rest stay in the
-# palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
-NARROW = 100
-FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
 class Ask(StrEnum):
@@ -62,7 +57,7 @@ class Ask(StrEnum):
     CONTINUE = "continue"
 
 
-class ChatScreen(KotoniaScreen[None]):
+class ChatScreen(ConversationActions):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -71,16 +66,31 @@ class ChatScreen(KotoniaScreen[None]):
         Binding("f3", "attach", "Attach", id="attach"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("ctrl+g", "continue_reply", "Continue", id="continue"),
+        # ← and → on an empty message box do the same for the last reply (chat_input.py).
         Binding("alt+left", "alternative(-1)", "Older version", id="previous_version", show=False),
-        Binding("alt+right", "alternative(1)", "Next version", id="next_version", show=False),
+        Binding(
+            "alt+right",
+            "alternative(1)",
+            "Next version (new on the last)",
+            id="next_version",
+            show=False,
+        ),
         Binding("alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False),
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
+        # Ctrl+Z in the message box when it is empty (chat_input.py); this one for the palette.
+        Binding("ctrl+z", "undo_delete", "Undo delete", id="undo_delete", show=False),
+        Binding("ctrl+n", "branch", "Branch", id="branch"),
+        Binding("f5", "persona", "Persona", id="conversation_persona", show=False),
+        Binding("alt+r", "rename", "Rename conversation", id="rename", show=False, priority=True),
+        Binding("alt+e", "export", "Export conversation", id="export", show=False, priority=True),
         # Priority: the message box has the focus and would type the "c" otherwise.
         Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
+
+    FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
@@ -106,21 +116,6 @@ class ChatScreen(KotoniaScreen[None]):
         self._oldest_id: int | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
-    @property
-    def active_bindings(self) -> dict[str, ActiveBinding]:
-        bindings = super().active_bindings
-        if self.size.width >= NARROW:
-            return bindings
-        return {
-            key: active._replace(binding=replace(active.binding, show=False))
-            if active.binding.show and active.binding.id not in FOOTER_WHEN_NARROW
-            else active
-            for key, active in bindings.items()
-        }
-
-    def on_resize(self) -> None:
-        self.refresh_bindings()
-
     # ---- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
@@ -139,7 +134,7 @@ class ChatScreen(KotoniaScreen[None]):
     def on_mount(self) -> None:
         conv = self.conversation
         self.title = visible(conv.character_name, one_line=True)
-        self.sub_title = visible(conv.title or f"conversation {conv.id}", one_line=True)
+        self._show_sub_title()
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
@@ -171,6 +166,13 @@ class ChatScreen(KotoniaScreen[None]):
             # the inspector stayed blank until the first turn ended.
             self.call_after_refresh(self.refresh_memory)
         self.set_interval(1.0, self._tick)
+
+    def _show_sub_title(self) -> None:
+        conv = self.conversation
+        played = f" · as {conv.persona_name}" if conv.persona_name else ""
+        self.sub_title = visible(
+            f"{conv.title or f'conversation {conv.id}'}{played}", one_line=True
+        )
 
     def _views_for(
         self, messages: Sequence[StoredMessage], first_number: int | None = None
@@ -213,7 +215,16 @@ class ChatScreen(KotoniaScreen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.streaming
-        if action in {"regenerate", "continue_reply", "alternative", "edit", "delete"}:
+        if action in {
+            "regenerate",
+            "continue_reply",
+            "alternative",
+            "edit",
+            "delete",
+            "undo_delete",
+            "branch",
+            "persona",
+        }:
             return None if self.streaming else True
         return True
 
@@ -394,17 +405,39 @@ class ChatScreen(KotoniaScreen[None]):
         return self.service
 
     def action_alternative(self, step: int) -> None:
-        view = self._target()
-        message = view.message if view is not None else None
-        if view is None or message is None or message.id is None:
+        self._swipe(self._target(), step)
+
+    def on_chat_input_swipe(self, event: ChatInput.Swipe) -> None:
+        event.stop()
+        if self.streaming:
             return
-        if len(message.alternatives) < 2:
-            notify(self, "This message has one version (Ctrl+R writes another).")
+        views = self._views()
+        self._swipe(views[-1] if views else None, event.step)
+
+    def _swipe(self, view: MessageView | None, step: int) -> None:
+        """SillyTavern's swipes: ← an older version, → a newer one; → on the newest version of
+        the last reply writes another. Older messages page through the versions they have."""
+        message = view.message if view is not None else None
+        if view is None or message is None or message.role is Role.SYSTEM:
+            return
+        views = self._views()
+        last = bool(views) and view is views[-1]
+        count = max(1, len(message.alternatives))
+        index = message.chosen + step
+        if index < 0:
+            notify(self, "This is the first version (→ goes to the newer ones).")
+            return
+        if index >= count:
+            if last and message.role is Role.CHARACTER:
+                self.run_turn(Ask.REGENERATE)
+            elif message.role is Role.USER:
+                notify(self, "Your messages have no versions (F4 edits one).")
+            else:
+                notify(self, "This is the newest version: only the last reply gets new ones.")
             return
         service = self._live_service()
         if service is None:
             return
-        index = (message.chosen + step) % len(message.alternatives)
         try:
             view.set_message(service.choose_alternative(message.id, index))
         except Exception as exc:
@@ -486,13 +519,16 @@ class ChatScreen(KotoniaScreen[None]):
                 if later.number is not None:
                     later.renumber(later.number - 1)  # numbers are places: the rest move up
             view.remove()
-            notify(self, f"Message {label} deleted.")
+            notify(self, f"Message {label} deleted. Ctrl+Z (on an empty box) brings it back.")
             self.refresh_memory()
 
         preview = message.text if len(message.text) < 120 else message.text[:119] + "…"
         self.app.push_screen(
             ConfirmScreen(f"Delete message {label} by {message.speaker}?\n\n{preview}"), done
         )
+
+    def _open_instead(self, conv: StoredConversation) -> None:
+        self.app.switch_screen(ChatScreen(self.reader, conv, self.service, self.unavailable))
 
     def action_copy_message(self) -> None:
         view = self._target()
