@@ -368,6 +368,14 @@ class KotoniaApp(App[int]):
             ("chat", list(ChatScreen.BINDINGS)),
             ("message box", list(ChatInput.BINDINGS)),
         ]
+        # The keys of the screen the player is on come first: the table is longer than the dialog.
+        here = {
+            PickerScreen: ("characters",),
+            ConversationsScreen: ("conversations",),
+            PersonasScreen: ("personas",),
+            ChatScreen: ("chat", "message box"),
+        }.get(type(self.screen), ())
+        homes.sort(key=lambda home: here.index(home[0]) if home[0] in here else len(here))
         keymap = dict(self._keymap)
         rows: list[tuple[str, str, str, str]] = [
             ("Ctrl+P", "Command palette (every action)", "", "everywhere")
