@@ -34,6 +34,8 @@ NAMES = (
     "engine_overhead",
     "ui_responsiveness",
     "memory_footprint",
+    "search",
+    "recall",
     "resume",
     "startup",
 )

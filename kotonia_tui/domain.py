@@ -271,3 +271,38 @@ class ChatMessage:
     content: str
     name: str = ""
     images: tuple[ImageInput, ...] = ()
+
+
+MAX_AUTHOR_NOTE_DEPTH = 1000
+
+
+class GenerationSettings(BaseModel):
+    """How replies are sampled and how long they may be, as one layer sets them: the model
+    profile sets every value; a character or a conversation sets only what it overrides
+    (None: the layer below decides). Bounds as the profile's (config.ModelProfile)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)  # 0: no top-k cut
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(default=None, ge=0.0)
+    reply_max_tokens: int | None = Field(default=None, ge=16)  # the reply reserve too
+
+
+class ChatSettings(BaseModel):
+    """What a character (every conversation with it) or one conversation sets over the model
+    profile: generation settings, an Author's Note, World Info files. Stored as JSON."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    # Empty: the layer below's note. Placed `author_note_depth` messages from the end of the
+    # history (0: after it, where it keeps the prompt cache; docs/architecture.md).
+    author_note: str = ""
+    author_note_depth: int | None = Field(default=None, ge=0, le=MAX_AUTHOR_NOTE_DEPTH)
+    # File names in the World Info folder; a conversation's add to its character's.
+    world_info: tuple[str, ...] = ()
+    # Tokens of keyed lorebook entries per turn (None: `lore_budget_ratio` of the window).
+    lore_budget: int | None = Field(default=None, ge=0)

@@ -16,12 +16,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
+from kotonia_tui.chat.chat_settings import (
+    ChatSettingsError,
+    SettingsView,
+    TurnSettings,
+    check,
+    resolve,
+)
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.lore import LoreTurn, WorldInfoError
 from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
@@ -33,6 +41,7 @@ from kotonia_tui.chat.prompting import (
 from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldKind,
@@ -49,6 +58,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine import Call, Engine, EngineError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.chronicler import Cast
+from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store, StoreError
 
@@ -77,7 +87,9 @@ class ChatService:
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
+        self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
+        self._recall: dict[int, Recall] = {}  # what the last turn recalled, per conversation
         self.worker = FoldWorker(
             store,
             engine,
@@ -281,6 +293,8 @@ class ChatService:
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
+        self._lore[conv.id] = prepared.lore
+        self._recall[conv.id] = prepared.recall
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))
         for warning in prepared.warnings:
@@ -487,12 +501,21 @@ class ChatService:
             model_key=self.engine.model_key,
         )
         verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
-        try:
-            setup = self.setup_for(self._card(conv), self.persona_of(conv))
-            setup_tokens = prompter.setup_tokens(setup.system_text)
-        except ChatError:
-            setup_tokens = 0
+        settings: TurnSettings | None = None
+        setup_tokens = note_tokens = post_history_tokens = 0
         budgets = prompter.budgets
+        try:
+            card = self._card(conv)
+            setup = self.setup_for(card, self.persona_of(conv))
+            setup_tokens = prompter.setup_tokens(setup.system_text)
+            settings = prompter.turn_settings(conv_id, card.key)
+            budgets = prompter.budgets_for(settings.reply_max_tokens)
+            note_tokens, post_history_tokens = (
+                self.engine.count_tokens(text) if text else 0
+                for text in (settings.author_note, setup.post_history)
+            )
+        except ChatError:
+            pass
         pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
@@ -533,7 +556,56 @@ class ChatService:
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
+            settings=settings,
+            note_tokens=note_tokens,
+            post_history_tokens=post_history_tokens,
+            lore=self._lore.get(conv_id),
+            recall=self._recall.get(conv_id),
         )
+
+    # ---- settings over the profile (a character's, a conversation's) ------------------------
+
+    def settings_view(self, conv_id: int) -> SettingsView:
+        conv = self.store.get_conversation(conv_id)
+        card = self._card(conv)
+        character = self.store.character_settings(card.key)
+        conversation = self.store.conversation_settings(conv_id)
+        return SettingsView(
+            conversation_id=conv_id,
+            character_key=card.key,
+            character_name=card.display_name,
+            character=character,
+            conversation=conversation,
+            effective=resolve(
+                self.engine.profile,
+                character,
+                conversation,
+                lore_budget=self.prompter.budgets.lore,
+            ),
+            profile_name=self.settings.profile,
+            n_ctx=self.engine.n_ctx,
+            world_files=self.prompter.world_info.names(),
+            world_folder=str(self.prompter.world_info.folder),
+        )
+
+    def save_settings(
+        self, conv_id: int, character: ChatSettings, conversation: ChatSettings
+    ) -> TurnSettings:
+        """Store both layers when the turn they make can run (`ChatSettingsError` otherwise,
+        naming the field; nothing is stored then). The next turn uses them."""
+        view = self.settings_view(conv_id)
+        effective = resolve(
+            self.engine.profile, character, conversation, lore_budget=self.prompter.budgets.lore
+        )
+        check(effective, self.engine.n_ctx, view.world_files)
+        for name, _layer in effective.world_info:
+            try:
+                self.prompter.world_info.load(name)
+            except WorldInfoError as exc:
+                raise ChatSettingsError("world_info", str(exc)) from exc
+        self.store.set_character_settings(view.character_key, character)
+        self.store.set_conversation_settings(conv_id, conversation)
+        return effective
 
     def chapter_source(self, chapter_id: int) -> list[StoredMessage]:
         """The messages a chapter summarizes (for the inspector's chapter view)."""

@@ -1,15 +1,16 @@
 """The `kotonia` command: the TUI by default, plus chat, characters, conversations, personas,
-conversation management (rename, delete, duplicate, branch), import, export, eval and doctor for
-scripts.
+conversation management (rename, delete, duplicate, branch), search, import, export, eval and
+doctor for scripts.
 
 Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
 or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
 (progress and figures go to standard error); exit status 0 on success, 1 on a user-facing error
 (one line on standard error), 2 on wrong usage.
 
-Each command's module is imported when that command runs (`chat`, `listings`, `doctor`, the
-app, the evaluation): `kotonia --version` and `kotonia characters` never load llama_cpp, numpy
-or the database layer, and the app draws its first frame before the model library loads.
+Each command's module is imported when that command runs (`chat`, `listings`, `search`,
+`doctor`, the app, the evaluation): `kotonia --version` and `kotonia characters` never load
+llama_cpp, numpy or the database layer, and the app draws its first frame before the model
+library loads.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
     return export_chat(args, settings)
 
 
+def _search(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.search import search
+
+    return search(args, settings)
+
+
 def _personas(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.listings import personas
 
@@ -141,6 +148,16 @@ def _tui(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---- argument parsing -------------------------------------------------------------------------
+
+
+def _at_least_one(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
 
+    found = sub.add_parser(
+        "search", help="find messages in every conversation (or one) by their words"
+    )
+    found.add_argument("query", help="words to find (all of them); Japanese/Chinese: any part")
+    found.add_argument("--conversation", type=int, metavar="ID", help="only in conversation ID")
+    found.add_argument(
+        "--limit", type=_at_least_one, default=20, metavar="N", help="at most N messages (20)"
+    )
+    found.add_argument("--newest", action="store_true", help="newest first (default: best first)")
+    found.add_argument("--json", action="store_true", help="print a JSON list")
+
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
     exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
     exp.add_argument(
@@ -233,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that only read: they work on a read-only data dir.
-READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "personas", "export", "doctor"})
+READ_ONLY_COMMANDS = frozenset(
+    {"characters", "conversations", "personas", "search", "export", "doctor"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -268,6 +298,7 @@ def _run(args: argparse.Namespace) -> int:
             "eval": _eval,
             "characters": _characters,
             "conversations": _conversations,
+            "search": _search,
             "import": _import,
             "export": _export,
             "doctor": _doctor,

@@ -22,31 +22,15 @@ from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, Serv
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
-from kotonia_tui.cli.output import UserError, progress, say
+from kotonia_tui.cli.output import TypedText, UserError, progress, say
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona, TurnMetrics
 from kotonia_tui.terminal_text import visible
-from kotonia_tui.untrusted_text import replacement_note, scrub
-
-
-class _TypedText:
-    """What the user typed (arguments, a pipe) under the one Unicode policy: bytes that are not
-    UTF-8 become U+FFFD and the message is sent anyway; said once per run."""
-
-    def __init__(self) -> None:
-        self.said = False
-
-    def __call__(self, text: str, where: str) -> str:
-        decoded = scrub(text)  # undecodable bytes arrive as surrogate escapes
-        if decoded.replaced and not self.said:
-            self.said = True
-            print(f"note: {where}: {replacement_note(decoded.replaced)}", file=sys.stderr)
-        return decoded.text
 
 
 async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
-    typed = _TypedText()
+    typed = TypedText()
     args.character = typed(args.character, "the character name")
     args.say = [typed(text, "--say") for text in args.say]
     # Everything the user could have typed wrong is checked before the model loads.
@@ -130,7 +114,7 @@ async def _say(
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats and done.metrics is not None:
-        print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+        _print_stats(turn, done.metrics)
     if done.error:
         raise UserError(done.error)
 
@@ -141,7 +125,7 @@ async def _interactive(
     name: str,
     images: list[str],
     args: argparse.Namespace,
-    typed: _TypedText,
+    typed: TypedText,
 ) -> None:
     print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
     user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
@@ -173,7 +157,14 @@ async def _interactive(
         if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
         if args.stats and done.metrics is not None:
-            print(json.dumps(done.metrics.stats_dict()), file=sys.stderr, flush=True)
+            _print_stats(turn, done.metrics)
+
+
+def _print_stats(turn: Turn, metrics: TurnMetrics) -> None:
+    """The turn's figures as one JSON line on standard error, with the message ids it
+    recalled from the archive."""
+    figures = {**metrics.stats_dict(), "recalled": turn.prepared.recall.message_ids}
+    print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
 async def _read_line(prompt: str) -> str:

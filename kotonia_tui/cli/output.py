@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from kotonia_tui.chat.startup import redact
 from kotonia_tui.terminal_text import escape_json_controls, visible
+from kotonia_tui.untrusted_text import replacement_note, scrub
 
 
 def say(
@@ -17,6 +18,21 @@ def say(
     and escape characters are shown (␛, ⟨U+202E⟩), never sent to the terminal raw; the API
     keys the profiles name are redacted."""
     print(visible(redact(text), one_line=one_line), end=end, file=stream or sys.stdout, flush=True)
+
+
+class TypedText:
+    """What the user typed (arguments, a pipe) under the one Unicode policy: bytes that are not
+    UTF-8 become U+FFFD and the message is sent anyway; said once per run."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, text: str, where: str) -> str:
+        decoded = scrub(text)  # undecodable bytes arrive as surrogate escapes
+        if decoded.replaced and not self.said:
+            self.said = True
+            print(f"note: {where}: {replacement_note(decoded.replaced)}", file=sys.stderr)
+        return decoded.text
 
 
 class UserError(Exception):

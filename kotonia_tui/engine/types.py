@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
-from kotonia_tui.domain import ChatMessage, ImageInput, TurnMetrics
+from kotonia_tui.domain import ChatMessage, GenerationSettings, ImageInput, TurnMetrics
 
 
 class Slot(StrEnum):
@@ -55,7 +55,9 @@ class GenerationRequest:
     reply_name: str = ""
     user_name: str = ""
     extra_stops: tuple[str, ...] = ()
-    temperature: float | None = None  # None: the profile's
+    temperature: float | None = None  # None: `sampling`'s, else the profile's
+    # A character's or a conversation's settings over the profile (None values: the profile's).
+    sampling: GenerationSettings | None = None
     prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
     prefill_only: bool = False  # evaluate the prompt into the slot and stop (a prewarm)
     state: StateRef | None = None  # the saved KV state this chat call may start from

@@ -9,7 +9,15 @@ from pathlib import Path
 from kotonia_tui.config import PromptFormat
 
 # The memory designs compared, in report order (`arms` builds each).
-ARMS = ("generational", "rolling", "truncation", "full")
+ARMS = (
+    "generational",
+    "rolling",
+    "truncation",
+    "full",
+    "generational+recall",
+    "truncation+recall",
+)
+RECALL = "+recall"  # an arm's prompts with excerpts recalled from the archive it left out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

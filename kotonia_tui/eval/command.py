@@ -1,7 +1,8 @@
 """`kotonia eval`: arguments, loading the input and the model, writing the outputs.
 
     kotonia eval [SOURCE] [--model PATH] [--n-ctx N] [--questions N] [--runs K]
-                 [--arms generational,rolling,truncation,full] [--json OUT] [--plot OUT.png]
+                 [--arms generational,rolling,truncation,full,generational+recall,...]
+                 [--json OUT] [--plot OUT.png]
 
 SOURCE is a dataset file, a SillyTavern `.jsonl` / JSON list chat, or a stored conversation id;
 without it, the shipped dataset (`assets/eval/lighthouse.json`). The table, the terminal plot

@@ -6,9 +6,12 @@
    (synopsis, then chapters oldest first, under a header that says a character's statement
    is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
-   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out);
-5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
-   that what changes with recent messages never changes anything before the history.
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
+   Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
+   what that costs);
+5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
+   instructions): last, so that what changes with recent messages never changes anything
+   before the history.
 
 Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 """
@@ -77,6 +80,8 @@ def assemble_prompt(
     memory_text: str,
     window: Sequence[PromptLine],
     notes: str = "",
+    author_note: str = "",
+    author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
     return with_notes(
@@ -85,6 +90,8 @@ def assemble_prompt(
             char_name=char_name,
             memory_text=memory_text,
             window=window,
+            author_note=author_note,
+            author_note_depth=author_note_depth,
             portrait=portrait,
         ),
         notes,
@@ -97,9 +104,12 @@ def assemble_history(
     char_name: str,
     memory_text: str,
     window: Sequence[PromptLine],
+    author_note: str = "",
+    author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
-    """The prompt without this turn's notes (1-4 above): what the next prompt starts with."""
+    """The prompt without this turn's notes (1-4 above, an Author's Note placed in the window
+    where its depth says): what the next prompt starts with, up to the note."""
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         messages.append(
@@ -107,7 +117,16 @@ def assemble_history(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    messages.extend(prompt_message(line) for line in window if in_prompt(line.role))
+    # The note goes before the last `author_note_depth` lines the model reads (or first, when
+    # the window holds fewer): a system line, as a story note. Imported notes never count.
+    sent = [line for line in window if in_prompt(line.role)]
+    note_at = max(0, len(sent) - author_note_depth) if author_note.strip() else -1
+    for index, line in enumerate(sent):
+        if index == note_at:
+            messages.append(ChatMessage("system", author_note.strip()))
+        messages.append(prompt_message(line))
+    if note_at == len(sent):
+        messages.append(ChatMessage("system", author_note.strip()))
     return tuple(messages)
 
 

@@ -12,6 +12,7 @@ from kotonia_tui.store.errors import NotFoundError, StoreError
 if TYPE_CHECKING:
     from kotonia_tui.store.migrations import SCHEMA_VERSION
     from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+    from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
     from kotonia_tui.store.store import Store
 
 __getattr__ = lazy_exports(
@@ -21,6 +22,9 @@ __getattr__ = lazy_exports(
         "CharacterSeen": "kotonia_tui.store.records",
         "MemoryState": "kotonia_tui.store.records",
         "TurnMetricsRecord": "kotonia_tui.store.records",
+        "SearchHit": "kotonia_tui.store.search",
+        "SearchMode": "kotonia_tui.store.search",
+        "SearchOrder": "kotonia_tui.store.search",
         "Store": "kotonia_tui.store.store",
     },
 )
@@ -30,6 +34,9 @@ __all__ = [
     "CharacterSeen",
     "MemoryState",
     "NotFoundError",
+    "SearchHit",
+    "SearchMode",
+    "SearchOrder",
     "Store",
     "StoreError",
     "TurnMetricsRecord",

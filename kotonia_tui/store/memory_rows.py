@@ -9,7 +9,7 @@ transaction, so a crash can never store a chapter whose job still looks pending,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
 from kotonia_tui.store import fold_jobs
@@ -119,6 +119,23 @@ def chapters(
         f"SELECT * FROM chapters WHERE {where} ORDER BY first_message_id, id", (conv_id,)
     )
     return [chapter_from_row(row) for row in rows]
+
+
+def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
+    """For each message id, the in-story time of the newest chapter covering it that names
+    one (in the synopsis or not; a superseded chapter's refold speaks for it)."""
+    out: dict[int, str] = {}
+    for msg_id in ids:
+        row = db.select_one(
+            "SELECT story_time FROM chapters WHERE conversation_id = ? "
+            "AND first_message_id <= ? AND last_message_id >= ? "
+            "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+            "ORDER BY id DESC LIMIT 1",
+            (conv_id, msg_id, msg_id),
+        )
+        if row is not None:
+            out[msg_id] = str(row["story_time"])
+    return out
 
 
 def mark_chapters_stale(db: Db, conv_id: int, message_id: int) -> list[int]:

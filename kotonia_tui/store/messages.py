@@ -513,6 +513,28 @@ def messages_before(
     return found
 
 
+def neighbours(
+    db: Db, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
+    """For each id, the message before it and the one after it in its conversation, both
+    older than `before_id` (None where there is none): two indexed reads per id."""
+    out: dict[int, tuple[StoredMessage | None, StoredMessage | None]] = {}
+    for msg_id in ids:
+        before = _query(
+            db, "conversation_id = ? AND id < ?", (conv_id, msg_id), "id DESC", 1, model_key
+        )
+        after = _query(
+            db,
+            "conversation_id = ? AND id > ? AND id < ?",
+            (conv_id, msg_id, before_id),
+            "id",
+            1,
+            model_key,
+        )
+        out[msg_id] = (before[0] if before else None, after[0] if after else None)
+    return out
+
+
 def message_count(db: Db, conv_id: int) -> int:
     row = db.select_one("SELECT message_count FROM conversations WHERE id = ?", (conv_id,))
     if row is None:

@@ -16,6 +16,7 @@ from types import TracebackType
 from kotonia_tui.domain import (
     Alternative,
     Chapter,
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldStatus,
@@ -31,8 +32,10 @@ from kotonia_tui.domain import (
     Synopsis,
     TurnMetrics,
 )
+from kotonia_tui.search_text import Term
 from kotonia_tui.store import (
     branching,
+    chat_settings,
     conversations,
     fold_jobs,
     images,
@@ -41,11 +44,13 @@ from kotonia_tui.store import (
     metrics,
     migrations,
     personas,
+    search,
 )
 from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 
 IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 
@@ -232,6 +237,20 @@ class Store:
                 conversations.describe_conversation(self._db, created.id, described())
             return conversations.get_conversation(self._db, created.id)
 
+    # Settings over the model profile (a character's, a conversation's) -------------------------
+
+    def character_settings(self, character_key: str) -> ChatSettings:
+        return chat_settings.character_settings(self._db, character_key)
+
+    def set_character_settings(self, character_key: str, settings: ChatSettings) -> None:
+        chat_settings.set_character_settings(self._db, character_key, settings)
+
+    def conversation_settings(self, conv_id: int) -> ChatSettings:
+        return chat_settings.conversation_settings(self._db, conv_id)
+
+    def set_conversation_settings(self, conv_id: int, settings: ChatSettings) -> None:
+        chat_settings.set_conversation_settings(self._db, conv_id, settings)
+
     # Messages ----------------------------------------------------------------------------------
 
     def add_message(self, msg: Message) -> StoredMessage:
@@ -321,6 +340,54 @@ class Store:
         self, conv_id: int, batch: int = 500, model_key: str | None = None
     ) -> Iterator[StoredMessage]:
         return messages.iter_messages(self._db, conv_id, batch, model_key)
+
+    # Search ------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        conversation_id: int | None = None,
+        limit: int = 50,
+        order: SearchOrder = SearchOrder.RANK,
+    ) -> list[SearchHit]:
+        """Messages holding every term of `query` (plain text, never query syntax), in every
+        conversation or in one; Japanese and Chinese are matched as substrings."""
+        return search.search_messages(
+            self._db, query, conversation_id=conversation_id, limit=limit, order=order
+        )
+
+    def recall(
+        self, conversation_id: int, query: str, older_than_id: int, limit: int
+    ) -> list[SearchHit]:
+        """Messages of one conversation older than `older_than_id` that share words with
+        `query`, best first (BM25; more shared words rank higher; words in too many messages
+        to tell them apart are left out). One call per turn (issue 16, recall)."""
+        return search.search_messages(
+            self._db,
+            query,
+            conversation_id=conversation_id,
+            before_id=older_than_id,
+            limit=limit,
+            mode=SearchMode.ANY,
+        )
+
+    def recall_terms(self, query: str) -> list[Term]:
+        """The terms `recall` looks for in `query` (the common words left out)."""
+        return search.recall_terms_used(self._db, query)
+
+    def neighbours(
+        self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+    ) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
+        """Each message's previous and next message in the conversation, older than
+        `before_id` (recall quotes a line with its reply)."""
+        with self._db.read():
+            return messages.neighbours(self._db, conv_id, ids, before_id, model_key)
+
+    def story_times(self, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
+        """Each message's in-story time, from the chapter that covers it (where one says)."""
+        with self._db.read():
+            return memory_rows.story_times(self._db, conv_id, ids)
 
     # Images ------------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
 from kotonia_tui.tui.screens.personas import PersonasScreen
 from kotonia_tui.tui.screens.picker import PickerScreen
+from kotonia_tui.tui.screens.search import SearchScreen
 from kotonia_tui.tui.state import load_state, save_state
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.status import StatusLine, join_status
@@ -68,6 +69,7 @@ class KotoniaApp(App[int]):
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
+        Binding("ctrl+f", "search", "Search", id="search"),
     ]
 
     # A `var`, not a `reactive`: a reactive on the app repaints the whole screen when it changes,
@@ -329,7 +331,10 @@ class KotoniaApp(App[int]):
             return f"The model could not be loaded: {self.load_error}"
         return "The model is still loading."
 
-    def open_conversation(self, conv: StoredConversation | int) -> None:
+    def open_conversation(
+        self, conv: StoredConversation | int, at_message: int | None = None
+    ) -> None:
+        """Open a chat (at the end, or at `at_message`, selected)."""
         reader = self.reader
         if reader is None:
             notify(self, self._not_ready(), severity="warning")
@@ -340,7 +345,33 @@ class KotoniaApp(App[int]):
             except Exception as exc:
                 notify(self, str(exc), title="Not opened", severity="error")
                 return
-        self.push_screen(ChatScreen(reader, conv, self.service, self._not_ready()))
+        self.push_screen(
+            ChatScreen(reader, conv, self.service, self._not_ready(), at_message=at_message)
+        )
+
+    def action_search(self) -> None:
+        if isinstance(self.screen, SearchScreen):
+            self.screen.query_one("#search-input").focus()
+            return
+        reader = self.reader
+        if reader is None:
+            notify(self, self._not_ready(), title="Search", severity="warning")
+            return
+        chat = self.screen if isinstance(self.screen, ChatScreen) else None
+        self.push_screen(
+            SearchScreen(reader, chat.conversation if chat else None), self._open_found
+        )
+
+    def _open_found(self, found: tuple[int, int] | None) -> None:
+        """A message chosen in the search: the chat showing its conversation jumps to it;
+        otherwise its conversation opens there (Ctrl+B comes back)."""
+        if found is None:
+            return
+        conv_id, message_id = found
+        if isinstance(self.screen, ChatScreen) and self.screen.conv_id == conv_id:
+            self.screen.jump_to(message_id)
+        else:
+            self.open_conversation(conv_id, at_message=message_id)
 
     def start_conversation(
         self, card: CharacterCard, greeting: int, persona_id: int | None = None
@@ -366,6 +397,7 @@ class KotoniaApp(App[int]):
             ("conversations", list(ConversationsScreen.BINDINGS)),
             ("personas", list(PersonasScreen.BINDINGS)),
             ("chat", list(ChatScreen.BINDINGS)),
+            ("search", list(SearchScreen.BINDINGS)),
             ("message box", list(ChatInput.BINDINGS)),
         ]
         # The keys of the screen the player is on come first: the table is longer than the dialog.

@@ -23,6 +23,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
 
+from kotonia_tui.characters.card import CardImage
+from kotonia_tui.characters.expressions import Expression, expression_for
 from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
@@ -31,6 +33,7 @@ from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMe
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
 from kotonia_tui.tui.screens.chat_manage import ConversationActions
+from kotonia_tui.tui.screens.chat_settings import ChatSettingsScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -39,6 +42,7 @@ from kotonia_tui.tui.screens.dialogs import (
     synopsis_page,
 )
 from kotonia_tui.tui.widgets.chat_input import ChatInput
+from kotonia_tui.tui.widgets.expression import ExpressionPane
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
@@ -78,6 +82,7 @@ class ChatScreen(ConversationActions):
         Binding("alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False),
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
+        Binding("f9", "settings", "Settings", id="chat_settings"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
         # Ctrl+Z in the message box when it is empty (chat_input.py); this one for the palette.
         Binding("ctrl+z", "undo_delete", "Undo delete", id="undo_delete", show=False),
@@ -101,8 +106,11 @@ class ChatScreen(ConversationActions):
         conversation: StoredConversation,
         service: ChatService | None = None,
         unavailable: str = "",
+        *,
+        at_message: int | None = None,
     ) -> None:
         super().__init__()
+        self.at_message = at_message  # opened from a search: shown there, selected
         self.reader = reader
         self.service = service
         # Why there is no service (the model could not be loaded): said when the user sends.
@@ -114,6 +122,9 @@ class ChatScreen(ConversationActions):
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
+        self._at_end = True  # the newest messages are shown (not a page opened further back)
+        self.expressions: list[Expression] = []  # the card's expression pictures (if any)
+        self._card_image: CardImage | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
 
     # ---- layout --------------------------------------------------------------------------
@@ -125,8 +136,10 @@ class ChatScreen(ConversationActions):
                 with VerticalScroll(id="log") as log_view:
                     log_view.border_title = literal_line(self.conversation.character_name)
                     yield Button("▲ earlier messages", id="earlier", compact=True)
+                yield Button("▼ newer messages (to the end)", id="later", compact=True)
                 yield Static(id="attachments")
                 yield ChatInput(id="input")
+            yield ExpressionPane(self.conversation.character_name, id="expressions")
             yield InspectorPane(id="inspector")
         yield StatusLine()
         yield Footer()
@@ -138,12 +151,16 @@ class ChatScreen(ConversationActions):
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
+        self.query_one("#later", Button).display = False
+        self.load_expressions()
         log_view = self.query_one("#log", VerticalScroll)
-        messages = self.reader.messages(self.conv_id, limit=PAGE)
+        if self.at_message is not None:
+            self.jump_to(self.at_message)
+        messages = [] if self.at_message is not None else self.reader.messages(self.conv_id, PAGE)
         self.query_one("#earlier", Button).display = len(messages) >= PAGE
         self._oldest_id = messages[0].id if messages else None
         log_view.mount_all(self._views_for(messages))
-        if not messages:
+        if not messages and self.at_message is None:
             log_view.mount(
                 Static(
                     literal(f"Nothing here yet. Say hello to {conv.character_name}."),
@@ -151,7 +168,8 @@ class ChatScreen(ConversationActions):
                     id="log-empty",
                 )
             )
-        log_view.anchor()
+        if self.at_message is None:
+            log_view.anchor()
         chat_input = self.query_one(ChatInput)
         if self.service is None:
             chat_input.placeholder = (
@@ -283,6 +301,8 @@ class ChatScreen(ConversationActions):
             notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
             return
         log_view = self.query_one("#log", VerticalScroll)
+        if not self._at_end:
+            await self._reload()  # a page opened further back: the turn goes at the end
         self.streaming = True
         self.kotonia.turn_status = "preparing the prompt…"
         target: MessageView | None = None
@@ -347,6 +367,7 @@ class ChatScreen(ConversationActions):
     def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
         if done.reply is not None:
             view.finish(done.reply)
+            self.show_expression()
             if done.reply.status is MessageStatus.CUT and done.reply.status_reason:
                 notify(self, done.reply.status_reason, title="Reply cut", severity="warning")
         elif target is not None:
@@ -373,6 +394,8 @@ class ChatScreen(ConversationActions):
         log_view = self.query_one("#log", VerticalScroll)
         for view in self._views():
             await view.remove()
+        self._at_end = True
+        self.query_one("#later", Button).display = False
         self.selected = None
         messages = self.reader.messages(self.conv_id, limit=PAGE)
         self._oldest_id = messages[0].id if messages else None
@@ -380,7 +403,38 @@ class ChatScreen(ConversationActions):
         await log_view.mount_all(self._views_for(messages))
         log_view.anchor()
 
+    @work(exclusive=True, group="page")
+    async def jump_to(self, message_id: int) -> None:
+        """Show the page around a message (a search result) and select it."""
+        log_view = self.query_one("#log", VerticalScroll)
+        half = PAGE // 2
+        before = self.reader.messages(self.conv_id, limit=half, before_id=message_id)
+        after = self.reader.messages_from(self.conv_id, message_id, half + 1)
+        if not after or after[0].id != message_id:
+            notify(self, f"Message {message_id} is no longer in this conversation.")
+            return
+        for view in self._views():
+            await view.remove()
+        self._remove_empty_note()
+        self.selected = None
+        messages = before + after
+        self._oldest_id = messages[0].id
+        self.query_one("#earlier", Button).display = len(before) >= half
+        newest = self.reader.messages(self.conv_id, limit=1)
+        self._at_end = bool(newest) and newest[-1].id == messages[-1].id
+        self.query_one("#later", Button).display = not self._at_end
+        log_view.anchor(False)
+        await log_view.mount_all(self._views_for(messages))
+        target = self._view_of(message_id)
+        if target is not None:
+            self._select(target)
+            self.call_after_refresh(log_view.scroll_to_widget, target, animate=False, center=True)
+
     async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "later":
+            event.stop()
+            await self._reload()
+            return
         if event.button.id != "earlier" or self._oldest_id is None:
             return
         event.stop()
@@ -444,6 +498,7 @@ class ChatScreen(ConversationActions):
             notify(self, str(exc), severity="error")
             return
         self.refresh_memory()
+        self.show_expression()
 
     def action_select(self, step: int) -> None:
         views = self._views()
@@ -538,10 +593,66 @@ class ChatScreen(ConversationActions):
         label = view.label if view.message_id else "the reply"
         notify(self, f"Copied {label} to the clipboard.")
 
+    def action_settings(self) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        try:
+            view = service.settings_view(self.conv_id)
+        except Exception as exc:
+            notify(self, str(exc), title="Settings", severity="error", timeout=10)
+            return
+
+        def done(saved: bool | None) -> None:
+            if saved:
+                notify(self, "Settings saved: the next turn uses them.")
+                self.refresh_memory()
+
+        self.app.push_screen(ChatSettingsScreen(service, view), done)
+
     def action_back(self) -> None:
         if self.turn is not None:
             self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
+
+    # ---- expressions -----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="expressions")
+    def load_expressions(self) -> None:
+        """Read the card's expression pictures off the event loop (a CHARX can be large)."""
+        library = self.reader.library
+        card = library.card_of(self.conversation.character_key, self.conversation.character_name)
+        if card is None:
+            return
+        expressions, problems = library.expressions(card)
+        for problem in problems:
+            log.warning("%s", problem)
+        self.app.call_from_thread(self._expressions_loaded, expressions, card.image, problems)
+
+    def _expressions_loaded(
+        self, expressions: list[Expression], image: CardImage | None, problems: list[str]
+    ) -> None:
+        if problems:
+            more = f" (and {len(problems) - 1} more, in the log)" if len(problems) > 1 else ""
+            notify(self, problems[0] + more, title="Expressions", severity="warning")
+        if not self.is_attached:
+            return  # the chat was closed while the pictures were read
+        self.expressions = expressions
+        self._card_image = image
+        self.query_one(ExpressionPane).set_class(bool(expressions), "-shown")
+        self.show_expression()
+
+    @work(exclusive=True, group="expression")
+    async def show_expression(self) -> None:
+        """The picture the last reply's mood calls for (and its name under the chat)."""
+        if not self.expressions:
+            return
+        replies = [v.message for v in self._views() if v.message is not None]
+        last = next((m for m in reversed(replies) if m.role is Role.CHARACTER), None)
+        chosen = expression_for(last.text if last is not None else "", self.expressions)
+        await self.query_one(ExpressionPane).show(chosen, self._card_image)
+        name = chosen.expression.name if chosen.expression is not None else "picture"
+        self.query_one("#log", VerticalScroll).border_subtitle = literal_line(f"mood: {name}")
 
     # ---- attachments -----------------------------------------------------------------------
 

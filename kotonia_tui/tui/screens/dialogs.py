@@ -225,7 +225,12 @@ class HelpScreen(ModalScreen[None]):
                     "Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J start a "
                     "new line. On an empty box, ← and → page through the last reply's versions "
                     "(→ on the newest writes another) and Ctrl+Z brings back a deleted message. "
-                    "Ctrl+P opens the command palette."
+                    "Ctrl+P opens the command palette. Ctrl+F searches every "
+                    "conversation (words in English, any part in Japanese and Chinese). "
+                    "Expressions: a card with expression pictures shows, beside the chat, the "
+                    "one the last reply calls for: the word closest to the reply's end that "
+                    "names an expression or a mood (smiles → joy or happy, tears → sad, "
+                    "glares → angry, 笑 → joy, …); with none, neutral."
                 ),
                 classes="hint",
             )
