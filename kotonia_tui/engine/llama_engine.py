@@ -15,6 +15,7 @@ import ctypes
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,12 @@ from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
 from kotonia_tui.engine.calls import EngineCall, EngineInfo, queue_call
 from kotonia_tui.engine.default_model import Progress, default_model_path
-from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
+from kotonia_tui.engine.errors import (
+    EngineClosedError,
+    ImageError,
+    ModelFileError,
+    PromptTooLongError,
+)
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
 from kotonia_tui.engine.items import (
     ImageItem,
@@ -130,6 +136,9 @@ class LlamaEngine(SavedStates, EngineBase):
         self._states = states
         self._resumer: Resumer | None = None  # set by _load when saved states are on
         self._owner = OwnerThread()
+        # Token counts run on any thread (lorebook matching counts on a worker thread); the
+        # model is freed only when none is in flight, and none starts after.
+        self._tokenizer_lock = threading.Lock()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
@@ -318,8 +327,10 @@ class LlamaEngine(SavedStates, EngineBase):
         """Exact token count of `text` as it appears inside a prompt (no BOS added)."""
         if not text:
             return 0
-        assert self._llama is not None
-        return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
+        with self._tokenizer_lock:
+            if self._llama is None:
+                raise EngineClosedError("the model was closed")
+            return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
 
     def image_cells(self, image: ImageInput) -> int:
         """KV cells an image takes in a prompt (0 without a projector: it is not sent)."""
@@ -537,9 +548,10 @@ class LlamaEngine(SavedStates, EngineBase):
             if self._projector is not None:
                 self._projector.close()
                 self._projector = None
-            if self._llama is not None:
-                self._llama.close()
-                self._llama = None
+            with self._tokenizer_lock:
+                if self._llama is not None:
+                    self._llama.close()
+                    self._llama = None
 
         self._save_before_closing()
         # Calls still running are stopped first; the model is released last, on its thread.
