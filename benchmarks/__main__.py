@@ -36,6 +36,8 @@ NAMES = (
     "memory_footprint",
     "search",
     "recall",
+    "resume",
+    "startup",
 )
 
 

@@ -222,6 +222,9 @@ class Settings(BaseSettings):
     # Recalled archive excerpts per turn, after the history (0 turns recall off).
     recall_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
+    # Room for saved KV states in the cache dir (a restart resumes warm); the least recently
+    # used go first past it. 0: nothing is saved or loaded. See docs/architecture.md.
+    state_cache_mb: int = Field(default=4096, ge=0)
     wide_window_ctx: int = Field(default=262144, ge=1024)
     wide_window_verbatim_ratio: float = Field(default=0.75, gt=0.0, lt=1.0)
 

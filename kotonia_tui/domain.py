@@ -218,6 +218,7 @@ class TurnMetrics(BaseModel):
     finish_reason: str = ""
     images: int = 0
     slot: str = "chat"
+    restored: int = 0  # of `reused`: cells loaded from a saved state (its first call only)
 
     def stats_dict(self) -> dict[str, object]:
         """The keys `kotonia chat --stats` prints, in a stable order."""
@@ -230,6 +231,7 @@ class TurnMetrics(BaseModel):
             "generated": self.generated,
             "finish_reason": self.finish_reason,
             "images": self.images,
+            "restored": self.restored,
         }
 
 

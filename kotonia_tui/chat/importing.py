@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard
-from kotonia_tui.chat.personas import PersonaBook, PersonaError
+from kotonia_tui.chat.errors import PersonaError
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chatfiles.sillytavern import ChatFile
 from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments

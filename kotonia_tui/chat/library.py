@@ -16,14 +16,11 @@ from kotonia_tui.characters import (
     render_setup,
 )
 from kotonia_tui.characters.expressions import Expression, load_expressions
+from kotonia_tui.chat.errors import UnknownCharacterError
 from kotonia_tui.domain import Persona
 from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
 
 SYSTEM_PROMPT = f"{DEFAULT_SYSTEM_PROMPT} {FORMAT_INSTRUCTION}"
-
-
-class UnknownCharacterError(LookupError):
-    """No card has that key or name."""
 
 
 def shipped_characters_dir() -> Path:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.errors import ManageError
 from kotonia_tui.chat.importing import ImportedChat, import_chat_file
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.personas import PersonaBook
@@ -22,10 +23,6 @@ from kotonia_tui.store import Store
 from kotonia_tui.store.branching import Branched
 
 MAX_TITLE_CHARS = 200
-
-
-class ManageError(ValueError):
-    """A conversation change that cannot be made; the message says why in one line."""
 
 
 def conversation_title(conv: StoredConversation) -> str:

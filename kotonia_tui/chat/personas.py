@@ -17,15 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from kotonia_tui.characters.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS
+from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.domain import Persona, StoredPersona
 from kotonia_tui.store import Store
 
 KEEP = "keep"  # `update(picture=KEEP)`: the persona keeps the picture it has
-
-
-class PersonaError(ValueError):
-    """A persona that cannot be made as asked; the message names the field and the value."""
 
 
 def check_name(name: str) -> str:

@@ -22,6 +22,7 @@ from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import (
+    ChatMessage,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -32,14 +33,16 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import Engine, GenerationRequest
+from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MemoryBlock,
     PromptLine,
-    assemble_prompt,
+    assemble_history,
     in_prompt,
     line_cost_text,
+    shared_setup_messages,
+    with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
@@ -126,6 +129,7 @@ class TurnDecision:
 @dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
+    history: tuple[ChatMessage, ...]  # the request's messages without this turn's notes
     plan: TurnPlan
     state: MemoryState
     window: list[StoredMessage]  # the messages the prompt carries verbatim
@@ -156,6 +160,15 @@ class Prompter:
         self.lore = LoreMatcher(self.world_info, engine.count_tokens)
         self.recaller = Recaller(store, engine)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
+        # Saved KV states are named per database file and conversation (ids are per file).
+        self._state_prefix = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:12]
+
+    def state_ref(self, conv_id: int, portrait: ImageInput | None) -> StateRef:
+        """Which saved KV state a conversation's turns continue (see engine/resume.py)."""
+        return StateRef(
+            name=f"conversation-{self._state_prefix}-{conv_id}",
+            shared_messages=shared_setup_messages(portrait),
+        )
 
     def budgets_for(self, reply_max_tokens: int) -> Budgets:
         return Budgets.for_window(self.engine.n_ctx, reply_max_tokens, self.settings)
@@ -549,9 +562,9 @@ class Prompter:
         *,
         prefill: str = "",
         recall: Recall = NO_RECALL,
-    ) -> tuple[GenerationRequest, list[StoredMessage]]:
+    ) -> tuple[GenerationRequest, tuple[ChatMessage, ...], list[StoredMessage]]:
         """The model request: setup, memory, the verbatim window, notes (recalled excerpts
-        first); and that window."""
+        first); the history (the same without the notes) and that window."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
         lines = [
@@ -560,27 +573,28 @@ class Prompter:
             )
             for m in verbatim
         ]
-        messages = assemble_prompt(
+        history = assemble_history(
             system_text=setup.system_text,
             char_name=setup.display_name,
             memory_text=decision.state.memory_text,
             window=lines,
-            notes="\n\n".join(part for part in (recall.render(), read.notes) if part),
             author_note=read.author_note,
             author_note_depth=read.settings.author_note_depth,
             portrait=read.portrait,
         )
+        notes = "\n\n".join(part for part in (recall.render(), read.notes) if part)
         request = GenerationRequest(
-            messages=messages,
+            messages=with_notes(history, notes),
             max_tokens=read.budgets.reply_reserve,
             sampling=read.settings.sampling(),
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
+            state=self.state_ref(read.conv_id, read.portrait),
         )
         if prefill:
             request = self._fit_continuation(request)
-        return request, verbatim
+        return request, history, verbatim
 
     def _prepared(
         self,
@@ -593,11 +607,12 @@ class Prompter:
         prefill: str,
         recall: Recall,
     ) -> PreparedTurn:
-        request, verbatim = self.assemble(
+        request, history, verbatim = self.assemble(
             read, decision, setup, persona, prefill=prefill, recall=recall
         )
         return PreparedTurn(
             request,
+            history,
             decision.plan,
             state,
             verbatim,

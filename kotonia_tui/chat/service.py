@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
@@ -23,6 +24,7 @@ from kotonia_tui.chat.chat_settings import (
     check,
     resolve,
 )
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import (
     FoldProgress,
     FoldState,
@@ -61,7 +63,8 @@ from kotonia_tui.domain import (
     StoredPersona,
     utcnow,
 )
-from kotonia_tui.engine import Engine, EngineError, SlotTakenOverError
+from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
+from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.recall import Recall
@@ -86,10 +89,6 @@ def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
     )
 
 
-class ChatError(Exception):
-    """A request the service cannot carry out; the message says why in one line."""
-
-
 class ChatService:
     """Conversations, turns, memory and the fold worker over one store and one engine."""
 
@@ -110,6 +109,7 @@ class ChatService:
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
@@ -140,7 +140,11 @@ class ChatService:
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
         self.manager.close()
-        self.engine.close()
+        # The engine saves the chat's KV state before it closes (the settles already asked
+        # for run first); the tasks reading their results are not needed any more.
+        for task in list(self._state_tasks):
+            task.cancel()
+        await asyncio.to_thread(self.engine.close)
         self.store.close()
 
     def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
@@ -300,7 +304,7 @@ class ChatService:
                 result.metrics.evaluated,
                 result.metrics.prompt_ms,
             )
-        except SlotTakenOverError as exc:
+        except SlotTakenError as exc:
             # The turn came before the prewarm finished and went on from where it was.
             log.info("prewarm of conversation %s taken over by the turn: %s", conv_id, exc)
         except (EngineError, ChatError, StoreError) as exc:
@@ -358,6 +362,7 @@ class ChatService:
         )
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
+        turn.add_done_callback(self._settle)
         return turn
 
     def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
@@ -383,6 +388,56 @@ class ChatService:
             return finished
 
         return wait
+
+    # ---- saved KV states ------------------------------------------------------------------
+
+    def _settle(self, turn: Turn) -> None:
+        """After a reply is stored: the engine keeps the history, reply included, ready for
+        the next turn and saves it, so a restart resumes warm (engine/resume.py)."""
+        done, call = turn.done, turn.call
+        if done is None or done.reply is None or call is None:
+            return
+        if turn.prepared.request.state is None:
+            return
+        reply = done.reply
+        line = PromptLine(reply.role, reply.speaker, reply.text)
+        request = replace(
+            turn.prepared.request,
+            messages=(*turn.prepared.history, prompt_message(line)),
+            prefill="",
+        )
+        self._in_background(self.engine.settle(request, call), f"settle {turn.conv.id}")
+
+    async def open_conversation(self, conv_id: int) -> None:
+        """Load the conversation's saved KV state in the background while the user reads and
+        types, so its first turn evaluates only the new message."""
+        try:
+            conv = self.store.get_conversation(conv_id)
+            card = self._card(conv)
+            persona = self.persona_of(conv)
+            setup = await asyncio.to_thread(self.setup_for, card, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona)
+        except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
+            log.info("conversation %s opened cold: %s", conv_id, exc)
+            return
+        self._in_background(self.engine.restore(prepared.request), f"restore {conv_id}")
+
+    async def states_settled(self) -> None:
+        """Wait until the settles and restores asked for so far have run (tests, benchmarks:
+        the moment a person would be reading the reply)."""
+        while self._state_tasks:
+            await asyncio.gather(*self._state_tasks, return_exceptions=True)
+
+    def _in_background(self, call: Call, what: str) -> None:
+        async def wait() -> None:
+            try:
+                await call.result()
+            except EngineError as exc:
+                log.warning("%s: %s", what, exc)
+
+        task = asyncio.get_running_loop().create_task(wait(), name=f"kotonia-{what}")
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""

@@ -24,9 +24,11 @@ class PromptTooLongError(EngineError):
         )
 
 
-class SlotTakenOverError(EngineError):
-    """A prefill was taken over: a more urgent call took its KV context part way and carried
-    on from what it had evaluated (a turn arriving while the prewarm of its prompt ran)."""
+class SlotTakenError(EngineError):
+    """Another call used a KV context while this call waited between two of its steps: a turn
+    that took over the prewarm of its prompt part way (and went on from what it had
+    evaluated), or a chat call that came before a settle. The context is consistent; this
+    call stops without touching it."""
 
 
 class ImageError(EngineError):

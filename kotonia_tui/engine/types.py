@@ -33,6 +33,20 @@ class Priority(IntEnum):
 
 
 @dataclass(frozen=True)
+class StateRef:
+    """Which saved KV state a chat call continues, so a restart costs only what is new.
+
+    `name` is the conversation's own state (letters, digits and dashes: it is part of a file
+    name); the first `shared_messages` messages of the prompt are the character's setup, the
+    same in every conversation with that card, whose state is saved once and lets a new
+    conversation start warm.
+    """
+
+    name: str
+    shared_messages: int = 1
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """A prompt (as messages) and how to sample the reply."""
 
@@ -49,6 +63,7 @@ class GenerationRequest:
     sampling: GenerationSettings | None = None
     prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
     prefill_only: bool = False  # evaluate the prompt into the slot and stop (a prewarm)
+    state: StateRef | None = None  # the saved KV state this chat call may start from
 
 
 class FinishReason(StrEnum):
@@ -98,6 +113,7 @@ __all__ = [
     "Priority",
     "ReasoningDelta",
     "Slot",
+    "StateRef",
     "StreamEvent",
     "TextDelta",
 ]

@@ -33,20 +33,11 @@ from kotonia_tui.engine import (
     Engine,
     GenerationRequest,
 )
+from kotonia_tui.eval.arguments import RECALL
 from kotonia_tui.eval.replay import Replay
 from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
-
-ARMS = (
-    "generational",
-    "rolling",
-    "truncation",
-    "full",
-    "generational+recall",
-    "truncation+recall",
-)
-RECALL = "+recall"
 
 # The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
 ROLLING_HEADER = (

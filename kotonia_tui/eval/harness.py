@@ -28,7 +28,8 @@ from kotonia_tui.config import Settings
 from kotonia_tui.domain import utcnow
 from kotonia_tui.engine import Engine, llama_cpp_version
 from kotonia_tui.eval import arms as arm_builders
-from kotonia_tui.eval.arms import ARMS, RECALL, ArmPrompt, EngineFactory
+from kotonia_tui.eval.arguments import ARMS, RECALL
+from kotonia_tui.eval.arms import ArmPrompt, EngineFactory
 from kotonia_tui.eval.audit import audit, memory_pieces
 from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
 from kotonia_tui.eval.examiner import (

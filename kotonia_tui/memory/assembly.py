@@ -84,6 +84,32 @@ def assemble_prompt(
     author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
+    return with_notes(
+        assemble_history(
+            system_text=system_text,
+            char_name=char_name,
+            memory_text=memory_text,
+            window=window,
+            author_note=author_note,
+            author_note_depth=author_note_depth,
+            portrait=portrait,
+        ),
+        notes,
+    )
+
+
+def assemble_history(
+    *,
+    system_text: str,
+    char_name: str,
+    memory_text: str,
+    window: Sequence[PromptLine],
+    author_note: str = "",
+    author_note_depth: int = 0,
+    portrait: ImageInput | None = None,
+) -> tuple[ChatMessage, ...]:
+    """The prompt without this turn's notes (1-4 above, an Author's Note placed in the window
+    where its depth says): what the next prompt starts with, up to the note."""
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         messages.append(
@@ -98,22 +124,38 @@ def assemble_prompt(
     for index, line in enumerate(sent):
         if index == note_at:
             messages.append(ChatMessage("system", author_note.strip()))
-        if line.role is Role.USER:
-            messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
-        else:
-            messages.append(
-                ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
-            )
+        messages.append(prompt_message(line))
     if note_at == len(sent):
         messages.append(ChatMessage("system", author_note.strip()))
-    if notes.strip():
-        messages.append(ChatMessage("system", notes.strip()))
     return tuple(messages)
 
 
 def in_prompt(role: Role) -> bool:
-    """Whether a message of this role goes to the model (system notes do not)."""
+    """Whether a message of this role goes to the model: imported system notes ("[Start a
+    new chat]") are shown in the chat, never sent, as SillyTavern does (a base model given
+    them repeated them)."""
     return role is not Role.SYSTEM
+
+
+def shared_setup_messages(portrait: ImageInput | None) -> int:
+    """How many leading messages every conversation with the character shares (1-2 above)."""
+    return 3 if portrait is not None else 1
+
+
+def prompt_message(line: PromptLine) -> ChatMessage:
+    """A stored message as the prompt carries it."""
+    if line.role is Role.SYSTEM:
+        return ChatMessage("system", line.text, images=line.images)
+    if line.role is Role.USER:
+        return ChatMessage("user", line.text, name=line.speaker, images=line.images)
+    return ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
+
+
+def with_notes(history: tuple[ChatMessage, ...], notes: str) -> tuple[ChatMessage, ...]:
+    """The history with this turn's notes after it (5 above), when there are any."""
+    if notes.strip():
+        return (*history, ChatMessage("system", notes.strip()))
+    return history
 
 
 def line_cost_text(line: PromptLine) -> str:

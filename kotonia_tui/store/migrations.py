@@ -290,6 +290,12 @@ def _personas_and_deleted_conversations(db: Db) -> None:
             )
 
 
+def _turn_metrics_restored(db: Db) -> None:
+    """Issue 17: how many of a call's reused cells came from a saved KV state (`--stats`
+    restored); figures from before it restored nothing."""
+    db.execute("ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0")
+
+
 # Issue 14: memory that stays correct at small windows.
 _STEP_FOLD_CLAIMS_AND_TARGETS = [
     # Who runs a job and until when its claim holds: a second instance starting up requeues only
@@ -305,6 +311,12 @@ _STEP_FOLD_CLAIMS_AND_TARGETS = [
     # What a chapter's record should say beside its text (a message summarized in parts).
     "ALTER TABLE chapters ADD COLUMN note TEXT NOT NULL DEFAULT ''",
 ]
+
+
+def _fold_claims_and_targets(db: Db) -> None:
+    """Issue 14: fold job claims with leases, counted forced cuts, synopsis targets and stale
+    versions, chapter notes (after every step of main's, so a store main migrated goes on)."""
+    _run(_STEP_FOLD_CLAIMS_AND_TARGETS)(db)
 
 
 def _run(statements: list[str]) -> Callable[[Db], None]:
@@ -328,7 +340,8 @@ STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_3_MEMORY_TEXT),
     _personas_and_deleted_conversations,
     _search_and_chat_settings,
-    _run(_STEP_FOLD_CLAIMS_AND_TARGETS),
+    _turn_metrics_restored,
+    _fold_claims_and_targets,
 ]
 SCHEMA_VERSION = len(STEPS)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.chat.personas import PersonaError
+from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Role
 from kotonia_tui.memory.chronicler import ChronicleRequest, chronicler_prompt

@@ -1,6 +1,6 @@
-"""Closing the engine while another thread counts tokens (a fold cutting a long message counts
-from a worker thread): the model is freed after the count, never under it, and a count after
-close is a clear error instead of a read of freed memory (which aborted the process)."""
+"""Closing the engine while another thread counts tokens (lorebook matching and long-message
+folds count on worker threads): the model is freed after the count, never under it, and a count
+after close is a clear error instead of a read of freed memory (which aborts the process)."""
 
 from __future__ import annotations
 

@@ -404,7 +404,7 @@ async def test_a_turn_takes_over_a_prewarm_part_way_and_it_is_never_redone(
     The prewarm's steps are driven by hand on the owner thread (two batches, then the turn),
     so the interleaving is the same on every run; everything else is the engine as it runs.
     """
-    from kotonia_tui.engine import EngineCall, SlotTakenOverError
+    from kotonia_tui.engine import EngineCall, SlotTakenError
 
     with open_engine(tmp_path, tiny_model_path, n_ctx=4096) as engine:
         await engine.generate(request(SYSTEM, ChatMessage("user", "Old story. " * 30)))
@@ -424,7 +424,7 @@ async def test_a_turn_takes_over_a_prewarm_part_way_and_it_is_never_redone(
         assert turn.metrics.reused >= prewarmed - 1
         assert turn.metrics.evaluated <= turn.metrics.prompt_positions - prewarmed + 1
         # The prewarm, resumed, stops at once instead of writing into the turn's context.
-        with pytest.raises(SlotTakenOverError, match="took this context over"):
+        with pytest.raises(SlotTakenError, match="used this context meanwhile"):
             engine._owner.call(lambda: next(steps)).result()
         chat = engine._slots[Slot.CHAT]
         assert chat.cells <= turn.metrics.prompt_positions + turn.metrics.generated

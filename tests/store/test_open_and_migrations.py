@@ -10,7 +10,12 @@ import pytest
 from kotonia_tui.domain import MessageStatus, Role
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import STEPS, migrate
+from kotonia_tui.store.migrations import (
+    STEPS,
+    _fold_claims_and_targets,
+    _turn_metrics_restored,
+    migrate,
+)
 
 from .conftest import T0, make_messages, new_conversation
 
@@ -37,8 +42,8 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
-    raw = sqlite3.connect(db_path)
     newer = SCHEMA_VERSION + 1
+    raw = sqlite3.connect(db_path)
     raw.execute(f"PRAGMA user_version = {newer}")
     raw.close()
     with pytest.raises(StoreError) as err:
@@ -180,14 +185,46 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         assert store.integrity_check() == "ok"
 
 
-def test_fold_claims_step_keeps_version_3_memory_and_adds_claims_and_targets(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "v3.sqlite3"
+def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    before = STEPS.index(_turn_metrics_restored)  # the version the step starts from
     _write_v1_data(path)
     db = Db.connect(path)
     db.configure()
-    assert migrate(db, target=3) == 3
+    assert migrate(db, target=before) == before
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute(
+        """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
+               evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
+               slot, created_at)
+           VALUES (1, 2, 1200, 1100, 100, 350.5, 40, 900.0, 44.4, 'stop', 0, 'chat',
+                   '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        old = store.last_turn_metrics(1)
+        assert (old.prompt_positions, old.reused, old.evaluated) == (1200, 1100, 100)
+        assert old.restored == 0  # a figure from before saved states: nothing restored
+        store.add_turn_metrics(
+            1, 2, old.model_copy(update={"reused": 1190, "evaluated": 10, "restored": 1150})
+        )
+        assert store.last_turn_metrics(1).restored == 1150
+        assert store.integrity_check() == "ok"
+
+
+def test_fold_claims_step_keeps_earlier_memory_and_adds_claims_and_targets(
+    tmp_path: Path,
+) -> None:
+    """From the last version before issue 14 (a store main migrated) to this one."""
+    path = tmp_path / "before.sqlite3"
+    before = STEPS.index(_fold_claims_and_targets)  # the version the step starts from
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=before) == before
     db.close()
     raw = sqlite3.connect(path)
     raw.execute(
@@ -195,7 +232,7 @@ def test_fold_claims_step_keeps_version_3_memory_and_adds_claims_and_targets(
                memory_text, memory_tokens, updated_at)
            VALUES (1, 2, 1, '[The story so far]', 5, '2026-11-01T10:00:00.000000+00:00')"""
     )
-    # A job a version-3 process left running: it names no claimer.
+    # A job an older process left running: it names no claimer.
     raw.execute("UPDATE fold_jobs SET status = 'running', claimed_at = created_at")
     raw.commit()
     raw.close()

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import DataTable, ListView, TextArea
 
 from kotonia_tui.chat.bootstrap import open_store
-from kotonia_tui.chat.service import ChatError
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, MessageStatus, Role
 from kotonia_tui.tui.app import KotoniaApp

@@ -175,6 +175,9 @@ class ChatScreen(ConversationActions):
             chat_input.placeholder = (
                 "Read only: the model could not be loaded (see `kotonia doctor`)"
             )
+        else:
+            # The conversation's saved KV state loads while the user reads and types.
+            self.run_worker(self.service.open_conversation(self.conv_id), group="restore")
         chat_input.focus()
         if inspector.display:
             # After this handler: until it returns the screen does not count as mounted, and

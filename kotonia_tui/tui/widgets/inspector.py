@@ -187,6 +187,9 @@ class InspectorPane(VerticalScroll):
                 ("   reused ", "$text-muted"),
                 (f"{m.reused:,}", "bold $success"),
                 (f" ({share:.0f}%)", "$text-muted"),
+                (f"\n{m.restored:,} of them loaded from the saved state", "$text-muted")
+                if m.restored
+                else ("", ""),
                 ("\nevaluated ", "$text-muted"),
                 (f"{m.evaluated:,}", "bold $warning"),
                 ("   prompt ", "$text-muted"),
