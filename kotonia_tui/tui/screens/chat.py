@@ -95,7 +95,7 @@ class ChatScreen(ConversationActions):
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
-    FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
+    FOOTER_FIRST = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
