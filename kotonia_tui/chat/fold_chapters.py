@@ -14,7 +14,6 @@ merged until they are the size of a chapter; the chapter records that it was mad
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -79,7 +78,7 @@ async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
                 last_message_id=job.last_message_id,
             )
         )
-    ctx.queue_major_fold(conv_id)
+    await ctx.queue_major_fold(conv_id)
     return _stored(chapter)
 
 
@@ -90,7 +89,7 @@ async def _refold(ctx: FoldContext, job: StoredFoldJob, cast: Cast, pieces: list
     last = job.last_message_id or chapters[-1].last_message_id
     stale = ctx.store.stale_chapters(conv_id, first, last)
     stored = ctx.store.refold_chapters([c.id for c in stale], chapters, job.id)
-    ctx.queue_major_fold(conv_id)  # a rebuild, when the synopsis held a stale chapter
+    await ctx.queue_major_fold(conv_id)  # a rebuild, when the synopsis held a stale chapter
     words = ", ".join(_stored(c) for c in stored)
     if any(c.in_synopsis for c in stale):
         return f"{words}; the synopsis will be rebuilt from the current chapters"
@@ -126,7 +125,7 @@ async def _pieces(ctx: FoldContext, job: StoredFoldJob, cast: Cast) -> list[Piec
         [chronicler_instructions(ChronicleKind.CHAPTER, story)]
         + [render_source([m], char=story.char, user=story.user) for m in rows]
     )
-    budgets = ctx.budgets_for(job.conversation_id)
+    budgets = await ctx.budgets_for(job.conversation_id)
     budget = max(1, min(budgets.chapter_source, ctx.input_room(instructions)))
     costs = [WindowMessage(m.id, cost) for m, cost in zip(rows, message_costs, strict=True)]
     by_id = {m.id: (m, cost) for m, cost in zip(rows, message_costs, strict=True)}
@@ -161,12 +160,20 @@ async def _fold_long_message(
     """One message too long for a call: notes on its parts, merged into one chapter."""
     story = cast.in_story([message])
 
-    def cost(text: str) -> int:
-        part = message.model_copy(update={"text": text, "segments": []})
-        return ctx.engine.count_tokens(render_source([part], char=story.char, user=story.user))
+    async def costs(texts: list[str]) -> list[int]:
+        # Each part as the chronicler reads it; counted in batches, off the event loop.
+        return await ctx.count(
+            [
+                render_source(
+                    [message.model_copy(update={"text": text, "segments": []})],
+                    char=story.char,
+                    user=story.user,
+                )
+                for text in texts
+            ]
+        )
 
-    # Counting while cutting is many small counts: off the event loop.
-    parts = await asyncio.to_thread(split_text, message.text, piece.budget, cost)
+    parts = await split_text(message.text, piece.budget, costs)
     notes: list[Chapter] = []
     gen_ms = 0.0
     for number, text in enumerate(parts, start=1):

@@ -8,7 +8,7 @@ what it writes, never how the model is called or how a failure is said.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
@@ -31,7 +31,8 @@ class FoldFailed(Exception):
 class FoldContext:
     store: Store
     engine: Engine
-    budgets_for: Callable[[int], Budgets]  # a conversation's budgets, fitted to its setup
+    # A conversation's budgets, fitted to its setup (counted without holding the event loop).
+    budgets_for: Callable[[int], Awaitable[Budgets]]
     cast_of: Callable[[int], Cast]  # who a conversation's story is between
     max_output: int  # the chronicler's output ceiling (so nothing is cut; never a target)
 
@@ -57,9 +58,9 @@ class FoldContext:
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
         return max(1, fold_ctx - instructions - reserve - 64)
 
-    def major_fold_count(self, conv_id: int, chapters: Sequence[StoredChapter]) -> int:
+    async def major_fold_count(self, conv_id: int, chapters: Sequence[StoredChapter]) -> int:
         """How many of the oldest live `chapters` a major fold takes now (0: not yet)."""
-        budgets = self.budgets_for(conv_id)
+        budgets = await self.budgets_for(conv_id)
         return major_gc_split(
             [c.tokens for c in chapters],
             budgets.major_gc,
@@ -67,12 +68,12 @@ class FoldContext:
             budgets.chapters_cap,
         )
 
-    def queue_major_fold(self, conv_id: int) -> None:
+    async def queue_major_fold(self, conv_id: int) -> None:
         """Queue a major fold when the synopsis must be rebuilt (a chapter it holds was
         refolded) or the live chapters are due for one; not when one is already queued."""
         store = self.store
         current = store.current_synopsis(conv_id)
-        due = self.major_fold_count(conv_id, store.chapters(conv_id))
+        due = await self.major_fold_count(conv_id, store.chapters(conv_id))
         if not due and not (current is not None and current.stale):
             return
         open_jobs = store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))

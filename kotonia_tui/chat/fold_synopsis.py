@@ -44,12 +44,12 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     conv_id = job.conversation_id
     store = ctx.store
     cast = ctx.cast_of(conv_id)
-    budgets = ctx.budgets_for(conv_id)
+    budgets = await ctx.budgets_for(conv_id)
     current = store.current_synopsis(conv_id)
     if current is not None and current.stale:
         return await _rebuild(ctx, job, cast, budgets.synopsis_target, current)
     chapters = store.chapters(conv_id)
-    count = ctx.major_fold_count(conv_id, chapters)
+    count = await ctx.major_fold_count(conv_id, chapters)
     if count == 0:
         store.finish_fold(job.id)
         return "chapters no longer need folding"
@@ -65,7 +65,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         through,
         [c.id for c in older],
     )
-    ctx.queue_major_fold(conv_id)
+    await ctx.queue_major_fold(conv_id)
     return (
         f"synopsis version {stored.version} from {count} chapters "
         f"({stored.tokens} tokens, target {stored.target_tokens})"

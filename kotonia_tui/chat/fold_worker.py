@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
@@ -78,7 +78,7 @@ class FoldWorker:
         settings: Settings,
         *,
         cast: Callable[[int], Cast],
-        budgets: Callable[[int], Budgets] | None = None,
+        budgets: Callable[[int], Awaitable[Budgets]] | None = None,
         notify: Callable[[ServiceEvent], None],
     ) -> None:
         self.store = store
@@ -98,12 +98,16 @@ class FoldWorker:
         fold_ctx = engine.info.fold_n_ctx
         self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
         window = self.budgets
+
+        async def window_budgets(_conv_id: int) -> Budgets:
+            return window
+
         # The chronicler's prompt and output share the fold context.
         self.max_output = min(self.budgets.summary_max_tokens, max(64, fold_ctx // 2))
         self.context = FoldContext(
             store=store,
             engine=engine,
-            budgets_for=budgets or (lambda _conv_id: window),
+            budgets_for=budgets or window_budgets,
             cast_of=cast,
             max_output=self.max_output,
         )

@@ -119,7 +119,7 @@ class ChatService:
             engine,
             settings,
             cast=self.cast_of,
-            budgets=self.budgets_for,
+            budgets=self.fold_budgets,
             notify=self._emit,
         )
 
@@ -205,17 +205,32 @@ class ChatService:
     def budgets_for(self, conv_id: int) -> Budgets:
         """The conversation's budgets for its reply length, fitted to its card's setup (the
         window's own when the card is gone)."""
+        budgets, setup = self._budgets_and_setup(conv_id)
+        if setup is None:
+            return budgets
+        return budgets.with_setup(self.prompter.setup_tokens(setup))
+
+    async def fold_budgets(self, conv_id: int) -> Budgets:
+        """`budgets_for`, the setup counted the first time without holding the event loop
+        (on a server backend a count is an HTTP request): the fold worker's."""
+        budgets, setup = self._budgets_and_setup(conv_id)
+        if setup is None:
+            return budgets
+        return budgets.with_setup(await self.prompter.count_setup(setup))
+
+    def _budgets_and_setup(self, conv_id: int) -> tuple[Budgets, str | None]:
+        """The budgets for the conversation's reply length and its setup's text to fit them
+        to (None: the card is gone, the window's own budgets)."""
         conv = self.store.get_conversation(conv_id)
         card = self.library.card_of(conv.character_key, conv.character_name)
         if card is None:
-            return self.prompter.budgets
+            return self.prompter.budgets, None
         try:
             setup = self.setup_for(card, self.persona_of(conv))
             settings = self.prompter.turn_settings(conv_id, card.key)
         except (ChatError, ChatSettingsError):
-            return self.prompter.budgets
-        budgets = self.prompter.budgets_for(settings.reply_max_tokens)
-        return budgets.with_setup(self.prompter.setup_tokens(setup.system_text))
+            return self.prompter.budgets, None
+        return self.prompter.budgets_for(settings.reply_max_tokens), setup.system_text
 
     def _card(self, conv: StoredConversation) -> CharacterCard:
         card = self.library.card_of(conv.character_key, conv.character_name)

@@ -38,6 +38,7 @@ from kotonia_tui.engine.types import (
     StateRef,
     StreamEvent,
     TextDelta,
+    Work,
 )
 from kotonia_tui.lazy import lazy_exports
 
@@ -94,6 +95,7 @@ __all__ = [
     "StreamEvent",
     "StreamInterruptedError",
     "TextDelta",
+    "Work",
     "gpu_offload_supported",
     "llama_cpp_version",
 ]

@@ -142,12 +142,14 @@ class KvSlot:
         mark: int | None = None,
         on_mark: Callable[[], None] | None = None,
         count_restored: bool = True,
+        on_evaluated: Callable[[int], None] | None = None,
     ) -> Generator[None, None, PrefillStats]:
         """Make the KV hold exactly `items`, evaluating only what differs; a step per batch.
 
         `on_mark()` runs when the slot holds exactly the first `mark` items on the way (a
         batch ends there), never when the slot already held more of them. The cells a saved
         state brought are reported by the first call that reuses them (`count_restored`).
+        `on_evaluated(cells)` is told each batch's cells as they are evaluated.
         """
         if self._dirty:
             self.reset()
@@ -163,6 +165,7 @@ class KvSlot:
         images = 0
         if on_mark is not None and keep == mark:
             on_mark()
+        cells_before = self.cells
         try:
             index = keep
             while index < len(items):
@@ -182,6 +185,9 @@ class KvSlot:
                         run_end += 1
                     self._eval_tokens([t for t in items[index:run_end] if isinstance(t, int)])
                     index = run_end
+                if on_evaluated is not None:
+                    on_evaluated(self.cells - cells_before)
+                    cells_before = self.cells
                 yield from self._step()
                 if on_mark is not None and index == mark:
                     on_mark()

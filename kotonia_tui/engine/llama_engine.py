@@ -64,6 +64,7 @@ from kotonia_tui.engine.types import (
     Priority,
     Slot,
     StreamEvent,
+    Work,
 )
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ class LlamaEngine(SavedStates, EngineBase):
         self._tokenizer_lock = threading.Lock()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
+        self._work: dict[Slot, Work] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
         self._shown_specials: frozenset[int] = frozenset()
@@ -468,7 +470,10 @@ class LlamaEngine(SavedStates, EngineBase):
                 def on_mark() -> None:
                     resumer.save_setup(slot, name)
 
-        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark)
+        def evaluated(cells: int) -> None:
+            self._add_work(request.slot, evaluated=cells)
+
+        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark, on_evaluated=evaluated)
         return {
             "positions": stats.prompt_cells,
             "reused": stats.reused,
@@ -531,6 +536,7 @@ class LlamaEngine(SavedStates, EngineBase):
                     break
                 generated += 1
                 call.tokens_generated = generated
+                self._add_work(request.slot, generated=1)
                 piece = token_piece(vocab, token, special=token in self._shown_specials)
                 for event in reply.events(utf8.feed(piece)):
                     yield event

@@ -33,6 +33,16 @@ class Priority(IntEnum):
 
 
 @dataclass(frozen=True)
+class Work:
+    """Model work done by the calls of one slot since the engine opened: prompt cells
+    evaluated and tokens generated. It only grows, so a caller waiting for a background call
+    (a turn waiting for a fold) sees whether it moves."""
+
+    evaluated: int = 0
+    generated: int = 0
+
+
+@dataclass(frozen=True)
 class StateRef:
     """Which saved KV state a chat call continues, so a restart costs only what is new.
 

@@ -10,7 +10,9 @@ message. Pure logic: sizes come from the token counter it is given.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+Count = Callable[[list[str]], Awaitable[list[int]]]  # many texts' token counts, in order
 
 # Where a part may end (zero-width, so nothing is lost): after a paragraph, a line, a sentence
 # (English, Japanese, Chinese), then after a clause or any space.
@@ -22,46 +24,65 @@ _SEAMS = (
 )
 
 
-def split_text(text: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
+async def split_text(text: str, max_tokens: int, count: Count) -> list[str]:
     """`text` cut into consecutive parts of at most `max_tokens` each (as `count` measures a
-    part), at the coarsest seams that make them fit. "".join(parts) == text."""
+    part), at the coarsest seams that make them fit. "".join(parts) == text.
+
+    `count(texts)` measures many texts at once (one batch per seam level and per check, so a
+    server backend is asked a few times, not once per sentence)."""
     if max_tokens < 1:
         raise ValueError(f"a part must be allowed at least one token, got {max_tokens}")
-    return _split(text, max_tokens, count, 0)
+    (size,) = await count([text])
+    return await _split(text, size, max_tokens, count, 0)
 
 
-def _split(text: str, max_tokens: int, count: Callable[[str], int], level: int) -> list[str]:
-    if count(text) <= max_tokens:
+async def _split(text: str, size: int, max_tokens: int, count: Count, level: int) -> list[str]:
+    if size <= max_tokens:
         return [text]
     if level >= len(_SEAMS):
-        return _halve(text, max_tokens, count)
+        return await _halve(text, size, max_tokens, count)
     pieces = [p for p in _SEAMS[level].split(text) if p]
     if len(pieces) < 2:
-        return _split(text, max_tokens, count, level + 1)
+        return await _split(text, size, max_tokens, count, level + 1)
+    sizes = await count(pieces)
+    # Pieces joined while their counts add up to a part. A piece larger than a part on its own
+    # is cut at the next finer seam; its last part stays open, so what follows (a paragraph's
+    # blank line) can join it.
     parts: list[str] = []
-    current = ""
-    for piece in pieces:
-        if count(piece) > max_tokens:
-            # A piece larger than a part on its own is cut at the next finer seam; its last
-            # part stays open, so what follows (a paragraph's blank line) can join it.
+    current, used = "", 0
+    for piece, piece_size in zip(pieces, sizes, strict=True):
+        if piece_size > max_tokens:
             if current:
                 parts.append(current)
-            *whole, current = _split(piece, max_tokens, count, level + 1)
+            *whole, current = await _split(piece, piece_size, max_tokens, count, level + 1)
             parts.extend(whole)
+            (used,) = await count([current])
             continue
-        if current and count(current + piece) > max_tokens:
+        if current and used + piece_size > max_tokens:
             parts.append(current)
-            current = piece
-        else:
-            current += piece
+            current, used = "", 0
+        current += piece
+        used += piece_size
     if current:
         parts.append(current)
-    return parts
+    # Joined, pieces can count a little more than apart (a token across a seam): a part that
+    # came out over is cut again, finer.
+    checked: list[str] = []
+    for part, part_size in zip(parts, await count(parts), strict=True):
+        if part_size <= max_tokens:
+            checked.append(part)
+        else:
+            checked.extend(await _split(part, part_size, max_tokens, count, level + 1))
+    return checked
 
 
-def _halve(text: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
+async def _halve(text: str, size: int, max_tokens: int, count: Count) -> list[str]:
     """A run with no seam (one endless word): cut between characters, in halves."""
-    if count(text) <= max_tokens or len(text) < 2:
+    if size <= max_tokens or len(text) < 2:
         return [text]
     middle = len(text) // 2
-    return _halve(text[:middle], max_tokens, count) + _halve(text[middle:], max_tokens, count)
+    left, right = text[:middle], text[middle:]
+    left_size, right_size = await count([left, right])
+    return await _halve(left, left_size, max_tokens, count) + await _halve(
+        right, right_size, max_tokens, count
+    )

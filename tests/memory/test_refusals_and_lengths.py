@@ -163,13 +163,16 @@ def test_the_length_tolerance_is_twenty_percent_either_way() -> None:
     assert length_fit(121, 100) is LengthFit.LONG
 
 
-def test_a_long_message_is_cut_at_its_seams_into_parts_that_fit() -> None:
+async def test_a_long_message_is_cut_at_its_seams_into_parts_that_fit() -> None:
     letter = ("The storm came in the night. " * 30 + "\n\n") * 6 + "x" * 900 + "。雨。" * 50
 
     def count(text: str) -> int:
         return len(text) // 4 + 1
 
-    parts = split_text(letter, 120, count)
+    async def counts(texts: list[str]) -> list[int]:
+        return [count(t) for t in texts]
+
+    parts = await split_text(letter, 120, counts)
     assert "".join(parts) == letter  # nothing lost
     assert all(count(p) <= 120 for p in parts)
     assert sum(1 for p in parts if p.endswith("\n\n")) >= 5  # paragraph seams used first
