@@ -28,12 +28,14 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold_chapters import fold_chapter_job
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.chat.fold_synopsis import fold_synopsis_job
+from kotonia_tui.chat.fold_wait import REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.engine import (
     BackendUnavailableError,
     Engine,
     EngineError,
+    Slot,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
@@ -169,18 +171,30 @@ class FoldWorker:
             self.wake()
             await asyncio.sleep(poll_s)
 
-    async def wait_for(self, job_ids: Iterable[int], timeout: float) -> bool:
-        """Run these jobs now and wait until each has finished one attempt (landed or failed),
-        at most `timeout` seconds: a turn waits for the fold that keeps its messages in memory.
-        True when all of them did."""
+    async def wait_for(
+        self,
+        job_ids: Iterable[int],
+        patience: Patience,
+        *,
+        go_on: asyncio.Event | None = None,
+        on_progress: Callable[[WaitProgress], None] | None = None,
+    ) -> WaitEnd:
+        """Run these jobs now and wait until each has finished one attempt (landed or failed):
+        a turn waits for the fold that keeps its messages in memory. The wait lasts while the
+        fold model works (chat/fold_wait.py): it ends when the fold has made no progress for
+        `patience.stall_s`, after `patience.cap_s` in all, or when `go_on` is set.
+        `on_progress` hears how far the fold has got, about once a second while it moves."""
         ids = list(job_ids)
-        if not ids or timeout <= 0:
-            return not ids
+        if not ids:
+            return WaitEnd.DONE
+        if patience.stall_s <= 0 or patience.cap_s <= 0:
+            return WaitEnd.CAPPED
         started = {job_id: self.store.get_fold(job_id).attempts for job_id in ids}
         self.store.hasten_folds(ids)
         self._give_way(ids)
         self.wake()
-        deadline = time.monotonic() + timeout
+        began = moved = reported = time.monotonic()
+        first = seen = self.engine.work(Slot.FOLD)
         while True:
             waiting = [
                 job_id
@@ -188,10 +202,31 @@ class FoldWorker:
                 if _still_open(self.store.get_fold(job_id), attempts)
             ]
             if not waiting:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(WAIT_POLL_S)
+                return WaitEnd.DONE
+            now = time.monotonic()
+            work = self.engine.work(Slot.FOLD)
+            if work != seen:
+                seen, moved = work, now
+                if on_progress is not None and now - reported >= REPORT_EVERY_S:
+                    reported = now
+                    on_progress(
+                        WaitProgress(
+                            work.evaluated - first.evaluated,
+                            work.generated - first.generated,
+                            now - began,
+                        )
+                    )
+            if go_on is not None and go_on.is_set():
+                return WaitEnd.SKIPPED
+            if now - moved >= patience.stall_s:
+                return WaitEnd.STALLED
+            if now - began >= patience.cap_s:
+                return WaitEnd.CAPPED
+            if go_on is None:
+                await asyncio.sleep(WAIT_POLL_S)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(go_on.wait(), WAIT_POLL_S)
 
     def _give_way(self, ids: list[int]) -> None:
         """A major fold running while a turn waits for chapters stops and goes back to pending

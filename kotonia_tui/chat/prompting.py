@@ -290,14 +290,18 @@ class Prompter:
         decision = self.plan(read, queue_by_trigger=before_id is None)
         started = time.monotonic()
         waited: set[int] = set()
+        asked = False
         while wait is not None and decision.wait_for:
             jobs = {job.id for job in decision.wait_for}
-            if jobs <= waited or not await wait(decision.wait_for):
+            if jobs <= waited:
+                break
+            asked = True
+            if not await wait(decision.wait_for):
                 break
             waited |= jobs
             read = await self.read(conv_id, card, setup, persona, before_id=before_id)
             decision = self.plan(read, queue_by_trigger=before_id is None)
-        waited_ms = (time.monotonic() - started) * 1000 if waited else 0.0
+        waited_ms = (time.monotonic() - started) * 1000 if asked else 0.0
         state, queued = self.commit(read, decision)
         recall = await self.recall(read, decision)
         prepared = self._prepared(read, decision, state, queued, setup, persona, prefill, recall)

@@ -33,6 +33,7 @@ from kotonia_tui.chat.events import (
     NoticeLevel,
     ServiceEvent,
 )
+from kotonia_tui.chat.fold_wait import Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -114,6 +115,7 @@ class ChatService:
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
         self._recall: dict[int, Recall] = {}  # what the last turn recalled, per conversation
+        self._fold_waits: dict[int, asyncio.Event] = {}  # set: that turn goes on without it
         self.worker = FoldWorker(
             store,
             engine,
@@ -381,7 +383,8 @@ class ChatService:
         return turn
 
     def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
-        """How one turn waits for folds: at most `fold_wait_s` in all, said while it lasts.
+        """How one turn waits for folds: while the fold makes progress (chat/fold_wait.py),
+        said while it lasts, until the user goes on without it (`go_on_without_fold`).
 
         Why wait rather than give the fold priority over user turns: the engine is one lock, so
         a fold that goes first makes the user wait just as long, but without being told why,
@@ -389,20 +392,41 @@ class ChatService:
         before the chapter landed. Waiting before the prompt is made lets this very turn carry
         the chapter: the messages are in the memory at once, and the wait is shown.
         """
-        deadline = time.monotonic() + self.settings.fold_wait_s
+        started = time.monotonic()
+        stall_s, cap_s = self.settings.fold_wait_s, self.settings.fold_wait_max_s
 
         async def wait(jobs: Sequence[StoredFoldJob]) -> bool:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.worker.paused:
+            # The cap holds for the whole turn, however many jobs it waits for in turn.
+            patience = Patience(stall_s, cap_s - (time.monotonic() - started))
+            if self.worker.paused or patience.stall_s <= 0 or patience.cap_s <= 0:
                 return False
             ids = tuple(job.id for job in jobs)
-            self._emit(FoldWait(conv_id, ids, f"waiting for fold {_jobs_said(jobs)} " + WAIT_WHY))
-            finished = await self.worker.wait_for(ids, left)
-            said = "done" if finished else "not finished in time; going on without it"
-            self._emit(FoldWait(conv_id, ids, f"waiting for the memory: {said}", done=True))
-            return finished
+            what = f"waiting for fold {_jobs_said(jobs)}"
+            self._emit(FoldWait(conv_id, ids, f"{what} {WAIT_WHY}"))
+            go_on = self._fold_waits[conv_id] = asyncio.Event()
+
+            def progress(done: WaitProgress) -> None:
+                self._emit(FoldWait(conv_id, ids, what, progress=done.said()))
+
+            try:
+                end = await self.worker.wait_for(ids, patience, go_on=go_on, on_progress=progress)
+            finally:
+                if self._fold_waits.get(conv_id) is go_on:
+                    del self._fold_waits[conv_id]
+            said = f"waiting for the memory: {patience.said(end)}"
+            self._emit(FoldWait(conv_id, ids, said, done=True))
+            return end is WaitEnd.DONE
 
         return wait
+
+    def go_on_without_fold(self, conv_id: int) -> bool:
+        """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold
+        goes on in the background and lands on a later turn). False when none waits."""
+        go_on = self._fold_waits.get(conv_id)
+        if go_on is None:
+            return False
+        go_on.set()
+        return True
 
     # ---- saved KV states ------------------------------------------------------------------
 

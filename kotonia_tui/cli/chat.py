@@ -224,6 +224,8 @@ def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
+    if isinstance(event, FoldWait) and event.progress:
+        return  # the start and the end of a wait are said; its progress is the app's
     if isinstance(event, MemoryNotice | FoldWait):
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):

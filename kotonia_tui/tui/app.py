@@ -279,12 +279,9 @@ class KotoniaApp(App[int]):
                 notify(self, event.text, title="Memory", severity="warning")
             return
         if isinstance(event, FoldWait):
-            # The turn is held for a fold: the turn's own status says so while it lasts.
+            # The turn is held for a fold: the chat screen's turn status says how far it got
+            # and how to go on without it; the notice says what it waits for, then how it ended.
             self.notice = literal_line(event.text, "$warning" if not event.done else "$text-muted")
-            if not event.done:
-                self.turn_status = "waiting for the memory to fold…"
-            elif self.turn_status == "waiting for the memory to fold…":
-                self.turn_status = "preparing the prompt…"
             return
         self.fold_status = fold_status(event)
 

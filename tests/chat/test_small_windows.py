@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent
+from kotonia_tui.chat.fold_wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import FoldKind, FoldStatus, Message, Role
@@ -502,7 +503,7 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
             last_message_id=ids[19],
         )
     )
-    assert await service.worker.wait_for([chapter.id], 60)
+    assert await service.worker.wait_for([chapter.id], Patience(60, 60)) is WaitEnd.DONE
     assert store.get_fold(chapter.id).attempts == 1  # it ran (its cut summary then failed)
     gave_way = [
         e
