@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 from kotonia_tui.chat.events import FoldWait
 from kotonia_tui.chat.service import ChatService
+from kotonia_tui.chat.turn import Turn
 from kotonia_tui.engine import Priority, Slot
 from tests.cards import write_short_card
 
@@ -76,25 +78,32 @@ def load_when_the_turn_waits(service: ChatService, load: Load) -> list[FoldWait]
     return waits
 
 
+async def chat_until_a_turn_waits(service: ChatService, conv_id: int, load: Load) -> list[Turn]:
+    """Chat until a turn has waited for a fold (the load on while it waits); the turns sent."""
+    try:
+        return await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
+    finally:
+        load.stop()
+
+
+async def open_folding_chat(make_service, model: Path, **values) -> tuple[ChatService, int]:
+    """A chat whose chapter jobs run only when a turn waits for them."""
+    values.setdefault("fold_delay_s", 3600)
+    return await open_chat(make_service, model, write_short_card(), **values)
+
+
 async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_service, scripted_model):
     """With a fixed bound of `fold_wait_s` the turn gave up on a fold that was getting on:
     the messages left the prompt (a forced cut) and the chapter landed turns later."""
     # A batch of the fold's prompt can take a second on a loaded machine: the patience is
     # more than a batch and a hold, the fold's 20 or so steps with a hold each far more.
     stall_s = 3.0
-    service, conv_id = await open_chat(
-        make_service,
-        scripted_model(CHAPTER),
-        write_short_card(),
-        fold_delay_s=3600,  # queued, not run until a turn waits for it
-        fold_wait_s=stall_s,
+    service, conv_id = await open_folding_chat(
+        make_service, scripted_model(CHAPTER), fold_wait_s=stall_s
     )
     load = Load(service, hold_s=0.4)
     waits = load_when_the_turn_waits(service, load)
-    try:
-        turns = await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
-    finally:
-        load.stop()
+    turns = await chat_until_a_turn_waits(service, conv_id, load)
     waited = turns[-1]
     # The premise: the fold took longer than the patience (it was slowed, and it moved).
     assert waited.prepared.fold_wait_ms > stall_s * 1000
@@ -111,19 +120,12 @@ async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_servi
 
 
 async def test_a_fold_that_stops_moving_is_given_up_and_lands_later(make_service, scripted_model):
-    service, conv_id = await open_chat(
-        make_service,
-        scripted_model(LONG_CHAPTER),
-        write_short_card(),
-        fold_delay_s=3600,
-        fold_wait_s=1.0,
+    service, conv_id = await open_folding_chat(
+        make_service, scripted_model(LONG_CHAPTER), fold_wait_s=1.0
     )
     load = Load(service, hold_s=5.0, steady=False)  # the engine is taken for 5 s in one go
     waits = load_when_the_turn_waits(service, load)
-    try:
-        turns = await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
-    finally:
-        load.stop()
+    turns = await chat_until_a_turn_waits(service, conv_id, load)
     gave_up = turns[-1]
     assert waits[-1].done
     assert waits[-1].text.startswith("waiting for the memory: the fold made no progress for 1 s")
@@ -140,12 +142,10 @@ async def test_a_fold_that_stops_moving_is_given_up_and_lands_later(make_service
 
 
 async def test_the_user_can_go_on_without_the_fold(make_service, scripted_model):
-    service, conv_id = await open_chat(
+    service, conv_id = await open_folding_chat(
         make_service,
         scripted_model(LONG_CHAPTER),
-        write_short_card(),
-        fold_delay_s=3600,
-        fold_wait_s=600,  # only the user ends this wait
+        fold_wait_s=600,  # only the user ends it
     )
     assert not service.go_on_without_fold(conv_id)  # no turn waits
     load = Load(service, hold_s=0.25)
@@ -159,10 +159,7 @@ async def test_the_user_can_go_on_without_the_fold(make_service, scripted_model)
             loop.call_later(0.5, lambda: answered.append(service.go_on_without_fold(conv_id)))
 
     service.subscribe(go_on)
-    try:
-        turns = await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
-    finally:
-        load.stop()
+    turns = await chat_until_a_turn_waits(service, conv_id, load)
     assert answered and answered[0]
     waits = [e for e in events if isinstance(e, FoldWait)]
     assert waits[-1].done
@@ -171,20 +168,12 @@ async def test_the_user_can_go_on_without_the_fold(make_service, scripted_model)
 
 
 async def test_the_wait_has_a_cap_however_the_fold_moves(make_service, scripted_model):
-    service, conv_id = await open_chat(
-        make_service,
-        scripted_model(LONG_CHAPTER),
-        write_short_card(),
-        fold_delay_s=3600,
-        fold_wait_s=600,
-        fold_wait_max_s=1.0,
+    service, conv_id = await open_folding_chat(
+        make_service, scripted_model(LONG_CHAPTER), fold_wait_s=600, fold_wait_max_s=1.0
     )
     load = Load(service, hold_s=0.3)
     waits = load_when_the_turn_waits(service, load)
-    try:
-        turns = await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
-    finally:
-        load.stop()
+    turns = await chat_until_a_turn_waits(service, conv_id, load)
     assert waits[-1].done
     assert waits[-1].text.startswith("waiting for the memory: not finished after 1 s")
     assert turns[-1].prepared.plan.forced_cut_through is not None

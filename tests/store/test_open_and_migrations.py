@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -185,15 +186,20 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         assert store.integrity_check() == "ok"
 
 
-def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
-    path = tmp_path / "before.sqlite3"
-    before = STEPS.index(_turn_metrics_restored)  # the version the step starts from
+def _data_before(path: Path, step: Callable[[Db], None]) -> sqlite3.Connection:
+    """Version-1 data migrated up to the version `step` starts from, open for more rows."""
+    before = STEPS.index(step)
     _write_v1_data(path)
     db = Db.connect(path)
     db.configure()
     assert migrate(db, target=before) == before
     db.close()
-    raw = sqlite3.connect(path)
+    return sqlite3.connect(path)
+
+
+def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    raw = _data_before(path, _turn_metrics_restored)
     raw.execute(
         """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
                evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
@@ -220,13 +226,7 @@ def test_fold_claims_step_keeps_earlier_memory_and_adds_claims_and_targets(
 ) -> None:
     """From the last version before issue 14 (a store main migrated) to this one."""
     path = tmp_path / "before.sqlite3"
-    before = STEPS.index(_fold_claims_and_targets)  # the version the step starts from
-    _write_v1_data(path)
-    db = Db.connect(path)
-    db.configure()
-    assert migrate(db, target=before) == before
-    db.close()
-    raw = sqlite3.connect(path)
+    raw = _data_before(path, _fold_claims_and_targets)
     raw.execute(
         """INSERT INTO memory_state (conversation_id, verbatim_start_id, forced_cut_through_id,
                memory_text, memory_tokens, updated_at)
