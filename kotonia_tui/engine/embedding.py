@@ -26,11 +26,11 @@ from typing import Any
 import llama_cpp
 
 from kotonia_tui.engine import native_logs
+from kotonia_tui.engine.embedding_key import embedding_key
 from kotonia_tui.engine.errors import EngineClosedError, ModelFileError
 from kotonia_tui.engine.llama_engine import _templates_left_alone
 from kotonia_tui.engine.model_files import check_gguf, model_facts
 from kotonia_tui.engine.native_logs import quiet_python_prints
-from kotonia_tui.engine.state_file import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class EmbeddingEngine:
         self.dimension = int(llama.n_embd())
         self.n_ctx = int(llama.n_ctx())
         self.load_ms = load_ms
-        self.model_key = f"{path.name}:{fingerprint(path)}:{self.dimension}"
+        self.model_key = embedding_key(path, self.dimension)
 
     @classmethod
     def open(cls, path: Path, *, threads: int = 1) -> EmbeddingEngine:
