@@ -87,8 +87,11 @@ class Recaller:
         if semantic not in self._header_tokens:
             header = RECALL_HEADER_SEMANTIC if semantic else RECALL_HEADER
             (self._header_tokens[semantic],) = await self.engine.count_tokens_many([header])
+        # An excerpt's marker names its first and last message ("Messages #5-#6 (...):"), and
+        # a blank line parts it from the one before: both are counted, or a budget filled with
+        # many excerpts overflows by more than the fitting rounds take back.
         markers = [
-            RecalledExcerpt((c.line, c.line), (), (), c.story_time).marker() for c in candidates
+            "\n\n" + RecalledExcerpt(_span(c), (), (), c.story_time).marker() for c in candidates
         ]
         marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
         limit = budget
@@ -163,3 +166,9 @@ class Recaller:
                 )
             )
         return candidates
+
+
+def _span(candidate: Candidate) -> tuple[ArchivedLine, ...]:
+    """The lines a candidate's excerpt holds, in story order."""
+    lines = [candidate.line] + ([candidate.neighbour] if candidate.neighbour is not None else [])
+    return tuple(sorted(lines, key=lambda line: line.number))
