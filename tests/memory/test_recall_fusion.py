@@ -49,10 +49,21 @@ def test_the_header_says_meaning_only_when_vectors_took_part() -> None:
     hit = line(5, "Grandmother kept beehives.")
     candidates = [Candidate(hit, None, None, similarity=0.97, score=0.016)]
     terms = recall_terms(split_terms("beekeeping grandma"))
-    common = {"memory_text": "", "budget": 500, "header_tokens": 20, "marker_tokens": 5}
-    semantic = select(candidates, terms, semantic=True, **common)
+
+    def choose(candidates: list[Candidate], semantic: bool = False):
+        return select(
+            candidates,
+            terms,
+            memory_text="",
+            budget=500,
+            header_tokens=20,
+            marker_tokens=5,
+            semantic=semantic,
+        )
+
+    semantic = choose(candidates, semantic=True)
     assert semantic.render().startswith(RECALL_HEADER_SEMANTIC)
     (excerpt,) = semantic.excerpts
     assert (excerpt.words, excerpt.similarity, excerpt.score) == ((), 0.97, 0.016)
-    plain = select([Candidate(hit, None, None)], terms, **common)
+    plain = choose([Candidate(hit, None, None)])
     assert plain.render().startswith(RECALL_HEADER) and not plain.semantic
