@@ -152,7 +152,8 @@ async def vector_table() -> tuple[Table, dict[str, dict[str, float]]]:
     table.notes = [
         f"one conversation of N messages, the newest {WINDOW} verbatim; Gemma 3 270M as the "
         f"embedding model ({int(large['dimension'])} dimensions, 1 thread), random unit "
-        f"vectors stored; recall budget {RECALL_BUDGET_RATIO:.0%} of n_ctx 2048; median of {REPEATS} after a warm-up (embeddings: of 3 and "
+        f"vectors stored; recall budget {RECALL_BUDGET_RATIO:.0%} of n_ctx 2048; "
+        f"median of {REPEATS} after a warm-up (embeddings: of 3 and "
         f"{EMBED_SAMPLES}); the search is an exact scan of one conversation's vectors",
     ]
     return table, figures
