@@ -25,10 +25,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kotonia_tui.engine import EngineClosedError, EngineError, ModelFileError
-from kotonia_tui.engine.embedding import EmbeddingEngine
 from kotonia_tui.store import Store, StoreError, VectorCounts
+
+if TYPE_CHECKING:
+    from kotonia_tui.engine import EmbeddingEngine
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ class SemanticRecall:
         loaded leaves semantic recall unavailable, with the reason; it never stops the app."""
         if model_path is None:
             return cls(store)
+        from kotonia_tui.engine import EmbeddingEngine  # llama_cpp loads only when it is set
+
         try:
             embedder = EmbeddingEngine.open(model_path, threads=threads)
         except (ModelFileError, EngineError) as exc:
