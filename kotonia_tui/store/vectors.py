@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kotonia_tui.domain import Role
-from kotonia_tui.store.codec import ts_from_db
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.search import SearchHit
+from kotonia_tui.store.search import SearchHit, hit_fields
 
 log = logging.getLogger(__name__)
 
@@ -162,16 +160,7 @@ def similar_hits(db: Db, nearest: Sequence[Nearest]) -> list[SimilarHit]:
             continue
         with db.decoding(f"message {near.message_id}"):
             hits.append(
-                SimilarHit(
-                    message_id=row["id"],
-                    conversation_id=row["conversation_id"],
-                    role=Role(row["role"]),
-                    speaker=row["speaker"],
-                    text=row["text"],
-                    created_at=ts_from_db(row["created_at"]),
-                    score=near.distance,
-                    similarity=1.0 - near.distance,
-                )
+                SimilarHit(**hit_fields(row), score=near.distance, similarity=1 - near.distance)
             )
     return hits
 

@@ -19,11 +19,10 @@ import pytest
 from kotonia_tui.chat.events import MemoryNotice, NoticeLevel
 from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.config import load_settings
-from kotonia_tui.engine import GenerationRequest
 from kotonia_tui.memory.recall import RECALL_HEADER, RECALL_HEADER_SEMANTIC
 from kotonia_tui.store import Store
 
-from .test_recall import REPLY, folded_story, settings_for
+from .test_recall import QUESTIONS, REPLY, assert_prefix_kept, folded_story, settings_for
 
 SETTLE_S = 240  # generous bound on the background work (the machine is shared)
 
@@ -35,6 +34,15 @@ ASKED = "Grandmothers Ilsebills keeping beehive besides Bergenhuses?"
 
 async def settled(service) -> None:
     await asyncio.wait_for(service.semantic.settled(), SETTLE_S)
+
+
+async def embedded_story(make_service, model, embedding, db=None):
+    """A service on `embedding` over the folded 300-message story, every message embedded."""
+    service = await make_service(settings_for(model, embedding_model_path=embedding), db=db)
+    conv_id, ids = folded_story(service.store)
+    service.semantic.wake()
+    await settled(service)
+    return service, conv_id, ids
 
 
 def vector_rows(store: Store) -> int:
@@ -120,12 +128,9 @@ async def test_a_line_sharing_no_word_with_the_question_is_recalled_by_meaning(
 async def test_an_edit_is_embedded_again_and_the_old_vector_never_used(
     make_service, scripted_model, tiny_embedding_path
 ):
-    service = await make_service(
-        settings_for(scripted_model(REPLY), embedding_model_path=tiny_embedding_path)
+    service, conv_id, ids = await embedded_story(
+        make_service, scripted_model(REPLY), tiny_embedding_path
     )
-    conv_id, ids = folded_story(service.store)
-    service.semantic.wake()
-    await settled(service)
     key = service.semantic.model_key
     embedder = service.semantic.embedder
     assert embedder is not None
@@ -145,12 +150,9 @@ async def test_an_edit_is_embedded_again_and_the_old_vector_never_used(
 async def test_a_model_of_another_dimension_keeps_its_own_vectors(
     make_service, scripted_model, tiny_embedding_path, tiny_embedding_32_path
 ):
-    first = await make_service(
-        settings_for(scripted_model(REPLY), embedding_model_path=tiny_embedding_path)
+    first, conv_id, ids = await embedded_story(
+        make_service, scripted_model(REPLY), tiny_embedding_path
     )
-    conv_id, ids = folded_story(first.store)
-    first.semantic.wake()
-    await settled(first)
     key_64 = first.semantic.model_key
     db = first.store.path
     await first.close()
@@ -178,11 +180,7 @@ async def test_the_cached_prefix_stays_byte_stable_with_semantic_recall(
     )
     conv_id, _ids = folded_story(service.store)
     turns = []
-    for text in (
-        "Do you remember my sister's name?",  # applies the chapter: the prefix changes here
-        "Does Ilse still keep bees in Bergen?",
-        "Tell me about my sister again.",
-    ):
+    for text in QUESTIONS:
         turn = await service.send(conv_id, text)
         done = await turn.wait()
         assert done.error is None
@@ -190,17 +188,8 @@ async def test_the_cached_prefix_stays_byte_stable_with_semantic_recall(
         turns.append((turn, done))
         await settled(service)  # the background work between turns, as a person reads
     (second, _), (third, done3) = turns[1], turns[2]
-    before = second.prepared.request.messages
-    after = third.prepared.request.messages
-    assert after[: len(before) - 1] == before[:-1]
-    assert after[-1].content.startswith(RECALL_HEADER_SEMANTIC)  # the notes come last
-    prefix = GenerationRequest(
-        messages=before[:-1], max_tokens=1, reply_name="Wren", user_name="Ann"
-    )
-    prefix_cells = service.engine.prompt_cells(prefix)
-    assert done3.metrics is not None
-    assert done3.metrics.reused >= prefix_cells - 8
-    assert done3.metrics.evaluated < done3.metrics.prompt_positions - prefix_cells + 8
+    assert_prefix_kept(service, second, third, done3)
+    assert third.prepared.request.messages[-1].content.startswith(RECALL_HEADER_SEMANTIC)
 
 
 async def test_a_missing_embedding_model_leaves_recall_by_words_with_one_notice(

@@ -6,7 +6,6 @@ a test can say exactly which message is nearest."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,9 @@ import sqlite_vec
 
 from kotonia_tui.domain import Alternative, Message, Role
 from kotonia_tui.store import SCHEMA_VERSION, Store
-from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import STEPS, _message_vectors, migrate
+from kotonia_tui.store.migrations import _message_vectors
 
-from .conftest import new_conversation
+from .conftest import new_conversation, stored_before
 
 KEY = "tiny.gguf:1:abc:4"
 OTHER_KEY = "other.gguf:2:def:3"
@@ -135,25 +133,7 @@ def test_without_the_extension_the_store_opens_and_says_why(
 
 def test_the_vectors_step_keeps_earlier_data_and_embeds_nothing_itself(tmp_path: Path) -> None:
     path = tmp_path / "before.sqlite3"
-    db = Db.connect(path)
-    db.configure()
-    before = STEPS.index(_message_vectors)
-    assert migrate(db, target=before) == before
-    db.close()
-    raw = sqlite3.connect(path)
-    ts = "2026-11-01T10:00:00.000000+00:00"
-    raw.execute(
-        "INSERT INTO conversations (id, character_key, character_name, persona_name, "
-        "created_at, updated_at, message_count) VALUES (1, 'sera', 'Seraphina', 'Ann', ?, ?, 2)",
-        (ts, ts),
-    )
-    raw.executemany(
-        "INSERT INTO messages (id, conversation_id, role, speaker, text, created_at) "
-        "VALUES (?, 1, 'user', 'Ann', ?, ?)",
-        [(1, "north of the old lighthouse", ts), (2, "east gate", ts)],
-    )
-    raw.commit()
-    raw.close()
+    stored_before(path, _message_vectors, ["north of the old lighthouse", "east gate"])
     with Store.open(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         assert [m.text for m in store.recent_messages(1, 10)] == [
