@@ -12,6 +12,7 @@ everything after that (stated, neighbours, budget) is the same.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -29,7 +30,9 @@ from kotonia_tui.memory.recall import (
     fuse,
     select,
 )
-from kotonia_tui.store import SearchHit, SimilarHit, Store
+from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
+
+log = logging.getLogger(__name__)
 
 # Messages the query returns, best first: more than a budget of a few hundred tokens holds,
 # so that some left out (stated in the memory, too long) still leave others to quote.
@@ -124,9 +127,13 @@ class Recaller:
         vector = await self.semantic.query_vector(query)
         if vector is None:
             return []
-        return self.store.similar(
-            conv_id, self.semantic.model_key, vector, older_than, RECALL_CANDIDATES
-        )
+        try:
+            return self.store.similar(
+                conv_id, self.semantic.model_key, vector, older_than, RECALL_CANDIDATES
+            )
+        except StoreError as exc:  # the turn goes on with recall by words
+            log.warning("semantic recall skipped this turn: %s", exc)
+            return []
 
     async def _candidates(
         self, conv_id: int, hits: Sequence[SearchHit], older_than: int

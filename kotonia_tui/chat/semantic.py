@@ -177,11 +177,12 @@ class SemanticRecall:
         while True:
             while self._busy():
                 await asyncio.sleep(BUSY_POLL_S)
-            batch = [
-                item
-                for item in self.store.vectors_pending(key, BATCH + len(self._failed))
-                if item.message_id not in self._failed
-            ][:BATCH]
+            # Off the event loop: with every message embedded, this read still walks the
+            # message ids (tens of ms at 100,000), and the UI must not stall for it.
+            pending = await asyncio.to_thread(
+                self.store.vectors_pending, key, BATCH + len(self._failed)
+            )
+            batch = [item for item in pending if item.message_id not in self._failed][:BATCH]
             if not batch:
                 self._settled.set()
                 return
@@ -197,5 +198,5 @@ class SemanticRecall:
                     log.warning("message %s cannot be embedded: %s", item.message_id, exc)
                     self._failed.add(item.message_id)
             if done:
-                stored = self.store.put_vectors(key, done)
+                stored = await asyncio.to_thread(self.store.put_vectors, key, done)
                 log.debug("embedded %s messages (%s stored)", len(done), stored)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.search import SearchHit, hit_fields
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,9 @@ def similar_hits(db: Db, nearest: Sequence[Nearest]) -> list[SimilarHit]:
 class VectorSearch:
     """A read-only connection to the store's file with sqlite-vec loaded."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, errors: type[Exception]) -> None:
         self._conn = conn
+        self._errors = errors  # apsw.Error
 
     @classmethod
     def open(cls, path: Path, busy_timeout_s: float) -> VectorSearch:
@@ -199,20 +201,24 @@ class VectorSearch:
             detail = " ".join(str(exc).split())
             raise VectorsUnavailable(f"sqlite-vec cannot be loaded ({detail})") from exc
         log.info("sqlite-vec %s loaded for %s", version, path)
-        return cls(conn)
+        return cls(conn, apsw.Error)
 
     def nearest(
         self, model_key: str, conversation_id: int, query: Sequence[float], before_id: int, k: int
     ) -> list[Nearest]:
         """The `k` vectors of one conversation's messages older than `before_id` closest to
         `query`, closest first (an exact scan of that conversation's vectors)."""
-        rows = self._conn.execute(
-            """SELECT message_id, text_hash, vec_distance_cosine(vector, ?) AS d
-               FROM message_vectors
-               WHERE model_key = ? AND conversation_id = ? AND message_id < ?
-               ORDER BY d, message_id DESC LIMIT ?""",
-            (vector_bytes(query), model_key, conversation_id, before_id, k),
-        ).fetchall()
+        try:
+            rows = self._conn.execute(
+                """SELECT message_id, text_hash, vec_distance_cosine(vector, ?) AS d
+                   FROM message_vectors
+                   WHERE model_key = ? AND conversation_id = ? AND message_id < ?
+                   ORDER BY d, message_id DESC LIMIT ?""",
+                (vector_bytes(query), model_key, conversation_id, before_id, k),
+            ).fetchall()
+        except self._errors as exc:
+            detail = " ".join(str(exc).split())
+            raise StoreError(f"vector search failed: {detail}") from exc
         return [Nearest(int(r[0]), str(r[1]), float(r[2])) for r in rows]
 
     def close(self) -> None:
