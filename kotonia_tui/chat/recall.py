@@ -12,6 +12,7 @@ everything after that (stated, neighbours, budget) is the same.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -128,8 +129,15 @@ class Recaller:
         if vector is None:
             return []
         try:
-            return self.store.similar(
-                conv_id, self.semantic.model_key, vector, older_than, RECALL_CANDIDATES
+            # Off the event loop: an exact scan of a long conversation's vectors takes a
+            # few hundred ms at 100,000 (benchmark 8c), and the UI must not stall for it.
+            return await asyncio.to_thread(
+                self.store.similar,
+                conv_id,
+                self.semantic.model_key,
+                vector,
+                older_than,
+                RECALL_CANDIDATES,
             )
         except StoreError as exc:  # the turn goes on with recall by words
             log.warning("semantic recall skipped this turn: %s", exc)
