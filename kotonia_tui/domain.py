@@ -136,6 +136,7 @@ class Chapter(BaseModel):
     in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
     story_time: str | None = None
     superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
+    note: str = ""  # said beside the text (a message too long for one call, summarized in parts)
 
 
 class StoredChapter(Chapter):
@@ -157,6 +158,8 @@ class Synopsis(BaseModel):
     gen_ms: float = 0.0
     tokens: int = 0
     current: bool = True
+    target_tokens: int = 0  # the length it was written to hold (0: none recorded)
+    stale: bool = False  # it folded a chapter that was refolded since: never a rebuild's base
 
 
 class StoredSynopsis(Synopsis):
@@ -192,6 +195,8 @@ class FoldJob(BaseModel):
     not_before: datetime = Field(default_factory=utcnow)
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    claimed_by: str | None = None  # the worker running it (or that ran it last)
+    lease_until: datetime | None = None  # its claim holds until then unless renewed
 
 
 class StoredFoldJob(FoldJob):

@@ -74,6 +74,8 @@ class MemoryView:
     last_metrics: TurnMetrics | None
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn
+    forced_cuts: int = 0  # how many times messages left the prompt at the ceiling
+    room_note: str = ""  # said when the card's setup squeezes the story's budgets
     notes: list[str] = field(default_factory=list)
     settings: TurnSettings | None = None  # None: the card is missing (no turn can run)
     note_tokens: int = 0  # the Author's Note
