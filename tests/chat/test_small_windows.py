@@ -537,3 +537,57 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
     ]
     assert gave_way and "gave way to a chapter" in gave_way[0].detail
     assert store.synopsis_versions(conv_id) == []
+
+
+async def test_a_turn_waits_for_the_major_fold_when_the_memory_that_landed_cannot_fit(
+    make_service, scripted_model
+):
+    """Measured at n_ctx 2048 on the embedded default: chapters landed but together did not
+    fit under the ceiling, so every turn cut messages, waited for their chapter, and the major
+    fold gave way to each chapter; no synopsis landed in 40 turns. A turn now waits for the
+    major fold too, and carries the smaller memory it writes."""
+    from datetime import timedelta
+
+    from kotonia_tui.domain import Chapter, FoldJob, utcnow
+
+    service, conv_id = await open_chat(
+        make_service, scripted_model(ON_TARGET["en"]), write_short_card(), fold_delay_s=3600
+    )
+    store = service.store
+    ids = store.add_messages(
+        conv_id,
+        [
+            Message(role=Role.USER if i % 2 else Role.CHARACTER, speaker="x", text=f"Line {i}.")
+            for i in range(24)
+        ],
+    )
+    text = "Ann and Wren talked about the lamps of the lighthouse. " * 22
+    (tokens,) = await service.engine.count_tokens_many([text])
+    for first in range(0, 24, 4):
+        store.add_chapter(
+            Chapter(
+                conversation_id=conv_id,
+                first_message_id=ids[first],
+                last_message_id=ids[first + 3],
+                text=text,
+                tokens=tokens,
+            )
+        )
+    # Queued but not due for an hour: only a turn that waits for it makes it run now.
+    major = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv_id,
+            kind=FoldKind.MAJOR_GC,
+            not_before=utcnow() + timedelta(hours=1),
+        )
+    )
+    turn = await service.send(conv_id, "What do you remember?")
+    assert (await turn.wait()).error is None
+    plan = turn.prepared.plan
+    assert turn.prepared.fold_wait_ms > 0
+    assert store.get_fold(major.id).status is FoldStatus.DONE
+    synopsis = store.current_synopsis(conv_id)
+    assert synopsis is not None
+    assert plan.apply_landed and not plan.landed_too_large
+    assert plan.forced_cut_through is None
+    assert synopsis.text in turn.prepared.state.memory_text
