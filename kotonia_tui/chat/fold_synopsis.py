@@ -5,7 +5,7 @@ current synopsis and writes the next version. Its length is held in code: the sy
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest draft that is short but at least
-half its target is stored (it keeps the memory within its plan); a synopsis still too long, or
+a fifth of its target is stored (it keeps the memory within its plan); a synopsis still too long, or
 far too short, is not stored: the job fails and is retried later, and the chapters stay in the
 memory meanwhile (nothing is lost; the memory is only larger than planned until a synopsis
 holds its length).
@@ -174,7 +174,8 @@ async def _batches(
 
 async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
-    longest short draft of at least half the target when no call got within 20%."""
+    longest short draft of at least a fifth of the target (SHORT_FLOOR) when no call got
+    within 20%."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
