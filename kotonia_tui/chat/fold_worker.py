@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
+from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold_chapters import fold_chapter_job
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
@@ -123,11 +124,8 @@ class FoldWorker:
         self._task = asyncio.create_task(self._run(), name="kotonia-fold-worker")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def wake(self) -> None:
         self._idle.clear()
