@@ -293,14 +293,14 @@ class FoldWorker:
                 self._giving_way = False
                 self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
                 if not self._done_elsewhere(job):
-                    paused = self.store.fail_fold(job.id, GAVE_WAY, utcnow())
+                    paused = self.store.release_fold(job.id)
                     self._notify(
                         FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, GAVE_WAY)
                     )
                 return
             # Shutting down mid-fold: the job goes back to pending and runs next time.
             if not self._done_elsewhere(job):
-                self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())
+                self.store.release_fold(job.id)
             raise
         except Exception as exc:  # a bug must not kill the worker; the job records it
             if self._done_elsewhere(job):
