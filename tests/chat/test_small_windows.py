@@ -338,16 +338,12 @@ async def test_a_synopsis_on_its_target_length_is_stored_with_its_target(
     assert 0.8 * synopsis.target_tokens <= synopsis.tokens <= 1.2 * synopsis.target_tokens
 
 
-@pytest.mark.parametrize(
-    ("script", "why"),
-    [(FAR_TOO_SHORT, "9 tokens: under a fifth"), (FAR_TOO_LONG, "116 tokens: far longer")],
-)
-async def test_a_synopsis_far_from_its_target_is_never_stored(
-    make_service, scripted_model, script: str, why: str
-):
-    """Decided: asked again with the draft; still far off, it is not stored, the fold fails
+async def test_a_synopsis_far_longer_than_its_target_is_never_stored(make_service, scripted_model):
+    """Decided: asked again with the draft; still far too long, it is not stored, the fold fails
     (retried later) and the chapters stay in the memory, so nothing is lost."""
-    service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
+    service, conv_id = await open_chat(
+        make_service, scripted_model(FAR_TOO_LONG), write_short_card()
+    )
     events = events_of(service)
     for _ in range(40):
         await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
@@ -363,9 +359,7 @@ async def test_a_synopsis_far_from_its_target_is_never_stored(
             break
     assert failed, "no major fold was tried"
     assert service.store.synopsis_versions(conv_id) == []
-    assert "it must hold 81 tokens (+-20%, or at least 16 when short): not stored" in (
-        failed[0].detail
-    )
+    assert "it must hold 81 tokens (+-20%, or fewer): not stored" in (failed[0].detail)
     assert "in 3 calls" in failed[0].detail
     chapters = service.store.chapters(conv_id)  # the chapters are still the memory
     assert len(chapters) >= 2 and not any(c.in_synopsis for c in chapters)
@@ -375,22 +369,27 @@ async def test_a_synopsis_far_from_its_target_is_never_stored(
 
 @pytest.mark.parametrize(
     ("script", "why"),
-    [(SHORT_OF_TARGET, "54 tokens: two thirds"), (CHAPTER, "33 tokens: two fifths")],
+    [
+        (SHORT_OF_TARGET, "54 tokens: two thirds"),
+        (CHAPTER, "33 tokens: two fifths"),
+        (FAR_TOO_SHORT, "9 tokens: a ninth"),
+    ],
 )
-async def test_a_short_synopsis_of_a_fifth_of_its_target_is_stored_after_its_calls(
+async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
     make_service, scripted_model, script: str, why: str
 ):
     """A small model that cannot hit the length: refusing a short draft held every major fold
-    (15 attempts over 80 s on the embedded default; in another run drafts of 15 tokens for 59
-    were refused and 12 of 40 turns cut messages while the chapters piled up). The longest
-    short draft of at least a fifth of the target is stored, once its calls are spent."""
+    (with a floor of half the target, 15 attempts over 80 s on the embedded default; with a
+    fifth, 15-token drafts for a target of 81 were refused on every attempt and most later
+    turns cut messages while the chapters piled up). The longest short draft is stored, once
+    its calls are spent."""
     service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
     events = events_of(service)
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None and synopsis.text == script
     assert synopsis.target_tokens == 81
-    assert 0.2 * 81 <= synopsis.tokens < 0.8 * 81
+    assert synopsis.tokens < 0.8 * 81
     majors = [j for j in service.store.fold_jobs(conv_id) if j.kind is FoldKind.MAJOR_GC]
     assert majors and majors[0].attempts == 1  # landed on its first attempt, no backoff
     # The user sees how far it is from its target.
