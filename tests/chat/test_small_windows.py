@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEv
 from kotonia_tui.chat.fold_wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import FoldKind, FoldStatus, Message, Role
+from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, Message, Role, utcnow
 from tests.cards import write_short_card
 
 from .test_folding import CHAPTER, chat_until, settings_for
@@ -636,3 +637,36 @@ async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_an
     assert turn.prepared.plan.apply_landed
     assert service.store.memory_state(conv_id).forced_cuts == 0
     assert service.store.chapters(conv_id)
+
+
+async def test_a_chapter_in_its_failure_backoff_does_not_hold_back_the_next_fold(
+    make_service, scripted_model
+):
+    """While one chapter job waited for its retry, no later range was queued at the trigger:
+    each fold began as a forced cut at the ceiling (20 of 300 prompt-cache benchmark turns).
+    The next range is queued after the failing job's, and nothing is cut meanwhile."""
+    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    store = service.store
+    ids = store.add_messages(
+        conv_id,
+        [Message(role=Role.USER, speaker="User", text=f"Early line {i}.") for i in range(4)],
+    )
+    failing = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv_id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=ids[0],
+            last_message_id=ids[-1],
+        )
+    )
+    assert store.claim_next_fold() is not None
+    store.fail_fold(failing.id, "the chapter hit the output cap", utcnow() + timedelta(hours=1))
+    turns = await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+    queued = turns[-1].prepared.queued
+    assert queued is not None and queued.first_message_id == ids[-1] + 1
+    assert all(t.prepared.plan.forced_cut_through is None for t in turns)
+    await service.worker.wait_settled(conv_id)
+    chapters = store.chapters(conv_id)
+    assert chapters and chapters[0].first_message_id == ids[-1] + 1
+    (still,) = [j for j in service.open_folds(conv_id) if j.id == failing.id]
+    assert still.last_error == "the chapter hit the output cap"  # retried at its own time
