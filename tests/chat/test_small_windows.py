@@ -390,10 +390,10 @@ async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
     make_service, scripted_model, script: str, why: str
 ):
     """A small model that cannot hit the length: refusing a short draft held every major fold
-    (with a floor of half the target, 15 attempts over 80 s on the embedded default; with a
-    fifth, 15-token drafts for a target of 81 were refused on every attempt and most later
-    turns cut messages while the chapters piled up). The longest short draft is stored, once
-    its calls are spent."""
+    (on the embedded default, with a floor of half the target: 15-token drafts for a target of
+    59 refused, the chapters piled up and 12 of 40 turns cut messages; with a fifth, 15-token
+    drafts for a target of 81 failed on every attempt). The longest short draft is stored,
+    once its calls are spent."""
     service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
     events = events_of(service)
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
