@@ -147,15 +147,18 @@ def memory_tokens(engine: Engine, text: str) -> int:
     return engine.count_tokens(f"{text}\n{MEMORY_ACK}") if text else 0
 
 
+def _in_backoff(job: StoredFoldJob) -> bool:
+    """The job's last attempt failed and it waits for its retry (a running job is not)."""
+    return job.status is not FoldStatus.RUNNING and job.last_error is not None
+
+
 def _fold_in_flight(chapter_jobs: Sequence[StoredFoldJob]) -> bool:
     """Whether an open chapter job holds back the trigger. One job in its failure backoff does
     not: the next range is queued after it (measured: with one chapter retrying, each later
     fold waited for the ceiling and began as a forced cut, 20 of 300 benchmark turns). Two do:
     a chronicler failing range after range would only fail more jobs, and hold turns."""
-    failing = [
-        j for j in chapter_jobs if j.status is not FoldStatus.RUNNING and j.last_error is not None
-    ]
-    return len(failing) > 1 or len(failing) < len(chapter_jobs)
+    failing = sum(1 for job in chapter_jobs if _in_backoff(job))
+    return failing > 1 or failing < len(chapter_jobs)
 
 
 class Prompter:
@@ -541,7 +544,7 @@ class Prompter:
         return tuple(
             job
             for job in read.open_jobs
-            if (job.status is FoldStatus.RUNNING or job.last_error is None)
+            if not _in_backoff(job)
             and (job.kind is FoldKind.MAJOR_GC or (job.first_message_id or 0) <= through)
         )
 
