@@ -120,6 +120,10 @@ class StoredConversation(Conversation):
     id: int
 
 
+# How the note of a chapter quoted from its range begins.
+QUOTED_NOTE = "quoted from messages"
+
+
 class Chapter(BaseModel):
     """The summary of one folded range of messages. Written once; never rewritten."""
 
@@ -136,7 +140,13 @@ class Chapter(BaseModel):
     in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
     story_time: str | None = None
     superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
-    note: str = ""  # said beside the text (a message too long for one call, summarized in parts)
+    note: str = ""  # said beside the text (summarized in parts; quoted, and why)
+
+    @property
+    def quoted(self) -> bool:
+        """An extract of the range's own lines, stored when the chronicler's answer for it
+        was unusable (chat/fold_chapters.py), not a summary."""
+        return self.note.startswith(QUOTED_NOTE)
 
 
 class StoredChapter(Chapter):

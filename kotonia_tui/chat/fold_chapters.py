@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.domain import (
+    QUOTED_NOTE,
     Chapter,
     FoldJob,
     FoldKind,
@@ -190,7 +191,7 @@ async def _extracted_piece(ctx: FoldContext, conv_id: int, piece: Piece, reason:
     first, last = piece.messages[0].id, piece.messages[-1].id
     # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
     why = reason.partition(";")[0]
-    note = f"quoted from messages #{first}-#{last}: the chronicler's chapter was unusable ({why})"
+    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable ({why})"
     log.warning("conversation %s: %s", conv_id, note)
     return Chapter(
         conversation_id=conv_id,
