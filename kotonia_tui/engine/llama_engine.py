@@ -24,6 +24,7 @@ from typing import Any
 import llama_cpp
 from llama_cpp import _internals as internals
 from llama_cpp import llama_chat_format
+from llama_cpp.llama_grammar import LlamaGrammar
 
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.engine import native_logs
@@ -394,6 +395,11 @@ class LlamaEngine(EngineBase):
     def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
         assert self._llama is not None
         sampler = internals.LlamaSampler()
+        if sampling.json_schema is not None:
+            # First in the chain: every later step sees only tokens the schema allows, so the
+            # reply is well-formed JSON when the model ends it (it can end only at the root).
+            grammar = LlamaGrammar.from_json_schema(sampling.json_schema, verbose=False)
+            sampler.add_grammar(self._llama._model, grammar)
         sampler.add_penalties(
             n_vocab=self._llama.n_vocab(),
             penalty_last_n=sampling.repeat_last_n,

@@ -16,15 +16,38 @@ that calls the model (chat/chronicle.py), and reads what the model wrote into a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from kotonia_tui.config import ModelProfile, PromptFormat
-from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
+from kotonia_tui.domain import (
+    Chapter,
+    ChatMessage,
+    LedgerKind,
+    Message,
+    Role,
+    SegmentKind,
+    StoredLedgerEntry,
+)
+from kotonia_tui.memory.chapter_schema import (
+    REPLACEABLE,
+    ChapterSource,
+    chapter_schema,
+    schema_text,
+)
+from kotonia_tui.memory.ledger import entry_line
+from kotonia_tui.memory.readback import missing, user_specifics
 from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.memory.structured import (
+    MalformedAnswerError,
+    StructuredChapter,
+    chapter_words,
+    parse_answer,
+    read_chapter,
+    render_chapter,
+)
 
 CHRONICLER = "Chronicler"
 
@@ -92,6 +115,28 @@ open at the end as "Open: ...".
 - If the messages show when this happens in the story, begin with "When: ..." on its own line.
 - Write only the chapter: no preface, no comments."""
 
+STRUCTURED_CHAPTER_INSTRUCTIONS = """\
+You are the chronicler of the story between {char} and {user}. You keep the record that lets \
+the story go on for years without losing what happened. Record the messages below as a JSON \
+object, in the language of the story. Every item starts with "ids": the numbers of the \
+messages it rests on (the [#N] before each line).
+
+Fields:
+- "time": when this happens in the story, if the messages show it ("" if not).
+- "events": what happened, one short sentence each, naming people instead of pronouns.
+- "claims": what a character said that may not be true: "said" is what was said; "in_fact" \
+what the narration or the speaker's own thoughts show instead ("" if nothing does).
+- "user_facts": what {user} says about themselves (name, family, likes, plans, dates, \
+prices): facts, kept with their exact names and numbers. "replaces": the label of a known \
+fact this one changes, or "".
+- "constraints": rules and limits {user} set. "replaces" as above.
+- "decisions": what was decided, "because" why, "rejected" the alternatives turned down.
+- "promises": who promised what to whom.
+- "open_threads": questions, plans and problems still open at the end of these messages.
+- "resolved": open threads (by label, e.g. "T7") these messages settle, and "how".
+
+Write each thing once. Do not copy the lines; say what they mean. Do not invent."""
+
 # The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
 ROLLING_INSTRUCTIONS = (
     "You are the chronicler of the story between {char} and {user}. You keep the one record "
@@ -141,13 +186,36 @@ def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
     return "\n".join(lines)
 
 
-def chapter_prompt(messages: Sequence[Message], *, char: str, user: str) -> tuple[ChatMessage, ...]:
-    instructions = CHAPTER_INSTRUCTIONS.format(char=char, user=user)
+def structured_chapter_prompt(
+    messages: Sequence[Message],
+    ledger: Sequence[StoredLedgerEntry],
+    misses: Sequence[str],
+    *,
+    char: str,
+    user: str,
+) -> tuple[ChatMessage, ...]:
+    """The structured chapter's prompt: the source, the open threads a range may resolve and
+    the facts and rules it may replace (by label), and on a readback retry what was missed."""
+    instructions = STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=char, user=user)
     first, last = messages[0].id, messages[-1].id
-    source = render_source(messages, char=char, user=user)
+    parts = [f"Messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"]
+    threads = [entry_line(e) for e in ledger if e.kind is LedgerKind.THREAD]
+    if threads:
+        parts.append("Open threads (resolve one by its label if these messages settle it):")
+        parts[-1] += "\n" + "\n".join(threads)
+    known = [entry_line(e) for e in ledger if e.kind in REPLACEABLE]
+    if known:
+        parts.append('Known facts and rules (name one in "replaces" if these messages change it):')
+        parts[-1] += "\n" + "\n".join(known)
+    if misses:
+        parts.append(
+            f"Your last record left out these names and numbers from {user}'s lines: "
+            + ", ".join(misses)
+            + ". Keep each of them, exactly, in the item it belongs to."
+        )
     return (
         ChatMessage("system", instructions),
-        ChatMessage("user", f"Messages #{first} to #{last}:\n\n{source}", name="Story"),
+        ChatMessage("user", "\n\n".join(parts), name="Story"),
     )
 
 
@@ -171,25 +239,6 @@ def chapter_heading(chapter: Chapter) -> str:
     return f"Chapter (messages #{chapter.first_message_id}-#{chapter.last_message_id}{when})"
 
 
-_WHEN = re.compile(r"^\s*(?:when|いつ|时间|時間)\s*[:：]\s*(?P<when>.+)$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ChapterText:
-    body: str
-    story_time: str | None
-
-
-def parse_chapter(text: str) -> ChapterText:
-    """Split off a leading "When: ..." line (the in-story time) from the chapter body."""
-    lines = text.strip().splitlines()
-    if lines:
-        match = _WHEN.match(lines[0])
-        if match:
-            return ChapterText("\n".join(lines[1:]).strip(), match.group("when").strip())
-    return ChapterText(text.strip(), None)
-
-
 # ---- request and reply ----------------------------------------------------------------------
 
 
@@ -208,10 +257,33 @@ class ChronicleRequest:
     messages: tuple[Message, ...] = ()  # the source of a chapter or a rolling rewrite
     chapters: tuple[Chapter, ...] = ()  # the chapters a synopsis folds
     previous: str | None = None  # the synopsis (or rolling summary) it replaces
+    ledger: tuple[StoredLedgerEntry, ...] = ()  # a chapter's live ledger (it may end entries)
+    misses: tuple[str, ...] = ()  # a readback retry: what the last answer left out
 
     @classmethod
-    def chapter(cls, messages: Sequence[Message], cast: Cast) -> ChronicleRequest:
-        return cls(ChronicleKind.CHAPTER, cast, messages=tuple(messages))
+    def chapter(
+        cls,
+        messages: Sequence[Message],
+        cast: Cast,
+        ledger: Sequence[StoredLedgerEntry] = (),
+    ) -> ChronicleRequest:
+        return cls(ChronicleKind.CHAPTER, cast, messages=tuple(messages), ledger=tuple(ledger))
+
+    @property
+    def structured(self) -> bool:
+        """Answered in a JSON schema (a chapter) rather than prose (a synopsis, a summary)."""
+        return self.kind is ChronicleKind.CHAPTER
+
+    @property
+    def source(self) -> ChapterSource:
+        return ChapterSource.of(self.messages, self.ledger)
+
+    def schema(self, budget_tokens: int) -> str | None:
+        """The JSON schema of the answer, sized so that any answer fits `budget_tokens`
+        (None for a prose answer). NoRoomForChapterError when none can."""
+        if not self.structured:
+            return None
+        return schema_text(chapter_schema(self.source, budget_tokens))
 
     @classmethod
     def synopsis(
@@ -239,9 +311,14 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
     """The prompt for a request on a model with this profile (its format decides the lead and
     the stop strings)."""
     char, user = request.cast.char, request.cast.user
-    if request.kind is ChronicleKind.CHAPTER:
-        messages = chapter_prompt(request.messages, char=char, user=user)
-    elif request.kind is ChronicleKind.SYNOPSIS:
+    if request.structured:
+        # The grammar starts the answer at its first brace: no lead, and no stop string can
+        # occur in it (strings hold no line breaks).
+        messages = structured_chapter_prompt(
+            request.messages, request.ledger, request.misses, char=char, user=user
+        )
+        return ChroniclerPrompt(messages, "", ())
+    if request.kind is ChronicleKind.SYNOPSIS:
         messages = synopsis_prompt(request.previous, request.chapters, char=char, user=user)
     else:
         messages = _rolling_prompt(request.previous, request.messages, char=char, user=user)
@@ -251,7 +328,7 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
 def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
     """The fixed part of a prompt (sizing a chapter's source leaves room for it)."""
     template = {
-        ChronicleKind.CHAPTER: CHAPTER_INSTRUCTIONS,
+        ChronicleKind.CHAPTER: STRUCTURED_CHAPTER_INSTRUCTIONS,
         ChronicleKind.SYNOPSIS: SYNOPSIS_INSTRUCTIONS,
         ChronicleKind.ROLLING: ROLLING_INSTRUCTIONS,
     }[kind]
@@ -263,6 +340,7 @@ class Verdict(StrEnum):
     EMPTY = "empty"  # nothing after the lead
     CUT = "cut"  # the output cap stopped it: a cut summary is never stored
     REFUSED = "refused"  # a refusal: never stored
+    MALFORMED = "malformed"  # not a chapter in its schema (a server that ignored the schema)
 
 
 @dataclass(frozen=True)
@@ -274,6 +352,8 @@ class ChronicleReply:
     text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
     story_time: str | None = None  # a chapter's in-story time, from its "When:" line
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
+    structure: StructuredChapter | None = None  # a structured chapter, as read
+    misses: tuple[str, ...] = ()  # the readback's misses (names and numbers left out)
 
     @property
     def ok(self) -> bool:
@@ -295,10 +375,37 @@ def read_reply(
         return ChronicleReply(request, Verdict.EMPTY, text)
     if is_refusal(text):
         return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
-    if request.kind is ChronicleKind.CHAPTER:
-        parsed = parse_chapter(text)
-        return ChronicleReply(request, Verdict.OK, parsed.body or text, parsed.story_time)
+    if request.structured:
+        return _read_structured(request, text)
     return ChronicleReply(request, Verdict.OK, text)
+
+
+def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
+    """A structured chapter read against its source; its misses are asked for once more."""
+    try:
+        answer = parse_answer(text)
+    except MalformedAnswerError:
+        return ChronicleReply(request, Verdict.MALFORMED, text, retry=request)
+    source = request.source
+    chapter = read_chapter(
+        answer,
+        request.messages,
+        char=request.cast.char,
+        user=request.cast.user,
+        open_threads=source.open_threads,
+        replaceable=source.replaceable,
+    )
+    misses = tuple(missing(user_specifics(request.messages), chapter_words(chapter)))
+    retry = replace(request, misses=misses) if misses and not request.misses else None
+    return ChronicleReply(
+        request,
+        Verdict.OK,
+        render_chapter(chapter),
+        chapter.time or None,
+        retry=retry,
+        structure=chapter,
+        misses=misses,
+    )
 
 
 def _rolling_prompt(

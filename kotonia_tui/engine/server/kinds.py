@@ -7,6 +7,7 @@ ones, and how it reports its figures. The base class is the plain OpenAI-compati
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -86,6 +87,16 @@ class OpenAICompatible:
             fields["seed"] = sampling.seed
         return fields
 
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        """The fields that make the server keep its reply to a JSON schema (OpenAI's form)."""
+        del chat
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        }
+
     def request_fields(self, request: GenerationRequest) -> dict[str, Any]:
         """Fields about caching and slots."""
         del request
@@ -144,6 +155,10 @@ class LlamaServer(OpenAICompatible):
             "repeat_penalty": sampling.repeat_penalty,
             "repeat_last_n": sampling.repeat_last_n,
         }
+
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        # Both of its paths take the schema itself and build the grammar from it.
+        return {"json_schema": schema}
 
     def request_fields(self, request: GenerationRequest) -> dict[str, Any]:
         fields = super().request_fields(request) | {"cache_prompt": True}
@@ -218,6 +233,14 @@ class LlamaCppPython(OpenAICompatible):
 
     def sampling_fields(self, sampling: Sampling) -> dict[str, Any]:
         return super().sampling_fields(sampling) | {"repeat_penalty": sampling.repeat_penalty}
+
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        if chat:
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        # Its completions path takes only a grammar: the same one the in-process engine uses.
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return {"grammar": json_schema_to_gbnf(json.dumps(schema))}
 
 
 # Tried in this order; the last one always answers.

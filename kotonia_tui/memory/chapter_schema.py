@@ -1,0 +1,237 @@
+"""The JSON schema a structured chapter is written in, bounded by construction.
+
+Free prose from a small model is the weak point of memory (a 0.5B model copied its source until
+the output cap). So the chronicler answers in this schema, which the engine enforces with a
+grammar: every item is an object that names its evidence message ids (an enum of the source's
+ids, so it cannot cite a message that is not there; the user's facts and rules can cite only the
+user's messages), and every list and string has a maximum. `max_bytes` adds those maxima up the
+way llama.cpp's grammar spells them, and `chapter_schema` shrinks the lists and strings until
+the whole answer fits the output budget: a model token is at least one byte, so the answer ends
+before the cap, whatever the model does.
+
+Fields (docs/memory-schema.md says why each exists): the story time; events; claims (who said
+what to whom is taken from the message, the model writes what was said and, where the
+narration or thoughts show otherwise, what is in fact true); facts the user states about
+themselves and rules they set (each may replace an earlier one by its label); decisions with
+reasons and rejected alternatives; promises; open threads; threads resolved here (by label).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
+
+# UTF-8 needs at most 4 bytes for a code point; the pattern below allows no escapes.
+BYTES_PER_CHAR = 4
+# No quote, backslash or control character: a string is one plain line with no escapes, so its
+# byte size has a bound, and the rendered text needs no unescaping.
+_TEXT_PATTERN = '^[^"\\\\\\x00-\\x1f]{0,%d}$'
+_LENGTH = re.compile(r"\{0,(\d+)\}\$$")
+
+EVIDENCE_MAX = 2  # ids per item
+MIN_TEXT = 24  # below this an item cannot say anything: the budget is too small
+MIN_SHORT = 12
+TIME_LENGTH = 60
+
+# The lists, in the order the answer writes them, and the most items each may hold.
+LIST_LIMITS: dict[str, int] = {
+    "events": 12,
+    "claims": 6,
+    "user_facts": 6,
+    "constraints": 4,
+    "decisions": 3,
+    "promises": 3,
+    "open_threads": 4,
+    "resolved": 6,
+}
+
+# Which lists the ledger takes, and as what.
+LEDGER_LISTS: dict[str, LedgerKind] = {
+    "user_facts": LedgerKind.USER_FACT,
+    "constraints": LedgerKind.CONSTRAINT,
+    "decisions": LedgerKind.DECISION,
+    "promises": LedgerKind.PROMISE,
+    "open_threads": LedgerKind.THREAD,
+}
+# Kinds whose entries a later chapter may replace ("replaces": "F3").
+REPLACEABLE = (LedgerKind.USER_FACT, LedgerKind.CONSTRAINT)
+
+
+class NoRoomForChapterError(ValueError):
+    """The output budget cannot hold even the smallest chapter."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many items each list may hold and how long an item's strings may be."""
+
+    counts: dict[str, int]
+    text: int  # an item's main string
+    short: int  # secondary strings: in fact, because, rejected, how
+
+    def smaller(self) -> Shape | None:
+        """One step smaller: the list that costs most loses an item, or the strings shrink."""
+        weights = {"events": 1, "claims": 2, "decisions": 3, "resolved": 2}
+        lists = [k for k, n in self.counts.items() if n > int(k == "events")]
+        if lists:
+            biggest = max(lists, key=lambda k: (self.counts[k] * weights.get(k, 1), k))
+            return Shape({**self.counts, biggest: self.counts[biggest] - 1}, self.text, self.short)
+        if self.text > MIN_TEXT:
+            return Shape(
+                self.counts, max(MIN_TEXT, self.text * 3 // 4), max(MIN_SHORT, self.short * 3 // 4)
+            )
+        return None
+
+
+def text_schema(length: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": length, "pattern": _TEXT_PATTERN % length}
+
+
+def _ids(ids: Sequence[int]) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"enum": list(ids)},
+        "minItems": 1,
+        "maxItems": EVIDENCE_MAX,
+    }
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def _list(item: dict[str, Any], count: int, *, at_least: int = 0) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": item,
+        "minItems": min(at_least, count),
+        "maxItems": count,
+    }
+
+
+@dataclass(frozen=True)
+class ChapterSource:
+    """What a chapter's schema depends on: the source's ids and the ledger it may end."""
+
+    all_ids: tuple[int, ...]
+    user_ids: tuple[int, ...]
+    open_threads: tuple[str, ...]  # labels a chapter may resolve
+    replaceable: tuple[str, ...]  # labels of facts and rules a chapter may replace
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], ledger: Sequence[StoredLedgerEntry]) -> ChapterSource:
+        ids = tuple(m.id for m in messages if m.id is not None)
+        user = tuple(m.id for m in messages if m.id is not None and m.role is Role.USER)
+        return cls(
+            all_ids=ids,
+            user_ids=user,
+            open_threads=tuple(e.label for e in ledger if e.kind is LedgerKind.THREAD),
+            replaceable=tuple(e.label for e in ledger if e.kind in REPLACEABLE),
+        )
+
+    def first_shape(self) -> Shape:
+        """The largest shape this source calls for (a list never holds more items than there
+        are messages it could cite)."""
+        n, n_user = len(self.all_ids), len(self.user_ids)
+        room = {
+            "events": n,
+            "claims": n,
+            "user_facts": 2 * n_user,
+            "constraints": n_user,
+            "decisions": n,
+            "promises": n,
+            "open_threads": n,
+            "resolved": len(self.open_threads),
+        }
+        counts = {k: min(limit, room[k]) for k, limit in LIST_LIMITS.items()}
+        return Shape(counts, text=160, short=80)
+
+
+def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
+    """The schema of a chapter of this source, in this shape.
+
+    The story time and the events are required (a chapter says at least what happened); the
+    other lists are optional and come in this order. Each item names its evidence ids first:
+    a small model does better choosing the messages than writing about them, and what it
+    then writes is anchored to the messages it chose.
+    """
+    ids = _ids(source.all_ids)
+    user_ids = _ids(source.user_ids or source.all_ids)  # unused when the lists are empty
+    text, short = text_schema(shape.text), text_schema(shape.short)
+    replaces = {"enum": ["", *source.replaceable]}
+    threads = {"enum": list(source.open_threads) or [""]}
+    items = {
+        "events": _object({"ids": ids, "event": text}),
+        "claims": _object({"ids": ids, "said": text, "in_fact": short}),
+        "user_facts": _object({"ids": user_ids, "fact": text, "replaces": replaces}),
+        "constraints": _object({"ids": user_ids, "rule": text, "replaces": replaces}),
+        "decisions": _object({"ids": ids, "decision": text, "because": short, "rejected": short}),
+        "promises": _object({"ids": ids, "promise": text}),
+        "open_threads": _object({"ids": ids, "thread": text}),
+        "resolved": _object({"thread": threads, "ids": ids, "how": short}),
+    }
+    properties: dict[str, Any] = {"time": text_schema(min(TIME_LENGTH, shape.short))}
+    for name, item in items.items():
+        if shape.counts[name] or name == "events":
+            properties[name] = _list(item, shape.counts[name], at_least=int(name == "events"))
+    return {**_object(properties), "required": ["time", "events"]}
+
+
+def chapter_schema(source: ChapterSource, budget_tokens: int) -> dict[str, Any]:
+    """The largest schema for this source whose every answer fits `budget_tokens`."""
+    shape: Shape | None = source.first_shape()
+    while shape is not None:
+        schema = schema_for(source, shape)
+        if max_bytes(schema) <= budget_tokens:
+            return schema
+        shape = shape.smaller()
+    raise NoRoomForChapterError(
+        f"an output budget of {budget_tokens} tokens cannot hold the smallest structured "
+        f"chapter ({max_bytes(schema_for(source, _smallest(source)))} bytes at most)"
+    )
+
+
+def _smallest(source: ChapterSource) -> Shape:
+    shape = source.first_shape()
+    while (next_shape := shape.smaller()) is not None:
+        shape = next_shape
+    return shape
+
+
+def max_bytes(schema: dict[str, Any]) -> int:
+    """The longest answer the grammar of this schema allows, in bytes (llama.cpp's converter:
+    one optional space after each punctuation mark and value, no space inside an enum value)."""
+    space = 1
+    if "enum" in schema:
+        return max(len(json.dumps(v).encode()) for v in schema["enum"]) + space
+    kind = schema.get("type")
+    if kind == "string":
+        match = _LENGTH.search(schema.get("pattern", ""))
+        length = int(match.group(1)) if match else int(schema["maxLength"])
+        return 2 + BYTES_PER_CHAR * length + space
+    if kind == "array":
+        count = int(schema["maxItems"])
+        item = max_bytes(schema["items"])
+        return 1 + space + count * item + max(0, count - 1) * (1 + space) + 1 + space
+    if kind == "object":
+        props = schema["properties"]
+        pairs = sum(
+            len(json.dumps(k).encode()) + space + 1 + space + max_bytes(v) for k, v in props.items()
+        )
+        return 1 + space + pairs + max(0, len(props) - 1) * (1 + space) + 1 + space
+    raise ValueError(f"max_bytes does not know this schema: {schema!r}")
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The schema as the engine takes it: JSON text, the same bytes for the same schema."""
+    return json.dumps(schema, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
