@@ -218,6 +218,15 @@ class LedgerEntry(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+@dataclass(frozen=True)
+class LedgerEnding:
+    """A chapter ends an earlier ledger entry (by id), and says how."""
+
+    entry_id: int
+    end: LedgerEnd
+    note: str = ""
+
+
 class StoredLedgerEntry(LedgerEntry):
     """A ledger entry as the store returns it."""
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
@@ -26,6 +26,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     Message,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     Synopsis,
     utcnow,
@@ -42,9 +43,11 @@ from kotonia_tui.memory.chronicler import (
     ChronicleRequest,
     Verdict,
     chronicler_instructions,
+    ledger_prompt,
     render_source,
 )
 from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
+from kotonia_tui.memory.structured import ledger_changes
 from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -255,7 +258,9 @@ class FoldWorker:
 
     # ---- chapters -------------------------------------------------------------------------
 
-    async def _source(self, job: StoredFoldJob, cast: Cast) -> list[StoredMessage]:
+    async def _source(
+        self, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry] = ()
+    ) -> list[StoredMessage]:
         """The job's messages, at most one chapter's worth (oldest first).
 
         Sized by what the chronicler actually reads (each message as rendered for it, with
@@ -274,7 +279,9 @@ class FoldWorker:
         # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
         # which a server backend answers without blocking the loop.
         instructions, *message_costs = await self.engine.count_tokens_many(
-            [chronicler_instructions(ChronicleKind.CHAPTER, cast)]
+            # The ledger the chapter prompt carries (open threads, facts it may replace) is
+            # part of its fixed cost.
+            [chronicler_instructions(ChronicleKind.CHAPTER, cast) + ledger_prompt(ledger)]
             + [render_source([m], char=cast.char, user=cast.user) for m in rows]
         )
         reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
@@ -285,13 +292,18 @@ class FoldWorker:
 
     async def _chapter(self, job: StoredFoldJob) -> str:
         cast = self._cast(job.conversation_id)
-        source = await self._source(job, cast)
+        ledger = self.store.ledger(job.conversation_id)
+        source = await self._source(job, cast, ledger)
         if not source:
             self.store.finish_fold(job.id)
             return "nothing left to fold"
-        done = await self._ask(ChronicleRequest.chapter(source, cast))
+        done = await self._ask(ChronicleRequest.chapter(source, cast, ledger))
         (tokens,) = await self.engine.count_tokens_many([done.reply.text])
         first_id, last_id = source[0].id, source[-1].id
+        structure = done.reply.structure
+        entries, endings = (
+            ledger_changes(structure, job.conversation_id, ledger) if structure else ([], [])
+        )
         chapter = Chapter(
             conversation_id=job.conversation_id,
             first_message_id=first_id,
@@ -301,20 +313,19 @@ class FoldWorker:
             gen_ms=done.gen_ms,
             tokens=tokens,
             story_time=done.reply.story_time,
+            structure=structure.to_json() if structure else None,
+            readback_misses=list(done.reply.misses),
         )
         remainder = job.last_message_id is not None and last_id < job.last_message_id
+        refold_of = None
         if job.kind is FoldKind.REFOLD:
             stale = [
                 c
                 for c in self.store.chapters(job.conversation_id)
                 if c.stale and c.first_message_id == job.first_message_id
             ]
-            if stale:
-                self.store.refold_chapter(stale[0].id, chapter, job.id)
-            else:
-                self.store.add_chapter(chapter, job.id)
-        else:
-            self.store.add_chapter(chapter, job.id)
+            refold_of = stale[0].id if stale else None
+        self.store.store_chapter(chapter, entries, endings, job_id=job.id, refold_of=refold_of)
         if remainder:
             # A range too large for one call becomes several chapters, oldest first.
             self.store.enqueue_fold(

@@ -214,7 +214,11 @@ class Prompter:
             default=0,
         )
         return LandedMemory(
-            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters)),
+            block=MemoryBlock(
+                synopsis.text if synopsis else None,
+                tuple(chapters),
+                tuple(self.store.ledger(conv_id)),
+            ),
             newest_chapter_id=max((c.id for c in chapters), default=None),
             synopsis_id=synopsis.id if synopsis else None,
             covered_through=covered,

@@ -186,6 +186,20 @@ def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
     return "\n".join(lines)
 
 
+def ledger_prompt(ledger: Sequence[StoredLedgerEntry]) -> str:
+    """The part of the ledger a chapter may end: the open threads, the facts and rules."""
+    parts = []
+    threads = [entry_line(e) for e in ledger if e.kind is LedgerKind.THREAD]
+    if threads:
+        heading = "Open threads (resolve one by its label if these messages settle it):"
+        parts.append("\n".join([heading, *threads]))
+    known = [entry_line(e) for e in ledger if e.kind in REPLACEABLE]
+    if known:
+        heading = 'Known facts and rules (name one in "replaces" if these messages change it):'
+        parts.append("\n".join([heading, *known]))
+    return "\n\n".join(parts)
+
+
 def structured_chapter_prompt(
     messages: Sequence[Message],
     ledger: Sequence[StoredLedgerEntry],
@@ -199,14 +213,8 @@ def structured_chapter_prompt(
     instructions = STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=char, user=user)
     first, last = messages[0].id, messages[-1].id
     parts = [f"Messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"]
-    threads = [entry_line(e) for e in ledger if e.kind is LedgerKind.THREAD]
-    if threads:
-        parts.append("Open threads (resolve one by its label if these messages settle it):")
-        parts[-1] += "\n" + "\n".join(threads)
-    known = [entry_line(e) for e in ledger if e.kind in REPLACEABLE]
-    if known:
-        parts.append('Known facts and rules (name one in "replaces" if these messages change it):')
-        parts[-1] += "\n" + "\n".join(known)
+    if ledger_text := ledger_prompt(ledger):
+        parts.append(ledger_text)
     if misses:
         parts.append(
             f"Your last record left out these names and numbers from {user}'s lines: "

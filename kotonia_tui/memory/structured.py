@@ -20,7 +20,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kotonia_tui.domain import LedgerKind, Message, Role
+from kotonia_tui.domain import (
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
+    Message,
+    Role,
+    StoredLedgerEntry,
+)
 
 # ---- the answer as the schema spells it --------------------------------------------------
 
@@ -318,3 +326,29 @@ def chapter_words(chapter: StructuredChapter) -> str:
     parts = [chapter.time, render_chapter(chapter)]
     parts.extend(item.text for item in chapter.ledger)
     return "\n".join(parts)
+
+
+def ledger_changes(
+    chapter: StructuredChapter, conv_id: int, live: Sequence[StoredLedgerEntry]
+) -> tuple[list[LedgerEntry], list[LedgerEnding]]:
+    """What storing this chapter does to the ledger: the entries it adds, and the live entries
+    it ends (threads it resolves, facts and rules its items replace), by the labels it named."""
+    by_label = {entry.label: entry for entry in live}
+    entries = [
+        LedgerEntry(
+            conversation_id=conv_id,
+            kind=item.kind,
+            text=item.text,
+            subject=item.subject,
+            evidence=list(item.evidence),
+        )
+        for item in chapter.ledger
+    ]
+    endings: dict[int, LedgerEnding] = {}
+    for resolution in chapter.resolved:
+        if (entry := by_label.get(resolution.label)) is not None:
+            endings[entry.id] = LedgerEnding(entry.id, LedgerEnd.RESOLVED, resolution.how)
+    for item in chapter.ledger:
+        if (entry := by_label.get(item.replaces)) is not None and entry.id not in endings:
+            endings[entry.id] = LedgerEnding(entry.id, LedgerEnd.SUPERSEDED, item.text)
+    return entries, list(endings.values())

@@ -8,6 +8,7 @@ transaction, so a crash can never store a chapter whose job still looks pending,
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 
@@ -36,6 +37,8 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         in_synopsis=bool(row["in_synopsis"]),
         story_time=row["story_time"],
         superseded_by=row["superseded_by"],
+        structure=row["structure"],
+        readback_misses=json.loads(row["readback_misses"]),
     )
 
 
@@ -68,6 +71,8 @@ def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
                 "in_synopsis": int(chapter.in_synopsis),
                 "story_time": chapter.story_time,
                 "superseded_by": None,
+                "structure": chapter.structure,
+                "readback_misses": json.dumps(chapter.readback_misses, ensure_ascii=False),
             },
         )
     except sqlite3.IntegrityError as exc:

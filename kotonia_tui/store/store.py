@@ -19,12 +19,15 @@ from kotonia_tui.domain import (
     Conversation,
     FoldJob,
     FoldStatus,
+    LedgerEnding,
+    LedgerEntry,
     Message,
     MessageStatus,
     Segment,
     StoredChapter,
     StoredConversation,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     StoredSynopsis,
     Synopsis,
@@ -34,6 +37,7 @@ from kotonia_tui.store import (
     conversations,
     fold_jobs,
     images,
+    ledger_rows,
     memory_rows,
     messages,
     metrics,
@@ -269,6 +273,23 @@ class Store:
 
     def refold_chapter(self, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
         return memory_rows.refold_chapter(self._db, old_id, new, job_id)
+
+    def store_chapter(
+        self,
+        chapter: Chapter,
+        entries: Sequence[LedgerEntry] = (),
+        endings: Sequence[LedgerEnding] = (),
+        *,
+        job_id: int | None = None,
+        refold_of: int | None = None,
+    ) -> StoredChapter:
+        """A chapter with its ledger changes, in one transaction (ledger_rows.store_chapter)."""
+        return ledger_rows.store_chapter(
+            self._db, chapter, entries, endings, job_id=job_id, refold_of=refold_of
+        )
+
+    def ledger(self, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
+        return ledger_rows.ledger(self._db, conv_id, include_ended=include_ended)
 
     def get_chapter(self, chapter_id: int) -> StoredChapter:
         return memory_rows.get_chapter(self._db, chapter_id)

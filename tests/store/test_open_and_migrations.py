@@ -7,17 +7,26 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import MessageStatus, Role
+from kotonia_tui.domain import (
+    Chapter,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
+    MessageStatus,
+    Role,
+)
+from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import migrate
+from kotonia_tui.store.migrations import LEDGER_STEP, STEPS, migrate
 
 from .conftest import T0, make_messages, new_conversation
 
 
 def test_new_file_is_created_with_folders_wal_and_current_schema(db_path: Path) -> None:
     with Store.open(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == len(STEPS)
         assert store.integrity_check() == "ok"
         assert store.path == db_path
     raw = sqlite3.connect(db_path)
@@ -38,13 +47,13 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     raw = sqlite3.connect(db_path)
-    raw.execute("PRAGMA user_version = 7")
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 4}")
     raw.close()
     with pytest.raises(StoreError) as err:
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert "schema 7, this one knows 3" in message
+    assert f"schema {SCHEMA_VERSION + 4}, this one knows {SCHEMA_VERSION}" in message
     assert "upgrade the app" in message
 
 
@@ -167,7 +176,7 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
     raw.commit()
     raw.close()
     with Store.open(path) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == SCHEMA_VERSION
         state = store.memory_state(1)
         assert (state.verbatim_start_id, state.applied_chapter_id) == (2, 1)
         assert (state.memory_text, state.memory_tokens) == ("", 0)
@@ -176,6 +185,55 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         )
         assert store.memory_state(1).memory_text == saved.memory_text == "[The story so far]"
         assert store.recent_messages(1, 10)[0].text == "Hello there"
+        assert store.integrity_check() == "ok"
+
+
+def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "before-ledger.sqlite3"
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    before = STEPS.index(LEDGER_STEP)  # the version the ledger step starts from
+    assert migrate(db, target=before) == before
+    db.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (old,) = store.chapters(1)
+        # The old prose chapter keeps its text and its place in memory.
+        assert (old.text, old.structure, old.readback_misses) == (
+            "They met in the glade.",
+            None,
+            [],
+        )
+        assert "They met in the glade." in MemoryBlock(None, (old,)).render()
+        assert store.ledger(1) == []
+        # New folds write structured chapters with ledger entries.
+        new = Chapter(
+            conversation_id=1,
+            first_message_id=2,
+            last_message_id=2,
+            text="- Ann asked who took the key. (#2)",
+            structure='{"time": ""}',
+            readback_misses=["Mia"],
+        )
+        thread = LedgerEntry(
+            conversation_id=1, kind=LedgerKind.THREAD, text="Who took the key", evidence=[2]
+        )
+        stored = store.store_chapter(new, [thread])
+        (entry,) = store.ledger(1)
+        assert (entry.label, entry.chapter_id, entry.evidence) == (f"T{entry.id}", stored.id, [2])
+        assert store.get_chapter(stored.id).readback_misses == ["Mia"]
+        closing = Chapter(conversation_id=1, first_message_id=2, last_message_id=2, text="x")
+        store.store_chapter(closing, [], [LedgerEnding(entry.id, LedgerEnd.RESOLVED, "found")])
+        assert store.ledger(1) == []
+        (ended,) = store.ledger(1, include_ended=True)
+        assert (ended.end, ended.end_note, ended.text) == (
+            LedgerEnd.RESOLVED,
+            "found",
+            "Who took the key",
+        )
         assert store.integrity_check() == "ok"
 
 
