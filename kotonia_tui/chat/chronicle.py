@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 
 from kotonia_tui.engine import Engine, FinishReason, GenerationRequest, Priority, Slot
-from kotonia_tui.memory.chapter_schema import NoRoomForChapterError
+from kotonia_tui.memory.chapter_schema import NoRoomForChapterError, tokens_per_char
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
     ChronicleReply,
@@ -27,6 +27,7 @@ from kotonia_tui.memory.chronicler import (
     Verdict,
     chronicler_prompt,
     read_reply,
+    render_source,
 )
 
 MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
@@ -116,9 +117,15 @@ async def _generation(
             f"the {request.kind.value}'s source and instructions leave {room} tokens of the "
             f"{fold_ctx}-token fold context for the summary"
         )
-    cap = min(max_output, room)
+    if not request.structured:
+        return replace(generation, max_tokens=min(max_output, room))
+    # The schema is sized to the output budget at twice the source's own tokens per character;
+    # the call may use all the room the fold context has left, so only an answer far beyond
+    # what that schema calls for could be cut (and a cut answer is never stored).
+    text = render_source(request.messages, char=request.cast.char, user=request.cast.user)
+    (source_tokens,) = await engine.count_tokens_many([text])
     try:
-        schema = request.schema(cap)
+        schema = request.schema(min(max_output, room), tokens_per_char(source_tokens, len(text)))
     except NoRoomForChapterError as exc:
         raise NoRoomError(f"the {request.kind.value} cannot fit the fold context: {exc}") from exc
-    return replace(generation, max_tokens=cap, json_schema=schema)
+    return replace(generation, max_tokens=room, json_schema=schema)

@@ -4,10 +4,13 @@ Free prose from a small model is the weak point of memory (a 0.5B model copied i
 the output cap). So the chronicler answers in this schema, which the engine enforces with a
 grammar: every item is an object that names its evidence message ids (an enum of the source's
 ids, so it cannot cite a message that is not there; the user's facts and rules can cite only the
-user's messages), and every list and string has a maximum. `max_bytes` adds those maxima up the
+user's messages), and every list and string has a maximum. `max_tokens` adds those maxima up the
 way llama.cpp's grammar spells them, and `chapter_schema` shrinks the lists and strings until
-the whole answer fits the output budget: a model token is at least one byte, so the answer ends
-before the cap, whatever the model does.
+the whole answer fits the output budget. The JSON around the strings is ASCII (a token each at
+most); a string character costs at most `tokens_per_char` tokens: 4 is the strict bound (a
+token is at least one byte, a character at most four), and the fold worker passes twice what the
+source itself costs per character in this model's tokenizer, so a chapter has room for real
+sentences and the cap it is given still lies far beyond what it can spend.
 
 Fields (docs/memory-schema.md says why each exists): the story time; events; claims (who said
 what to whom is taken from the message, the model writes what was said and, where the
@@ -19,6 +22,7 @@ reasons and rejected alternatives; promises; open threads; threads resolved here
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,8 +30,9 @@ from typing import Any
 
 from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
 
-# UTF-8 needs at most 4 bytes for a code point; the pattern below allows no escapes.
-BYTES_PER_CHAR = 4
+# UTF-8 needs at most 4 bytes for a code point and a token is at least one byte; the pattern
+# below allows no escapes, so this is the strict bound of tokens per string character.
+BYTES_PER_CHAR = 4.0
 # No quote, backslash or control character: a string is one plain line with no escapes, so its
 # byte size has a bound, and the rendered text needs no unescaping.
 _TEXT_PATTERN = '^[^"\\\\\\x00-\\x1f]{0,%d}$'
@@ -36,6 +41,17 @@ _LENGTH = re.compile(r"\{0,(\d+)\}\$$")
 EVIDENCE_MAX = 2  # ids per item
 MIN_TEXT = 24  # below this an item cannot say anything: the budget is too small
 MIN_SHORT = 12
+USEFUL_TEXT = 64  # strings shrink to this before whole lists are given up
+# The lists given up first when even one item of each does not fit (the events always stay).
+DROP_ORDER = (
+    "promises",
+    "decisions",
+    "claims",
+    "constraints",
+    "resolved",
+    "open_threads",
+    "user_facts",
+)
 TIME_LENGTH = 60
 
 # The lists, in the order the answer writes them, and the most items each may hold.
@@ -75,17 +91,30 @@ class Shape:
     short: int  # secondary strings: in fact, because, rejected, how
 
     def smaller(self) -> Shape | None:
-        """One step smaller: the list that costs most loses an item, or the strings shrink."""
-        weights = {"events": 1, "claims": 2, "decisions": 3, "resolved": 2}
-        lists = [k for k, n in self.counts.items() if n > int(k == "events")]
+        """One step smaller. First every list comes down to one item (the one that costs most
+        first), then the strings shrink to a useful floor, then the least needed lists go, and
+        last the strings shrink to their minimum: a small budget keeps one item of each kind
+        rather than many events and nothing else."""
+        weights = {"claims": 2, "decisions": 3, "resolved": 2}
+        lists = [k for k, n in self.counts.items() if n > 1]
         if lists:
             biggest = max(lists, key=lambda k: (self.counts[k] * weights.get(k, 1), k))
-            return Shape({**self.counts, biggest: self.counts[biggest] - 1}, self.text, self.short)
+            return self._with(biggest, self.counts[biggest] - 1)
+        if self.text > USEFUL_TEXT:
+            return self._shrunk(USEFUL_TEXT)
+        for name in DROP_ORDER:
+            if self.counts.get(name):
+                return self._with(name, 0)
         if self.text > MIN_TEXT:
-            return Shape(
-                self.counts, max(MIN_TEXT, self.text * 3 // 4), max(MIN_SHORT, self.short * 3 // 4)
-            )
+            return self._shrunk(MIN_TEXT)
         return None
+
+    def _with(self, name: str, count: int) -> Shape:
+        return Shape({**self.counts, name: count}, self.text, self.short)
+
+    def _shrunk(self, floor: int) -> Shape:
+        text = max(floor, self.text * 3 // 4)
+        return Shape(self.counts, text, max(MIN_SHORT, min(self.short, text // 2)))
 
 
 def text_schema(length: int) -> dict[str, Any]:
@@ -187,17 +216,21 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     return {**_object(properties), "required": ["time", "events"]}
 
 
-def chapter_schema(source: ChapterSource, budget_tokens: int) -> dict[str, Any]:
-    """The largest schema for this source whose every answer fits `budget_tokens`."""
+def chapter_schema(
+    source: ChapterSource, budget_tokens: int, tokens_per_char: float = BYTES_PER_CHAR
+) -> dict[str, Any]:
+    """The largest schema for this source whose every answer fits `budget_tokens`, a string
+    character costing `tokens_per_char` tokens at most."""
     shape: Shape | None = source.first_shape()
     while shape is not None:
         schema = schema_for(source, shape)
-        if max_bytes(schema) <= budget_tokens:
+        if max_tokens(schema, tokens_per_char) <= budget_tokens:
             return schema
         shape = shape.smaller()
+    smallest = max_tokens(schema_for(source, _smallest(source)), tokens_per_char)
     raise NoRoomForChapterError(
         f"an output budget of {budget_tokens} tokens cannot hold the smallest structured "
-        f"chapter ({max_bytes(schema_for(source, _smallest(source)))} bytes at most)"
+        f"chapter ({smallest} tokens at most)"
     )
 
 
@@ -208,9 +241,10 @@ def _smallest(source: ChapterSource) -> Shape:
     return shape
 
 
-def max_bytes(schema: dict[str, Any]) -> int:
-    """The longest answer the grammar of this schema allows, in bytes (llama.cpp's converter:
-    one optional space after each punctuation mark and value, no space inside an enum value)."""
+def max_tokens(schema: dict[str, Any], tokens_per_char: float = BYTES_PER_CHAR) -> int:
+    """The most tokens an answer in this schema's grammar can take (llama.cpp's converter: one
+    optional space after each punctuation mark and value, no space inside an enum value): the
+    ASCII around the strings a token per byte, each string character `tokens_per_char`."""
     space = 1
     if "enum" in schema:
         return max(len(json.dumps(v).encode()) for v in schema["enum"]) + space
@@ -218,18 +252,28 @@ def max_bytes(schema: dict[str, Any]) -> int:
     if kind == "string":
         match = _LENGTH.search(schema.get("pattern", ""))
         length = int(match.group(1)) if match else int(schema["maxLength"])
-        return 2 + BYTES_PER_CHAR * length + space
+        return 2 + math.ceil(tokens_per_char * length) + space
     if kind == "array":
         count = int(schema["maxItems"])
-        item = max_bytes(schema["items"])
+        item = max_tokens(schema["items"], tokens_per_char)
         return 1 + space + count * item + max(0, count - 1) * (1 + space) + 1 + space
     if kind == "object":
         props = schema["properties"]
         pairs = sum(
-            len(json.dumps(k).encode()) + space + 1 + space + max_bytes(v) for k, v in props.items()
+            len(json.dumps(k).encode()) + space + 1 + space + max_tokens(v, tokens_per_char)
+            for k, v in props.items()
         )
         return 1 + space + pairs + max(0, len(props) - 1) * (1 + space) + 1 + space
-    raise ValueError(f"max_bytes does not know this schema: {schema!r}")
+    raise ValueError(f"max_tokens does not know this schema: {schema!r}")
+
+
+def tokens_per_char(source_tokens: int, source_chars: int) -> float:
+    """What a chapter's string character is budgeted at: twice what the source costs per
+    character in this model's tokenizer (same language, same names), never above the strict
+    bound."""
+    if source_chars <= 0 or source_tokens <= 0:
+        return BYTES_PER_CHAR
+    return min(BYTES_PER_CHAR, 2.0 * source_tokens / source_chars)
 
 
 def schema_text(schema: dict[str, Any]) -> str:

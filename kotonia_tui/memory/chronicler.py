@@ -286,12 +286,13 @@ class ChronicleRequest:
     def source(self) -> ChapterSource:
         return ChapterSource.of(self.messages, self.ledger)
 
-    def schema(self, budget_tokens: int) -> str | None:
-        """The JSON schema of the answer, sized so that any answer fits `budget_tokens`
-        (None for a prose answer). NoRoomForChapterError when none can."""
+    def schema(self, budget_tokens: int, per_char: float) -> str | None:
+        """The JSON schema of the answer, sized so that any answer fits `budget_tokens` with a
+        string character at `per_char` tokens (None for a prose answer).
+        NoRoomForChapterError when none can."""
         if not self.structured:
             return None
-        return schema_text(chapter_schema(self.source, budget_tokens))
+        return schema_text(chapter_schema(self.source, budget_tokens, per_char))
 
     @classmethod
     def synopsis(

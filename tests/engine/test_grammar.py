@@ -14,7 +14,7 @@ import pytest
 
 from kotonia_tui.domain import ChatMessage, Message, Role
 from kotonia_tui.engine import FinishReason, GenerationRequest, LlamaEngine, Slot
-from kotonia_tui.memory.chapter_schema import ChapterSource, chapter_schema, max_bytes, schema_text
+from kotonia_tui.memory.chapter_schema import ChapterSource, chapter_schema, max_tokens, schema_text
 from kotonia_tui.memory.structured import parse_answer
 from tests.engine.test_engine import profile
 
@@ -34,7 +34,7 @@ def test_a_random_model_ends_with_a_chapter_inside_its_bound(
     tmp_path, tiny_noeos_model_path, budget
 ):
     schema = chapter_schema(ChapterSource.of(SOURCE, ()), budget)
-    bound = max_bytes(schema)
+    bound = max_tokens(schema)
     assert bound <= budget
     values = {"temperature": 1.0, "seed": 7}
     with LlamaEngine.open(profile(tiny_noeos_model_path, **values), cache_dir=tmp_path) as engine:

@@ -13,7 +13,7 @@ from kotonia_tui.memory.chapter_schema import (
     ChapterSource,
     NoRoomForChapterError,
     chapter_schema,
-    max_bytes,
+    max_tokens,
 )
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -101,7 +101,7 @@ def test_a_chapter_renders_the_same_bytes_every_time():
 def test_the_schema_is_bounded_by_the_budget(budget):
     source = ChapterSource.of(SOURCE, (THREAD, FACT))
     schema = chapter_schema(source, budget)
-    assert max_bytes(schema) <= budget
+    assert max_tokens(schema) <= budget
     props = schema["properties"]
     assert props["events"]["minItems"] == 1
     # No list holds more items than the source has messages to cite.

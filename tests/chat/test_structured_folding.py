@@ -1,0 +1,180 @@
+"""Structured chapters end to end: the real fold worker, the real engine under the chapter's
+grammar, scripted tiny models whose greedy answer is a given chapter JSON, a real SQLite file.
+
+One conversation of twelve messages is folded in three chapters, each by a model scripted for
+its range (a scripted model answers every prompt the same, so each chapter gets its own): the
+first opens a thread, the second records a fact the user stated but misses a name they gave (the
+readback asks again, then stores the chapter with the miss), the third resolves the thread by
+its label. A major fold then rewrites the synopsis and leaves the ledger byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from kotonia_tui.chat.bootstrap import open_engine
+from kotonia_tui.chat.chronicle import chronicle
+from kotonia_tui.chat.fold_worker import FoldWorker
+from kotonia_tui.domain import (
+    Conversation,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    LedgerEnd,
+    LedgerKind,
+    Message,
+    Role,
+)
+from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
+from kotonia_tui.memory.ledger import render_ledger
+from kotonia_tui.store import Store
+from tests.settings import tiny_settings
+
+CAST = Cast(char="Wren", user="Ann")
+LINES = [
+    (Role.USER, "Someone took the brass key from the lighthouse."),
+    (Role.CHARACTER, "Then we look for it."),
+    (Role.USER, "Can you look in the tower?"),
+    (Role.CHARACTER, "I will look for it."),
+    (Role.USER, "My sister Mia lands on the 14th."),
+    (Role.CHARACTER, "The storm lamps are lit for her."),
+    (Role.USER, "I grew up in Oslo, you know."),
+    (Role.CHARACTER, "We wait by the window."),
+    (Role.USER, "Where is the key now?"),
+    (Role.CHARACTER, "I had it all along, in my coat."),
+    (Role.USER, "You scared me!"),
+    (Role.CHARACTER, "I am sorry."),
+]
+# Chapter 1 (messages 1-4): an event and a thread it opens. (The space the grammar allows after
+# "{" keeps the two items' runs apart for the scripted model.)
+OPENS = (
+    '{"time":"","events":[{"ids":[1],"event":"Ann found the brass key gone."}],'
+    '"open_threads":[{ "ids":[3],"thread":"Who took the brass key"}]}'
+)
+# Chapter 2 (messages 5-8): a fact the user stated, but "Oslo", which the user said, left out.
+FORGETS = (
+    '{"time":"","events":[{"ids":[6],"event":"Wren lit the storm lamps."}],'
+    '"user_facts":[{ "ids":[5],"fact":"Ann has a sister, Mia, who lands on the 14th.",'
+    '"replaces":""}]}'
+)
+# Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry).
+RESOLVES = (
+    '{"time":"","events":[{"ids":[10],"event":"Wren gave the brass key back."}],'
+    '"resolved":[{"thread":"T1","ids":[9],"how":"Wren had it in a coat"}]}'
+)
+SYNOPSIS = "Ann and Wren waited for Mia by the lamps."
+
+
+def seed(store: Store) -> int:
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    messages = [
+        Message(role=role, speaker="Ann" if role is Role.USER else "Wren", text=text)
+        for role, text in LINES
+    ]
+    assert store.add_messages(conv.id, messages) == list(range(1, 13))
+    return conv.id
+
+
+async def fold(store: Store, model: Path, job: FoldJob, **values: object) -> None:
+    """Run one fold job on the real worker with an engine on `model`."""
+    settings = tiny_settings(model, n_ctx=2048, **values)
+    engine = open_engine(settings)
+    worker = FoldWorker(
+        store,
+        engine,
+        settings,
+        cast=lambda _conv: CAST,
+        message_tokens=lambda m: len(m.text),
+        notify=lambda _event: None,
+    )
+    store.enqueue_fold(job)
+    worker.start()
+    try:
+        assert await worker.wait_idle(timeout=120)
+    finally:
+        await worker.stop()
+        engine.close()
+
+
+def chapter_job(conv_id: int, first: int, last: int) -> FoldJob:
+    return FoldJob(
+        conversation_id=conv_id,
+        kind=FoldKind.CHAPTER,
+        first_message_id=first,
+        last_message_id=last,
+    )
+
+
+def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_survives(
+    tmp_path, scripted_model
+):
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+
+    asyncio.run(fold(store, scripted_model(OPENS), chapter_job(conv_id, 1, 4)))
+    (first,) = store.chapters(conv_id)
+    assert (first.first_message_id, first.last_message_id) == (1, 4)
+    assert first.text == "- Ann found the brass key gone. (#1)"
+    assert first.readback_misses == []
+    (thread,) = store.ledger(conv_id)
+    assert (thread.label, thread.kind, thread.evidence) == ("T1", LedgerKind.THREAD, [3])
+    assert (thread.text, thread.chapter_id) == ("Who took the brass key", first.id)
+
+    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    second = store.chapters(conv_id)[1]
+    assert second.text == "- Wren lit the storm lamps. (#6)"
+    assert second.readback_misses == ["Oslo"]  # asked again, still missing: stored with it
+    thread, fact = store.ledger(conv_id)  # the thread stays open
+    assert (fact.label, fact.kind, fact.subject, fact.evidence) == (
+        "F2",
+        LedgerKind.USER_FACT,
+        "Ann",
+        [5],
+    )
+    assert fact.text == "Ann has a sister, Mia, who lands on the 14th."
+
+    asyncio.run(fold(store, scripted_model(RESOLVES), chapter_job(conv_id, 9, 12)))
+    third = store.chapters(conv_id)[2]
+    assert (
+        third.text == "- Wren gave the brass key back. (#10)\nResolved: T1: Wren had it in a coat"
+    )
+    assert json.loads(third.structure or "")["resolved"] == [
+        {"thread": "T1", "how": "Wren had it in a coat", "ids": [9]}
+    ]
+    assert [e.label for e in store.ledger(conv_id)] == ["F2"]  # the thread left the prompt
+    ended = store.ledger(conv_id, include_ended=True)[0]
+    assert (ended.ended_by_chapter_id, ended.end) == (third.id, LedgerEnd.RESOLVED)
+
+    ledger_before = store.ledger(conv_id, include_ended=True)
+    rendered_before = render_ledger(store.ledger(conv_id))
+    major = FoldJob(conversation_id=conv_id, kind=FoldKind.MAJOR_GC)
+    asyncio.run(fold(store, scripted_model(SYNOPSIS), major, major_gc_ratio=0.001))
+    assert store.current_synopsis(conv_id).text == SYNOPSIS
+    # The older chapters went into the synopsis (the one that opened the thread among them).
+    assert first.id not in [c.id for c in store.chapters(conv_id)]
+    assert store.ledger(conv_id, include_ended=True) == ledger_before
+    assert render_ledger(store.ledger(conv_id)) == rendered_before
+    assert "- F2 (Ann): Ann has a sister, Mia, who lands on the 14th. (#5)" in rendered_before
+    jobs = store.fold_jobs(conv_id)
+    assert {j.status for j in jobs} == {FoldStatus.DONE}
+    store.close()
+
+
+def test_a_readback_miss_is_retried_once(tmp_path, scripted_model):
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+    messages = store.messages_between(conv_id, 5, 8)
+    engine = open_engine(tiny_settings(scripted_model(FORGETS), n_ctx=2048))
+    try:
+        done = asyncio.run(
+            chronicle(engine, ChronicleRequest.chapter(messages, CAST), max_output=512)
+        )
+    finally:
+        engine.close()
+    assert done.calls == 2 and done.reply.misses == ("Oslo",)
+    assert done.reply.request.misses == ()  # the kept reply is the better of the two
+    store.close()
