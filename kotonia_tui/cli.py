@@ -1,4 +1,4 @@
-"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, import,
+"""The `kotonia` command: the TUI by default, plus chat, characters, conversations, memory, import,
 export, eval and doctor for scripts.
 
 Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
@@ -32,6 +32,7 @@ from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, Serv
 from kotonia_tui.chat.images import AttachmentError
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.library import UnknownCharacterError
+from kotonia_tui.chat.memory_report import memory_lines, memory_report
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatError, ChatService
 from kotonia_tui.chat.startup import (
@@ -370,6 +371,17 @@ def _conversations(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _memory(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings, args.db, read_only=args.read_only) as store:
+        report = memory_report(store, args.id)
+    if args.json:
+        print(_json(report))
+    else:
+        for line in memory_lines(report):
+            print(visible(line, one_line=True))
+    return 0
+
+
 def _import(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
     library = open_library(settings)
@@ -621,6 +633,12 @@ def build_parser() -> argparse.ArgumentParser:
     conversations.add_argument("character", nargs="?", help="only this character's")
     conversations.add_argument("--json", action="store_true", help="print a JSON list")
 
+    memory = sub.add_parser(
+        "memory", help="print the memory the next turn of a conversation carries"
+    )
+    memory.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    memory.add_argument("--json", action="store_true", help="print it as JSON")
+
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
@@ -643,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that only read: they work on a read-only data dir.
-READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "export", "doctor"})
+READ_ONLY_COMMANDS = frozenset({"characters", "conversations", "memory", "export", "doctor"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -680,6 +698,7 @@ def _run(args: argparse.Namespace) -> int:
         handlers = {
             "characters": _characters,
             "conversations": _conversations,
+            "memory": _memory,
             "import": _import,
             "export": _export,
             "doctor": _doctor,
