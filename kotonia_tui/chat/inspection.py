@@ -14,6 +14,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     StoredChapter,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     StoredSynopsis,
     TurnMetrics,
@@ -72,6 +73,8 @@ class MemoryView:
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn
     notes: list[str] = field(default_factory=list)
+    # Every ledger entry, ended ones too (shown as "valid from chapter N to chapter M").
+    ledger: list[StoredLedgerEntry] = field(default_factory=list)
     # Message ids mentioned above -> their place in the conversation (1 = the first message):
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)

@@ -10,6 +10,7 @@ chapter lands applies it. docs/architecture.md tells the whole story.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,13 +39,14 @@ from kotonia_tui.domain import (
     Role,
     StoredConversation,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     utcnow,
 )
 from kotonia_tui.engine import Engine, EngineError
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.segments import parse_segments
-from kotonia_tui.store import Store, StoreError
+from kotonia_tui.store import NotFoundError, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -410,7 +412,9 @@ class ChatService:
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        ledger = self.store.ledger(conv_id, include_ended=True)
         mentioned = [
+            *(i for e in ledger for i in e.evidence),
             state.forced_cut_through_id,
             window[0].id if window else None,
             applied_synopsis.through_message_id if applied_synopsis else None,
@@ -443,7 +447,17 @@ class ChatService:
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
+            ledger=ledger,
         )
+
+    def ledger_evidence(self, entry: StoredLedgerEntry) -> list[StoredMessage]:
+        """The messages a ledger entry rests on (for the inspector's Ledger section); a deleted
+        message is left out."""
+        found = []
+        for message_id in entry.evidence:
+            with contextlib.suppress(NotFoundError):
+                found.append(self.store.get_message(message_id))
+        return found
 
     def chapter_source(self, chapter_id: int) -> list[StoredMessage]:
         """The messages a chapter summarizes (for the inspector's chapter view)."""

@@ -13,12 +13,20 @@ from textual.widgets import ListView, TextArea
 from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.chat.service import ChatError
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import Chapter, MessageStatus, Role
+from kotonia_tui.domain import (
+    Chapter,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
+    MessageStatus,
+    Role,
+)
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen, TextScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
-from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane
+from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane, LedgerItem
 from kotonia_tui.tui.widgets.message_view import MessageView
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
@@ -316,6 +324,58 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         page = screen_text(app)
         assert "Mira welcomed User" in page and "Source messages" in page
         assert "You made it through the storm" in page  # message #1, the greeting
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+
+        # The Ledger section: a chapter's entries with their evidence and validity (written
+        # through the store, as above); one resolved by a later chapter stays listed, dimmed.
+        opener = service.store.store_chapter(
+            Chapter(
+                conversation_id=screen.conv_id, first_message_id=4, last_message_id=4, text="x"
+            ),
+            [
+                LedgerEntry(
+                    conversation_id=screen.conv_id,
+                    kind=LedgerKind.THREAD,
+                    text="Whether the lamp survives the storm",
+                    evidence=[1],
+                ),
+                LedgerEntry(
+                    conversation_id=screen.conv_id,
+                    kind=LedgerKind.USER_FACT,
+                    text="User keeps a lighthouse log",
+                    subject="User",
+                    evidence=[2],
+                ),
+            ],
+        )
+        thread = service.store.ledger(screen.conv_id)[0]
+        closer = service.store.store_chapter(
+            Chapter(
+                conversation_id=screen.conv_id, first_message_id=5, last_message_id=5, text="y"
+            ),
+            [],
+            [LedgerEnding(thread.id, LedgerEnd.RESOLVED, "it did")],
+        )
+        screen.refresh_memory()
+        await pilot.pause()
+        inspector.scroll_end(animate=False)  # the Ledger is the pane's last section
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Ledger" in text and "User keeps a lighthouse log" in text
+        assert f"from chapter {opener.id}" in text
+        assert f"chapter {opener.id} to {closer.id}, resolved" in text
+        ledger = inspector.query_one("#ledger", ListView)
+        items = list(ledger.query(LedgerItem))
+        assert [i.entry.kind for i in items] == [LedgerKind.USER_FACT, LedgerKind.THREAD]
+        ledger.focus()
+        ledger.index = 1
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
+        page = screen_text(app)
+        assert "Whether the lamp survives the storm" in page and "Evidence" in page
+        assert f"to chapter {closer.id}" in page and "resolved: it did" in page
+        assert "You made it through the storm" in page  # the evidence: message #1
 
 
 async def test_help_keymap_palette_and_theme(tiny_eos_model_path, mira_card):
