@@ -1,8 +1,9 @@
 """Generational memory end to end: real engine, real SQLite, the real fold worker.
 
 The model is a tiny GGUF whose greedy output is a fixed script (tests/tiny_models.py), so the
-chronicler's chapter text is known: the tests can tell a stored chapter from a refusal, and the
-prompt's bytes from turn to turn. Replies in the chat are that same script.
+chronicler's words are known: the tests can tell a stored chapter from a refusal (a chapter
+carries the script's words in its structure, tests/scripted_chapters.py), and the prompt's bytes
+from turn to turn. Replies in the chat are that same script.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import itertools
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.domain import FoldKind, FoldStatus
 from tests.cards import write_short_card
+from tests.scripted_chapters import written_by_script
 
 from .conftest import tiny_settings
 
@@ -64,7 +66,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     await service.worker.wait_settled(conv.id)
     chapters = service.store.chapters(conv.id)
     # One chapter, or several when the range is too large for one summarizer call.
-    assert chapters and all(c.text == CHAPTER for c in chapters)
+    assert chapters and all(written_by_script(c, CHAPTER) for c in chapters)
     assert chapters[0].first_message_id <= job.first_message_id
     assert chapters[-1].last_message_id == job.last_message_id
     chapter = chapters[-1]
@@ -77,7 +79,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     preview = await service.prompter.preview(
         conv.id, card, service.setup_for(card, persona), persona
     )
-    assert CHAPTER in preview.state.memory_text and preview.queued is None
+    assert chapter.text in preview.state.memory_text and preview.queued is None
     assert service.store.memory_state(conv.id) == stored
     assert not service.open_folds(conv.id)
 
@@ -89,7 +91,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     assert sent[: len(preview.request.messages)] == preview.request.messages
     assert len(sent) == len(preview.request.messages) + 1
     state = applying.prepared.state
-    assert CHAPTER in state.memory_text
+    assert chapter.text in state.memory_text
     assert state.verbatim_start_id == chapter.last_message_id + 1
     assert any(isinstance(e, MemoryNotice) and "folded" in e.text for e in events)
     assert not service.memory_view(conv.id).pending_apply
@@ -286,11 +288,10 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     assert applying.prepared.plan.apply_landed
 
 
-async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragraph(
-    make_service, scripted_model
-):
+async def test_a_base_models_chapter_keeps_only_its_paragraph(make_service, scripted_model):
     # The scripted model writes one paragraph, a blank line, then invents the next turn of the
-    # transcript, as Gemma 3 270M (the embedded base model) does.
+    # transcript, as Gemma 3 270M (the embedded base model) does. A chapter's strings hold no
+    # line break, so the invented turn can never enter the chapter.
     script = " Ann asked Wren about the lamps.\n\nNarrator: And then Wren lit them."
     key = write_short_card()
     service = await make_service(
@@ -307,8 +308,9 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
     await service.worker.wait_settled(conv.id)
     chapters = service.store.chapters(conv.id)
     assert chapters
-    lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
-    assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
+    for chapter in chapters:
+        assert written_by_script(chapter, script)
+        assert "Narrator" not in chapter.text and "\n\n" not in chapter.text
     assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
 
 
