@@ -189,8 +189,9 @@ class ChapterSource:
 def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     """The schema of a chapter of this source, in this shape.
 
-    The story time and the events are required (a chapter says at least what happened); the
-    other lists are optional and come in this order. Each item names its evidence ids first:
+    The events come first and are required (a chapter says at least what happened); the story
+    time and the other lists are optional and come in this order (a small model asked for the
+    time first wrote anything there). Each item names its evidence ids first:
     a small model does better choosing the messages than writing about them, and what it
     then writes is anchored to the messages it chose.
     """
@@ -209,11 +210,14 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
         "open_threads": _object({"ids": ids, "thread": text}),
         "resolved": _object({"thread": threads, "ids": ids, "how": short}),
     }
-    properties: dict[str, Any] = {"time": text_schema(min(TIME_LENGTH, shape.short))}
+    properties: dict[str, Any] = {
+        "events": _list(items.pop("events"), shape.counts["events"], at_least=1)
+    }
+    properties["time"] = text_schema(min(TIME_LENGTH, shape.short))
     for name, item in items.items():
-        if shape.counts[name] or name == "events":
-            properties[name] = _list(item, shape.counts[name], at_least=int(name == "events"))
-    return {**_object(properties), "required": ["time", "events"]}
+        if shape.counts[name]:
+            properties[name] = _list(item, shape.counts[name])
+    return {**_object(properties), "required": ["events"]}
 
 
 def chapter_schema(

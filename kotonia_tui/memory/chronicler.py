@@ -122,8 +122,8 @@ object, in the language of the story. Every item starts with "ids": the numbers 
 messages it rests on (the [#N] before each line).
 
 Fields:
-- "time": when this happens in the story, if the messages show it ("" if not).
 - "events": what happened, one short sentence each, naming people instead of pronouns.
+- "time": when this happens in the story, if the messages show it ("" if not).
 - "claims": what a character said that may not be true: "said" is what was said; "in_fact" \
 what the narration or the speaker's own thoughts show instead ("" if nothing does).
 - "user_facts": what {user} says about themselves (name, family, likes, plans, dates, \

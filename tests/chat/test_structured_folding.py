@@ -50,18 +50,18 @@ LINES = [
 # Chapter 1 (messages 1-4): an event and a thread it opens. (The space the grammar allows after
 # "{" keeps the two items' runs apart for the scripted model.)
 OPENS = (
-    '{"time":"","events":[{"ids":[1],"event":"Ann found the brass key gone."}],'
+    '{"events":[{"ids":[1],"event":"Ann found the brass key gone."}],'
     '"open_threads":[{ "ids":[3],"thread":"Who took the brass key"}]}'
 )
 # Chapter 2 (messages 5-8): a fact the user stated, but "Oslo", which the user said, left out.
 FORGETS = (
-    '{"time":"","events":[{"ids":[6],"event":"Wren lit the storm lamps."}],'
+    '{"events":[{"ids":[6],"event":"Wren lit the storm lamps."}],'
     '"user_facts":[{ "ids":[5],"fact":"Ann has a sister, Mia, who lands on the 14th.",'
     '"replaces":""}]}'
 )
 # Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry).
 RESOLVES = (
-    '{"time":"","events":[{"ids":[10],"event":"Wren gave the brass key back."}],'
+    '{"events":[{"ids":[10],"event":"Wren gave the brass key back."}],"time":"dawn",'
     '"resolved":[{"thread":"T1","ids":[9],"how":"Wren had it in a coat"}]}'
 )
 SYNOPSIS = "Ann and Wren waited for Mia by the lamps."
@@ -142,6 +142,7 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     assert (
         third.text == "- Wren gave the brass key back. (#10)\nResolved: T1: Wren had it in a coat"
     )
+    assert third.story_time == "dawn"
     assert json.loads(third.structure or "")["resolved"] == [
         {"thread": "T1", "how": "Wren had it in a coat", "ids": [9]}
     ]
