@@ -232,6 +232,16 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+def message_block(number: int, message: Message) -> Content:
+    """A message on a page: its number in the conversation, its speaker, its text."""
+    return Content.assemble(
+        (f"#{number} ", "bold"),
+        literal_line(message.speaker, "bold"),
+        "\n",
+        message_body(message.text, message.role),
+    )
+
+
 def chapter_page(
     chapter: Chapter,
     source: Sequence[Message],
@@ -256,15 +266,9 @@ def chapter_page(
         literal(chapter.text),
         Content.styled("Source messages", "bold $text-accent"),
     ]
-    for index, message in enumerate(source):
-        blocks.append(
-            Content.assemble(
-                (f"#{first_number + index} ", "bold"),
-                literal_line(message.speaker, "bold"),
-                "\n",
-                message_body(message.text, message.role),
-            )
-        )
+    blocks.extend(
+        message_block(first_number + index, message) for index, message in enumerate(source)
+    )
     if not source:
         blocks.append(Content.styled("(the source messages were deleted)", "italic $text-muted"))
     return TextScreen(f"Chapter #{chapter.id}", blocks)
@@ -293,15 +297,7 @@ def ledger_page(
     if entry.end_note:
         blocks.append(literal(f"{entry.end.value if entry.end else 'ended'}: {entry.end_note}"))
     blocks.append(Content.styled("Evidence", "bold $text-accent"))
-    for message in evidence:
-        blocks.append(
-            Content.assemble(
-                (f"#{numbers.get(message.id, message.id)} ", "bold"),
-                literal_line(message.speaker, "bold"),
-                "\n",
-                message_body(message.text, message.role),
-            )
-        )
+    blocks.extend(message_block(numbers.get(m.id, m.id), m) for m in evidence)
     if not evidence:
         blocks.append(Content.styled("(the evidence messages were deleted)", "italic $text-muted"))
     return TextScreen(f"Ledger {entry.label}", blocks)
