@@ -94,7 +94,7 @@ async def fold(store: Store, model: Path, job: FoldJob, **values: object) -> Non
     store.enqueue_fold(job)
     worker.start()
     try:
-        assert await worker.wait_idle(timeout=120)
+        assert await worker.wait_idle(timeout=600)  # generous: the 2 cores are shared
     finally:
         await worker.stop()
         engine.close()

@@ -75,3 +75,24 @@ def test_a_model_that_wants_to_stop_still_writes_a_whole_chapter(tmp_path, tiny_
         )
     assert result.finish_reason is FinishReason.STOP
     assert len(parse_answer(result.text).events) >= 1
+
+
+def test_a_thinking_block_the_template_opens_is_closed_for_a_schema_answer():
+    from kotonia_tui.config import PromptFormat
+    from kotonia_tui.engine.formats import make_formatter, render_request
+
+    formatter = make_formatter(
+        PromptFormat.TEMPLATE,
+        chat_template="{% for m in messages %}{{ m['content'] }}{% endfor %}<think>",
+        bos_token="",
+        eos_token="",
+        thinking=True,
+        reasoning_tags=("<think>", "</think>"),
+        model_name="thinker",
+    )
+    free = GenerationRequest(messages=PROMPT, max_tokens=8)
+    assert render_request(formatter, free).starts_in_reasoning  # a reply may think first
+    schema = schema_text(chapter_schema(ChapterSource.of(SOURCE, ()), 600))
+    bound = render_request(formatter, GenerationRequest(PROMPT, 600, json_schema=schema))
+    # The chapter would otherwise be written inside the thinking block and read as reasoning.
+    assert bound.text.endswith("<think></think>") and not bound.starts_in_reasoning
