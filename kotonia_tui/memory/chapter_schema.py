@@ -41,7 +41,9 @@ _LENGTH = re.compile(r"\{0,(\d+)\}\$$")
 EVIDENCE_MAX = 2  # ids per item
 MIN_TEXT = 24  # below this an item cannot say anything: the budget is too small
 MIN_SHORT = 12
-USEFUL_TEXT = 64  # strings shrink to this before whole lists are given up
+LONG_TEXT = 100  # a long sentence: strings shrink to this first
+FEW_ITEMS = 3  # then lists come down to this many items
+USEFUL_TEXT = 64  # strings shrink to this before lists come down to one item each
 # The lists given up first when even one item of each does not fit (the events always stay).
 DROP_ORDER = (
     "promises",
@@ -91,20 +93,30 @@ class Shape:
     short: int  # secondary strings: in fact, because, rejected, how
 
     def smaller(self) -> Shape | None:
-        """One step smaller. First every list comes down to one item (the one that costs most
-        first), then the strings shrink to a useful floor, then the least needed lists go, and
-        last the strings shrink to their minimum: a small budget keeps one item of each kind
-        rather than many events and nothing else."""
+        """One step smaller. In order: the strings come down to a long sentence and the lists
+        to a few items (the one that costs most first); the strings to a short sentence; the
+        lists other than the events to one item; the least needed lists go; the events to one;
+        the strings to their minimum. A small budget keeps a few events and the user's facts
+        rather than many long events and nothing else."""
         weights = {"claims": 2, "decisions": 3, "resolved": 2}
-        lists = [k for k, n in self.counts.items() if n > 1]
-        if lists:
-            biggest = max(lists, key=lambda k: (self.counts[k] * weights.get(k, 1), k))
+
+        def cut(names: list[str]) -> Shape:
+            biggest = max(names, key=lambda k: (self.counts[k] * weights.get(k, 1), k))
             return self._with(biggest, self.counts[biggest] - 1)
+
+        if self.text > LONG_TEXT:
+            return self._shrunk(LONG_TEXT)
+        if few := [k for k, n in self.counts.items() if n > FEW_ITEMS]:
+            return cut(few)
         if self.text > USEFUL_TEXT:
             return self._shrunk(USEFUL_TEXT)
+        if others := [k for k, n in self.counts.items() if n > 1 and k != "events"]:
+            return cut(others)
         for name in DROP_ORDER:
             if self.counts.get(name):
                 return self._with(name, 0)
+        if self.counts["events"] > 1:
+            return self._with("events", self.counts["events"] - 1)
         if self.text > MIN_TEXT:
             return self._shrunk(MIN_TEXT)
         return None
