@@ -61,7 +61,7 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     assert cap_failures == []
     for chapter in chapters:
         assert chapter.structure is not None  # a structured chapter, rendered from its JSON
-        events = json.loads(chapter.structure)["events"]
-        assert events and all(e["text"].strip() for e in events)
+        happened = json.loads(chapter.structure)["events"]
+        assert happened and all(e["text"].strip() for e in happened)
         assert chapter.text.startswith("- ")
         assert "[#" not in chapter.text  # not the source lines copied back

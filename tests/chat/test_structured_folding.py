@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.chat.chronicle import chronicle
@@ -79,7 +80,7 @@ def seed(store: Store) -> int:
     return conv.id
 
 
-async def fold(store: Store, model: Path, job: FoldJob, **values: object) -> None:
+async def fold(store: Store, model: Path, job: FoldJob, **values: Any) -> None:
     """Run one fold job on the real worker with an engine on `model`."""
     settings = tiny_settings(model, n_ctx=2048, **values)
     engine = open_engine(settings)

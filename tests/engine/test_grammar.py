@@ -36,8 +36,8 @@ def test_a_random_model_ends_with_a_chapter_inside_its_bound(
     schema = chapter_schema(ChapterSource.of(SOURCE, ()), budget)
     bound = max_tokens(schema)
     assert bound <= budget
-    values = {"temperature": 1.0, "seed": 7}
-    with LlamaEngine.open(profile(tiny_noeos_model_path, **values), cache_dir=tmp_path) as engine:
+    randomly = profile(tiny_noeos_model_path, temperature=1.0, seed=7)
+    with LlamaEngine.open(randomly, cache_dir=tmp_path) as engine:
         for seed_run in range(3):
             result = asyncio.run(
                 engine.generate(

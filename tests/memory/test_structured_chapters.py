@@ -4,6 +4,7 @@ byte-stable, and the readback of the user's names and numbers."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,12 @@ from kotonia_tui.memory.chronicler import (
     read_reply,
 )
 from kotonia_tui.memory.readback import missing, user_specifics
-from kotonia_tui.memory.structured import parse_answer, read_chapter, render_chapter
+from kotonia_tui.memory.structured import (
+    StructuredChapter,
+    parse_answer,
+    read_chapter,
+    render_chapter,
+)
 
 CAST = Cast(char="Rowan", user="Ann")
 SOURCE = [
@@ -57,7 +63,7 @@ ANSWER = {
 }
 
 
-def read(answer: dict[str, object]):
+def read(answer: dict[str, Any]) -> StructuredChapter:
     return read_chapter(
         parse_answer(json.dumps(answer)),
         SOURCE,

@@ -366,8 +366,8 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         assert f"from chapter {opener.id}" in text
         assert f"chapter {opener.id} to {closer.id}, resolved" in text
         ledger = inspector.query_one("#ledger", ListView)
-        items = list(ledger.query(LedgerItem))
-        assert [i.entry.kind for i in items] == [LedgerKind.USER_FACT, LedgerKind.THREAD]
+        entries = list(ledger.query(LedgerItem))
+        assert [i.entry.kind for i in entries] == [LedgerKind.USER_FACT, LedgerKind.THREAD]
         ledger.focus()
         ledger.index = 1
         await pilot.press("enter")
