@@ -173,7 +173,7 @@ def test_a_readback_miss_is_retried_once(tmp_path, scripted_model):
     engine = open_engine(tiny_settings(scripted_model(FORGETS), n_ctx=2048))
     try:
         done = asyncio.run(
-            chronicle(engine, ChronicleRequest.chapter(messages, CAST), max_output=512)
+            chronicle(engine, ChronicleRequest.chapter(messages, CAST), max_output=1024)
         )
     finally:
         engine.close()
