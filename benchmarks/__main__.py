@@ -4,7 +4,7 @@ The results go to bench-results/latest.json and a timestamped copy beside it, so
 compared. Everything runs in a temporary KOTONIA_HOME (the embedded model is assembled into its
 cache once per run); logs go to bench-results/bench.log, the terminal shows only the tables.
 
-    python -m benchmarks                     # all six, as `make bench`
+    python -m benchmarks                     # all eight, as `make bench`
     python -m benchmarks --only images       # one (or several, comma-separated)
     python -m benchmarks --turns 60          # a shorter prompt-cache conversation
 """
@@ -34,6 +34,10 @@ NAMES = (
     "engine_overhead",
     "ui_responsiveness",
     "memory_footprint",
+    "search",
+    "recall",
+    "resume",
+    "startup",
 )
 
 

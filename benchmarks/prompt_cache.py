@@ -44,6 +44,7 @@ from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.domain import FoldKind
 from kotonia_tui.engine import LlamaEngine, Slot
+from kotonia_tui.engine.items import common_prefix
 
 SAMPLE_EVERY = 25  # re-read samples cost a whole prompt each: ~3-4 s on 2 cores
 
@@ -73,15 +74,6 @@ class _PrewarmLog(logging.Handler):
             _conv, positions, ms = record.args or (0, 0, 0.0)
             assert isinstance(positions, int) and isinstance(ms, float)
             self.records.append((positions, ms))
-
-
-def _lcp(a: list[int], b: list[int]) -> int:
-    count = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        count += 1
-    return count
 
 
 def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -164,7 +156,7 @@ async def _conversation(turns: int, prewarm: bool, reread: bool) -> dict[str, An
                 positions=metrics.prompt_positions,
                 reused=metrics.reused,
                 evaluated=metrics.evaluated,
-                ideal=max(1, len(tokens) - _lcp(held, tokens)),
+                ideal=max(1, len(tokens) - common_prefix(held, tokens)),
                 prompt_ms=metrics.prompt_ms,
                 generated=metrics.generated,
             )

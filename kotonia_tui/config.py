@@ -58,6 +58,11 @@ class AppDirs:
         return self.data / "characters"
 
     @property
+    def world_info(self) -> Path:
+        """World Info files (SillyTavern lorebooks) to attach to characters and conversations."""
+        return self.data / "worlds"
+
+    @property
     def state_file(self) -> Path:
         """Small UI state the app remembers (theme); kept apart from the user's TOML."""
         return self.data / "ui-state.json"
@@ -189,6 +194,8 @@ class Settings(BaseSettings):
 
     db: Path | None = None
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
+    world_info_dir: Path | None = None  # World Info files; default "worlds" under the data dir
+    # The first default persona; personas live in the database from then on (chat/personas.py).
     persona: Persona = Field(default_factory=Persona)
 
     # Memory budgets, as fractions of n_ctx (docs/architecture.md, "Budgets are tokens").
@@ -201,7 +208,12 @@ class Settings(BaseSettings):
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
     lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    # Recalled archive excerpts per turn, after the history (0 turns recall off).
+    recall_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
+    # Room for saved KV states in the cache dir (a restart resumes warm); the least recently
+    # used go first past it. 0: nothing is saved or loaded. See docs/architecture.md.
+    state_cache_mb: int = Field(default=4096, ge=0)
     wide_window_ctx: int = Field(default=262144, ge=1024)
     wide_window_verbatim_ratio: float = Field(default=0.75, gt=0.0, lt=1.0)
 
@@ -271,6 +283,9 @@ class Settings(BaseSettings):
 
     def user_characters_dir(self, dirs: AppDirs) -> Path:
         return (self.characters_dir or dirs.user_characters).expanduser()
+
+    def world_info_folder(self, dirs: AppDirs) -> Path:
+        return (self.world_info_dir or dirs.world_info).expanduser()
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -104,8 +104,9 @@ class Conversation(BaseModel):
     id: int | None = None
     character_key: str  # the card's stable key (file stem), not its hash: cards get edited
     character_name: str
-    persona_name: str
+    persona_name: str  # who the user plays, as the conversation uses it (copied from the persona)
     persona_description: str = ""
+    persona_id: int | None = None  # the stored persona it is played as (None: not linked)
     title: str = ""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -287,6 +288,7 @@ class TurnMetrics(BaseModel):
     finish_reason: str = ""
     images: int = 0
     slot: str = "chat"
+    restored: int = 0  # of `reused`: cells loaded from a saved state (its first call only)
 
     def stats_dict(self) -> dict[str, object]:
         """The keys `kotonia chat --stats` prints, in a stable order."""
@@ -299,6 +301,7 @@ class TurnMetrics(BaseModel):
             "generated": self.generated,
             "finish_reason": self.finish_reason,
             "images": self.images,
+            "restored": self.restored,
         }
 
 
@@ -307,6 +310,16 @@ class Persona(BaseModel):
 
     name: str = "User"
     description: str = ""
+
+
+class StoredPersona(Persona):
+    """A persona kept in the database: chosen in the app, one of them the default."""
+
+    id: int
+    image: str | None = None  # content hash of its picture in the image table
+    is_default: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
 
 
 ChatRole = Literal["system", "user", "assistant"]
@@ -333,3 +346,38 @@ class ChatMessage:
     content: str
     name: str = ""
     images: tuple[ImageInput, ...] = ()
+
+
+MAX_AUTHOR_NOTE_DEPTH = 1000
+
+
+class GenerationSettings(BaseModel):
+    """How replies are sampled and how long they may be, as one layer sets them: the model
+    profile sets every value; a character or a conversation sets only what it overrides
+    (None: the layer below decides). Bounds as the profile's (config.ModelProfile)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)  # 0: no top-k cut
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(default=None, ge=0.0)
+    reply_max_tokens: int | None = Field(default=None, ge=16)  # the reply reserve too
+
+
+class ChatSettings(BaseModel):
+    """What a character (every conversation with it) or one conversation sets over the model
+    profile: generation settings, an Author's Note, World Info files. Stored as JSON."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    # Empty: the layer below's note. Placed `author_note_depth` messages from the end of the
+    # history (0: after it, where it keeps the prompt cache; docs/architecture.md).
+    author_note: str = ""
+    author_note_depth: int | None = Field(default=None, ge=0, le=MAX_AUTHOR_NOTE_DEPTH)
+    # File names in the World Info folder; a conversation's add to its character's.
+    world_info: tuple[str, ...] = ()
+    # Tokens of keyed lorebook entries per turn (None: `lore_budget_ratio` of the window).
+    lore_budget: int | None = Field(default=None, ge=0)

@@ -9,8 +9,9 @@ from kotonia_tui.config import app_dirs
 SHORT_CARD_KEY = "wren"
 
 
-def write_short_card() -> str:
-    """A small card in the user's folder: the tiny tokenizer makes long setups expensive."""
+def write_short_card(**fields: object) -> str:
+    """A small card in the user's folder: the tiny tokenizer makes long setups expensive.
+    `fields` are added to (or replace) the card's data."""
     folder = app_dirs().user_characters
     folder.mkdir(parents=True, exist_ok=True)
     card = {
@@ -23,6 +24,7 @@ def write_short_card() -> str:
             "scenario": "",
             "first_mes": "Welcome to the lighthouse.",
             "mes_example": "",
+            **fields,
         },
     }
     (folder / f"{SHORT_CARD_KEY}.json").write_text(json.dumps(card), encoding="utf-8")

@@ -16,6 +16,7 @@ from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Role
 from kotonia_tui.store import Store
 from kotonia_tui.terminal_text import visible
+from tests.chat_cli import chat_with_stats
 
 ST_CHAT: list[dict[str, Any]] = [
     {
@@ -120,26 +121,8 @@ def test_chat_say_prints_only_replies_and_stats_go_to_stderr(tiny_model_path, ko
         "KOTONIA_N_CTX": "8192",
         "KOTONIA_FOLD_DELAY_S": "0",
     }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kotonia_tui",
-            "chat",
-            "rowan",
-            "--say",
-            "Hello there.",
-            "--say",
-            "How are you?",
-            "--stats",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc, stats = chat_with_stats(env, "rowan", "--say", "Hello there.", "--say", "How are you?")
     assert proc.returncode == 0, proc.stderr
-    stats = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     assert len(stats) == 2
     for figures in stats:
         assert {"prompt_positions", "reused", "evaluated", "prompt_ms", "tokens_per_s"} <= set(

@@ -8,13 +8,19 @@ No Textual, no model, no SQL here.
 from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard, SpecVersion
 from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed
 from kotonia_tui.characters.loader import CARD_SUFFIXES, load_card, load_cards
+from kotonia_tui.characters.lore_selection import (
+    BookToMatch,
+    LoreFiring,
+    LoreSelection,
+    RegexGuard,
+    select_entries,
+    select_from_books,
+)
 from kotonia_tui.characters.lorebook import (
     DEFAULT_MATCH_WHOLE_WORDS,
     Lorebook,
     LoreEntry,
-    LoreSelection,
     render_lore,
-    select_entries,
 )
 from kotonia_tui.characters.macros import apply_macros
 from kotonia_tui.characters.setup import DEFAULT_SYSTEM_PROMPT, CharacterSetup, render_setup
@@ -24,6 +30,7 @@ __all__ = [
     "CARD_SUFFIXES",
     "DEFAULT_MATCH_WHOLE_WORDS",
     "DEFAULT_SYSTEM_PROMPT",
+    "BookToMatch",
     "CardAsset",
     "CardError",
     "CardImage",
@@ -32,8 +39,10 @@ __all__ = [
     "CharacterCard",
     "CharacterSetup",
     "LoreEntry",
+    "LoreFiring",
     "LoreSelection",
     "Lorebook",
+    "RegexGuard",
     "SpecVersion",
     "apply_macros",
     "load_card",
@@ -41,6 +50,7 @@ __all__ = [
     "render_lore",
     "render_setup",
     "select_entries",
+    "select_from_books",
     "write_charx",
     "write_json_card",
     "write_png_card",

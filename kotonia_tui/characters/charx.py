@@ -66,6 +66,31 @@ def read_charx(data: bytes) -> tuple[Any, CardImage | None, int]:
         raise CharxError(f"not a readable zip archive ({exc or type(exc).__name__})") from exc
 
 
+def read_charx_members(data: bytes, names: list[str], limit: int) -> dict[str, bytes]:
+    """The members of a CHARX archive that exist among `names` (a card's asset files), each
+    at most `limit` bytes (a larger one raises CharxError naming it)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            found = {}
+            for name in names:
+                member = _read_member(archive, name, limit)
+                if member is not None:
+                    found[name] = member
+            return found
+    except CharxError:
+        raise
+    except _ZIP_FAILURES as exc:
+        raise CharxError(f"not a readable zip archive ({exc or type(exc).__name__})") from exc
+
+
+def embedded_path(uri: str) -> str | None:
+    """The zip path an `embeded://` (or `embedded://`) asset URI names, else None."""
+    for scheme in EMBEDDED_SCHEMES:
+        if uri.startswith(scheme):
+            return uri[len(scheme) :]
+    return None
+
+
 def main_icon_member(obj: Any) -> str | None:
     """The zip path of the card's main icon, read leniently (field errors are reported later)."""
     data = obj.get("data") if isinstance(obj, dict) else None

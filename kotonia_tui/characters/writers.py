@@ -16,7 +16,7 @@ from typing import Any, Literal
 from PIL import Image, UnidentifiedImageError
 
 from kotonia_tui.characters.card import CardAsset, CharacterCard
-from kotonia_tui.characters.charx import EMBEDDED_SCHEMES, MAIN_ICON_PATH, build_charx
+from kotonia_tui.characters.charx import MAIN_ICON_PATH, build_charx, embedded_path
 from kotonia_tui.characters.errors import CardError
 from kotonia_tui.characters.images import sniff_image_mime
 from kotonia_tui.characters.png_chunks import PNG_SIGNATURE, with_text_chunks
@@ -65,7 +65,7 @@ def write_charx(
     path = Path(path)
     files = dict(extra_files or {})
     picture = image_bytes if image_bytes is not None else (card.image.data if card.image else None)
-    assets = [a for a in card.assets if _embedded_path(a.uri) in (None, *files)]
+    assets = [a for a in card.assets if embedded_path(a.uri) in (None, *files)]
     if picture is not None:
         mime = sniff_image_mime(picture)
         if mime is None:
@@ -78,13 +78,6 @@ def write_charx(
     card_json = card.model_copy(update={"assets": assets}).to_json_dict("v3")
     encoded = json.dumps(card_json, ensure_ascii=False, indent=2).encode("utf-8")
     write_atomically(path, build_charx(encoded, files))
-
-
-def _embedded_path(uri: str) -> str | None:
-    for scheme in EMBEDDED_SCHEMES:
-        if uri.startswith(scheme):
-            return uri[len(scheme) :]
-    return None
 
 
 def _b64_json(obj: dict[str, Any]) -> str:

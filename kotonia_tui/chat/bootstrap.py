@@ -7,9 +7,9 @@ from pathlib import Path
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
-from kotonia_tui.engine import Engine, LlamaEngine
+from kotonia_tui.engine import Engine
 from kotonia_tui.engine.default_model import Progress
-from kotonia_tui.engine.server import ServerEngine
+from kotonia_tui.engine.state_cache import FOLDER_NAME, StateCacheConfig
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.store import Store
 
@@ -38,18 +38,38 @@ def fold_context_size(settings: Settings, n_ctx: int, reply_reserve: int) -> int
     return min(n_ctx, wanted)
 
 
+def state_cache_config(settings: Settings, dirs: AppDirs | None = None) -> StateCacheConfig:
+    """Where the saved KV states go, their cap, and the profile they are saved for."""
+    return StateCacheConfig(
+        folder=(dirs or app_dirs()).cache / FOLDER_NAME,
+        cap_bytes=settings.state_cache_mb << 20,
+        profile=settings.profile,
+    )
+
+
 def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
     profile = settings.active_profile()
+    states = state_cache_config(settings)
 
     def fold_ctx_for(n_ctx: int) -> int:
         # Sized from the window the engine ends up with (a server's may differ from the
         # profile's).
         return fold_context_size(settings, n_ctx, profile.reply_max_tokens)
 
+    # The backend is imported here, not at the top: llama_cpp (with numpy) or httpx load when a
+    # model is opened, so nothing that only reads cards or the database waits for them.
     if profile.backend == "server":
-        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for)
+        from kotonia_tui.engine.server.engine import ServerEngine
+
+        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for, states=states)
+    from kotonia_tui.engine.llama_engine import LlamaEngine
+
     return LlamaEngine.open(
-        profile, cache_dir=app_dirs().cache, progress=progress, fold_ctx_for=fold_ctx_for
+        profile,
+        cache_dir=app_dirs().cache,
+        progress=progress,
+        fold_ctx_for=fold_ctx_for,
+        states=states,
     )
 
 

@@ -36,6 +36,7 @@ from kotonia_tui.engine import (
     Engine,
     EngineError,
 )
+from kotonia_tui.memory.assembly import in_prompt
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -294,7 +295,9 @@ class FoldWorker:
         cast = self._cast(job.conversation_id)
         ledger = self.store.ledger(job.conversation_id)
         source = await self._source(job, cast, ledger)
-        if not source:
+        if not any(in_prompt(m.role) for m in source):
+            # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
+            # part of the story: the chronicler is not asked to write about them.
             self.store.finish_fold(job.id)
             return "nothing left to fold"
         done = await self._ask(ChronicleRequest.chapter(source, cast, ledger))

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from kotonia_tui.chat.errors import AttachmentError
 from kotonia_tui.image_files import UnusableImage, check_image_bytes
-from kotonia_tui.store import Store
+
+if TYPE_CHECKING:
+    from kotonia_tui.store import Store
+
+__all__ = ["AttachmentError", "check_image", "read_image", "store_image"]
 
 MAX_BYTES = 40 * 1024 * 1024
-
-
-class AttachmentError(ValueError):
-    """An image that cannot be attached; the message names the file and the problem."""
 
 
 def read_image(path: Path) -> tuple[bytes, str, int, int]:

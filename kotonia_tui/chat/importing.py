@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.errors import PersonaError
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chatfiles.sillytavern import ChatFile
 from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments
@@ -33,12 +35,15 @@ def import_chat_file(
     character_name_hint: str | None = None,
     character_key: str | None = None,
     match: Callable[[str], CharacterCard | None] | None = None,
+    personas: PersonaBook | None = None,
 ) -> ImportedChat:
     """Read `path` line by line into a new conversation (one transaction); raises
     `ImportFormatError` naming the file and line, with nothing stored.
 
     Without a `character_key`, `match` finds the card the file's character name means: the
     chat is filed under that card, so the app lists it with the card and it can be continued.
+    With `personas`, the chat is played as the persona the file's user name is (made if there
+    is none), in the same transaction.
     """
     chat = ChatFile(path, persona_name, character_name_hint, character_key)
     placeholder = Conversation(
@@ -59,6 +64,23 @@ def import_chat_file(
 
     def described() -> Conversation:
         conv = chat.conversation()
+        if personas is not None and conv.persona_name.strip():
+            try:
+                persona = personas.for_name(conv.persona_name)
+            except PersonaError as exc:
+                # The chat goes on under the name it has; it is just not a persona to pick.
+                chat.notes.append(f"{path}: the user name is not kept as a persona: {exc}")
+                return _filed(conv)
+            conv = conv.model_copy(
+                update={
+                    "persona_id": persona.id,
+                    "persona_name": persona.name,
+                    "persona_description": persona.description,
+                }
+            )
+        return _filed(conv)
+
+    def _filed(conv: Conversation) -> Conversation:
         card = match(conv.character_name) if match and character_key is None else None
         if card is None:
             return conv

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kotonia_tui.chat.chat_settings import TurnSettings
+from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.domain import (
     Chapter,
     FoldStatus,
@@ -20,6 +22,7 @@ from kotonia_tui.domain import (
     TurnMetrics,
 )
 from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.recall import Recall
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,11 @@ class MemoryView:
     notes: list[str] = field(default_factory=list)
     # Every ledger entry, ended ones too (shown as "valid from chapter N to chapter M").
     ledger: list[StoredLedgerEntry] = field(default_factory=list)
+    settings: TurnSettings | None = None  # None: the card is missing (no turn can run)
+    note_tokens: int = 0  # the Author's Note
+    post_history_tokens: int = 0  # the card's post-history instructions
+    lore: LoreTurn | None = None  # the last turn's lorebook entries (None: no turn yet)
+    recall: Recall | None = None  # what the last turn recalled from the archive (None: no turn)
     # Message ids mentioned above -> their place in the conversation (1 = the first message):
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)

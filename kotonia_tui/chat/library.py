@@ -15,14 +15,12 @@ from kotonia_tui.characters import (
     load_cards,
     render_setup,
 )
+from kotonia_tui.characters.expressions import Expression, load_expressions
+from kotonia_tui.chat.errors import UnknownCharacterError
 from kotonia_tui.domain import Persona
 from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
 
 SYSTEM_PROMPT = f"{DEFAULT_SYSTEM_PROMPT} {FORMAT_INSTRUCTION}"
-
-
-class UnknownCharacterError(LookupError):
-    """No card has that key or name."""
 
 
 def shipped_characters_dir() -> Path:
@@ -38,6 +36,7 @@ class CharacterLibrary:
         self.cards: list[CharacterCard] = []
         self.problems: list[CardError] = []
         self._setups: dict[tuple[str, str, str], CharacterSetup] = {}
+        self._expressions: dict[tuple[str, str], tuple[list[Expression], list[str]]] = {}
         self.reload()
 
     def reload(self) -> list[CardError]:
@@ -113,6 +112,14 @@ class CharacterLibrary:
     def _unknown(self, name: str) -> str:
         known = ", ".join(card.key for card in self.cards) or "none"
         return f"no character card named {name!r} (known: {known})"
+
+    def expressions(self, card: CharacterCard) -> tuple[list[Expression], list[str]]:
+        """The card's expression pictures and the problems reading them (read once per card
+        file: a CHARX card can be large)."""
+        key = (card.key, card.card_hash)
+        if key not in self._expressions:
+            self._expressions[key] = load_expressions(card)
+        return self._expressions[key]
 
     def setup(self, card: CharacterCard, persona: Persona) -> CharacterSetup:
         key = (card.key, persona.name, persona.description)

@@ -14,11 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from kotonia_tui.characters import CharacterCard, CharacterSetup, render_lore, select_entries
-from kotonia_tui.characters.lorebook import RegexGuard, timed_out_note
-from kotonia_tui.characters.macros import MacroLimitError
-from kotonia_tui.config import Settings
+from kotonia_tui.characters import CharacterCard, CharacterSetup
+from kotonia_tui.characters.macros import MacroLimitError, apply_macros
+from kotonia_tui.chat.chat_settings import TurnSettings, resolve
+from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
+from kotonia_tui.chat.recall import Recaller
+from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import (
+    ChatMessage,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -29,16 +32,20 @@ from kotonia_tui.domain import (
     StoredMessage,
     utcnow,
 )
-from kotonia_tui.engine import Engine, GenerationRequest
+from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MemoryBlock,
     PromptLine,
-    assemble_prompt,
+    assemble_history,
+    in_prompt,
     line_cost_text,
+    shared_setup_messages,
+    with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
+from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
 from kotonia_tui.store.records import MemoryState
 
@@ -48,7 +55,6 @@ log = logging.getLogger(__name__)
 # tokens, so this is only reached by a backlog (a conversation moved from a wide window to a
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
-LORE_SCAN_MESSAGES = 8
 SETUP_COUNTS_KEPT = 16
 
 
@@ -93,9 +99,14 @@ class TurnRead:
     landed_pending: bool  # landed memory the prompt does not carry yet
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
-    notes: str  # lore and post-history instructions: after the history, every turn
+    notes: str  # lore, a depth-0 Author's Note, post-history instructions: after the history
+    lore: LoreTurn  # which entries fired, on which keys, and which the budget left out
+    author_note: str  # an Author's Note placed inside the history (depth > 0), else ""
+    settings: TurnSettings  # the profile's, the character's and the conversation's
+    budgets: Budgets  # for this turn's reply length
     portrait: ImageInput | None
-    fixed_tokens: int  # setup, notes and picture: never folded, always sent
+    recall_budget: int  # tokens kept for recalled excerpts (0: recall is off)
+    fixed_tokens: int  # setup, notes, the note, picture, recall budget: never folded
     notices: list[str]
     warnings: list[str]  # said as warnings (a lorebook key turned off)
 
@@ -113,6 +124,7 @@ class TurnDecision:
 @dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
+    history: tuple[ChatMessage, ...]  # the request's messages without this turn's notes
     plan: TurnPlan
     state: MemoryState
     window: list[StoredMessage]  # the messages the prompt carries verbatim
@@ -120,6 +132,8 @@ class PreparedTurn:
     warnings: list[str]  # said as warnings (a lorebook key turned off)
     fixed_tokens: int
     queued: StoredFoldJob | None  # the chapter job this turn queued (never for a preview)
+    lore: LoreTurn
+    recall: Recall = NO_RECALL  # what the turn recalled from the archive (none for a preview)
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -133,11 +147,34 @@ class Prompter:
         self.store = store
         self.engine = engine
         self.settings = settings
-        self.reply_reserve = engine.profile.reply_max_tokens
-        self.budgets = Budgets.for_window(engine.n_ctx, self.reply_reserve, settings)
-        # Regex lorebook keys that ran past their time bound, per card (key and file hash).
-        self._regex_guards: dict[tuple[str, str], RegexGuard] = {}
+        # The profile's budgets; a turn uses its own (a character or a conversation may set
+        # another reply length, which is the reply reserve in every budget).
+        self.budgets = self.budgets_for(engine.profile.reply_max_tokens)
+        self.world_info = WorldInfoFolder(settings.world_info_folder(app_dirs()))
+        self.lore = LoreMatcher(self.world_info, engine.count_tokens)
+        self.recaller = Recaller(store, engine)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
+        # Saved KV states are named per database file and conversation (ids are per file).
+        self._state_prefix = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:12]
+
+    def state_ref(self, conv_id: int, portrait: ImageInput | None) -> StateRef:
+        """Which saved KV state a conversation's turns continue (see engine/resume.py)."""
+        return StateRef(
+            name=f"conversation-{self._state_prefix}-{conv_id}",
+            shared_messages=shared_setup_messages(portrait),
+        )
+
+    def budgets_for(self, reply_max_tokens: int) -> Budgets:
+        return Budgets.for_window(self.engine.n_ctx, reply_max_tokens, self.settings)
+
+    def turn_settings(self, conv_id: int, character_key: str) -> TurnSettings:
+        """The profile's settings under the character's and the conversation's (two rows)."""
+        return resolve(
+            self.engine.profile,
+            self.store.character_settings(character_key),
+            self.store.conversation_settings(conv_id),
+            lore_budget=self.budgets.lore,
+        )
 
     def setup_tokens(self, system_text: str) -> int:
         """Tokens of a character setup (up to a million characters: worth remembering)."""
@@ -163,6 +200,8 @@ class Prompter:
     # ---- token counts -------------------------------------------------------------------
 
     def message_tokens(self, message: Message) -> int:
+        if not in_prompt(message.role):
+            return 0  # left out of the prompt (a count cached before it was is not used)
         cached = message.token_counts.get(self.engine.model_key)
         if cached is not None:
             return cached
@@ -172,11 +211,11 @@ class Prompter:
         """`message_tokens` of each; the uncounted ones are counted in one batch that does not
         block the event loop (a server backend counts them with concurrent requests)."""
         key = self.engine.model_key
-        todo = [m for m in messages if key not in m.token_counts]
+        todo = [m for m in messages if key not in m.token_counts and in_prompt(m.role)]
         counts = await self.engine.count_tokens_many([_cost_text(m) for m in todo])
         for message, count in zip(todo, counts, strict=True):
             self._keep_count(message, count)
-        return [m.token_counts[key] for m in messages]
+        return [m.token_counts[key] if in_prompt(m.role) else 0 for m in messages]
 
     def _keep_count(self, message: Message, text_tokens: int) -> int:
         """The message's count (images included), cached on the row for this model."""
@@ -244,7 +283,8 @@ class Prompter:
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
         state, queued = self.commit(read, decision)
-        return self._prepared(read, decision, state, queued, setup, persona, prefill)
+        recall = await self.recall(read, decision)
+        return self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
 
     async def preview(
         self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
@@ -253,7 +293,7 @@ class Prompter:
         and queueing nothing: the prewarm evaluates it, the evaluation measures it."""
         read = await self.read(conv_id, card, setup, persona)
         decision = self.plan(read, queue_by_trigger=False)
-        return self._prepared(read, decision, decision.state, None, setup, persona, "")
+        return self._prepared(read, decision, decision.state, None, setup, persona, "", NO_RECALL)
 
     async def read(
         self,
@@ -292,26 +332,53 @@ class Prompter:
             )
             if j.kind is FoldKind.CHAPTER
         ]
+        settings = self.turn_settings(conv_id, card.key)
+        budgets = self.budgets_for(settings.reply_max_tokens)
         warnings: list[str] = []
         # Lorebook keys may be regular expressions from the card (time-bounded, but many of
         # them can still add up): matched off the event loop.
-        lore_text, lore_notice = await asyncio.to_thread(
-            self._lore, card, setup, persona, window, warnings
+        try:
+            lore = await asyncio.to_thread(
+                self.lore.for_turn,
+                card,
+                setup,
+                persona,
+                window,
+                int(settings.lore_budget.value),
+                [name for name, _layer in settings.world_info],
+            )
+        except MacroLimitError as exc:
+            raise SetupTooLargeError(
+                f"{card.source_path or card.key}: the lorebook entries chosen this turn: {exc}"
+            ) from exc
+        warnings.extend(lore.warnings)
+        if lore.notice:
+            notices.append(lore.notice)
+        lore_text = lore.text
+        note = _author_note_text(settings, setup, persona)
+        deep = settings.author_note_depth > 0
+        notes = "\n\n".join(
+            part for part in (lore_text, "" if deep else note, setup.post_history) if part
         )
-        if lore_notice:
-            notices.append(lore_notice)
-        notes = "\n\n".join(part for part in (lore_text, setup.post_history) if part)
         portrait = self.portrait(card)
         fixed = await self.count_setup(setup.system_text)
-        fixed += sum(await self.engine.count_tokens_many([notes]))
+        fixed += sum(await self.engine.count_tokens_many([notes, note if deep else ""]))
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
-        if fixed + self.reply_reserve + self.budgets.min_verbatim // 4 > self.budgets.n_ctx:
+        reserve = budgets.reply_reserve
+        if fixed + reserve + budgets.min_verbatim // 4 > budgets.n_ctx:
             raise SetupTooLargeError(
                 f"{setup.display_name}'s setup and notes take {fixed} tokens and the reply "
-                f"reserve {self.reply_reserve}, which leaves no room for the story in a "
-                f"{self.budgets.n_ctx}-token window: use a model profile with a larger n_ctx"
+                f"reserve {reserve}, which leaves no room for the story in a "
+                f"{budgets.n_ctx}-token window: use a model profile with a larger n_ctx"
+                + (" or a shorter reply length" if reserve != self.budgets.reply_reserve else "")
             )
+        # The recall budget is kept whether or not anything is recalled, so the fold policy
+        # (which sees it as fixed) plans the same turn whatever the archive answers; a setup
+        # that leaves less room gets a smaller one.
+        room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
+        recall_budget = max(0, min(budgets.recall, room))
+        fixed += recall_budget
         return TurnRead(
             conv_id=conv_id,
             state=state,
@@ -322,7 +389,12 @@ class Prompter:
             open_through=max((j.last_message_id or 0 for j in open_jobs), default=0),
             fold_in_flight=bool(open_jobs),
             notes=notes,
+            lore=lore,
+            author_note=note if deep else "",
+            settings=settings,
+            budgets=budgets,
             portrait=portrait,
+            recall_budget=recall_budget,
             fixed_tokens=fixed,
             notices=notices,
             warnings=warnings,
@@ -337,7 +409,7 @@ class Prompter:
         covered = landed.covered_through
         plan = plan_turn(
             TurnInputs(
-                budgets=self.budgets,
+                budgets=read.budgets,
                 verbatim_start_id=state.verbatim_start_id,
                 window=read.counts,
                 applied_memory_tokens=state.memory_tokens,
@@ -406,6 +478,21 @@ class Prompter:
             )
         return None
 
+    async def recall(self, read: TurnRead, decision: TurnDecision) -> Recall:
+        """Archived messages older than the verbatim window that share words with the new
+        message and the reply before it, within the turn's recall budget (memory/recall.py)."""
+        start = decision.plan.verbatim_start_id
+        verbatim = [m for m in read.window if start is None or m.id >= start]
+        if not verbatim:
+            return Recall(budget=read.recall_budget)
+        return await self.recaller.recall(
+            read.conv_id,
+            recall_query(verbatim),
+            older_than=verbatim[0].id,
+            memory_text=decision.state.memory_text,
+            budget=read.recall_budget,
+        )
+
     def commit(
         self, read: TurnRead, decision: TurnDecision
     ) -> tuple[MemoryState, StoredFoldJob | None]:
@@ -431,8 +518,10 @@ class Prompter:
         persona: Persona,
         *,
         prefill: str = "",
-    ) -> tuple[GenerationRequest, list[StoredMessage]]:
-        """The model request: setup, memory, the verbatim window, notes; and that window."""
+        recall: Recall = NO_RECALL,
+    ) -> tuple[GenerationRequest, tuple[ChatMessage, ...], list[StoredMessage]]:
+        """The model request: setup, memory, the verbatim window, notes (recalled excerpts
+        first); the history (the same without the notes) and that window."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
         lines = [
@@ -441,24 +530,28 @@ class Prompter:
             )
             for m in verbatim
         ]
-        messages = assemble_prompt(
+        history = assemble_history(
             system_text=setup.system_text,
             char_name=setup.display_name,
             memory_text=decision.state.memory_text,
             window=lines,
-            notes=read.notes,
+            author_note=read.author_note,
+            author_note_depth=read.settings.author_note_depth,
             portrait=read.portrait,
         )
+        notes = "\n\n".join(part for part in (recall.render(), read.notes) if part)
         request = GenerationRequest(
-            messages=messages,
-            max_tokens=self.reply_reserve,
+            messages=with_notes(history, notes),
+            max_tokens=read.budgets.reply_reserve,
+            sampling=read.settings.sampling(),
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
+            state=self.state_ref(read.conv_id, read.portrait),
         )
         if prefill:
             request = self._fit_continuation(request)
-        return request, verbatim
+        return request, history, verbatim
 
     def _prepared(
         self,
@@ -469,10 +562,14 @@ class Prompter:
         setup: CharacterSetup,
         persona: Persona,
         prefill: str,
+        recall: Recall,
     ) -> PreparedTurn:
-        request, verbatim = self.assemble(read, decision, setup, persona, prefill=prefill)
+        request, history, verbatim = self.assemble(
+            read, decision, setup, persona, prefill=prefill, recall=recall
+        )
         return PreparedTurn(
             request,
+            history,
             decision.plan,
             state,
             verbatim,
@@ -480,6 +577,8 @@ class Prompter:
             read.warnings,
             read.fixed_tokens,
             queued,
+            read.lore,
+            recall,
         )
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:
@@ -517,40 +616,16 @@ class Prompter:
             )
         return rows
 
-    def _lore(
-        self,
-        card: CharacterCard,
-        setup: CharacterSetup,
-        persona: Persona,
-        window: Sequence[Message],
-        warnings: list[str],
-    ) -> tuple[str, str | None]:
-        if card.character_book is None or self.budgets.lore <= 0:
-            return "", None
-        texts = [m.text for m in window[-LORE_SCAN_MESSAGES:]]
-        guard = self._regex_guards.setdefault((card.key, card.card_hash), RegexGuard())
-        selection = select_entries(
-            card.character_book,
-            texts,
-            self.engine.count_tokens,
-            self.budgets.lore,
-            include_constant=not setup.constant_lore_in_system,
-            guard=guard,
-        )
-        for entry, key in selection.timed_out:
-            warnings.append(timed_out_note(setup.display_name, entry, key))
-            log.warning("card %s: %s", card.key, warnings[-1])
-        try:
-            text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
-        except MacroLimitError as exc:
-            raise SetupTooLargeError(
-                f"{card.source_path or card.key}: the lorebook entries chosen this turn: {exc}"
-            ) from exc
-        notice = None
-        if selection.skipped:
-            names = ", ".join(e.name or (e.keys[0] if e.keys else "?") for e in selection.skipped)
-            notice = f"lorebook entries left out this turn (over the lore budget): {names}"
-        return text, notice
+
+def _author_note_text(settings: TurnSettings, setup: CharacterSetup, persona: Persona) -> str:
+    """The note as the model reads it: {{char}} and {{user}} filled in."""
+    note = settings.author_note.strip()
+    if not note:
+        return ""
+    try:
+        return apply_macros(note, char=setup.display_name, user=persona.name)
+    except MacroLimitError as exc:
+        raise SetupTooLargeError(f"the Author's Note: {exc}") from exc
 
 
 def _cost_text(message: Message) -> str:

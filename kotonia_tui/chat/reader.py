@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.search import SearchResult, search
 from kotonia_tui.domain import StoredConversation, StoredMessage
-from kotonia_tui.store import Store
+from kotonia_tui.store import SearchOrder, Store
 
 
 class ConversationReader:
@@ -41,6 +42,22 @@ class ConversationReader:
         if before_id is None:
             return self.store.recent_messages(conv_id, limit)
         return self.store.messages_before(conv_id, before_id, limit)
+
+    def messages_from(self, conv_id: int, first_id: int, limit: int) -> list[StoredMessage]:
+        """Up to `limit` messages from `first_id` on, oldest first (a page opened at a message
+        a search found)."""
+        return self.store.messages_from(conv_id, first_id, limit)
+
+    def search(
+        self,
+        query: str,
+        *,
+        conversation_id: int | None = None,
+        limit: int = 50,
+        order: SearchOrder = SearchOrder.RANK,
+    ) -> list[SearchResult]:
+        """Every conversation's messages (or one's) holding every word of `query`."""
+        return search(self.store, query, conversation_id=conversation_id, limit=limit, order=order)
 
     def message_numbers(self, conv_id: int, ids: Sequence[int]) -> dict[int, int]:
         """Each message id's place in its conversation (1 = the first), as the UI shows it."""

@@ -13,14 +13,26 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
+from kotonia_tui.chat.chat_settings import (
+    ChatSettingsError,
+    SettingsView,
+    TurnSettings,
+    check,
+    resolve,
+)
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.lore import LoreTurn, WorldInfoError
+from kotonia_tui.chat.managing import ConversationManager
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
@@ -30,6 +42,7 @@ from kotonia_tui.chat.prompting import (
 from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldKind,
@@ -41,18 +54,17 @@ from kotonia_tui.domain import (
     StoredFoldJob,
     StoredLedgerEntry,
     StoredMessage,
+    StoredPersona,
     utcnow,
 )
-from kotonia_tui.engine import Engine, EngineError
+from kotonia_tui.engine import Call, Engine, EngineError
+from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.chronicler import Cast
+from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
 
 log = logging.getLogger(__name__)
-
-
-class ChatError(Exception):
-    """A request the service cannot carry out; the message says why in one line."""
 
 
 class ChatService:
@@ -69,12 +81,17 @@ class ChatService:
         self.store = store
         self.engine = engine
         self.library = library
-        self.persona: Persona = settings.persona
+        self.personas = PersonaBook(store, settings.persona)
+        self.manager = ConversationManager(store, library, self.personas)
         self.prompter = Prompter(store, engine, settings)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
+        self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
+        self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
+        self._recall: dict[int, Recall] = {}  # what the last turn recalled, per conversation
         self.worker = FoldWorker(
             store,
             engine,
@@ -100,7 +117,12 @@ class ChatService:
         await self.worker.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
-        self.engine.close()
+        self.manager.close()
+        # The engine saves the chat's KV state before it closes (the settles already asked
+        # for run first); the tasks reading their results are not needed any more.
+        for task in list(self._state_tasks):
+            task.cancel()
+        await asyncio.to_thread(self.engine.close)
         self.store.close()
 
     def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
@@ -123,6 +145,11 @@ class ChatService:
                 log.exception("listener failed")
 
     # ---- characters and conversations ----------------------------------------------------
+
+    @property
+    def persona(self) -> StoredPersona:
+        """The default persona: new conversations are played as it unless another is chosen."""
+        return self.personas.default()
 
     def cards(self) -> list[CharacterCard]:
         return list(self.library.cards)
@@ -158,10 +185,17 @@ class ChatService:
         return card
 
     def new_conversation(
-        self, card: CharacterCard, *, greeting: int = 0, title: str = ""
+        self,
+        card: CharacterCard,
+        *,
+        greeting: int = 0,
+        title: str = "",
+        persona: StoredPersona | None = None,
     ) -> StoredConversation:
-        """Start a conversation; the chosen greeting (first message or alternate) opens it."""
-        setup = self.setup_for(card)
+        """Start a conversation played as `persona` (the default one if None); the chosen
+        greeting (first message or alternate) opens it, its {{user}} filled with the persona."""
+        persona = persona or self.persona
+        setup = self.setup_for(card, persona)
         self.store.upsert_character(
             card.key, card.name, card.card_hash, str(card.source_path or "")
         )
@@ -169,8 +203,9 @@ class ChatService:
             Conversation(
                 character_key=card.key,
                 character_name=card.name,
-                persona_name=self.persona.name,
-                persona_description=self.persona.description,
+                persona_name=persona.name,
+                persona_description=persona.description,
+                persona_id=persona.id,
                 title=title,
             )
         )
@@ -187,7 +222,7 @@ class ChatService:
                     speaker=setup.display_name,
                     text=text,
                     segments=parse_segments(
-                        text, speaker=setup.display_name, listener=self.persona.name
+                        text, speaker=setup.display_name, listener=persona.name
                     ),
                 )
             )
@@ -260,6 +295,8 @@ class ChatService:
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
+        self._lore[conv.id] = prepared.lore
+        self._recall[conv.id] = prepared.recall
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))
         for warning in prepared.warnings:
@@ -279,7 +316,58 @@ class ChatService:
         )
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
+        turn.add_done_callback(self._settle)
         return turn
+
+    # ---- saved KV states ------------------------------------------------------------------
+
+    def _settle(self, turn: Turn) -> None:
+        """After a reply is stored: the engine keeps the history, reply included, ready for
+        the next turn and saves it, so a restart resumes warm (engine/resume.py)."""
+        done, call = turn.done, turn.call
+        if done is None or done.reply is None or call is None:
+            return
+        if turn.prepared.request.state is None:
+            return
+        reply = done.reply
+        line = PromptLine(reply.role, reply.speaker, reply.text)
+        request = replace(
+            turn.prepared.request,
+            messages=(*turn.prepared.history, prompt_message(line)),
+            prefill="",
+        )
+        self._in_background(self.engine.settle(request, call), f"settle {turn.conv.id}")
+
+    async def open_conversation(self, conv_id: int) -> None:
+        """Load the conversation's saved KV state in the background while the user reads and
+        types, so its first turn evaluates only the new message."""
+        try:
+            conv = self.store.get_conversation(conv_id)
+            card = self._card(conv)
+            persona = self.persona_of(conv)
+            setup = await asyncio.to_thread(self.setup_for, card, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona)
+        except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
+            log.info("conversation %s opened cold: %s", conv_id, exc)
+            return
+        self._in_background(self.engine.restore(prepared.request), f"restore {conv_id}")
+
+    async def states_settled(self) -> None:
+        """Wait until the settles and restores asked for so far have run (tests, benchmarks:
+        the moment a person would be reading the reply)."""
+        while self._state_tasks:
+            await asyncio.gather(*self._state_tasks, return_exceptions=True)
+
+    def _in_background(self, call: Call, what: str) -> None:
+        async def wait() -> None:
+            try:
+                await call.result()
+            except EngineError as exc:
+                log.warning("%s: %s", what, exc)
+
+        task = asyncio.get_running_loop().create_task(wait(), name=f"kotonia-{what}")
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
 
     async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
         """Store the user's message, then return the turn that generates the reply."""
@@ -351,9 +439,25 @@ class ChatService:
         return updated
 
     def delete_message(self, message_id: int) -> None:
+        """Delete a message (undo brings it back this session); a chapter covering it is
+        folded again without it."""
         message = self.store.get_message(message_id)
         self._refold_if_folded(message)
         self.store.delete_message(message_id)
+        self._deleted.append(message)
+
+    def can_undo_delete(self, conv_id: int) -> bool:
+        return any(m.conversation_id == conv_id for m in self._deleted)
+
+    def undo_delete_message(self, conv_id: int) -> StoredMessage | None:
+        """The conversation's message deleted last, back in its place (None: none to undo);
+        a chapter covering it is folded again with it."""
+        for index in range(len(self._deleted) - 1, -1, -1):
+            if self._deleted[index].conversation_id == conv_id:
+                restored = self.store.restore_message(self._deleted.pop(index))
+                self._refold_if_folded(restored)
+                return restored
+        return None
 
     def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only."""
@@ -399,12 +503,21 @@ class ChatService:
             model_key=self.engine.model_key,
         )
         verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
-        try:
-            setup = self.setup_for(self._card(conv), self.persona_of(conv))
-            setup_tokens = prompter.setup_tokens(setup.system_text)
-        except ChatError:
-            setup_tokens = 0
+        settings: TurnSettings | None = None
+        setup_tokens = note_tokens = post_history_tokens = 0
         budgets = prompter.budgets
+        try:
+            card = self._card(conv)
+            setup = self.setup_for(card, self.persona_of(conv))
+            setup_tokens = prompter.setup_tokens(setup.system_text)
+            settings = prompter.turn_settings(conv_id, card.key)
+            budgets = prompter.budgets_for(settings.reply_max_tokens)
+            note_tokens, post_history_tokens = (
+                self.engine.count_tokens(text) if text else 0
+                for text in (settings.author_note, setup.post_history)
+            )
+        except ChatError:
+            pass
         pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
@@ -448,6 +561,11 @@ class ChatService:
             pending_apply=pending_apply,
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
+            settings=settings,
+            note_tokens=note_tokens,
+            post_history_tokens=post_history_tokens,
+            lore=self._lore.get(conv_id),
+            recall=self._recall.get(conv_id),
         )
 
     def ledger_evidence(self, entry: StoredLedgerEntry) -> list[StoredMessage]:
@@ -458,6 +576,50 @@ class ChatService:
             with contextlib.suppress(NotFoundError):
                 found.append(self.store.get_message(message_id))
         return found
+
+    # ---- settings over the profile (a character's, a conversation's) ------------------------
+
+    def settings_view(self, conv_id: int) -> SettingsView:
+        conv = self.store.get_conversation(conv_id)
+        card = self._card(conv)
+        character = self.store.character_settings(card.key)
+        conversation = self.store.conversation_settings(conv_id)
+        return SettingsView(
+            conversation_id=conv_id,
+            character_key=card.key,
+            character_name=card.display_name,
+            character=character,
+            conversation=conversation,
+            effective=resolve(
+                self.engine.profile,
+                character,
+                conversation,
+                lore_budget=self.prompter.budgets.lore,
+            ),
+            profile_name=self.settings.profile,
+            n_ctx=self.engine.n_ctx,
+            world_files=self.prompter.world_info.names(),
+            world_folder=str(self.prompter.world_info.folder),
+        )
+
+    def save_settings(
+        self, conv_id: int, character: ChatSettings, conversation: ChatSettings
+    ) -> TurnSettings:
+        """Store both layers when the turn they make can run (`ChatSettingsError` otherwise,
+        naming the field; nothing is stored then). The next turn uses them."""
+        view = self.settings_view(conv_id)
+        effective = resolve(
+            self.engine.profile, character, conversation, lore_budget=self.prompter.budgets.lore
+        )
+        check(effective, self.engine.n_ctx, view.world_files)
+        for name, _layer in effective.world_info:
+            try:
+                self.prompter.world_info.load(name)
+            except WorldInfoError as exc:
+                raise ChatSettingsError("world_info", str(exc)) from exc
+        self.store.set_character_settings(view.character_key, character)
+        self.store.set_conversation_settings(conv_id, conversation)
+        return effective
 
     def chapter_source(self, chapter_id: int) -> list[StoredMessage]:
         """The messages a chapter summarizes (for the inspector's chapter view)."""

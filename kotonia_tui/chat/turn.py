@@ -107,6 +107,11 @@ class Turn:
         self._ask_stop(TurnOutcome.INTERRUPTED, f"stopped: {why}")
 
     @property
+    def call(self) -> Call | None:
+        """The model call (None when it could not start)."""
+        return self._call
+
+    @property
     def done(self) -> TurnDone | None:
         """How the turn ended; None while it runs."""
         last = self._events[-1] if self._events else None

@@ -1,8 +1,16 @@
 """The engine: the only layer that imports llama_cpp.
 
 Model loading and checks, the owner thread (never two model calls at once), KV slots with prefix
-reuse, chunked multimodal evaluation, streaming with cancellation, and exact token counting.
+reuse, chunked multimodal evaluation, streaming with cancellation, exact token counting, and the
+saved KV state that lets a conversation resume warm after a restart.
+
+The two backends are imported when first used (PEP 562 `__getattr__`): importing this package
+loads neither llama_cpp (and numpy) nor httpx, so a command that needs no model starts at once.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.errors import (
@@ -16,13 +24,7 @@ from kotonia_tui.engine.errors import (
     ServerResponseError,
     StreamInterruptedError,
 )
-from kotonia_tui.engine.llama_engine import (
-    LlamaEngine,
-    gpu_offload_supported,
-    llama_cpp_version,
-)
 from kotonia_tui.engine.protocol import Call, Engine, ModelInfo
-from kotonia_tui.engine.server import ServerCall, ServerEngine, ServerInfo, ServerKind
 from kotonia_tui.engine.types import (
     ChatMessage,
     FinishReason,
@@ -32,8 +34,31 @@ from kotonia_tui.engine.types import (
     Priority,
     ReasoningDelta,
     Slot,
+    StateRef,
     StreamEvent,
     TextDelta,
+)
+from kotonia_tui.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kotonia_tui.engine.llama_engine import (
+        LlamaEngine,
+        gpu_offload_supported,
+        llama_cpp_version,
+    )
+    from kotonia_tui.engine.server import ServerCall, ServerEngine, ServerInfo, ServerKind
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "LlamaEngine": "kotonia_tui.engine.llama_engine",
+        "gpu_offload_supported": "kotonia_tui.engine.llama_engine",
+        "llama_cpp_version": "kotonia_tui.engine.llama_engine",
+        "ServerCall": "kotonia_tui.engine.server",
+        "ServerEngine": "kotonia_tui.engine.server",
+        "ServerInfo": "kotonia_tui.engine.server",
+        "ServerKind": "kotonia_tui.engine.server",
+    },
 )
 
 __all__ = [
@@ -63,6 +88,7 @@ __all__ = [
     "ServerKind",
     "ServerResponseError",
     "Slot",
+    "StateRef",
     "StreamEvent",
     "StreamInterruptedError",
     "TextDelta",

@@ -39,6 +39,7 @@ def call_metrics(
     gen_ms: float = 0.0,
     rate: float = 0.0,
     images: int = 0,
+    restored: int = 0,
 ) -> TurnMetrics:
     """One call's figures; the rate is derived from the counts when the backend gave none."""
     if not rate and gen_ms > 0:
@@ -53,6 +54,7 @@ def call_metrics(
         tokens_per_s=rate,
         finish_reason=str(finish),
         images=images,
+        restored=restored,
         slot=str(Slot.PREWARM if request.prefill_only else request.slot),
     )
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kotonia_tui.config import PromptFormat
+from kotonia_tui.engine.owner import OwnerThread, Steps
 from kotonia_tui.engine.types import GenerationResult, ReasoningDelta, StreamEvent, TextDelta
 
 
@@ -44,6 +47,7 @@ class EngineCall:
         self._events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
         self.cancel_flag = threading.Event()
         self.tokens_generated = 0  # advanced by the owner thread as tokens are sampled
+        self.slot_version: int | None = None  # the context's version when the call ended
         self._result: asyncio.Future[GenerationResult] = loop.create_future()
 
     # Called on the owner thread.
@@ -83,3 +87,21 @@ class EngineCall:
 
     async def result(self) -> GenerationResult:
         return await asyncio.shield(self._result)
+
+
+def deliver_failure(call: EngineCall, done: Future[Any]) -> None:
+    """A job that raised (an owner-thread future's callback): the call's reader gets it."""
+    exc = done.exception()
+    if exc is not None:
+        call._push(exc)
+
+
+def queue_call(
+    owner: OwnerThread, job: Callable[[EngineCall], Steps], *, priority: int
+) -> EngineCall:
+    """Queue `job(call)` on the owner thread as a call read on the running event loop: its
+    events, then its result or its exception, reach the call's reader."""
+    call = EngineCall(asyncio.get_running_loop())
+    future = owner.submit(lambda: job(call), priority=priority, on_event=call._push)
+    future.add_done_callback(lambda done: deliver_failure(call, done))
+    return call

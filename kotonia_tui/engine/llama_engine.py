@@ -3,17 +3,19 @@
 Public surface: `LlamaEngine.open(profile, cache_dir)`, `start(request) -> EngineCall`,
 `generate(request)`, `count_tokens(text)`, `count_tokens_many(texts)`, `prompt_cells(request)`,
 `image_cells(image)`, `info`, `close()` (what it shares with the server backend is in
-`engine/base.py`). Everything that touches the model runs on the owner thread; tokenizing only
-reads the vocabulary, so `count_tokens` runs on the caller's thread, even while a reply streams.
+`engine/base.py`), and `settle(request, after)`, `restore(request)` for the saved KV states
+(`engine/llama_states.py`). Everything that touches the model runs on the owner thread;
+tokenizing only reads the vocabulary, so `count_tokens` runs on the caller's thread, even
+while a reply streams.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -29,16 +31,31 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.base import EngineBase, call_metrics, fold_window
-from kotonia_tui.engine.calls import EngineCall, EngineInfo
+from kotonia_tui.engine.calls import EngineCall, EngineInfo, queue_call
 from kotonia_tui.engine.default_model import Progress, default_model_path
-from kotonia_tui.engine.errors import ImageError, ModelFileError, PromptTooLongError
+from kotonia_tui.engine.errors import (
+    EngineClosedError,
+    ImageError,
+    ModelFileError,
+    PromptTooLongError,
+)
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
-from kotonia_tui.engine.kv_slot import KvSlot, item_cells
+from kotonia_tui.engine.items import (
+    ImageItem,
+    PromptItem,
+    cells_of,
+    item_cells,
+)
+from kotonia_tui.engine.kv_slot import KvSlot
+from kotonia_tui.engine.llama_states import SavedStates
 from kotonia_tui.engine.model_files import check_context, check_gguf, model_facts
-from kotonia_tui.engine.multimodal import ImageItem, Projector, PromptItem
+from kotonia_tui.engine.multimodal import Projector
 from kotonia_tui.engine.native_logs import quiet_python_prints
 from kotonia_tui.engine.owner import OwnerThread
+from kotonia_tui.engine.resume import Resumer
 from kotonia_tui.engine.sampling import Sampling
+from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
+from kotonia_tui.engine.state_file import StateKey, fingerprint
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
 from kotonia_tui.engine.types import (
     FinishReason,
@@ -103,7 +120,7 @@ def _templates_left_alone() -> Iterator[None]:
         llama_chat_format.Jinja2ChatFormatter = original  # type: ignore[misc]
 
 
-class LlamaEngine(EngineBase):
+class LlamaEngine(SavedStates, EngineBase):
     """One model in-process. Create with `open`; close when done."""
 
     def __init__(
@@ -112,16 +129,23 @@ class LlamaEngine(EngineBase):
         *,
         model_path: Path,
         fold_ctx_for: Callable[[int], int] | None,
+        states: StateCacheConfig | None = None,
     ) -> None:
         self.profile = profile
         self._model_path = model_path
         self._fold_ctx_for = fold_ctx_for
+        self._states = states
+        self._resumer: Resumer | None = None  # set by _load when saved states are on
         self._owner = OwnerThread()
+        # Token counts run on any thread (lorebook matching counts on a worker thread); the
+        # model is freed only when none is in flight, and none starts after.
+        self._tokenizer_lock = threading.Lock()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
         self._shown_specials: frozenset[int] = frozenset()
+        self._stable: dict[tuple[str, ...], tuple[PromptItem, ...]] = {}  # setup prefixes
         self.info: EngineInfo
 
     # ---- loading -------------------------------------------------------------------------
@@ -134,10 +158,12 @@ class LlamaEngine(EngineBase):
         cache_dir: Path,
         progress: Progress | None = None,
         fold_ctx_for: Callable[[int], int] | None = None,
+        states: StateCacheConfig | None = None,
     ) -> LlamaEngine:
         """Resolve, check and load the model (blocking; call it from a worker thread in a UI).
 
-        `fold_ctx_for(n_ctx)` sizes the fold slot from the window (default: the whole window).
+        `fold_ctx_for(n_ctx)` sizes the fold slot from the window (default: the whole window);
+        `states` says where the chat context's saved KV states live (None: nothing is saved).
         """
         native_logs.install()
         if profile.model_path is None:
@@ -149,7 +175,7 @@ class LlamaEngine(EngineBase):
         check_context(facts, profile.n_ctx)
         if profile.mmproj_path is not None:
             check_gguf(profile.mmproj_path, "mmproj")
-        engine = cls(profile, model_path=model_path, fold_ctx_for=fold_ctx_for)
+        engine = cls(profile, model_path=model_path, fold_ctx_for=fold_ctx_for, states=states)
         if progress is not None:
             progress(f"loading {model_path.name}", 0, 1)
         try:
@@ -197,9 +223,13 @@ class LlamaEngine(EngineBase):
             self._projector = Projector(
                 profile.mmproj_path, llama.model, n_threads=threads, model_path=self._model_path
             )
+        n_swa = int(llama_cpp.llama_model_n_swa(llama.model))
         self._slots[Slot.CHAT] = KvSlot(
-            llama._ctx, n_batch=llama.n_batch, projector=self._projector
+            llama._ctx, n_batch=llama.n_batch, projector=self._projector, n_swa=n_swa
         )
+        if self._states is not None and self._states.cap_bytes > 0:
+            self._resumer = Resumer(StateCache(self._states, self._state_key()), n_swa=n_swa)
+            self._resumer.cache.evict()  # the cap may have been lowered since the last run
         # A converter that marks the thinking tags special makes them control tokens, which
         # print as nothing; printed as text, the reply's splitter can keep the reasoning apart.
         self._shown_specials = self._single_tokens(profile.reasoning_tags)
@@ -233,6 +263,23 @@ class LlamaEngine(EngineBase):
             llama_cpp_version=llama_cpp_version(),
         )
 
+    def _state_key(self) -> StateKey:
+        """What the chat context's KV depends on besides its items (saved states' key)."""
+        assert self._llama is not None and self._states is not None
+        params = self._llama.context_params
+        layout = ",".join(
+            f"{name}={getattr(params, name, '')}"
+            for name in ("flash_attn_type", "type_k", "type_v", "swa_full")
+        )
+        mmproj = self.profile.mmproj_path
+        return StateKey(
+            model=fingerprint(self._model_path),
+            mmproj=fingerprint(mmproj) if mmproj is not None else "",
+            profile=self._states.profile,
+            llama_cpp=llama_cpp_version(),
+            kv_layout=layout,
+        )
+
     def _piece(self, token: int) -> str:
         assert self._llama is not None
         if token < 0:
@@ -257,7 +304,12 @@ class LlamaEngine(EngineBase):
                     setattr(params, name, getattr(base, name))
             params.n_ctx = self.info.fold_n_ctx if slot is Slot.FOLD else self.info.n_ctx
             ctx = internals.LlamaContext(model=self._llama._model, params=params, verbose=False)
-            self._slots[slot] = KvSlot(ctx, n_batch=self._llama.n_batch, projector=self._projector)
+            self._slots[slot] = KvSlot(
+                ctx,
+                n_batch=self._llama.n_batch,
+                projector=self._projector,
+                n_swa=self._slots[Slot.CHAT].n_swa,
+            )
         return self._slots[slot]
 
     # ---- properties -----------------------------------------------------------------------
@@ -276,8 +328,10 @@ class LlamaEngine(EngineBase):
         """Exact token count of `text` as it appears inside a prompt (no BOS added)."""
         if not text:
             return 0
-        assert self._llama is not None
-        return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
+        with self._tokenizer_lock:
+            if self._llama is None:
+                raise EngineClosedError("the model was closed")
+            return len(self._llama._model.tokenize(text.encode("utf-8"), False, True))
 
     def image_cells(self, image: ImageInput) -> int:
         """KV cells an image takes in a prompt (0 without a projector: it is not sent)."""
@@ -315,39 +369,18 @@ class LlamaEngine(EngineBase):
 
     def start(self, request: GenerationRequest) -> EngineCall:
         """Start a call; must be called from a running asyncio loop."""
-        call = EngineCall(asyncio.get_running_loop())
-        future = self._owner.submit(
-            lambda: self._generate(request, call),
-            priority=int(request.priority),
-            on_event=call._push,
+        return queue_call(
+            self._owner, lambda call: self._generate(request, call), priority=int(request.priority)
         )
-
-        def finished(done: Any) -> None:
-            exc = done.exception()
-            if exc is not None:
-                call._push(exc)
-
-        future.add_done_callback(finished)
-        return call
 
     def _generate(
         self, request: GenerationRequest, call: EngineCall
     ) -> Generator[StreamEvent | None, None, GenerationResult]:
         assert self._llama is not None
         rendered = self.render(request)
-        if rendered.images:
-            if self._projector is None:
-                raise ImageError(
-                    "this model has no vision projector (mmproj_path), so it cannot see images"
-                )
-            # Image chunks point into mtmd's buffers, which live only inside this block.
-            with self._projector.tokenize(rendered.text, rendered.images) as items:
-                slot = self._choose_slot(request.slot, items)
-                stats = yield from self._prefill(slot, items, request)
-        else:
-            tokens: list[PromptItem] = list(self._tokenize_prompt_text(rendered.text))
-            slot = self._choose_slot(request.slot, tokens)
-            stats = yield from self._prefill(slot, tokens, request)
+        with self._items_of(rendered) as items:
+            slot = self._choose_slot(request.slot, items)
+            stats = yield from self._prefill(slot, items, request)
         if request.prefill_only:
             metrics = call_metrics(request, FinishReason.STOP, **stats)
             result = GenerationResult("", "", FinishReason.STOP, metrics)
@@ -355,6 +388,20 @@ class LlamaEngine(EngineBase):
             return result
         result = yield from self._sample(slot, rendered, request, call, stats)
         return result
+
+    @contextmanager
+    def _items_of(self, rendered: RenderedPrompt) -> Iterator[list[PromptItem]]:
+        """The prompt's items: text tokens, and image chunks valid inside the block (they
+        point into mtmd's buffers). Owner thread only when there are images."""
+        if not rendered.images:
+            yield list(self._tokenize_prompt_text(rendered.text))
+            return
+        if self._projector is None:
+            raise ImageError(
+                "this model has no vision projector (mmproj_path), so it cannot see images"
+            )
+        with self._projector.tokenize(rendered.text, rendered.images) as items:
+            yield items
 
     def _choose_slot(self, wanted: Slot, items: list[PromptItem]) -> KvSlot:
         """A chat call takes the prewarmed context when it shares the longer prefix."""
@@ -378,18 +425,35 @@ class LlamaEngine(EngineBase):
     def _prefill(
         self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
     ) -> Generator[None, None, dict[str, Any]]:
-        """Evaluate the prompt into the slot; returns its figures (`call_metrics` fields)."""
-        cells = sum(item_cells(i) for i in items)
+        """Evaluate the prompt into the slot, from a saved state when one gives it a longer
+        prefix than the slot holds; returns its figures (`call_metrics` fields)."""
+        cells = cells_of(items)
         if cells + request.max_tokens > slot.n_ctx:
             raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
-        started = time.perf_counter()
-        stats = yield from slot.prefill(items)
+        started = time.perf_counter()  # a state read from disk counts in the prompt's time
+        mark: int | None = None
+        on_mark: Callable[[], None] | None = None
+        resumer, ref = self._resumer, request.state
+        if resumer is not None and ref is not None and request.slot is not Slot.FOLD:
+            setup = self._setup_state(request, items)
+            if slot.state_name != ref.name:
+                names = [ref.name] + ([setup[0]] if setup is not None else [])
+                resumer.restore(slot, items, names)
+            slot.state_name = ref.name
+            if setup is not None and not resumer.setup_saved(setup[0]):
+                name, mark = setup[0], len(setup[1])
+
+                def on_mark() -> None:
+                    resumer.save_setup(slot, name)
+
+        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark)
         return {
             "positions": stats.prompt_cells,
             "reused": stats.reused,
             "evaluated": stats.evaluated,
             "prompt_ms": (time.perf_counter() - started) * 1000,
             "images": sum(1 for i in items if isinstance(i, ImageItem)),
+            "restored": stats.restored,
         }
 
     def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
@@ -473,6 +537,9 @@ class LlamaEngine(EngineBase):
             metrics=metrics,
             stop_string=reply.stops.stopped_by,
         )
+        # Before the result goes out: a settle asked for on seeing it checks that nothing
+        # touched the context since.
+        call.slot_version = slot.version
         yield result
         return result
 
@@ -487,9 +554,13 @@ class LlamaEngine(EngineBase):
             if self._projector is not None:
                 self._projector.close()
                 self._projector = None
-            if self._llama is not None:
-                self._llama.close()
-                self._llama = None
+            with self._tokenizer_lock:
+                if self._llama is not None:
+                    self._llama.close()
+                    self._llama = None
 
+        self._save_before_closing()
         # Calls still running are stopped first; the model is released last, on its thread.
         self._owner.close(final=release)
+        if self._resumer is not None:
+            self._resumer.cache.close()  # the writes already asked for finish

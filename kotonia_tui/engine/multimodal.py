@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,9 @@ import llama_cpp.mtmd_cpp as mtmd
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.errors import ImageError, ModelFileError
 from kotonia_tui.engine.formats import MEDIA_MARKER
+from kotonia_tui.engine.items import ImageItem, PromptItem
 from kotonia_tui.engine.types import ImageInput
 from kotonia_tui.image_files import UnusableImage, decode_rgb
-
-
-@dataclass(frozen=True)
-class ImageItem:
-    """An image chunk in a prompt: equal to another when it is the same image, same size."""
-
-    key: str
-    cells: int
-    positions: int
-    chunk: Any = field(default=None, compare=False, hash=False)  # valid during one call only
-
-
-PromptItem = int | ImageItem
 
 # Text architectures whose llama.cpp graph aborts the whole process when it is given image
 # embeddings without M-RoPE positions: a GGUF converted before llama.cpp supported their images

@@ -78,6 +78,10 @@ class OwnerThread:
     def busy(self) -> bool:
         return self._busy.is_set()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self, final: Callable[[], None] | None = None, timeout: float = 30.0) -> None:
         """Stop: running jobs are closed first, then `final` runs on the owner thread."""
         if self._closed:

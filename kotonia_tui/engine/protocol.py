@@ -7,17 +7,19 @@ swapped per model profile without touching memory, folding or the inspector.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import ImageInput
-from kotonia_tui.engine.formats import RenderedPrompt
 from kotonia_tui.engine.types import (
     GenerationRequest,
     GenerationResult,
     ReasoningDelta,
     TextDelta,
 )
+
+if TYPE_CHECKING:  # the formats bring jinja2, which only a loaded engine needs
+    from kotonia_tui.engine.formats import RenderedPrompt
 
 
 class Call(Protocol):
@@ -96,5 +98,15 @@ class Engine(Protocol):
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
     def prewarm(self, request: GenerationRequest) -> Call: ...
+
+    def settle(self, request: GenerationRequest, after: Call) -> Call:
+        """After a turn (`after` is its call): keep the conversation's history
+        (`request.messages`, no notes) ready for the next prompt and save it as
+        `request.state`, in the background."""
+        ...
+
+    def restore(self, request: GenerationRequest) -> Call:
+        """When a conversation is opened: load its saved state, so its first turn is warm."""
+        ...
 
     def close(self) -> None: ...

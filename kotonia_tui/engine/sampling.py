@@ -1,5 +1,9 @@
 """How a reply is sampled, resolved once per call from the model profile and the request.
 
+The request may carry a character's or a conversation's settings over the profile
+(`GenerationRequest.sampling`, resolved by chat/chat_settings.py); a value it leaves None is
+the profile's, and an explicit `request.temperature` (the evaluation's greedy calls) wins.
+
 Both backends read this one object: the in-process engine builds llama.cpp's sampler chain from
 it, each server kind writes it as the request fields that server understands
 (`engine/server/kinds.py`). So a sampling setting lives in the profile and nowhere else, and a
@@ -14,8 +18,10 @@ server `response_format` on the chat path and `grammar` on the completions path.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kotonia_tui.config import ModelProfile
+from kotonia_tui.domain import GenerationSettings
 from kotonia_tui.engine.types import GenerationRequest
 
 
@@ -32,14 +38,19 @@ class Sampling:
 
     @classmethod
     def of(cls, profile: ModelProfile, request: GenerationRequest) -> Sampling:
-        temperature = profile.temperature if request.temperature is None else request.temperature
+        layer = request.sampling or GenerationSettings()
+        temperature = request.temperature
+        if temperature is None:
+            temperature = _first(layer.temperature, profile.temperature)
         return cls(
             temperature=temperature,
-            top_k=profile.top_k,
-            top_p=profile.top_p,
-            min_p=profile.min_p,
+            top_k=_first(layer.top_k, profile.top_k),
+            top_p=_first(layer.top_p, profile.top_p),
+            min_p=_first(layer.min_p, profile.min_p),
             repeat_penalty=(
-                profile.repeat_penalty if request.repeat_penalty is None else request.repeat_penalty
+                _first(layer.repeat_penalty, profile.repeat_penalty)
+                if request.repeat_penalty is None
+                else request.repeat_penalty
             ),
             repeat_last_n=profile.repeat_last_n,
             seed=profile.seed,
@@ -49,3 +60,10 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+
+ValueT = TypeVar("ValueT")
+
+
+def _first(value: ValueT | None, default: ValueT) -> ValueT:
+    return default if value is None else value

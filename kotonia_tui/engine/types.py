@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
-from kotonia_tui.domain import ChatMessage, ImageInput, TurnMetrics
+from kotonia_tui.domain import ChatMessage, GenerationSettings, ImageInput, TurnMetrics
 
 
 class Slot(StrEnum):
@@ -30,6 +30,20 @@ class Priority(IntEnum):
 
 
 @dataclass(frozen=True)
+class StateRef:
+    """Which saved KV state a chat call continues, so a restart costs only what is new.
+
+    `name` is the conversation's own state (letters, digits and dashes: it is part of a file
+    name); the first `shared_messages` messages of the prompt are the character's setup, the
+    same in every conversation with that card, whose state is saved once and lets a new
+    conversation start warm.
+    """
+
+    name: str
+    shared_messages: int = 1
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """A prompt (as messages) and how to sample the reply."""
 
@@ -41,14 +55,17 @@ class GenerationRequest:
     reply_name: str = ""
     user_name: str = ""
     extra_stops: tuple[str, ...] = ()
-    temperature: float | None = None  # None: the profile's
+    temperature: float | None = None  # None: `sampling`'s, else the profile's
+    # A character's or a conversation's settings over the profile (None values: the profile's).
+    sampling: GenerationSettings | None = None
     prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
     prefill_only: bool = False  # evaluate the prompt into the slot and stop (a prewarm)
     # A JSON schema (as JSON text) the reply must follow: enforced by a grammar in-process,
     # by the server's structured-output field on a server backend. The reply starts at the
     # schema's root, so a request with a schema has no prefill.
     json_schema: str | None = None
-    repeat_penalty: float | None = None  # None: the profile's (1.0 turns it off)
+    repeat_penalty: float | None = None  # None: `sampling`'s, else the profile's (1.0: off)
+    state: StateRef | None = None  # the saved KV state this chat call may start from
 
 
 class FinishReason(StrEnum):
@@ -98,6 +115,7 @@ __all__ = [
     "Priority",
     "ReasoningDelta",
     "Slot",
+    "StateRef",
     "StreamEvent",
     "TextDelta",
 ]

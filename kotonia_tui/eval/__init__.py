@@ -4,18 +4,37 @@ A conversation is replayed through the real fold policy (`replay`), questions pe
 are asked of four memory designs built on the same fold points (`arms`), graded by the model
 as judge and by exact/F1 match (`examiner`, `grading`), and the chronicler's output is audited
 (`audit`). `harness.run_eval` ties it together; `command` is the CLI; `report` and `plot_png`
-render the results; `pinning` hashes the model file; `meter` counts model calls.
+render the results; `pinning` hashes the model file; `meter` counts model calls;
+`arguments` declares the command's options (imported by the CLI's parser without the rest).
 """
 
-from kotonia_tui.eval.arms import ARMS
-from kotonia_tui.eval.dataset import (
-    DatasetError,
-    EvalConversation,
-    EvalQuestion,
-    load_file,
-    load_stored,
+from typing import TYPE_CHECKING
+
+from kotonia_tui.eval.arguments import ARMS
+from kotonia_tui.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kotonia_tui.eval.dataset import (
+        DatasetError,
+        EvalConversation,
+        EvalQuestion,
+        load_file,
+        load_stored,
+    )
+    from kotonia_tui.eval.harness import EvalOptions, run_eval
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DatasetError": "kotonia_tui.eval.dataset",
+        "EvalConversation": "kotonia_tui.eval.dataset",
+        "EvalQuestion": "kotonia_tui.eval.dataset",
+        "load_file": "kotonia_tui.eval.dataset",
+        "load_stored": "kotonia_tui.eval.dataset",
+        "EvalOptions": "kotonia_tui.eval.harness",
+        "run_eval": "kotonia_tui.eval.harness",
+    },
 )
-from kotonia_tui.eval.harness import EvalOptions, run_eval
 
 __all__ = [
     "ARMS",

@@ -9,6 +9,10 @@
 - truncation: a sliding window and no memory: the newest messages that fit the same number of
   history tokens the generational prompt spends on memory + verbatim (equal budget).
 - full: the whole conversation verbatim, the upper bound, where it fits a context window.
+- generational+recall, truncation+recall: the same prompts, and for each question the
+  archive older than the arm's verbatim window recalled as a turn recalls it (chat/recall.py:
+  the question is the new message; what the arm's memory states is left out; within the
+  profile's recall budget, on top of the arm's own prompt), placed after the history.
 
 Non-generational prompts are assembled with `memory.assembly.assemble_prompt` from the card's
 setup; lorebook entries selected per turn are not carried there (the shipped dataset's card has
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kotonia_tui.chat.chronicle import NoRoomError, chronicle
 from kotonia_tui.chat.fold_worker import MAX_ATTEMPTS
@@ -29,12 +33,11 @@ from kotonia_tui.engine import (
     Engine,
     GenerationRequest,
 )
+from kotonia_tui.eval.arguments import RECALL
 from kotonia_tui.eval.replay import Replay
 from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
-
-ARMS = ("generational", "rolling", "truncation", "full")
 
 # The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
 ROLLING_HEADER = (
@@ -62,6 +65,8 @@ class ArmPrompt:
     build_seconds: float = 0.0
     build_calls: int = 0
     failures: list[str] = field(default_factory=list)
+    recall_from: int | None = None  # recall arms: the archive is what is older than this id
+    recall_budget: int = 0  # tokens recalled per question; 0: not a recall arm
 
     @property
     def skipped(self) -> bool:
@@ -106,6 +111,7 @@ def generational(replay: Replay, engine: Engine) -> ArmPrompt:
         verbatim_messages=len(final.window),
         prompt_tokens=_cells(engine, messages, replay),
         n_ctx=engine.n_ctx,
+        recall_from=final.window[0].id if final.window else None,
     )
 
 
@@ -212,6 +218,21 @@ def truncation(replay: Replay, engine: Engine, history_budget: int) -> ArmPrompt
         n_ctx=engine.n_ctx,
         note=f"the newest messages within {history_budget} history tokens (the generational "
         "arm's memory + verbatim)",
+        recall_from=kept[0].id if kept else None,
+    )
+
+
+def with_recall(arm: ArmPrompt, budget: int) -> ArmPrompt:
+    """The arm's prompt, answering each question with the archive recalled for it: up to
+    `budget` tokens, less where the prompt leaves less room beside a question and answer."""
+    budget = max(0, min(budget, arm.n_ctx - arm.prompt_tokens - QUESTION_ROOM))
+    return replace(
+        arm,
+        name=arm.name + RECALL,
+        recall_budget=budget,
+        note=(arm.note + "; " if arm.note else "")
+        + f"recall: up to {budget} tokens per question from the messages older than its window",
+        failures=list(arm.failures),
     )
 
 

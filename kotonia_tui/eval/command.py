@@ -1,7 +1,8 @@
 """`kotonia eval`: arguments, loading the input and the model, writing the outputs.
 
     kotonia eval [SOURCE] [--model PATH] [--n-ctx N] [--questions N] [--runs K]
-                 [--arms generational,rolling,truncation,full] [--json OUT] [--plot OUT.png]
+                 [--arms generational,rolling,truncation,full,generational+recall,...]
+                 [--json OUT] [--plot OUT.png]
 
 SOURCE is a dataset file, a SillyTavern `.jsonl` / JSON list chat, or a stored conversation id;
 without it, the shipped dataset (`assets/eval/lighthouse.json`). The table, the terminal plot
@@ -21,9 +22,8 @@ from typing import Any
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_engine, open_library, open_store
-from kotonia_tui.config import ConfigError, PromptFormat, Settings, app_dirs, load_settings
+from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine import Engine, EngineInfo, ServerInfo
-from kotonia_tui.eval.arms import ARMS
 from kotonia_tui.eval.dataset import DatasetError, EvalConversation, load_file, load_stored
 from kotonia_tui.eval.harness import EvalOptions, run_eval
 from kotonia_tui.eval.pinning import file_sha256
@@ -33,44 +33,6 @@ from kotonia_tui.eval.results import EvalReport, ModelPin
 from kotonia_tui.terminal_text import visible
 
 SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "assets" / "eval" / "lighthouse.json"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "source",
-        nargs="?",
-        help="dataset or chat file, or a stored conversation id (default: the shipped dataset)",
-    )
-    parser.add_argument("--character", help="card to play the character (file or stored input)")
-    parser.add_argument("--model", type=Path, help="a GGUF model (default: the active profile)")
-    parser.add_argument(
-        "--prompt-format", choices=[f.value for f in PromptFormat], help="template or transcript"
-    )
-    parser.add_argument("--n-ctx", type=int, help="context window; small enough to force folds")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--seed", type=int, help="sampling seed of the model (chronicler)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a setting for this run, e.g. fold_trigger_ratio=0.4; repeatable",
-    )
-    parser.add_argument("--questions", type=int, default=8, help="questions per range (8)")
-    parser.add_argument("--runs", type=int, default=1, help="repeat K times; report the spread")
-    parser.add_argument(
-        "--arms", default=",".join(ARMS), help=f"comma-separated, from {','.join(ARMS)}"
-    )
-    parser.add_argument(
-        "--full-max-ctx",
-        type=int,
-        default=32768,
-        help="largest window the full arm may load the model with (32768; 0: never reload)",
-    )
-    parser.add_argument("--answer-tokens", type=int, default=48, help="reader answer cap")
-    parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
-    parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
-    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
 
 
 def _settings(args: argparse.Namespace) -> Settings:

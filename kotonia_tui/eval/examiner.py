@@ -107,11 +107,17 @@ def parse_questions(text: str, limit: int) -> list[QA]:
 
 
 def reader_request(
-    arm_prompt: Sequence[ChatMessage], question: str, *, max_tokens: int
+    arm_prompt: Sequence[ChatMessage], question: str, *, max_tokens: int, notes: str = ""
 ) -> GenerationRequest:
     # The question goes last, after the arm's whole prompt: the prefix is shared by every
-    # question of the arm and stays in the KV cache.
-    messages = (*arm_prompt, ChatMessage("user", f"{READER_INSTRUCTIONS}\n{question}", READER_Q))
+    # question of the arm and stays in the KV cache. A recall arm's excerpts for the question
+    # (`notes`) go between them, after the history, so that "the story above" holds them.
+    recalled = (ChatMessage("system", notes),) if notes else ()
+    messages = (
+        *arm_prompt,
+        *recalled,
+        ChatMessage("user", f"{READER_INSTRUCTIONS}\n{question}", READER_Q),
+    )
     return GenerationRequest(
         messages=messages,
         max_tokens=max_tokens,

@@ -28,7 +28,8 @@ from kotonia_tui.config import Settings
 from kotonia_tui.domain import utcnow
 from kotonia_tui.engine import Engine, llama_cpp_version
 from kotonia_tui.eval import arms as arm_builders
-from kotonia_tui.eval.arms import ARMS, ArmPrompt, EngineFactory
+from kotonia_tui.eval.arguments import ARMS, RECALL
+from kotonia_tui.eval.arms import ArmPrompt, EngineFactory
 from kotonia_tui.eval.audit import audit, ledger_audit, memory_pieces
 from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
 from kotonia_tui.eval.examiner import (
@@ -111,6 +112,7 @@ class Graded:
     exact: bool | None = None
     f1: float | None = None
     judge_text: str = ""
+    recalled: list[int] = field(default_factory=list)  # input message ids (recall arms)
 
     def record(self) -> GradedAnswer:
         return GradedAnswer(
@@ -125,6 +127,7 @@ class Graded:
             correct=self.correct,
             exact=self.exact,
             f1=self.f1,
+            recalled=self.recalled,
         )
 
 
@@ -233,9 +236,17 @@ async def _one_run(
         progress(f"run {run + 1}: {len(assigned)} questions over {len(replayed.ranges)} ranges")
 
         prompts: list[ArmPrompt] = []
+        built: dict[str, ArmPrompt] = {}
         for name in options.arms:
             arm_mark = meter.mark()
-            if name == "generational":
+            if name.endswith(RECALL):
+                base = name.removesuffix(RECALL)
+                if base not in built:
+                    built[base] = _base_arm(base, replayed, meter)
+                arm = arm_builders.with_recall(
+                    built[base], replayed.service.prompter.budgets.recall
+                )
+            elif name == "generational":
                 arm = arm_builders.generational(replayed, meter)
                 arm.build_calls, arm.build_seconds = fold_stats.calls, fold_stats.seconds
             elif name == "rolling":
@@ -248,12 +259,7 @@ async def _one_run(
                 )
                 arm.build_seconds = meter.stats(arm_mark).seconds
             elif name == "truncation":
-                final = replayed.final.plan
-                arm = arm_builders.truncation(
-                    replayed,
-                    meter,
-                    final.memory_tokens + final.verbatim_tokens,
-                )
+                arm = _base_arm(name, replayed, meter)
             else:
                 arm = await arm_builders.full(
                     replayed,
@@ -261,6 +267,7 @@ async def _one_run(
                     bigger=bigger,
                     max_ctx=options.full_max_ctx,
                 )
+            built.setdefault(name, arm)
             prompts.append(arm)
 
         results: dict[str, ArmResult] = {}
@@ -380,6 +387,14 @@ def assign(
     return assigned
 
 
+def _base_arm(name: str, replayed: Replay, meter: MeteredEngine) -> ArmPrompt:
+    """The generational or the truncation arm (the recall arms are built on them)."""
+    if name == "generational":
+        return arm_builders.generational(replayed, meter)
+    final = replayed.final.plan
+    return arm_builders.truncation(replayed, meter, final.memory_tokens + final.verbatim_tokens)
+
+
 async def _answer_arm(
     arm: ArmPrompt,
     assigned: Sequence[tuple[EvalQuestion, int]],
@@ -408,9 +423,25 @@ async def _answer_arm(
     graded = [Graded(question, index) for question, index in assigned]
     # All answers first, then all verdicts: the arm's prompt prefix stays in the chat slot.
     for item in graded:
+        notes = ""
+        if arm.recall_budget:
+            # The question is the turn's new message: the archive older than the arm's window
+            # is asked about it, as a chat turn asks (chat/recall.py).
+            recall = await replayed.service.prompter.recaller.recall(
+                replayed.conv_id,
+                item.question.question,
+                older_than=arm.recall_from,
+                memory_text=arm.memory_text,
+                budget=arm.recall_budget,
+            )
+            notes = recall.render()
+            item.recalled = [replayed.to_source[i] for i in recall.message_ids]
         result = await reader.generate(
             reader_request(
-                arm.messages, item.question.question, max_tokens=options.answer_max_tokens
+                arm.messages,
+                item.question.question,
+                max_tokens=options.answer_max_tokens,
+                notes=notes,
             )
         )
         item.answer = clean_answer(result.text)

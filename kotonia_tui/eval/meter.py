@@ -85,6 +85,12 @@ class EngineWrapper(Engine):
     def prewarm(self, request: GenerationRequest) -> Call:
         return self.inner.prewarm(request)
 
+    def settle(self, request: GenerationRequest, after: Call) -> Call:
+        return self.inner.settle(request, after)
+
+    def restore(self, request: GenerationRequest) -> Call:
+        return self.inner.restore(request)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -17,6 +17,8 @@ COLORS = {
     "rolling": (214, 39, 40),
     "truncation": (127, 127, 127),
     "full": (44, 160, 44),
+    "generational+recall": (23, 190, 207),
+    "truncation+recall": (188, 189, 34),
 }
 WIDTH, HEIGHT = 900, 560
 LEFT, RIGHT, TOP, BOTTOM = 70, 190, 60, 70

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from kotonia_tui.eval.results import ArmStatus, EvalReport, Spread
 
-MARKERS = {"generational": "G", "rolling": "R", "truncation": "T", "full": "F"}
+MARKERS = {
+    "generational": "G",
+    "rolling": "R",
+    "truncation": "T",
+    "full": "F",
+    "generational+recall": "g",
+    "truncation+recall": "t",
+}
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

@@ -107,6 +107,7 @@ class GradedAnswer:
     correct: bool
     exact: bool | None
     f1: float | None
+    recalled: list[int] = field(default_factory=list)  # input message ids quoted (recall arms)
 
 
 class ArmStatus(StrEnum):

@@ -5,9 +5,13 @@
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
    (the ledger, the synopsis, then chapters oldest first, under a header that says a
    character's statement is a record that it was said, not necessarily the truth);
-4. the verbatim window, oldest first, ending with the new message;
-5. notes for this turn only (keyed lorebook entries, post-history instructions): last, so
-   that what changes with recent messages never changes anything before the history.
+4. the verbatim window, oldest first, ending with the new message (system notes imported from
+   SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
+   Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
+   what that costs);
+5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
+   instructions): last, so that what changes with recent messages never changes anything
+   before the history.
 
 Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 """
@@ -80,8 +84,36 @@ def assemble_prompt(
     memory_text: str,
     window: Sequence[PromptLine],
     notes: str = "",
+    author_note: str = "",
+    author_note_depth: int = 0,
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
+    return with_notes(
+        assemble_history(
+            system_text=system_text,
+            char_name=char_name,
+            memory_text=memory_text,
+            window=window,
+            author_note=author_note,
+            author_note_depth=author_note_depth,
+            portrait=portrait,
+        ),
+        notes,
+    )
+
+
+def assemble_history(
+    *,
+    system_text: str,
+    char_name: str,
+    memory_text: str,
+    window: Sequence[PromptLine],
+    author_note: str = "",
+    author_note_depth: int = 0,
+    portrait: ImageInput | None = None,
+) -> tuple[ChatMessage, ...]:
+    """The prompt without this turn's notes (1-4 above, an Author's Note placed in the window
+    where its depth says): what the next prompt starts with, up to the note."""
     messages: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         messages.append(
@@ -89,20 +121,50 @@ def assemble_prompt(
         )
         messages.append(ChatMessage("assistant", PORTRAIT_ACK))
     messages.extend(memory_exchange(memory_text))
-    for line in window:
-        if line.role is Role.SYSTEM:
-            messages.append(ChatMessage("system", line.text, images=line.images))
-        elif line.role is Role.USER:
-            messages.append(ChatMessage("user", line.text, name=line.speaker, images=line.images))
-        else:
-            messages.append(
-                ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
-            )
-    if notes.strip():
-        messages.append(ChatMessage("system", notes.strip()))
+    # The note goes before the last `author_note_depth` lines the model reads (or first, when
+    # the window holds fewer): a system line, as a story note. Imported notes never count.
+    sent = [line for line in window if in_prompt(line.role)]
+    note_at = max(0, len(sent) - author_note_depth) if author_note.strip() else -1
+    for index, line in enumerate(sent):
+        if index == note_at:
+            messages.append(ChatMessage("system", author_note.strip()))
+        messages.append(prompt_message(line))
+    if note_at == len(sent):
+        messages.append(ChatMessage("system", author_note.strip()))
     return tuple(messages)
 
 
+def in_prompt(role: Role) -> bool:
+    """Whether a message of this role goes to the model: imported system notes ("[Start a
+    new chat]") are shown in the chat, never sent, as SillyTavern does (a base model given
+    them repeated them)."""
+    return role is not Role.SYSTEM
+
+
+def shared_setup_messages(portrait: ImageInput | None) -> int:
+    """How many leading messages every conversation with the character shares (1-2 above)."""
+    return 3 if portrait is not None else 1
+
+
+def prompt_message(line: PromptLine) -> ChatMessage:
+    """A stored message as the prompt carries it."""
+    if line.role is Role.SYSTEM:
+        return ChatMessage("system", line.text, images=line.images)
+    if line.role is Role.USER:
+        return ChatMessage("user", line.text, name=line.speaker, images=line.images)
+    return ChatMessage("assistant", line.text, name=line.speaker, images=line.images)
+
+
+def with_notes(history: tuple[ChatMessage, ...], notes: str) -> tuple[ChatMessage, ...]:
+    """The history with this turn's notes after it (5 above), when there are any."""
+    if notes.strip():
+        return (*history, ChatMessage("system", notes.strip()))
+    return history
+
+
 def line_cost_text(line: PromptLine) -> str:
-    """The text whose token count stands for a message's cost in the prompt."""
+    """The text whose token count stands for a message's cost in the prompt ("" for a line
+    the prompt leaves out: it costs nothing)."""
+    if not in_prompt(line.role):
+        return ""
     return f"{line.speaker}: {line.text}\n" if line.speaker else f"{line.text}\n\n"

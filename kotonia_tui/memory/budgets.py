@@ -27,6 +27,7 @@ class Budgets:
     chapter_source: int  # one chapter summarizes at most this much source
     summary_max_tokens: int  # a ceiling so nothing is cut, not a target
     lore: int  # keyed lorebook entries per turn
+    recall: int  # recalled archive excerpts per turn (0: recall is off)
     wide: bool
 
     @property
@@ -61,5 +62,6 @@ class Budgets:
             chapter_source=max(64, int(n_ctx * settings.chapter_source_ratio)),
             summary_max_tokens=settings.summary_max_tokens,
             lore=int(n_ctx * settings.lore_budget_ratio),
+            recall=int(n_ctx * settings.recall_budget_ratio),
             wide=wide,
         )

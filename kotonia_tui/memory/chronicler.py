@@ -165,8 +165,7 @@ def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
     lines: list[str] = []
     for message in messages:
         if message.role is Role.SYSTEM:
-            lines.append(f"[#{message.id}] (scene) {message.text.strip()}")
-            continue
+            continue  # an imported note ("[Start a new chat]"), not part of the story
         speaker = message.speaker
         listener = char if message.role is Role.USER else user
         who = f"{speaker} (the user)" if message.role is Role.USER else speaker

@@ -1,15 +1,42 @@
-"""The store layer: the only place in the app that speaks SQL (SQLite through sqlite-utils)."""
+"""The store layer: the only place in the app that speaks SQL (SQLite through sqlite-utils).
 
+The errors load at once (every command names them); the store itself when first used, so a
+command that never opens the database does not load sqlite-utils.
+"""
+
+from typing import TYPE_CHECKING
+
+from kotonia_tui.lazy import lazy_exports
 from kotonia_tui.store.errors import NotFoundError, StoreError
-from kotonia_tui.store.migrations import SCHEMA_VERSION
-from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
-from kotonia_tui.store.store import Store
+
+if TYPE_CHECKING:
+    from kotonia_tui.store.migrations import SCHEMA_VERSION
+    from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+    from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
+    from kotonia_tui.store.store import Store
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "SCHEMA_VERSION": "kotonia_tui.store.migrations",
+        "CharacterSeen": "kotonia_tui.store.records",
+        "MemoryState": "kotonia_tui.store.records",
+        "TurnMetricsRecord": "kotonia_tui.store.records",
+        "SearchHit": "kotonia_tui.store.search",
+        "SearchMode": "kotonia_tui.store.search",
+        "SearchOrder": "kotonia_tui.store.search",
+        "Store": "kotonia_tui.store.store",
+    },
+)
 
 __all__ = [
     "SCHEMA_VERSION",
     "CharacterSeen",
     "MemoryState",
     "NotFoundError",
+    "SearchHit",
+    "SearchMode",
+    "SearchOrder",
     "Store",
     "StoreError",
     "TurnMetricsRecord",

@@ -22,9 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
+from kotonia_tui.lazy import numpy_hidden
 from kotonia_tui.store.errors import StoreError
+
+# sqlite-utils imports numpy, when installed, only to map numpy scalars to column types.
+with numpy_hidden():
+    import sqlite_utils
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 

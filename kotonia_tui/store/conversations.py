@@ -12,7 +12,7 @@ from kotonia_tui.store.errors import NotFoundError
 from kotonia_tui.store.records import CharacterSeen
 
 _CONVERSATION_COLUMNS = (
-    "id, character_key, character_name, persona_name, persona_description, title, "
+    "id, character_key, character_name, persona_name, persona_description, persona_id, title, "
     "created_at, updated_at, message_count, extra"
 )
 
@@ -52,6 +52,7 @@ def conversation_from_row(row: sqlite3.Row) -> StoredConversation:
         character_name=row["character_name"],
         persona_name=row["persona_name"],
         persona_description=row["persona_description"],
+        persona_id=row["persona_id"],
         title=row["title"],
         created_at=ts_from_db(row["created_at"]),
         updated_at=ts_from_db(row["updated_at"]),
@@ -62,11 +63,12 @@ def conversation_from_row(row: sqlite3.Row) -> StoredConversation:
 
 def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> StoredConversation:
     """Insert inside the caller's transaction; `message_count` is the store's to keep."""
-    row = {
+    row: dict[str, object] = {
         "character_key": conv.character_key,
         "character_name": conv.character_name,
         "persona_name": conv.persona_name,
         "persona_description": conv.persona_description,
+        "persona_id": conv.persona_id,
         "title": conv.title,
         "created_at": ts_to_db(conv.created_at),
         "updated_at": ts_to_db(conv.updated_at),
@@ -79,10 +81,12 @@ def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> S
 
 def get_conversation(db: Db, conv_id: int) -> StoredConversation:
     row = db.select_one(
-        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conv_id,)
+        f"SELECT {_CONVERSATION_COLUMNS}, deleted_at FROM conversations WHERE id = ?", (conv_id,)
     )
     if row is None:
         raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+    if row["deleted_at"] is not None:
+        raise NotFoundError(f"conversation {conv_id} was deleted")
     with db.decoding(f"conversation {conv_id}"):
         return conversation_from_row(row)
 
@@ -90,12 +94,13 @@ def get_conversation(db: Db, conv_id: int) -> StoredConversation:
 def list_conversations(db: Db, character_key: str | None = None) -> list[StoredConversation]:
     if character_key is None:
         rows = db.select(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations ORDER BY updated_at DESC, id DESC"
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE deleted_at IS NULL "
+            "ORDER BY updated_at DESC, id DESC"
         )
     else:
         rows = db.select(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE character_key = ? "
-            "ORDER BY updated_at DESC, id DESC",
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+            "WHERE character_key = ? AND deleted_at IS NULL ORDER BY updated_at DESC, id DESC",
             (character_key,),
         )
     conversations = []
@@ -121,13 +126,14 @@ def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
     `message_count` and `updated_at` never go below what the stored messages say."""
     cursor = db.execute(
         """UPDATE conversations SET character_key = ?, character_name = ?, persona_name = ?,
-               persona_description = ?, title = ?, created_at = ?,
+               persona_description = ?, persona_id = ?, title = ?, created_at = ?,
                updated_at = max(updated_at, ?), extra = ? WHERE id = ?""",
         (
             conv.character_key,
             conv.character_name,
             conv.persona_name,
             conv.persona_description,
+            conv.persona_id,
             conv.title,
             ts_to_db(conv.created_at),
             ts_to_db(conv.updated_at),
@@ -141,7 +147,10 @@ def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
 
 def rename_conversation(db: Db, conv_id: int, title: str) -> StoredConversation:
     with db.write():
-        cursor = db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conv_id))
+        cursor = db.execute(
+            "UPDATE conversations SET title = ? WHERE id = ? AND deleted_at IS NULL",
+            (title, conv_id),
+        )
         if cursor.rowcount == 0:
             raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
         return get_conversation(db, conv_id)
@@ -153,3 +162,45 @@ def delete_conversation(db: Db, conv_id: int) -> None:
         cursor = db.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
         if cursor.rowcount == 0:
             raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+
+
+# Deleted in the app: hidden at once, removed for good when the session ends (until then the
+# deletion can be undone). Readers never see a deleted conversation: listings leave it out,
+# `get_conversation` says it was deleted, and its fold jobs wait (fold_jobs.claim_next_fold).
+
+
+def hide_conversation(db: Db, conv_id: int) -> None:
+    with db.write():
+        cursor = db.execute(
+            "UPDATE conversations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
+            (ts_to_db(utcnow()), conv_id),
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
+
+
+def unhide_conversation(db: Db, conv_id: int) -> StoredConversation:
+    with db.write():
+        cursor = db.execute(
+            "UPDATE conversations SET deleted_at = NULL WHERE id = ? AND deleted_at IS NOT NULL",
+            (conv_id,),
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(
+                f"conversation {conv_id} cannot be brought back: it is not among the deleted "
+                "ones (another instance of the app may have removed it for good)"
+            )
+        return get_conversation(db, conv_id)
+
+
+def purge_hidden(db: Db, conv_ids: list[int] | None = None) -> list[int]:
+    """Remove deleted conversations for good (those in `conv_ids`, or all); returns their ids."""
+    with db.write():
+        rows = db.returning(
+            "DELETE FROM conversations WHERE deleted_at IS NOT NULL RETURNING id"
+            if conv_ids is None
+            else "DELETE FROM conversations WHERE deleted_at IS NOT NULL AND id IN "
+            f"({','.join('?' * len(conv_ids))}) RETURNING id",
+            conv_ids or (),
+        )
+    return sorted(row["id"] for row in rows)

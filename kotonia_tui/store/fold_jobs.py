@@ -89,8 +89,11 @@ def claim_next_fold(db: Db, now: datetime | None = None) -> StoredFoldJob | None
     with db.write():
         rows = db.returning(
             """UPDATE fold_jobs SET status = 'running', attempts = attempts + 1, claimed_at = ?
-               WHERE id = (SELECT id FROM fold_jobs WHERE status = 'pending' AND not_before <= ?
-                           ORDER BY id LIMIT 1)
+               WHERE id = (SELECT j.id FROM fold_jobs j
+                           JOIN conversations c ON c.id = j.conversation_id
+                           WHERE j.status = 'pending' AND j.not_before <= ?
+                               AND c.deleted_at IS NULL
+                           ORDER BY j.id LIMIT 1)
                RETURNING *""",
             (ts_to_db(utcnow()), when),
         )
@@ -176,5 +179,11 @@ def fold_jobs(
 
 def next_fold_due(db: Db) -> datetime | None:
     """The earliest `not_before` among pending jobs: how long the scheduler may sleep."""
-    row = db.select_one("SELECT min(not_before) AS due FROM fold_jobs WHERE status = 'pending'")
+    # A conversation deleted in the app (until the session ends, when it can be undone) keeps
+    # its jobs, but they wait: folding what may be gone for good is wasted model time.
+    row = db.select_one(
+        """SELECT min(j.not_before) AS due FROM fold_jobs j
+           JOIN conversations c ON c.id = j.conversation_id
+           WHERE j.status = 'pending' AND c.deleted_at IS NULL"""
+    )
     return ts_from_db(row["due"]) if row is not None and row["due"] is not None else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
 from kotonia_tui.store import fold_jobs
@@ -49,7 +49,8 @@ def get_chapter(db: Db, chapter_id: int) -> StoredChapter:
     return chapter_from_row(row)
 
 
-def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
+def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
+    """Insert inside the caller's transaction (a new chapter is never superseded)."""
     if chapter.first_message_id > chapter.last_message_id:
         raise StoreError(
             f"chapter covers messages {chapter.first_message_id}..{chapter.last_message_id}: "
@@ -85,7 +86,7 @@ def _insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
 def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> StoredChapter:
     """Insert the chapter and mark its fold job done, together or not at all."""
     with db.write():
-        stored = _insert_chapter(db, chapter)
+        stored = insert_chapter(db, chapter)
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, chapter.conversation_id)
         return stored
@@ -102,7 +103,7 @@ def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None)
             )
         if old.superseded_by is not None:
             raise StoreError(f"chapter {old_id} was already superseded by {old.superseded_by}")
-        stored = _insert_chapter(db, new)
+        stored = insert_chapter(db, new)
         db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (stored.id, old_id))
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, new.conversation_id)
@@ -123,6 +124,23 @@ def chapters(
         f"SELECT * FROM chapters WHERE {where} ORDER BY first_message_id, id", (conv_id,)
     )
     return [chapter_from_row(row) for row in rows]
+
+
+def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
+    """For each message id, the in-story time of the newest chapter covering it that names
+    one (in the synopsis or not; a superseded chapter's refold speaks for it)."""
+    out: dict[int, str] = {}
+    for msg_id in ids:
+        row = db.select_one(
+            "SELECT story_time FROM chapters WHERE conversation_id = ? "
+            "AND first_message_id <= ? AND last_message_id >= ? "
+            "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+            "ORDER BY id DESC LIMIT 1",
+            (conv_id, msg_id, msg_id),
+        )
+        if row is not None:
+            out[msg_id] = str(row["story_time"])
+    return out
 
 
 def mark_chapters_stale(db: Db, conv_id: int, message_id: int) -> list[int]:

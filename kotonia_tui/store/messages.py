@@ -123,7 +123,7 @@ def _check_images(db: Db, messages: Sequence[Message]) -> None:
         )
 
 
-def _next_message_id(db: Db) -> int:
+def next_message_id(db: Db) -> int:
     # Both sources, because AUTOINCREMENT's sequence row only exists after the first insert.
     row = db.select_one(
         """SELECT max(ifnull((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0),
@@ -154,7 +154,7 @@ def insert_messages(db: Db, conv_id: int, messages: Sequence[Message]) -> list[i
         _check_images(db, messages)
         # Ids are assigned here, under the write lock, so alternatives and token counts can be
         # inserted in bulk too (sqlite's executemany does not report each row's id).
-        first = _next_message_id(db)
+        first = next_message_id(db)
         ids = list(range(first, first + len(messages)))
         db.insert_rows(
             "messages", [_message_row(m, conv_id, i) for m, i in zip(messages, ids, strict=True)]
@@ -336,6 +336,30 @@ def delete_message(db: Db, msg_id: int) -> None:
         conversations.touch(db, row["conversation_id"], utcnow(), count_delta=-1)
 
 
+def restore_message(db: Db, msg: StoredMessage) -> StoredMessage:
+    """Put a deleted message back as it was, under its own id, so it takes its old place (and
+    falls inside the chapter ranges it belonged to). Undoing a delete within a session."""
+    validate_message(msg)
+    with db.write():
+        if db.select_one("SELECT 1 FROM messages WHERE id = ?", (msg.id,)) is not None:
+            raise StoreError(f"message {msg.id} is already stored; it was not deleted")
+        conversations.touch(db, msg.conversation_id, msg.created_at, count_delta=1)
+        _check_images(db, [msg])
+        db.insert_rows("messages", [_message_row(msg, msg.conversation_id, msg.id)])
+        db.insert_rows(
+            "alternatives",
+            [_alternative_row(msg.id, idx, alt) for idx, alt in enumerate(msg.alternatives)],
+        )
+        db.insert_rows(
+            "token_counts",
+            [
+                {"message_id": msg.id, "model_key": key, "tokens": n}
+                for key, n in msg.token_counts.items()
+            ],
+        )
+        return get_message(db, msg.id)
+
+
 def set_token_count(db: Db, msg_id: int, model_key: str, tokens: int) -> None:
     if tokens < 0:
         raise StoreError(f"message {msg_id}: token count for {model_key!r} is {tokens}, below 0")
@@ -489,6 +513,28 @@ def messages_before(
     return found
 
 
+def neighbours(
+    db: Db, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
+    """For each id, the message before it and the one after it in its conversation, both
+    older than `before_id` (None where there is none): two indexed reads per id."""
+    out: dict[int, tuple[StoredMessage | None, StoredMessage | None]] = {}
+    for msg_id in ids:
+        before = _query(
+            db, "conversation_id = ? AND id < ?", (conv_id, msg_id), "id DESC", 1, model_key
+        )
+        after = _query(
+            db,
+            "conversation_id = ? AND id > ? AND id < ?",
+            (conv_id, msg_id, before_id),
+            "id",
+            1,
+            model_key,
+        )
+        out[msg_id] = (before[0] if before else None, after[0] if after else None)
+    return out
+
+
 def message_count(db: Db, conv_id: int) -> int:
     row = db.select_one("SELECT message_count FROM conversations WHERE id = ?", (conv_id,))
     if row is None:
@@ -513,6 +559,17 @@ def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
         numbers[msg_id] = counted
         previous = msg_id
     return numbers
+
+
+def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
+    """The id of the message shown as #`number` (1 = the first), or None."""
+    if number < 1:
+        return None
+    row = db.select_one(
+        "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT 1 OFFSET ?",
+        (conv_id, number - 1),
+    )
+    return int(row["id"]) if row is not None else None
 
 
 def iter_messages(

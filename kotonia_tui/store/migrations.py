@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kotonia_tui.search_text import UNSPACED_GLOB
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
 
@@ -177,6 +178,123 @@ _STEP_3_MEMORY_TEXT = [
     "ALTER TABLE memory_state ADD COLUMN memory_model_key TEXT NOT NULL DEFAULT ''",
 ]
 
+# Full-text search over every message, and the settings a character or a conversation overrides.
+# Two FTS5 indexes over messages.text, kept in step by triggers, so every way a message's text
+# is written (a turn, an import, an edit, a chosen version, a delete, a conversation's cascade)
+# updates them in its own transaction, and a deleted message is never found:
+# - message_words (unicode61, accents removed): words, for scripts that put spaces between them;
+# - message_trigrams (trigram): substrings, for Japanese, Chinese and Thai, which do not. Only
+#   messages with such characters are in it, each padded with two U+E000 so that every
+#   character of the text begins a trigram: a one- or two-character query is looked up in its
+#   vocabulary (message_trigram_terms) instead of scanning the text (store/search.py).
+# The GLOB class comes from search_text.UNSPACED_RANGES; changing those ranges needs a new step
+# that re-creates the view and the triggers and rebuilds the index.
+_UNSPACED = f"'{UNSPACED_GLOB}'"
+_PAD = "char(57344, 57344)"
+_STEP_SEARCH_AND_CHAT_SETTINGS = [
+    """CREATE VIRTUAL TABLE message_words USING fts5(
+        text, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
+    f"""CREATE VIEW message_trigram_source AS
+        SELECT id, text || {_PAD} AS text FROM messages WHERE text GLOB {_UNSPACED}""",
+    """CREATE VIRTUAL TABLE message_trigrams USING fts5(
+        text, content='message_trigram_source', content_rowid='id', tokenize='trigram')""",
+    "CREATE VIRTUAL TABLE message_trigram_terms USING fts5vocab(message_trigrams, 'row')",
+    "CREATE VIRTUAL TABLE message_word_terms USING fts5vocab(message_words, 'row')",
+    f"""CREATE TRIGGER messages_search_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO message_words(rowid, text) VALUES (new.id, new.text);
+        INSERT INTO message_trigrams(rowid, text)
+            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {_UNSPACED};
+    END""",
+    f"""CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO message_words(message_words, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO message_trigrams(message_trigrams, rowid, text)
+            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {_UNSPACED};
+    END""",
+    # One trigger, in this order: the old text leaves the index before the new one enters.
+    f"""CREATE TRIGGER messages_search_update AFTER UPDATE OF text ON messages BEGIN
+        INSERT INTO message_words(message_words, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO message_trigrams(message_trigrams, rowid, text)
+            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {_UNSPACED};
+        INSERT INTO message_words(rowid, text) VALUES (new.id, new.text);
+        INSERT INTO message_trigrams(rowid, text)
+            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {_UNSPACED};
+    END""",
+    # The messages stored before this version.
+    "INSERT INTO message_words(message_words) VALUES ('rebuild')",
+    "INSERT INTO message_trigrams(message_trigrams) VALUES ('rebuild')",
+    # Generation settings, Author's Note and World Info files, as JSON (domain.ChatSettings):
+    # the profile's values, overridden by the character's, overridden by the conversation's.
+    """CREATE TABLE character_settings (
+        character_key TEXT PRIMARY KEY,
+        settings TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE conversation_settings (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        settings TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+]
+
+
+# Issue 19: personas kept in the database, each conversation linked to the one it is played as
+# (its name and description stay copied on the row: a conversation goes on as it was when its
+# persona is deleted), and conversations deleted in the app kept until the session ends so the
+# deletion can be undone.
+_STEP_PERSONAS_CREATE = [
+    """CREATE TABLE personas (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        image TEXT REFERENCES images(hash),
+        is_default INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX personas_one_default ON personas(is_default) WHERE is_default = 1",
+    """ALTER TABLE conversations ADD COLUMN persona_id INTEGER
+        REFERENCES personas(id) ON DELETE SET NULL""",
+    "ALTER TABLE conversations ADD COLUMN deleted_at TEXT",
+    "CREATE INDEX conversations_by_persona ON conversations(persona_id)",
+]
+
+
+def _personas_and_deleted_conversations(db: Db) -> None:
+    """The step, and the personas the existing conversations were played as: one per name
+    (names differing only in case are one persona), with the newest conversation's
+    description. No default yet: the app makes the settings' persona the default."""
+    for statement in _STEP_PERSONAS_CREATE:
+        db.execute(statement)
+    rows = db.select(
+        """SELECT persona_name, persona_description, created_at, updated_at
+           FROM conversations WHERE trim(persona_name) != '' ORDER BY updated_at DESC, id DESC"""
+    )
+    chosen: dict[str, dict[str, str]] = {}
+    for row in rows:
+        key = row["persona_name"].casefold()
+        if key not in chosen:  # the newest conversation's spelling and description
+            chosen[key] = {
+                "name": row["persona_name"],
+                "description": row["persona_description"],
+                "created_at": row["created_at"],
+                "updated_at": row["updated_at"],
+            }
+        else:
+            chosen[key]["created_at"] = min(chosen[key]["created_at"], row["created_at"])
+    ids = {key: db.insert("personas", dict(persona)) for key, persona in chosen.items()}
+    for row in db.select("SELECT id, persona_name FROM conversations"):
+        persona_id = ids.get(row["persona_name"].casefold())
+        if persona_id is not None:
+            db.execute(
+                "UPDATE conversations SET persona_id = ? WHERE id = ?", (persona_id, row["id"])
+            )
+
+
+def _turn_metrics_restored(db: Db) -> None:
+    """Issue 17: how many of a call's reused cells came from a saved KV state (`--stats`
+    restored); figures from before it restored nothing."""
+    db.execute("ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0")
+
 
 # Structured chapters and the append-only ledger (issue 15). Old prose chapters keep their text
 # and their place in memory (structure NULL); new folds write structured chapters. A ledger entry
@@ -209,11 +327,20 @@ def _run(statements: list[str]) -> Callable[[Db], None]:
     return step
 
 
+def _search_and_chat_settings(db: Db) -> None:
+    """Issue 19: the search indexes (over the messages already stored) and the settings tables."""
+    for statement in _STEP_SEARCH_AND_CHAT_SETTINGS:
+        db.execute(statement)
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
     _run(_STEP_2_MEMORY_STATE),
     _run(_STEP_3_MEMORY_TEXT),
+    _personas_and_deleted_conversations,
+    _search_and_chat_settings,
+    _turn_metrics_restored,
     LEDGER_STEP := _run(_STEP_LEDGER),
 ]
 SCHEMA_VERSION = len(STEPS)

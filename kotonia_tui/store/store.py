@@ -16,6 +16,7 @@ from types import TracebackType
 from kotonia_tui.domain import (
     Alternative,
     Chapter,
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldStatus,
@@ -29,11 +30,15 @@ from kotonia_tui.domain import (
     StoredFoldJob,
     StoredLedgerEntry,
     StoredMessage,
+    StoredPersona,
     StoredSynopsis,
     Synopsis,
     TurnMetrics,
 )
+from kotonia_tui.search_text import Term
 from kotonia_tui.store import (
+    branching,
+    chat_settings,
     conversations,
     fold_jobs,
     images,
@@ -42,10 +47,14 @@ from kotonia_tui.store import (
     messages,
     metrics,
     migrations,
+    personas,
+    search,
 )
+from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 
 IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 
@@ -150,6 +159,62 @@ class Store:
     def delete_conversation(self, conv_id: int) -> None:
         conversations.delete_conversation(self._db, conv_id)
 
+    def hide_conversation(self, conv_id: int) -> None:
+        """Deleted in the app: hidden from every reader until `unhide` or `purge_hidden`."""
+        conversations.hide_conversation(self._db, conv_id)
+
+    def unhide_conversation(self, conv_id: int) -> StoredConversation:
+        return conversations.unhide_conversation(self._db, conv_id)
+
+    def purge_hidden(self, conv_ids: list[int] | None = None) -> list[int]:
+        """Remove hidden conversations for good (those in `conv_ids`, or all of them)."""
+        return conversations.purge_hidden(self._db, conv_ids)
+
+    def branch_conversation(
+        self, source_id: int, through_id: int | None, conv: Conversation
+    ) -> Branched:
+        """A new conversation sharing the source's messages through `through_id` (None: all)
+        and the memory that covers them (store/branching.py)."""
+        if conv.id is not None:
+            raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
+        return branching.branch_conversation(self._db, source_id, through_id, conv)
+
+    # Personas ----------------------------------------------------------------------------------
+
+    def personas(self) -> list[StoredPersona]:
+        return personas.list_personas(self._db)
+
+    def get_persona(self, persona_id: int) -> StoredPersona:
+        return personas.get_persona(self._db, persona_id)
+
+    def find_persona(self, name: str) -> StoredPersona | None:
+        return personas.find_persona(self._db, name)
+
+    def default_persona(self) -> StoredPersona | None:
+        return personas.default_persona(self._db)
+
+    def create_persona(
+        self, name: str, description: str = "", image: str | None = None, *, default: bool = False
+    ) -> StoredPersona:
+        return personas.create_persona(self._db, name, description, image, default=default)
+
+    def update_persona(
+        self, persona_id: int, name: str, description: str, image: str | None
+    ) -> StoredPersona:
+        return personas.update_persona(self._db, persona_id, name, description, image)
+
+    def delete_persona(self, persona_id: int) -> None:
+        personas.delete_persona(self._db, persona_id)
+
+    def set_default_persona(self, persona_id: int) -> StoredPersona:
+        return personas.set_default_persona(self._db, persona_id)
+
+    def set_conversation_persona(self, conv_id: int, persona_id: int) -> StoredConversation:
+        return personas.set_conversation_persona(self._db, conv_id, persona_id)
+
+    def persona_conversations(self, persona_id: int) -> int:
+        return personas.persona_conversations(self._db, persona_id)
+
     def import_conversation(
         self,
         conv: Conversation,
@@ -175,6 +240,20 @@ class Store:
             if described is not None:
                 conversations.describe_conversation(self._db, created.id, described())
             return conversations.get_conversation(self._db, created.id)
+
+    # Settings over the model profile (a character's, a conversation's) -------------------------
+
+    def character_settings(self, character_key: str) -> ChatSettings:
+        return chat_settings.character_settings(self._db, character_key)
+
+    def set_character_settings(self, character_key: str, settings: ChatSettings) -> None:
+        chat_settings.set_character_settings(self._db, character_key, settings)
+
+    def conversation_settings(self, conv_id: int) -> ChatSettings:
+        return chat_settings.conversation_settings(self._db, conv_id)
+
+    def set_conversation_settings(self, conv_id: int, settings: ChatSettings) -> None:
+        chat_settings.set_conversation_settings(self._db, conv_id, settings)
 
     # Messages ----------------------------------------------------------------------------------
 
@@ -216,6 +295,10 @@ class Store:
     def delete_message(self, msg_id: int) -> None:
         messages.delete_message(self._db, msg_id)
 
+    def restore_message(self, msg: StoredMessage) -> StoredMessage:
+        """A deleted message back under its own id (undo)."""
+        return messages.restore_message(self._db, msg)
+
     def set_token_count(self, msg_id: int, model_key: str, tokens: int) -> None:
         messages.set_token_count(self._db, msg_id, model_key, tokens)
 
@@ -253,10 +336,62 @@ class Store:
         """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
         return messages.message_numbers(self._db, conv_id, ids)
 
+    def message_id_at(self, conv_id: int, number: int) -> int | None:
+        """The id of the message shown as #`number` in its conversation (1 = the first)."""
+        return messages.message_id_at(self._db, conv_id, number)
+
     def iter_messages(
         self, conv_id: int, batch: int = 500, model_key: str | None = None
     ) -> Iterator[StoredMessage]:
         return messages.iter_messages(self._db, conv_id, batch, model_key)
+
+    # Search ------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        conversation_id: int | None = None,
+        limit: int = 50,
+        order: SearchOrder = SearchOrder.RANK,
+    ) -> list[SearchHit]:
+        """Messages holding every term of `query` (plain text, never query syntax), in every
+        conversation or in one; Japanese and Chinese are matched as substrings."""
+        return search.search_messages(
+            self._db, query, conversation_id=conversation_id, limit=limit, order=order
+        )
+
+    def recall(
+        self, conversation_id: int, query: str, older_than_id: int, limit: int
+    ) -> list[SearchHit]:
+        """Messages of one conversation older than `older_than_id` that share words with
+        `query`, best first (BM25; more shared words rank higher; words in too many messages
+        to tell them apart are left out). One call per turn (issue 16, recall)."""
+        return search.search_messages(
+            self._db,
+            query,
+            conversation_id=conversation_id,
+            before_id=older_than_id,
+            limit=limit,
+            mode=SearchMode.ANY,
+        )
+
+    def recall_terms(self, query: str) -> list[Term]:
+        """The terms `recall` looks for in `query` (the common words left out)."""
+        return search.recall_terms_used(self._db, query)
+
+    def neighbours(
+        self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+    ) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
+        """Each message's previous and next message in the conversation, older than
+        `before_id` (recall quotes a line with its reply)."""
+        with self._db.read():
+            return messages.neighbours(self._db, conv_id, ids, before_id, model_key)
+
+    def story_times(self, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
+        """Each message's in-story time, from the chapter that covers it (where one says)."""
+        with self._db.read():
+            return memory_rows.story_times(self._db, conv_id, ids)
 
     # Images ------------------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ from textual.screen import Screen
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.managing import ConversationManager
+from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
@@ -40,7 +42,9 @@ from kotonia_tui.tui.messages import (
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import HelpScreen
+from kotonia_tui.tui.screens.personas import PersonasScreen
 from kotonia_tui.tui.screens.picker import PickerScreen
+from kotonia_tui.tui.screens.search import SearchScreen
 from kotonia_tui.tui.state import load_state, save_state
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.status import StatusLine, join_status
@@ -65,6 +69,7 @@ class KotoniaApp(App[int]):
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
+        Binding("ctrl+f", "search", "Search", id="search"),
     ]
 
     # A `var`, not a `reactive`: a reactive on the app repaints the whole screen when it changes,
@@ -86,6 +91,8 @@ class KotoniaApp(App[int]):
         self.service: ChatService | None = None
         # Reads conversations with or without the model (after a failed load: read only).
         self.reader: ConversationReader | None = None
+        # Conversation and persona changes, with or without the model.
+        self.manager: ConversationManager | None = None
         self.load_error: str | None = None
         self.model_status = "loading the model…"
         self.fold_status: Content = Content("")
@@ -153,11 +160,23 @@ class KotoniaApp(App[int]):
         service.subscribe(lambda event: self.post_message(ServiceEventMessage(event)))
         self.service = service
         self.reader = ConversationReader(service.store, service.library)
+        self._open_manager(service.manager)
         info = service.engine.info
         vision = " · images" if service.engine.has_vision else ""
         self.model_status = f"{info.model_name} · n_ctx {info.n_ctx:,}{vision}"
         freeze_startup_heap()
         self.post_message(ServiceReady())
+
+    def _open_manager(self, manager: ConversationManager) -> None:
+        self.manager = manager
+        try:
+            # Conversations a session that ended without closing (a crash) left deleted.
+            removed = manager.purge_leftovers()
+        except Exception as exc:
+            log.warning("deleted conversations could not be removed: %s", exc)
+            return
+        if removed:
+            log.info("removed conversations deleted in an earlier session: %s", removed)
 
     async def on_unmount(self) -> None:
         await self.close_service()
@@ -171,6 +190,8 @@ class KotoniaApp(App[int]):
             service, self.service = self.service, None
             await service.close("the app was closed")  # a reply still running is stored
         elif self.reader is not None:
+            if self.manager is not None:
+                self.manager.close()  # this session's deletions are removed for good
             self.reader.store.close()
 
     async def action_quit(self) -> None:
@@ -187,6 +208,11 @@ class KotoniaApp(App[int]):
         """Conversations to read once loading ended (None only if the store cannot open)."""
         await self.wait_service()
         return self.reader
+
+    async def wait_manager(self) -> ConversationManager | None:
+        """Conversation and persona changes once loading ended (None: no store)."""
+        await self.wait_service()
+        return self.manager
 
     # ---- messages ------------------------------------------------------------------------------
 
@@ -213,7 +239,10 @@ class KotoniaApp(App[int]):
         try:
             # Without the model the conversations can still be read.
             store = open_store(self.settings, self.db)
-            self.reader = ConversationReader(store, open_library(self.settings))
+            library = open_library(self.settings)
+            self.reader = ConversationReader(store, library)
+            personas = PersonaBook(store, self.settings.persona)
+            self._open_manager(ConversationManager(store, library, personas))
         except Exception as exc:
             log.warning("the conversations cannot be read either: %s", exc)
         self._service_ready = True
@@ -288,12 +317,24 @@ class KotoniaApp(App[int]):
     def open_character(self, card: CharacterCard) -> None:
         self.push_screen(ConversationsScreen(card))
 
+    def user_name(self) -> str:
+        """The default persona's name ({{user}} in what is shown before a conversation)."""
+        if self.manager is not None:
+            try:
+                return self.manager.personas.default().name
+            except Exception as exc:  # shown with the settings' name; the error is logged
+                log.warning("the default persona cannot be read: %s", exc)
+        return self.settings.persona.name
+
     def _not_ready(self) -> str:
         if self.load_error:
             return f"The model could not be loaded: {self.load_error}"
         return "The model is still loading."
 
-    def open_conversation(self, conv: StoredConversation | int) -> None:
+    def open_conversation(
+        self, conv: StoredConversation | int, at_message: int | None = None
+    ) -> None:
+        """Open a chat (at the end, or at `at_message`, selected)."""
         reader = self.reader
         if reader is None:
             notify(self, self._not_ready(), severity="warning")
@@ -304,15 +345,44 @@ class KotoniaApp(App[int]):
             except Exception as exc:
                 notify(self, str(exc), title="Not opened", severity="error")
                 return
-        self.push_screen(ChatScreen(reader, conv, self.service, self._not_ready()))
+        self.push_screen(
+            ChatScreen(reader, conv, self.service, self._not_ready(), at_message=at_message)
+        )
 
-    def start_conversation(self, card: CharacterCard, greeting: int) -> None:
+    def action_search(self) -> None:
+        if isinstance(self.screen, SearchScreen):
+            self.screen.query_one("#search-input").focus()
+            return
+        reader = self.reader
+        if reader is None:
+            notify(self, self._not_ready(), title="Search", severity="warning")
+            return
+        chat = self.screen if isinstance(self.screen, ChatScreen) else None
+        self.push_screen(
+            SearchScreen(reader, chat.conversation if chat else None), self._open_found
+        )
+
+    def _open_found(self, found: tuple[int, int] | None) -> None:
+        """A message chosen in the search: the chat showing its conversation jumps to it;
+        otherwise its conversation opens there (Ctrl+B comes back)."""
+        if found is None:
+            return
+        conv_id, message_id = found
+        if isinstance(self.screen, ChatScreen) and self.screen.conv_id == conv_id:
+            self.screen.jump_to(message_id)
+        else:
+            self.open_conversation(conv_id, at_message=message_id)
+
+    def start_conversation(
+        self, card: CharacterCard, greeting: int, persona_id: int | None = None
+    ) -> None:
         service, reader = self.service, self.reader
         if service is None or reader is None:
             notify(self, self._not_ready(), title="Not started", severity="warning")
             return
         try:
-            conv = service.new_conversation(card, greeting=greeting)
+            persona = service.personas.get(persona_id) if persona_id is not None else None
+            conv = service.new_conversation(card, greeting=greeting, persona=persona)
         except Exception as exc:
             notify(self, str(exc), title="Not started", severity="error")
             return
@@ -325,9 +395,19 @@ class KotoniaApp(App[int]):
             ("everywhere", list(self.BINDINGS)),
             ("characters", list(PickerScreen.BINDINGS)),
             ("conversations", list(ConversationsScreen.BINDINGS)),
+            ("personas", list(PersonasScreen.BINDINGS)),
             ("chat", list(ChatScreen.BINDINGS)),
+            ("search", list(SearchScreen.BINDINGS)),
             ("message box", list(ChatInput.BINDINGS)),
         ]
+        # The keys of the screen the player is on come first: the table is longer than the dialog.
+        here = {
+            PickerScreen: ("characters",),
+            ConversationsScreen: ("conversations",),
+            PersonasScreen: ("personas",),
+            ChatScreen: ("chat", "message box"),
+        }.get(type(self.screen), ())
+        homes.sort(key=lambda home: here.index(home[0]) if home[0] in here else len(here))
         keymap = dict(self._keymap)
         rows: list[tuple[str, str, str, str]] = [
             ("Ctrl+P", "Command palette (every action)", "", "everywhere")

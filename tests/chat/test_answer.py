@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.chat.service import ChatError
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.domain import Conversation, Message, Role
 from tests.cards import write_short_card
 

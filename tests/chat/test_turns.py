@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import ReplyDelta, TurnDone
-from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import MessageStatus, Role
 from tests.cards import write_short_card
 

@@ -41,7 +41,10 @@ async def _run(
 
 async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversation, tmp_path):
     settings = eval_settings_for()
-    report, opened = await _run(settings, conversation, EvalOptions(questions_per_range=3))
+    names = ("generational", "rolling", "truncation", "full")  # recall arms: their own test
+    report, opened = await _run(
+        settings, conversation, EvalOptions(questions_per_range=3, arms=names)
+    )
     run = report.runs[0]
     folded = [r for r in run.ranges if r.folded]
     assert len(folded) >= 3, run.ranges
@@ -109,6 +112,42 @@ async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversatio
     plot = terminal_plot(report)
     assert "G=generational" in plot and "│" in plot
     assert "refusals" in audit_text(report)
+
+
+async def test_recall_arms_answer_from_the_archive_what_their_window_lost(
+    eval_settings_for, conversation
+):
+    # The tiny tokenizer spends a token per byte: a window of 4,096 (the conversation still
+    # folds) with 15% for recall, to quote an exchange under its header.
+    settings = eval_settings_for(n_ctx=4096, recall_budget_ratio=0.15)
+    arms = ("generational", "truncation", "generational+recall", "truncation+recall")
+    report, _ = await _run(
+        settings, conversation, EvalOptions(questions_per_range=3, arms=arms), bigger=False
+    )
+    run = report.runs[0]
+    got = run.arms
+    assert set(got) == set(arms)
+    for name in arms:
+        assert got[name].status is ArmStatus.OK, (name, got[name].note)
+    # Same prompt and questions as its base arm; recall on top.
+    for base in ("generational", "truncation"):
+        with_recall = got[f"{base}+recall"]
+        assert with_recall.prompt_tokens == got[base].prompt_tokens
+        assert [q.question for q in with_recall.questions] == [
+            q.question for q in got[base].questions
+        ]
+        assert "recall: up to" in with_recall.note
+    # Truncation forgets the oldest range; with recall the code word comes back from the
+    # archive (the question names its day, the message holding it is quoted).
+    assert got["truncation"].recall_by_range[0] == 0.0
+    assert (got["truncation+recall"].recall_by_range[0] or 0.0) > 0.0
+    assert (got["truncation+recall"].mean_recall or 0.0) > (got["truncation"].mean_recall or 0.0)
+    answered = [q for q in got["truncation+recall"].questions if q.correct and q.range == 0]
+    assert answered and all(q.recalled for q in answered)
+    day = answered[0].id.removeprefix("d")
+    assert 2 * int(day) - 1 in answered[0].recalled  # the user's line that said it
+    assert all(not q.recalled for q in got["truncation"].questions)
+    assert "g=generational+recall" in terminal_plot(report)
 
 
 async def test_full_arm_is_skipped_when_it_cannot_fit(eval_settings_for):

@@ -194,3 +194,30 @@ def test_the_reply_says_what_to_store_and_when_to_ask_again():
     assert cut.verdict is Verdict.CUT and cut.retry is None
     refused = read_reply(request, prompt, " I'm sorry, but I can't help.", cut=False)
     assert refused.verdict is Verdict.REFUSED and refused.retry == request
+
+
+def test_an_authors_note_depth_counts_only_the_lines_the_model_reads():
+    """Imported system notes are left out of the prompt, so they do not count for the depth."""
+    window = [
+        PromptLine(Role.USER, "Ann", "First."),
+        PromptLine(Role.CHARACTER, "Rowan", "Second."),
+        PromptLine(Role.SYSTEM, "", "[Start a new chat]"),
+        PromptLine(Role.USER, "Ann", "Third."),
+    ]
+    for depth, before in ((0, None), (1, "Third."), (2, "Second."), (9, "First.")):
+        messages = assemble_prompt(
+            system_text="SETUP",
+            char_name="Rowan",
+            memory_text="",
+            window=window,
+            notes="LORE",
+            author_note="NOTE",
+            author_note_depth=depth,
+        )
+        contents = [m.content for m in messages]
+        assert "[Start a new chat]" not in contents
+        at = contents.index("NOTE")
+        if before is None:
+            assert contents[at - 1] == "Third." and contents[at + 1] == "LORE"  # after the history
+        else:
+            assert contents[at + 1] == before, depth

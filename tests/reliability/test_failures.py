@@ -22,8 +22,8 @@ import pytest
 
 from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.bootstrap import open_service
+from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
-from kotonia_tui.chat.service import ChatError
 from kotonia_tui.domain import FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import ModelFileError
 from kotonia_tui.store import Store, StoreError

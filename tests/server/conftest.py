@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kotonia_tui.config import ModelProfile, PromptFormat, Settings, load_settings
+from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
 from kotonia_tui.engine import LlamaEngine
 from tests.chat.conftest import make_service  # noqa: F401  (a fixture the tests here use)
 from tests.tiny_models import write_tiny_llama
@@ -145,6 +145,16 @@ def server_settings(url: str, **values: Any) -> Settings:
     rest.setdefault("fold_delay_s", 0.0)
     rest.setdefault("prewarm_after_fold", False)
     return load_settings(profile="srv", profiles={"srv": profile}, **rest)
+
+
+def write_server_config(url: str) -> None:
+    """A config file whose active profile is the server at `url` (for `kotonia` commands)."""
+    config = app_dirs().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        'profile = "srv"\n[profiles.srv]\nbackend = "server"\n'
+        f'server_url = "{url}"\nprompt_format = "template"\n'
+    )
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from kotonia_tui.engine.types import (
     TextDelta,
 )
 
-from .conftest import CHAPTER, free_port, server_profile
+from .conftest import CHAPTER, free_port, server_profile, write_server_config
 
 
 def request(**values) -> GenerationRequest:
@@ -162,19 +162,14 @@ def test_the_server_backend_does_not_import_llama_cpp():
 
 def test_doctor_shows_the_backend_and_checks_the_server(scripted_server, capsys):
     from kotonia_tui.cli import main
-    from kotonia_tui.config import app_dirs
 
-    config = app_dirs().config_file
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        'profile = "srv"\n[profiles.srv]\nbackend = "server"\n'
-        f'server_url = "{scripted_server.url}/v1"\nprompt_format = "template"\n'
-    )
+    write_server_config(f"{scripted_server.url}/v1")
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "backend" in out and "server" in out
     assert "yes, in" in out and "llama-cpp-python" in out and "/extras/tokenize/count" in out
 
-    config.write_text(config.read_text().replace(str(scripted_server.port), str(free_port())))
+    url = f"{scripted_server.url}/v1"
+    write_server_config(url.replace(str(scripted_server.port), str(free_port())))
     assert main(["doctor"]) == 1
     assert "does not answer" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import LEDGER_STEP, STEPS, migrate
+from kotonia_tui.store.migrations import LEDGER_STEP, STEPS, _turn_metrics_restored, migrate
 
 from .conftest import T0, make_messages, new_conversation
 
@@ -46,14 +46,15 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
+    newer = SCHEMA_VERSION + 3
     raw = sqlite3.connect(db_path)
-    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 4}")
+    raw.execute(f"PRAGMA user_version = {newer}")
     raw.close()
     with pytest.raises(StoreError) as err:
         Store.open(db_path)
     message = str(err.value)
     assert "kotonia.sqlite3 was written by a newer Kotonia TUI" in message
-    assert f"schema {SCHEMA_VERSION + 4}, this one knows {SCHEMA_VERSION}" in message
+    assert f"schema {newer}, this one knows {SCHEMA_VERSION}" in message
     assert "upgrade the app" in message
 
 
@@ -234,6 +235,36 @@ def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
             "found",
             "Who took the key",
         )
+        assert store.integrity_check() == "ok"
+
+
+def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    before = STEPS.index(_turn_metrics_restored)  # the version the step starts from
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=before) == before
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute(
+        """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
+               evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
+               slot, created_at)
+           VALUES (1, 2, 1200, 1100, 100, 350.5, 40, 900.0, 44.4, 'stop', 0, 'chat',
+                   '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        old = store.last_turn_metrics(1)
+        assert (old.prompt_positions, old.reused, old.evaluated) == (1200, 1100, 100)
+        assert old.restored == 0  # a figure from before saved states: nothing restored
+        store.add_turn_metrics(
+            1, 2, old.model_copy(update={"reused": 1190, "evaluated": 10, "restored": 1150})
+        )
+        assert store.last_turn_metrics(1).restored == 1150
         assert store.integrity_check() == "ok"
 
 

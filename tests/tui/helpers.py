@@ -93,7 +93,7 @@ async def attach(pilot: Pilot[Any], screen: ChatScreen, path: object) -> None:
     app = screen.app
     await pilot.press("f3")
     await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
-    app.screen.query_one("#attach-path", Input).value = str(path)
+    app.screen.query_one("#file-path", Input).value = str(path)
     await pilot.press("enter")
     await wait_for(pilot, lambda: app.screen is screen)
     await pilot.pause()

@@ -198,7 +198,10 @@ async def test_at_80_by_24_the_chat_keeps_room_and_the_footer_its_way_out(
         await pilot.press("f1")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause()
-        lines = [line.strip("│ ") for line in screen_text(app).splitlines()]
+        # The dialog's inside only: what the chat draws beside it (a scroll bar) is not the hint.
+        left = app.screen.query_one(".dialog").region.x + 1
+        inside = [line[left:] for line in screen_text(app).splitlines()]
+        lines = [line[: line.rfind("│")].strip("│ ") for line in inside]
         hint = " ".join(line for line in lines if line)
         assert "Ctrl+P opens the command palette." in hint  # the hint wraps, nothing cut
 

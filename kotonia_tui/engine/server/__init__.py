@@ -32,9 +32,26 @@ again shortly. (llama-cpp-python's server does the same on its side: a new reque
 the one streaming.)
 """
 
-from kotonia_tui.engine.server.call import ServerCall
-from kotonia_tui.engine.server.engine import ServerEngine
-from kotonia_tui.engine.server.kinds import ServerKind
-from kotonia_tui.engine.server.probe import ServerInfo
+from typing import TYPE_CHECKING
+
+from kotonia_tui.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kotonia_tui.engine.server.call import ServerCall
+    from kotonia_tui.engine.server.engine import ServerEngine
+    from kotonia_tui.engine.server.kinds import ServerKind
+    from kotonia_tui.engine.server.probe import ServerInfo
+
+# Imported when first used: this package's `credentials` serve the log and the CLI, which
+# must not wait for httpx.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ServerCall": "kotonia_tui.engine.server.call",
+        "ServerEngine": "kotonia_tui.engine.server.engine",
+        "ServerKind": "kotonia_tui.engine.server.kinds",
+        "ServerInfo": "kotonia_tui.engine.server.probe",
+    },
+)
 
 __all__ = ["ServerCall", "ServerEngine", "ServerInfo", "ServerKind"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 import httpx
@@ -22,6 +23,7 @@ from kotonia_tui.engine.errors import (
     CallPreemptedError,
     EngineClosedError,
     ModelFileError,
+    ServerResponseError,
     StreamInterruptedError,
 )
 from kotonia_tui.engine.formats import (
@@ -30,6 +32,7 @@ from kotonia_tui.engine.formats import (
     RenderedPrompt,
     render_request,
 )
+from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server import http
 from kotonia_tui.engine.server.call import ServerCall
@@ -38,14 +41,17 @@ from kotonia_tui.engine.server.gate import PriorityGate, ReplyFence
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 from kotonia_tui.engine.server.probe import ServerInfo, probe
 from kotonia_tui.engine.server.requests import WireRequest, build_request
+from kotonia_tui.engine.server.slots import SlotStates, SlotSupport, probe_slots
 from kotonia_tui.engine.server.stream import StreamedReply
 from kotonia_tui.engine.server.tokens import TokenCounter
+from kotonia_tui.engine.state_cache import StateCacheConfig
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
     GenerationResult,
     ImageInput,
     Priority,
+    Slot,
 )
 
 log = logging.getLogger(__name__)
@@ -80,6 +86,8 @@ class ServerEngine(EngineBase):
         self._calls: set[ServerCall] = set()
         self._closed = False
         self._fence = ReplyFence()  # token counts vs user replies, where they cannot overlap
+        self.slot_support = SlotSupport(False, "saved states are off (state_cache_mb = 0)")
+        self._slot_states: SlotStates | None = None
 
     @property
     def url(self) -> str:
@@ -92,8 +100,13 @@ class ServerEngine(EngineBase):
         profile: ModelProfile,
         *,
         fold_ctx_for: Callable[[int], int] | None = None,
+        states: StateCacheConfig | None = None,
     ) -> ServerEngine:
-        """Ask the server what it is and what it serves (blocking; a UI calls it off-thread)."""
+        """Ask the server what it is and what it serves (blocking; a UI calls it off-thread).
+
+        With `states` (and a cap above 0), the chat slot is saved on the server after a turn
+        and restored when a conversation comes back, where the server allows it (`slots`).
+        """
         if not profile.server_url:
             raise ModelFileError(
                 'the profile uses backend = "server" but sets no server_url '
@@ -118,6 +131,17 @@ class ServerEngine(EngineBase):
         engine._tokens = TokenCounter(
             engine._http, probed.kind, probed.info.model_id, engine._fence
         )
+        if states is not None and states.cap_bytes > 0:
+            engine.slot_support = probe_slots(engine._http, vision=probed.vision)
+            if engine.slot_support.available:
+                key = f"{engine.url}|{probed.info.model_id}|{states.profile}"
+                digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+                engine._slot_states = SlotStates(
+                    engine._http,
+                    slot_id=0,
+                    key=key,
+                    index=states.folder / f"server-slots-{digest}.json",
+                )
         return engine
 
     # ---- properties -----------------------------------------------------------------------
@@ -222,7 +246,9 @@ class ServerEngine(EngineBase):
         try:
             if call.stop_reason is not None:
                 return self._not_started(call, request)
-            return await self._stream(call, request)
+            await self._restore_slot(request)
+            result = await self._stream(call, request)
+            return self._slot_used(request, result)
         finally:
             self._gate.release(ticket)
 
@@ -336,6 +362,91 @@ class ServerEngine(EngineBase):
             log.info("prompt positions not counted: %s", exc)
             return 0
 
+    # ---- saved states (llama-server's slot files) -------------------------------------------
+
+    def settle(self, request: GenerationRequest, after: Call) -> ServerCall:
+        """After a turn, once the server is idle: save the chat slot as the conversation (if
+        it still holds it: `after` needs no check, the server's prompt cache does that)."""
+        del after
+        return self._slot_call(request, self._save_slot)
+
+    def restore(self, request: GenerationRequest) -> ServerCall:
+        """When a conversation is opened: restore its saved slot, if the server has one."""
+        return self._slot_call(request, self._restore_slot)
+
+    def _slot_call(
+        self, request: GenerationRequest, action: Callable[[GenerationRequest], Awaitable[int]]
+    ) -> ServerCall:
+        if self._closed:
+            raise EngineClosedError("the engine is closed")
+        loop = asyncio.get_running_loop()
+        call = ServerCall(loop)
+        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
+
+        async def run() -> None:
+            try:
+                # A slot action is short: it is not stopped for a user turn, which waits.
+                ticket = await self._gate.acquire(int(Priority.BACKGROUND), lambda: None)
+                try:
+                    restored = await action(background)
+                finally:
+                    self._gate.release(ticket)
+            except BaseException as exc:
+                call._deliver(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            finally:
+                self._calls.discard(call)
+            metrics = call_metrics(background, FinishReason.STOP, restored=restored)
+            call._deliver(GenerationResult("", "", FinishReason.STOP, metrics))
+
+        self._calls.add(call)
+        call.task = loop.create_task(run(), name="kotonia-server-slot")
+        return call
+
+    async def _save_slot(self, request: GenerationRequest) -> int:
+        slots, ref = self._slot_states, request.state
+        if slots is None or ref is None or slots.holds != ref.name or not slots.unsaved:
+            return 0
+        async with self._http.async_client() as client:
+            saved = await slots.save(client, ref.name)
+        log.info("saved the server's chat slot as %s (%d tokens)", ref.name, saved)
+        return 0
+
+    async def _restore_slot(self, request: GenerationRequest) -> int:
+        """Before a chat call (or when a conversation opens): bring back the conversation's
+        saved slot when the slot holds something else and the file was saved."""
+        slots, ref = self._slot_states, request.state
+        if slots is None or ref is None or request.slot is Slot.FOLD:
+            return 0
+        if slots.holds == ref.name or not slots.known(ref.name):
+            return 0
+        try:
+            async with self._http.async_client() as client:
+                restored = await slots.restore(client, ref.name)
+        except (BackendUnavailableError, ServerResponseError) as exc:
+            log.warning("the saved slot %s was not restored: %s", ref.name, exc)
+            return 0
+        log.info("restored the server's chat slot %s (%d tokens)", ref.name, restored)
+        return restored
+
+    def _slot_used(self, request: GenerationRequest, result: GenerationResult) -> GenerationResult:
+        """After a call: what the chat slot holds now, and the restored figure."""
+        slots = self._slot_states
+        if slots is None:
+            return result
+        if request.slot is Slot.FOLD and self.info.slots < 2:
+            slots.holds = None  # one slot: the fold used it
+            return result
+        if request.state is None or request.slot is Slot.FOLD:
+            return result
+        slots.holds, slots.unsaved = request.state.name, True
+        restored, slots.pending_restored = slots.pending_restored, 0
+        metrics = result.metrics
+        result.metrics = metrics.model_copy(update={"restored": min(restored, metrics.reused)})
+        return result
+
     # ---- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -343,6 +454,8 @@ class ServerEngine(EngineBase):
         if self._closed:
             return
         self._closed = True
+        if self._slot_states is not None:
+            self._slot_states.save_now()
         for call in list(self._calls):
             call.request_stop("close")
         self._fence.close()

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import ActiveBinding, Binding, BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
 
+from kotonia_tui.characters.card import CardImage
+from kotonia_tui.characters.expressions import Expression, expression_for
 from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
@@ -31,7 +32,8 @@ from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
 from kotonia_tui.domain import MessageStatus, Role, StoredConversation, StoredMessage
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
-from kotonia_tui.tui.screens.base import KotoniaScreen
+from kotonia_tui.tui.screens.chat_manage import ConversationActions
+from kotonia_tui.tui.screens.chat_settings import ChatSettingsScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -41,6 +43,7 @@ from kotonia_tui.tui.screens.dialogs import (
     synopsis_page,
 )
 from kotonia_tui.tui.widgets.chat_input import ChatInput
+from kotonia_tui.tui.widgets.expression import ExpressionPane
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.message_view import MessageView
 from kotonia_tui.tui.widgets.status import StatusLine
@@ -48,10 +51,6 @@ from kotonia_tui.tui.widgets.status import StatusLine
 log = logging.getLogger(__name__)
 
 PAGE = 100  # messages loaded at a time
-# Below this width the footer keeps the keys a newcomer needs first (the rest stay in the
-# palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
-NARROW = 100
-FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
 
 class Ask(StrEnum):
@@ -63,7 +62,7 @@ class Ask(StrEnum):
     CONTINUE = "continue"
 
 
-class ChatScreen(KotoniaScreen[None]):
+class ChatScreen(ConversationActions):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -72,16 +71,32 @@ class ChatScreen(KotoniaScreen[None]):
         Binding("f3", "attach", "Attach", id="attach"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("ctrl+g", "continue_reply", "Continue", id="continue"),
+        # ← and → on an empty message box do the same for the last reply (chat_input.py).
         Binding("alt+left", "alternative(-1)", "Older version", id="previous_version", show=False),
-        Binding("alt+right", "alternative(1)", "Next version", id="next_version", show=False),
+        Binding(
+            "alt+right",
+            "alternative(1)",
+            "Next version (new on the last)",
+            id="next_version",
+            show=False,
+        ),
         Binding("alt+up", "select(-1)", "Select earlier message", id="select_previous", show=False),
         Binding("alt+down", "select(1)", "Select next message", id="select_next", show=False),
         Binding("f4", "edit", "Edit", id="edit"),
+        Binding("f9", "settings", "Settings", id="chat_settings"),
         Binding("f8", "delete", "Delete", id="delete", show=False),
+        # Ctrl+Z in the message box when it is empty (chat_input.py); this one for the palette.
+        Binding("ctrl+z", "undo_delete", "Undo delete", id="undo_delete", show=False),
+        Binding("ctrl+n", "branch", "Branch", id="branch"),
+        Binding("f5", "persona", "Persona", id="conversation_persona", show=False),
+        Binding("alt+r", "rename", "Rename conversation", id="rename", show=False, priority=True),
+        Binding("alt+e", "export", "Export conversation", id="export", show=False, priority=True),
         # Priority: the message box has the focus and would type the "c" otherwise.
         Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
+
+    FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
@@ -92,8 +107,11 @@ class ChatScreen(KotoniaScreen[None]):
         conversation: StoredConversation,
         service: ChatService | None = None,
         unavailable: str = "",
+        *,
+        at_message: int | None = None,
     ) -> None:
         super().__init__()
+        self.at_message = at_message  # opened from a search: shown there, selected
         self.reader = reader
         self.service = service
         # Why there is no service (the model could not be loaded): said when the user sends.
@@ -105,22 +123,10 @@ class ChatScreen(KotoniaScreen[None]):
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
+        self._at_end = True  # the newest messages are shown (not a page opened further back)
+        self.expressions: list[Expression] = []  # the card's expression pictures (if any)
+        self._card_image: CardImage | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
-
-    @property
-    def active_bindings(self) -> dict[str, ActiveBinding]:
-        bindings = super().active_bindings
-        if self.size.width >= NARROW:
-            return bindings
-        return {
-            key: active._replace(binding=replace(active.binding, show=False))
-            if active.binding.show and active.binding.id not in FOOTER_WHEN_NARROW
-            else active
-            for key, active in bindings.items()
-        }
-
-    def on_resize(self) -> None:
-        self.refresh_bindings()
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -131,8 +137,10 @@ class ChatScreen(KotoniaScreen[None]):
                 with VerticalScroll(id="log") as log_view:
                     log_view.border_title = literal_line(self.conversation.character_name)
                     yield Button("▲ earlier messages", id="earlier", compact=True)
+                yield Button("▼ newer messages (to the end)", id="later", compact=True)
                 yield Static(id="attachments")
                 yield ChatInput(id="input")
+            yield ExpressionPane(self.conversation.character_name, id="expressions")
             yield InspectorPane(id="inspector")
         yield StatusLine()
         yield Footer()
@@ -140,16 +148,20 @@ class ChatScreen(KotoniaScreen[None]):
     def on_mount(self) -> None:
         conv = self.conversation
         self.title = visible(conv.character_name, one_line=True)
-        self.sub_title = visible(conv.title or f"conversation {conv.id}", one_line=True)
+        self._show_sub_title()
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
         self.query_one("#attachments", Static).display = False
+        self.query_one("#later", Button).display = False
+        self.load_expressions()
         log_view = self.query_one("#log", VerticalScroll)
-        messages = self.reader.messages(self.conv_id, limit=PAGE)
+        if self.at_message is not None:
+            self.jump_to(self.at_message)
+        messages = [] if self.at_message is not None else self.reader.messages(self.conv_id, PAGE)
         self.query_one("#earlier", Button).display = len(messages) >= PAGE
         self._oldest_id = messages[0].id if messages else None
         log_view.mount_all(self._views_for(messages))
-        if not messages:
+        if not messages and self.at_message is None:
             log_view.mount(
                 Static(
                     literal(f"Nothing here yet. Say hello to {conv.character_name}."),
@@ -157,18 +169,29 @@ class ChatScreen(KotoniaScreen[None]):
                     id="log-empty",
                 )
             )
-        log_view.anchor()
+        if self.at_message is None:
+            log_view.anchor()
         chat_input = self.query_one(ChatInput)
         if self.service is None:
             chat_input.placeholder = (
                 "Read only: the model could not be loaded (see `kotonia doctor`)"
             )
+        else:
+            # The conversation's saved KV state loads while the user reads and types.
+            self.run_worker(self.service.open_conversation(self.conv_id), group="restore")
         chat_input.focus()
         if inspector.display:
             # After this handler: until it returns the screen does not count as mounted, and
             # the inspector stayed blank until the first turn ended.
             self.call_after_refresh(self.refresh_memory)
         self.set_interval(1.0, self._tick)
+
+    def _show_sub_title(self) -> None:
+        conv = self.conversation
+        played = f" · as {conv.persona_name}" if conv.persona_name else ""
+        self.sub_title = visible(
+            f"{conv.title or f'conversation {conv.id}'}{played}", one_line=True
+        )
 
     def _views_for(
         self, messages: Sequence[StoredMessage], first_number: int | None = None
@@ -211,7 +234,16 @@ class ChatScreen(KotoniaScreen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.streaming
-        if action in {"regenerate", "continue_reply", "alternative", "edit", "delete"}:
+        if action in {
+            "regenerate",
+            "continue_reply",
+            "alternative",
+            "edit",
+            "delete",
+            "undo_delete",
+            "branch",
+            "persona",
+        }:
             return None if self.streaming else True
         return True
 
@@ -270,6 +302,8 @@ class ChatScreen(KotoniaScreen[None]):
             notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
             return
         log_view = self.query_one("#log", VerticalScroll)
+        if not self._at_end:
+            await self._reload()  # a page opened further back: the turn goes at the end
         self.streaming = True
         self.kotonia.turn_status = "preparing the prompt…"
         target: MessageView | None = None
@@ -334,6 +368,7 @@ class ChatScreen(KotoniaScreen[None]):
     def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
         if done.reply is not None:
             view.finish(done.reply)
+            self.show_expression()
             if done.reply.status is MessageStatus.CUT and done.reply.status_reason:
                 notify(self, done.reply.status_reason, title="Reply cut", severity="warning")
         elif target is not None:
@@ -360,6 +395,8 @@ class ChatScreen(KotoniaScreen[None]):
         log_view = self.query_one("#log", VerticalScroll)
         for view in self._views():
             await view.remove()
+        self._at_end = True
+        self.query_one("#later", Button).display = False
         self.selected = None
         messages = self.reader.messages(self.conv_id, limit=PAGE)
         self._oldest_id = messages[0].id if messages else None
@@ -367,7 +404,38 @@ class ChatScreen(KotoniaScreen[None]):
         await log_view.mount_all(self._views_for(messages))
         log_view.anchor()
 
+    @work(exclusive=True, group="page")
+    async def jump_to(self, message_id: int) -> None:
+        """Show the page around a message (a search result) and select it."""
+        log_view = self.query_one("#log", VerticalScroll)
+        half = PAGE // 2
+        before = self.reader.messages(self.conv_id, limit=half, before_id=message_id)
+        after = self.reader.messages_from(self.conv_id, message_id, half + 1)
+        if not after or after[0].id != message_id:
+            notify(self, f"Message {message_id} is no longer in this conversation.")
+            return
+        for view in self._views():
+            await view.remove()
+        self._remove_empty_note()
+        self.selected = None
+        messages = before + after
+        self._oldest_id = messages[0].id
+        self.query_one("#earlier", Button).display = len(before) >= half
+        newest = self.reader.messages(self.conv_id, limit=1)
+        self._at_end = bool(newest) and newest[-1].id == messages[-1].id
+        self.query_one("#later", Button).display = not self._at_end
+        log_view.anchor(False)
+        await log_view.mount_all(self._views_for(messages))
+        target = self._view_of(message_id)
+        if target is not None:
+            self._select(target)
+            self.call_after_refresh(log_view.scroll_to_widget, target, animate=False, center=True)
+
     async def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "later":
+            event.stop()
+            await self._reload()
+            return
         if event.button.id != "earlier" or self._oldest_id is None:
             return
         event.stop()
@@ -392,23 +460,46 @@ class ChatScreen(KotoniaScreen[None]):
         return self.service
 
     def action_alternative(self, step: int) -> None:
-        view = self._target()
-        message = view.message if view is not None else None
-        if view is None or message is None or message.id is None:
+        self._swipe(self._target(), step)
+
+    def on_chat_input_swipe(self, event: ChatInput.Swipe) -> None:
+        event.stop()
+        if self.streaming:
             return
-        if len(message.alternatives) < 2:
-            notify(self, "This message has one version (Ctrl+R writes another).")
+        views = self._views()
+        self._swipe(views[-1] if views else None, event.step)
+
+    def _swipe(self, view: MessageView | None, step: int) -> None:
+        """SillyTavern's swipes: ← an older version, → a newer one; → on the newest version of
+        the last reply writes another. Older messages page through the versions they have."""
+        message = view.message if view is not None else None
+        if view is None or message is None or message.role is Role.SYSTEM:
+            return
+        views = self._views()
+        last = bool(views) and view is views[-1]
+        count = max(1, len(message.alternatives))
+        index = message.chosen + step
+        if index < 0:
+            notify(self, "This is the first version (→ goes to the newer ones).")
+            return
+        if index >= count:
+            if last and message.role is Role.CHARACTER:
+                self.run_turn(Ask.REGENERATE)
+            elif message.role is Role.USER:
+                notify(self, "Your messages have no versions (F4 edits one).")
+            else:
+                notify(self, "This is the newest version: only the last reply gets new ones.")
             return
         service = self._live_service()
         if service is None:
             return
-        index = (message.chosen + step) % len(message.alternatives)
         try:
             view.set_message(service.choose_alternative(message.id, index))
         except Exception as exc:
             notify(self, str(exc), severity="error")
             return
         self.refresh_memory()
+        self.show_expression()
 
     def action_select(self, step: int) -> None:
         views = self._views()
@@ -484,13 +575,16 @@ class ChatScreen(KotoniaScreen[None]):
                 if later.number is not None:
                     later.renumber(later.number - 1)  # numbers are places: the rest move up
             view.remove()
-            notify(self, f"Message {label} deleted.")
+            notify(self, f"Message {label} deleted. Ctrl+Z (on an empty box) brings it back.")
             self.refresh_memory()
 
         preview = message.text if len(message.text) < 120 else message.text[:119] + "…"
         self.app.push_screen(
             ConfirmScreen(f"Delete message {label} by {message.speaker}?\n\n{preview}"), done
         )
+
+    def _open_instead(self, conv: StoredConversation) -> None:
+        self.app.switch_screen(ChatScreen(self.reader, conv, self.service, self.unavailable))
 
     def action_copy_message(self) -> None:
         view = self._target()
@@ -500,10 +594,66 @@ class ChatScreen(KotoniaScreen[None]):
         label = view.label if view.message_id else "the reply"
         notify(self, f"Copied {label} to the clipboard.")
 
+    def action_settings(self) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        try:
+            view = service.settings_view(self.conv_id)
+        except Exception as exc:
+            notify(self, str(exc), title="Settings", severity="error", timeout=10)
+            return
+
+        def done(saved: bool | None) -> None:
+            if saved:
+                notify(self, "Settings saved: the next turn uses them.")
+                self.refresh_memory()
+
+        self.app.push_screen(ChatSettingsScreen(service, view), done)
+
     def action_back(self) -> None:
         if self.turn is not None:
             self.turn.interrupt("the chat was closed")
         self.app.pop_screen()
+
+    # ---- expressions -----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="expressions")
+    def load_expressions(self) -> None:
+        """Read the card's expression pictures off the event loop (a CHARX can be large)."""
+        library = self.reader.library
+        card = library.card_of(self.conversation.character_key, self.conversation.character_name)
+        if card is None:
+            return
+        expressions, problems = library.expressions(card)
+        for problem in problems:
+            log.warning("%s", problem)
+        self.app.call_from_thread(self._expressions_loaded, expressions, card.image, problems)
+
+    def _expressions_loaded(
+        self, expressions: list[Expression], image: CardImage | None, problems: list[str]
+    ) -> None:
+        if problems:
+            more = f" (and {len(problems) - 1} more, in the log)" if len(problems) > 1 else ""
+            notify(self, problems[0] + more, title="Expressions", severity="warning")
+        if not self.is_attached:
+            return  # the chat was closed while the pictures were read
+        self.expressions = expressions
+        self._card_image = image
+        self.query_one(ExpressionPane).set_class(bool(expressions), "-shown")
+        self.show_expression()
+
+    @work(exclusive=True, group="expression")
+    async def show_expression(self) -> None:
+        """The picture the last reply's mood calls for (and its name under the chat)."""
+        if not self.expressions:
+            return
+        replies = [v.message for v in self._views() if v.message is not None]
+        last = next((m for m in reversed(replies) if m.role is Role.CHARACTER), None)
+        chosen = expression_for(last.text if last is not None else "", self.expressions)
+        await self.query_one(ExpressionPane).show(chosen, self._card_image)
+        name = chosen.expression.name if chosen.expression is not None else "picture"
+        self.query_one("#log", VerticalScroll).border_subtitle = literal_line(f"mood: {name}")
 
     # ---- attachments -----------------------------------------------------------------------
 

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from rich.text import Text, TextType
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.suggester import Suggester
-from textual.widgets import Button, DirectoryTree, Input, Static, TextArea
+from textual.widgets import Button, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.domain import Chapter, Message, StoredLedgerEntry, StoredMessage, Synopsis
 from kotonia_tui.terminal_text import visible
-from kotonia_tui.tui.literal import literal, literal_cell, literal_line, notify
+from kotonia_tui.tui.literal import literal, literal_cell, literal_line
 from kotonia_tui.tui.render import age, message_body, tokens
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
+from kotonia_tui.tui.screens.files import IMAGE_SUFFIXES, OpenFileScreen
 
 
 class EditScreen(ModalScreen[str | None]):
@@ -98,111 +94,26 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
-class PathSuggester(Suggester):
-    """Completes a path from the file system (directories and image files)."""
-
-    def __init__(self) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-
-    async def get_suggestion(self, value: str) -> str | None:
-        if not value:
-            return None
-        expanded = os.path.expanduser(value)
-        folder, prefix = os.path.split(expanded)
-        try:
-            names = sorted(os.listdir(folder or "."))
-        except OSError:
-            return None
-        for name in names:
-            if not name.startswith(prefix) or name == prefix or name.startswith("."):
-                continue
-            full = os.path.join(folder, name)
-            if os.path.isdir(full) or name.lower().endswith(IMAGE_SUFFIXES):
-                completed = value[: len(value) - len(prefix)] + name
-                return completed + ("/" if os.path.isdir(full) else "")
-        return None
-
-
-class ImageTree(DirectoryTree):
-    def process_label(self, label: TextType) -> Text:
-        # File names are the user's, but may hold anything a file name can (escapes too).
-        return super().process_label(literal_cell(label) if isinstance(label, str) else label)
-
-    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
-        return [
-            p
-            for p in paths
-            if not p.name.startswith(".") and (p.is_dir() or p.suffix.lower() in IMAGE_SUFFIXES)
-        ]
-
-
-class AttachScreen(ModalScreen[Path | str | None]):
+class AttachScreen(OpenFileScreen):
     """Type a path (Tab or → completes) or pick a file in the tree. Returns "clear" to detach."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="attach_cancel"),
-    ]
-
     def __init__(self, start: Path, attached: int = 0, vision: bool = True) -> None:
-        super().__init__()
-        self.start = start
-        self.attached = attached
-        self.vision = vision
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide tall") as box:
-            box.border_title = "Attach an image"
-            yield Input(
-                placeholder="path to an image (→ completes, Enter attaches)",
-                suggester=PathSuggester(),
-                id="attach-path",
+        notes = []
+        if not vision:
+            notes.append(
+                "This model has no image projector (mmproj): the image is stored with the "
+                "message, but the model will not see it."
             )
-            yield ImageTree(self.start, id="attach-tree")
-            notes = []
-            if not self.vision:
-                notes.append(
-                    "This model has no image projector (mmproj): the image is stored with the "
-                    "message, but the model will not see it."
-                )
-            if self.attached:
-                notes.append(f"{self.attached} image(s) attached to the next message.")
-            yield Static(literal("\n".join(notes)), classes="hint")
-            with Horizontal(classes="buttons"):
-                yield Button("Attach", variant="primary", id="attach")
-                if self.attached:
-                    yield Button("Remove attached", variant="warning", id="clear")
-                yield Button("Cancel", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#attach-path", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._attach_path(event.value)
-
-    def on_directory_tree_file_selected(self, event: DirectoryTree.FileSelected) -> None:
-        self.dismiss(event.path)
-
-    def _attach_path(self, value: str) -> None:
-        value = value.strip()
-        if not value:
-            notify(self, "type a path or pick a file", severity="warning")
-            return
-        path = Path(os.path.expanduser(value))
-        if path.is_dir():
-            self.query_one("#attach-tree", ImageTree).path = path
-            return
-        self.dismiss(path)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "attach":
-            self._attach_path(self.query_one("#attach-path", Input).value)
-        elif event.button.id == "clear":
-            self.dismiss("clear")
-        else:
-            self.dismiss(None)
+        if attached:
+            notes.append(f"{attached} image(s) attached to the next message.")
+        super().__init__(
+            "Attach an image",
+            start,
+            IMAGE_SUFFIXES,
+            "\n".join(notes),
+            action="Attach",
+            extra=[("Remove attached", "clear")] if attached else [],
+        )
 
 
 class TextScreen(ModalScreen[None]):
@@ -345,7 +256,14 @@ class HelpScreen(ModalScreen[None]):
                 literal(
                     "Enter sends (on an empty box: the character answers your last message); "
                     "Shift+Enter (where the terminal reports it), Alt+Enter or Ctrl+J start a "
-                    "new line. Ctrl+P opens the command palette."
+                    "new line. On an empty box, ← and → page through the last reply's versions "
+                    "(→ on the newest writes another) and Ctrl+Z brings back a deleted message. "
+                    "Ctrl+P opens the command palette. Ctrl+F searches every "
+                    "conversation (words in English, any part in Japanese and Chinese). "
+                    "Expressions: a card with expression pictures shows, beside the chat, the "
+                    "one the last reply calls for: the word closest to the reply's end that "
+                    "names an expression or a mood (smiles → joy or happy, tears → sad, "
+                    "glares → angry, 笑 → joy, …); with none, neutral."
                 ),
                 classes="hint",
             )

@@ -14,6 +14,7 @@ from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.tui.literal import literal, literal_line, notify
 from kotonia_tui.tui.render import fill_macros, plural, short_text
 from kotonia_tui.tui.screens.base import KotoniaScreen
+from kotonia_tui.tui.screens.personas import PersonasScreen
 from kotonia_tui.tui.widgets.portrait import Portrait
 from kotonia_tui.tui.widgets.status import StatusLine
 
@@ -41,6 +42,7 @@ class PickerScreen(KotoniaScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "choose", "Choose", id="choose_character", show=True),
         Binding("ctrl+l", "reload", "Reload cards", id="reload_cards"),
+        Binding("f5", "personas", "Personas", id="personas"),
     ]
 
     def __init__(self, cards: list[CharacterCard], problems: list[str]) -> None:
@@ -75,7 +77,7 @@ class PickerScreen(KotoniaScreen[None]):
     def _fill(self) -> None:
         listing = self.query_one("#card-list", ListView)
         listing.clear()
-        user = self.kotonia.settings.persona.name
+        user = self.kotonia.user_name()
         listing.extend(CardItem(card, user) for card in self.cards)
         empty = self.query_one("#card-list-empty", Static)
         folder = self.kotonia.user_characters_dir
@@ -125,13 +127,16 @@ class PickerScreen(KotoniaScreen[None]):
         if isinstance(item, CardItem):
             self.kotonia.open_character(item.card)
 
+    def action_personas(self) -> None:
+        self.app.push_screen(PersonasScreen())
+
     def action_reload(self) -> None:
         self.cards, self.problems = self.kotonia.load_cards()
         self._fill()
         notify(self, plural(len(self.cards), "card"))
 
     def _show(self, card: CharacterCard) -> None:
-        user = self.kotonia.settings.persona.name
+        user = self.kotonia.user_name()
         slot = self.query_one("#portrait-slot", Vertical)
         slot.remove_children()
         slot.mount(Portrait(card.image, card.display_name))

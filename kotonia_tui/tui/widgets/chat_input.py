@@ -1,4 +1,9 @@
-"""The message box: multi-line, Enter sends, Shift+Enter or Ctrl+J starts a new line."""
+"""The message box: multi-line, Enter sends, Shift+Enter or Ctrl+J starts a new line.
+
+On an empty box, ← and → page through the last reply's versions and → on the newest writes
+another (SillyTavern's swipes), and Ctrl+Z brings back a message deleted this session; with
+text in the box they move the cursor and undo typing, as in any text box.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +41,20 @@ class ChatInput(TextArea):
             super().__init__()
             self.text = text
 
+    class Swipe(Message):
+        """← (-1) or → (+1) on an empty box: another version of the last reply."""
+
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
+    class UndoDelete(Message):
+        """Ctrl+Z on an empty box; `undo_typing` is the box's own undo, if the screen passes."""
+
+        def __init__(self, box: ChatInput) -> None:
+            super().__init__()
+            self.box = box
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(
             id=id,
@@ -70,3 +89,26 @@ class ChatInput(TextArea):
 
     def action_newline(self) -> None:
         self.insert("\n")
+
+    # Bound by TextArea to ←, →, Ctrl+Z. As actions (not key handlers) they run in order with
+    # the typing, so a key typed just before the arrow is in the box when it is looked at.
+    def action_cursor_left(self, select: bool = False) -> None:
+        if not select and not self.text:
+            self.post_message(self.Swipe(-1))
+            return
+        super().action_cursor_left(select)
+
+    def action_cursor_right(self, select: bool = False) -> None:
+        if not select and not self.text:
+            self.post_message(self.Swipe(1))
+            return
+        super().action_cursor_right(select)
+
+    def action_undo(self) -> None:
+        if not self.text:
+            self.post_message(self.UndoDelete(self))
+            return
+        super().action_undo()
+
+    def undo_typing(self) -> None:
+        super().action_undo()

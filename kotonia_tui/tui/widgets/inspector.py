@@ -18,6 +18,11 @@ from kotonia_tui.chat.inspection import ChapterView, MemoryView
 from kotonia_tui.domain import FoldJob, FoldStatus, Role, StoredLedgerEntry
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
+from kotonia_tui.tui.widgets.inspector_sections import (
+    lore_content,
+    recall_content,
+    settings_content,
+)
 from kotonia_tui.tui.widgets.repaint import update_static
 
 
@@ -142,6 +147,12 @@ class InspectorPane(VerticalScroll):
         yield Static("Ledger", classes="section")
         yield Static(id="ledger-empty")
         yield ListView(id="ledger")
+        yield Static("Lorebook (last turn)", classes="section")
+        yield Static(id="lore")
+        yield Static("Settings (F9)", classes="section")
+        yield Static(id="generation")
+        yield Static("Recalled (last turn)", classes="section")
+        yield Static(id="recall")
 
     def on_resize(self) -> None:
         if self.view is not None:
@@ -154,6 +165,9 @@ class InspectorPane(VerticalScroll):
         self.view = view
         self._paint_budget(view)
         self._paint_metrics(view)
+        self.query_one("#generation", Static).update(settings_content(view))
+        self.query_one("#lore", Static).update(lore_content(view))
+        self.query_one("#recall", Static).update(recall_content(view))
         self._paint_verbatim(view)
         self._paint_folds(view, view.running)
         self._paint_ledger(view)
@@ -164,8 +178,17 @@ class InspectorPane(VerticalScroll):
         """No model, so no memory figures: say so where the budget bar would be."""
         self.view = None
         self.query_one("#budget", Static).update(literal(reason, "italic $warning"))
-        sections = ("#metrics", "#verbatim", "#folds", "#synopsis", "#chapters-empty")
-        for section in (*sections, "#ledger-empty"):
+        for section in (
+            "#metrics",
+            "#generation",
+            "#lore",
+            "#recall",
+            "#verbatim",
+            "#folds",
+            "#synopsis",
+            "#chapters-empty",
+            "#ledger-empty",
+        ):
             self.query_one(section, Static).update(Content(""))
         self.query_one("#chapters", ListView).display = False
         self.query_one("#ledger", ListView).display = False
@@ -194,6 +217,9 @@ class InspectorPane(VerticalScroll):
                 ("   reused ", "$text-muted"),
                 (f"{m.reused:,}", "bold $success"),
                 (f" ({share:.0f}%)", "$text-muted"),
+                (f"\n{m.restored:,} of them loaded from the saved state", "$text-muted")
+                if m.restored
+                else ("", ""),
                 ("\nevaluated ", "$text-muted"),
                 (f"{m.evaluated:,}", "bold $warning"),
                 ("   prompt ", "$text-muted"),

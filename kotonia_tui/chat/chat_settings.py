@@ -1,0 +1,152 @@
+"""The settings a turn runs with: the model profile, the character's, the conversation's.
+
+A value set by a narrower layer wins: profile < character < conversation. The Author's Note
+follows the same rule (an empty note is "not set"); World Info files add up (the character's
+and the conversation's). Each effective value remembers which layer set it, for the
+inspector and the settings screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kotonia_tui.config import ModelProfile
+from kotonia_tui.domain import ChatSettings, GenerationSettings
+
+GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "reply_max_tokens")
+LABELS = {
+    "temperature": "temperature",
+    "top_p": "top-p",
+    "top_k": "top-k",
+    "min_p": "min-p",
+    "repeat_penalty": "repeat penalty",
+    "reply_max_tokens": "reply length",
+    "lore_budget": "lore budget",
+}
+
+
+class Layer(StrEnum):
+    CONFIG = "config"  # the app's settings (config.toml): the lore budget's lore_budget_ratio
+    PROFILE = "profile"
+    CHARACTER = "character"
+    CONVERSATION = "conversation"
+
+
+@dataclass(frozen=True)
+class Effective:
+    value: float | int
+    layer: Layer
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """What a turn uses, each value with the layer that set it."""
+
+    generation: dict[str, Effective]
+    author_note: str
+    author_note_layer: Layer | None  # None: no note
+    author_note_depth: int
+    world_info: tuple[tuple[str, Layer], ...]  # (file name, layer), character's first
+    lore_budget: Effective  # tokens of keyed lore per turn
+
+    @property
+    def reply_max_tokens(self) -> int:
+        return int(self.generation["reply_max_tokens"].value)
+
+    def sampling(self) -> GenerationSettings:
+        """The values for the engine (the request's layer over the profile)."""
+        return GenerationSettings.model_validate(
+            {name: effective.value for name, effective in self.generation.items()}
+        )
+
+
+def resolve(
+    profile: ModelProfile,
+    character: ChatSettings,
+    conversation: ChatSettings,
+    *,
+    lore_budget: int,
+) -> TurnSettings:
+    """`lore_budget`: the app's (`lore_budget_ratio` of the window), under the two layers."""
+    generation: dict[str, Effective] = {}
+    for name in GENERATION_FIELDS:
+        found = Effective(getattr(profile, name), Layer.PROFILE)
+        for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
+            value = getattr(settings.generation, name)
+            if value is not None:
+                found = Effective(value, layer)
+        generation[name] = found
+    note, note_layer = "", None
+    depth = 0
+    for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
+        if settings.author_note.strip():
+            note, note_layer = settings.author_note, layer
+        if settings.author_note_depth is not None:
+            depth = settings.author_note_depth
+    files: list[tuple[str, Layer]] = []
+    for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
+        files += [(name, layer) for name in settings.world_info if name not in dict(files)]
+    lore = Effective(lore_budget, Layer.CONFIG)
+    for layer, settings in ((Layer.CHARACTER, character), (Layer.CONVERSATION, conversation)):
+        if settings.lore_budget is not None:
+            lore = Effective(settings.lore_budget, layer)
+    return TurnSettings(generation, note, note_layer, depth, tuple(files), lore)
+
+
+class ChatSettingsError(Exception):
+    """Settings that cannot be used; `field` names the one at fault (for the settings screen)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def reply_limit(n_ctx: int) -> int:
+    """The longest reply length a window allows: half of it, so the story keeps room."""
+    return n_ctx // 2
+
+
+def lore_limit(n_ctx: int) -> int:
+    """The largest lore budget a window allows: a quarter of it (lore sent is never folded)."""
+    return n_ctx // 4
+
+
+@dataclass(frozen=True)
+class SettingsView:
+    """Everything the settings screen shows for one conversation."""
+
+    conversation_id: int
+    character_key: str
+    character_name: str
+    character: ChatSettings
+    conversation: ChatSettings
+    effective: TurnSettings
+    profile_name: str
+    n_ctx: int
+    world_files: list[str]  # the World Info files in the folder, to attach
+    world_folder: str
+
+
+def check(effective: TurnSettings, n_ctx: int, world_files: list[str]) -> None:
+    """Raise `ChatSettingsError` when the layered settings cannot run a turn."""
+    reply = effective.generation["reply_max_tokens"]
+    limit = reply_limit(n_ctx)
+    if reply.value > limit:
+        raise ChatSettingsError(
+            "reply_max_tokens",
+            f"reply length {reply.value} (the {reply.layer.value}'s) is more than half of the "
+            f"{n_ctx}-token window: at most {limit}",
+        )
+    lore = effective.lore_budget
+    if lore.value > lore_limit(n_ctx):
+        raise ChatSettingsError(
+            "lore_budget",
+            f"lore budget {lore.value} (the {lore.layer.value}'s) is more than a quarter of the "
+            f"{n_ctx}-token window: at most {lore_limit(n_ctx)}",
+        )
+    for name, layer in effective.world_info:
+        if name not in world_files:
+            raise ChatSettingsError(
+                "world_info", f"World Info file {name!r} (the {layer.value}'s) is not in the folder"
+            )

@@ -1,0 +1,120 @@
+"""Recall at turn time: the archive of one conversation asked about the latest lines.
+
+The store answers the query (its FTS5 index, BM25, newest first among equals) and gives the
+neighbours, message numbers and in-story times; memory/recall.py chooses what fits. Here the
+two meet, with exact token counts from the engine. The chat turn and the evaluation's recall
+arms both use it, so they quote the same excerpts for the same question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kotonia_tui.domain import Role, StoredMessage
+from kotonia_tui.engine import Engine
+from kotonia_tui.memory.assembly import PromptLine, line_cost_text
+from kotonia_tui.memory.recall import (
+    RECALL_HEADER,
+    ArchivedLine,
+    Candidate,
+    Recall,
+    RecalledExcerpt,
+    select,
+)
+from kotonia_tui.store import SearchHit, Store
+
+# Messages the query returns, best first: more than a budget of a few hundred tokens holds,
+# so that some left out (stated in the memory, too long) still leave others to quote.
+RECALL_CANDIDATES = 12
+MAX_FITTING_ROUNDS = 3
+
+
+class Recaller:
+    """Recall for one store and one engine (token counts are the engine's)."""
+
+    def __init__(self, store: Store, engine: Engine) -> None:
+        self.store = store
+        self.engine = engine
+        self._header_tokens: int | None = None
+
+    async def recall(
+        self,
+        conv_id: int,
+        query: str,
+        *,
+        older_than: int | None,
+        memory_text: str,
+        budget: int,
+    ) -> Recall:
+        """What the archive of `conv_id` older than message `older_than` has to say about
+        `query`, within `budget` tokens (0: nothing is looked up)."""
+        if budget <= 0 or older_than is None or not query.strip():
+            return Recall(budget=max(budget, 0))
+        hits = self.store.recall(conv_id, query, older_than, RECALL_CANDIDATES)
+        if not hits:
+            return Recall(budget=budget)
+        terms = self.store.recall_terms(query)
+        candidates = await self._candidates(conv_id, hits, older_than)
+        if self._header_tokens is None:
+            (self._header_tokens,) = await self.engine.count_tokens_many([RECALL_HEADER])
+        markers = [
+            RecalledExcerpt((c.line, c.line), (), (), c.story_time).marker() for c in candidates
+        ]
+        marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
+        limit = budget
+        chosen, used = Recall(budget=budget), 0
+        for _round in range(MAX_FITTING_ROUNDS):
+            chosen = select(
+                candidates,
+                terms,
+                memory_text=memory_text,
+                budget=limit,
+                header_tokens=self._header_tokens,
+                marker_tokens=marker_tokens,
+            )
+            (used,) = await self.engine.count_tokens_many([chosen.render()])
+            if used <= budget:
+                break
+            # Lines counted apart tokenize a little differently joined: ask for less.
+            limit -= used - budget
+            chosen, used = Recall(budget=budget), 0
+        return Recall(chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0)
+
+    async def _candidates(
+        self, conv_id: int, hits: Sequence[SearchHit], older_than: int
+    ) -> list[Candidate]:
+        ids = [hit.message_id for hit in hits]
+        around = self.store.neighbours(conv_id, ids, older_than)
+        neighbour: dict[int, StoredMessage | None] = {}
+        for hit in hits:
+            before, after = around.get(hit.message_id, (None, None))
+            if hit.role is Role.USER:
+                neighbour[hit.message_id] = after  # the reply it got
+            elif hit.role is Role.CHARACTER and before is not None and before.role is Role.USER:
+                neighbour[hit.message_id] = before  # the line it answered
+            else:
+                neighbour[hit.message_id] = None
+        extra = [m for m in neighbour.values() if m is not None]
+        numbers = self.store.message_numbers(conv_id, ids + [m.id for m in extra])
+        times = self.store.story_times(conv_id, ids)
+        texts = [line_cost_text(PromptLine(h.role, h.speaker, h.text)) for h in hits]
+        texts += [line_cost_text(PromptLine(m.role, m.speaker, m.text)) for m in extra]
+        counts = await self.engine.count_tokens_many(texts)
+        tokens = dict(zip(ids + [m.id for m in extra], counts, strict=True))
+
+        def line(message_id: int, role: Role, speaker: str, text: str) -> ArchivedLine:
+            return ArchivedLine(
+                message_id, numbers[message_id], role, speaker, text, tokens[message_id]
+            )
+
+        candidates = []
+        for hit in hits:
+            other = neighbour[hit.message_id]
+            candidates.append(
+                Candidate(
+                    line(hit.message_id, hit.role, hit.speaker, hit.text),
+                    line(other.id, other.role, other.speaker, other.text) if other else None,
+                    times.get(hit.message_id),
+                )
+            )
+        return candidates

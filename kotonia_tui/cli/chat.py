@@ -1,0 +1,223 @@
+"""`kotonia chat`: a conversation line by line in the terminal, or `--say` turns for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
+from kotonia_tui.chat.errors import PersonaError
+from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.personas import PersonaBook, check_name
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.chat.turn import Turn
+from kotonia_tui.cli.output import TypedText, UserError, progress, say
+from kotonia_tui.config import Settings
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona, TurnMetrics
+from kotonia_tui.terminal_text import visible
+
+
+async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
+    err = sys.stderr
+    typed = TypedText()
+    args.character = typed(args.character, "the character name")
+    args.say = [typed(text, "--say") for text in args.say]
+    # Everything the user could have typed wrong is checked before the model loads.
+    card = open_library(settings).find(args.character)
+    if args.persona is not None:
+        args.persona = check_name(typed(args.persona, "--persona"))
+    for text in args.say:
+        if not text.strip() and not args.image:
+            raise UserError("--say got an empty message; nothing was sent")
+    if args.conversation is not None:
+        with open_store(settings, args.db) as store:
+            _check_conversation(store.get_conversation(args.conversation), card, settings)
+    service = await asyncio.to_thread(open_service, settings, db=args.db, progress=progress(err))
+    closing = "the chat ended"
+    try:
+        await service.start()
+        service.subscribe(lambda event: _print_event(event, err))
+        card = service.library.find(args.character)
+        persona = _persona(service.personas, args.persona) if args.persona else None
+        if args.conversation is not None:
+            conv = service.store.get_conversation(args.conversation)
+            if persona is not None and persona.id != conv.persona_id:
+                conv = service.manager.set_persona(conv.id, persona.id)
+                say(
+                    f"conversation {conv.id} is now played as {persona.name} (its setup is "
+                    "read again on this turn)",
+                    stream=err,
+                )
+        else:
+            conv = service.new_conversation(card, greeting=args.greeting, persona=persona)
+            say(f"conversation {conv.id} with {card.name}", stream=err)
+            opening = service.store.last_message(conv.id)
+            if opening is not None and not args.say:
+                say(f"{opening.speaker}: {opening.text}\n")
+        images = [service.attach_image(Path(p)) for p in args.image]
+        if args.say:
+            for index, text in enumerate(args.say):
+                await _say(service, conv.id, text, images if index == 0 else [], args)
+        else:
+            await _interactive(service, conv.id, card.display_name, images, args, typed)
+        if args.wait_folds:
+            # A script sees the memory settle: the folds this run queued have run.
+            await service.worker.wait_settled(conv.id)
+        return 0
+    except asyncio.CancelledError:
+        closing = "Ctrl-C"  # asyncio.run cancels the chat on Ctrl-C; a reply still running stops
+        raise
+    finally:
+        await service.close(closing)
+
+
+def _persona(book: PersonaBook, name: str) -> StoredPersona:
+    """The persona called `name`, made (and said so) when there is none yet."""
+    try:
+        return book.find(name)
+    except PersonaError:
+        made = book.for_name(name)
+        say(f"note: made a new persona {made.name!r} (no description)", stream=sys.stderr)
+        return made
+
+
+def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
+    """A conversation is continued only with its own card (by key, or by name for a chat
+    filed under the character's name)."""
+    found = open_library(settings).card_of(conv.character_key, conv.character_name)
+    if found is None or found.key != card.key:
+        raise UserError(
+            f"conversation {conv.id} is with {conv.character_name} "
+            f"(card {found.key if found else conv.character_key}), not with {card.name} "
+            f"(card {card.key})"
+        )
+
+
+async def _say(
+    service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
+) -> None:
+    turn = await service.send(conv_id, text, images)
+    done = await turn.wait()
+    if done.reply is not None:
+        say(done.reply.text)
+        if done.reply.status is not MessageStatus.COMPLETE:
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+    if args.stats and done.metrics is not None:
+        _print_stats(turn, done.metrics)
+    if done.error:
+        raise UserError(done.error)
+
+
+async def _interactive(
+    service: ChatService,
+    conv_id: int,
+    name: str,
+    images: list[str],
+    args: argparse.Namespace,
+    typed: TypedText,
+) -> None:
+    print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
+    user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="surrogateescape")  # bad bytes reach `typed`, not a crash
+    while True:
+        try:
+            text = typed(await _read_line(f"{user}: "), "standard input")
+        except EOFError:
+            print(file=sys.stderr)
+            return
+        if text.strip() or images:
+            turn = await service.send(conv_id, text, images)
+        else:
+            last = service.store.last_message(conv_id)
+            if last is not None and last.role is Role.CHARACTER:
+                continue
+            turn = await service.answer(conv_id)  # an empty line answers the user's last message
+        images = []
+        say(f"{name}: ", end="", one_line=True)
+        with _ctrl_c_stops(turn):
+            async for event in turn:
+                if isinstance(event, ReplyDelta):
+                    say(event.text, end="")
+        print()
+        done = await turn.wait()
+        if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
+            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+        if done.error:
+            say(f"error: {done.error}", stream=sys.stderr)
+        if args.stats and done.metrics is not None:
+            _print_stats(turn, done.metrics)
+
+
+def _print_stats(turn: Turn, metrics: TurnMetrics) -> None:
+    """The turn's figures as one JSON line on standard error, with the message ids it
+    recalled from the archive."""
+    figures = {**metrics.stats_dict(), "recalled": turn.prepared.recall.message_ids}
+    print(json.dumps(figures), file=sys.stderr, flush=True)
+
+
+async def _read_line(prompt: str) -> str:
+    """`input()` on a daemon thread. On a pool thread (asyncio.to_thread), Ctrl-C at the prompt
+    left the program waiting for Enter: exiting waits for every pool thread to finish."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def deliver(text: str | None, error: BaseException | None) -> None:
+        if line.done():
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(text or "")
+
+    def read() -> None:
+        text: str | None = None
+        error: BaseException | None = None
+        try:
+            text = input(prompt)
+        except (EOFError, OSError, ValueError) as exc:  # Ctrl-D, or stdin closed
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, text, error)
+
+    threading.Thread(target=read, name="kotonia-input", daemon=True).start()
+    return await line
+
+
+@contextmanager
+def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
+    """While a reply streams, Ctrl-C stops it (what was written is stored, marked as stopped)
+    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program)."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, turn.interrupt, "Ctrl-C")
+    except (NotImplementedError, RuntimeError, ValueError):
+        # No signal handling here (not the main thread, or no such support on the platform):
+        # Ctrl-C ends the program, and closing the service still stores the reply.
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _print_event(event: ServiceEvent, stream: TextIO) -> None:
+    if isinstance(event, MemoryNotice):
+        say(f"note: {event.text}", stream=stream)
+    elif isinstance(event, FoldProgress):
+        detail = f": {event.detail}" if event.detail else ""
+        say(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", stream=stream)

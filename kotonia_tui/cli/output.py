@@ -1,0 +1,68 @@
+"""What every command prints with: untrusted text made visible, JSON for scripts, progress."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from kotonia_tui.chat.startup import redact
+from kotonia_tui.terminal_text import escape_json_controls, visible
+from kotonia_tui.untrusted_text import replacement_note, scrub
+
+
+def say(
+    text: str, *, stream: TextIO | None = None, end: str = "\n", one_line: bool = False
+) -> None:
+    """Print text that may come from a card, a chat file, a model or a server: its control
+    and escape characters are shown (␛, ⟨U+202E⟩), never sent to the terminal raw; the API
+    keys the profiles name are redacted."""
+    print(visible(redact(text), one_line=one_line), end=end, file=stream or sys.stdout, flush=True)
+
+
+class TypedText:
+    """What the user typed (arguments, a pipe) under the one Unicode policy: bytes that are not
+    UTF-8 become U+FFFD and the message is sent anyway; said once per run."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, text: str, where: str) -> str:
+        decoded = scrub(text)  # undecodable bytes arrive as surrogate escapes
+        if decoded.replaced and not self.said:
+            self.said = True
+            print(f"note: {where}: {replacement_note(decoded.replaced)}", file=sys.stderr)
+        return decoded.text
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+def progress(stream: TextIO) -> Any:
+    last: dict[str, int] = {}
+    live = stream.isatty()
+
+    def report(what: str, done: int, total: int) -> None:
+        percent = int(done * 100 / total) if total else 100
+        # On a terminal the line updates in place; in a log, one line per quarter.
+        step = percent if live else percent - percent % 25
+        if last.get(what) == step:
+            return
+        last[what] = step
+        if total > 1:
+            end = "\n" if done >= total or not live else "\r"
+            say(f"{what}: {step}%", stream=stream, end=end, one_line=True)
+        else:
+            say(what, stream=stream, one_line=True)
+
+    return report
+
+
+def json_text(rows: object) -> str:
+    """JSON for scripts: the exact text, with no control or bidi character raw in it."""
+    return escape_json_controls(json.dumps(rows, ensure_ascii=False, indent=2))
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -1,0 +1,58 @@
+"""The options of `kotonia eval`, apart from the evaluation itself: the CLI builds its parser
+(and `--help`) without loading the engine or the store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kotonia_tui.config import PromptFormat
+
+# The memory designs compared, in report order (`arms` builds each).
+ARMS = (
+    "generational",
+    "rolling",
+    "truncation",
+    "full",
+    "generational+recall",
+    "truncation+recall",
+)
+RECALL = "+recall"  # an arm's prompts with excerpts recalled from the archive it left out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        nargs="?",
+        help="dataset or chat file, or a stored conversation id (default: the shipped dataset)",
+    )
+    parser.add_argument("--character", help="card to play the character (file or stored input)")
+    parser.add_argument("--model", type=Path, help="a GGUF model (default: the active profile)")
+    parser.add_argument(
+        "--prompt-format", choices=[f.value for f in PromptFormat], help="template or transcript"
+    )
+    parser.add_argument("--n-ctx", type=int, help="context window; small enough to force folds")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--seed", type=int, help="sampling seed of the model (chronicler)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting for this run, e.g. fold_trigger_ratio=0.4; repeatable",
+    )
+    parser.add_argument("--questions", type=int, default=8, help="questions per range (8)")
+    parser.add_argument("--runs", type=int, default=1, help="repeat K times; report the spread")
+    parser.add_argument(
+        "--arms", default=",".join(ARMS), help=f"comma-separated, from {','.join(ARMS)}"
+    )
+    parser.add_argument(
+        "--full-max-ctx",
+        type=int,
+        default=32768,
+        help="largest window the full arm may load the model with (32768; 0: never reload)",
+    )
+    parser.add_argument("--answer-tokens", type=int, default=48, help="reader answer cap")
+    parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
+    parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")

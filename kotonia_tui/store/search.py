@@ -1,0 +1,366 @@
+"""Full-text search over the messages: the query a user types, or the words recall looks for.
+
+The indexes (FTS5, the search schema step) are kept in step with `messages.text` by triggers, so a
+search sees exactly the messages stored now, each with its chosen version's text. A query is
+plain text, never FTS syntax: it is split into terms (search_text.split_terms) and each term
+becomes one or more index lookups:
+
+- a term in a spaced script (English, ...) matches words it begins ("light" -> "lighthouse")
+  in `message_words`; from three characters on it also matches inside Japanese or Chinese
+  text ("iPhone" in "東京でiPhoneを買った"), through `message_trigrams`;
+- a Japanese, Chinese or Thai term of three characters or more matches as a substring, a
+  phrase of its trigrams in `message_trigrams`;
+- one of one or two characters (common: 猫, 東京) cannot be a trigram. Every character of the
+  indexed text begins a trigram (the text is padded), so the trigrams that begin with the term
+  are exactly its occurrences: they are read from the index's vocabulary (a range read) and
+  looked up together. Past `SHORT_TERM_EXPANSION` of them (a very common character), the term
+  is found by a substring scan of the text instead, bounded like the rest of the query.
+
+`SearchMode.ALL` (the search screen, `kotonia search`) wants every term; `SearchMode.ANY`
+(recall) any of them, ranked by BM25, with words too common to tell messages apart left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from kotonia_tui.domain import Role
+from kotonia_tui.search_text import Term, recall_terms, split_terms
+from kotonia_tui.store.codec import ts_from_db
+from kotonia_tui.store.connection import Db
+from kotonia_tui.store.errors import StoreError
+
+SHORT_TERM_EXPANSION = 64  # trigrams a one- or two-character term is looked up by, at most
+# A word in tens of thousands of messages would be ranked by reading every one of them: the
+# ranking looks at the newest RANKED_MATCHES matches of a query (all of them are still found
+# newest first), which keeps a query for "the" fast at any size.
+RANKED_MATCHES = 10_000
+# Recall skips a word found in more than this share of the messages ("the", "you"): it matches
+# nearly everything, ranks almost nothing, and costs the most to read.
+COMMON_WORD_SHARE = 0.2
+COMMON_WORD_MIN_DOCS = 200  # below this many messages every word counts
+_LAST_CHAR = "\U0010ffff"
+
+
+class SearchMode(StrEnum):
+    ALL = "all"  # every term (the search screen, `kotonia search`)
+    ANY = "any"  # any term, more terms ranking higher (recall)
+
+
+class SearchOrder(StrEnum):
+    RANK = "rank"  # best match first (BM25), then newest
+    NEWEST = "newest"
+
+
+class SearchHit(BaseModel):
+    """One message found, with what a result list shows."""
+
+    message_id: int
+    conversation_id: int
+    role: Role
+    speaker: str
+    text: str
+    created_at: datetime
+    score: float  # BM25 summed over the terms: lower is better (0 for a scanned term)
+
+
+@dataclass(frozen=True)
+class _Fts:
+    """A lookup in one FTS5 index."""
+
+    table: str
+    match: str
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """A substring scan of the text (a one-character term followed by too many others)."""
+
+    needle: str
+
+
+_Source = _Fts | _Scan
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """The messages searched: one conversation's (or all), older than a message (or all)."""
+
+    conversation_id: int | None
+    low: int | None  # the conversation's first message id (lets FTS5 skip the rest)
+    before_id: int | None
+
+    def sql(self, column: str) -> tuple[str, list[object]]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.low is not None:
+            clauses.append(f"{column} >= ?")
+            params.append(self.low)
+        if self.before_id is not None:
+            clauses.append(f"{column} < ?")
+            params.append(self.before_id)
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def conversation_sql(self) -> tuple[str, list[object]]:
+        """The check that a found id is in the conversation, through the (conversation_id, id)
+        index (no message row is read). Outside the FTS5 lookup: inside it, SQLite ran the
+        lookup once per id of the conversation."""
+        if self.conversation_id is None:
+            return "", []
+        return (
+            "WHERE id IN (SELECT id FROM messages WHERE conversation_id = ?)",
+            [self.conversation_id],
+        )
+
+
+def search_messages(
+    db: Db,
+    query: str,
+    *,
+    conversation_id: int | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+    mode: SearchMode = SearchMode.ALL,
+    order: SearchOrder = SearchOrder.RANK,
+) -> list[SearchHit]:
+    """Messages matching `query` (plain text), at most `limit`; `conversation_id` and
+    `before_id` bound the search to one conversation and to messages older than one."""
+    if limit < 0:
+        raise StoreError(f"limit must be 0 or more, got {limit}")
+    terms = split_terms(query)
+    if mode is SearchMode.ANY:
+        terms = recall_terms(terms)
+    if not terms or limit == 0:
+        return []
+    with db.read():
+        low = None
+        if conversation_id is not None:
+            row = db.select_one(
+                "SELECT min(id) AS low FROM messages WHERE conversation_id = ?", (conversation_id,)
+            )
+            low = row["low"] if row is not None else None
+            if low is None:
+                return []
+        bounds = _Bounds(conversation_id, low, before_id)
+        groups = _every_term(db, terms) if mode is SearchMode.ALL else _any_term(db, terms)
+        if not groups:
+            return []
+        return _run(db, groups, bounds, limit, mode, order)
+
+
+def recall_terms_used(db: Db, query: str) -> list[Term]:
+    """The terms `SearchMode.ANY` looks for in `query`: recall's terms without the words too
+    common to tell messages apart (what a recalled message is shown to have matched)."""
+    terms = recall_terms(split_terms(query))
+    if not terms:
+        return []
+    with db.read():
+        return _without_common_words(db, terms, _messages_indexed(db))
+
+
+def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
+    """Groups of lookups, all of which a message must match. Terms that each need one lookup
+    in the same index become one lookup (FTS5 intersects them itself)."""
+    together: dict[str, list[str]] = {}
+    groups: list[list[_Source]] = []
+    for term in terms:
+        sources = _sources(db, term, recall_limit=None)
+        if not sources:
+            return []  # a term found nowhere: no message has every term
+        first = sources[0]
+        if len(sources) == 1 and isinstance(first, _Fts):
+            together.setdefault(first.table, []).append(first.match)
+        else:
+            groups.append(sources)
+    combined: list[list[_Source]] = [
+        [_Fts(table, " AND ".join(f"({m})" for m in matches))]
+        for table, matches in together.items()
+    ]
+    return combined + groups
+
+
+def _any_term(db: Db, terms: list[Term]) -> list[list[_Source]]:
+    """Recall's lookups: one per index, any term in it (BM25 adds up what each matched)."""
+    total = _messages_indexed(db)
+    terms = _without_common_words(db, terms, total)
+    recall_limit = total * COMMON_WORD_SHARE if total >= COMMON_WORD_MIN_DOCS else None
+    together: dict[str, list[str]] = {}
+    for term in terms:
+        for source in _sources(db, term, recall_limit=recall_limit, recall=True):
+            if isinstance(source, _Fts):
+                together.setdefault(source.table, []).append(source.match)
+    return [
+        [_Fts(table, " OR ".join(f"({m})" for m in matches))] for table, matches in together.items()
+    ]
+
+
+def _messages_indexed(db: Db) -> int:
+    row = db.select_one("SELECT total(message_count) AS n FROM conversations")
+    return int(row["n"]) if row is not None else 0
+
+
+def _without_common_words(db: Db, terms: list[Term], total: int) -> list[Term]:
+    """Recall's terms without the spaced words that appear in too many messages to matter;
+    the two least common stay if all are common."""
+    spaced = [t.text.lower() for t in terms if not t.unspaced]
+    if not spaced or total < COMMON_WORD_MIN_DOCS:
+        return terms
+    marks = ",".join("?" * len(spaced))
+    docs = {
+        r["term"]: int(r["doc"])
+        for r in db.select(
+            f"SELECT term, doc FROM message_word_terms WHERE term IN ({marks})", spaced
+        )
+    }
+    common = {w for w in spaced if docs.get(w, 0) > total * COMMON_WORD_SHARE}
+    if len(common) == len(spaced):
+        common -= set(sorted(spaced, key=lambda w: docs.get(w, 0))[:2])
+    return [t for t in terms if t.unspaced or t.text.lower() not in common]
+
+
+def _in_trigrams(db: Db, trigram: str) -> bool:
+    """Whether any Japanese or Chinese message holds `trigram` (a word written inside such
+    text); a store with none skips that lookup."""
+    row = db.select_one(
+        "SELECT 1 AS found FROM message_trigram_terms WHERE term = ?", (trigram.lower(),)
+    )
+    return row is not None
+
+
+def _phrase(text: str) -> str:
+    """A string as an FTS5 phrase: quoted, so nothing in it is query syntax."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _sources(
+    db: Db, term: Term, *, recall_limit: float | None, recall: bool = False
+) -> list[_Source]:
+    """The lookups that find `term`; a message matches it when any of them finds it.
+    `recall`: whole words only, and a short Japanese or Chinese term in more than
+    `recall_limit` messages is left out like a common word."""
+    text = term.text
+    if not term.unspaced:
+        sources: list[_Source] = [
+            _Fts("message_words", _phrase(text) if recall else _phrase(text) + "*")
+        ]
+        if len(text) >= 3 and _in_trigrams(db, text[:3]):
+            sources.append(_Fts("message_trigrams", _phrase(text)))
+        return sources
+    if len(text) >= 3:
+        return [_Fts("message_trigrams", _phrase(text))]
+    prefix = text.lower()
+    rows = db.select(
+        "SELECT term, doc FROM message_trigram_terms WHERE term >= ? AND term < ? LIMIT ?",
+        (prefix, prefix + _LAST_CHAR, SHORT_TERM_EXPANSION + 1),
+    )
+    if not rows:
+        return []
+    if len(rows) <= SHORT_TERM_EXPANSION:
+        if recall_limit is not None and sum(int(row["doc"]) for row in rows) > recall_limit:
+            return []
+        return [_Fts("message_trigrams", " OR ".join(_phrase(row["term"]) for row in rows))]
+    if recall:
+        return []  # followed by so many characters that it is as common as a word can be
+    return [_Scan(text)]
+
+
+def _lookup(source: _Source, bounds: _Bounds, cap: int | None) -> tuple[str, list[object]]:
+    """One source as SQL giving (id, r): r its BM25 score (0 for a scan). `cap`: only the
+    newest `cap` matches."""
+    tail = f" ORDER BY id DESC LIMIT {int(cap)}" if cap is not None else ""
+    if isinstance(source, _Fts):
+        where, params = bounds.sql("rowid")
+        table = source.table
+        sql = (
+            f"SELECT rowid AS id, bm25({table}) AS r FROM {table} "
+            f"WHERE {table} MATCH ?{where}{tail.replace('id DESC', 'rowid DESC')}"
+        )
+        return sql, [source.match, *params]
+    where, params = bounds.sql("id")
+    if bounds.conversation_id is not None:
+        where += " AND conversation_id = ?"
+        params.append(bounds.conversation_id)
+    # Lower case only when the term has any: Japanese and Chinese have none to fold.
+    text = "lower(text)" if source.needle.lower() != source.needle.upper() else "text"
+    sql = f"SELECT id, 0.0 AS r FROM messages WHERE instr({text}, ?) > 0{where}{tail}"
+    return sql, [source.needle.lower(), *params]
+
+
+def _run(
+    db: Db,
+    groups: list[list[_Source]],
+    bounds: _Bounds,
+    limit: int,
+    mode: SearchMode,
+    order: SearchOrder,
+) -> list[SearchHit]:
+    ordering = "score, id DESC" if order is SearchOrder.RANK else "id DESC"
+    params: list[object] = []
+    # Conversations deleted in the app stay stored until the session ends (undo): their
+    # messages are never found. Left out after the lookups, so these must not stop early.
+    hidden = [
+        row["id"] for row in db.select("SELECT id FROM conversations WHERE deleted_at IS NOT NULL")
+    ]
+    if len(groups) == 1 and len(groups[0]) == 1:
+        # One lookup (the usual query): newest first, it stops after `limit`; ranked, after
+        # the newest RANKED_MATCHES. In one conversation its id range bounds the lookup, and
+        # other conversations' messages inside that range are left out only afterwards.
+        cap: int | None = limit if order is SearchOrder.NEWEST else RANKED_MATCHES
+        if hidden or (bounds.conversation_id is not None and isinstance(groups[0][0], _Fts)):
+            cap = None
+        sql, params = _lookup(groups[0][0], bounds, cap)
+        scored = f"SELECT id, r AS score FROM ({sql})"
+    else:
+        # Recall (any term) looks at the newest matches of each index; a search for every
+        # term must not, or older messages with all the terms would be missed.
+        cap = RANKED_MATCHES if mode is SearchMode.ANY and not hidden else None
+        lookups = []
+        for k, group in enumerate(groups):
+            for source in group:
+                sql, source_params = _lookup(source, bounds, cap)
+                lookups.append(f"SELECT id, {k} AS k, r FROM ({sql})")
+                params += source_params
+        having = f"HAVING count(*) = {len(groups)}" if mode is SearchMode.ALL else ""
+        # A message's score: the best of each group's lookups, summed over the groups.
+        scored = f"""SELECT id, sum(r) AS score FROM (
+                SELECT id, k, min(r) AS r FROM ({" UNION ALL ".join(lookups)}) GROUP BY id, k
+            ) GROUP BY id {having}"""
+    in_conversation, conversation_params = bounds.conversation_sql()
+    if hidden:
+        marks = ", ".join("?" * len(hidden))
+        in_conversation += (
+            f"{' AND' if in_conversation else 'WHERE'} id NOT IN "
+            f"(SELECT id FROM messages WHERE conversation_id IN ({marks}))"
+        )
+        conversation_params = [*conversation_params, *hidden]
+    # MATERIALIZED: flattened into the outer query, bm25() would leave its FTS5 cursor's
+    # context. Only the `limit` best are joined with their messages.
+    sql = f"""
+        WITH scored(id, score) AS MATERIALIZED ({scored})
+        SELECT m.id, m.conversation_id, m.role, m.speaker, m.text, m.created_at, h.score
+        FROM (
+            SELECT id, score FROM scored {in_conversation} ORDER BY {ordering} LIMIT {int(limit)}
+        ) AS h
+        JOIN messages AS m ON m.id = h.id
+        ORDER BY {ordering.replace("id", "h.id").replace("score", "h.score")}"""
+    rows = db.select(sql, [*params, *conversation_params])
+    hits = []
+    for row in rows:
+        with db.decoding(f"message {row['id']}"):
+            hits.append(
+                SearchHit(
+                    message_id=row["id"],
+                    conversation_id=row["conversation_id"],
+                    role=Role(row["role"]),
+                    speaker=row["speaker"],
+                    text=row["text"],
+                    created_at=ts_from_db(row["created_at"]),
+                    score=float(row["score"]),
+                )
+            )
+    return hits

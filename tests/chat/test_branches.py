@@ -1,0 +1,164 @@
+"""Branches, duplicates and deletions with real folds: the memory stays right in each branch.
+
+The model is a tiny GGUF whose greedy output is a fixed script, so chapters really land (as in
+test_folding.py) and the prompt cache figures are the engine's own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kotonia_tui.domain import Role
+from kotonia_tui.memory.chronicler import render_source
+from tests.cards import write_short_card
+
+from .test_folding import CHAPTER, chat_until, settings_for
+
+
+async def _folded_story(service, key: str):
+    """A conversation with a chapter landed and applied, and a few turns after it."""
+    conv = service.new_conversation(service.library.get(key))
+    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    await service.worker.wait_settled(conv.id)
+    applying = await service.send(conv.id, "And then?")
+    await applying.wait()
+    assert applying.prepared.plan.apply_landed
+    last = await service.send(conv.id, "Go on.")
+    await last.wait()
+    return conv, last
+
+
+def _first_chapter(service, conv_id: int):
+    """The conversation's first chapter and the messages it covers."""
+    chapter = service.store.chapters(conv_id)[0]
+    return chapter, service.store.messages_between(
+        conv_id, chapter.first_message_id, chapter.last_message_id
+    )
+
+
+async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_service, scripted_model):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    conv, last = await _folded_story(service, key)
+    state = service.store.memory_state(conv.id)
+    assert CHAPTER in state.memory_text
+
+    branched = service.manager.duplicate(conv.id)
+    new = branched.conversation
+    assert branched.memory_shared and branched.chapters >= 1
+    assert service.store.memory_state(new.id).memory_text == state.memory_text  # byte for byte
+    assert new.title == f"Conversation {conv.id} (copy)"
+
+    turn = await service.send(new.id, "Meanwhile, in the other story...")
+    done = await turn.wait()
+    assert done.error is None
+    # No chapter is applied again: the branch's prompt starts as the original's did, and the
+    # engine reuses that prefix (the original's last prompt and reply) from its cache. (This
+    # turn may cross the fold trigger and queue the branch's own next chapter, as any turn.)
+    assert not turn.prepared.plan.apply_landed
+    assert turn.prepared.state.memory_text == state.memory_text
+    assert done.metrics.reused >= last.done.metrics.prompt_positions - 2
+    assert done.metrics.evaluated < done.metrics.prompt_positions / 4
+
+
+async def test_branches_never_mix_their_memory(make_service, scripted_model):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    conv, _last = await _folded_story(service, key)
+    chapter, source = _first_chapter(service, conv.id)
+    branched = service.manager.branch(conv.id, source[-1].id)
+    new = branched.conversation
+    number = service.store.message_numbers(conv.id, [source[-1].id])[source[-1].id]
+    assert new.title == f"Conversation {conv.id} (branch at #{number})"
+    before = service.store.chapters(new.id)
+    # An edit inside the original's folded range refolds the original's chapter only.
+    service.edit_message(source[1].id, "An edited line about the lamps.")
+    await service.worker.wait_settled(conv.id)
+    assert service.store.get_chapter(chapter.id).superseded_by is not None
+    assert service.store.chapters(new.id) == before
+    assert not service.open_folds(new.id)
+    # And the branch's own story stays its own.
+    await (await service.send(new.id, "Only in the branch.")).wait()
+    texts = [m.text for m in service.store.recent_messages(conv.id, 500)]
+    assert "Only in the branch." not in texts
+
+
+async def test_deleting_inside_a_folded_range_refolds_it_and_undo_refolds_again(
+    make_service, scripted_model
+):
+    key = write_short_card()
+    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    conv, _last = await _folded_story(service, key)
+    chapter, source = _first_chapter(service, conv.id)
+    victim = source[2]
+    service.delete_message(victim.id)
+    assert service.can_undo_delete(conv.id)
+    await service.worker.wait_settled(conv.id)
+    refolded = service.store.get_chapter(service.store.get_chapter(chapter.id).superseded_by)
+    assert (refolded.first_message_id, refolded.last_message_id) == (
+        chapter.first_message_id,
+        chapter.last_message_id,
+    )
+    restored = service.undo_delete_message(conv.id)
+    assert restored is not None and restored.id == victim.id and restored.text == victim.text
+    assert service.store.get_chapter(refolded.id).stale  # folded again, with it back
+    await service.worker.wait_settled(conv.id)
+    assert service.store.get_chapter(refolded.id).superseded_by is not None
+    assert service.undo_delete_message(conv.id) is None
+    ids = [m.id for m in service.store.messages_between(conv.id, source[0].id, source[-1].id)]
+    assert ids == [m.id for m in source]
+
+
+async def test_a_deleted_conversation_comes_back_with_undo_and_is_gone_after_close(
+    make_service, tiny_model_path
+):
+    key = write_short_card()
+    service = await make_service(settings_for(tiny_model_path))
+    conv = service.new_conversation(service.library.get(key))
+    keep = service.new_conversation(service.library.get(key))
+    service.manager.delete(conv.id)
+    assert [c.id for c in service.conversations()] == [keep.id]
+    assert service.manager.undo_delete().id == conv.id
+    service.manager.delete(conv.id)
+    assert service.manager.close() == [conv.id]
+    assert [c.id for c in service.store.list_conversations()] == [keep.id]
+
+
+def _st_chat_with_a_note(path: Path) -> Path:
+    lines = [
+        {"user_name": "Ann", "character_name": "Wren", "create_date": "2026-01-01@10h00m00s"},
+        {"name": "Wren", "is_user": False, "mes": "Welcome to the lighthouse."},
+        {"name": "Ann", "is_user": True, "mes": "Thank you."},
+        {
+            "name": "SillyTavern System",
+            "is_user": False,
+            "is_system": True,
+            "mes": "[Start a new chat]",
+        },
+        {"name": "Ann", "is_user": True, "mes": "I am back."},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+async def test_imported_system_notes_stay_stored_but_never_reach_the_model(
+    make_service, tiny_model_path, tmp_path
+):
+    write_short_card()
+    service = await make_service(settings_for(tiny_model_path))
+    imported = service.manager.import_file(_st_chat_with_a_note(tmp_path / "chat.jsonl"))
+    conv = imported.conversation
+    stored = service.store.recent_messages(conv.id, 10)
+    note = stored[2]
+    assert (note.role, note.text) == (Role.SYSTEM, "[Start a new chat]")
+    turn = await service.answer(conv.id)
+    assert (await turn.wait()).error is None
+    sent = turn.prepared.request.messages
+    assert not any("Start a new chat" in m.content for m in sent)
+    assert "Start a new chat" not in service.engine.render(turn.prepared.request).text
+    assert [m.content for m in sent if m.role == "user"][-2:] == ["Thank you.", "I am back."]
+    assert service.prompter.message_tokens(note) == 0  # no room is kept for it either
+    # Nor is the chronicler asked to write about it.
+    source = render_source(stored, char="Wren", user="Ann")
+    assert "Start a new chat" not in source and "I am back." in source

@@ -1,0 +1,211 @@
+"""Recall at turn time on the real store and engine: a fact said once, long folded away, comes
+back into the turn that asks about it, after the history, without changing the cached prefix."""
+
+from __future__ import annotations
+
+import os
+
+from kotonia_tui.config import app_dirs
+from kotonia_tui.domain import Chapter, Conversation, Message, Role
+from kotonia_tui.engine import GenerationRequest
+from kotonia_tui.memory.recall import RECALL_HEADER
+from kotonia_tui.store import Store
+from tests.cards import SHORT_CARD_KEY, write_short_card
+from tests.chat_cli import chat_with_stats
+
+from .conftest import tiny_settings
+
+FACT = "My sister's name is Ilse, and she keeps bees in Bergen."
+FACT_REPLY = "Ilse and her bees. I will remember that."
+CHAPTER = "Ann came to the lighthouse and talked with Wren about the tides and the lamp oil."
+TIDES = ("grey", "high", "low", "slack", "rough", "calm")
+REPLY = "The lamp burns."
+
+
+def story(count: int = 300, fact_at: int = 5) -> list[Message]:
+    """`count` messages, Ann's at odd numbers; the fact at message `fact_at`, its reply next,
+    and nothing else about a sister or a name."""
+    out = []
+    for number in range(1, count + 1):
+        tide = TIDES[number % len(TIDES)]
+        if number == fact_at:
+            out.append(Message(role=Role.USER, speaker="Ann", text=FACT))
+        elif number == fact_at + 1:
+            out.append(Message(role=Role.CHARACTER, speaker="Wren", text=FACT_REPLY))
+        elif number % 2:
+            text = f"Line {number}: a {tide} tide."
+            out.append(Message(role=Role.USER, speaker="Ann", text=text))
+        else:
+            text = f"Aye, {tide} again."
+            out.append(Message(role=Role.CHARACTER, speaker="Wren", text=text))
+    return out
+
+
+def folded_story(store: Store, *, verbatim_from: int = 271) -> tuple[int, list[int]]:
+    """A 300-message conversation with Wren (the short card) whose first `verbatim_from - 1`
+    messages are folded into a chapter that does not keep the fact (as a weak chronicler
+    leaves it)."""
+    write_short_card()
+    store.upsert_character(SHORT_CARD_KEY, "Wren", "test", "")
+    conv = store.create_conversation(
+        Conversation(character_key=SHORT_CARD_KEY, character_name="Wren", persona_name="Ann")
+    )
+    ids = store.add_messages(conv.id, story())
+    store.add_chapter(
+        Chapter(
+            conversation_id=conv.id,
+            first_message_id=ids[0],
+            last_message_id=ids[verbatim_from - 2],
+            text=CHAPTER,
+            story_time="the first week",
+        )
+    )
+    state = store.memory_state(conv.id)
+    store.set_memory_state(state.model_copy(update={"verbatim_start_id": ids[verbatim_from - 1]}))
+    return conv.id, ids
+
+
+def settings_for(model, **values):
+    write_short_card()  # before the service opens its library
+    values.setdefault("n_ctx", 2048)
+    values.setdefault("reply_max_tokens", 32)
+    values.setdefault("prewarm_after_fold", False)
+    values.setdefault("fold_delay_s", 3600.0)  # no fold lands during the test
+    values.setdefault("persona", {"name": "Ann"})
+    # The tiny model's tokenizer spends a token per byte: the recall header alone is ~230.
+    values.setdefault("recall_budget_ratio", 0.25)
+    return tiny_settings(model, **values)
+
+
+async def test_a_fact_at_message_5_of_300_folded_away_is_recalled_when_asked(
+    make_service, scripted_model
+):
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    conv_id, ids = folded_story(service.store)
+
+    turn = await service.send(conv_id, "Do you remember my sister's name?")
+    done = await turn.wait()
+    assert done.error is None
+    prepared = turn.prepared
+    assert prepared.window[0].id == ids[270]  # message 5 is far outside the prompt's history
+    assert ids[4] in prepared.recall.message_ids
+    assert prepared.recall.message_ids[:2] == [ids[4], ids[5]]  # the fact brings its reply
+    notes = prepared.request.messages[-1]
+    assert notes.role == "system"
+    assert notes.content.startswith(RECALL_HEADER)
+    assert (
+        f"Messages #5-#6 (in-story time: the first week):\nAnn: {FACT}\nWren: {FACT_REPLY}"
+        in notes.content
+    )
+    # The history (memory, then the window ending with the question) comes before it, whole.
+    assert prepared.request.messages[-2].content == "Do you remember my sister's name?"
+    assert CHAPTER in prepared.request.messages[1].content
+    # Within the budget.
+    assert service.engine.count_tokens(prepared.recall.render()) <= int(2048 * 0.25)
+
+
+async def test_the_cached_prefix_is_byte_stable_across_turns_with_recall(
+    make_service, scripted_model
+):
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    conv_id, ids = folded_story(service.store)
+    turns = []
+    for text in (
+        "Do you remember my sister's name?",  # applies the chapter: the prefix changes here
+        "Does Ilse still keep bees in Bergen?",
+        "Tell me about my sister again.",
+    ):
+        turn = await service.send(conv_id, text)
+        done = await turn.wait()
+        assert done.error is None
+        assert ids[4] in turn.prepared.recall.message_ids
+        turns.append((turn, done))
+    (second, _), (third, done3) = turns[1], turns[2]
+    before = second.prepared.request.messages
+    after = third.prepared.request.messages
+    # Everything the second turn sent but its notes is the start of the third turn's prompt.
+    assert after[: len(before) - 1] == before[:-1]
+    assert (after[len(before) - 1].role, after[len(before) - 1].content) == ("assistant", REPLY)
+    # The cache holds: the third turn evaluates only what follows that prefix (the second
+    # reply, the new message and this turn's notes), not the history again.
+    prefix = GenerationRequest(
+        messages=before[:-1], max_tokens=1, reply_name="Wren", user_name="Ann"
+    )
+    prefix_cells = service.engine.prompt_cells(prefix)
+    assert done3.metrics is not None
+    assert done3.metrics.reused >= prefix_cells - 8
+    assert done3.metrics.evaluated < done3.metrics.prompt_positions - prefix_cells + 8
+
+
+async def test_recall_off_at_budget_zero(make_service, scripted_model):
+    service = await make_service(settings_for(scripted_model(REPLY), recall_budget_ratio=0.0))
+    conv_id, _ids = folded_story(service.store)
+    turn = await service.send(conv_id, "Do you remember my sister's name?")
+    assert (await turn.wait()).error is None
+    assert turn.prepared.recall.message_ids == []
+    assert all(RECALL_HEADER not in m.content for m in turn.prepared.request.messages)
+
+
+async def test_recall_reads_are_bounded_by_its_candidates_not_the_conversation(
+    make_service, scripted_model
+):
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    card = service.library.get(write_short_card())
+    setup = service.setup_for(card)
+    rows: dict[int, int] = {}
+    for size in (300, 20_000):
+        conv_id, ids = folded_story(service.store) if size == 300 else _big(service.store, size)
+        await service.send(conv_id, "Do you remember my sister's name?")
+        prepared = await service.prompter.prepare(conv_id, card, setup, service.persona)
+        read = await service.prompter.read(conv_id, card, setup, service.persona)
+        decision = service.prompter.plan(read, queue_by_trigger=False)
+        before = service.store.rows_read
+        recall = await service.prompter.recall(read, decision)
+        rows[size] = service.store.rows_read - before
+        assert ids[4] in recall.message_ids
+        assert prepared.recall.message_ids == recall.message_ids
+    print(f"\nrows read by recall: {rows[300]} at 300 messages, {rows[20_000]} at 20,000")
+    assert rows[20_000] <= 120 and rows[300] <= 120
+
+
+def _big(store: Store, size: int) -> tuple[int, list[int]]:
+    write_short_card()
+    store.upsert_character(SHORT_CARD_KEY, "Wren", "test", "")
+    conv = store.create_conversation(
+        Conversation(character_key=SHORT_CARD_KEY, character_name="Wren", persona_name="Ann")
+    )
+    ids = store.add_messages(conv.id, story(size))
+    state = store.memory_state(conv.id)
+    store.set_memory_state(state.model_copy(update={"verbatim_start_id": ids[-30]}))
+    return conv.id, ids
+
+
+def test_chat_stats_list_the_recalled_message_ids(scripted_model, kotonia_home):
+    with Store.open(app_dirs().default_db) as store:
+        conv_id, ids = folded_story(store)
+    env = {
+        **os.environ,
+        "KOTONIA_HOME": str(kotonia_home),
+        "KOTONIA_MODEL_PATH": str(scripted_model(REPLY)),
+        "KOTONIA_N_CTX": "2048",
+        "KOTONIA_FOLD_DELAY_S": "0",
+        "KOTONIA_PERSONA__NAME": "Ann",
+        "KOTONIA_RECALL_BUDGET_RATIO": "0.25",
+    }
+    proc, stats = chat_with_stats(
+        env,
+        SHORT_CARD_KEY,
+        "--conversation",
+        str(conv_id),
+        "--say",
+        "What was my sister's name again?",
+        "--say",
+        "Nice weather.",
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(stats) == 2
+    assert ids[4] in stats[0]["recalled"]
+    assert all(isinstance(i, int) for i in stats[0]["recalled"])
+    assert stats[1]["recalled"] == []  # "Nice weather." shares no word with the archive
+    assert proc.stdout == f"{REPLY}\n{REPLY}\n"
