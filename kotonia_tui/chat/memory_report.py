@@ -3,8 +3,10 @@
 Read from the store alone (no model is loaded): the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
 structure and readback misses, the open threads, the fold jobs counted by status with the failed
-attempts by reason, and the memory block rendered exactly as the next turn will carry it (a fold
-that landed is applied by that turn).
+attempts by reason, and the memory block the next turn carries: the one the prompt carries now,
+or, when a fold has landed, the landed one (the next turn applies it, and keeps its ledger within
+the ledger's share of the window, counted by the model: `in_prompt` says which entries the prompt
+carries now).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.memory.assembly import MemoryBlock
+from kotonia_tui.memory.ledger import carried
 from kotonia_tui.store import Store
 
 
@@ -47,11 +50,17 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
         if job.last_error and job.status is not FoldStatus.DONE:
             failed_attempts[job.last_error] += job.attempts
     newest = max((c.id for c in chapters), default=None)
+    landed = (newest, synopsis.id if synopsis else None) != (
+        state.applied_chapter_id,
+        state.applied_synopsis_id,
+    )
+    in_prompt = carried(ledger, state.memory_text)
     return {
         "conversation": conv_id,
-        "applies_on_next_turn": (newest, synopsis.id if synopsis else None)
-        != (state.applied_chapter_id, state.applied_synopsis_id),
-        "ledger": [_entry(e) | {"live": e.id in live_ids} for e in ledger],
+        "applies_on_next_turn": landed,
+        "ledger": [
+            _entry(e) | {"live": e.id in live_ids, "in_prompt": e.id in in_prompt} for e in ledger
+        ],
         "synopsis": None
         if synopsis is None
         else {
@@ -84,7 +93,9 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
         },
         "memory_text": MemoryBlock(
             synopsis.text if synopsis else None, tuple(chapters), tuple(live)
-        ).render(),
+        ).render()
+        if landed
+        else state.memory_text,
     }
 
 
@@ -99,7 +110,8 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         valid = f"chapter {e['valid_from_chapter']}"
         valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
         ids = " ".join(f"#{i}" for i in e["evidence"])
-        lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}")
+        out = "  (not in the prompt)" if e["live"] and not e["in_prompt"] else ""
+        lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}{out}")
     synopsis = report["synopsis"]
     lines.append("")
     if synopsis is None:

@@ -29,6 +29,7 @@ from kotonia_tui.domain import (
     Message,
     Persona,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     utcnow,
 )
@@ -44,6 +45,7 @@ from kotonia_tui.memory.assembly import (
     with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.ledger import fit_ledger
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
 from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
@@ -78,6 +80,8 @@ class LandedMemory:
     newest_chapter_id: int | None
     synopsis_id: int | None
     covered_through: int  # the last message id it covers (0: none)
+    # Live ledger entries over the ledger's share, left out of the block (kept in the store).
+    ledger_left_out: tuple[StoredLedgerEntry, ...] = ()
 
     def pending(self, state: MemoryState) -> bool:
         """Landed memory the prompt does not carry yet (the next turn applies it)."""
@@ -252,15 +256,17 @@ class Prompter:
             + ([synopsis.through_message_id] if synopsis else []),
             default=0,
         )
+        # Counted as in the prompt (a server backend's counts are cached, and the ledger
+        # changes only when a fold lands).
+        ledger = fit_ledger(
+            self.store.ledger(conv_id), self.budgets.ledger, self.engine.count_tokens
+        )
         return LandedMemory(
-            block=MemoryBlock(
-                synopsis.text if synopsis else None,
-                tuple(chapters),
-                tuple(self.store.ledger(conv_id)),
-            ),
+            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters), ledger.shown),
             newest_chapter_id=max((c.id for c in chapters), default=None),
             synopsis_id=synopsis.id if synopsis else None,
             covered_through=covered,
+            ledger_left_out=ledger.left_out,
         )
 
     # ---- the turn: read -> plan -> commit -> assemble -------------------------------------

@@ -60,6 +60,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine import Call, Engine, EngineError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.chronicler import Cast
+from kotonia_tui.memory.ledger import carried
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
@@ -518,7 +519,8 @@ class ChatService:
             )
         except ChatError:
             pass
-        pending_apply = prompter.landed_memory(conv_id).pending(state)
+        landed = prompter.landed_memory(conv_id)
+        pending_apply = landed.pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )
@@ -561,6 +563,8 @@ class ChatService:
             pending_apply=pending_apply,
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
+            ledger_in_prompt=carried(ledger, state.memory_text),
+            ledger_left_out=frozenset(e.id for e in landed.ledger_left_out),
             settings=settings,
             note_tokens=note_tokens,
             post_history_tokens=post_history_tokens,

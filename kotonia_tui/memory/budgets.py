@@ -28,6 +28,7 @@ class Budgets:
     summary_max_tokens: int  # a ceiling so nothing is cut, not a target
     lore: int  # keyed lorebook entries per turn
     recall: int  # recalled archive excerpts per turn (0: recall is off)
+    ledger: int  # the live ledger in the memory block (past it, the oldest entries leave it)
     wide: bool
 
     @property
@@ -63,5 +64,6 @@ class Budgets:
             summary_max_tokens=settings.summary_max_tokens,
             lore=int(n_ctx * settings.lore_budget_ratio),
             recall=int(n_ctx * settings.recall_budget_ratio),
+            ledger=int(n_ctx * settings.ledger_budget_ratio),
             wide=wide,
         )

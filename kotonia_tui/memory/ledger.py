@@ -5,11 +5,17 @@ fact or rule superseded); ended entries leave the prompt but stay in the store. 
 the head of the memory block, before the synopsis, and a major fold never rewrites it, so the
 facts the user stated survive every synopsis. Rendered from stored rows in id order: the same
 entries give the same bytes.
+
+The prompt carries the live ledger up to its share of the window (`fit_ledger`): past it, the
+oldest entries leave the prompt first, user facts and rules last (the facts memory lost first and
+the rules users notice broken). They stay in the store, the inspector and `kotonia memory`, and
+a later fold that ends other entries can bring them back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from kotonia_tui.domain import LedgerKind, StoredLedgerEntry
 
@@ -42,3 +48,55 @@ def render_ledger(entries: Sequence[StoredLedgerEntry]) -> str:
         if lines:
             parts.append("\n".join([heading, *lines]))
     return "\n\n".join(parts)
+
+
+# Which live entries leave the prompt first when the ledger is over its share: the lowest rank,
+# oldest first within a rank.
+LEAVE_RANK = {
+    LedgerKind.DECISION: 0,
+    LedgerKind.PROMISE: 0,
+    LedgerKind.THREAD: 0,
+    LedgerKind.USER_FACT: 1,
+    LedgerKind.CONSTRAINT: 2,
+}
+
+
+@dataclass(frozen=True)
+class LedgerFit:
+    """The live entries the prompt carries, and those left out for the ledger's share."""
+
+    shown: tuple[StoredLedgerEntry, ...]
+    left_out: tuple[StoredLedgerEntry, ...]
+
+
+def fit_ledger(
+    entries: Sequence[StoredLedgerEntry], budget: int, count: Callable[[str], int]
+) -> LedgerFit:
+    """The live entries whose rendering takes at most `budget` tokens (`count` counts a text
+    as the prompt carries it): the whole ledger when it fits, else without the fewest entries,
+    in the order they leave (`LEAVE_RANK`), that make it fit. Found by bisection: a handful of
+    counts of the rendered ledger, however long it is."""
+    live = sorted((e for e in entries if e.ended_by_chapter_id is None), key=lambda e: e.id)
+    leaving = sorted(live, key=lambda e: (LEAVE_RANK[e.kind], e.id))
+
+    def without(k: int) -> list[StoredLedgerEntry]:
+        gone = {e.id for e in leaving[:k]}
+        return [e for e in live if e.id not in gone]
+
+    if count(render_ledger(live)) <= budget:  # the usual case: one count
+        return LedgerFit(tuple(live), ())
+    low, high = 1, len(live)  # the answer is in [low, high]; with every entry gone, "" fits
+    while low < high:
+        middle = (low + high) // 2
+        if count(render_ledger(without(middle))) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return LedgerFit(tuple(without(low)), tuple(sorted(leaving[:low], key=lambda e: e.id)))
+
+
+def carried(entries: Sequence[StoredLedgerEntry], memory_text: str) -> frozenset[int]:
+    """The ids of the entries a memory block's text carries (each entry's line holds its
+    unique label, so its presence is exact)."""
+    lines = set(memory_text.splitlines())
+    return frozenset(e.id for e in entries if entry_line(e) in lines)

@@ -52,11 +52,22 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
     return Content.assemble(*parts)
 
 
+def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
+    """Where a live entry stands against the prompt ("" when the prompt carries it)."""
+    if entry.id in memory.ledger_in_prompt:
+        return ""
+    if entry.id in memory.ledger_left_out:
+        return "not in the prompt (over the ledger's share)"
+    return "next turn"
+
+
 def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
     """One entry: label, kind, text, evidence, and how long it holds ("valid from chapter N to
-    chapter M"); an ended entry is dimmed, it has left the prompt."""
+    chapter M"); an ended entry is dimmed, it has left the prompt, and a live one the prompt
+    does not carry says so."""
     live = entry.ended_by_chapter_id is None
     evidence = " ".join(memory.number(i) for i in entry.evidence)
+    place = ledger_place(entry, memory) if live else ""
     if live:
         validity = f"from chapter {entry.chapter_id}"
     else:
@@ -64,8 +75,23 @@ def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
         validity = f"chapter {entry.chapter_id} to {entry.ended_by_chapter_id}, {how}"
     return Content.assemble(
         (f"{entry.label} ", "bold" if live else "$text-muted"),
-        (f"{entry.kind.value.replace('_', ' ')} · {evidence} · {validity}\n  ", "$text-muted"),
+        (f"{entry.kind.value.replace('_', ' ')} · {evidence} · {validity}", "$text-muted"),
+        (f" · {place}" if place else "", "bold $warning"),
+        "\n  ",
         literal(short_text(entry.text, 120), "" if live else "$text-muted strike"),
+    )
+
+
+def ledger_note(memory: MemoryView) -> Content:
+    """What of the live ledger the prompt leaves out, in one line ("" when nothing)."""
+    out = [e.label for e in memory.ledger if e.id in memory.ledger_left_out]
+    if not out:
+        return Content("")
+    return Content.styled(
+        f"{len(out)} not in the prompt, over the ledger's share of "
+        f"{tokens(memory.budgets.ledger)} (oldest first, your facts and rules last; "
+        f"kept here and in the store): {', '.join(out)}",
+        "italic $warning",
     )
 
 
@@ -350,17 +376,25 @@ class InspectorPane(VerticalScroll):
         # Live entries first (what the prompt carries), then the ended ones, newest first.
         entries = sorted(view.ledger, key=lambda e: (e.ended_by_chapter_id is not None, -e.id))
         key = tuple(
-            (e.id, e.ended_by_chapter_id, view.number(e.evidence[0]) if e.evidence else "")
+            (
+                e.id,
+                e.ended_by_chapter_id,
+                view.number(e.evidence[0]) if e.evidence else "",
+                ledger_place(e, view),
+            )
             for e in entries
         )
-        empty = self.query_one("#ledger-empty", Static)
-        empty.update(
-            Content.styled(
-                "none yet: chapters add your facts, rules, decisions, promises, open threads",
-                "italic $text-muted",
+        note = self.query_one("#ledger-empty", Static)
+        if entries:
+            note.update(ledger_note(view))
+        else:
+            note.update(
+                Content.styled(
+                    "none yet: chapters add your facts, rules, decisions, promises, open threads",
+                    "italic $text-muted",
+                )
             )
-        )
-        empty.display = not entries
+        note.display = not entries or bool(view.ledger_left_out)
         listing = self.query_one("#ledger", ListView)
         listing.display = bool(entries)
         if key == self._ledger_key:
