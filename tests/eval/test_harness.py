@@ -184,8 +184,9 @@ async def test_runs_report_the_spread_and_generated_questions(eval_settings_for)
 
 @pytest.mark.slow
 async def test_unscripted_tiny_model_survives_failed_folds(eval_settings_for):
-    """Random weights: every chapter is cut at its cap and never stored. The run still ends,
-    with forced cuts at the ceiling instead of chapters, and every arm answers."""
+    """Random weights: a chapter, answered under its grammar, still lands as a chapter that
+    parses (never cut at its cap); the synopsis of a major fold, prose, runs to its cap, is
+    never stored and is reported as a failure. The run ends and every arm answers."""
     settings = eval_settings_for()
     conv = short_conversation(12)
     report, _ = await _run(
@@ -195,8 +196,11 @@ async def test_unscripted_tiny_model_survives_failed_folds(eval_settings_for):
         scripted=False,
     )
     run = report.runs[0]
-    assert run.folds.chapters == 0
-    assert any(e.state == "failed" for e in run.folds.events)
+    failed = [e for e in run.folds.events if e.state == "failed"]
+    assert run.folds.chapters >= 1
+    assert [e.kind for e in failed if e.kind != "major_gc"] == []  # no chapter failed
+    assert failed and all("synopsis hit the output cap" in e.detail for e in failed)
+    assert run.folds.synopsis_versions == 0  # a cut synopsis is never stored
     assert run.arms["generational"].status is ArmStatus.OK
     assert run.audit.refusals.stored == 0
 
