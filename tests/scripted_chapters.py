@@ -12,11 +12,20 @@ Tests that need an exact chapter script its JSON for a known range
 
 from __future__ import annotations
 
-from kotonia_tui.domain import Chapter
+from kotonia_tui.domain import Chapter, LedgerEntry, LedgerKind
 
 
 def written_by_script(chapter: Chapter, script: str, words: int = 5) -> bool:
     opening = " ".join(script.split()[:words])
     return (
         chapter.structure is not None and chapter.text.startswith("- ") and opening in chapter.text
+    )
+
+
+def ledger_entry(
+    conv_id: int, kind: LedgerKind, text: str, *evidence: int, subject: str = ""
+) -> LedgerEntry:
+    """A ledger entry as a chapter would write it, for tests that store chapters directly."""
+    return LedgerEntry(
+        conversation_id=conv_id, kind=kind, text=text, subject=subject, evidence=list(evidence)
     )

@@ -13,13 +13,13 @@ from kotonia_tui.domain import (
     FoldKind,
     LedgerEnd,
     LedgerEnding,
-    LedgerEntry,
     LedgerKind,
     Message,
     Role,
     utcnow,
 )
 from kotonia_tui.store import Store
+from tests.scripted_chapters import ledger_entry
 
 
 def seeded(path) -> int:
@@ -49,25 +49,11 @@ def seeded(path) -> int:
                 readback_misses=["Mia"],
             ),
             [
-                LedgerEntry(
-                    conversation_id=conv.id,
-                    kind=LedgerKind.USER_FACT,
-                    text="Ann's sister is Mia",
-                    subject="Ann",
-                    evidence=[1],
+                ledger_entry(
+                    conv.id, LedgerKind.USER_FACT, "Ann's sister is Mia", 1, subject="Ann"
                 ),
-                LedgerEntry(
-                    conversation_id=conv.id,
-                    kind=LedgerKind.THREAD,
-                    text="Where the key is",
-                    evidence=[2],
-                ),
-                LedgerEntry(
-                    conversation_id=conv.id,
-                    kind=LedgerKind.THREAD,
-                    text="Why Mia comes",
-                    evidence=[1],
-                ),
+                ledger_entry(conv.id, LedgerKind.THREAD, "Where the key is", 2),
+                ledger_entry(conv.id, LedgerKind.THREAD, "Why Mia comes", 1),
             ],
         )
         thread = store.ledger(conv.id)[1]

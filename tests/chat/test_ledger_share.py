@@ -6,10 +6,11 @@ leaves out."""
 from __future__ import annotations
 
 from kotonia_tui.chat.memory_report import memory_report
-from kotonia_tui.domain import Chapter, LedgerEntry, LedgerKind, Message, Role
+from kotonia_tui.domain import Chapter, LedgerKind, Message, Role
 from kotonia_tui.memory.ledger import LEDGER_HEADING, render_ledger
 from kotonia_tui.tui.widgets.inspector import ledger_line, ledger_note
 from tests.cards import write_short_card
+from tests.scripted_chapters import ledger_entry
 from tests.settings import tiny_settings
 
 
@@ -28,21 +29,9 @@ async def test_the_prompt_carries_the_ledger_within_its_share_and_names_what_is_
             Message(role=Role.CHARACTER, speaker="Wren", text="Then no walnut bread."),
         ],
     )
-    entries = [
-        LedgerEntry(
-            conversation_id=conv.id,
-            kind=LedgerKind.USER_FACT,
-            text="Ann is allergic to walnuts",
-            subject="Ann",
-            evidence=[1],
-        )
-    ] + [
-        LedgerEntry(
-            conversation_id=conv.id,
-            kind=LedgerKind.DECISION,
-            text=f"Day {day}: they mend the north window before the storm",
-            evidence=[2],
-        )
+    allergy = "Ann is allergic to walnuts"
+    entries = [ledger_entry(conv.id, LedgerKind.USER_FACT, allergy, 1, subject="Ann")] + [
+        ledger_entry(conv.id, LedgerKind.DECISION, f"Day {day}: they mend the north window", 2)
         for day in range(1, 13)
     ]
     service.store.store_chapter(

@@ -17,21 +17,22 @@ from kotonia_tui.domain import (
     Chapter,
     LedgerEnd,
     LedgerEnding,
-    LedgerEntry,
     LedgerKind,
     MessageStatus,
     Role,
 )
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
-from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane, LedgerItem
 from kotonia_tui.tui.widgets.message_view import MessageView
+from tests.scripted_chapters import ledger_entry
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import (
     attach,
+    open_listed,
     open_new_chat,
     run_key,
     search_palette,
@@ -316,12 +317,7 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         assert "next turn" in screen_text(app)  # landed, applied on the next turn
         items = list(inspector.query(ChapterItem))
         assert items and items[0].chapter_view.chapter.id == chapter.id
-        listing = inspector.query_one("#chapters", ListView)
-        listing.focus()
-        listing.index = 0
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
-        page = screen_text(app)
+        page = await open_listed(pilot, app, inspector.query_one("#chapters", ListView), 0)
         assert "Mira welcomed User" in page and "Source messages" in page
         assert "You made it through the storm" in page  # message #1, the greeting
         await pilot.press("escape")
@@ -334,18 +330,15 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
                 conversation_id=screen.conv_id, first_message_id=4, last_message_id=4, text="x"
             ),
             [
-                LedgerEntry(
-                    conversation_id=screen.conv_id,
-                    kind=LedgerKind.THREAD,
-                    text="Whether the lamp survives the storm",
-                    evidence=[1],
+                ledger_entry(
+                    screen.conv_id, LedgerKind.THREAD, "Whether the lamp survives the storm", 1
                 ),
-                LedgerEntry(
-                    conversation_id=screen.conv_id,
-                    kind=LedgerKind.USER_FACT,
-                    text="User keeps a lighthouse log",
+                ledger_entry(
+                    screen.conv_id,
+                    LedgerKind.USER_FACT,
+                    "User keeps a lighthouse log",
+                    2,
                     subject="User",
-                    evidence=[2],
                 ),
             ],
         )
@@ -368,11 +361,7 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         ledger = inspector.query_one("#ledger", ListView)
         entries = list(ledger.query(LedgerItem))
         assert [i.entry.kind for i in entries] == [LedgerKind.USER_FACT, LedgerKind.THREAD]
-        ledger.focus()
-        ledger.index = 1
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
-        page = screen_text(app)
+        page = await open_listed(pilot, app, ledger, 1)
         assert "Whether the lamp survives the storm" in page and "Evidence" in page
         assert f"to chapter {closer.id}" in page and "resolved: it did" in page
         assert "You made it through the storm" in page  # the evidence: message #1
