@@ -7,6 +7,9 @@ Rowan Ashby"."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -108,3 +111,22 @@ def test_an_empty_line_in_the_terminal_chat_answers_the_last_message(
     code, out, err = run(capsys, "chat", "rowan", "--conversation", out.strip(), "--no-wait")
     assert code == 0, err
     assert "Rowan Ashby: Let me see it." in out
+
+
+def test_the_id_line_comes_before_the_note_when_both_streams_share_a_pipe(tmp_path):
+    """A script reading `kotonia import` through one pipe (2>&1) gets the id on its own line
+    first; stdout was block-buffered and the id came out after the note, as `...card 1`."""
+    chat = st_chat(tmp_path / "chat.jsonl", "Nobody Known")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kotonia_tui", "import", str(chat)],
+        # As a user's shell runs it: this machine's PYTHONUNBUFFERED would hide the fault.
+        env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout
+    first, rest = proc.stdout.split("\n", 1)
+    assert first.isdigit(), proc.stdout
+    assert rest.startswith("imported 3 messages into conversation " + first)

@@ -16,6 +16,7 @@ the model library loads.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import sys
@@ -282,6 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     umask = os.umask(0o077)  # every file and folder this run creates is private to the user
+    if args.command is not None and isinstance(sys.stdout, io.TextIOWrapper):
+        # A script that reads stdout and stderr from one pipe sees each line where it was
+        # written: the id line of `import` before the note on stderr, not after it at exit.
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         return _run(args)
     finally:

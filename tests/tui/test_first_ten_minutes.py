@@ -206,6 +206,25 @@ async def test_at_80_by_24_the_chat_keeps_room_and_the_footer_its_way_out(
         assert "Ctrl+P opens the command palette." in hint  # the hint wraps, nothing cut
 
 
+@pytest.mark.parametrize("width", [100, 120, 140])
+async def test_at_every_width_the_footer_keeps_its_first_keys_and_fills_the_rest(
+    width, tiny_eos_model_path, mira_card
+):
+    """At 120 columns the footer showed every key in order and Help fell off its end."""
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=(width, 30)) as pilot:
+        await open_new_chat(app, pilot)
+        await pilot.pause(0.2)
+        footer = screen_text(app).splitlines()[-1]
+        for label in ("Send", "Memory", "Regenerate", "Back", "Quit", "Help", "palette"):
+            assert label in footer, footer
+        # The rest come while they fit, whole: wider shows more of them, none cut short.
+        rest = ("Attach", "Continue", "Edit", "Settings", "Branch", "Search")
+        shown = [label for label in rest if label in footer]
+        assert (width < 140) or len(shown) >= 4, footer
+        assert footer.rstrip().endswith("palette"), footer
+
+
 async def test_after_a_major_fold_the_chapters_section_says_where_they_went(
     tiny_eos_model_path, mira_card
 ):

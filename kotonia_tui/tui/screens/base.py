@@ -14,26 +14,40 @@ if TYPE_CHECKING:
 ResultT = TypeVar("ResultT")
 
 
-# Below this width a screen's footer keeps only the keys a newcomer needs first (the rest stay
-# in the palette, Ctrl+P, and the help, F1): at 80 columns it used to lose Back, Quit and Help.
-NARROW = 100
+# The footer's right end: the command palette's key, docked there by Textual's Footer.
+PALETTE_ROOM = 14
 
 
 class KotoniaScreen(Screen[ResultT]):
     """A screen of the Kotonia app (`self.kotonia` is `self.app`, typed)."""
 
-    # The binding ids the footer keeps below NARROW columns (None: all of them).
-    FOOTER_WHEN_NARROW: ClassVar[frozenset[str] | None] = None
+    # The binding ids the footer shows before any other, in any width (None: the footer shows
+    # every binding, as Textual does). The rest follow in their own order while they fit: at
+    # 80 columns the footer used to lose Back, Quit and Help, and at 120 still Help.
+    FOOTER_FIRST: ClassVar[frozenset[str] | None] = None
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
         bindings = super().active_bindings
-        keep = self.FOOTER_WHEN_NARROW
-        if keep is None or self.size.width >= NARROW:
+        first = self.FOOTER_FIRST
+        if first is None or not self.size.width:
             return bindings
+        shown = [active for active in bindings.values() if active.binding.show]
+        in_order = sorted(shown, key=lambda active: active.binding.id not in first)
+        room = self.size.width - PALETTE_ROOM
+        fits: set[str] = set()  # actions: the footer shows one key per action
+        for active in in_order:
+            binding = active.binding
+            if binding.action in fits:
+                continue
+            # A footer key is its key and its description, one space of padding around each.
+            width = len(self.app.get_key_display(binding)) + len(binding.description) + 3
+            if width <= room:
+                room -= width
+                fits.add(binding.action)
         return {
             key: active._replace(binding=replace(active.binding, show=False))
-            if active.binding.show and active.binding.id not in keep
+            if active.binding.show and active.binding.action not in fits
             else active
             for key, active in bindings.items()
         }

@@ -96,7 +96,7 @@ class ChatScreen(ConversationActions):
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
-    FOOTER_WHEN_NARROW = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
+    FOOTER_FIRST = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
@@ -527,14 +527,20 @@ class ChatScreen(ConversationActions):
         if isinstance(widget, MessageView):
             self._select(None if widget is self.selected else widget)
 
-    def action_edit(self) -> None:
+    def _stored_target(self) -> tuple[MessageView, StoredMessage, ChatService] | None:
+        """The message an edit or a delete acts on, stored, with the service that changes it
+        (None when there is none, or the chat is read only: said then)."""
         view = self._target()
         if view is None or view.message is None or view.message.id is None:
-            return
+            return None
         service = self._live_service()
-        if service is None:
+        return None if service is None else (view, view.message, service)
+
+    def action_edit(self) -> None:
+        target = self._stored_target()
+        if target is None:
             return
-        message = view.message
+        view, message, service = target
         label = view.label
 
         def done(text: str | None) -> None:
@@ -551,13 +557,10 @@ class ChatScreen(ConversationActions):
         self.app.push_screen(EditScreen(message, label), done)
 
     def action_delete(self) -> None:
-        view = self._target()
-        if view is None or view.message is None or view.message.id is None:
+        target = self._stored_target()
+        if target is None:
             return
-        service = self._live_service()
-        if service is None:
-            return
-        message = view.message
+        view, message, service = target
         label = view.label
 
         def done(yes: bool | None) -> None:

@@ -84,7 +84,7 @@ class ConversationsScreen(KotoniaScreen[None]):
         Binding("i", "import_chat", "Import", id="import_chat"),
         Binding("x", "export_chat", "Export", id="export_chat"),
     ]
-    FOOTER_WHEN_NARROW = frozenset(
+    FOOTER_FIRST = frozenset(
         {"back_to_characters", "new_conversation", "delete_conversation", "quit", "help"}
     )
 

@@ -83,7 +83,7 @@ class PersonasScreen(KotoniaScreen[int | None]):
         Binding("s", "make_default", "Make default", id="persona_default"),
         Binding("delete,d", "delete", "Delete", id="persona_delete"),
     ]
-    FOOTER_WHEN_NARROW = frozenset({"personas_back", "persona_new", "persona_edit", "quit", "help"})
+    FOOTER_FIRST = frozenset({"personas_back", "persona_new", "persona_edit", "quit", "help"})
 
     def __init__(self, choosing_for: str = "", current: int | None = None) -> None:
         super().__init__()
