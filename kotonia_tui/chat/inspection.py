@@ -81,7 +81,7 @@ class MemoryView:
     # The ids of those the prompt carries now (a live entry may be out: over the ledger's
     # share, or landed and applied by the next turn).
     ledger_in_prompt: frozenset[int] = frozenset()
-    # The ids of live entries the ledger's share leaves out of the memory block (in the store).
+    # The ids of live entries the ledger's share left out of the memory block (in the store).
     ledger_left_out: frozenset[int] = frozenset()
     settings: TurnSettings | None = None  # None: the card is missing (no turn can run)
     note_tokens: int = 0  # the Author's Note

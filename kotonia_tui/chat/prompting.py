@@ -29,7 +29,6 @@ from kotonia_tui.domain import (
     Message,
     Persona,
     StoredFoldJob,
-    StoredLedgerEntry,
     StoredMessage,
     utcnow,
 )
@@ -45,7 +44,7 @@ from kotonia_tui.memory.assembly import (
     with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
-from kotonia_tui.memory.ledger import fit_ledger
+from kotonia_tui.memory.ledger import LedgerFit, fit_ledger
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
 from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
@@ -80,8 +79,6 @@ class LandedMemory:
     newest_chapter_id: int | None
     synopsis_id: int | None
     covered_through: int  # the last message id it covers (0: none)
-    # Live ledger entries over the ledger's share, left out of the block (kept in the store).
-    ledger_left_out: tuple[StoredLedgerEntry, ...] = ()
 
     def pending(self, state: MemoryState) -> bool:
         """Landed memory the prompt does not carry yet (the next turn applies it)."""
@@ -247,8 +244,10 @@ class Prompter:
 
     # ---- memory ---------------------------------------------------------------------------
 
-    def landed_memory(self, conv_id: int) -> LandedMemory:
-        """The memory as it would be if applied now."""
+    def landed_memory(self, conv_id: int, ledger: LedgerFit | None = None) -> LandedMemory:
+        """The memory as it would be if applied now, carrying `ledger` (the live ledger fitted
+        to its share: `fitted_ledger`); without it, every live entry (enough to tell whether
+        landed memory is pending)."""
         synopsis = self.store.current_synopsis(conv_id)
         chapters = self.store.chapters(conv_id)  # live: not in the synopsis, not superseded
         covered = max(
@@ -256,17 +255,23 @@ class Prompter:
             + ([synopsis.through_message_id] if synopsis else []),
             default=0,
         )
-        # Counted as in the prompt (a server backend's counts are cached, and the ledger
-        # changes only when a fold lands).
-        ledger = fit_ledger(
-            self.store.ledger(conv_id), self.budgets.ledger, self.engine.count_tokens
-        )
+        if ledger is None:
+            ledger = LedgerFit(tuple(self.store.ledger(conv_id)), ())
         return LandedMemory(
             block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters), ledger.shown),
             newest_chapter_id=max((c.id for c in chapters), default=None),
             synopsis_id=synopsis.id if synopsis else None,
             covered_through=covered,
-            ledger_left_out=ledger.left_out,
+        )
+
+    async def fitted_ledger(self, conv_id: int) -> LedgerFit:
+        """The live ledger fitted to its share of the window, counted off the event loop (a
+        server backend's count is a request)."""
+        live = self.store.ledger(conv_id)
+        if not live:
+            return LedgerFit((), ())
+        return await asyncio.to_thread(
+            fit_ledger, live, self.budgets.ledger, self.engine.count_tokens
         )
 
     # ---- the turn: read -> plan -> commit -> assemble -------------------------------------
@@ -330,7 +335,7 @@ class Prompter:
                     "memory_model_key": key,
                 }
             )
-        landed = self.landed_memory(conv_id)
+        landed = self.landed_memory(conv_id, await self.fitted_ledger(conv_id))
         open_jobs = [
             j
             for j in self.store.fold_jobs(

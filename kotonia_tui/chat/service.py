@@ -519,8 +519,7 @@ class ChatService:
             )
         except ChatError:
             pass
-        landed = prompter.landed_memory(conv_id)
-        pending_apply = landed.pending(state)
+        pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )
@@ -528,6 +527,7 @@ class ChatService:
         if running is not None and running[0].conversation_id != conv_id:
             running = None
         ledger = self.store.ledger(conv_id, include_ended=True)
+        in_prompt = carried(ledger, state.memory_text)
         mentioned = [
             *(i for e in ledger for i in e.evidence),
             state.forced_cut_through_id,
@@ -563,8 +563,14 @@ class ChatService:
             pending_apply=pending_apply,
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
-            ledger_in_prompt=carried(ledger, state.memory_text),
-            ledger_left_out=frozenset(e.id for e in landed.ledger_left_out),
+            ledger_in_prompt=in_prompt,
+            # The ledger changes only when a fold lands: with nothing landed, a live entry the
+            # prompt does not carry is one its share left out.
+            ledger_left_out=frozenset()
+            if pending_apply
+            else frozenset(
+                e.id for e in ledger if e.ended_by_chapter_id is None and e.id not in in_prompt
+            ),
             settings=settings,
             note_tokens=note_tokens,
             post_history_tokens=post_history_tokens,

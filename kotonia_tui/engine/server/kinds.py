@@ -8,10 +8,12 @@ ones, and how it reports its figures. The base class is the plain OpenAI-compati
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server.http import ServerHttp
 from kotonia_tui.engine.types import GenerationRequest, Slot
@@ -52,6 +54,9 @@ class OpenAICompatible:
 
     def __init__(self, detected: Detected | None = None) -> None:
         self.detected = detected or Detected()
+        # JSON schema text -> GBNF, for a server that takes only a grammar (set by the app:
+        # engine/schema_grammar.py; this package never imports llama_cpp).
+        self.schema_grammar: Callable[[str], str] | None = None
 
     @classmethod
     def detect(cls, http: ServerHttp, entry: dict[str, Any], model_id: str) -> Detected | None:
@@ -238,9 +243,12 @@ class LlamaCppPython(OpenAICompatible):
         if chat:
             return {"response_format": {"type": "json_object", "schema": schema}}
         # Its completions path takes only a grammar: the same one the in-process engine uses.
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-        return {"grammar": json_schema_to_gbnf(json.dumps(schema))}
+        if self.schema_grammar is None:
+            raise EngineError(
+                "llama-cpp-python's server takes a JSON schema on its completions path only as "
+                "a grammar, and this engine was opened without a schema converter"
+            )
+        return {"grammar": self.schema_grammar(json.dumps(schema))}
 
 
 # Tried in this order; the last one always answers.
