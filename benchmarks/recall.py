@@ -12,6 +12,7 @@
    sharing words with the archive so that recall quotes something most turns. The cache must
    still hold: a turn evaluates the new message, the previous reply and the notes (recalled
    excerpts included), never the history before them.
+3. Semantic recall's vector search at 1,000 and 100,000 vectors (benchmarks/semantic_recall.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from benchmarks import search
+from benchmarks import search, semantic_recall
 from benchmarks.common import (
     BenchResult,
     Table,
@@ -205,10 +206,12 @@ async def run() -> BenchResult:
         f"{ARCHIVE} archived messages, the newest {WINDOW} verbatim; each turn evaluates the "
         "previous reply, the new message and the notes after the history; a fold never lands",
     ]
+    vectors, vector_figures = await semantic_recall.vector_table()
     figures = {
+        "semantic": vector_figures,
         "recall_ms": {str(n): round(t[0], 3) for n, t in timed.items()},
         "recall_rows_read": {str(n): t[2] for n, t in timed.items()},
         "turns_on": on,
         "turns_off": off,
     }
-    return BenchResult("recall", [times, cache], figures, time.perf_counter() - started)
+    return BenchResult("recall", [times, cache, vectors], figures, time.perf_counter() - started)

@@ -87,6 +87,12 @@ class PromptFormat(StrEnum):
     TRANSCRIPT = "transcript"  # a "Name: line" story transcript with stop strings (base models)
 
 
+def _none_when_empty(value: Any) -> Any:
+    """An empty path setting (`KOTONIA_EMBEDDING_MODEL_PATH=`) means none, not the current
+    directory."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 class ModelProfile(BaseModel):
     """Everything needed to load one model and talk to it."""
 
@@ -134,8 +140,17 @@ class ModelProfile(BaseModel):
     # go on from. None: the transcript format's lead for base models, none with a chat template
     # (see memory.chronicler.chronicler_lead).
     chronicler_lead: str | None = None
+    # An embedding GGUF (e.g. nomic-embed-text, bge-m3): recall then also finds archived
+    # messages similar in meaning to the latest lines, not only those sharing words
+    # (chat/embedding_worker.py). None: full-text recall alone.
+    embedding_model_path: Path | None = None
 
-    @field_validator("model_path", "mmproj_path", mode="after")
+    @field_validator("embedding_model_path", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: Any) -> Any:
+        return _none_when_empty(value)
+
+    @field_validator("model_path", "mmproj_path", "embedding_model_path", mode="after")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
@@ -191,6 +206,7 @@ class Settings(BaseSettings):
     n_gpu_layers: int | None = None
     threads: int | None = Field(default=None, ge=1)
     prompt_format: PromptFormat | None = None
+    embedding_model_path: Path | None = None
 
     db: Path | None = None
     characters_dir: Path | None = None  # the user's card folder; default under the data dir
@@ -222,6 +238,11 @@ class Settings(BaseSettings):
 
     theme: str | None = None
     keys: dict[str, str] = Field(default_factory=dict)  # binding id -> keys, e.g. inspector = "f2"
+
+    @field_validator("embedding_model_path", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: Any) -> Any:
+        return _none_when_empty(value)
 
     @field_validator("persona", mode="after")
     @classmethod
@@ -261,6 +282,7 @@ class Settings(BaseSettings):
                 "n_gpu_layers",
                 "threads",
                 "prompt_format",
+                "embedding_model_path",
             )
             if getattr(self, name) is not None
         }

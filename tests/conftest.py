@@ -64,6 +64,31 @@ def tiny_noeos_model_path(tiny_models_dir: Path) -> Path:
     return write_tiny_llama(tiny_models_dir / "tiny-llama-noeos.gguf", eos_bias=-30.0)
 
 
+def write_tiny_embedding(path: Path, n_embd: int = 64) -> Path:
+    """A random-weight llama GGUF declaring mean pooling: llama.cpp loads it as an embedding
+    model (one vector per text). Its vectors carry no meaning; the same text always gets the
+    same vector, and a text nearly the same gets a nearly equal one."""
+    return write_tiny_llama(
+        path,
+        n_embd=n_embd,
+        chat_template=None,
+        name="tiny-embed",
+        metadata={"llama.pooling_type": 1},
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_embedding_path(tiny_models_dir: Path) -> Path:
+    """Tiny embedding model: 64-dimensional vectors (see write_tiny_embedding)."""
+    return write_tiny_embedding(tiny_models_dir / "tiny-embed-64.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_embedding_32_path(tiny_models_dir: Path) -> Path:
+    """Another tiny embedding model, 32-dimensional: a model change with another dimension."""
+    return write_tiny_embedding(tiny_models_dir / "tiny-embed-32.gguf", n_embd=32)
+
+
 @pytest.fixture(scope="session")
 def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """Factory: ``scripted_model(text)`` is the path of a tiny llama GGUF whose greedy reply to

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
+from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
 from kotonia_tui.engine import Engine
@@ -87,7 +88,8 @@ def open_service(
     try:
         library = open_library(settings)
         engine = open_engine(settings, progress)
+        semantic = SemanticRecall.open(store, settings.active_profile().embedding_model_path)
     except BaseException:
         store.close()
         raise
-    return ChatService(settings, store, engine, library)
+    return ChatService(settings, store, engine, library, semantic)

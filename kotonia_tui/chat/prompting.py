@@ -19,6 +19,7 @@ from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.recall import Recaller
+from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import (
     ChatMessage,
@@ -144,7 +145,13 @@ def memory_tokens(engine: Engine, text: str) -> int:
 class Prompter:
     """Prepares turns for one model: budgets, token counts, the fold policy, assembly."""
 
-    def __init__(self, store: Store, engine: Engine, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        engine: Engine,
+        settings: Settings,
+        semantic: SemanticRecall | None = None,
+    ) -> None:
         self.store = store
         self.engine = engine
         self.settings = settings
@@ -153,7 +160,7 @@ class Prompter:
         self.budgets = self.budgets_for(engine.profile.reply_max_tokens)
         self.world_info = WorldInfoFolder(settings.world_info_folder(app_dirs()))
         self.lore = LoreMatcher(self.world_info, engine.count_tokens)
-        self.recaller = Recaller(store, engine)
+        self.recaller = Recaller(store, engine, semantic)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
         # Saved KV states are named per database file and conversation (ids are per file).
         self._state_prefix = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:12]

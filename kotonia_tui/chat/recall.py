@@ -4,24 +4,36 @@ The store answers the query (its FTS5 index, BM25, newest first among equals) an
 neighbours, message numbers and in-story times; memory/recall.py chooses what fits. Here the
 two meet, with exact token counts from the engine. The chat turn and the evaluation's recall
 arms both use it, so they quote the same excerpts for the same question.
+
+With semantic recall active (chat/semantic.py), the query's vector also finds the archived
+messages nearest in meaning, and the two rankings are fused (memory/recall.py, `fuse`);
+everything after that (stated, neighbours, budget) is the same.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
+from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.domain import Role, StoredMessage
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.assembly import PromptLine, line_cost_text
 from kotonia_tui.memory.recall import (
     RECALL_HEADER,
+    RECALL_HEADER_SEMANTIC,
     ArchivedLine,
     Candidate,
     Recall,
     RecalledExcerpt,
+    fuse,
     select,
 )
-from kotonia_tui.store import SearchHit, Store
+from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
+
+log = logging.getLogger(__name__)
 
 # Messages the query returns, best first: more than a budget of a few hundred tokens holds,
 # so that some left out (stated in the memory, too long) still leave others to quote.
@@ -32,10 +44,13 @@ MAX_FITTING_ROUNDS = 3
 class Recaller:
     """Recall for one store and one engine (token counts are the engine's)."""
 
-    def __init__(self, store: Store, engine: Engine) -> None:
+    def __init__(
+        self, store: Store, engine: Engine, semantic: SemanticRecall | None = None
+    ) -> None:
         self.store = store
         self.engine = engine
-        self._header_tokens: int | None = None
+        self.semantic = semantic
+        self._header_tokens: dict[bool, int] = {}
 
     async def recall(
         self,
@@ -50,15 +65,37 @@ class Recaller:
         `query`, within `budget` tokens (0: nothing is looked up)."""
         if budget <= 0 or older_than is None or not query.strip():
             return Recall(budget=max(budget, 0))
-        hits = self.store.recall(conv_id, query, older_than, RECALL_CANDIDATES)
+        hits: list[SearchHit] = self.store.recall(conv_id, query, older_than, RECALL_CANDIDATES)
+        similar = await self._similar(conv_id, query, older_than)
+        semantic = self.semantic is not None and self.semantic.active
+        scores: dict[int, float] = {}
+        if similar:
+            found = {hit.message_id: hit for hit in [*similar, *hits]}
+            fused = fuse([h.message_id for h in hits], [h.message_id for h in similar])
+            hits = [found[message_id] for message_id, _score in fused[:RECALL_CANDIDATES]]
+            scores = dict(fused)
         if not hits:
-            return Recall(budget=budget)
+            return Recall(budget=budget, semantic=semantic)
         terms = self.store.recall_terms(query)
+        similarity = {h.message_id: h.similarity for h in similar}
         candidates = await self._candidates(conv_id, hits, older_than)
-        if self._header_tokens is None:
-            (self._header_tokens,) = await self.engine.count_tokens_many([RECALL_HEADER])
+        if semantic:
+            candidates = [
+                replace(
+                    c,
+                    similarity=similarity.get(c.line.message_id),
+                    score=scores.get(c.line.message_id),
+                )
+                for c in candidates
+            ]
+        if semantic not in self._header_tokens:
+            header = RECALL_HEADER_SEMANTIC if semantic else RECALL_HEADER
+            (self._header_tokens[semantic],) = await self.engine.count_tokens_many([header])
+        # An excerpt's marker names its first and last message ("Messages #5-#6 (...):"), and
+        # a blank line parts it from the one before: both are counted, or a budget filled with
+        # many excerpts overflows by more than the fitting rounds take back.
         markers = [
-            RecalledExcerpt((c.line, c.line), (), (), c.story_time).marker() for c in candidates
+            "\n\n" + RecalledExcerpt(_span(c), (), (), c.story_time).marker() for c in candidates
         ]
         marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
         limit = budget
@@ -69,16 +106,42 @@ class Recaller:
                 terms,
                 memory_text=memory_text,
                 budget=limit,
-                header_tokens=self._header_tokens,
+                header_tokens=self._header_tokens[semantic],
                 marker_tokens=marker_tokens,
+                semantic=semantic,
             )
             (used,) = await self.engine.count_tokens_many([chosen.render()])
             if used <= budget:
                 break
             # Lines counted apart tokenize a little differently joined: ask for less.
             limit -= used - budget
-            chosen, used = Recall(budget=budget), 0
-        return Recall(chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0)
+            chosen, used = Recall(budget=budget, semantic=semantic), 0
+        return Recall(
+            chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0, semantic
+        )
+
+    async def _similar(self, conv_id: int, query: str, older_than: int) -> list[SimilarHit]:
+        """The archived messages nearest in meaning to `query` (none without semantic
+        recall)."""
+        if self.semantic is None or not self.semantic.active:
+            return []
+        vector = await self.semantic.query_vector(query)
+        if vector is None:
+            return []
+        try:
+            # Off the event loop: an exact scan of a long conversation's vectors takes a
+            # few hundred ms at 100,000 (benchmark 8c), and the UI must not stall for it.
+            return await asyncio.to_thread(
+                self.store.similar,
+                conv_id,
+                self.semantic.model_key,
+                vector,
+                older_than,
+                RECALL_CANDIDATES,
+            )
+        except StoreError as exc:  # the turn goes on with recall by words
+            log.warning("semantic recall skipped this turn: %s", exc)
+            return []
 
     async def _candidates(
         self, conv_id: int, hits: Sequence[SearchHit], older_than: int
@@ -118,3 +181,9 @@ class Recaller:
                 )
             )
         return candidates
+
+
+def _span(candidate: Candidate) -> tuple[ArchivedLine, ...]:
+    """The lines a candidate's excerpt holds, in story order."""
+    lines = [candidate.line] + ([candidate.neighbour] if candidate.neighbour is not None else [])
+    return tuple(sorted(lines, key=lambda line: line.number))

@@ -39,6 +39,7 @@ from kotonia_tui.chat.prompting import (
     Prompter,
     SetupTooLargeError,
 )
+from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.chat.turn import Turn, TurnKind
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
@@ -77,6 +78,7 @@ class ChatService:
         store: Store,
         engine: Engine,
         library: CharacterLibrary,
+        semantic: SemanticRecall | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -84,7 +86,8 @@ class ChatService:
         self.library = library
         self.personas = PersonaBook(store, settings.persona)
         self.manager = ConversationManager(store, library, self.personas)
-        self.prompter = Prompter(store, engine, settings)
+        self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
+        self.prompter = Prompter(store, engine, settings, self.semantic)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
@@ -105,8 +108,9 @@ class ChatService:
     # ---- lifetime -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the fold worker (resuming jobs a previous run left)."""
+        """Start the fold worker (resuming jobs a previous run left) and the embedding one."""
         self.worker.start()
+        self.semantic.start(busy=lambda: bool(self._turns))
 
     async def close(self, why: str = "the app was closed") -> None:
         """Stop the turns still running (their replies are stored as stopped, with `why`) and
@@ -116,6 +120,7 @@ class ChatService:
             turn.interrupt(why)
         await asyncio.gather(*(turn.wait() for turn in running))
         await self.worker.stop()
+        await self.semantic.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
         self.manager.close()
@@ -300,8 +305,9 @@ class ChatService:
         self._recall[conv.id] = prepared.recall
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))
-        for warning in prepared.warnings:
-            self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
+        for warning in [*prepared.warnings, self.semantic.notice_once()]:
+            if warning:
+                self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
         if prepared.queued is not None:
             self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
             self.worker.wake()
@@ -318,6 +324,7 @@ class ChatService:
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         turn.add_done_callback(self._settle)
+        turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
 
     # ---- saved KV states ------------------------------------------------------------------
@@ -463,6 +470,7 @@ class ChatService:
     def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only."""
         conv_id = message.conversation_id
+        self.semantic.wake()  # the changed text needs a new vector
         stale = self.store.mark_chapters_stale(conv_id, message.id)
         for chapter_id in stale:
             chapter = self.store.get_chapter(chapter_id)

@@ -22,10 +22,11 @@ from kotonia_tui.cli.output import plural, progress, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
 from kotonia_tui.engine.default_model import default_model_state
+from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.engine.state_cache import StateCacheConfig, usage
-from kotonia_tui.store import SCHEMA_VERSION, StoreError
+from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 
 
 def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -65,11 +66,14 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         rows.append(("mmproj", _file_line(profile.mmproj_path, "mmproj", problems)))
     else:
         rows.append(("mmproj", "none (no image input)"))
+    embedding_dim = _embedding_rows(profile.embedding_model_path, rows, problems)
     db_path = settings.db_path(dirs) if args.db is None else args.db
     try:
         with open_store(settings, args.db, read_only=args.read_only) as store:
             rows.append(("database", f"{db_path} (schema {store.schema_version})"))
             rows.append(("conversations", str(len(store.list_conversations()))))
+            if profile.embedding_model_path is not None and embedding_dim is not None:
+                rows.extend(_vector_rows(store, profile.embedding_model_path, embedding_dim))
     except StoreError as exc:
         problems.append(str(exc))
         rows.append(
@@ -90,6 +94,8 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
                 rows.append(("threads", str(info.threads)))
         finally:
             engine.close()
+        if profile.embedding_model_path is not None and embedding_dim is not None:
+            rows.append(("embedding loaded", _load_embedding(profile.embedding_model_path)))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         say(f"{name.ljust(width)}  {value}", one_line=True)
@@ -121,6 +127,47 @@ def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
     lines += [f"  {key} = {json.dumps(str(path))}" for key, path in keys if path is not None]
     lines.append("(KOTONIA_MODEL_PATH and KOTONIA_MMPROJ_PATH set them for one run)")
     return lines
+
+
+def _embedding_rows(
+    path: Path | None, rows: list[tuple[str, str]], problems: list[str]
+) -> int | None:
+    """The embedding model semantic recall uses: none, or its file and dimension."""
+    if path is None:
+        rows.append(("embedding model", "none (embedding_model_path not set): recall by words"))
+        return None
+    try:
+        dimension = header_dimension(path)
+    except EngineError as exc:
+        problems.append(str(exc))
+        rows.append(("embedding model", f"{path} (problem: recall by words only)"))
+        return None
+    size = path.stat().st_size / 1e6
+    rows.append(("embedding model", f"{path} ({size:,.0f} MB, dimension {dimension})"))
+    return dimension
+
+
+def _vector_rows(store: Store, path: Path, dimension: int) -> list[tuple[str, str]]:
+    """Whether sqlite-vec loads here, and how many messages have a vector for this model."""
+    unavailable = store.vector_search_unavailable()
+    counts = store.vector_counts(embedding_key(path, dimension))
+    return [
+        ("sqlite-vec", "available" if unavailable is None else f"unavailable: {unavailable}"),
+        ("vectors", f"{counts.stored:,} stored, {counts.pending:,} pending for this model"),
+    ]
+
+
+def _load_embedding(path: Path) -> str:
+    from kotonia_tui.engine import EmbeddingEngine
+
+    try:
+        embedder = EmbeddingEngine.open(path)
+    except EngineError as exc:
+        return f"no: {exc}"
+    try:
+        return f"yes, dimension {embedder.dimension}, in {embedder.load_ms:.0f} ms"
+    finally:
+        embedder.close()
 
 
 def _states_line(states: StateCacheConfig) -> str:

@@ -41,6 +41,7 @@ from kotonia_tui.engine.types import (
 from kotonia_tui.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from kotonia_tui.engine.embedding import EmbeddingEngine
     from kotonia_tui.engine.llama_engine import (
         LlamaEngine,
         gpu_offload_supported,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
+        "EmbeddingEngine": "kotonia_tui.engine.embedding",
         "LlamaEngine": "kotonia_tui.engine.llama_engine",
         "gpu_offload_supported": "kotonia_tui.engine.llama_engine",
         "llama_cpp_version": "kotonia_tui.engine.llama_engine",
@@ -66,6 +68,7 @@ __all__ = [
     "Call",
     "CallPreemptedError",
     "ChatMessage",
+    "EmbeddingEngine",
     "Engine",
     "EngineCall",
     "EngineClosedError",

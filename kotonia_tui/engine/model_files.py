@@ -28,6 +28,9 @@ KV_BYTES = 2  # f16 cache cells, llama.cpp's default
 _HOW_TO_SET = {
     "model": "set model_path in the profile or KOTONIA_MODEL_PATH",
     "mmproj": "set mmproj_path in the profile or KOTONIA_MMPROJ_PATH",
+    "embedding model": (
+        "set embedding_model_path in the profile or KOTONIA_EMBEDDING_MODEL_PATH (empty: none)"
+    ),
 }
 _BLOCK = re.compile(r"^(?:([a-z]+)\.)?blk\.(\d+)\.")  # blk.N., v.blk.N., enc.blk.N., ...
 _TEXT_BLOCK_PREFIXES = (None, "enc", "dec")  # a text model's blocks (T5 has two stacks)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
     from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
     from kotonia_tui.store.store import Store
+    from kotonia_tui.store.vectors import PendingText, SimilarHit, VectorCounts
 
 __getattr__ = lazy_exports(
     __name__,
@@ -26,6 +27,9 @@ __getattr__ = lazy_exports(
         "SearchMode": "kotonia_tui.store.search",
         "SearchOrder": "kotonia_tui.store.search",
         "Store": "kotonia_tui.store.store",
+        "PendingText": "kotonia_tui.store.vectors",
+        "SimilarHit": "kotonia_tui.store.vectors",
+        "VectorCounts": "kotonia_tui.store.vectors",
     },
 )
 
@@ -34,10 +38,13 @@ __all__ = [
     "CharacterSeen",
     "MemoryState",
     "NotFoundError",
+    "PendingText",
     "SearchHit",
     "SearchMode",
     "SearchOrder",
+    "SimilarHit",
     "Store",
     "StoreError",
     "TurnMetricsRecord",
+    "VectorCounts",
 ]

@@ -296,6 +296,30 @@ def _turn_metrics_restored(db: Db) -> None:
     db.execute("ALTER TABLE turn_metrics ADD COLUMN restored INTEGER NOT NULL DEFAULT 0")
 
 
+# Issue 16, semantic recall: one vector per message and embedding model (store/vectors.py). A
+# plain table, not a sqlite-vec virtual table, so that every connection keeps it in step
+# without the extension loaded: a deleted message takes its vectors along (the foreign key),
+# and a changed text (an edit, another version chosen, a reply finished) drops them (the
+# trigger) until the background worker embeds the new text.
+_STEP_MESSAGE_VECTORS = [
+    """CREATE TABLE message_vectors (
+        id INTEGER PRIMARY KEY,
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        conversation_id INTEGER NOT NULL,
+        model_key TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (message_id, model_key)
+    )""",
+    """CREATE INDEX message_vectors_by_conversation
+        ON message_vectors(model_key, conversation_id, message_id)""",
+    """CREATE TRIGGER messages_vectors_stale AFTER UPDATE OF text ON messages
+        WHEN old.text IS NOT new.text BEGIN
+        DELETE FROM message_vectors WHERE message_id = new.id;
+    END""",
+]
+
+
 # Structured chapters and the append-only ledger (issue 15). Old prose chapters keep their text
 # and their place in memory (structure NULL); new folds write structured chapters. A ledger entry
 # is written by one chapter and ended (resolved, superseded) by a later one, never rewritten.
@@ -327,6 +351,13 @@ def _run(statements: list[str]) -> Callable[[Db], None]:
     return step
 
 
+def _message_vectors(db: Db) -> None:
+    """Issue 16: the vectors semantic recall ranks (none yet: the worker embeds the stored
+    messages in the background once an embedding model is set)."""
+    for statement in _STEP_MESSAGE_VECTORS:
+        db.execute(statement)
+
+
 def _search_and_chat_settings(db: Db) -> None:
     """Issue 19: the search indexes (over the messages already stored) and the settings tables."""
     for statement in _STEP_SEARCH_AND_CHAT_SETTINGS:
@@ -341,6 +372,7 @@ STEPS: list[Callable[[Db], None]] = [
     _personas_and_deleted_conversations,
     _search_and_chat_settings,
     _turn_metrics_restored,
+    _message_vectors,
     LEDGER_STEP := _run(_STEP_LEDGER),
 ]
 SCHEMA_VERSION = len(STEPS)

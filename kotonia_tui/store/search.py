@@ -22,10 +22,12 @@ becomes one or more index lookups:
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -352,15 +354,18 @@ def _run(
     hits = []
     for row in rows:
         with db.decoding(f"message {row['id']}"):
-            hits.append(
-                SearchHit(
-                    message_id=row["id"],
-                    conversation_id=row["conversation_id"],
-                    role=Role(row["role"]),
-                    speaker=row["speaker"],
-                    text=row["text"],
-                    created_at=ts_from_db(row["created_at"]),
-                    score=float(row["score"]),
-                )
-            )
+            hits.append(SearchHit(**hit_fields(row), score=float(row["score"])))
     return hits
+
+
+def hit_fields(row: sqlite3.Row) -> dict[str, Any]:
+    """A found message's fields from its `messages` row (id, conversation_id, role, speaker,
+    text, created_at), for a SearchHit or a SimilarHit."""
+    return {
+        "message_id": row["id"],
+        "conversation_id": row["conversation_id"],
+        "role": Role(row["role"]),
+        "speaker": row["speaker"],
+        "text": row["text"],
+        "created_at": ts_from_db(row["created_at"]),
+    }

@@ -49,12 +49,20 @@ from kotonia_tui.store import (
     migrations,
     personas,
     search,
+    vectors,
 )
 from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
 from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
+from kotonia_tui.store.vectors import (
+    PendingText,
+    SimilarHit,
+    VectorCounts,
+    VectorSearch,
+    VectorsUnavailable,
+)
 
 IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 
@@ -64,6 +72,8 @@ class Store:
 
     def __init__(self, db: Db) -> None:
         self._db = db
+        self._vector_search: VectorSearch | None = None
+        self._vectors_unavailable: str | None = None
 
     @classmethod
     def open(
@@ -100,6 +110,9 @@ class Store:
         return cls(db)
 
     def close(self) -> None:
+        if self._vector_search is not None:
+            self._vector_search.close()
+            self._vector_search = None
         self._db.close()
 
     def __enter__(self) -> Store:
@@ -392,6 +405,48 @@ class Store:
         """Each message's in-story time, from the chapter that covers it (where one says)."""
         with self._db.read():
             return memory_rows.story_times(self._db, conv_id, ids)
+
+    # Semantic recall: message vectors (store/vectors.py) -------------------------------------
+
+    def vector_search_unavailable(self) -> str | None:
+        """None when stored vectors can be ranked (sqlite-vec loaded), else why not, in one
+        line. Loaded on first use: a store without semantic recall never loads it."""
+        if self._vector_search is None and self._vectors_unavailable is None:
+            try:
+                self._vector_search = VectorSearch.open(self.path, self._db.busy_timeout_s)
+            except VectorsUnavailable as exc:
+                self._vectors_unavailable = str(exc)
+        return self._vectors_unavailable
+
+    def similar(
+        self,
+        conv_id: int,
+        model_key: str,
+        query: Sequence[float],
+        older_than_id: int,
+        limit: int,
+    ) -> list[SimilarHit]:
+        """Messages of one conversation older than `older_than_id` whose vectors (for
+        `model_key`) are closest to `query`, closest first; none when sqlite-vec is not
+        available. A vector of a text since changed is never used."""
+        if self.vector_search_unavailable() is not None or self._vector_search is None:
+            return []
+        nearest = self._vector_search.nearest(model_key, conv_id, query, older_than_id, limit)
+        with self._db.read():
+            return vectors.similar_hits(self._db, nearest)
+
+    def vectors_pending(self, model_key: str, limit: int) -> list[PendingText]:
+        """Messages with text and no vector for `model_key` yet, newest first."""
+        return vectors.pending(self._db, model_key, limit)
+
+    def put_vectors(
+        self, model_key: str, items: Sequence[tuple[PendingText, Sequence[float]]]
+    ) -> int:
+        """Store vectors for messages that still have the text they were computed from."""
+        return vectors.put(self._db, model_key, items)
+
+    def vector_counts(self, model_key: str) -> VectorCounts:
+        return vectors.counts(self._db, model_key)
 
     # Images ------------------------------------------------------------------------------------
 

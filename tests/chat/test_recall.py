@@ -20,6 +20,11 @@ FACT_REPLY = "Ilse and her bees. I will remember that."
 CHAPTER = "Ann came to the lighthouse and talked with Wren about the tides and the lamp oil."
 TIDES = ("grey", "high", "low", "slack", "rough", "calm")
 REPLY = "The lamp burns."
+QUESTIONS = (
+    "Do you remember my sister's name?",  # applies the chapter: the prefix changes here
+    "Does Ilse still keep bees in Bergen?",
+    "Tell me about my sister again.",
+)
 
 
 def story(count: int = 300, fact_at: int = 5) -> list[Message]:
@@ -110,17 +115,19 @@ async def test_the_cached_prefix_is_byte_stable_across_turns_with_recall(
     service = await make_service(settings_for(scripted_model(REPLY)))
     conv_id, ids = folded_story(service.store)
     turns = []
-    for text in (
-        "Do you remember my sister's name?",  # applies the chapter: the prefix changes here
-        "Does Ilse still keep bees in Bergen?",
-        "Tell me about my sister again.",
-    ):
+    for text in QUESTIONS:
         turn = await service.send(conv_id, text)
         done = await turn.wait()
         assert done.error is None
         assert ids[4] in turn.prepared.recall.message_ids
         turns.append((turn, done))
     (second, _), (third, done3) = turns[1], turns[2]
+    assert_prefix_kept(service, second, third, done3)
+
+
+def assert_prefix_kept(service, second, third, done3) -> None:
+    """The third turn's prompt starts with all the second sent but its notes, then the second
+    reply, and the engine reused that prefix."""
     before = second.prepared.request.messages
     after = third.prepared.request.messages
     # Everything the second turn sent but its notes is the start of the third turn's prompt.

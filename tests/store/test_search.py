@@ -7,11 +7,10 @@ from pathlib import Path
 
 from kotonia_tui.domain import Alternative, Conversation, Message, Role
 from kotonia_tui.store import SearchOrder, Store
-from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import SCHEMA_VERSION, STEPS, _search_and_chat_settings, migrate
+from kotonia_tui.store.migrations import SCHEMA_VERSION, _search_and_chat_settings
 from kotonia_tui.store.search import SHORT_TERM_EXPANSION
 
-from .conftest import new_conversation
+from .conftest import new_conversation, stored_before
 
 
 def _say(store: Store, conv_id: int, *texts: str) -> list[int]:
@@ -182,25 +181,7 @@ def test_recall_is_one_conversation_older_than_a_message_any_word_ranked(store: 
 
 def test_the_search_step_indexes_messages_stored_before_it(tmp_path: Path) -> None:
     path = tmp_path / "before.sqlite3"
-    db = Db.connect(path)
-    db.configure()
-    before = STEPS.index(_search_and_chat_settings)  # the version the step starts from
-    assert migrate(db, target=before) == before
-    db.close()
-    raw = sqlite3.connect(path)
-    ts = "2026-11-01T10:00:00.000000+00:00"
-    raw.execute(
-        "INSERT INTO conversations (id, character_key, character_name, persona_name, "
-        "created_at, updated_at, message_count) VALUES (1, 'sera', 'Seraphina', 'Ann', ?, ?, 3)",
-        (ts, ts),
-    )
-    raw.executemany(
-        "INSERT INTO messages (id, conversation_id, role, speaker, text, created_at) "
-        "VALUES (?, 1, 'user', 'Ann', ?, ?)",
-        [(1, "The old lighthouse", ts), (2, "古い灯台の鍵", ts), (3, "猫", ts)],
-    )
-    raw.commit()
-    raw.close()
+    stored_before(path, _search_and_chat_settings, ["The old lighthouse", "古い灯台の鍵", "猫"])
     with Store.open(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         assert _found(store, "lighthouse") == [1]

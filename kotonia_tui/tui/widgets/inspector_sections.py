@@ -94,7 +94,8 @@ def lore_content(view: MemoryView) -> Content:
 
 
 def recall_content(view: MemoryView) -> Content:
-    """What the last turn recalled from the archive and why (the words each matched)."""
+    """What the last turn recalled from the archive and why (the words each matched, and with
+    semantic recall its similarity in meaning and fused score)."""
     recall = view.recall
     if recall is None:
         return Content.styled("no turn yet since the app opened", "italic $text-muted")
@@ -114,7 +115,7 @@ def recall_content(view: MemoryView) -> Content:
             Content.assemble(
                 ("✓ ", "bold $success"),
                 (excerpt.marker().rstrip(":"), "bold"),
-                literal_line(f" on {_words(excerpt.words)}", "$text-muted"),
+                literal_line(f" {excerpt.why()}", "$text-muted"),
                 "\n  ",
                 literal_line(first.render()),
             )
@@ -124,12 +125,8 @@ def recall_content(view: MemoryView) -> Content:
             Content.assemble(
                 ("✗ ", "bold $warning"),
                 (f"Message #{left.number}", "bold"),
-                literal_line(f" on {_words(left.words)}", "$text-muted"),
+                literal_line(f" {left.why()}", "$text-muted"),
                 (f" · left out: {left.reason}", "$warning"),
             )
         )
     return Content("\n").join(lines)
-
-
-def _words(words: tuple[str, ...]) -> str:
-    return ", ".join(repr(w) for w in words) if words else "(no word shown)"

@@ -1,0 +1,202 @@
+"""Semantic recall: the embedding model, the background worker that embeds messages, its state.
+
+When the profile names an embedding GGUF (`embedding_model_path`), every stored message gets
+a vector (store/vectors.py) and recall also finds archived messages similar in meaning to the
+latest lines (chat/recall.py fuses both rankings). The vectors are computed here, in the
+background:
+
+- after each turn (the service wakes the worker when a reply is stored, a message is edited,
+  another version chosen or a message deleted), the newest messages without a vector first;
+- for messages stored before (an existing archive, an import, another process), a backfill in
+  small batches that goes on until none is left and resumes after a restart, since the vector
+  rows themselves say what is done;
+- never while a turn runs: the worker waits until the turn has ended, and embeds one message
+  at a time on its own thread, so a turn that starts meanwhile waits for one message at most.
+
+When the model is missing or cannot be loaded, or sqlite-vec cannot be loaded, nothing is
+embedded, recall uses the full-text index alone, and `status` says why in one line (the log,
+the first turn's notice, `kotonia doctor`). Without the setting nothing here runs at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kotonia_tui.engine import EngineClosedError, EngineError, ModelFileError
+from kotonia_tui.store import Store, StoreError, VectorCounts
+
+if TYPE_CHECKING:
+    from kotonia_tui.engine import EmbeddingEngine
+
+log = logging.getLogger(__name__)
+
+BATCH = 16  # messages read per pending query; written together
+BUSY_POLL_S = 0.2  # how often a waiting worker looks whether the turn has ended
+IDLE_POLL_S = 30.0  # with nothing to do: look for messages stored by another process
+RETRY_S = 5.0  # after a database error
+
+
+class SemanticRecall:
+    """Semantic recall for one store: on (`active`), off (no setting) or unavailable."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: EmbeddingEngine | None = None,
+        *,
+        configured: Path | None = None,
+        problem: str | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.configured = configured
+        self.problem = problem
+        if embedder is not None and problem is None:
+            unavailable = store.vector_search_unavailable()
+            if unavailable is not None:
+                self.problem = unavailable
+        self._busy: Callable[[], bool] = lambda: False
+        self._wake = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._noticed = False
+        self._failed: set[int] = set()  # messages the model could not embed (this session)
+
+    @classmethod
+    def open(cls, store: Store, model_path: Path | None, *, threads: int = 1) -> SemanticRecall:
+        """Load the embedding model named by the setting (blocking). A model that cannot be
+        loaded leaves semantic recall unavailable, with the reason; it never stops the app."""
+        if model_path is None:
+            return cls(store)
+        from kotonia_tui.engine import EmbeddingEngine  # llama_cpp loads only when it is set
+
+        try:
+            embedder = EmbeddingEngine.open(model_path, threads=threads)
+        except (ModelFileError, EngineError) as exc:
+            log.warning("semantic recall unavailable: %s", exc)
+            return cls(store, configured=model_path, problem=str(exc))
+        recall = cls(store, embedder, configured=model_path)
+        if recall.problem is not None:
+            log.warning("semantic recall unavailable: %s", recall.problem)
+        return recall
+
+    @property
+    def active(self) -> bool:
+        """Vectors are computed and used: a model loaded and sqlite-vec available."""
+        return self.embedder is not None and self.problem is None
+
+    @property
+    def model_key(self) -> str:
+        return self.embedder.model_key if self.embedder is not None else ""
+
+    @property
+    def status(self) -> str:
+        """One line: what semantic recall is doing and, when it cannot, why."""
+        if self.configured is None:
+            return "off (no embedding_model_path set): recall matches words only"
+        if self.active and self.embedder is not None:
+            return (
+                f"on: {self.embedder.path.name}, dimension {self.embedder.dimension}; recall "
+                "matches words and meaning"
+            )
+        return f"unavailable, recall matches words only: {self.problem}"
+
+    def notice_once(self) -> str | None:
+        """The status to show once, on the first turn, when the setting cannot be honoured."""
+        if self.configured is None or self.active or self._noticed:
+            return None
+        self._noticed = True
+        return f"semantic recall {self.status}"
+
+    def counts(self) -> VectorCounts | None:
+        return self.store.vector_counts(self.model_key) if self.embedder is not None else None
+
+    async def query_vector(self, text: str) -> list[float] | None:
+        """The vector of a turn's recall query (None when semantic recall is not active)."""
+        if not self.active or self.embedder is None or not text.strip():
+            return None
+        try:
+            return await self.embedder.embed_async(text)
+        except EngineError as exc:
+            log.warning("semantic recall skipped this turn: %s", exc)
+            return None
+
+    # ---- the background worker ------------------------------------------------------------
+
+    def start(self, busy: Callable[[], bool]) -> None:
+        """Embed what is pending, in the background, pausing while `busy()` (a turn runs)."""
+        if not self.active or self._task is not None:
+            return
+        self._busy = busy
+        self._wake.set()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kotonia-embeddings")
+
+    def wake(self) -> None:
+        """Something was stored or changed: look for messages to embed now."""
+        if self._task is not None:
+            self._settled.clear()
+            self._wake.set()
+
+    async def settled(self) -> None:
+        """Wait until nothing is left to embed (tests, benchmarks, `chat --say` at exit)."""
+        if self._task is not None and not self._task.done():
+            await self._settled.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.embedder is not None:
+            await asyncio.to_thread(self.embedder.close)
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S)
+            self._wake.clear()
+            try:
+                await self._embed_pending()
+            except EngineClosedError:
+                return
+            except StoreError as exc:
+                log.warning("embedding messages paused: %s", exc)
+                await asyncio.sleep(RETRY_S)
+                self._wake.set()
+
+    async def _embed_pending(self) -> None:
+        embedder = self.embedder
+        assert embedder is not None
+        key = embedder.model_key
+        while True:
+            while self._busy():
+                await asyncio.sleep(BUSY_POLL_S)
+            # Off the event loop: with every message embedded, this read still walks the
+            # message ids (tens of ms at 100,000), and the UI must not stall for it.
+            pending = await asyncio.to_thread(
+                self.store.vectors_pending, key, BATCH + len(self._failed)
+            )
+            batch = [item for item in pending if item.message_id not in self._failed][:BATCH]
+            if not batch:
+                self._settled.set()
+                return
+            done = []
+            for item in batch:
+                if self._busy():
+                    break  # a turn started: store what is done, wait for it to end
+                try:
+                    done.append((item, await embedder.embed_async(item.text)))
+                except EngineClosedError:
+                    raise
+                except Exception as exc:  # one message llama.cpp cannot embed: skip it
+                    log.warning("message %s cannot be embedded: %s", item.message_id, exc)
+                    self._failed.add(item.message_id)
+            if done:
+                stored = await asyncio.to_thread(self.store.put_vectors, key, done)
+                log.debug("embedded %s messages (%s stored)", len(done), stored)

@@ -1,0 +1,50 @@
+"""`kotonia doctor` on semantic recall: the embedding model, sqlite-vec, the vectors."""
+
+from __future__ import annotations
+
+from kotonia_tui.cli import main
+from kotonia_tui.config import app_dirs
+from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.store import Store
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _row(out: str, name: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(name + " "))
+
+
+def test_doctor_without_the_setting_says_recall_is_by_words(capsys):
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    assert "embedding_model_path not set" in _row(out, "embedding model")
+    assert "sqlite-vec" not in out
+
+
+def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
+    capsys, monkeypatch, tiny_embedding_path
+):
+    with Store.open(app_dirs().default_db) as store:
+        store.import_conversation(
+            Conversation(character_key="rowan-ashby", character_name="Rowan", persona_name="Ann"),
+            [Message(role=Role.USER, speaker="Ann", text=f"line {i}") for i in range(3)],
+        )
+    monkeypatch.setenv("KOTONIA_EMBEDDING_MODEL_PATH", str(tiny_embedding_path))
+    code, out, err = run(capsys, "doctor", "--load")
+    assert code == 0, err
+    assert f"{tiny_embedding_path} (" in out and "dimension 64)" in _row(out, "embedding model")
+    assert _row(out, "sqlite-vec").endswith("available")
+    assert _row(out, "vectors").endswith("0 stored, 3 pending for this model")
+    assert "  yes, dimension 64, in " in _row(out, "embedding loaded")
+
+
+def test_doctor_names_a_missing_embedding_model(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KOTONIA_EMBEDDING_MODEL_PATH", str(tmp_path / "gone.gguf"))
+    code, out, err = run(capsys, "doctor")
+    assert code == 1
+    assert "gone.gguf (problem: recall by words only)" in out
+    assert "gone.gguf: embedding model file not found; set embedding_model_path" in err
