@@ -136,10 +136,12 @@ class ModelProfile(BaseModel):
     # penalizes the whole prompt and reply.
     repeat_last_n: int = Field(default=64, ge=0)
     seed: int | None = None
-    # The words a chapter and a synopsis begin with, written into the prompt for the model to
-    # go on from. None: the transcript format's lead for base models, none with a chat template
+    # The words a chapter begins with, written into the prompt for the model to go on from.
+    # None: the transcript format's lead for base models, none with a chat template
     # (see memory.chronicler.chronicler_lead).
     chronicler_lead: str | None = None
+    # The same for a synopsis. None: "So far in the story," wherever chapters have a lead.
+    synopsis_lead: str | None = None
     # An embedding GGUF (e.g. nomic-embed-text, bge-m3): recall then also finds archived
     # messages similar in meaning to the latest lines, not only those sharing words
     # (chat/embedding_worker.py). None: full-text recall alone.
@@ -216,11 +218,23 @@ class Settings(BaseSettings):
 
     # Memory budgets, as fractions of n_ctx (docs/architecture.md, "Budgets are tokens").
     fold_delay_s: float = Field(default=30.0, ge=0.0)
+    # A turn waits for the fold that keeps messages in memory (instead of cutting them at the
+    # ceiling, or after they were cut) while the fold makes progress: it gives up when the fold
+    # has not moved for fold_wait_s (0: never wait) or after fold_wait_max_s in all. In the app
+    # the user can go on without it at any moment (chat/fold_wait.py).
+    fold_wait_s: float = Field(default=120.0, ge=0.0)
+    fold_wait_max_s: float = Field(default=1200.0, ge=0.0)
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)
     fold_ceiling_ratio: float = Field(default=0.55, gt=0.0, lt=1.0)
     min_verbatim_ratio: float = Field(default=0.16, gt=0.0, lt=1.0)
     fold_headroom_ratio: float = Field(default=0.16, ge=0.0, lt=1.0)
     major_gc_ratio: float = Field(default=0.06, gt=0.0, lt=1.0)
+    # A major fold takes at least this many chapters into the synopsis at once: at a small
+    # window the size threshold is below one chapter, and folding one or two chapters at a
+    # time rewrites the synopsis so often that it wears away like a rolling summary.
+    major_gc_min_chapters: int = Field(default=3, ge=1)
+    # The length a synopsis is written to hold (+-20%), as a share of n_ctx.
+    synopsis_target_ratio: float = Field(default=0.04, gt=0.0, lt=1.0)
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
     lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)

@@ -142,6 +142,7 @@ class Chapter(BaseModel):
     # Names and numbers from the user's lines that the chapter and its ledger entries still
     # lack after the readback's one retry (kept so the inspector and the audit can show them).
     readback_misses: list[str] = Field(default_factory=list)
+    note: str = ""  # said beside the text (a message too long for one call, summarized in parts)
 
 
 class StoredChapter(Chapter):
@@ -163,6 +164,8 @@ class Synopsis(BaseModel):
     gen_ms: float = 0.0
     tokens: int = 0
     current: bool = True
+    target_tokens: int = 0  # the length it was written to hold (0: none recorded)
+    stale: bool = False  # it folded a chapter that was refolded since: never a rebuild's base
 
 
 class StoredSynopsis(Synopsis):
@@ -228,6 +231,15 @@ class LedgerEnding:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class NewChapter:
+    """A chapter a fold is about to store, with what it does to the ledger."""
+
+    chapter: Chapter
+    entries: tuple[LedgerEntry, ...] = ()
+    endings: tuple[LedgerEnding, ...] = ()
+
+
 class StoredLedgerEntry(LedgerEntry):
     """A ledger entry as the store returns it."""
 
@@ -267,6 +279,8 @@ class FoldJob(BaseModel):
     not_before: datetime = Field(default_factory=utcnow)
     created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    claimed_by: str | None = None  # the worker running it (or that ran it last)
+    lease_until: datetime | None = None  # its claim holds until then unless renewed
 
 
 class StoredFoldJob(FoldJob):

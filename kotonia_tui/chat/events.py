@@ -46,6 +46,7 @@ TurnEvent = ReplyDelta | ReasoningDelta | TurnDone
 __all__ = [
     "FoldProgress",
     "FoldState",
+    "FoldWait",
     "MemoryNotice",
     "NoticeLevel",
     "ReasoningDelta",
@@ -92,4 +93,16 @@ class FoldProgress:
     elapsed_s: float = 0.0
 
 
-ServiceEvent = MemoryNotice | FoldProgress
+@dataclass(frozen=True)
+class FoldWait:
+    """A turn waits for fold jobs before it is built (`done`: the wait is over), so that
+    messages stay in the memory instead of leaving the prompt at the ceiling."""
+
+    conversation_id: int
+    job_ids: tuple[int, ...]
+    text: str
+    done: bool = False
+    progress: str = ""  # how far the fold has got ("read 1,240 tokens, wrote 85 · 2 min 05 s")
+
+
+ServiceEvent = MemoryNotice | FoldProgress | FoldWait

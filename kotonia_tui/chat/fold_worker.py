@@ -1,10 +1,15 @@
 """The fold worker: runs durable fold jobs in the background, one at a time.
 
-Jobs live in SQLite (pending jobs resume at start-up; a job a killed process left running goes
-back to pending). The worker sleeps until the next job is due or it is woken. Model calls go
-through the same engine as turns, on the fold slot at background priority: the engine's owner
-thread runs a waiting user turn first, and the fold resumes after it where it stopped, on its
-own KV context, so the chat's prompt cache is never evicted.
+Jobs live in SQLite (pending jobs resume at start-up; a job whose worker is gone goes back to
+pending). The worker sleeps until the next job is due or it is woken. Model calls go through
+the same engine as turns, on the fold slot at background priority: the engine's owner thread
+runs a waiting user turn first, and the fold resumes after it where it stopped, on its own KV
+context, so the chat's prompt cache is never evicted. What a job writes is decided by its kind:
+chapters in chat/fold_chapters.py, the synopsis in chat/fold_synopsis.py.
+
+A claim names this worker (host, process, a token of its own) and holds for a lease it renews
+while the job runs: a second instance starting on the same file requeues only jobs whose worker
+is gone, so one job is never run (and its model call paid for) twice.
 """
 
 from __future__ import annotations
@@ -12,43 +17,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
-from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
+from kotonia_tui.chat.fold_chapters import fold_chapter_job
+from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold_synopsis import fold_synopsis_job
+from kotonia_tui.chat.fold_wait import REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import (
-    Chapter,
-    FoldJob,
-    FoldKind,
-    FoldStatus,
-    Message,
-    StoredFoldJob,
-    StoredLedgerEntry,
-    StoredMessage,
-    Synopsis,
-    utcnow,
-)
+from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.engine import (
     BackendUnavailableError,
     Engine,
     EngineError,
+    Slot,
 )
-from kotonia_tui.memory.assembly import in_prompt
 from kotonia_tui.memory.budgets import Budgets
-from kotonia_tui.memory.chronicler import (
-    Cast,
-    ChronicleKind,
-    ChronicleRequest,
-    Verdict,
-    chronicler_instructions,
-    ledger_prompt,
-    render_source,
-)
-from kotonia_tui.memory.policy import WindowMessage, major_gc_split, split_source
-from kotonia_tui.memory.structured import ledger_changes
+from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -56,11 +46,28 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
 UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
-SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
+LEASE_S = 60.0  # a claim holds this long; the running worker renews it every third of it
+WAIT_POLL_S = 0.1  # how often a turn waiting for a fold looks at the job
 
 
-class FoldFailed(Exception):
-    """A fold that produced nothing usable (refused twice, empty, or cut); retried later."""
+def _claimer_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def claimer_gone(claimer: str) -> bool:
+    """A claimer on this machine whose process has ended (a crash, kill -9). One on another
+    machine, or in a process still running, is gone only when its lease runs out."""
+    host, _, rest = claimer.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists but belongs to someone else
+        return False
+    return False
 
 
 class FoldWorker:
@@ -73,14 +80,12 @@ class FoldWorker:
         settings: Settings,
         *,
         cast: Callable[[int], Cast],
-        message_tokens: Callable[[Message], int],
+        budgets: Callable[[int], Awaitable[Budgets]] | None = None,
         notify: Callable[[ServiceEvent], None],
     ) -> None:
         self.store = store
         self.engine = engine
         self.settings = settings
-        self._cast = cast
-        self._message_tokens = message_tokens
         self._notify = notify
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -89,17 +94,32 @@ class FoldWorker:
         self._idle = asyncio.Event()
         self._deferrals: dict[int, int] = {}  # job id -> claims that ended waiting for a server
         self._paused = False
+        self._job_task: asyncio.Task[None] | None = None
+        self._giving_way = False  # the running job is being stopped for a waiting turn
+        self.claimer = _claimer_name()
         fold_ctx = engine.info.fold_n_ctx
         self.budgets = Budgets.for_window(engine.n_ctx, engine.profile.reply_max_tokens, settings)
+        window = self.budgets
+
+        async def window_budgets(_conv_id: int) -> Budgets:
+            return window
+
         # The chronicler's prompt and output share the fold context.
         self.max_output = min(self.budgets.summary_max_tokens, max(64, fold_ctx // 2))
+        self.context = FoldContext(
+            store=store,
+            engine=engine,
+            budgets_for=budgets or window_budgets,
+            cast_of=cast,
+            max_output=self.max_output,
+        )
 
     # ---- lifetime -------------------------------------------------------------------------
 
     def start(self) -> None:
-        resumed = self.store.requeue_running()
+        resumed = self.store.requeue_abandoned(claimer_gone)
         if resumed:
-            log.info("resumed fold jobs left running by a previous process: %s", resumed)
+            log.info("resumed fold jobs whose worker is gone: %s", resumed)
         self._task = asyncio.create_task(self._run(), name="kotonia-fold-worker")
 
     async def stop(self) -> None:
@@ -151,6 +171,74 @@ class FoldWorker:
             self.wake()
             await asyncio.sleep(poll_s)
 
+    async def wait_for(
+        self,
+        job_ids: Iterable[int],
+        patience: Patience,
+        *,
+        go_on: asyncio.Event | None = None,
+        on_progress: Callable[[WaitProgress], None] | None = None,
+    ) -> WaitEnd:
+        """Run these jobs now and wait until each has finished one attempt (landed or failed):
+        a turn waits for the fold that keeps its messages in memory. The wait lasts while the
+        fold model works (chat/fold_wait.py): it ends when the fold has made no progress for
+        `patience.stall_s`, after `patience.cap_s` in all, or when `go_on` is set.
+        `on_progress` hears how far the fold has got, about once a second while it moves."""
+        ids = list(job_ids)
+        if not ids:
+            return WaitEnd.DONE
+        if patience.stall_s <= 0 or patience.cap_s <= 0:
+            return WaitEnd.CAPPED
+        started = {job_id: self.store.get_fold(job_id).attempts for job_id in ids}
+        self.store.hasten_folds(ids)
+        self._give_way(ids)
+        self.wake()
+        began = moved = reported = time.monotonic()
+        first = seen = self.engine.work(Slot.FOLD)
+        while True:
+            waiting = [
+                job_id
+                for job_id, attempts in started.items()
+                if _still_open(self.store.get_fold(job_id), attempts)
+            ]
+            if not waiting:
+                return WaitEnd.DONE
+            now = time.monotonic()
+            work = self.engine.work(Slot.FOLD)
+            if work != seen:
+                seen, moved = work, now
+                if on_progress is not None and now - reported >= REPORT_EVERY_S:
+                    reported = now
+                    on_progress(
+                        WaitProgress(
+                            work.evaluated - first.evaluated,
+                            work.generated - first.generated,
+                            now - began,
+                        )
+                    )
+            if go_on is not None and go_on.is_set():
+                return WaitEnd.SKIPPED
+            if now - moved >= patience.stall_s:
+                return WaitEnd.STALLED
+            if now - began >= patience.cap_s:
+                return WaitEnd.CAPPED
+            if go_on is None:
+                await asyncio.sleep(WAIT_POLL_S)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(go_on.wait(), WAIT_POLL_S)
+
+    def _give_way(self, ids: list[int]) -> None:
+        """A major fold running while a turn waits for chapters stops and goes back to pending
+        (not a failed attempt): the chapters bring messages back into the memory, the major
+        fold only makes it smaller, and one call of it can take longer than the wait."""
+        running, task = self._running, self._job_task
+        if running is None or task is None or running.id in ids:
+            return
+        if running.kind is FoldKind.MAJOR_GC:
+            self._giving_way = True
+            task.cancel()
+
     # ---- the loop -------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -160,19 +248,25 @@ class FoldWorker:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            job = self.store.claim_next_fold(utcnow())
+            job = self.store.claim_next_fold(utcnow(), claimer=self.claimer, lease_s=LEASE_S)
             if job is None:
                 self._idle.set()
                 await self._sleep_until_due()
                 continue
             self._idle.clear()
-            await self._run_one(job)
+            # Its own task, so a turn that waits for a chapter can make a major fold give way.
+            self._job_task = asyncio.create_task(self._run_one(job), name=f"kotonia-fold-{job.id}")
+            try:
+                await self._job_task
+            finally:
+                self._job_task = None
 
     async def _sleep_until_due(self) -> None:
         due = self.store.next_fold_due()
-        timeout = None
+        # Never longer than a lease: a job whose worker is gone falls due when its lease ends.
+        timeout = LEASE_S
         if due is not None:
-            timeout = max(0.05, (due - utcnow()).total_seconds())
+            timeout = min(timeout, max(0.05, (due - utcnow()).total_seconds()))
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
@@ -181,11 +275,13 @@ class FoldWorker:
         self._running = job
         self._started_at = time.monotonic()
         self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
+        renewing = asyncio.create_task(self._renew(job), name=f"kotonia-fold-lease-{job.id}")
         try:
             if job.kind is FoldKind.MAJOR_GC:
-                detail = await self._major_gc(job)
+                detail = await fold_synopsis_job(self.context, job)
             else:
-                detail = await self._chapter(job)
+                detail = await fold_chapter_job(self.context, job)
+            self.wake()
             elapsed = time.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, FoldState.LANDED, detail, elapsed))
         except BackendUnavailableError as exc:
@@ -195,14 +291,24 @@ class FoldWorker:
             if not self._done_elsewhere(job):
                 self._fail(job, str(exc))
         except asyncio.CancelledError:
+            if self._giving_way:
+                self._giving_way = False
+                self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
+                if not self._done_elsewhere(job):
+                    error = "gave way to a chapter a turn waits for"
+                    paused = self.store.fail_fold(job.id, error, utcnow())
+                    self._notify(
+                        FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, error)
+                    )
+                return
             # Shutting down mid-fold: the job goes back to pending and runs next time.
             if not self._done_elsewhere(job):
                 self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())
             raise
         except Exception as exc:  # a bug must not kill the worker; the job records it
             if self._done_elsewhere(job):
-                # A second instance on the same file requeued this job at its start-up, ran it
-                # too and stored its result first; ours was rolled back (never stored twice).
+                # Another instance took this job over (our lease ran out while this process
+                # was stopped or hung) and stored its result first; ours was rolled back.
                 log.info("fold job %s was finished by another instance", job.id)
                 self._notify(
                     FoldProgress(job.conversation_id, job, FoldState.LANDED, "by another instance")
@@ -211,7 +317,19 @@ class FoldWorker:
                 log.exception("fold job %s crashed", job.id)
                 self._fail(job, f"{type(exc).__name__}: {exc}")
         finally:
+            renewing.cancel()
             self._running = None
+
+    async def _renew(self, job: StoredFoldJob) -> None:
+        """Keep the claim on a running job alive (another instance leaves it alone)."""
+        while True:
+            await asyncio.sleep(LEASE_S / 3)
+            try:
+                if not self.store.renew_lease(job.id, self.claimer, LEASE_S):
+                    log.warning("fold job %s is no longer claimed by this worker", job.id)
+                    return
+            except StoreError as exc:  # a busy file: the next renewal tries again
+                log.warning("fold job %s: the lease was not renewed: %s", job.id, exc)
 
     def _done_elsewhere(self, job: StoredFoldJob) -> bool:
         """The job is already done (by another instance): failing it now would raise and kill
@@ -243,138 +361,9 @@ class FoldWorker:
         log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
         self._notify(FoldProgress(job.conversation_id, failed, FoldState.FAILED, error))
 
-    # ---- the chronicler -------------------------------------------------------------------
 
-    async def _ask(self, request: ChronicleRequest) -> Chronicled:
-        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed."""
-        try:
-            done = await chronicle(self.engine, request, max_output=self.max_output)
-        except NoRoomError as exc:
-            raise FoldFailed(str(exc)) from exc
-        if not done.reply.ok:
-            if done.reply.verdict is Verdict.REFUSED:
-                log.warning("the chronicler refused: %r", done.reply.text[:120])
-            raise FoldFailed(done.problem)
-        return done
-
-    # ---- chapters -------------------------------------------------------------------------
-
-    async def _source(
-        self, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry] = ()
-    ) -> list[StoredMessage]:
-        """The job's messages, at most one chapter's worth (oldest first).
-
-        Sized by what the chronicler actually reads (each message as rendered for it, with
-        its "who -> whom" labels), and bounded so the instructions and the summary's room
-        still fit the fold context.
-        """
-        first = job.first_message_id or 0
-        last = job.last_message_id or 0
-        rows = self.store.messages_from(
-            job.conversation_id, first, SOURCE_READ_LIMIT, model_key=self.engine.model_key
-        )
-        rows = [m for m in rows if m.id <= last]
-        if not rows:
-            return []
-        fold_ctx = self.engine.info.fold_n_ctx
-        # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
-        # which a server backend answers without blocking the loop.
-        instructions, *message_costs = await self.engine.count_tokens_many(
-            # The ledger the chapter prompt carries (open threads, facts it may replace) is
-            # part of its fixed cost.
-            [chronicler_instructions(ChronicleKind.CHAPTER, cast) + ledger_prompt(ledger)]
-            + [render_source([m], char=cast.char, user=cast.user) for m in rows]
-        )
-        reserve = min(self.max_output, max(4 * MIN_SUMMARY_ROOM, fold_ctx // 4))
-        budget = min(self.budgets.chapter_source, fold_ctx - instructions - reserve - 64)
-        costs = [WindowMessage(m.id, cost) for m, cost in zip(rows, message_costs, strict=True)]
-        _, piece_last = split_source(costs, max(budget, 1))[0]
-        return [m for m in rows if m.id <= piece_last]
-
-    async def _chapter(self, job: StoredFoldJob) -> str:
-        cast = self._cast(job.conversation_id)
-        ledger = self.store.ledger(job.conversation_id)
-        source = await self._source(job, cast, ledger)
-        if not any(in_prompt(m.role) for m in source):
-            # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
-            # part of the story: the chronicler is not asked to write about them.
-            self.store.finish_fold(job.id)
-            return "nothing left to fold"
-        done = await self._ask(ChronicleRequest.chapter(source, cast, ledger))
-        (tokens,) = await self.engine.count_tokens_many([done.reply.text])
-        first_id, last_id = source[0].id, source[-1].id
-        structure = done.reply.structure
-        entries, endings = (
-            ledger_changes(structure, job.conversation_id, ledger) if structure else ([], [])
-        )
-        chapter = Chapter(
-            conversation_id=job.conversation_id,
-            first_message_id=first_id,
-            last_message_id=last_id,
-            text=done.reply.text,
-            model=self.engine.info.model_name,
-            gen_ms=done.gen_ms,
-            tokens=tokens,
-            story_time=done.reply.story_time,
-            structure=structure.to_json() if structure else None,
-            readback_misses=list(done.reply.misses),
-        )
-        remainder = job.last_message_id is not None and last_id < job.last_message_id
-        refold_of = None
-        if job.kind is FoldKind.REFOLD:
-            stale = [
-                c
-                for c in self.store.chapters(job.conversation_id)
-                if c.stale and c.first_message_id == job.first_message_id
-            ]
-            refold_of = stale[0].id if stale else None
-        self.store.store_chapter(chapter, entries, endings, job_id=job.id, refold_of=refold_of)
-        if remainder:
-            # A range too large for one call becomes several chapters, oldest first.
-            self.store.enqueue_fold(
-                FoldJob(
-                    conversation_id=job.conversation_id,
-                    kind=job.kind,
-                    first_message_id=last_id + 1,
-                    last_message_id=job.last_message_id,
-                )
-            )
-        self._maybe_major_gc(job.conversation_id)
-        self.wake()
-        return f"chapter for messages #{first_id}-#{last_id} ({chapter.tokens} tokens)"
-
-    def _maybe_major_gc(self, conv_id: int) -> None:
-        chapters = self.store.chapters(conv_id)
-        if major_gc_split([c.tokens for c in chapters], self.budgets.major_gc) == 0:
-            return
-        open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
-        if any(j.kind is FoldKind.MAJOR_GC for j in open_jobs):
-            return
-        self.store.enqueue_fold(FoldJob(conversation_id=conv_id, kind=FoldKind.MAJOR_GC))
-
-    # ---- major GC -------------------------------------------------------------------------
-
-    async def _major_gc(self, job: StoredFoldJob) -> str:
-        cast = self._cast(job.conversation_id)
-        chapters = self.store.chapters(job.conversation_id)
-        count = major_gc_split([c.tokens for c in chapters], self.budgets.major_gc)
-        if count == 0:
-            self.store.finish_fold(job.id)
-            return "chapters no longer need folding"
-        older = chapters[:count]
-        previous = self.store.current_synopsis(job.conversation_id)
-        done = await self._ask(
-            ChronicleRequest.synopsis(previous.text if previous else None, older, cast)
-        )
-        (tokens,) = await self.engine.count_tokens_many([done.reply.text])
-        synopsis = Synopsis(
-            conversation_id=job.conversation_id,
-            version=(previous.version + 1) if previous else 1,
-            text=done.reply.text,
-            through_message_id=older[-1].last_message_id,
-            model=self.engine.info.model_name,
-            gen_ms=done.gen_ms,
-            tokens=tokens,
-        )
-        stored = self.store.add_synopsis(synopsis, [c.id for c in older], job.id)
-        return f"synopsis version {stored.version} from {count} chapters ({stored.tokens} tokens)"
+def _still_open(job: StoredFoldJob, attempts_before: int) -> bool:
+    """The job has not finished an attempt since a turn began waiting for it."""
+    if job.status is FoldStatus.RUNNING:
+        return True
+    return job.status is FoldStatus.PENDING and job.attempts <= attempts_before

@@ -75,6 +75,8 @@ class MemoryView:
     last_metrics: TurnMetrics | None
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn
+    forced_cuts: int = 0  # how many times messages left the prompt at the ceiling
+    room_note: str = ""  # said when the card's setup squeezes the story's budgets
     notes: list[str] = field(default_factory=list)
     # Every ledger entry, ended ones too (shown as "valid from chapter N to chapter M").
     ledger: list[StoredLedgerEntry] = field(default_factory=list)

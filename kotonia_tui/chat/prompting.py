@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -101,6 +102,7 @@ class TurnRead:
     landed_pending: bool  # landed memory the prompt does not carry yet
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
+    open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
     notes: str  # lore, a depth-0 Author's Note, post-history instructions: after the history
     lore: LoreTurn  # which entries fired, on which keys, and which the budget left out
     author_note: str  # an Author's Note placed inside the history (depth > 0), else ""
@@ -121,6 +123,9 @@ class TurnDecision:
     state: MemoryState  # the memory state the prompt is built on (stored by `commit`)
     fold: FoldJob | None  # a chapter job to queue (queued by `commit`)
     notices: list[str]
+    # Open fold jobs worth waiting for before this turn is built: without them messages leave
+    # the prompt at the ceiling (or already left it) and are in neither prompt nor memory.
+    wait_for: tuple[StoredFoldJob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,7 @@ class PreparedTurn:
     queued: StoredFoldJob | None  # the chapter job this turn queued (never for a preview)
     lore: LoreTurn
     recall: Recall = NO_RECALL  # what the turn recalled from the archive (none for a preview)
+    fold_wait_ms: float = 0.0  # how long the turn waited for a fold before it was built
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -292,17 +298,36 @@ class Prompter:
         *,
         before_id: int | None = None,
         prefill: str = "",
+        wait: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]] | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
         `before_id`: leave that message and later ones out (a regenerated or continued reply);
-        `prefill`: the text a continued reply goes on from.
+        `prefill`: the text a continued reply goes on from; `wait(jobs)`: called (and awaited)
+        when the turn should wait for those fold jobs first; the plan is made again after it,
+        and waited again for the jobs that fold has queued (the rest of a range too large for
+        one call) as long as `wait` says the jobs finished (it bounds the time).
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
+        started = time.monotonic()
+        waited: set[int] = set()
+        asked = False
+        while wait is not None and decision.wait_for:
+            jobs = {job.id for job in decision.wait_for}
+            if jobs <= waited:
+                break
+            asked = True
+            if not await wait(decision.wait_for):
+                break
+            waited |= jobs
+            read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+            decision = self.plan(read, queue_by_trigger=before_id is None)
+        waited_ms = (time.monotonic() - started) * 1000 if asked else 0.0
         state, queued = self.commit(read, decision)
         recall = await self.recall(read, decision)
-        return self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
+        prepared = self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
+        return replace(prepared, fold_wait_ms=waited_ms)
 
     async def preview(
         self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
@@ -343,13 +368,8 @@ class Prompter:
                 }
             )
         landed = self.landed_memory(conv_id, await self.fitted_ledger(conv_id))
-        open_jobs = [
-            j
-            for j in self.store.fold_jobs(
-                conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING)
-            )
-            if j.kind is FoldKind.CHAPTER
-        ]
+        open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+        chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)
         budgets = self.budgets_for(settings.reply_max_tokens)
         warnings: list[str] = []
@@ -404,8 +424,9 @@ class Prompter:
             counts=counts,
             landed=landed,
             landed_pending=landed.pending(state),
-            open_through=max((j.last_message_id or 0 for j in open_jobs), default=0),
-            fold_in_flight=bool(open_jobs),
+            open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
+            fold_in_flight=bool(chapter_jobs),
+            open_jobs=open_jobs,
             notes=notes,
             lore=lore,
             author_note=note if deep else "",
@@ -456,8 +477,18 @@ class Prompter:
             if cut_before is not None and covered >= cut_before:
                 # What left the prompt at the ceiling is in the memory again.
                 state = state.model_copy(update={"forced_cut_through_id": None})
+        if plan.landed_too_large:
+            notices.append(
+                "the memory that landed is too large to fit under the ceiling beside the new "
+                "message; the prompt keeps its memory until a major fold makes it smaller"
+            )
         if plan.forced_cut_through is not None:
-            state = state.model_copy(update={"forced_cut_through_id": plan.forced_cut_through})
+            state = state.model_copy(
+                update={
+                    "forced_cut_through_id": plan.forced_cut_through,
+                    "forced_cuts": state.forced_cuts + 1,
+                }
+            )
             notices.append(
                 f"the history passed its ceiling with no chapter ready: messages up to "
                 f"#{plan.forced_cut_through} left the prompt (they stay stored and will be folded)"
@@ -468,7 +499,27 @@ class Prompter:
         if start is None and read.window:
             start = read.window[0].id
         state = state.model_copy(update={"verbatim_start_id": start})
-        return TurnDecision(plan, state, self._fold_to_queue(read, plan, queue_by_trigger), notices)
+        fold = self._fold_to_queue(read, plan, queue_by_trigger)
+        return TurnDecision(plan, state, fold, notices, self._worth_waiting_for(read, plan))
+
+    def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
+        """The open chapter jobs this turn should wait for: it would cut messages at the
+        ceiling, or messages cut before are not in the memory yet, and a chapter job covers
+        them. A job whose last attempt failed is in its backoff and not waited for (a failing
+        chronicler must not hold every turn); a major fold is not waited for (it makes the
+        memory smaller but brings no message back)."""
+        cut_before = read.state.forced_cut_through_id
+        uncovered = cut_before is not None and read.landed.covered_through < cut_before
+        if plan.forced_cut_through is None and not uncovered:
+            return ()
+        through = max(plan.forced_cut_through or 0, cut_before or 0)
+        return tuple(
+            job
+            for job in read.open_jobs
+            if job.kind is not FoldKind.MAJOR_GC
+            and (job.first_message_id or 0) <= through
+            and (job.status is FoldStatus.RUNNING or job.last_error is None)
+        )
 
     def _fold_to_queue(
         self, read: TurnRead, plan: TurnPlan, queue_by_trigger: bool

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +26,15 @@ from kotonia_tui.chat.chat_settings import (
     resolve,
 )
 from kotonia_tui.chat.errors import ChatError
-from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldState,
+    FoldWait,
+    MemoryNotice,
+    NoticeLevel,
+    ServiceEvent,
+)
+from kotonia_tui.chat.fold_wait import Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold_worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -58,8 +67,9 @@ from kotonia_tui.domain import (
     StoredPersona,
     utcnow,
 )
-from kotonia_tui.engine import Call, Engine, EngineError
+from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
+from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.ledger import carried
 from kotonia_tui.memory.recall import Recall
@@ -67,6 +77,21 @@ from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
 
 log = logging.getLogger(__name__)
+
+WAIT_WHY = "before this turn, so those messages stay in the memory instead of leaving the prompt"
+
+
+def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
+    """ "#4 chapter of messages #1-#14, #5 major gc" """
+    return ", ".join(
+        f"#{job.id} {job.kind.value.replace('_', ' ')}"
+        + (
+            f" of messages #{job.first_message_id}-#{job.last_message_id}"
+            if job.first_message_id is not None
+            else ""
+        )
+        for job in jobs
+    )
 
 
 class ChatService:
@@ -96,12 +121,13 @@ class ChatService:
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
         self._recall: dict[int, Recall] = {}  # what the last turn recalled, per conversation
+        self._fold_waits: dict[int, asyncio.Event] = {}  # set: that turn goes on without it
         self.worker = FoldWorker(
             store,
             engine,
             settings,
             cast=self.cast_of,
-            message_tokens=self.prompter.message_tokens,
+            budgets=self.fold_budgets,
             notify=self._emit,
         )
 
@@ -174,12 +200,47 @@ class ChatService:
         return Persona(name=conv.persona_name, description=conv.persona_description)
 
     def cast_of(self, conv_id: int) -> Cast:
-        """Who the conversation is between, by the same rules a turn uses: the card's display
-        name (the stored name when the card is gone) and `persona_of`."""
+        """Who the conversation is between: the card's display name (the stored name when the
+        card is gone), and the name the user goes by in the story: what the user's latest line
+        is signed with (an imported chat keeps its own name for the user), else `persona_of`."""
         conv = self.store.get_conversation(conv_id)
         card = self.library.card_of(conv.character_key, conv.character_name)
         char = card.display_name if card is not None else conv.character_name
-        return Cast(char=char, user=self.persona_of(conv).name)
+        user = self.persona_of(conv).name
+        latest = self.store.last_message_by(conv_id, Role.USER)
+        if latest is not None and latest.speaker.strip():
+            user = latest.speaker.strip()
+        return Cast(char=char, user=user)
+
+    def budgets_for(self, conv_id: int) -> Budgets:
+        """The conversation's budgets for its reply length, fitted to its card's setup (the
+        window's own when the card is gone)."""
+        budgets, setup = self._budgets_and_setup(conv_id)
+        if setup is None:
+            return budgets
+        return budgets.with_setup(self.prompter.setup_tokens(setup))
+
+    async def fold_budgets(self, conv_id: int) -> Budgets:
+        """`budgets_for`, the setup counted the first time without holding the event loop
+        (on a server backend a count is an HTTP request): the fold worker's."""
+        budgets, setup = self._budgets_and_setup(conv_id)
+        if setup is None:
+            return budgets
+        return budgets.with_setup(await self.prompter.count_setup(setup))
+
+    def _budgets_and_setup(self, conv_id: int) -> tuple[Budgets, str | None]:
+        """The budgets for the conversation's reply length and its setup's text to fit them
+        to (None: the card is gone, the window's own budgets)."""
+        conv = self.store.get_conversation(conv_id)
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        if card is None:
+            return self.prompter.budgets, None
+        try:
+            setup = self.setup_for(card, self.persona_of(conv))
+            settings = self.prompter.turn_settings(conv_id, card.key)
+        except (ChatError, ChatSettingsError):
+            return self.prompter.budgets, None
+        return self.prompter.budgets_for(settings.reply_max_tokens), setup.system_text
 
     def _card(self, conv: StoredConversation) -> CharacterCard:
         card = self.library.card_of(conv.character_key, conv.character_name)
@@ -268,6 +329,9 @@ class ChatService:
                 result.metrics.evaluated,
                 result.metrics.prompt_ms,
             )
+        except SlotTakenError as exc:
+            # The turn came before the prewarm finished and went on from where it was.
+            log.info("prewarm of conversation %s taken over by the turn: %s", conv_id, exc)
         except (EngineError, ChatError, StoreError) as exc:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
@@ -298,6 +362,7 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
+                wait=self._fold_waiter(conv.id),
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -326,6 +391,52 @@ class ChatService:
         turn.add_done_callback(self._settle)
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
+
+    def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
+        """How one turn waits for folds: while the fold makes progress (chat/fold_wait.py),
+        said while it lasts, until the user goes on without it (`go_on_without_fold`).
+
+        Why wait rather than give the fold priority over user turns: the engine is one lock, so
+        a fold that goes first makes the user wait just as long, but without being told why,
+        and the turn would still be built without the chapter, since its prompt was made
+        before the chapter landed. Waiting before the prompt is made lets this very turn carry
+        the chapter: the messages are in the memory at once, and the wait is shown.
+        """
+        started = time.monotonic()
+        stall_s, cap_s = self.settings.fold_wait_s, self.settings.fold_wait_max_s
+
+        async def wait(jobs: Sequence[StoredFoldJob]) -> bool:
+            # The cap holds for the whole turn, however many jobs it waits for in turn.
+            patience = Patience(stall_s, cap_s - (time.monotonic() - started))
+            if self.worker.paused or patience.stall_s <= 0 or patience.cap_s <= 0:
+                return False
+            ids = tuple(job.id for job in jobs)
+            what = f"waiting for fold {_jobs_said(jobs)}"
+            self._emit(FoldWait(conv_id, ids, f"{what} {WAIT_WHY}"))
+            go_on = self._fold_waits[conv_id] = asyncio.Event()
+
+            def progress(done: WaitProgress) -> None:
+                self._emit(FoldWait(conv_id, ids, what, progress=done.said()))
+
+            try:
+                end = await self.worker.wait_for(ids, patience, go_on=go_on, on_progress=progress)
+            finally:
+                if self._fold_waits.get(conv_id) is go_on:
+                    del self._fold_waits[conv_id]
+            said = f"waiting for the memory: {patience.said(end)}"
+            self._emit(FoldWait(conv_id, ids, said, done=True))
+            return end is WaitEnd.DONE
+
+        return wait
+
+    def go_on_without_fold(self, conv_id: int) -> bool:
+        """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold
+        goes on in the background and lands on a later turn). False when none waits."""
+        go_on = self._fold_waits.get(conv_id)
+        if go_on is None:
+            return False
+        go_on.set()
+        return True
 
     # ---- saved KV states ------------------------------------------------------------------
 
@@ -515,10 +626,12 @@ class ChatService:
         settings: TurnSettings | None = None
         setup_tokens = note_tokens = post_history_tokens = 0
         budgets = prompter.budgets
+        name = conv.character_name
         try:
             card = self._card(conv)
             setup = self.setup_for(card, self.persona_of(conv))
             setup_tokens = prompter.setup_tokens(setup.system_text)
+            name = setup.display_name
             settings = prompter.turn_settings(conv_id, card.key)
             budgets = prompter.budgets_for(settings.reply_max_tokens)
             note_tokens, post_history_tokens = (
@@ -527,6 +640,7 @@ class ChatService:
             )
         except ChatError:
             pass
+        budgets = budgets.with_setup(setup_tokens)
         pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
@@ -569,6 +683,8 @@ class ChatService:
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
             pending_apply=pending_apply,
+            forced_cuts=state.forced_cuts,
+            room_note=budgets.room_note(name),
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
             ledger_in_prompt=in_prompt,

@@ -117,6 +117,22 @@ class Turn:
         last = self._events[-1] if self._events else None
         return last if isinstance(last, TurnDone) else None
 
+    def stats(self) -> dict[str, object] | None:
+        """The figures `kotonia chat --stats` prints for this turn (None while it runs or when
+        no model call was made): the model call's, what the memory did on this turn, and the
+        message ids it recalled from the archive."""
+        done = self.done
+        if done is None or done.metrics is None:
+            return None
+        plan = self.prepared.plan
+        return {
+            **done.metrics.stats_dict(),
+            "forced_cut": plan.forced_cut_through is not None,
+            "fold_applied": plan.apply_landed,
+            "fold_wait_ms": round(self.prepared.fold_wait_ms, 1),
+            "recalled": self.prepared.recall.message_ids,
+        }
+
     async def wait(self) -> TurnDone:
         """The end of the turn. Cancelling the waiter does not stop the turn."""
         return await asyncio.shield(self._task)

@@ -18,13 +18,19 @@ from typing import TextIO
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.errors import PersonaError
-from kotonia_tui.chat.events import FoldProgress, MemoryNotice, ReplyDelta, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldWait,
+    MemoryNotice,
+    ReplyDelta,
+    ServiceEvent,
+)
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
 from kotonia_tui.cli.output import TypedText, UserError, progress, say
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona, TurnMetrics
+from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
 from kotonia_tui.terminal_text import visible
 
 
@@ -113,8 +119,8 @@ async def _say(
         say(done.reply.text)
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-    if args.stats and done.metrics is not None:
-        _print_stats(turn, done.metrics)
+    if args.stats:
+        _print_stats(turn)
     if done.error:
         raise UserError(done.error)
 
@@ -156,15 +162,17 @@ async def _interactive(
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
         if done.error:
             say(f"error: {done.error}", stream=sys.stderr)
-        if args.stats and done.metrics is not None:
-            _print_stats(turn, done.metrics)
+        if args.stats:
+            _print_stats(turn)
 
 
-def _print_stats(turn: Turn, metrics: TurnMetrics) -> None:
-    """The turn's figures as one JSON line on standard error, with the message ids it
-    recalled from the archive."""
-    figures = {**metrics.stats_dict(), "recalled": turn.prepared.recall.message_ids}
-    print(json.dumps(figures), file=sys.stderr, flush=True)
+def _print_stats(turn: Turn) -> None:
+    """The turn's figures (`Turn.stats()`: the model call's, what the memory did on this turn,
+    the message ids it recalled) as one JSON line on standard error; none for a turn that made
+    no model call."""
+    figures = turn.stats()
+    if figures is not None:
+        print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
 async def _read_line(prompt: str) -> str:
@@ -216,7 +224,9 @@ def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
 
 
 def _print_event(event: ServiceEvent, stream: TextIO) -> None:
-    if isinstance(event, MemoryNotice):
+    if isinstance(event, FoldWait) and event.progress:
+        return  # the start and the end of a wait are said; its progress is the app's
+    if isinstance(event, MemoryNotice | FoldWait):
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""

@@ -18,6 +18,7 @@ from kotonia_tui.chat.bootstrap import (
     open_store,
     state_cache_config,
 )
+from kotonia_tui.chat.setup_room import squeezed_cards
 from kotonia_tui.cli.output import plural, progress, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
@@ -92,10 +93,13 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("chat template", "yes" if info.has_chat_template else "no"))
             if isinstance(info, EngineInfo):
                 rows.append(("threads", str(info.threads)))
+            rows.extend(squeezed_cards(engine, settings, library))
         finally:
             engine.close()
         if profile.embedding_model_path is not None and embedding_dim is not None:
             rows.append(("embedding loaded", _load_embedding(profile.embedding_model_path)))
+    elif not args.load and profile.backend != "server":
+        rows.append(("card setups", "checked against the window with --load"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         say(f"{name.ljust(width)}  {value}", one_line=True)

@@ -22,6 +22,7 @@ from kotonia_tui.engine.errors import (
     ModelFileError,
     PromptTooLongError,
     ServerResponseError,
+    SlotTakenError,
     StreamInterruptedError,
 )
 from kotonia_tui.engine.protocol import Call, Engine, ModelInfo
@@ -37,6 +38,7 @@ from kotonia_tui.engine.types import (
     StateRef,
     StreamEvent,
     TextDelta,
+    Work,
 )
 from kotonia_tui.lazy import lazy_exports
 
@@ -91,10 +93,12 @@ __all__ = [
     "ServerKind",
     "ServerResponseError",
     "Slot",
+    "SlotTakenError",
     "StateRef",
     "StreamEvent",
     "StreamInterruptedError",
     "TextDelta",
+    "Work",
     "gpu_offload_supported",
     "llama_cpp_version",
 ]

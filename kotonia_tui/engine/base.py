@@ -15,7 +15,7 @@ from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine.calls import EngineCall
 from kotonia_tui.engine.protocol import ModelInfo
-from kotonia_tui.engine.types import FinishReason, GenerationRequest, GenerationResult, Slot
+from kotonia_tui.engine.types import FinishReason, GenerationRequest, GenerationResult, Slot, Work
 
 # Counting a batch in-process reads the vocabulary on the loop's thread; it lets other tasks
 # run between this many texts so a batch of thousands never holds the loop for long.
@@ -65,6 +65,7 @@ class EngineBase:
 
     profile: ModelProfile
     info: ModelInfo
+    _work: dict[Slot, Work]  # set empty by each backend's __init__
 
     @property
     def n_ctx(self) -> int:
@@ -76,6 +77,16 @@ class EngineBase:
 
     def count_tokens(self, text: str) -> int:
         raise NotImplementedError
+
+    def work(self, slot: Slot) -> Work:
+        """What the calls of `slot` have evaluated and generated so far (it only grows)."""
+        return self._work.get(slot, Work())
+
+    def _add_work(self, slot: Slot, *, evaluated: int = 0, generated: int = 0) -> None:
+        # One writer per backend (the owner thread, or the event loop for a server); a reader
+        # on another thread sees the old or the new figures, never a mix.
+        done = self._work.get(slot, Work())
+        self._work[slot] = Work(done.evaluated + evaluated, done.generated + generated)
 
     async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         """Token counts of many texts, in order, without holding the event loop.

@@ -24,6 +24,13 @@ class PromptTooLongError(EngineError):
         )
 
 
+class SlotTakenError(EngineError):
+    """Another call used a KV context while this call waited between two of its steps: a turn
+    that took over the prewarm of its prompt part way (and went on from what it had
+    evaluated), or a chat call that came before a settle. The context is consistent; this
+    call stops without touching it."""
+
+
 class ImageError(EngineError):
     """An image that cannot be used (corrupt, too large, unsupported, or no projector loaded)."""
 

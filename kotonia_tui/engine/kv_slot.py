@@ -4,7 +4,9 @@ The slot remembers the items it holds (text tokens and image chunks, in order). 
 keeps the longest common prefix of items, removes the rest from the KV cache, and evaluates
 the remainder in batches; each batch is a step of the owner thread, so a more urgent call can
 run in between. A call that finds, between two of its steps, that another call used the slot
-meanwhile stops (`SlotTakenError`) instead of writing into what is now someone else's cache.
+meanwhile stops (`SlotTakenError`) instead of writing into what is now someone else's cache;
+the other call kept every batch evaluated so far (the KV is consistent at each step), so a turn
+that takes over the prewarm of its prompt part way goes on from the prewarm's progress.
 
 The slot's content can be copied out (`snapshot`) and put back (`load`), for the saved states
 that let a conversation resume warm after a restart (engine/resume.py). A state loaded from
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 import llama_cpp
 from llama_cpp import _internals as internals
 
-from kotonia_tui.engine.errors import EngineError
+from kotonia_tui.engine.errors import EngineError, SlotTakenError
 from kotonia_tui.engine.items import (
     ImageItem,
     PromptItem,
@@ -31,10 +33,6 @@ from kotonia_tui.engine.items import (
     positions_of,
 )
 from kotonia_tui.engine.multimodal import Projector
-
-
-class SlotTakenError(EngineError):
-    """Another call used the slot while this one waited between two steps."""
 
 
 @dataclass(frozen=True)
@@ -144,12 +142,14 @@ class KvSlot:
         mark: int | None = None,
         on_mark: Callable[[], None] | None = None,
         count_restored: bool = True,
+        on_evaluated: Callable[[int], None] | None = None,
     ) -> Generator[None, None, PrefillStats]:
         """Make the KV hold exactly `items`, evaluating only what differs; a step per batch.
 
         `on_mark()` runs when the slot holds exactly the first `mark` items on the way (a
         batch ends there), never when the slot already held more of them. The cells a saved
         state brought are reported by the first call that reuses them (`count_restored`).
+        `on_evaluated(cells)` is told each batch's cells as they are evaluated.
         """
         if self._dirty:
             self.reset()
@@ -165,6 +165,7 @@ class KvSlot:
         images = 0
         if on_mark is not None and keep == mark:
             on_mark()
+        cells_before = self.cells
         try:
             index = keep
             while index < len(items):
@@ -184,6 +185,9 @@ class KvSlot:
                         run_end += 1
                     self._eval_tokens([t for t in items[index:run_end] if isinstance(t, int)])
                     index = run_end
+                if on_evaluated is not None:
+                    on_evaluated(self.cells - cells_before)
+                    cells_before = self.cells
                 yield from self._step()
                 if on_mark is not None and index == mark:
                     on_mark()

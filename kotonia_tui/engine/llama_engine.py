@@ -65,9 +65,13 @@ from kotonia_tui.engine.types import (
     Priority,
     Slot,
     StreamEvent,
+    Work,
 )
 
 log = logging.getLogger(__name__)
+
+# A prewarm whose prompt the chat context already holds but for this many cells is skipped.
+PREWARM_MIN_GAIN = 32
 
 
 def gpu_offload_supported() -> bool:
@@ -142,6 +146,7 @@ class LlamaEngine(SavedStates, EngineBase):
         self._tokenizer_lock = threading.Lock()
         self._llama: llama_cpp.Llama | None = None
         self._slots: dict[Slot, KvSlot] = {}
+        self._work: dict[Slot, Work] = {}
         self._projector: Projector | None = None
         self._image_cells: dict[str, int] = {}
         self._shown_specials: frozenset[int] = frozenset()
@@ -412,12 +417,18 @@ class LlamaEngine(SavedStates, EngineBase):
         return self._slot(wanted)
 
     def prewarm(self, request: GenerationRequest) -> EngineCall:
-        """Evaluate a prompt the next chat call is expected to start with, in the background."""
+        """Evaluate a prompt the next chat call is expected to start with, in the background.
+
+        It runs before background folds. A chat call that arrives first does not redo it: a
+        prewarm part way through is taken over by the chat call (which keeps what it has
+        evaluated, see KvSlot), and a prewarm that finds the chat context already holding its
+        prompt evaluates nothing.
+        """
         return self.start(
             replace(
                 request,
                 slot=Slot.PREWARM,
-                priority=Priority.BACKGROUND,
+                priority=Priority.PREWARM,
                 prefill_only=True,
             )
         )
@@ -430,6 +441,20 @@ class LlamaEngine(SavedStates, EngineBase):
         cells = cells_of(items)
         if cells + request.max_tokens > slot.n_ctx:
             raise PromptTooLongError(cells, request.max_tokens, slot.n_ctx)
+        images = sum(1 for i in items if isinstance(i, ImageItem))
+        chat = self._slots.get(Slot.CHAT)
+        if request.prefill_only and chat is not None and chat is not slot:
+            held = chat.common_prefix_cells(items)
+            if cells - held <= PREWARM_MIN_GAIN:
+                # The chat context already holds this prompt (the turn it was for came first):
+                # nothing to evaluate, and no saved state to read for it.
+                return {
+                    "positions": cells,
+                    "reused": held,
+                    "evaluated": 0,
+                    "prompt_ms": 0.0,
+                    "images": images,
+                }
         started = time.perf_counter()  # a state read from disk counts in the prompt's time
         mark: int | None = None
         on_mark: Callable[[], None] | None = None
@@ -446,13 +471,16 @@ class LlamaEngine(SavedStates, EngineBase):
                 def on_mark() -> None:
                     resumer.save_setup(slot, name)
 
-        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark)
+        def evaluated(cells: int) -> None:
+            self._add_work(request.slot, evaluated=cells)
+
+        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark, on_evaluated=evaluated)
         return {
             "positions": stats.prompt_cells,
             "reused": stats.reused,
             "evaluated": stats.evaluated,
             "prompt_ms": (time.perf_counter() - started) * 1000,
-            "images": sum(1 for i in items if isinstance(i, ImageItem)),
+            "images": images,
             "restored": stats.restored,
         }
 
@@ -513,6 +541,7 @@ class LlamaEngine(SavedStates, EngineBase):
                     break
                 generated += 1
                 call.tokens_generated = generated
+                self._add_work(request.slot, generated=1)
                 piece = token_piece(vocab, token, special=token in self._shown_specials)
                 for event in reply.events(utf8.feed(piece)):
                     yield event

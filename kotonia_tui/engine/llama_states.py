@@ -17,9 +17,10 @@ from typing import Any
 
 from kotonia_tui.engine.base import call_metrics
 from kotonia_tui.engine.calls import EngineCall, queue_call
+from kotonia_tui.engine.errors import SlotTakenError
 from kotonia_tui.engine.formats import RenderedPrompt
 from kotonia_tui.engine.items import PromptItem, common_prefix, items_digest, without_chunk
-from kotonia_tui.engine.kv_slot import KvSlot, SlotTakenError
+from kotonia_tui.engine.kv_slot import KvSlot
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.resume import Resumer

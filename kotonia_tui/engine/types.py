@@ -23,10 +23,23 @@ class Slot(StrEnum):
 
 
 class Priority(IntEnum):
-    """Lower runs first: a waiting user turn goes before a background fold."""
+    """Lower runs first: a waiting user turn goes before a background fold. A prewarm goes
+    before the folds (it exists to make the next turn cheap, and a major fold queued as the
+    chapter lands must not hold it back until the turn it prepares arrives)."""
 
     INTERACTIVE = 0
+    PREWARM = 5
     BACKGROUND = 10
+
+
+@dataclass(frozen=True)
+class Work:
+    """Model work done by the calls of one slot since the engine opened: prompt cells
+    evaluated and tokens generated. It only grows, so a caller waiting for a background call
+    (a turn waiting for a fold) sees whether it moves."""
+
+    evaluated: int = 0
+    generated: int = 0
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,14 @@ ATTRIBUTION = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-_OPEN = re.compile(r"^\s*[-*•]?\s*(?:Open|未解決|未解决|未完)\s*[:：]\s*(?P<item>.+)$", re.I | re.M)
-_RESOLVED = re.compile(r"(?:^|\s|[-*•])(?:Resolved|解決|解决)\s*[:：]", re.I)
+# "Open: ...", also as Markdown writes it: "- **Open:** ...", "**Open**: ...", "__Open__: ...".
+_EMPHASIS = r"(?:\*\*|__|\*|_)?"
+_OPEN = re.compile(
+    rf"^\s*[-*•]?\s*{_EMPHASIS}(?:Open|未解決|未解决|未完){_EMPHASIS}\s*[:：]\s*{_EMPHASIS}"
+    r"\s*(?P<item>.+)$",
+    re.I | re.M,
+)
+_RESOLVED = re.compile(rf"(?:^|\s|[-*•]){_EMPHASIS}(?:Resolved|解決|解决){_EMPHASIS}\s*[:：]", re.I)
 MATCH_F1 = 0.5
 LIMITS = [
     "lexical claim check: token overlap misses paraphrase and may flag harmless "

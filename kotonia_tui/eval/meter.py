@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.domain import ImageInput
-from kotonia_tui.engine import Call, Engine, GenerationRequest, GenerationResult, ModelInfo
+from kotonia_tui.engine import (
+    Call,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    Slot,
+    Work,
+)
 from kotonia_tui.engine.formats import RenderedPrompt
 from kotonia_tui.eval.results import CallStats
 
@@ -63,6 +71,9 @@ class EngineWrapper(Engine):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def work(self, slot: Slot) -> Work:
+        return self.inner.work(slot)
 
     async def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         return await self.inner.count_tokens_many(texts)

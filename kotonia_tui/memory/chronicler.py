@@ -16,6 +16,8 @@ that calls the model (chat/chronicle.py), and reads what the model wrote into a
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -37,8 +39,9 @@ from kotonia_tui.memory.chapter_schema import (
     schema_text,
 )
 from kotonia_tui.memory.ledger import entry_line
+from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
 from kotonia_tui.memory.readback import missing, user_specifics
-from kotonia_tui.memory.refusal import is_refusal
+from kotonia_tui.memory.refusal import Prose, is_refusal
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.memory.structured import (
     MalformedAnswerError,
@@ -54,10 +57,21 @@ CHRONICLER = "Chronicler"
 
 @dataclass(frozen=True)
 class Cast:
-    """Who a story is between: the character's name and the name of the persona the user plays."""
+    """Who a story is between: the character's name and the name the user goes by in it."""
 
     char: str
     user: str
+
+    def in_story(self, messages: Sequence[Message]) -> Cast:
+        """The cast as these messages name it: the user is called what the user's own lines
+        are signed with (an imported chat, a persona renamed), the persona's name otherwise."""
+        names = Counter(
+            m.speaker.strip() for m in messages if m.role is Role.USER and m.speaker.strip()
+        )
+        if not names:
+            return self
+        name, _count = names.most_common(1)[0]
+        return replace(self, user=name)
 
 
 # Where a chronicler's text ends even if the model does not stop by itself: a base model
@@ -69,6 +83,8 @@ TRANSCRIPT_CHRONICLER_STOPS = (*CHRONICLER_STOPS, "\n\n")
 # How a base model's chapter begins when its profile names no lead: given a transcript of
 # source lines it goes on copying them; the start of a sentence of prose puts it into prose.
 TRANSCRIPT_LEAD = "In this part of the story,"
+# A synopsis tells the whole story so far, not one part of it: it begins with its own words.
+SYNOPSIS_LEAD = "So far in the story,"
 
 
 def chronicler_stops(profile: ModelProfile) -> tuple[str, ...]:
@@ -78,12 +94,23 @@ def chronicler_stops(profile: ModelProfile) -> tuple[str, ...]:
     return CHRONICLER_STOPS
 
 
-def chronicler_lead(profile: ModelProfile) -> str:
-    """The words the chronicler's text starts with ("" for none): the profile's own, or
-    TRANSCRIPT_LEAD in the transcript format; a chat template makes the model answer anyway."""
+def chronicler_lead(profile: ModelProfile, kind: ChronicleKind | None = None) -> str:
+    """The words the chronicler's text starts with ("" for none).
+
+    A chapter: the profile's own lead, or TRANSCRIPT_LEAD in the transcript format (a chat
+    template makes the model answer anyway). A synopsis: the profile's `synopsis_lead`, or
+    SYNOPSIS_LEAD wherever chapters have a lead (a synopsis that opened with "In this part of
+    the story," would describe one part, not the story so far).
+    """
     if profile.chronicler_lead is not None:
-        return profile.chronicler_lead.strip()
-    return TRANSCRIPT_LEAD if profile.prompt_format is PromptFormat.TRANSCRIPT else ""
+        chapter = profile.chronicler_lead.strip()
+    else:
+        chapter = TRANSCRIPT_LEAD if profile.prompt_format is PromptFormat.TRANSCRIPT else ""
+    if kind is not ChronicleKind.SYNOPSIS:
+        return chapter
+    if profile.synopsis_lead is not None:
+        return profile.synopsis_lead.strip()
+    return SYNOPSIS_LEAD if chapter else ""
 
 
 def with_lead(lead: str, written: str) -> str:
@@ -157,7 +184,59 @@ with reasons, promises, constraints {user} set.
 - End with the open threads, each on its own line starting with "Open: ". They must survive.
 - Name people instead of using pronouns. Keep numbers and names exact. Do not invent; write \
 [missing] where something is unclear.
+- Write about {length}: fold older detail to make room, never drop an open thread.
 - Write only the synopsis."""
+
+# A synopsis that came out far from its length is asked for once more, with the draft.
+SYNOPSIS_TOO_LONG = (
+    "Your draft below is about {draft}, far longer than the {length} the synopsis must hold. "
+    "Write it again in about {length}: fold resolved topics into one line each and merge "
+    "details, but keep every name, number, fact about {user} and open thread."
+)
+SYNOPSIS_TOO_SHORT = (
+    "Your draft below is about {draft}, far shorter than the {length} the synopsis must hold: "
+    "it left out what the story rests on. Write it again in about {length}, putting back the "
+    "facts, claims, decisions, promises and open threads of the chapters that the draft lost."
+)
+
+# Characters per word in languages that put spaces between words (for "about N words").
+CHARS_PER_WORD = 6.0
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
+    """A length in tokens said the way a writer counts in the story's language: "about N
+    words", or "about N characters" (字) where words are not spaced (Japanese, Chinese).
+
+    `sample` is text in that language and `sample_tokens` its count in the model's tokens: a
+    token is ~4.7 characters of English but ~1.2 of Chinese (seed 002), so the words a number
+    of tokens makes is measured, not assumed.
+    """
+    chars_per_token = len(sample) / sample_tokens if sample and sample_tokens > 0 else 4.0
+    chars = max(1, round(tokens * chars_per_token))
+    cjk = len(_CJK.findall(sample))
+    if sample and cjk > len(sample) * 0.3:
+        return f"{chars} characters"
+    return f"{max(1, round(chars / CHARS_PER_WORD))} words"
+
+
+# A synopsis holds its target length within this share either way (enforced by the worker).
+LENGTH_TOLERANCE = 0.2
+
+
+class LengthFit(StrEnum):
+    OK = "ok"
+    SHORT = "short"
+    LONG = "long"
+
+
+def length_fit(tokens: int, target: int) -> LengthFit:
+    """Where a length stands against its target (+-LENGTH_TOLERANCE)."""
+    if tokens < target * (1 - LENGTH_TOLERANCE):
+        return LengthFit.SHORT
+    if tokens > target * (1 + LENGTH_TOLERANCE):
+        return LengthFit.LONG
+    return LengthFit.OK
 
 
 def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
@@ -206,12 +285,18 @@ def structured_chapter_prompt(
     *,
     char: str,
     user: str,
+    part: tuple[int, int] | None = None,
 ) -> tuple[ChatMessage, ...]:
     """The structured chapter's prompt: the source, the open threads a range may resolve and
     the facts and rules it may replace (by label), and on a readback retry what was missed."""
     instructions = STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=char, user=user)
     first, last = messages[0].id, messages[-1].id
-    parts = [f"Messages #{first} to #{last}:\n\n{render_source(messages, char=char, user=user)}"]
+    if part is not None:
+        # One long message, read in parts: each part is written up as a chapter of its own.
+        heading = f"Message #{first}, part {part[0]} of {part[1]}"
+    else:
+        heading = f"Messages #{first} to #{last}"
+    parts = [f"{heading}:\n\n{render_source(messages, char=char, user=user)}"]
     if ledger_text := ledger_prompt(ledger):
         parts.append(ledger_text)
     if misses:
@@ -226,15 +311,23 @@ def structured_chapter_prompt(
     )
 
 
-def synopsis_prompt(
-    previous: str | None, chapters: Sequence[Chapter], *, char: str, user: str
-) -> tuple[ChatMessage, ...]:
-    instructions = SYNOPSIS_INSTRUCTIONS.format(char=char, user=user)
+def synopsis_prompt(request: ChronicleRequest) -> tuple[ChatMessage, ...]:
+    char, user = request.cast.char, request.cast.user
+    length = request.target_words()
+    instructions = SYNOPSIS_INSTRUCTIONS.format(char=char, user=user, length=length)
     parts = []
-    if previous:
-        parts.append(f"Earlier synopsis:\n{previous.strip()}")
-    for chapter in chapters:
+    if request.previous:
+        parts.append(f"Earlier synopsis:\n{request.previous.strip()}")
+    for chapter in request.chapters:
         parts.append(f"{chapter_heading(chapter)}\n{chapter.text.strip()}")
+    if request.draft is not None:
+        fit = length_fit(request.draft_tokens, request.target_tokens or request.draft_tokens)
+        note = SYNOPSIS_TOO_SHORT if fit is LengthFit.SHORT else SYNOPSIS_TOO_LONG
+        draft_length = request.words_for(request.draft_tokens)
+        parts.append(
+            note.format(draft=draft_length, length=length, user=user)
+            + f"\n\nDraft:\n{request.draft.strip()}"
+        )
     return (
         ChatMessage("system", instructions),
         ChatMessage("user", "\n\n".join(parts), name="Story"),
@@ -266,6 +359,10 @@ class ChronicleRequest:
     previous: str | None = None  # the synopsis (or rolling summary) it replaces
     ledger: tuple[StoredLedgerEntry, ...] = ()  # a chapter's live ledger (it may end entries)
     misses: tuple[str, ...] = ()  # a readback retry: what the last answer left out
+    target_tokens: int | None = None  # the length a synopsis must hold
+    draft: str | None = None  # an earlier attempt far from that length, to write again
+    draft_tokens: int = 0
+    part: tuple[int, int] | None = None  # (k, of): part k of one message too long for a call
 
     @classmethod
     def chapter(
@@ -273,8 +370,15 @@ class ChronicleRequest:
         messages: Sequence[Message],
         cast: Cast,
         ledger: Sequence[StoredLedgerEntry] = (),
+        part: tuple[int, int] | None = None,
     ) -> ChronicleRequest:
-        return cls(ChronicleKind.CHAPTER, cast, messages=tuple(messages), ledger=tuple(ledger))
+        return cls(
+            ChronicleKind.CHAPTER,
+            cast.in_story(messages),
+            messages=tuple(messages),
+            ledger=tuple(ledger),
+            part=part,
+        )
 
     @property
     def structured(self) -> bool:
@@ -295,15 +399,54 @@ class ChronicleRequest:
 
     @classmethod
     def synopsis(
-        cls, previous: str | None, chapters: Sequence[Chapter], cast: Cast
+        cls,
+        previous: str | None,
+        chapters: Sequence[Chapter],
+        cast: Cast,
+        target_tokens: int | None = None,
     ) -> ChronicleRequest:
-        return cls(ChronicleKind.SYNOPSIS, cast, chapters=tuple(chapters), previous=previous)
+        return cls(
+            ChronicleKind.SYNOPSIS,
+            cast,
+            chapters=tuple(chapters),
+            previous=previous,
+            target_tokens=target_tokens,
+        )
 
     @classmethod
     def rolling(
         cls, previous: str | None, messages: Sequence[Message], cast: Cast
     ) -> ChronicleRequest:
-        return cls(ChronicleKind.ROLLING, cast, messages=tuple(messages), previous=previous)
+        return cls(
+            ChronicleKind.ROLLING, cast.in_story(messages), tuple(messages), previous=previous
+        )
+
+    def again_with(self, draft: str, draft_tokens: int) -> ChronicleRequest:
+        """The same synopsis asked once more, showing the draft that missed its length."""
+        return replace(self, draft=draft, draft_tokens=draft_tokens)
+
+    def words_for(self, tokens: int) -> str:
+        """`tokens` said in words (or characters) of the story's language, measured on the
+        chapters this request folds."""
+        sample = "".join(c.text for c in self.chapters)
+        return length_words(tokens, sample, sum(c.tokens for c in self.chapters))
+
+    def target_words(self) -> str:
+        """The synopsis's target length as the instructions say it."""
+        if self.target_tokens is None:
+            return "the length the story needs"
+        return self.words_for(self.target_tokens)
+
+    def expected_chars(self) -> int | None:
+        """About how long a real answer is, in characters (a refusal is far shorter)."""
+        if self.kind is ChronicleKind.CHAPTER:
+            source = sum(len(m.text) for m in self.messages)
+            return int(source * EXPECTED_CHAPTER_RATIO)
+        if self.kind is ChronicleKind.SYNOPSIS and self.target_tokens is not None:
+            text = sum(len(c.text) for c in self.chapters)
+            tokens = sum(c.tokens for c in self.chapters)
+            return int(self.target_tokens * (text / tokens if tokens else 4.0))
+        return None
 
 
 @dataclass(frozen=True)
@@ -323,14 +466,20 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
         # The grammar starts the answer at its first brace: no lead, and no stop string can
         # occur in it (strings hold no line breaks).
         messages = structured_chapter_prompt(
-            request.messages, request.ledger, request.misses, char=char, user=user
+            request.messages,
+            request.ledger,
+            request.misses,
+            char=char,
+            user=user,
+            part=request.part,
         )
         return ChroniclerPrompt(messages, "", ())
     if request.kind is ChronicleKind.SYNOPSIS:
-        messages = synopsis_prompt(request.previous, request.chapters, char=char, user=user)
+        messages = synopsis_prompt(request)
     else:
         messages = _rolling_prompt(request.previous, request.messages, char=char, user=user)
-    return ChroniclerPrompt(messages, chronicler_lead(profile), chronicler_stops(profile))
+    lead = chronicler_lead(profile, request.kind)
+    return ChroniclerPrompt(messages, lead, chronicler_stops(profile))
 
 
 def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
@@ -340,7 +489,7 @@ def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
         ChronicleKind.SYNOPSIS: SYNOPSIS_INSTRUCTIONS,
         ChronicleKind.ROLLING: ROLLING_INSTRUCTIONS,
     }[kind]
-    return template.format(char=cast.char, user=cast.user)
+    return template.format(char=cast.char, user=cast.user, length="the length it needs")
 
 
 class Verdict(StrEnum):
@@ -374,18 +523,25 @@ def read_reply(
     """Read what the model wrote after the prompt (`cut`: it stopped at the output cap).
 
     A refusal is worth one more try with the same request; an empty or cut summary is not
-    (the fold job fails and is retried later, by its backoff).
+    (the fold job fails and is retried later, by its backoff). A structured chapter is judged
+    on its structure: an answer that parses under its schema is a record (its items may quote
+    "I can't" from the story); only free text in its place can be a refusal.
     """
     text = with_lead(prompt.lead, written)
     if cut:
         return ChronicleReply(request, Verdict.CUT, text)
     if not text:
         return ChronicleReply(request, Verdict.EMPTY, text)
-    if is_refusal(text):
-        return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
     if request.structured:
         return _read_structured(request, text)
+    if _refused(request, text):
+        return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
     return ChronicleReply(request, Verdict.OK, text)
+
+
+def _refused(request: ChronicleRequest, text: str) -> bool:
+    """Free text that is the chronicler declining, in its own voice (memory/refusal.py)."""
+    return is_refusal(Prose(text), expected_chars=request.expected_chars())
 
 
 def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
@@ -393,7 +549,9 @@ def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
     try:
         answer = parse_answer(text)
     except MalformedAnswerError:
-        return ChronicleReply(request, Verdict.MALFORMED, text, retry=request)
+        # Free text where the schema's object should be (a server that ignored the schema).
+        verdict = Verdict.REFUSED if _refused(request, text) else Verdict.MALFORMED
+        return ChronicleReply(request, verdict, text, retry=request)
     source = request.source
     chapter = read_chapter(
         answer,

@@ -13,6 +13,7 @@ Rules (docs/architecture.md, "One fold"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -52,6 +53,8 @@ class TurnPlan:
     verbatim_tokens: int
     forced_cut_through: int | None  # the last message cut without a chapter (logged, shown)
     queue_range: tuple[int, int] | None  # (first, last) message ids of a new chapter job
+    budgets: Budgets | None = None  # the budgets the plan used (fitted to the setup)
+    landed_too_large: bool = False  # landed memory left unapplied: it does not fit (said)
 
     @property
     def history_tokens(self) -> int:
@@ -63,18 +66,9 @@ def _tokens_from(window: Sequence[WindowMessage], start_id: int | None) -> int:
 
 
 def effective_budgets(inputs: TurnInputs) -> Budgets:
-    """The budgets with the ceiling lowered so setup + history + reply always fit the window."""
-    budgets = inputs.budgets
-    room = budgets.n_ctx - budgets.reply_reserve - inputs.fixed_tokens - 16
-    if room >= budgets.ceiling:
-        return budgets
-    ceiling = max(room, 1)
-    trigger = min(budgets.trigger, ceiling)
-    min_verbatim = min(budgets.min_verbatim, trigger)
-    headroom = min(budgets.headroom, max(0, trigger - min_verbatim))
-    return replace(
-        budgets, ceiling=ceiling, trigger=trigger, min_verbatim=min_verbatim, headroom=headroom
-    )
+    """The budgets fitted to the setup, so setup + history + reply always fit the window and
+    the trigger keeps its gap below the ceiling (memory.budgets.Budgets.with_setup)."""
+    return inputs.budgets.with_setup(inputs.fixed_tokens)
 
 
 def plan_turn(inputs: TurnInputs) -> TurnPlan:
@@ -83,10 +77,15 @@ def plan_turn(inputs: TurnInputs) -> TurnPlan:
     window = list(inputs.window)
     start = inputs.verbatim_start_id
     memory = inputs.applied_memory_tokens
-    apply_landed = inputs.landed_memory_tokens is not None
+    landed = inputs.landed_memory_tokens
+    newest = window[-1].tokens if window else 0
+    # Landed memory too large to sit under the ceiling beside even the newest message is not
+    # applied (it would overflow the window): it waits for a major fold to make it smaller.
+    landed_too_large = landed is not None and landed + newest > budgets.ceiling
+    apply_landed = landed is not None and not landed_too_large
     if apply_landed:
-        assert inputs.landed_memory_tokens is not None
-        memory = inputs.landed_memory_tokens
+        assert landed is not None
+        memory = landed
         covered = inputs.landed_covered_through
         after = next((m.id for m in window if covered is None or m.id > covered), None)
         if after is not None and (start is None or after > start):
@@ -95,8 +94,9 @@ def plan_turn(inputs: TurnInputs) -> TurnPlan:
     verbatim = _tokens_from(window, start)
     forced_cut_through: int | None = None
     if memory + verbatim > budgets.ceiling and len(window) > 1:
-        # Cut down to the settle level (never below the minimum verbatim, never the newest).
-        target = max(budgets.settle - memory, budgets.min_verbatim)
+        # Cut down to the settle level, never below the minimum verbatim (the scene stays
+        # whole) unless the memory is so large that only less fits, never the newest message.
+        target = min(max(budgets.settle - memory, budgets.min_verbatim), budgets.ceiling - memory)
         kept = 0
         new_start = window[-1].id
         for message in reversed(window):
@@ -113,7 +113,7 @@ def plan_turn(inputs: TurnInputs) -> TurnPlan:
 
     queue_range: tuple[int, int] | None = None
     history = memory + verbatim
-    if history > budgets.trigger and not inputs.fold_in_flight and not apply_landed:
+    if history > budgets.trigger and not inputs.fold_in_flight and landed is None:
         queue_range = choose_fold_range(inputs, memory)
     return TurnPlan(
         apply_landed=apply_landed,
@@ -122,6 +122,8 @@ def plan_turn(inputs: TurnInputs) -> TurnPlan:
         verbatim_tokens=verbatim,
         forced_cut_through=forced_cut_through,
         queue_range=queue_range,
+        budgets=budgets,
+        landed_too_large=landed_too_large,
     )
 
 
@@ -152,33 +154,60 @@ def choose_fold_range(inputs: TurnInputs, memory_tokens: int) -> tuple[int, int]
 
 
 def split_source(messages: Sequence[WindowMessage], max_tokens: int) -> list[tuple[int, int]]:
-    """Cut a range into consecutive pieces of at most `max_tokens` (oldest first).
+    """Cut a range into consecutive pieces of at most `max_tokens` (oldest first), as even as
+    the messages allow: the fewest pieces that fit, each near their average, so a split never
+    leaves a one-message remainder chapter beside a full one.
 
-    A single message larger than the limit is a piece of its own: it is never cut.
+    A single message larger than the limit is a piece of its own: it is never cut here (the
+    fold worker summarizes it on its own, in parts).
     """
+    items = list(messages)
     pieces: list[tuple[int, int]] = []
-    first: int | None = None
-    last: int | None = None
-    size = 0
-    for message in messages:
-        if first is not None and size + message.tokens > max_tokens:
-            assert last is not None
-            pieces.append((first, last))
-            first, size = None, 0
-        if first is None:
-            first = message.id
-        last = message.id
-        size += message.tokens
-    if first is not None and last is not None:
-        pieces.append((first, last))
+    index = 0
+    while index < len(items):
+        if items[index].tokens > max_tokens:
+            pieces.append((items[index].id, items[index].id))
+            index += 1
+            continue
+        # The run of messages up to the next oversized one is split evenly.
+        end = index
+        while end < len(items) and items[end].tokens <= max_tokens:
+            end += 1
+        remaining = sum(m.tokens for m in items[index:end])
+        while index < end:
+            count = max(1, math.ceil(remaining / max(max_tokens, 1)))
+            aim = remaining / count
+            size = items[index].tokens
+            last = index
+            while last + 1 < end:
+                following = items[last + 1].tokens
+                # Take the next message while it fits and brings the piece nearer its aim.
+                if size + following > max_tokens or size + following / 2 > aim:
+                    break
+                size += following
+                last += 1
+            pieces.append((items[index].id, items[last].id))
+            remaining -= size
+            index = last + 1
     return pieces
 
 
-def major_gc_split(chapter_tokens: Sequence[int], threshold: int) -> int:
+def major_gc_split(
+    chapter_tokens: Sequence[int], threshold: int, min_chapters: int = 1, cap: int | None = None
+) -> int:
     """How many of the oldest chapters fold into the synopsis (0: not yet).
 
-    When the chapters together pass the threshold, the older half goes (at least one).
+    When the chapters together pass the threshold, the older half goes, but never fewer than
+    `min_chapters` at once, and the newest chapter always stays: a major fold waits until it
+    can take that many. At a small window the threshold is below one chapter's size; without
+    the minimum the synopsis would be rewritten at nearly every chapter, which wears it away
+    like a rolling summary. Past `cap` (the most the chapters may hold beside the synopsis and
+    the minimum verbatim) the fold does not wait for company.
     """
-    if sum(chapter_tokens) <= threshold or len(chapter_tokens) < 2:
+    count = len(chapter_tokens)
+    total = sum(chapter_tokens)
+    if total <= threshold or count < 2:
         return 0
-    return max(1, len(chapter_tokens) // 2)
+    if count < min_chapters + 1:
+        return max(1, count // 2) if cap is not None and total > cap else 0
+    return min(count - 1, max(count // 2, min_chapters))

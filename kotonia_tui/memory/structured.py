@@ -301,6 +301,22 @@ def read_chapter(
     )
 
 
+def combine(parts: Sequence[StructuredChapter]) -> StructuredChapter:
+    """One chapter from the chapters of consecutive parts of one message (a message too long
+    for one call): their items in order, the first story time, each thread resolved once."""
+    resolved: dict[str, Resolution] = {}
+    for part in parts:
+        for item in part.resolved:
+            resolved.setdefault(item.label, item)
+    return StructuredChapter(
+        time=next((p.time for p in parts if p.time), ""),
+        events=tuple(line for p in parts for line in p.events),
+        claims=tuple(line for p in parts for line in p.claims),
+        ledger=tuple(item for p in parts for item in p.ledger),
+        resolved=tuple(resolved.values()),
+    )
+
+
 # ---- rendered ------------------------------------------------------------------------------
 
 

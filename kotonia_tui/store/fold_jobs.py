@@ -1,15 +1,18 @@
 """The durable fold queue. Jobs survive a crash; claims are atomic across processes.
 
 A claim is one `UPDATE ... RETURNING` inside `BEGIN IMMEDIATE`, so two app instances sharing the
-file never claim the same job. Finishing is refused for a job already done, so that if a job was
-requeued and run twice, the second result is rolled back instead of stored twice.
+file never claim the same job. A claim names its claimer and holds for a lease that the running
+worker renews: an instance starting up puts back to pending only the jobs whose claimer is gone
+(its process ended, or its lease ran out), never a job another live instance is running.
+Finishing is refused for a job already done, so that if a job was ever run twice, the second
+result is rolled back instead of stored twice.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.store.codec import opt_ts_from_db, ts_from_db, ts_to_db
@@ -17,6 +20,7 @@ from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import NotFoundError, StoreError
 
 _OPEN = (FoldStatus.PENDING.value, FoldStatus.RUNNING.value)
+DEFAULT_LEASE_S = 60.0  # a running worker renews its claim well within this
 
 
 def job_from_row(row: sqlite3.Row) -> StoredFoldJob:
@@ -32,6 +36,8 @@ def job_from_row(row: sqlite3.Row) -> StoredFoldJob:
         not_before=ts_from_db(row["not_before"]),
         created_at=ts_from_db(row["created_at"]),
         finished_at=opt_ts_from_db(row["finished_at"]),
+        claimed_by=row["claimed_by"],
+        lease_until=opt_ts_from_db(row["lease_until"]),
     )
 
 
@@ -83,21 +89,67 @@ def enqueue_fold(db: Db, job: FoldJob) -> StoredFoldJob:
         return get_fold(db, new_id)
 
 
-def claim_next_fold(db: Db, now: datetime | None = None) -> StoredFoldJob | None:
-    """The oldest due pending job, now running with one more attempt; None if nothing is due."""
+def claim_next_fold(
+    db: Db,
+    now: datetime | None = None,
+    *,
+    claimer: str | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> StoredFoldJob | None:
+    """The oldest job that is due, now running under `claimer` with one more attempt; None if
+    nothing is due. Due: pending with `not_before` passed, or running under a lease that ran
+    out (its worker stopped renewing it: a process that died on another machine, or hung).
+    Chapters and refolds go before major folds: they bring messages into the memory, a major
+    fold only makes it smaller."""
     when = ts_to_db(now or utcnow())
+    clock = utcnow()
     with db.write():
         rows = db.returning(
-            """UPDATE fold_jobs SET status = 'running', attempts = attempts + 1, claimed_at = ?
+            """UPDATE fold_jobs SET status = 'running', attempts = attempts + 1, claimed_at = ?,
+                   claimed_by = ?, lease_until = ?
                WHERE id = (SELECT j.id FROM fold_jobs j
                            JOIN conversations c ON c.id = j.conversation_id
-                           WHERE j.status = 'pending' AND j.not_before <= ?
+                           WHERE ((j.status = 'pending' AND j.not_before <= ?)
+                                  OR (j.status = 'running' AND j.lease_until IS NOT NULL
+                                      AND j.lease_until < ?))
                                AND c.deleted_at IS NULL
-                           ORDER BY j.id LIMIT 1)
+                           ORDER BY j.kind = 'major_gc', j.id LIMIT 1)
                RETURNING *""",
-            (ts_to_db(utcnow()), when),
+            (
+                ts_to_db(clock),
+                claimer,
+                ts_to_db(clock + timedelta(seconds=lease_s)),
+                when,
+                ts_to_db(clock),
+            ),
         )
     return job_from_row(rows[0]) if rows else None
+
+
+def renew_lease(db: Db, job_id: int, claimer: str, lease_s: float = DEFAULT_LEASE_S) -> bool:
+    """Extend a running job's lease; False when the job is no longer this claimer's."""
+    with db.write():
+        rows = db.returning(
+            """UPDATE fold_jobs SET lease_until = ?
+               WHERE id = ? AND status = 'running' AND claimed_by = ? RETURNING id""",
+            (ts_to_db(utcnow() + timedelta(seconds=lease_s)), job_id, claimer),
+        )
+    return bool(rows)
+
+
+def hasten(db: Db, job_ids: Iterable[int], now: datetime | None = None) -> list[int]:
+    """Make pending jobs due now (a turn waits for them); returns the ids changed."""
+    ids = list(job_ids)
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    with db.write():
+        rows = db.returning(
+            f"""UPDATE fold_jobs SET not_before = ?
+                WHERE id IN ({marks}) AND status = 'pending' AND not_before > ? RETURNING id""",
+            (ts_to_db(now or utcnow()), *ids, ts_to_db(now or utcnow())),
+        )
+    return sorted(row["id"] for row in rows)
 
 
 def mark_done(db: Db, job_id: int, conv_id: int | None = None) -> StoredFoldJob:
@@ -162,6 +214,34 @@ def requeue_running(db: Db, claimed_before: datetime | None = None) -> list[int]
     return sorted(row["id"] for row in rows)
 
 
+def requeue_abandoned(db: Db, gone: Callable[[str], bool]) -> list[int]:
+    """Running jobs whose claimer is gone back to pending; returns their ids.
+
+    Gone: no claimer recorded (a file from before claims were named), a lease that ran out, or
+    `gone(claimed_by)` says so (the worker's process has ended). A job another live instance is
+    running is left alone, so it is never run twice.
+    """
+    clock = ts_to_db(utcnow())
+    with db.write():
+        rows = db.select(
+            "SELECT id, claimed_by, lease_until FROM fold_jobs WHERE status = 'running'"
+        )
+        abandoned = [
+            row["id"]
+            for row in rows
+            if row["claimed_by"] is None
+            or row["lease_until"] is None
+            or row["lease_until"] < clock
+            or gone(row["claimed_by"])
+        ]
+        for job_id in abandoned:
+            db.execute(
+                "UPDATE fold_jobs SET status = 'pending' WHERE id = ? AND status = 'running'",
+                (job_id,),
+            )
+    return sorted(abandoned)
+
+
 def fold_jobs(
     db: Db, conv_id: int, statuses: Iterable[FoldStatus] | None = None
 ) -> list[StoredFoldJob]:
@@ -178,7 +258,8 @@ def fold_jobs(
 
 
 def next_fold_due(db: Db) -> datetime | None:
-    """The earliest `not_before` among pending jobs: how long the scheduler may sleep."""
+    """The earliest `not_before` among pending jobs: how long the scheduler may sleep (a lease
+    that runs out makes a job due too; the worker never sleeps longer than a lease)."""
     # A conversation deleted in the app (until the session ends, when it can be undone) keeps
     # its jobs, but they wait: folding what may be gone for good is wasted model time.
     row = db.select_one(

@@ -18,6 +18,7 @@ from kotonia_tui.domain import (
     LedgerEnding,
     LedgerEntry,
     LedgerKind,
+    NewChapter,
     StoredChapter,
     StoredLedgerEntry,
 )
@@ -25,6 +26,9 @@ from kotonia_tui.store import memory_rows
 from kotonia_tui.store.codec import ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
+
+# Said by the entries a refold ended with the chapter that wrote them.
+REFOLD_NOTE = "its messages were edited and folded again"
 
 
 def entry_from_row(row: sqlite3.Row) -> StoredLedgerEntry:
@@ -50,49 +54,66 @@ def store_chapter(
     endings: Sequence[LedgerEnding],
     *,
     job_id: int | None = None,
-    refold_of: int | None = None,
 ) -> StoredChapter:
-    """Store the chapter (as a refold of `refold_of` when given), its new ledger entries and
-    the endings it records, and mark its job done: all in one transaction."""
+    """Store the chapter, its new ledger entries and the endings it records, and mark its job
+    done: all in one transaction."""
     with db.write():
-        if refold_of is not None:
-            stored = memory_rows.refold_chapter(db, refold_of, chapter, job_id)
-        else:
-            stored = memory_rows.add_chapter(db, chapter, job_id)
-        for entry in entries:
-            db.insert(
-                "ledger",
-                {
-                    "conversation_id": chapter.conversation_id,
-                    "kind": entry.kind.value,
-                    "text": entry.text,
-                    "subject": entry.subject,
-                    "evidence": json.dumps(entry.evidence),
-                    "chapter_id": stored.id,
-                    "ended_by_chapter_id": None,
-                    "end_kind": None,
-                    "end_note": "",
-                    "created_at": ts_to_db(entry.created_at),
-                },
-            )
-        for ending in endings:
-            cursor = db.execute(
-                "UPDATE ledger SET ended_by_chapter_id = ?, end_kind = ?, end_note = ? "
-                "WHERE id = ? AND conversation_id = ? AND ended_by_chapter_id IS NULL",
-                (
-                    stored.id,
-                    ending.end.value,
-                    ending.note,
-                    ending.entry_id,
-                    chapter.conversation_id,
-                ),
-            )
-            if cursor.rowcount != 1:
-                raise StoreError(
-                    f"ledger entry {ending.entry_id} of conversation {chapter.conversation_id} "
-                    "does not exist or was already ended"
-                )
+        stored = memory_rows.add_chapter(db, chapter, job_id)
+        _write_ledger(db, stored, entries, endings)
         return stored
+
+
+def store_refold(
+    db: Db, old_ids: Sequence[int], new: Sequence[NewChapter], job_id: int | None = None
+) -> list[StoredChapter]:
+    """Store a refold (memory_rows.refold_chapters) with each new chapter's ledger changes, in
+    one transaction. The live entries the replaced chapters wrote end with them, superseded by
+    the first new chapter: they rest on text that was edited, so they leave the prompt and stay
+    in the store, valid from their chapter to the refold."""
+    with db.write():
+        stored = memory_rows.refold_chapters(db, old_ids, [n.chapter for n in new], job_id)
+        for chapter, change in zip(stored, new, strict=True):
+            _write_ledger(db, chapter, change.entries, change.endings)
+        if old_ids:
+            marks = ", ".join("?" for _ in old_ids)
+            db.execute(
+                "UPDATE ledger SET ended_by_chapter_id = ?, end_kind = ?, end_note = ? "
+                f"WHERE ended_by_chapter_id IS NULL AND chapter_id IN ({marks})",
+                (stored[0].id, LedgerEnd.SUPERSEDED.value, REFOLD_NOTE, *old_ids),
+            )
+        return stored
+
+
+def _write_ledger(
+    db: Db, stored: StoredChapter, entries: Sequence[LedgerEntry], endings: Sequence[LedgerEnding]
+) -> None:
+    for entry in entries:
+        db.insert(
+            "ledger",
+            {
+                "conversation_id": stored.conversation_id,
+                "kind": entry.kind.value,
+                "text": entry.text,
+                "subject": entry.subject,
+                "evidence": json.dumps(entry.evidence),
+                "chapter_id": stored.id,
+                "ended_by_chapter_id": None,
+                "end_kind": None,
+                "end_note": "",
+                "created_at": ts_to_db(entry.created_at),
+            },
+        )
+    for ending in endings:
+        cursor = db.execute(
+            "UPDATE ledger SET ended_by_chapter_id = ?, end_kind = ?, end_note = ? "
+            "WHERE id = ? AND conversation_id = ? AND ended_by_chapter_id IS NULL",
+            (stored.id, ending.end.value, ending.note, ending.entry_id, stored.conversation_id),
+        )
+        if cursor.rowcount != 1:
+            raise StoreError(
+                f"ledger entry {ending.entry_id} of conversation {stored.conversation_id} "
+                "does not exist or was already ended"
+            )
 
 
 def ledger(db: Db, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:

@@ -1,9 +1,12 @@
 """The memory a conversation carries: chapters, synopsis versions and the memory state row.
 
-Chapters are written once and never rewritten: a refold adds a new chapter and marks the old one
-`superseded_by` it. Synopsis versions are all kept; exactly one per conversation is current (a
-partial unique index guarantees it). Each write that also completes a fold job does both in one
-transaction, so a crash can never store a chapter whose job still looks pending, or the reverse.
+Chapters are written once and never rewritten: a refold adds new chapters and marks the old ones
+`superseded_by` the first of them. A refold of a chapter the synopsis took in marks the synopsis
+versions that folded it `stale`, so the synopsis is rebuilt from the current chapters, never on
+top of a version that holds the old text. Synopsis versions are all kept; exactly one per
+conversation is current (a partial unique index guarantees it) and its `through_message_id`
+never goes back. Each write that also completes a fold job does both in one transaction, so a
+crash can never store a chapter whose job still looks pending, or the reverse.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         superseded_by=row["superseded_by"],
         structure=row["structure"],
         readback_misses=json.loads(row["readback_misses"]),
+        note=row["note"],
     )
 
 
@@ -74,6 +78,7 @@ def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
                 "superseded_by": None,
                 "structure": chapter.structure,
                 "readback_misses": json.dumps(chapter.readback_misses, ensure_ascii=False),
+                "note": chapter.note,
             },
         )
     except sqlite3.IntegrityError as exc:
@@ -92,22 +97,76 @@ def add_chapter(db: Db, chapter: Chapter, job_id: int | None = None) -> StoredCh
         return stored
 
 
+def refold_chapters(
+    db: Db, old_ids: Sequence[int], new: Sequence[Chapter], job_id: int | None = None
+) -> list[StoredChapter]:
+    """Store a refold: the new chapters, the old ones marked superseded by the first of them,
+    and the job done, in one transaction.
+
+    When an old chapter was in the synopsis, the new ones are too (they belong to the same
+    generation), and every synopsis version that folded the old text is marked stale: the next
+    major fold rebuilds the synopsis from a version that never held it.
+    """
+    if not new:
+        raise StoreError("a refold stores at least one chapter")
+    conv_id = new[0].conversation_id
+    with db.write():
+        olds = [get_chapter(db, old_id) for old_id in old_ids]
+        for old in olds:
+            if old.conversation_id != conv_id:
+                raise StoreError(
+                    f"chapter {old.id} belongs to conversation {old.conversation_id}, not {conv_id}"
+                )
+            if old.superseded_by is not None:
+                raise StoreError(f"chapter {old.id} was already superseded by {old.superseded_by}")
+        in_synopsis = any(old.in_synopsis for old in olds)
+        stored = [
+            insert_chapter(db, chapter.model_copy(update={"in_synopsis": in_synopsis}))
+            for chapter in new
+        ]
+        for old in olds:
+            db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (stored[0].id, old.id))
+        if in_synopsis:
+            first = min(old.first_message_id for old in olds if old.in_synopsis)
+            db.execute(
+                """UPDATE synopses SET stale = 1
+                   WHERE conversation_id = ? AND through_message_id >= ?""",
+                (conv_id, first),
+            )
+        if job_id is not None:
+            fold_jobs.mark_done(db, job_id, conv_id)
+        return stored
+
+
 def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
     """Add the refolded chapter and mark the old one superseded by it, in one transaction."""
-    with db.write():
-        old = get_chapter(db, old_id)
-        if old.conversation_id != new.conversation_id:
-            raise StoreError(
-                f"chapter {old_id} belongs to conversation {old.conversation_id}, "
-                f"not {new.conversation_id}"
-            )
-        if old.superseded_by is not None:
-            raise StoreError(f"chapter {old_id} was already superseded by {old.superseded_by}")
-        stored = insert_chapter(db, new)
-        db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (stored.id, old_id))
-        if job_id is not None:
-            fold_jobs.mark_done(db, job_id, new.conversation_id)
-        return stored
+    return refold_chapters(db, [old_id], [new], job_id)[0]
+
+
+def stale_chapters(db: Db, conv_id: int, first_id: int, last_id: int) -> list[StoredChapter]:
+    """Stale chapters not yet superseded inside `first_id`..`last_id` (live or in the synopsis):
+    the ones a refold of that range replaces."""
+    rows = db.select(
+        """SELECT * FROM chapters WHERE conversation_id = ? AND stale = 1
+               AND superseded_by IS NULL AND first_message_id >= ? AND last_message_id <= ?
+           ORDER BY first_message_id, id""",
+        (conv_id, first_id, last_id),
+    )
+    return [chapter_from_row(row) for row in rows]
+
+
+def synopsis_chapters_after(
+    db: Db, conv_id: int, after_id: int, through_id: int, limit: int
+) -> list[StoredChapter]:
+    """The current chapters the synopsis holds for messages after `after_id` up to
+    `through_id`, in story order, at most `limit` (a rebuild reads them batch by batch)."""
+    rows = db.select(
+        """SELECT * FROM chapters WHERE conversation_id = ? AND in_synopsis = 1
+               AND superseded_by IS NULL AND first_message_id > ? AND last_message_id <= ?
+           ORDER BY first_message_id, id LIMIT ?""",
+        (conv_id, after_id, through_id, limit),
+    )
+    return [chapter_from_row(row) for row in rows]
 
 
 def chapters(
@@ -171,14 +230,24 @@ def synopsis_from_row(row: sqlite3.Row) -> StoredSynopsis:
         gen_ms=row["gen_ms"],
         tokens=row["tokens"],
         current=bool(row["current"]),
+        target_tokens=row["target_tokens"],
+        stale=bool(row["stale"]),
     )
 
 
 def add_synopsis(
-    db: Db, synopsis: Synopsis, folded_chapter_ids: Sequence[int], job_id: int | None = None
+    db: Db,
+    synopsis: Synopsis,
+    folded_chapter_ids: Sequence[int],
+    job_id: int | None = None,
 ) -> StoredSynopsis:
-    """Store a new current version (numbered by the store: previous + 1), keep the old ones,
-    mark the folded chapters `in_synopsis` and the job done; all in one transaction."""
+    """Store a new version (numbered by the store: previous + 1) and keep the old ones; mark
+    the folded chapters `in_synopsis` and the job done; all in one transaction.
+
+    A version stored as current never covers less than the current one did
+    (`through_message_id` never goes back). A version stored with `current=False` is a step of
+    a rebuild, kept for audit and as a base for a later rebuild.
+    """
     conv_id = synopsis.conversation_id
     with db.write():
         row = db.select_one(
@@ -192,9 +261,18 @@ def add_synopsis(
                     f"chapter {chapter_id} belongs to conversation {chapter.conversation_id}, "
                     f"not {conv_id}"
                 )
-        db.execute(
-            "UPDATE synopses SET current = 0 WHERE conversation_id = ? AND current = 1", (conv_id,)
-        )
+        if synopsis.current:
+            now = current_synopsis(db, conv_id)
+            if now is not None and synopsis.through_message_id < now.through_message_id:
+                raise StoreError(
+                    f"a synopsis through message {synopsis.through_message_id} would replace "
+                    f"version {now.version}, which covers through {now.through_message_id}: "
+                    "the synopsis never covers less than before"
+                )
+            db.execute(
+                "UPDATE synopses SET current = 0 WHERE conversation_id = ? AND current = 1",
+                (conv_id,),
+            )
         try:
             new_id = db.insert(
                 "synopses",
@@ -207,7 +285,9 @@ def add_synopsis(
                     "model": synopsis.model,
                     "gen_ms": synopsis.gen_ms,
                     "tokens": synopsis.tokens,
-                    "current": 1,
+                    "current": int(synopsis.current),
+                    "target_tokens": synopsis.target_tokens,
+                    "stale": 0,
                 },
             )
         except sqlite3.IntegrityError as exc:
@@ -220,7 +300,19 @@ def add_synopsis(
             )
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, conv_id)
-        return stored_as(StoredSynopsis, synopsis, id=new_id, version=version, current=True)
+        return stored_as(StoredSynopsis, synopsis, id=new_id, version=version, stale=False)
+
+
+def rebuild_base(db: Db, conv_id: int, before_id: int) -> StoredSynopsis | None:
+    """The newest version a rebuild can start from: not stale (it never folded a chapter that
+    was refolded since) and covering only messages before `before_id`."""
+    row = db.select_one(
+        """SELECT * FROM synopses WHERE conversation_id = ? AND stale = 0
+               AND through_message_id < ?
+           ORDER BY through_message_id DESC, version DESC LIMIT 1""",
+        (conv_id, before_id),
+    )
+    return synopsis_from_row(row) if row is not None else None
 
 
 def current_synopsis(db: Db, conv_id: int) -> StoredSynopsis | None:
@@ -255,6 +347,7 @@ def memory_state(db: Db, conv_id: int) -> MemoryState:
         memory_text=row["memory_text"],
         memory_tokens=row["memory_tokens"],
         memory_model_key=row["memory_model_key"],
+        forced_cuts=row["forced_cuts"],
         updated_at=ts_from_db(row["updated_at"]),
     )
 
@@ -267,8 +360,8 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
             db.execute(
                 """INSERT INTO memory_state (conversation_id, verbatim_start_id,
                        applied_chapter_id, applied_synopsis_id, forced_cut_through_id,
-                       memory_text, memory_tokens, memory_model_key, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       memory_text, memory_tokens, memory_model_key, forced_cuts, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (conversation_id) DO UPDATE SET
                        verbatim_start_id = excluded.verbatim_start_id,
                        applied_chapter_id = excluded.applied_chapter_id,
@@ -277,6 +370,7 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                        memory_text = excluded.memory_text,
                        memory_tokens = excluded.memory_tokens,
                        memory_model_key = excluded.memory_model_key,
+                       forced_cuts = excluded.forced_cuts,
                        updated_at = excluded.updated_at""",
                 (
                     stored.conversation_id,
@@ -287,6 +381,7 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                     stored.memory_text,
                     stored.memory_tokens,
                     stored.memory_model_key,
+                    stored.forced_cuts,
                     ts_to_db(now),
                 ),
             )

@@ -474,6 +474,14 @@ def last_message(db: Db, conv_id: int, model_key: str | None = None) -> StoredMe
     return found[0] if found else None
 
 
+def last_message_by(db: Db, conv_id: int, role: Role) -> StoredMessage | None:
+    """The newest message of that role (the name the user goes by in the story)."""
+    found = _query(
+        db, "conversation_id = ? AND role = ?", (conv_id, role.value), "id DESC", 1, None
+    )
+    return found[0] if found else None
+
+
 def recent_messages(
     db: Db, conv_id: int, limit: int, model_key: str | None = None
 ) -> list[StoredMessage]:

@@ -320,6 +320,29 @@ _STEP_MESSAGE_VECTORS = [
 ]
 
 
+# Issue 14: memory that stays correct at small windows.
+_STEP_FOLD_CLAIMS_AND_TARGETS = [
+    # Who runs a job and until when its claim holds: a second instance starting up requeues only
+    # jobs whose claimer is gone, never one another instance is still running.
+    "ALTER TABLE fold_jobs ADD COLUMN claimed_by TEXT",
+    "ALTER TABLE fold_jobs ADD COLUMN lease_until TEXT",
+    # Forced cuts are counted, not only logged.
+    "ALTER TABLE memory_state ADD COLUMN forced_cuts INTEGER NOT NULL DEFAULT 0",
+    # The length a synopsis version was written to hold (0: none recorded); `stale` marks
+    # versions that folded a chapter later refolded: a rebuild never starts from them.
+    "ALTER TABLE synopses ADD COLUMN target_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE synopses ADD COLUMN stale INTEGER NOT NULL DEFAULT 0",
+    # What a chapter's record should say beside its text (a message summarized in parts).
+    "ALTER TABLE chapters ADD COLUMN note TEXT NOT NULL DEFAULT ''",
+]
+
+
+def _fold_claims_and_targets(db: Db) -> None:
+    """Issue 14: fold job claims with leases, counted forced cuts, synopsis targets and stale
+    versions, chapter notes (after every step of main's, so a store main migrated goes on)."""
+    _run(_STEP_FOLD_CLAIMS_AND_TARGETS)(db)
+
+
 # Structured chapters and the append-only ledger (issue 15). Old prose chapters keep their text
 # and their place in memory (structure NULL); new folds write structured chapters. A ledger entry
 # is written by one chapter and ended (resolved, superseded) by a later one, never rewritten.
@@ -373,6 +396,7 @@ STEPS: list[Callable[[Db], None]] = [
     _search_and_chat_settings,
     _turn_metrics_restored,
     _message_vectors,
+    _fold_claims_and_targets,
     LEDGER_STEP := _run(_STEP_LEDGER),
 ]
 SCHEMA_VERSION = len(STEPS)

@@ -23,6 +23,7 @@ class MemoryState(BaseModel):
     memory_text: str = ""  # the memory block exactly as the prompt carries it
     memory_tokens: int = 0  # its size, counted by the model named in memory_model_key
     memory_model_key: str = ""
+    forced_cuts: int = 0  # how many times a turn cut messages out at the ceiling
     updated_at: datetime | None = None  # None: never saved (the default state)
 
 

@@ -24,6 +24,8 @@ from kotonia_tui.domain import (
     LedgerEntry,
     Message,
     MessageStatus,
+    NewChapter,
+    Role,
     Segment,
     StoredChapter,
     StoredConversation,
@@ -318,6 +320,9 @@ class Store:
     def last_message(self, conv_id: int, model_key: str | None = None) -> StoredMessage | None:
         return messages.last_message(self._db, conv_id, model_key)
 
+    def last_message_by(self, conv_id: int, role: Role) -> StoredMessage | None:
+        return messages.last_message_by(self._db, conv_id, role)
+
     def recent_messages(
         self, conv_id: int, limit: int, model_key: str | None = None
     ) -> list[StoredMessage]:
@@ -464,6 +469,22 @@ class Store:
     def refold_chapter(self, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
         return memory_rows.refold_chapter(self._db, old_id, new, job_id)
 
+    def refold_chapters(
+        self, old_ids: Sequence[int], new: Sequence[Chapter], job_id: int | None = None
+    ) -> list[StoredChapter]:
+        return memory_rows.refold_chapters(self._db, old_ids, new, job_id)
+
+    def stale_chapters(self, conv_id: int, first_id: int, last_id: int) -> list[StoredChapter]:
+        return memory_rows.stale_chapters(self._db, conv_id, first_id, last_id)
+
+    def synopsis_chapters_after(
+        self, conv_id: int, after_id: int, through_id: int, limit: int
+    ) -> list[StoredChapter]:
+        return memory_rows.synopsis_chapters_after(self._db, conv_id, after_id, through_id, limit)
+
+    def rebuild_base(self, conv_id: int, before_id: int) -> StoredSynopsis | None:
+        return memory_rows.rebuild_base(self._db, conv_id, before_id)
+
     def store_chapter(
         self,
         chapter: Chapter,
@@ -471,12 +492,15 @@ class Store:
         endings: Sequence[LedgerEnding] = (),
         *,
         job_id: int | None = None,
-        refold_of: int | None = None,
     ) -> StoredChapter:
         """A chapter with its ledger changes, in one transaction (ledger_rows.store_chapter)."""
-        return ledger_rows.store_chapter(
-            self._db, chapter, entries, endings, job_id=job_id, refold_of=refold_of
-        )
+        return ledger_rows.store_chapter(self._db, chapter, entries, endings, job_id=job_id)
+
+    def store_refold(
+        self, old_ids: Sequence[int], new: Sequence[NewChapter], job_id: int | None = None
+    ) -> list[StoredChapter]:
+        """A refold with its ledger changes, in one transaction (ledger_rows.store_refold)."""
+        return ledger_rows.store_refold(self._db, old_ids, new, job_id)
 
     def ledger(self, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
         return ledger_rows.ledger(self._db, conv_id, include_ended=include_ended)
@@ -516,8 +540,25 @@ class Store:
     def enqueue_fold(self, job: FoldJob) -> StoredFoldJob:
         return fold_jobs.enqueue_fold(self._db, job)
 
-    def claim_next_fold(self, now: datetime | None = None) -> StoredFoldJob | None:
-        return fold_jobs.claim_next_fold(self._db, now)
+    def claim_next_fold(
+        self,
+        now: datetime | None = None,
+        *,
+        claimer: str | None = None,
+        lease_s: float = fold_jobs.DEFAULT_LEASE_S,
+    ) -> StoredFoldJob | None:
+        return fold_jobs.claim_next_fold(self._db, now, claimer=claimer, lease_s=lease_s)
+
+    def renew_lease(
+        self, job_id: int, claimer: str, lease_s: float = fold_jobs.DEFAULT_LEASE_S
+    ) -> bool:
+        return fold_jobs.renew_lease(self._db, job_id, claimer, lease_s)
+
+    def hasten_folds(self, job_ids: Iterable[int]) -> list[int]:
+        return fold_jobs.hasten(self._db, job_ids)
+
+    def requeue_abandoned(self, gone: Callable[[str], bool]) -> list[int]:
+        return fold_jobs.requeue_abandoned(self._db, gone)
 
     def get_fold(self, job_id: int) -> StoredFoldJob:
         return fold_jobs.get_fold(self._db, job_id)

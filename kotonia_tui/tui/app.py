@@ -23,7 +23,14 @@ from textual.screen import Screen
 
 from kotonia_tui.characters.card import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
-from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, NoticeLevel, ServiceEvent
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldState,
+    FoldWait,
+    MemoryNotice,
+    NoticeLevel,
+    ServiceEvent,
+)
 from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.reader import ConversationReader
@@ -270,6 +277,11 @@ class KotoniaApp(App[int]):
             self.notice = literal_line(event.text, "$warning" if warning else "$text-muted")
             if warning:
                 notify(self, event.text, title="Memory", severity="warning")
+            return
+        if isinstance(event, FoldWait):
+            # The turn is held for a fold: the chat screen's turn status says how far it got
+            # and how to go on without it; the notice says what it waits for, then how it ended.
+            self.notice = literal_line(event.text, "$warning" if not event.done else "$text-muted")
             return
         self.fold_status = fold_status(event)
 

@@ -123,8 +123,10 @@ async def test_reply_length_is_the_reply_cap_and_the_reserve_of_the_budgets(
     service.save_settings(conv.id, ChatSettings(), _gen(reply_max_tokens=1000))
     after = service.memory_view(conv.id).budgets
     assert (before.reply_reserve, after.reply_reserve) == (200, 1000)
-    # The fold budgets follow: the history's ceiling leaves the longer reply its room.
-    assert after.ceiling == 2048 - 1000 - 64 < before.ceiling
+    # The fold budgets follow: the history's ceiling leaves the longer reply its room beside
+    # the card's setup (the budgets are fitted to it).
+    assert after.ceiling + after.fixed_tokens + after.reply_reserve <= 2048
+    assert after.ceiling < before.ceiling
     assert after.trigger <= after.ceiling
     service.save_settings(conv.id, ChatSettings(), _gen(reply_max_tokens=24))
     done = await (await service.send(conv.id, "Tell me everything.")).wait()

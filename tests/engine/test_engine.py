@@ -381,3 +381,86 @@ def test_loading_the_model_leaves_the_terminal_to_the_ui(tmp_path, tiny_model_pa
     out, err = capfd.readouterr()
     assert "a frame the UI drew during the load" in err
     assert "Model metadata" not in out + err
+
+
+# ---- the prewarm never loses the race (issue 14) ---------------------------------------------
+
+
+def _folded(story: str) -> list[ChatMessage]:
+    return [
+        SYSTEM,
+        ChatMessage("user", f"[The story so far] {story}"),
+        ChatMessage("assistant", "[I remember.]"),
+        ChatMessage("user", "The latest message."),
+    ]
+
+
+async def test_a_turn_takes_over_a_prewarm_part_way_and_it_is_never_redone(
+    tmp_path, tiny_model_path
+):
+    """The turn that applies a fold arrived while the prewarm of its prompt was part way: the
+    prewarm went on afterwards on the context the turn had taken, or the turn redid it all.
+
+    The prewarm's steps are driven by hand on the owner thread (two batches, then the turn),
+    so the interleaving is the same on every run; everything else is the engine as it runs.
+    """
+    from kotonia_tui.engine import EngineCall, SlotTakenError
+
+    with open_engine(tmp_path, tiny_model_path, n_ctx=4096) as engine:
+        await engine.generate(request(SYSTEM, ChatMessage("user", "Old story. " * 30)))
+        folded = _folded("They met at the harbour and talked of ships. " * 120)
+        warm = request(*folded, slot=Slot.PREWARM, priority=Priority.PREWARM, prefill_only=True)
+        call = EngineCall(asyncio.get_running_loop())
+        steps = engine._generate(warm, call)
+        for _batch in range(2):
+            engine._owner.call(lambda: next(steps)).result()
+        prewarmed = engine._slots[Slot.PREWARM].cells
+        assert prewarmed >= 1000  # two batches of the prompt are in the spare context
+
+        turn = await engine.generate(
+            request(*folded, ChatMessage("assistant", "ok"), ChatMessage("user", "New words."))
+        )
+        # The turn went on from the prewarm's progress: nothing it had evaluated was redone.
+        assert turn.metrics.reused >= prewarmed - 1
+        assert turn.metrics.evaluated <= turn.metrics.prompt_positions - prewarmed + 1
+        # The prewarm, resumed, stops at once instead of writing into the turn's context.
+        with pytest.raises(SlotTakenError, match="used this context meanwhile"):
+            engine._owner.call(lambda: next(steps)).result()
+        chat = engine._slots[Slot.CHAT]
+        assert chat.cells <= turn.metrics.prompt_positions + turn.metrics.generated
+        after = await engine.generate(
+            request(
+                *folded,
+                ChatMessage("assistant", "ok"),
+                ChatMessage("user", "New words."),
+                ChatMessage("assistant", turn.text),
+                ChatMessage("user", "And then?"),
+            )
+        )
+        assert after.metrics.reused >= turn.metrics.prompt_positions - 1
+
+
+async def test_a_prewarm_the_turn_already_did_evaluates_nothing(tmp_path, tiny_model_path):
+    with open_engine(tmp_path, tiny_model_path, n_ctx=4096) as engine:
+        folded = _folded("They met at the harbour. " * 60)
+        turn = await engine.generate(request(*folded))
+        late = await engine.prewarm(request(*folded)).result()
+        assert late.metrics.evaluated == 0
+        assert late.metrics.reused >= turn.metrics.prompt_positions - 32
+
+
+async def test_a_prewarm_goes_before_a_running_background_fold(engine):
+    """A major fold queued as the chapter landed held the prewarm back until the turn came."""
+    fold = engine.start(
+        request(
+            ChatMessage("user", "Summarize everything."),
+            max_tokens=400,
+            slot=Slot.FOLD,
+            priority=Priority.BACKGROUND,
+        )
+    )
+    await asyncio.sleep(0.01)
+    warm = await engine.prewarm(request(*_folded("They met at the harbour."))).result()
+    assert warm.metrics.evaluated > 0
+    assert fold.tokens_generated < 400  # the fold was still writing when the prewarm finished
+    assert (await fold.result()).metrics.generated == 400

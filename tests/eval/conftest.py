@@ -9,7 +9,9 @@ then the text is replaced by what a well-behaved model would write for that role
   (a chapter writes them as the events of its JSON answer, citing their messages)
   (so a chapter holds some facts of its range, and a rolling rewrite, which only sees the old
   summary as "Earlier summary", forgets the old ones: the design difference under test);
-  a major GC keeps every line the user said in the earlier synopsis and the chapters it folds;
+  a major GC writes the length its instructions ask for ("about N words", held by the worker
+  within +-20%): lines the user said, taken in turn from the earlier synopsis and from each
+  chapter it folds (so every range keeps some), in story order;
 - the reader answers with the reference answer when it appears in the prompt before the
   question, and "unknown" otherwise;
 - the judge says yes when the answer equals the reference;
@@ -69,9 +71,7 @@ class ScriptedEngine(EngineWrapper):
     def script(self, request: GenerationRequest) -> str:
         body = request.messages[-1].content
         if request.reply_name == CHRONICLER and "Chapter (messages" in body:
-            # A major GC: a lossless synopsis of the earlier synopsis and the chapters.
-            kept = [line for line in body.splitlines() if "(the user) told them: " in line]
-            return "\n".join([*kept, "Open: nothing"])
+            return _synopsis(request.messages[0].content, body)
         if request.reply_name == CHRONICLER and request.json_schema is not None:
             # A structured chapter: the same lines, as events citing their messages, as many as
             # the chapter's schema allows.
@@ -107,6 +107,26 @@ class ScriptedEngine(EngineWrapper):
             same = ref and got and normalize(ref.group(1)) == normalize(got.group(1))
             return "yes" if same else "no"
         return "..."
+
+
+def _synopsis(instructions: str, body: str) -> str:
+    """A major GC's synopsis of about the words the instructions ask for (see the docstring)."""
+    asked = re.search(r"Write about (\d+) words", instructions)
+    assert asked is not None, instructions
+    words = int(asked.group(1))
+    body = body.split("Draft:", 1)[0]  # a draft shown again is not a source
+    sources = [
+        [line for line in block.splitlines() if "(the user) told them: " in line]
+        for block in body.split("\n\n")
+    ]
+    kept: list[tuple[int, int, str]] = []  # (source, place in it, line)
+    used = 0
+    for place in range(max((len(lines) for lines in sources), default=0)):
+        for number, lines in enumerate(sources):
+            if place < len(lines) and used < words:
+                kept.append((number, place, lines[place]))
+                used += len(lines[place].split())
+    return "\n".join([*(line for *_, line in sorted(kept)), "Open: nothing"])
 
 
 def short_conversation(turns: int = 24) -> EvalConversation:

@@ -147,3 +147,21 @@ def test_audit_counts_phrases_lies_open_topics_and_refusals():
     assert (refusals.chronicler_calls, refusals.refused, refusals.stored) == (2, 1, 0)
     assert refusals.examples == ["I can't help with that."]
     assert [p.label for p in pieces] == ["chapter #1-#3", "chapter #4-#5", "synopsis v1"]
+
+
+def test_open_and_resolved_markers_are_counted_in_markdown_too():
+    """A chronicler that writes Markdown marks its topics "- **Open:** ..."; the audit missed
+    every one of them, so a thread resolved but left open went uncounted."""
+    conv = _conv()
+    messages = _messages()
+    chapter = Chapter(
+        conversation_id=1,
+        first_message_id=4,
+        last_message_id=5,
+        text="Mara asked about the logbook.\n- **Open:** where the 1887 logbook is\n"
+        "**Open**: when the boat comes\n**Resolved:** the lamp oil was paid for.",
+    )
+    pieces = memory_pieces([chapter], [], messages, {i: i for i in range(1, 6)})
+    topics = audit(pieces, conv=conv, chronicler_calls=[], to_source={}).topics
+    assert (topics.open_items, topics.resolved_markers, topics.resolved_left_open) == (2, 1, 1)
+    assert topics.examples[0].open_line == "where the 1887 logbook is"

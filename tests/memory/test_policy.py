@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import pytest
 
 from kotonia_tui.config import Settings
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.policy import (
     TurnInputs,
     WindowMessage,
+    effective_budgets,
     major_gc_split,
     plan_turn,
     split_source,
@@ -147,3 +151,85 @@ def test_major_gc_folds_the_older_half_once_the_chapters_pass_the_threshold():
     assert major_gc_split([200, 200, 200, 200], 400) == 2
     assert major_gc_split([300, 300, 300], 400) == 1
     assert major_gc_split([900], 400) == 0  # one chapter alone waits for company
+
+
+# ---- issue 14: small windows ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_ctx", [1024, 2048, 4096, 8192, 65_536])
+@pytest.mark.parametrize("setup_share", [0.0, 0.2, 0.35, 0.47, 0.6, 0.7])
+def test_the_trigger_keeps_a_real_gap_below_the_ceiling_at_every_window_and_setup_size(
+    n_ctx: int, setup_share: float
+) -> None:
+    """A 969-token setup at n_ctx 2048 made trigger = ceiling: every fold began as a forced
+    cut. Whatever the setup takes, the trigger stays well below the ceiling."""
+    reply = max(32, n_ctx // 8)
+    fixed = int(n_ctx * setup_share)
+    b = effective_budgets(inputs(budgets=budgets(n_ctx, reply), fixed_tokens=fixed))
+    assert b.ceiling <= n_ctx - reply - fixed  # setup, history and reply fit the window
+    assert b.ceiling - b.trigger >= 0.1 * b.ceiling  # a real gap: turns for the fold to land
+    assert 0 < b.min_verbatim < b.trigger
+    assert b.min_verbatim <= b.settle < b.trigger  # a fold frees room, not nothing
+
+
+def test_a_setup_that_squeezes_the_story_shrinks_every_budget_by_the_same_factor() -> None:
+    window = budgets(2048, 256)
+    fitted = window.with_setup(969)
+    assert fitted.squeezed and not window.squeezed
+    assert fitted.ceiling == 2048 - 256 - 969 - 16
+    for name in ("trigger", "min_verbatim", "headroom", "major_gc"):
+        assert getattr(fitted, name) == int(getattr(window, name) * fitted.scale), name
+    note = fitted.room_note("Rowan Ashby")
+    assert note.startswith("Rowan Ashby's setup leaves too little room: it takes 969 tokens")
+    assert f"fold at {fitted.trigger}" in note and f"ceiling {fitted.ceiling}" in note
+    assert window.with_setup(100).room_note("Wren") == ""  # room enough: nothing to say
+
+
+def test_a_forced_cut_never_overflows_when_the_memory_is_large() -> None:
+    b = budgets()
+    plan = plan_turn(inputs(window=window(60), applied_memory_tokens=5_000, fold_in_flight=True))
+    # Less than the minimum verbatim is kept, so that the prompt still fits under the ceiling.
+    assert plan.history_tokens <= b.ceiling
+    assert 100 <= plan.verbatim_tokens < b.min_verbatim
+
+
+def test_landed_memory_too_large_for_the_window_is_not_applied() -> None:
+    plan = plan_turn(
+        inputs(
+            window=window(10),
+            landed_memory_tokens=6_000,
+            landed_covered_through=5,
+            covered_through=5,
+        )
+    )
+    assert not plan.apply_landed and plan.landed_too_large
+    assert plan.memory_tokens == 0
+
+
+def test_a_split_is_balanced_and_leaves_no_one_message_remainder() -> None:
+    """Greedy cutting made 10 messages and then #11 alone: a one-message chapter."""
+    pieces = split_source(window(11, tokens=60), 600)
+    assert len(pieces) == 2
+    sizes = [last - first + 1 for first, last in pieces]
+    assert min(sizes) >= 5 and abs(sizes[0] - sizes[1]) <= 1
+    assert pieces[0][0] == 1 and pieces[-1][1] == 11
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(pieces))
+    # Uneven messages: each piece within the limit, and no two neighbours that would fit as one.
+    messages = [WindowMessage(i, t) for i, t in enumerate([90, 10, 10, 80, 20, 70, 5, 5, 95], 1)]
+    sizes = [
+        sum(m.tokens for m in messages if first <= m.id <= last)
+        for first, last in split_source(messages, 150)
+    ]
+    assert sum(sizes) == 385 and max(sizes) <= 150
+    assert all(a + b > 150 for a, b in itertools.pairwise(sizes))
+
+
+def test_a_major_fold_waits_until_it_can_take_the_minimum_number_of_chapters() -> None:
+    """At n_ctx 2048 the 6% threshold (122 tokens) is below one chapter: with the older half
+    of two chapters folded each time, the synopsis was rewritten at nearly every chapter."""
+    assert major_gc_split([80, 80], 122, min_chapters=3) == 0
+    assert major_gc_split([80, 80, 80], 122, min_chapters=3) == 0
+    assert major_gc_split([80, 80, 80, 80], 122, min_chapters=3) == 3
+    assert major_gc_split([80] * 8, 122, min_chapters=3) == 4  # the older half, when more
+    # Chapters past the memory's room fold without waiting for company.
+    assert major_gc_split([400, 400], 122, min_chapters=3, cap=600) == 1

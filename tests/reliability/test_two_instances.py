@@ -68,6 +68,10 @@ async def test_a_fold_job_is_run_once_when_a_second_instance_starts(make_service
 
     final = first.store.get_fold(job.id)
     assert final.status is FoldStatus.DONE, final
+    # Claimed once: the second instance left it to its live worker, so its model call was
+    # not paid for twice (it requeued and ran it again before claims named their worker).
+    assert final.attempts == 1
+    assert final.claimed_by == first.worker.claimer
     chapters = first.store.chapters(conv_id, include_superseded=True)
     assert len(chapters) == 1 and written_by_script(chapters[0], CHAPTER)  # stored once
     # Both workers are still alive for the next job.

@@ -109,3 +109,61 @@ def test_finishing_twice_is_refused(store: Store) -> None:
     store.finish_fold(job.id)
     with pytest.raises(StoreError, match=f"fold job {job.id} is already done"):
         store.finish_fold(job.id)
+
+
+def test_a_claim_names_its_worker_and_holds_for_a_lease(store: Store) -> None:
+    conv = new_conversation(store)
+    job = store.enqueue_fold(_job(conv.id))
+    claimed = store.claim_next_fold(claimer="host:1:aa", lease_s=60)
+    assert claimed is not None and claimed.claimed_by == "host:1:aa"
+    assert claimed.lease_until is not None
+    assert 55 <= (claimed.lease_until - utcnow()).total_seconds() <= 60
+    # Held: nobody else claims it, and it stays running.
+    assert store.claim_next_fold(claimer="host:2:bb") is None
+    assert store.renew_lease(job.id, "host:1:aa", lease_s=120)
+    assert not store.renew_lease(job.id, "host:2:bb")  # not theirs to renew
+    renewed = store.get_fold(job.id).lease_until
+    assert renewed is not None and renewed > claimed.lease_until
+
+
+def test_a_lease_that_ran_out_lets_another_worker_take_the_job(store: Store) -> None:
+    conv = new_conversation(store)
+    job = store.enqueue_fold(_job(conv.id))
+    store.claim_next_fold(claimer="host:1:aa", lease_s=-1)  # a worker that stopped renewing
+    taken = store.claim_next_fold(claimer="host:2:bb")
+    assert taken is not None and (taken.id, taken.claimed_by, taken.attempts) == (
+        job.id,
+        "host:2:bb",
+        2,
+    )
+    assert not store.renew_lease(job.id, "host:1:aa")
+
+
+def test_start_up_requeues_only_jobs_whose_worker_is_gone(store: Store) -> None:
+    """Two instances starting together: the second must not requeue (and run again, paying for
+    the model call twice) the job the first is running."""
+    conv = new_conversation(store)
+    live = store.enqueue_fold(_job(conv.id, 1, 5))
+    dead = store.enqueue_fold(_job(conv.id, 6, 9))
+    store.claim_next_fold(claimer="host:1:live")
+    store.claim_next_fold(claimer="host:2:dead")
+    assert store.requeue_abandoned(lambda claimer: claimer == "host:2:dead") == [dead.id]
+    assert store.get_fold(live.id).status is FoldStatus.RUNNING
+    assert store.get_fold(dead.id).status is FoldStatus.PENDING
+
+
+def test_chapters_are_claimed_before_major_folds(store: Store) -> None:
+    conv = new_conversation(store)
+    major = store.enqueue_fold(FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC))
+    chapter = store.enqueue_fold(_job(conv.id))
+    assert store.claim_next_fold().id == chapter.id
+    assert store.claim_next_fold().id == major.id
+
+
+def test_a_waiting_turn_makes_pending_jobs_due_now(store: Store) -> None:
+    conv = new_conversation(store)
+    later = store.enqueue_fold(_job(conv.id, not_before=utcnow() + timedelta(hours=1)))
+    assert store.claim_next_fold() is None
+    assert store.hasten_folds([later.id]) == [later.id]
+    assert store.claim_next_fold().id == later.id
+    assert store.hasten_folds([later.id]) == []  # running: nothing to hasten

@@ -150,3 +150,51 @@ def test_turn_metrics_newest_last(store: Store) -> None:
     assert [r.metrics.reused for r in store.turn_metrics(conv.id, 2)] == [100, 180]
     store.delete_message(msg_id)  # the figures outlive the message
     assert [r.message_id for r in store.turn_metrics(conv.id, 5)] == [None, None, None]
+
+
+def test_a_refold_of_a_chapter_in_the_synopsis_stays_in_it_and_makes_the_synopsis_stale(
+    store: Store,
+) -> None:
+    conv = new_conversation(store)
+    a = store.add_chapter(_chapter(conv.id, 1, 10, "a"))
+    b = store.add_chapter(_chapter(conv.id, 11, 20, "b"))
+    c = store.add_chapter(_chapter(conv.id, 21, 30, "c"))
+    v1 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="s1", through_message_id=10), [a.id]
+    )
+    v2 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="s2", through_message_id=20), [b.id]
+    )
+    store.mark_chapters_stale(conv.id, 15)
+    (stale,) = store.stale_chapters(conv.id, 11, 20)
+    assert stale.id == b.id
+    (new,) = store.refold_chapters([b.id], [_chapter(conv.id, 11, 20, "b, edited")])
+    assert new.in_synopsis  # it belongs to the synopsis's generation, not a live chapter
+    assert store.get_chapter(b.id).superseded_by == new.id
+    assert [x.id for x in store.chapters(conv.id)] == [c.id]  # no live chapter for 11-20
+    versions = {v.id: v for v in store.synopsis_versions(conv.id)}
+    assert not versions[v1.id].stale and versions[v2.id].stale  # v2 folded the old text
+    # A rebuild starts from the newest version that never held it, and reads the current
+    # chapters after it.
+    base = store.rebuild_base(conv.id, v2.through_message_id + 1)
+    assert base is not None and base.id == v1.id
+    assert [x.text for x in store.synopsis_chapters_after(conv.id, 10, 20, 50)] == ["b, edited"]
+
+
+def test_the_current_synopsis_never_covers_less_than_before(store: Store) -> None:
+    conv = new_conversation(store)
+    store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="s1", through_message_id=19), []
+    )
+    with pytest.raises(StoreError, match="never covers less than before"):
+        store.add_synopsis(
+            Synopsis(conversation_id=conv.id, version=0, text="s2", through_message_id=7), []
+        )
+    # A step of a rebuild (not current) may cover less: it is kept as a base, not used.
+    step = store.add_synopsis(
+        Synopsis(
+            conversation_id=conv.id, version=0, text="step", through_message_id=7, current=False
+        ),
+        [],
+    )
+    assert not step.current and store.current_synopsis(conv.id).text == "s1"

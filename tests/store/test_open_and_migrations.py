@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,13 @@ from kotonia_tui.domain import (
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
-from kotonia_tui.store.migrations import LEDGER_STEP, STEPS, _turn_metrics_restored, migrate
+from kotonia_tui.store.migrations import (
+    LEDGER_STEP,
+    STEPS,
+    _fold_claims_and_targets,
+    _turn_metrics_restored,
+    migrate,
+)
 
 from .conftest import T0, make_messages, new_conversation
 
@@ -46,7 +53,7 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
 
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
-    newer = SCHEMA_VERSION + 3
+    newer = SCHEMA_VERSION + 1
     raw = sqlite3.connect(db_path)
     raw.execute(f"PRAGMA user_version = {newer}")
     raw.close()
@@ -189,16 +196,110 @@ def test_step_3_keeps_version_2_memory_state_and_adds_the_memory_text(tmp_path: 
         assert store.integrity_check() == "ok"
 
 
+def _data_before(path: Path, step: Callable[[Db], None]) -> sqlite3.Connection:
+    """Version-1 data migrated up to the version `step` starts from, open for more rows."""
+    before = STEPS.index(step)
+    _write_v1_data(path)
+    db = Db.connect(path)
+    db.configure()
+    assert migrate(db, target=before) == before
+    db.close()
+    return sqlite3.connect(path)
+
+
+def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    raw = _data_before(path, _turn_metrics_restored)
+    raw.execute(
+        """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
+               evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
+               slot, created_at)
+           VALUES (1, 2, 1200, 1100, 100, 350.5, 40, 900.0, 44.4, 'stop', 0, 'chat',
+                   '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        old = store.last_turn_metrics(1)
+        assert (old.prompt_positions, old.reused, old.evaluated) == (1200, 1100, 100)
+        assert old.restored == 0  # a figure from before saved states: nothing restored
+        store.add_turn_metrics(
+            1, 2, old.model_copy(update={"reused": 1190, "evaluated": 10, "restored": 1150})
+        )
+        assert store.last_turn_metrics(1).restored == 1150
+        assert store.integrity_check() == "ok"
+
+
+def test_fold_claims_step_keeps_earlier_memory_and_adds_claims_and_targets(
+    tmp_path: Path,
+) -> None:
+    """From the last version before issue 14 (a store main migrated) to this one."""
+    path = tmp_path / "before.sqlite3"
+    raw = _data_before(path, _fold_claims_and_targets)
+    raw.execute(
+        """INSERT INTO memory_state (conversation_id, verbatim_start_id, forced_cut_through_id,
+               memory_text, memory_tokens, updated_at)
+           VALUES (1, 2, 1, '[The story so far]', 5, '2026-11-01T10:00:00.000000+00:00')"""
+    )
+    # A job an older process left running: it names no claimer.
+    raw.execute("UPDATE fold_jobs SET status = 'running', claimed_at = created_at")
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        state = store.memory_state(1)
+        assert (state.memory_text, state.forced_cut_through_id, state.forced_cuts) == (
+            "[The story so far]",
+            1,
+            0,
+        )
+        store.set_memory_state(state.model_copy(update={"forced_cuts": 2}))
+        assert store.memory_state(1).forced_cuts == 2
+        (chapter,) = store.chapters(1)
+        assert (chapter.text, chapter.note) == ("They met in the glade.", "")
+        synopsis = store.current_synopsis(1)
+        assert (synopsis.text, synopsis.target_tokens, synopsis.stale) == ("Ann arrived.", 0, False)
+        # Nobody can be running the old job any more: it goes back to pending, and is claimed
+        # under a name with a lease.
+        (job,) = store.fold_jobs(1)
+        assert store.requeue_abandoned(lambda _claimer: False) == [job.id]
+        claimed = store.claim_next_fold(claimer="host:1:abc")
+        assert claimed is not None and claimed.claimed_by == "host:1:abc"
+        assert claimed.lease_until is not None and claimed.lease_until > claimed.created_at
+        assert store.integrity_check() == "ok"
+
+
+def test_two_stores_can_share_one_file(db_path: Path) -> None:
+    with Store.open(db_path) as first, Store.open(db_path) as second:
+        conv = new_conversation(first)
+        second.add_messages(conv.id, make_messages(2))
+        assert first.message_count(conv.id) == 2
+        assert [m.speaker for m in first.recent_messages(conv.id, 5)] == ["Ann", "Seraphina"]
+
+
+def test_a_held_write_lock_gives_a_clear_busy_error_and_reads_go_on(db_path: Path) -> None:
+    with Store.open(db_path, busy_timeout_s=0.2) as store:
+        conv = new_conversation(store)
+        store.add_messages(conv.id, make_messages(2))
+        other = sqlite3.connect(db_path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another instance in the middle of a write
+        try:
+            assert len(store.recent_messages(conv.id, 10)) == 2  # WAL: readers never wait
+            with pytest.raises(StoreError, match=r"kotonia\.sqlite3: the database is busy"):
+                store.add_messages(conv.id, make_messages(1))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        store.add_messages(conv.id, make_messages(1))  # and it recovers
+        assert store.message_count(conv.id) == 3
+
+
 def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "before-ledger.sqlite3"
-    _write_v1_data(path)
-    db = Db.connect(path)
-    db.configure()
-    before = STEPS.index(LEDGER_STEP)  # the version the ledger step starts from
-    assert migrate(db, target=before) == before
-    db.close()
+    _data_before(path, LEDGER_STEP).close()
     with Store.open(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         (old,) = store.chapters(1)
@@ -236,58 +337,3 @@ def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
             "Who took the key",
         )
         assert store.integrity_check() == "ok"
-
-
-def test_the_restored_step_keeps_earlier_turn_figures_and_adds_restored(tmp_path: Path) -> None:
-    path = tmp_path / "before.sqlite3"
-    before = STEPS.index(_turn_metrics_restored)  # the version the step starts from
-    _write_v1_data(path)
-    db = Db.connect(path)
-    db.configure()
-    assert migrate(db, target=before) == before
-    db.close()
-    raw = sqlite3.connect(path)
-    raw.execute(
-        """INSERT INTO turn_metrics (conversation_id, message_id, prompt_positions, reused,
-               evaluated, prompt_ms, generated, gen_ms, tokens_per_s, finish_reason, images,
-               slot, created_at)
-           VALUES (1, 2, 1200, 1100, 100, 350.5, 40, 900.0, 44.4, 'stop', 0, 'chat',
-                   '2026-11-01T10:00:00.000000+00:00')"""
-    )
-    raw.commit()
-    raw.close()
-    with Store.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION
-        old = store.last_turn_metrics(1)
-        assert (old.prompt_positions, old.reused, old.evaluated) == (1200, 1100, 100)
-        assert old.restored == 0  # a figure from before saved states: nothing restored
-        store.add_turn_metrics(
-            1, 2, old.model_copy(update={"reused": 1190, "evaluated": 10, "restored": 1150})
-        )
-        assert store.last_turn_metrics(1).restored == 1150
-        assert store.integrity_check() == "ok"
-
-
-def test_two_stores_can_share_one_file(db_path: Path) -> None:
-    with Store.open(db_path) as first, Store.open(db_path) as second:
-        conv = new_conversation(first)
-        second.add_messages(conv.id, make_messages(2))
-        assert first.message_count(conv.id) == 2
-        assert [m.speaker for m in first.recent_messages(conv.id, 5)] == ["Ann", "Seraphina"]
-
-
-def test_a_held_write_lock_gives_a_clear_busy_error_and_reads_go_on(db_path: Path) -> None:
-    with Store.open(db_path, busy_timeout_s=0.2) as store:
-        conv = new_conversation(store)
-        store.add_messages(conv.id, make_messages(2))
-        other = sqlite3.connect(db_path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")  # another instance in the middle of a write
-        try:
-            assert len(store.recent_messages(conv.id, 10)) == 2  # WAL: readers never wait
-            with pytest.raises(StoreError, match=r"kotonia\.sqlite3: the database is busy"):
-                store.add_messages(conv.id, make_messages(1))
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
-        store.add_messages(conv.id, make_messages(1))  # and it recovers
-        assert store.message_count(conv.id) == 3

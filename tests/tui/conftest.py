@@ -45,4 +45,5 @@ def tiny_settings(model: Path, *, reply_max_tokens: int = 256, n_ctx: int = 2048
         temperature=0.8,
         seed=1234,
     )
-    return load_settings(profile="tiny", profiles={"tiny": profile}, fold_delay_s=0, **extra)
+    extra.setdefault("fold_delay_s", 0)
+    return load_settings(profile="tiny", profiles={"tiny": profile}, **extra)

@@ -52,6 +52,7 @@ from kotonia_tui.engine.types import (
     ImageInput,
     Priority,
     Slot,
+    Work,
 )
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class ServerEngine(EngineBase):
         self._fence = ReplyFence()  # token counts vs user replies, where they cannot overlap
         self.slot_support = SlotSupport(False, "saved states are off (state_cache_mb = 0)")
         self._slot_states: SlotStates | None = None
+        self._work: dict[Slot, Work] = {}
 
     @property
     def url(self) -> str:
@@ -250,6 +252,8 @@ class ServerEngine(EngineBase):
                 return self._not_started(call, request)
             await self._restore_slot(request)
             result = await self._stream(call, request)
+            # The server tells the prompt's figures at the end of the call.
+            self._add_work(request.slot, evaluated=result.metrics.evaluated)
             return self._slot_used(request, result)
         finally:
             self._gate.release(ticket)
@@ -310,6 +314,9 @@ class ServerEngine(EngineBase):
                         break
                     for event in reply.feed(where, http.parse_json(where, data)):
                         call._deliver(event)
+                    self._add_work(
+                        reply.request.slot, generated=reply.chunks - call.tokens_generated
+                    )
                     call.tokens_generated = reply.chunks
                     if reply.visible.stops.stopped_by is not None:
                         break  # closing the stream stops the server as well

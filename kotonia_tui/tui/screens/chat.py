@@ -25,7 +25,14 @@ from textual.widgets import Button, Footer, Header, Static
 
 from kotonia_tui.characters.card import CardImage
 from kotonia_tui.characters.expressions import Expression, expression_for
-from kotonia_tui.chat.events import FoldProgress, FoldState, ReplyDelta, ServiceEvent, TurnDone
+from kotonia_tui.chat.events import (
+    FoldProgress,
+    FoldState,
+    FoldWait,
+    ReplyDelta,
+    ServiceEvent,
+    TurnDone,
+)
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
@@ -62,11 +69,16 @@ class Ask(StrEnum):
     CONTINUE = "continue"
 
 
+WAITING = "waiting for the memory to fold…"
+
+
 class ChatScreen(ConversationActions):
     """One conversation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Stop reply", id="cancel", priority=True),
+        # Shown only while a turn waits for a fold (the message box has the focus: priority).
+        Binding("ctrl+o", "go_on", "Go on without memory", id="go_on_without_fold", priority=True),
         Binding("f2", "toggle_inspector", "Memory", id="inspector"),
         Binding("f3", "attach", "Attach", id="attach"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
@@ -96,10 +108,13 @@ class ChatScreen(ConversationActions):
         Binding("ctrl+b", "back", "Back", id="back"),
     ]
 
-    FOOTER_FIRST = frozenset({"send", "inspector", "regenerate", "back", "quit", "help"})
+    FOOTER_FIRST = frozenset(
+        {"go_on_without_fold", "send", "inspector", "regenerate", "back", "quit", "help"}
+    )
 
     # Only the bindings (the footer) depend on it: no repaint of the whole screen when it flips.
     streaming: reactive[bool] = reactive(False, repaint=False, bindings=True)
+    fold_waiting: reactive[bool] = reactive(False, repaint=False, bindings=True)
 
     def __init__(
         self,
@@ -234,6 +249,8 @@ class ChatScreen(ConversationActions):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.streaming
+        if action == "go_on":
+            return self.fold_waiting
         if action in {
             "regenerate",
             "continue_reply",
@@ -268,6 +285,19 @@ class ChatScreen(ConversationActions):
     def action_cancel(self) -> None:
         if self.turn is not None:
             self.turn.cancel()
+
+    def action_go_on(self) -> None:
+        """The turn waiting for a fold goes on without it (the fold lands on a later turn)."""
+        if self.service is not None:
+            self.service.go_on_without_fold(self.conv_id)
+
+    def _key_for(self, action: str) -> str:
+        """The key bound to `action` as the footer shows it (after a remap in the settings)."""
+        for bindings in self._bindings.key_to_bindings.values():
+            for binding in bindings:
+                if binding.action == action:
+                    return self.app.get_key_display(binding)
+        return ""
 
     def action_regenerate(self) -> None:
         self.run_turn(Ask.REGENERATE)
@@ -727,6 +757,20 @@ class ChatScreen(ConversationActions):
         """Called by the app for each fold event or memory notice."""
         if event.conversation_id != self.conv_id:
             return
+        if isinstance(event, FoldWait):
+            self.fold_waiting = not event.done
+            # Events arrive as messages: one can come after the reply began to stream.
+            waiting = self.kotonia.turn_status.startswith(WAITING)
+            if event.done:
+                if waiting:
+                    self.kotonia.turn_status = "preparing the prompt…"
+            elif waiting or self.kotonia.turn_status == "preparing the prompt…":
+                # What the turn waits for is the notice; how far it got, and the way out, here.
+                got = f" {event.progress}" if event.progress else ""
+                key = self._key_for("go_on")
+                self.kotonia.turn_status = f"{WAITING}{got} ({key}: go on without it)"
+            if event.progress:
+                return  # the inspector shows the fold when it lands
         if isinstance(event, FoldProgress) and event.state is FoldState.RUNNING and self.streaming:
             return  # the fold waits for the turn; the inspector refreshes when the turn ends
         self.refresh_memory()

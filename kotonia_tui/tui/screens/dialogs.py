@@ -171,6 +171,7 @@ def chapter_page(
             f"\nby {chapter.model} in {chapter.gen_ms / 1000:.1f} s" if chapter.model else "",
             "$text-muted",
         ),
+        literal(f"\n{chapter.note}" if chapter.note else "", "$text-muted"),
     )
     blocks = [
         head,

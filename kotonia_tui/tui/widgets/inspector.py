@@ -49,6 +49,8 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
         parts.append((" · stale", "bold $error"))
     if chapter.in_synopsis:
         parts.append((" · in synopsis", "$text-muted"))
+    if chapter.note:
+        parts.append((" · in parts", "$text-muted"))
     return Content.assemble(*parts)
 
 
@@ -149,6 +151,7 @@ class InspectorPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("Next prompt", classes="section")
         yield Static(id="budget")
+        yield Static(id="room")
         yield Static(
             Content.styled(
                 "T: past it, a fold is queued (older messages become a chapter). "
@@ -205,6 +208,7 @@ class InspectorPane(VerticalScroll):
         self.view = None
         self.query_one("#budget", Static).update(literal(reason, "italic $warning"))
         for section in (
+            "#room",
             "#metrics",
             "#generation",
             "#lore",
@@ -228,6 +232,9 @@ class InspectorPane(VerticalScroll):
     def _paint_budget(self, view: MemoryView) -> None:
         width = max(20, self.size.width - 4)
         self.query_one("#budget", Static).update(budget_bar_content(view.budget, width))
+        room = self.query_one("#room", Static)
+        room.update(literal(view.room_note, "$warning") if view.room_note else Content(""))
+        room.display = bool(view.room_note)
 
     def _paint_metrics(self, view: MemoryView) -> None:
         m = view.last_metrics
@@ -282,6 +289,11 @@ class InspectorPane(VerticalScroll):
                     (f"{view.verbatim_tokens:,}", "bold"),
                     (" tokens", "$text-muted"),
                 )
+            )
+        if view.forced_cuts:
+            times = "once" if view.forced_cuts == 1 else f"{view.forced_cuts:,} times"
+            lines.append(
+                Content.styled(f"forced cuts in this conversation: {times}", "$text-muted")
             )
         if view.forced_cut_through_id is not None:
             lines.append(
@@ -411,7 +423,9 @@ class InspectorPane(VerticalScroll):
             target.update(
                 Content.styled(
                     f"none yet: when the chapters together pass {view.budgets.major_gc:,} tokens"
-                    " (the major-fold size), the older half is folded into a synopsis",
+                    f" and at least {view.budgets.major_gc_min_chapters + 1} have landed, the"
+                    " older ones are folded into a synopsis of about "
+                    f"{view.budgets.synopsis_target:,} tokens",
                     "italic $text-muted",
                 )
             )
@@ -421,7 +435,13 @@ class InspectorPane(VerticalScroll):
                     (f"v{synopsis.version}", "bold"),
                     (
                         f" · through {view.number(synopsis.through_message_id)}"
-                        f" · {tokens(synopsis.tokens)}\n",
+                        f" · {tokens(synopsis.tokens)}"
+                        + (
+                            f" (target {synopsis.target_tokens:,})"
+                            if synopsis.target_tokens
+                            else ""
+                        )
+                        + "\n",
                         "$text-muted",
                     ),
                     literal(short_text(synopsis.text, 600)),

@@ -1,0 +1,334 @@
+"""Chapter jobs: a range of messages becomes chapters; a refold replaces stale ones.
+
+A chapter job folds its range oldest first, one piece per call. The pieces are as even as the
+messages allow (no one-message remainder beside a full chapter); a range larger than one piece
+stores its first chapter and queues the rest, so a long backlog makes progress that survives a
+restart. A refold (an edit inside a folded range) writes its whole range and supersedes the
+stale chapters in the same transaction; when the synopsis held them, the synopsis is rebuilt
+from the current chapters by the next major fold.
+
+Each chapter is structured (memory/structured.py) and stored with what it does to the ledger:
+the entries it adds and the ones it ends, by label. A chapter's prompt carries the live ledger
+(open threads it may resolve, facts and rules it may replace); a refold's leaves out the entries
+of the chapters it replaces, which rest on the text before the edit and end with them.
+
+A single message too long for one call (a pasted letter, a 100 KB message) is summarized on its
+own: cut at its seams into parts that fit (memory/oversized.py), one note per part, the notes
+merged until they are the size of a chapter; the chapter records that it was made that way.
+Each part is a structured chapter: their items together are the chapter's structure and its
+ledger changes; when the parts had to be merged (prose), the merged text is the chapter's text
+and only the ledger keeps the structure's items.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
+from kotonia_tui.domain import (
+    Chapter,
+    FoldJob,
+    FoldKind,
+    Message,
+    NewChapter,
+    StoredChapter,
+    StoredFoldJob,
+    StoredLedgerEntry,
+    StoredMessage,
+)
+from kotonia_tui.memory.assembly import in_prompt
+from kotonia_tui.memory.chronicler import (
+    Cast,
+    ChronicleKind,
+    ChronicleRequest,
+    chronicler_instructions,
+    ledger_prompt,
+    render_source,
+)
+from kotonia_tui.memory.oversized import split_text
+from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
+from kotonia_tui.memory.readback import missing, user_specifics
+from kotonia_tui.memory.structured import (
+    StructuredChapter,
+    combine,
+    ledger_changes,
+    render_chapter,
+)
+
+log = logging.getLogger(__name__)
+
+SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
+MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Messages one chronicler call reads, and the budget it was cut to."""
+
+    messages: list[StoredMessage]
+    costs: list[int]  # each message as the chronicler reads it, in tokens
+    budget: int
+
+
+async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
+    """Run a chapter or refold job; returns what it stored, in words."""
+    conv_id = job.conversation_id
+    cast = ctx.cast_of(conv_id)
+    ledger = ctx.store.ledger(conv_id)
+    if job.kind is FoldKind.REFOLD:
+        # The chapters this refold replaces wrote entries from the text before the edit.
+        replaced = {c.id for c in _stale(ctx, job)}
+        ledger = [e for e in ledger if e.chapter_id not in replaced]
+    pieces = await _pieces(ctx, job, cast, ledger)
+    if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
+        # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
+        # part of the story: the chronicler is not asked to write about them.
+        ctx.store.finish_fold(job.id)
+        return "nothing left to fold"
+    if job.kind is FoldKind.REFOLD:
+        return await _refold(ctx, job, cast, pieces, ledger)
+    folded = await _fold_piece(ctx, conv_id, cast, pieces[0], ledger)
+    chapter = folded.chapter
+    ctx.store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
+    last_id = chapter.last_message_id
+    if job.last_message_id is not None and last_id < job.last_message_id:
+        # A range too large for one call becomes several chapters, oldest first.
+        ctx.store.enqueue_fold(
+            FoldJob(
+                conversation_id=conv_id,
+                kind=job.kind,
+                first_message_id=last_id + 1,
+                last_message_id=job.last_message_id,
+            )
+        )
+    await ctx.queue_major_fold(conv_id)
+    return _stored(chapter)
+
+
+async def _refold(
+    ctx: FoldContext,
+    job: StoredFoldJob,
+    cast: Cast,
+    pieces: list[Piece],
+    ledger: Sequence[StoredLedgerEntry],
+) -> str:
+    conv_id = job.conversation_id
+    chapters: list[NewChapter] = []
+    ended: set[int] = set()
+    for piece in pieces:
+        folded = await _fold_piece(ctx, conv_id, cast, piece, ledger)
+        # Each piece reads the ledger as it stood before the range: an entry two pieces both
+        # end is ended by the first.
+        endings = tuple(e for e in folded.endings if e.entry_id not in ended)
+        ended.update(e.entry_id for e in endings)
+        chapters.append(NewChapter(folded.chapter, folded.entries, endings))
+    # Read again after the calls: a chapter made stale meanwhile is replaced too.
+    stale = _stale(ctx, job)
+    stored = ctx.store.store_refold([c.id for c in stale], chapters, job.id)
+    await ctx.queue_major_fold(conv_id)  # a rebuild, when the synopsis held a stale chapter
+    words = ", ".join(_stored(c) for c in stored)
+    if any(c.in_synopsis for c in stale):
+        return f"{words}; the synopsis will be rebuilt from the current chapters"
+    return words
+
+
+def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
+    """The stale chapters a refold job's range replaces."""
+    return ctx.store.stale_chapters(
+        job.conversation_id, job.first_message_id or 0, job.last_message_id or 0
+    )
+
+
+def _stored(chapter: Chapter) -> str:
+    return (
+        f"chapter for messages #{chapter.first_message_id}-#{chapter.last_message_id} "
+        f"({chapter.tokens} tokens)"
+    )
+
+
+async def _pieces(
+    ctx: FoldContext, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry]
+) -> list[Piece]:
+    """The job's messages cut into pieces for one call each (oldest first). A refold needs all
+    of them; a chapter job folds the first and queues the rest.
+
+    Sized by what the chronicler actually reads (each message as rendered for it, with its
+    "who -> whom" labels), so the instructions and the answer's room fit the fold context.
+    """
+    first = job.first_message_id or 0
+    last = job.last_message_id or 0
+    rows = ctx.store.messages_from(
+        job.conversation_id, first, SOURCE_READ_LIMIT, model_key=ctx.engine.model_key
+    )
+    rows = [m for m in rows if m.id <= last]
+    if not rows:
+        return []
+    story = cast.in_story(rows)
+    # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
+    # which a server backend answers without blocking the loop.
+    instructions, *message_costs = await ctx.count(
+        # The ledger the chapter prompt carries (open threads, facts it may replace) is part
+        # of its fixed cost.
+        [chronicler_instructions(ChronicleKind.CHAPTER, story) + ledger_prompt(ledger)]
+        + [render_source([m], char=story.char, user=story.user) for m in rows]
+    )
+    budgets = await ctx.budgets_for(job.conversation_id)
+    budget = max(1, min(budgets.chapter_source, ctx.input_room(instructions)))
+    costs = [WindowMessage(m.id, cost) for m, cost in zip(rows, message_costs, strict=True)]
+    by_id = {m.id: (m, cost) for m, cost in zip(rows, message_costs, strict=True)}
+    pieces = []
+    for first_id, last_id in split_source(costs, budget):
+        chosen = [by_id[i] for i in sorted(by_id) if first_id <= i <= last_id]
+        pieces.append(Piece([m for m, _ in chosen], [c for _, c in chosen], budget))
+    return pieces
+
+
+async def _fold_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
+    messages = piece.messages
+    if len(messages) == 1 and piece.costs[0] > piece.budget:
+        return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
+    done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
+    (tokens,) = await ctx.count([done.reply.text])
+    structure = done.reply.structure
+    entries, endings = ledger_changes(structure, conv_id, ledger) if structure else ([], [])
+    chapter = Chapter(
+        conversation_id=conv_id,
+        first_message_id=messages[0].id,
+        last_message_id=messages[-1].id,
+        text=done.reply.text,
+        model=ctx.engine.info.model_name,
+        gen_ms=done.gen_ms,
+        tokens=tokens,
+        story_time=done.reply.story_time,
+        structure=structure.to_json() if structure else None,
+        readback_misses=list(done.reply.misses),
+    )
+    return NewChapter(chapter, tuple(entries), tuple(endings))
+
+
+async def _fold_long_message(
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    message: StoredMessage,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
+    """One message too long for a call: a structured note on each part, their items together
+    the chapter's; notes too long together are merged into prose."""
+    story = cast.in_story([message])
+
+    async def costs(texts: list[str]) -> list[int]:
+        # Each part as the chronicler reads it; counted in batches, off the event loop.
+        return await ctx.count(
+            [
+                render_source(
+                    [message.model_copy(update={"text": text, "segments": []})],
+                    char=story.char,
+                    user=story.user,
+                )
+                for text in texts
+            ]
+        )
+
+    parts = await split_text(message.text, piece.budget, costs)
+    notes: list[Chapter] = []
+    structures: list[StructuredChapter] = []
+    gen_ms = 0.0
+    for number, text in enumerate(parts, start=1):
+        part: Message = message.model_copy(update={"text": text, "segments": []})
+        request = ChronicleRequest.chapter([part], cast, ledger, part=(number, len(parts)))
+        done = await ctx.ask(request)
+        gen_ms += done.gen_ms
+        if done.reply.structure is not None:
+            structures.append(done.reply.structure)
+        (tokens,) = await ctx.count([done.reply.text])
+        notes.append(
+            Chapter(
+                conversation_id=conv_id,
+                first_message_id=message.id,
+                last_message_id=message.id,
+                text=done.reply.text,
+                tokens=tokens,
+                story_time=done.reply.story_time,
+            )
+        )
+    limit = max(1, int(piece.budget * EXPECTED_CHAPTER_RATIO))
+    notes, merges, merge_ms = await _merge(ctx, story, notes, limit, piece.budget)
+    whole = combine(structures) if structures else None
+    if whole is not None and not merges:
+        text = render_chapter(whole)
+    else:
+        text = "\n\n".join(n.text.strip() for n in notes)
+    (tokens,) = await ctx.count([text])
+    note = (
+        f"message #{message.id} is {piece.costs[0]:,} tokens, more than one chronicler call "
+        f"reads ({piece.budget:,}): summarized on its own in {len(parts)} parts"
+        + (
+            f", merged in {merges} calls (its ledger entries keep the parts' items)"
+            if merges
+            else ""
+        )
+    )
+    log.info("conversation %s: %s", conv_id, note)
+    entries, endings = ledger_changes(whole, conv_id, ledger) if whole else ([], [])
+    # Read back against the whole message, not part by part: a name one part's note left out
+    # may be in another's.
+    kept = "\n".join([text, *(e.text for e in entries)])
+    chapter = Chapter(
+        conversation_id=conv_id,
+        first_message_id=message.id,
+        last_message_id=message.id,
+        text=text,
+        model=ctx.engine.info.model_name,
+        gen_ms=gen_ms + merge_ms,
+        tokens=tokens,
+        story_time=next((n.story_time for n in notes if n.story_time), None),
+        note=note,
+        structure=whole.to_json() if whole is not None and not merges else None,
+        readback_misses=missing(user_specifics([message]), kept),
+    )
+    return NewChapter(chapter, tuple(entries), tuple(endings))
+
+
+async def _merge(
+    ctx: FoldContext, cast: Cast, notes: list[Chapter], limit: int, budget: int
+) -> tuple[list[Chapter], int, float]:
+    """Merge consecutive notes (as a synopsis of them) until they fit `limit` tokens together
+    or stop shrinking; returns the notes, the calls made and their time."""
+    calls, gen_ms = 0, 0.0
+    for _round in range(MERGE_ROUNDS):
+        total = sum(n.tokens for n in notes)
+        if total <= limit or len(notes) < 2:
+            break
+        groups: list[list[Chapter]] = [[]]
+        for note in notes:
+            # The merge's own instructions and headings are longer than a chapter's.
+            if groups[-1] and sum(n.tokens for n in groups[-1]) + note.tokens > budget * 0.8:
+                groups.append([])
+            groups[-1].append(note)
+        merged: list[Chapter] = []
+        for group in groups:
+            if len(group) == 1:
+                merged.append(group[0])
+                continue
+            done = await ctx.ask(ChronicleRequest.synopsis(None, group, cast))
+            calls += 1
+            gen_ms += done.gen_ms
+            (tokens,) = await ctx.count([done.reply.text])
+            merged.append(group[0].model_copy(update={"text": done.reply.text, "tokens": tokens}))
+        if sum(n.tokens for n in merged) >= total:
+            raise FoldFailed(
+                f"the notes on message #{notes[0].first_message_id}'s parts did not get shorter "
+                f"when merged ({total} tokens): the chapter was not stored"
+            )
+        notes = merged
+    return notes, calls, gen_ms

@@ -1,0 +1,189 @@
+"""Major folds: the older chapters and the synopsis become a new synopsis of a set length.
+
+A major fold takes the oldest live chapters (at least `major_gc_min_chapters` at once) with the
+current synopsis and writes the next version. Its length is held in code: the synopsis is asked
+for in about its target (a share of the window, said in words or characters of the story's
+language), measured in tokens, and asked again with its draft when it is more than 20% off, up
+to SYNOPSIS_CALLS calls. A synopsis still far from its length is not stored: the job fails and
+is retried later, and the chapters stay in the memory meanwhile (nothing is lost; the memory is
+only larger than planned until a synopsis holds its length).
+
+When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
+are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
+folding the current chapters after it again, in as few calls as the fold context allows. The
+versions in between are kept (not current) as bases for a later rebuild; the current version's
+`through_message_id` never goes back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from kotonia_tui.chat.chronicle import Chronicled
+from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
+from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
+from kotonia_tui.memory.chronicler import (
+    Cast,
+    ChronicleKind,
+    ChronicleRequest,
+    LengthFit,
+    chapter_heading,
+    chronicler_instructions,
+    length_fit,
+)
+
+log = logging.getLogger(__name__)
+
+SYNOPSIS_CALLS = 3  # a synopsis far from its length is asked again, with its draft, twice
+REBUILD_READ_LIMIT = 200  # chapters read per round of a rebuild
+
+
+async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
+    """Run a major fold (or a rebuild); returns what it stored, in words."""
+    conv_id = job.conversation_id
+    store = ctx.store
+    cast = ctx.cast_of(conv_id)
+    budgets = await ctx.budgets_for(conv_id)
+    current = store.current_synopsis(conv_id)
+    if current is not None and current.stale:
+        return await _rebuild(ctx, job, cast, budgets.synopsis_target, current)
+    chapters = store.chapters(conv_id)
+    count = await ctx.major_fold_count(conv_id, chapters)
+    if count == 0:
+        store.finish_fold(job.id)
+        return "chapters no longer need folding"
+    older = chapters[:count]
+    through = max(older[-1].last_message_id, current.through_message_id if current else 0)
+    stored = await _fold(
+        ctx,
+        job,
+        cast,
+        budgets.synopsis_target,
+        current.text if current else None,
+        older,
+        through,
+        [c.id for c in older],
+    )
+    await ctx.queue_major_fold(conv_id)
+    return (
+        f"synopsis version {stored.version} from {count} chapters "
+        f"({stored.tokens} tokens, target {stored.target_tokens})"
+    )
+
+
+async def _rebuild(
+    ctx: FoldContext, job: StoredFoldJob, cast: Cast, target: int, current: StoredSynopsis
+) -> str:
+    conv_id = job.conversation_id
+    store = ctx.store
+    base = store.rebuild_base(conv_id, current.through_message_id + 1)
+    after = base.through_message_id if base is not None else 0
+    text = base.text if base is not None else None
+    folded = 0
+    while True:
+        chapters = store.synopsis_chapters_after(
+            conv_id, after, current.through_message_id, REBUILD_READ_LIMIT
+        )
+        more = len(chapters) == REBUILD_READ_LIMIT
+        if not chapters:
+            raise FoldFailed(
+                f"the synopsis through message #{current.through_message_id} must be rebuilt, "
+                "but no chapter after its base is left to rebuild it from"
+            )
+        # Only the last round stores the current version (and finishes the job).
+        final_through = current.through_message_id if not more else None
+        stored = await _fold(ctx, job, cast, target, text, chapters, final_through, [])
+        folded += len(chapters)
+        if not more:
+            since = f"version {base.version}" if base is not None else "the first chapter"
+            return (
+                f"synopsis version {stored.version} rebuilt from {since} and {folded} current "
+                f"chapters ({stored.tokens} tokens, target {target})"
+            )
+        after, text = stored.through_message_id, stored.text
+
+
+async def _fold(
+    ctx: FoldContext,
+    job: StoredFoldJob,
+    cast: Cast,
+    target: int,
+    base: str | None,
+    chapters: Sequence[StoredChapter],
+    final_through: int | None,
+    folded_ids: Sequence[int],
+) -> StoredSynopsis:
+    """Fold `chapters` into `base`, in as few calls as the fold context allows. The last call's
+    synopsis is stored current (through `final_through`, the chapters `folded_ids` marked
+    in it, the job done); the ones before it as versions kept for audit and later rebuilds.
+    With `final_through` None, every version is kept non-current (a rebuild goes on)."""
+    text = base
+    stored: StoredSynopsis | None = None
+    batches = await _batches(ctx, cast, base, chapters)
+    for index, batch in enumerate(batches):
+        last = index == len(batches) - 1 and final_through is not None
+        request = ChronicleRequest.synopsis(text, batch, cast, target_tokens=target)
+        done, tokens = await _write(ctx, request)
+        synopsis = Synopsis(
+            conversation_id=job.conversation_id,
+            version=0,  # numbered by the store
+            text=done.reply.text,
+            through_message_id=final_through
+            if last and final_through
+            else batch[-1].last_message_id,
+            model=ctx.engine.info.model_name,
+            gen_ms=done.gen_ms,
+            tokens=tokens,
+            current=last,
+            target_tokens=target,
+        )
+        if last:
+            stored = ctx.store.add_synopsis(synopsis, folded_ids, job.id)
+        else:
+            stored = ctx.store.add_synopsis(synopsis, [])
+        text = done.reply.text
+    assert stored is not None
+    return stored
+
+
+async def _batches(
+    ctx: FoldContext, cast: Cast, base: str | None, chapters: Sequence[StoredChapter]
+) -> list[list[StoredChapter]]:
+    """The chapters in groups that fit one call each beside the synopsis they are folded into
+    (the first group beside `base`, the next beside a synopsis of the target's size)."""
+    instructions, base_tokens, *headings = await ctx.count(
+        [chronicler_instructions(ChronicleKind.SYNOPSIS, cast), base or ""]
+        + [chapter_heading(c) for c in chapters]
+    )
+    room = ctx.input_room(instructions)
+    batches: list[list[StoredChapter]] = [[]]
+    used = base_tokens
+    for chapter, heading in zip(chapters, headings, strict=True):
+        size = chapter.tokens + heading + 2
+        if batches[-1] and used + size > room:
+            batches.append([])
+            used = base_tokens  # the next call folds into a synopsis of about the same size
+        batches[-1].append(chapter)
+        used += size
+    return batches
+
+
+async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
+    """A synopsis within +-20% of its target, asked again with the draft when it is not."""
+    target = request.target_tokens
+    asked = request
+    lengths: list[int] = []
+    for _call in range(SYNOPSIS_CALLS):
+        done = await ctx.ask(asked)
+        (tokens,) = await ctx.count([done.reply.text])
+        if target is None or length_fit(tokens, target) is LengthFit.OK:
+            return done, tokens
+        lengths.append(tokens)
+        log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
+        asked = request.again_with(done.reply.text, tokens)
+    raise FoldFailed(
+        f"the synopsis came out at {', '.join(str(n) for n in lengths)} tokens in "
+        f"{len(lengths)} calls; it must hold {target} tokens (+-20%): not stored, the chapters "
+        "stay in the memory until a synopsis of that length is written"
+    )

@@ -1,0 +1,70 @@
+"""How long a turn waits for the fold that keeps its messages in memory: while the fold moves.
+
+A turn that would cut messages at the ceiling waits for the chapter job that covers them
+(chat/prompting.py decides which jobs; chat/service.py says the wait; chat/fold_worker.py runs
+it). A fixed time does not fit: on a loaded machine one chapter took 6-10 minutes, so a bound
+of two minutes gave up on folds that were getting on, and the messages left the prompt anyway.
+
+So the wait follows the fold's progress, read from the engine (`Engine.work(Slot.FOLD)`: prompt
+tokens read and tokens written by fold calls). It goes on while the fold model works, and gives
+up only when the fold has not moved for `stall_s` (a stuck server, a worker waiting for a
+backend that is down) or when `cap_s` has passed in all. In the app the user can go on without
+the fold at any moment (a key); scripts keep the configured bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+REPORT_EVERY_S = 1.0  # how often a waiting turn says how far the fold has got
+
+
+class WaitEnd(StrEnum):
+    DONE = "done"  # every job waited for finished an attempt
+    STALLED = "stalled"  # the fold made no progress for `stall_s`
+    CAPPED = "capped"  # the wait reached `cap_s`
+    SKIPPED = "skipped"  # the user went on without it
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long a turn waits: while the fold moves, at most `stall_s` without progress and
+    `cap_s` in all."""
+
+    stall_s: float
+    cap_s: float
+
+    def said(self, end: WaitEnd) -> str:
+        """How the wait ended, as the status line and `chat --say`'s notes say it."""
+        if end is WaitEnd.DONE:
+            return "done"
+        later = "it goes on in the background and lands on a later turn"
+        if end is WaitEnd.STALLED:
+            return f"the fold made no progress for {duration(self.stall_s)}; going on ({later})"
+        if end is WaitEnd.CAPPED:
+            return f"not finished after {duration(self.cap_s)}; going on ({later})"
+        return f"going on without it, as asked ({later})"
+
+
+@dataclass(frozen=True)
+class WaitProgress:
+    """How far the fold has got since the turn began to wait."""
+
+    evaluated: int  # prompt tokens the fold model has read
+    generated: int  # tokens it has written
+    waited_s: float
+
+    def said(self) -> str:
+        """ "read 1,240 tokens, wrote 85 · 2 min 05 s" """
+        return (
+            f"read {self.evaluated:,} tokens, wrote {self.generated:,} · {duration(self.waited_s)}"
+        )
+
+
+def duration(seconds: float) -> str:
+    """ "45 s", "2 min 05 s" """
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    return f"{whole // 60} min {whole % 60:02d} s"
