@@ -2,11 +2,11 @@
 
 Read from the store alone (no model is loaded): the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
-structure and readback misses, the open threads, the fold jobs counted by status with the failed
-attempts by reason, and the memory block the next turn carries: the one the prompt carries now,
-or, when a fold has landed, the landed one (the next turn applies it, and keeps its ledger within
-the ledger's share of the window, counted by the model: `in_prompt` says which entries the prompt
-carries now).
+structure, readback misses and note, the open threads, the fold jobs counted by status with the
+failed attempts by reason, and the memory block the next turn carries: the one the prompt
+carries now, or, when a fold has landed, the landed one (the next turn applies it, and keeps its
+ledger within the ledger's share of the window, counted by the model: `in_prompt` says which
+entries the prompt carries now).
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
                 "text": c.text,
                 "structure": json.loads(c.structure) if c.structure else None,
                 "readback_misses": c.readback_misses,
+                "note": c.note,
             }
             for c in chapters
         ],

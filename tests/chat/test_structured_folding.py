@@ -31,6 +31,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.ledger import render_ledger
 from kotonia_tui.store import Store
+from kotonia_tui.store.ledger_rows import REFOLD_NOTE
 from tests.settings import tiny_settings
 
 CAST = Cast(char="Wren", user="Ann")
@@ -66,6 +67,12 @@ RESOLVES = (
     '"resolved":[{"thread":"T1","ids":[9],"how":"Wren had it in a coat"}]}'
 )
 SYNOPSIS = "Ann and Wren waited for Mia by the lamps."
+# Chapter 2 folded again after the user corrected the date in message 5.
+REFOLDED = (
+    '{"events":[{"ids":[6],"event":"Wren lit the storm lamps."}],'
+    '"user_facts":[{ "ids":[5],"fact":"Ann has a sister, Mia, who lands on the 20th.",'
+    '"replaces":""}]}'
+)
 
 
 def seed(store: Store) -> int:
@@ -89,7 +96,6 @@ async def fold(store: Store, model: Path, job: FoldJob, **values: Any) -> None:
         engine,
         settings,
         cast=lambda _conv: CAST,
-        message_tokens=lambda m: len(m.text),
         notify=lambda _event: None,
     )
     store.enqueue_fold(job)
@@ -179,4 +185,50 @@ def test_a_readback_miss_is_retried_once(tmp_path, scripted_model):
         engine.close()
     assert done.calls == 2 and done.reply.misses == ("Oslo",)
     assert done.reply.request.misses == ()  # the kept reply is the better of the two
+    store.close()
+
+
+def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path, scripted_model):
+    """An edit inside chapter 2: its refold replaces the chapter, and the facts it recorded from
+    the old text leave the prompt with it; they stay in the store, valid from the old chapter
+    to the refold. Chapter 1's thread is not touched."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+    asyncio.run(fold(store, scripted_model(OPENS), chapter_job(conv_id, 1, 4)))
+    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    first, second = store.chapters(conv_id)
+    thread, old_fact = store.ledger(conv_id)
+    assert (old_fact.chapter_id, old_fact.text) == (
+        second.id,
+        "Ann has a sister, Mia, who lands on the 14th.",
+    )
+
+    store.update_message_text(5, "My sister Mia lands on the 20th.", [])
+    assert store.mark_chapters_stale(conv_id, 5) == [second.id]
+    refold = FoldJob(
+        conversation_id=conv_id, kind=FoldKind.REFOLD, first_message_id=5, last_message_id=8
+    )
+    asyncio.run(fold(store, scripted_model(REFOLDED), refold))
+
+    old = store.get_chapter(second.id)
+    assert old.superseded_by is not None
+    new = store.get_chapter(old.superseded_by)
+    assert [c.id for c in store.chapters(conv_id)] == [first.id, new.id]
+    live = store.ledger(conv_id)
+    kept, new_fact = live
+    assert kept.id == thread.id  # chapter 1's thread stays open
+    assert (new_fact.chapter_id, new_fact.text) == (
+        new.id,
+        "Ann has a sister, Mia, who lands on the 20th.",
+    )
+    ended = next(e for e in store.ledger(conv_id, include_ended=True) if e.id == old_fact.id)
+    # Valid from the old chapter to the refold; its words kept as they were.
+    assert (ended.chapter_id, ended.ended_by_chapter_id) == (second.id, new.id)
+    assert (ended.end, ended.end_note, ended.text) == (
+        LedgerEnd.SUPERSEDED,
+        REFOLD_NOTE,
+        old_fact.text,
+    )
+    assert "14th" not in render_ledger(live)
+    assert {j.status for j in store.fold_jobs(conv_id)} == {FoldStatus.DONE}
     store.close()
