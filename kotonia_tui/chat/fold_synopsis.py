@@ -4,9 +4,11 @@ A major fold takes the oldest live chapters (at least `major_gc_min_chapters` at
 current synopsis and writes the next version. Its length is held in code: the synopsis is asked
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
-to SYNOPSIS_CALLS calls. A synopsis still far from its length is not stored: the job fails and
-is retried later, and the chapters stay in the memory meanwhile (nothing is lost; the memory is
-only larger than planned until a synopsis holds its length).
+to SYNOPSIS_CALLS calls. When none is within 20%, the longest draft that is short but at least
+half its target is stored (it keeps the memory within its plan); a synopsis still too long, or
+far too short, is not stored: the job fails and is retried later, and the chapters stay in the
+memory meanwhile (nothing is lost; the memory is only larger than planned until a synopsis
+holds its length).
 
 When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
@@ -24,6 +26,7 @@ from kotonia_tui.chat.chronicle import Chronicled
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
 from kotonia_tui.memory.chronicler import (
+    SHORT_FLOOR,
     Cast,
     ChronicleKind,
     ChronicleRequest,
@@ -170,20 +173,36 @@ async def _batches(
 
 
 async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
-    """A synopsis within +-20% of its target, asked again with the draft when it is not."""
+    """A synopsis within +-20% of its target, asked again with the draft when it is not; the
+    longest short draft of at least half the target when no call got within 20%."""
     target = request.target_tokens
     asked = request
-    lengths: list[int] = []
+    drafts: list[tuple[Chronicled, int]] = []
     for _call in range(SYNOPSIS_CALLS):
         done = await ctx.ask(asked)
         (tokens,) = await ctx.count([done.reply.text])
         if target is None or length_fit(tokens, target) is LengthFit.OK:
             return done, tokens
-        lengths.append(tokens)
+        drafts.append((done, tokens))
         log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
         asked = request.again_with(done.reply.text, tokens)
+    short = [
+        (draft, tokens)
+        for draft, tokens in drafts
+        if tokens >= target * SHORT_FLOOR and length_fit(tokens, target) is LengthFit.SHORT
+    ]
+    if short:
+        draft, tokens = max(short, key=lambda pair: pair[1])
+        log.info(
+            "synopsis of %s tokens for a target of %s: the longest short draft of %s calls, stored",
+            tokens,
+            target,
+            len(drafts),
+        )
+        return draft, tokens
+    lengths = ", ".join(str(tokens) for _draft, tokens in drafts)
     raise FoldFailed(
-        f"the synopsis came out at {', '.join(str(n) for n in lengths)} tokens in "
-        f"{len(lengths)} calls; it must hold {target} tokens (+-20%): not stored, the chapters "
-        "stay in the memory until a synopsis of that length is written"
+        f"the synopsis came out at {lengths} tokens in {len(drafts)} calls; it must hold "
+        f"{target} tokens (+-20%, or at least {int(target * SHORT_FLOOR)} when short): not "
+        "stored, the chapters stay in the memory until a synopsis of that length is written"
     )

@@ -28,7 +28,7 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold_chapters import fold_chapter_job
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.chat.fold_synopsis import fold_synopsis_job
-from kotonia_tui.chat.fold_wait import REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
+from kotonia_tui.chat.fold_wait import GAVE_WAY, REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.engine import (
@@ -295,10 +295,9 @@ class FoldWorker:
                 self._giving_way = False
                 self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
                 if not self._done_elsewhere(job):
-                    error = "gave way to a chapter a turn waits for"
-                    paused = self.store.fail_fold(job.id, error, utcnow())
+                    paused = self.store.fail_fold(job.id, GAVE_WAY, utcnow())
                     self._notify(
-                        FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, error)
+                        FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, GAVE_WAY)
                     )
                 return
             # Shutting down mid-fold: the job goes back to pending and runs next time.

@@ -18,6 +18,7 @@ from datetime import timedelta
 from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
+from kotonia_tui.chat.fold_wait import GAVE_WAY
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -503,22 +504,25 @@ class Prompter:
         return TurnDecision(plan, state, fold, notices, self._worth_waiting_for(read, plan))
 
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
-        """The open chapter jobs this turn should wait for: it would cut messages at the
-        ceiling, or messages cut before are not in the memory yet, and a chapter job covers
-        them. A job whose last attempt failed is in its backoff and not waited for (a failing
-        chronicler must not hold every turn); a major fold is not waited for (it makes the
-        memory smaller but brings no message back)."""
+        """The open fold jobs this turn should wait for: it would cut messages at the ceiling,
+        or messages cut before are not in the memory yet, or the memory that landed is too
+        large to apply. Then the chapter jobs that cover the cut messages, and the major fold:
+        only it makes the memory smaller (measured at n_ctx 2048: waiting for chapters alone,
+        each applied chapter pushed the history over the ceiling again and cut the next
+        messages, while the major fold gave way to every chapter; no synopsis in 40 turns).
+        A job whose last attempt failed is in its backoff and not waited for (a failing
+        chronicler must not hold every turn); one that gave way to a chapter did not fail."""
         cut_before = read.state.forced_cut_through_id
         uncovered = cut_before is not None and read.landed.covered_through < cut_before
-        if plan.forced_cut_through is None and not uncovered:
+        cutting = plan.forced_cut_through is not None or uncovered
+        if not cutting and not plan.landed_too_large:
             return ()
         through = max(plan.forced_cut_through or 0, cut_before or 0)
         return tuple(
             job
             for job in read.open_jobs
-            if job.kind is not FoldKind.MAJOR_GC
-            and (job.first_message_id or 0) <= through
-            and (job.status is FoldStatus.RUNNING or job.last_error is None)
+            if (job.status is FoldStatus.RUNNING or job.last_error in (None, GAVE_WAY))
+            and (job.kind is FoldKind.MAJOR_GC or (job.first_message_id or 0) <= through)
         )
 
     def _fold_to_queue(
