@@ -64,6 +64,12 @@ class Chronicled:
             case Verdict.REFUSED:
                 times = "twice" if self.calls == 2 else f"{self.calls} times"
                 return f"the chronicler refused {times}; the {what} was not stored"
+            case Verdict.HOLLOW:
+                messages = self.reply.request.messages
+                return (
+                    f"the {what} holds nothing from messages "
+                    f"#{messages[0].id}-#{messages[-1].id}; it was not stored"
+                )
             case Verdict.MALFORMED:
                 start = self.reply.text[:80]
                 return f"the chronicler's {what} did not follow its JSON schema: {start!r}"

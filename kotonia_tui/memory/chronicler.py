@@ -503,6 +503,7 @@ class Verdict(StrEnum):
     CUT = "cut"  # the output cap stopped it: a cut summary is never stored
     REFUSED = "refused"  # a refusal: never stored
     MALFORMED = "malformed"  # not a chapter in its schema (a server that ignored the schema)
+    HOLLOW = "hollow"  # a structured chapter with no item: it keeps nothing of its messages
 
 
 @dataclass(frozen=True)
@@ -566,6 +567,10 @@ def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
         open_threads=source.open_threads,
         replaceable=source.replaceable,
     )
+    if chapter.holds_nothing:
+        # Whatever the model wrote (a refusal forced into the schema, items without evidence),
+        # a chapter that keeps nothing is never stored in place of its messages.
+        return ChronicleReply(request, Verdict.HOLLOW, text, retry=request)
     misses = tuple(missing(user_specifics(request.messages), chapter_words(chapter)))
     retry = replace(request, misses=misses) if misses and not request.misses else None
     return ChronicleReply(

@@ -149,6 +149,12 @@ class StructuredChapter:
     ledger: tuple[LedgerItem, ...]
     resolved: tuple[Resolution, ...]
 
+    @property
+    def holds_nothing(self) -> bool:
+        """No item of any kind: the chapter keeps nothing of its messages (a time alone is not
+        a record of what happened)."""
+        return not (self.events or self.claims or self.ledger or self.resolved)
+
     def to_json(self) -> str:
         """The structure as stored in the chapter row (stable key order)."""
         return json.dumps(

@@ -48,6 +48,10 @@ FAR_TOO_LONG = (  # 116 tokens: more than 20% over 81
     "was allergic to cats; they agreed to search the harbour records at dawn."
 )
 
+# A chapter answer that keeps nothing: its one event cites the greeting (#1) and says nothing.
+# The grammar lets it through; the fold must not store it in place of the messages.
+HOLLOW_CHAPTER = '{"events":[{"ids":[1],"event":""}]}'
+
 
 def write_long_card(setup_chars: int) -> str:
     """A card whose setup takes a large share of a small window."""
@@ -214,12 +218,13 @@ async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(
     make_service, scripted_model
 ):
     service, conv_id = await open_chat(
-        make_service, scripted_model("I'm sorry, but I can't help with that."), write_short_card()
+        make_service, scripted_model(HOLLOW_CHAPTER), write_short_card()
     )
     await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
     await service.worker.wait_settled(conv_id)
     (job,) = service.open_folds(conv_id)
-    assert job.last_error and "refused" in job.last_error
+    assert job.last_error and "holds nothing from messages #1-" in job.last_error
+    assert service.store.chapters(conv_id) == []
     turns = await chat_until(
         service, conv_id, lambda t: t.prepared.plan.forced_cut_through is not None
     )

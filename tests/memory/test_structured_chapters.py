@@ -146,6 +146,15 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
     assert whole.story_time == "the 14th"
 
 
+def test_an_answer_that_keeps_nothing_is_not_a_chapter():
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    # An event without text and one citing no message of the source: both are dropped.
+    hollow = {"time": "the 14th", "events": [{"event": "", "ids": [3]}, {"event": "x", "ids": []}]}
+    reply = read_reply(request, prompt, json.dumps(hollow), cut=False)
+    assert reply.verdict is Verdict.HOLLOW and not reply.ok and reply.retry == request
+
+
 def test_an_answer_that_is_not_the_schema_is_asked_for_again():
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
