@@ -18,7 +18,8 @@ from tests.scripted_chapters import written_by_script
 from .conftest import tiny_settings
 
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
-REFUSAL = "I'm sorry, but I can't help with that."
+# A chapter answer that keeps nothing: its one event cites the greeting (#1) and says nothing.
+HOLLOW_CHAPTER = '{"events":[{"ids":[1],"event":""}]}'
 
 
 def settings_for(model, **values):
@@ -136,9 +137,11 @@ async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
     assert folded  # the older chapters went into the synopsis, and stay stored
 
 
-async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
+async def test_a_chapter_that_holds_nothing_is_never_stored(make_service, scripted_model):
+    # A refusal scripted here is turned into a chapter's event by the schema's grammar (and so
+    # is a record, memory/refusal.py); a chapter whose one event says nothing keeps nothing.
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(REFUSAL)))
+    service = await make_service(settings_for(scripted_model(HOLLOW_CHAPTER)))
     conv = service.new_conversation(service.library.get(key))
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
@@ -147,7 +150,7 @@ async def test_a_refused_summary_is_never_stored(make_service, scripted_model):
     assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
     (job,) = service.store.fold_jobs(conv.id)
     assert job.attempts == 1
-    assert "refused twice" in job.last_error
+    assert "holds nothing from messages #1-" in job.last_error
     assert job.status is FoldStatus.PENDING  # retried later, with a backoff
     assert any(isinstance(e, FoldProgress) and e.state is FoldState.FAILED for e in events)
 

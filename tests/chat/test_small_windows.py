@@ -24,7 +24,7 @@ from kotonia_tui.domain import FoldKind, FoldStatus, Message, Role
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
 
-from .test_folding import CHAPTER, chat_until, settings_for
+from .test_folding import CHAPTER, HOLLOW_CHAPTER, chat_until, settings_for
 
 # A synopsis the size of the default target at n_ctx 2048 (4% = 81 tokens, +-20%), in the
 # tiny tokenizer's tokens: English 77, Chinese 82, Japanese 85.
@@ -47,10 +47,6 @@ FAR_TOO_LONG = (  # 116 tokens: more than 20% over 81
     "Grey Heron. Wren showed her a brass compass that a sailor left last spring. Ann said she "
     "was allergic to cats; they agreed to search the harbour records at dawn."
 )
-
-# A chapter answer that keeps nothing: its one event cites the greeting (#1) and says nothing.
-# The grammar lets it through; the fold must not store it in place of the messages.
-HOLLOW_CHAPTER = '{"events":[{"ids":[1],"event":""}]}'
 
 
 def write_long_card(setup_chars: int) -> str:
