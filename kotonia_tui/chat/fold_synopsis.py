@@ -186,6 +186,7 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
         drafts.append((done, tokens))
         log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
         asked = request.again_with(done.reply.text, tokens)
+    assert target is not None  # without a target the first draft was taken
     short = [
         (draft, tokens)
         for draft, tokens in drafts

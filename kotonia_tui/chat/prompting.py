@@ -311,6 +311,14 @@ class Prompter:
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
+        if wait is not None and self._cut_without_a_job(read, decision):
+            # One long reply can carry the history from under the trigger past the ceiling:
+            # the chapter for what this turn would cut is queued now, so the turn waits for
+            # it instead of cutting first and folding after.
+            assert decision.fold is not None
+            self.store.enqueue_fold(decision.fold)
+            read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+            decision = self.plan(read, queue_by_trigger=before_id is None)
         started = time.monotonic()
         waited: set[int] = set()
         asked = False
@@ -502,6 +510,22 @@ class Prompter:
         state = state.model_copy(update={"verbatim_start_id": start})
         fold = self._fold_to_queue(read, plan, queue_by_trigger)
         return TurnDecision(plan, state, fold, notices, self._worth_waiting_for(read, plan))
+
+    @staticmethod
+    def _cut_without_a_job(read: TurnRead, decision: TurnDecision) -> bool:
+        """The turn would cut messages that no open chapter job covers yet, and the chronicler
+        is not failing (a job in its backoff: a new job would only fail too, and hold the
+        turn while it did)."""
+        fold = decision.fold
+        cut = decision.plan.forced_cut_through
+        failing = any(job.last_error not in (None, GAVE_WAY) for job in read.open_jobs)
+        return (
+            cut is not None
+            and not failing
+            and fold is not None
+            and fold.kind is FoldKind.CHAPTER
+            and (fold.last_message_id or 0) >= cut
+        )
 
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
         """The open fold jobs this turn should wait for: it would cut messages at the ceiling,

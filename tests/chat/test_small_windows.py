@@ -448,8 +448,11 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     ids = store.add_messages(conv_id, story)
     turn = await service.send(conv_id, "Did you read my letter?")
     assert (await turn.wait()).error is None
-    cut = turn.prepared.plan.forced_cut_through
-    assert cut is not None and cut >= ids[6]  # it cannot stay in an 8,192-token prompt
+    # The letter cannot stay in an 8,192-token prompt: the turn queued its chapter and waited
+    # for it, so nothing left the prompt without landing in the memory first.
+    plan = turn.prepared.plan
+    assert plan.forced_cut_through is None
+    assert plan.verbatim_start_id is not None and plan.verbatim_start_id > ids[6]
     await service.worker.wait_settled(conv_id)
     assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
     chapters = store.chapters(conv_id, include_in_synopsis=True)
@@ -459,7 +462,7 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     assert own.tokens < 400  # merged down to the size of a chapter
     # Everything that left the prompt is in the memory, and the queue goes on folding.
     assert min(c.first_message_id for c in chapters) <= ids[0]
-    assert max(c.last_message_id for c in chapters) >= cut
+    assert max(c.last_message_id for c in chapters) >= plan.verbatim_start_id - 1
     jobs = store.fold_jobs(conv_id)
     assert len(jobs) >= 2 and all(j.status is FoldStatus.DONE for j in jobs)
 
@@ -595,3 +598,31 @@ async def test_a_turn_waits_for_the_major_fold_when_the_memory_that_landed_canno
     assert plan.apply_landed and not plan.landed_too_large
     assert plan.forced_cut_through is None
     assert synopsis.text in turn.prepared.state.memory_text
+
+
+async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_and_waits(
+    make_service, scripted_model
+):
+    """Measured at n_ctx 2048: a reply that ran to its cap carried the history from under the
+    trigger past the ceiling, no chapter job was open, and the turn cut first and queued the
+    chapter after (2 of the 3 forced cuts in 40 turns). Here a long stretch arrives at once
+    (as an import or a long reply does): the turn queues the chapter and waits for it."""
+    service, conv_id = await open_chat(
+        make_service, scripted_model(ON_TARGET["en"]), write_short_card(), fold_delay_s=3600
+    )
+    line = "Ann and Wren walked the gallery and counted the lamps again, one by one. " * 3
+    service.store.add_messages(
+        conv_id,
+        [
+            Message(role=Role.USER if i % 2 else Role.CHARACTER, speaker="x", text=line)
+            for i in range(40)
+        ],
+    )
+    assert service.open_folds(conv_id) == []
+    turn = await service.send(conv_id, "Where were we?")
+    assert (await turn.wait()).error is None
+    assert turn.prepared.plan.forced_cut_through is None
+    assert turn.prepared.fold_wait_ms > 0
+    assert turn.prepared.plan.apply_landed
+    assert service.store.memory_state(conv_id).forced_cuts == 0
+    assert service.store.chapters(conv_id)
