@@ -25,7 +25,10 @@ __all__ = ["seed_conversation"]
 
 CARD_KEY = SHORT_CARD_KEY
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
-REFUSAL = "I'm sorry, but I can't help with that."
+# Under the chapter schema's grammar a scripted refusal becomes an event quoting it (a record,
+# memory/refusal.py); what a chronicler that never gives anything writes is a chapter that
+# holds nothing.
+HOLLOW_CHAPTER = '{"events":[{"ids":[1],"event":""}]}'
 
 
 def write_card() -> str:
