@@ -49,12 +49,13 @@ from kotonia_tui.memory.chronicler import (
 )
 from kotonia_tui.memory.oversized import split_text
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
-from kotonia_tui.memory.readback import missing, user_specifics
+from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
 from kotonia_tui.memory.structured import (
     StructuredChapter,
     combine,
     ledger_changes,
     render_chapter,
+    with_quotes,
 )
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ async def _fold_piece(
         return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
     done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
     (tokens,) = await ctx.count([done.reply.text])
-    structure = done.reply.structure
+    structure = done.reply.kept()
     entries, endings = ledger_changes(structure, conv_id, ledger) if structure else ([], [])
     chapter = Chapter(
         conversation_id=conv_id,
@@ -279,10 +280,13 @@ async def _fold_long_message(
         )
     )
     log.info("conversation %s: %s", conv_id, note)
-    entries, endings = ledger_changes(whole, conv_id, ledger) if whole else ([], [])
     # Read back against the whole message, not part by part: a name one part's note left out
     # may be in another's.
-    kept = "\n".join([text, *(e.text for e in entries)])
+    kept = "\n".join([text, *(item.text for item in whole.ledger)] if whole else [text])
+    misses = missing(user_specifics([message]), kept)
+    if whole is not None:
+        whole = with_quotes(whole, quoted_lines([message], misses))
+    entries, endings = ledger_changes(whole, conv_id, ledger) if whole else ([], [])
     chapter = Chapter(
         conversation_id=conv_id,
         first_message_id=message.id,
@@ -294,7 +298,7 @@ async def _fold_long_message(
         story_time=next((n.story_time for n in notes if n.story_time), None),
         note=note,
         structure=whole.to_json() if whole is not None and not merges else None,
-        readback_misses=missing(user_specifics([message]), kept),
+        readback_misses=misses,
     )
     return NewChapter(chapter, tuple(entries), tuple(endings))
 

@@ -30,13 +30,20 @@ from typing import Any
 
 from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
 
-# UTF-8 needs at most 4 bytes for a code point and a token is at least one byte; the pattern
-# below allows no escapes, so this is the strict bound of tokens per string character.
+# UTF-8 needs at most 4 bytes for a code point and a token is at least one byte; the patterns
+# below allow no escapes, so this is the strict bound of tokens per string character.
 BYTES_PER_CHAR = 4.0
-# No quote, backslash or control character: a string is one plain line with no escapes, so its
-# byte size has a bound, and the rendered text needs no unescaping.
-_TEXT_PATTERN = '^[^"\\\\\\x00-\\x1f]{0,%d}$'
-_LENGTH = re.compile(r"\{0,(\d+)\}\$$")
+# A string holds no quote, backslash or control character: one plain line with no escapes, so
+# its byte size has a bound, and the rendered text needs no unescaping.
+_CHAR = '[^"\\\\\\x00-\\x1f]'
+# And it starts with a letter of any script (not an ASCII digit, space, control character or
+# punctuation mark): measured on a 270M base model, a string that could start anywhere held
+# "1", "1887", "}, {" or a run of 1s, the JSON and the ids around it leaking into the text.
+_FIRST = "[^\\x00-\\x40\\x5b-\\x60\\x7b-\\x7f]"
+# The shortest text an item may hold: less cannot say who did what ("T7", "yes").
+MIN_ITEM_CHARS = 8
+# How long a pattern below lets a string be: its `{min,max}` and the leading letter.
+_LENGTH = re.compile(r"\{(\d+),(\d+)\}(?:\)\?)?\$$")
 
 EVIDENCE_MAX = 2  # ids per item
 MIN_TEXT = 24  # below this an item cannot say anything: the budget is too small
@@ -59,9 +66,9 @@ TIME_LENGTH = 60
 # The lists, in the order the answer writes them, and the most items each may hold.
 LIST_LIMITS: dict[str, int] = {
     "events": 12,
-    "claims": 6,
     "user_facts": 6,
     "constraints": 4,
+    "claims": 6,
     "decisions": 3,
     "promises": 3,
     "open_threads": 4,
@@ -129,8 +136,22 @@ class Shape:
         return Shape(self.counts, text, max(MIN_SHORT, min(self.short, text // 2)))
 
 
-def text_schema(length: int) -> dict[str, Any]:
-    return {"type": "string", "maxLength": length, "pattern": _TEXT_PATTERN % length}
+def text_schema(length: int, *, optional: bool = False) -> dict[str, Any]:
+    """A string of at most `length` characters that starts with a letter: at least
+    MIN_ITEM_CHARS of them, or (`optional`) none at all."""
+    if optional:
+        pattern = f"^({_FIRST}{_CHAR}{{0,{length - 1}}})?$"
+    else:
+        pattern = f"^{_FIRST}{_CHAR}{{{MIN_ITEM_CHARS - 1},{length - 1}}}$"
+    return {"type": "string", "maxLength": length, "pattern": pattern}
+
+
+def pattern_chars(pattern: str) -> int:
+    """The most characters a string of `text_schema`'s pattern can hold."""
+    match = _LENGTH.search(pattern)
+    if match is None or _FIRST not in pattern:
+        raise ValueError(f"not a pattern text_schema writes: {pattern!r}")
+    return 1 + int(match.group(2))
 
 
 def _ids(ids: Sequence[int]) -> dict[str, Any]:
@@ -201,35 +222,36 @@ class ChapterSource:
 def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     """The schema of a chapter of this source, in this shape.
 
-    The events come first and are required (a chapter says at least what happened); the story
-    time and the other lists are optional and come in this order (a small model asked for the
-    time first wrote anything there). Each item names its evidence ids first:
-    a small model does better choosing the messages than writing about them, and what it
-    then writes is anchored to the messages it chose.
+    Every list the shape keeps is required, in LIST_LIMITS's order (the events first, the
+    user's facts next): a small model closed the object after the events and never wrote a
+    fact, a rule or a thread; now it must open each list, which it may leave empty. The story
+    time is optional and last (a small model asked for the time first wrote anything there).
+    Each item writes its text first and its evidence ids after it: with the ids first, a
+    270M model went on writing numbers in the text.
     """
     ids = _ids(source.all_ids)
     user_ids = _ids(source.user_ids or source.all_ids)  # unused when the lists are empty
-    text, short = text_schema(shape.text), text_schema(shape.short)
+    text, short = text_schema(shape.text), text_schema(shape.short, optional=True)
     replaces = {"enum": ["", *source.replaceable]}
     threads = {"enum": list(source.open_threads) or [""]}
     items = {
-        "events": _object({"ids": ids, "event": text}),
-        "claims": _object({"ids": ids, "said": text, "in_fact": short}),
-        "user_facts": _object({"ids": user_ids, "fact": text, "replaces": replaces}),
-        "constraints": _object({"ids": user_ids, "rule": text, "replaces": replaces}),
-        "decisions": _object({"ids": ids, "decision": text, "because": short, "rejected": short}),
-        "promises": _object({"ids": ids, "promise": text}),
-        "open_threads": _object({"ids": ids, "thread": text}),
-        "resolved": _object({"thread": threads, "ids": ids, "how": short}),
+        "events": _object({"event": text, "ids": ids}),
+        "user_facts": _object({"fact": text, "ids": user_ids, "replaces": replaces}),
+        "constraints": _object({"rule": text, "ids": user_ids, "replaces": replaces}),
+        "claims": _object({"said": text, "in_fact": short, "ids": ids}),
+        "decisions": _object({"decision": text, "because": short, "rejected": short, "ids": ids}),
+        "promises": _object({"promise": text, "ids": ids}),
+        "open_threads": _object({"thread": text, "ids": ids}),
+        "resolved": _object({"thread": threads, "how": short, "ids": ids}),
     }
-    properties: dict[str, Any] = {
-        "events": _list(items.pop("events"), shape.counts["events"], at_least=1)
-    }
-    properties["time"] = text_schema(min(TIME_LENGTH, shape.short))
-    for name, item in items.items():
+    properties: dict[str, Any] = {}
+    for name in LIST_LIMITS:
         if shape.counts[name]:
-            properties[name] = _list(item, shape.counts[name])
-    return {**_object(properties), "required": ["events"]}
+            at_least = 1 if name == "events" else 0
+            properties[name] = _list(items[name], shape.counts[name], at_least=at_least)
+    required = list(properties)
+    properties["time"] = text_schema(min(TIME_LENGTH, shape.short), optional=True)
+    return {**_object(properties), "required": required}
 
 
 def chapter_schema(
@@ -266,8 +288,9 @@ def max_tokens(schema: dict[str, Any], tokens_per_char: float = BYTES_PER_CHAR) 
         return max(len(json.dumps(v).encode()) for v in schema["enum"]) + space
     kind = schema.get("type")
     if kind == "string":
-        match = _LENGTH.search(schema.get("pattern", ""))
-        length = int(match.group(1)) if match else int(schema["maxLength"])
+        # llama.cpp's converter follows the pattern and ignores maxLength when both are given.
+        pattern = schema.get("pattern")
+        length = pattern_chars(pattern) if pattern else int(schema["maxLength"])
         return 2 + math.ceil(tokens_per_char * length) + space
     if kind == "array":
         count = int(schema["maxItems"])

@@ -40,7 +40,7 @@ from kotonia_tui.memory.chapter_schema import (
 )
 from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
-from kotonia_tui.memory.readback import missing, user_specifics
+from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
 from kotonia_tui.memory.refusal import Prose, is_refusal
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.memory.structured import (
@@ -50,6 +50,7 @@ from kotonia_tui.memory.structured import (
     parse_answer,
     read_chapter,
     render_chapter,
+    with_quotes,
 )
 
 CHRONICLER = "Chronicler"
@@ -142,27 +143,34 @@ open at the end as "Open: ...".
 - If the messages show when this happens in the story, begin with "When: ..." on its own line.
 - Write only the chapter: no preface, no comments."""
 
+
 STRUCTURED_CHAPTER_INSTRUCTIONS = """\
 You are the chronicler of the story between {char} and {user}. You keep the record that lets \
 the story go on for years without losing what happened. Record the messages below as a JSON \
-object, in the language of the story. Every item starts with "ids": the numbers of the \
+object, in the language of the story. Each item is one short sentence that names people \
+(no pronouns) and keeps names, numbers and dates exact, then "ids": the numbers of the \
 messages it rests on (the [#N] before each line).
 
 Fields:
-- "events": what happened, one short sentence each, naming people instead of pronouns.
-- "time": when this happens in the story, if the messages show it ("" if not).
-- "claims": what a character said that may not be true: "said" is what was said; "in_fact" \
-what the narration or the speaker's own thoughts show instead ("" if nothing does).
-- "user_facts": what {user} says about themselves (name, family, likes, plans, dates, \
-prices): facts, kept with their exact names and numbers. "replaces": the label of a known \
-fact this one changes, or "".
+- "events": what happened.
+- "user_facts": what {user} says about themselves (name, family, health, likes, plans, dates, \
+prices). "replaces": the label of a known fact this one changes, or "".
 - "constraints": rules and limits {user} set. "replaces" as above.
-- "decisions": what was decided, "because" why, "rejected" the alternatives turned down.
+- "claims": what a character said that may not be true: "said" is the claim; "in_fact" what \
+the narration or the speaker's own thoughts show instead ("" if nothing does).
+- "decisions": what was decided, "because" why, "rejected" the alternative turned down.
 - "promises": who promised what to whom.
 - "open_threads": questions, plans and problems still open at the end of these messages.
 - "resolved": open threads (by label, e.g. "T7") these messages settle, and "how".
+- "time": when this happens in the story, if the messages say ("" if not).
+A list with nothing to record stays empty: []. Write each thing once. Do not copy the lines; \
+say what they mean. Do not invent."""
 
-Write each thing once. Do not copy the lines; say what they mean. Do not invent."""
+
+def structured_instructions(cast: Cast) -> str:
+    """A structured chapter's fixed instructions."""
+    return STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=cast.char, user=cast.user)
+
 
 # The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
 ROLLING_INSTRUCTIONS = (
@@ -294,7 +302,7 @@ def structured_chapter_prompt(
 ) -> tuple[ChatMessage, ...]:
     """The structured chapter's prompt: the source, the open threads a range may resolve and
     the facts and rules it may replace (by label), and on a readback retry what was missed."""
-    instructions = STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=char, user=user)
+    instructions = structured_instructions(Cast(char, user))
     first, last = messages[0].id, messages[-1].id
     if part is not None:
         # One long message, read in parts: each part is written up as a chapter of its own.
@@ -489,8 +497,9 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
 
 def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
     """The fixed part of a prompt (sizing a chapter's source leaves room for it)."""
+    if kind is ChronicleKind.CHAPTER:
+        return structured_instructions(cast)
     template = {
-        ChronicleKind.CHAPTER: STRUCTURED_CHAPTER_INSTRUCTIONS,
         ChronicleKind.SYNOPSIS: SYNOPSIS_INSTRUCTIONS,
         ChronicleKind.ROLLING: ROLLING_INSTRUCTIONS,
     }[kind]
@@ -521,6 +530,18 @@ class ChronicleReply:
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.OK
+
+    def kept(self) -> StructuredChapter | None:
+        """The structured chapter as stored: what the chronicler wrote, and in the ledger the
+        user's sentences that hold the names and numbers it left out (in their own words, so
+        memory keeps them whatever the model; the misses stay recorded as the chronicler's)."""
+        if self.structure is None:
+            return None
+        # The character's own name is not quoted for: a line that names them ("Goodnight,
+        # Corwin.") tells memory nothing the story does not.
+        char = {word.casefold() for word in self.request.cast.char.split()}
+        misses = [m for m in self.misses if m.casefold() not in char]
+        return with_quotes(self.structure, quoted_lines(self.request.messages, misses))
 
 
 def read_reply(

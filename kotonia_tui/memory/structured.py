@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -74,6 +75,18 @@ class ThreadItem(_Item):
 class ResolvedItem(_Item):
     thread: str = ""
     how: str = ""
+
+
+_ITEM_KINDS = (
+    EventItem,
+    ClaimItem,
+    FactItem,
+    RuleItem,
+    DecisionItem,
+    PromiseItem,
+    ThreadItem,
+    ResolvedItem,
+)
 
 
 class ChapterAnswer(BaseModel):
@@ -189,15 +202,52 @@ def _evidence(ids: Sequence[int], allowed: set[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(i for i in ids if i in allowed))
 
 
+_FIELDS = frozenset(ChapterAnswer.model_fields) | frozenset(
+    name for item in _ITEM_KINDS for name in item.model_fields
+)
+_LIST_PART_WORDS = 2  # a comma-separated part this short is a list's entry, not a clause
+# A text of this many word pairs or more whose distinct pairs are under this share of them
+# repeats itself: a loop, not a sentence.
+_LOOP_PAIRS = 4
+_LOOP_SHARE = 0.8
+
+
+def says_something(text: str) -> bool:
+    """Whether an item's text can be a record of anything. Measured on the embedded 270M
+    model, a degenerate chapter held items like these, and a chapter of them must fail
+    (HOLLOW, asked again), never be stored as memory. Not when the text:
+    - holds no letter, or fewer letters than digits and marks ("1, 2, 3", "14:00:00");
+    - repeats one or two characters ("aaaaaaa", "ha ha ha");
+    - starts with one of the answer's own field names ("claims: 1, 2", "events.13");
+    - is a bare list of words ("Harwick, Street, Corwin": the names a readback retry asked
+      for, listed with nothing said about them);
+    - goes round in a loop ("I was in the store, I was in the store, I was in the").
+    """
+    compact = [c for c in text if not c.isspace()]
+    letters = [c for c in compact if c.isalpha()]
+    if len(letters) * 2 < len(compact) or len({c.casefold() for c in letters}) < 3:
+        return False
+    head = text.split(maxsplit=1)[0].rstrip(":.,;").split(".")[0]
+    if head in _FIELDS:
+        return False
+    parts = [p for p in text.split(",") if p.strip()]
+    if len(parts) >= 3 and all(len(p.split()) <= _LIST_PART_WORDS for p in parts):
+        return False
+    words = [w.strip(".,;:!?\"'") for w in text.casefold().split()]
+    pairs = list(pairwise(words))
+    return len(pairs) < _LOOP_PAIRS or len(set(pairs)) >= len(pairs) * _LOOP_SHARE
+
+
 class _Seen:
-    """Drops an item whose text repeats one already kept in the same list."""
+    """Drops an item that says nothing (`says_something`) or whose text repeats one already
+    kept in the same list."""
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
 
     def fresh(self, text: str) -> bool:
         key = text.casefold()
-        if not key or key in self._seen:
+        if not key or key in self._seen or not says_something(text):
             return False
         self._seen.add(key)
         return True
@@ -298,13 +348,27 @@ def read_chapter(
             closed.add(item.thread)
             resolved.append(Resolution(item.thread, _clean(item.how), _evidence(item.ids, allowed)))
 
+    time = _clean(answer.time)
     return StructuredChapter(
-        time=_clean(answer.time),
+        time=time if says_something(time) else "",
         events=tuple(events),
         claims=tuple(claims),
         ledger=tuple(ledger),
         resolved=tuple(resolved),
     )
+
+
+def with_quotes(
+    chapter: StructuredChapter, quotes: Sequence[tuple[Message, str]]
+) -> StructuredChapter:
+    """The chapter with the user's sentences that hold what it left out, as facts the user
+    stated, in their own words (readback.quoted_lines): each names the message it is from."""
+    quoted = tuple(
+        LedgerItem(LedgerKind.USER_FACT, f'said "{sentence}"', message.speaker, (message.id,))
+        for message, sentence in quotes
+        if message.id is not None
+    )
+    return replace(chapter, ledger=chapter.ledger + quoted)
 
 
 def combine(parts: Sequence[StructuredChapter]) -> StructuredChapter:
