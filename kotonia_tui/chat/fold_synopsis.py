@@ -31,6 +31,7 @@ from kotonia_tui.memory.chronicler import (
     ChronicleKind,
     ChronicleRequest,
     LengthFit,
+    Verdict,
     chapter_heading,
     chronicler_instructions,
     length_fit,
@@ -50,7 +51,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     budgets = await ctx.budgets_for(conv_id)
     current = store.current_synopsis(conv_id)
     if current is not None and current.stale:
-        return await _rebuild(ctx, job, cast, budgets.synopsis_target, current)
+        return await _rebuild(ctx, job, cast, ctx.synopsis_target(budgets), current)
     chapters = store.chapters(conv_id)
     count = await ctx.major_fold_count(conv_id, chapters)
     if count == 0:
@@ -62,7 +63,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         ctx,
         job,
         cast,
-        budgets.synopsis_target,
+        ctx.synopsis_target(budgets),
         current.text if current else None,
         older,
         through,
@@ -174,15 +175,20 @@ async def _batches(
 
 async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
-    longest short draft of at least half the target when no call got within 20%."""
+    longest short draft of at least half the target when no call got within 20%. A draft the
+    output cap stopped is too long: never stored, it is shown to the chronicler to shorten
+    (the cap holds more than the target's +20%, `FoldContext.synopsis_target`)."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
     for _call in range(SYNOPSIS_CALLS):
-        done = await ctx.ask(asked)
+        done = await ctx.ask(asked, cut_ok=True)
         (tokens,) = await ctx.count([done.reply.text])
-        if target is None or length_fit(tokens, target) is LengthFit.OK:
+        cut = done.reply.verdict is Verdict.CUT
+        if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
             return done, tokens
+        if target is None:  # no length to ask for: a cut draft cannot be stored
+            raise FoldFailed(done.problem)
         drafts.append((done, tokens))
         log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
         asked = request.again_with(done.reply.text, tokens)
@@ -190,7 +196,9 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
     short = [
         (draft, tokens)
         for draft, tokens in drafts
-        if tokens >= target * SHORT_FLOOR and length_fit(tokens, target) is LengthFit.SHORT
+        if draft.reply.ok
+        and tokens >= target * SHORT_FLOOR
+        and length_fit(tokens, target) is LengthFit.SHORT
     ]
     if short:
         draft, tokens = max(short, key=lambda pair: pair[1])
@@ -201,7 +209,10 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
             len(drafts),
         )
         return draft, tokens
-    lengths = ", ".join(str(tokens) for _draft, tokens in drafts)
+    lengths = ", ".join(
+        f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
+        for draft, tokens in drafts
+    )
     raise FoldFailed(
         f"the synopsis came out at {lengths} tokens in {len(drafts)} calls; it must hold "
         f"{target} tokens (+-20%, or at least {int(target * SHORT_FLOOR)} when short): not "

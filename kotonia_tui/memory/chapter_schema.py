@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
+from kotonia_tui.memory.readback import is_quote
 
 # UTF-8 needs at most 4 bytes for a code point and a token is at least one byte; the patterns
 # below allow no escapes, so this is the strict bound of tokens per string character.
@@ -198,7 +199,12 @@ class ChapterSource:
             all_ids=ids,
             user_ids=user,
             open_threads=tuple(e.label for e in ledger if e.kind is LedgerKind.THREAD),
-            replaceable=tuple(e.label for e in ledger if e.kind in REPLACEABLE),
+            # Not the user's lines quoted by the readback: they are what was said, which a
+            # later chapter does not replace; and a small model shown them copied them into
+            # its own items ("I'm Mara Lind" in chapter after chapter).
+            replaceable=tuple(
+                e.label for e in ledger if e.kind in REPLACEABLE and not is_quote(e.text)
+            ),
         )
 
     def first_shape(self) -> Shape:

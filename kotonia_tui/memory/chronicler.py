@@ -33,7 +33,6 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
 )
 from kotonia_tui.memory.chapter_schema import (
-    REPLACEABLE,
     ChapterSource,
     chapter_schema,
     schema_text,
@@ -284,7 +283,8 @@ def ledger_prompt(ledger: Sequence[StoredLedgerEntry]) -> str:
     if threads:
         heading = "Open threads (resolve one by its label if these messages settle it):"
         parts.append("\n".join([heading, *threads]))
-    known = [entry_line(e) for e in ledger if e.kind in REPLACEABLE]
+    replaceable = set(ChapterSource.of((), ledger).replaceable)
+    known = [entry_line(e) for e in ledger if e.label in replaceable]
     if known:
         heading = 'Known facts and rules (name one in "replaces" if these messages change it):'
         parts.append("\n".join([heading, *known]))

@@ -66,6 +66,19 @@ def missing(specifics: Sequence[str], kept: str) -> list[str]:
     return [item for item in specifics if not _holds(kept, item)]
 
 
+# How the ledger writes a sentence quoted from the user's lines (`quoted_lines`).
+QUOTE_PREFIX = 'said "'
+
+
+def quote(sentence: str) -> str:
+    return f'{QUOTE_PREFIX}{sentence}"'
+
+
+def is_quote(text: str) -> bool:
+    """A ledger text that quotes the user's line, written by code, not by the chronicler."""
+    return text.startswith(QUOTE_PREFIX)
+
+
 def quoted_lines(messages: Sequence[Message], misses: Sequence[str]) -> list[tuple[Message, str]]:
     """The sentences of the user's lines that hold the specifics a chapter left out, each
     once, in the order of the messages: what the ledger keeps in the user's own words, so a

@@ -30,6 +30,7 @@ from kotonia_tui.domain import (
     Role,
     StoredLedgerEntry,
 )
+from kotonia_tui.memory.readback import quote
 
 # ---- the answer as the schema spells it --------------------------------------------------
 
@@ -364,7 +365,7 @@ def with_quotes(
     """The chapter with the user's sentences that hold what it left out, as facts the user
     stated, in their own words (readback.quoted_lines): each names the message it is from."""
     quoted = tuple(
-        LedgerItem(LedgerKind.USER_FACT, f'said "{sentence}"', message.speaker, (message.id,))
+        LedgerItem(LedgerKind.USER_FACT, quote(sentence), message.speaker, (message.id,))
         for message, sentence in quotes
         if message.id is not None
     )
