@@ -138,21 +138,24 @@ class Shape:
 
 
 def text_schema(length: int, *, optional: bool = False) -> dict[str, Any]:
-    """A string of at most `length` characters that starts with a letter: at least
-    MIN_ITEM_CHARS of them, or (`optional`) none at all."""
+    """A string of at most `length` characters that starts with a letter (after one space at
+    most): at least MIN_ITEM_CHARS of them, or (`optional`) none at all."""
+    # One space may come first: a SentencePiece model's word tokens start with one (" Ann"),
+    # and a grammar that refused it would force the model's words apart.
     if optional:
-        pattern = f"^({_FIRST}{_CHAR}{{0,{length - 1}}})?$"
+        pattern = f"^( ?{_FIRST}{_CHAR}{{0,{length - 2}}})?$"
     else:
-        pattern = f"^{_FIRST}{_CHAR}{{{MIN_ITEM_CHARS - 1},{length - 1}}}$"
+        pattern = f"^ ?{_FIRST}{_CHAR}{{{MIN_ITEM_CHARS - 1},{length - 2}}}$"
     return {"type": "string", "maxLength": length, "pattern": pattern}
 
 
 def pattern_chars(pattern: str) -> int:
-    """The most characters a string of `text_schema`'s pattern can hold."""
+    """The most characters a string of `text_schema`'s pattern can hold: the space, the
+    letter and the rest."""
     match = _LENGTH.search(pattern)
-    if match is None or _FIRST not in pattern:
+    if match is None or f" ?{_FIRST}" not in pattern:
         raise ValueError(f"not a pattern text_schema writes: {pattern!r}")
-    return 1 + int(match.group(2))
+    return 2 + int(match.group(2))
 
 
 def _ids(ids: Sequence[int]) -> dict[str, Any]:

@@ -213,29 +213,38 @@ _LOOP_PAIRS = 4
 _LOOP_SHARE = 0.8
 
 
+def _wordy(text: str) -> bool:
+    """At least as many letters as digits and marks, and three different letters."""
+    compact = [c for c in text if not c.isspace()]
+    letters = [c for c in compact if c.isalpha()]
+    return len(letters) * 2 >= len(compact) and len({c.casefold() for c in letters}) >= 3
+
+
 def says_something(text: str) -> bool:
     """Whether an item's text can be a record of anything. Measured on the embedded 270M
     model, a degenerate chapter held items like these, and a chapter of them must fail
     (HOLLOW, asked again), never be stored as memory. Not when the text:
     - holds no letter, or fewer letters than digits and marks ("1, 2, 3", "14:00:00");
     - repeats one or two characters ("aaaaaaa", "ha ha ha");
+    - is one word of a script that spaces its words ("date_of_birth", "Pellmouth");
     - starts with one of the answer's own field names ("claims: 1, 2", "events.13");
     - is a bare list of words ("Harwick, Street, Corwin": the names a readback retry asked
       for, listed with nothing said about them);
     - goes round in a loop ("I was in the store, I was in the store, I was in the").
     """
-    compact = [c for c in text if not c.isspace()]
-    letters = [c for c in compact if c.isalpha()]
-    if len(letters) * 2 < len(compact) or len({c.casefold() for c in letters}) < 3:
+    if not _wordy(text):
         return False
-    head = text.split(maxsplit=1)[0].rstrip(":.,;").split(".")[0]
+    words = text.split()
+    if len(words) == 1 and any(c.isascii() and c.isalpha() for c in text):
+        return False  # one word of a spaced script: a name or a key ("Pellmouth")
+    head = words[0].rstrip(":.,;").split(".")[0]
     if head in _FIELDS:
         return False
     parts = [p for p in text.split(",") if p.strip()]
     if len(parts) >= 3 and all(len(p.split()) <= _LIST_PART_WORDS for p in parts):
         return False
-    words = [w.strip(".,;:!?\"'") for w in text.casefold().split()]
-    pairs = list(pairwise(words))
+    bare = [w.strip(".,;:!?\"'") for w in text.casefold().split()]
+    pairs = list(pairwise(bare))
     return len(pairs) < _LOOP_PAIRS or len(set(pairs)) >= len(pairs) * _LOOP_SHARE
 
 
@@ -351,7 +360,7 @@ def read_chapter(
 
     time = _clean(answer.time)
     return StructuredChapter(
-        time=time if says_something(time) else "",
+        time=time if _wordy(time) else "",
         events=tuple(events),
         claims=tuple(claims),
         ledger=tuple(ledger),

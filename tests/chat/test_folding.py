@@ -18,8 +18,10 @@ from tests.scripted_chapters import written_by_script
 from .conftest import tiny_settings
 
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
-# A chapter answer that keeps nothing: its one event cites the greeting (#1) and says nothing.
-HOLLOW_CHAPTER = '{"events":[{"ids":[1],"event":""}]}'
+# A chronicler that keeps nothing: under the grammar its words land in the chapter's strings,
+# and a bare list of words says nothing (memory/structured.py `says_something`), so every item is
+# dropped and the chapter is never stored.
+HOLLOW_CHAPTER = "Harwick, Street, Corwin, Lamps, Storm, Tower, Key"
 
 
 def settings_for(model, **values):
@@ -297,8 +299,10 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
 async def test_a_base_models_chapter_keeps_only_its_paragraph(make_service, scripted_model):
     # The scripted model writes one paragraph, a blank line, then invents the next turn of the
     # transcript, as Gemma 3 270M (the embedded base model) does. A chapter's strings hold no
-    # line break, so the invented turn can never enter the chapter.
-    script = " Ann asked Wren about the lamps.\n\nNarrator: And then Wren lit them."
+    # line break, so the invented turn can never enter the chapter. (The script closes its
+    # string: left open, the scripted model starts its sentence over where the grammar refuses
+    # the line break, and a sentence said twice is a loop, never stored.)
+    script = ' Ann asked Wren about the lamps."\n\nNarrator: And then Wren lit them.'
     key = write_short_card()
     service = await make_service(
         settings_for(

@@ -14,7 +14,13 @@ import pytest
 
 from kotonia_tui.domain import ChatMessage, Message, Role
 from kotonia_tui.engine import FinishReason, GenerationRequest, LlamaEngine, Slot
-from kotonia_tui.memory.chapter_schema import ChapterSource, chapter_schema, max_tokens, schema_text
+from kotonia_tui.memory.chapter_schema import (
+    MIN_ITEM_CHARS,
+    ChapterSource,
+    chapter_schema,
+    max_tokens,
+    schema_text,
+)
 from kotonia_tui.memory.structured import parse_answer
 from tests.engine.test_engine import profile
 
@@ -27,6 +33,12 @@ PROMPT = (
     ChatMessage("system", "Record the messages as JSON."),
     ChatMessage("user", "[#11] Ann: My sister Mia lands on the 14th."),
 )
+
+
+def starts_with_letter(text: str) -> bool:
+    """After one space at most (a SentencePiece word token's)."""
+    first = text[1] if text.startswith(" ") else text[0]
+    return first.isalpha() or not first.isascii()
 
 
 @pytest.mark.parametrize("budget", [240, 600])
@@ -60,7 +72,21 @@ def test_a_random_model_ends_with_a_chapter_inside_its_bound(
                 assert set(event.ids) <= {11, 12, 13}
             for fact in answer.user_facts:
                 assert set(fact.ids) <= {11, 13}  # the user's facts cite the user's lines
-            json.loads(result.text, strict=False)
+            # Every list is written (a small model closed the object after the events), and
+            # every text starts with a letter and says at least a few characters (a 270M
+            # model wrote "1", "1887" and "}, {" where the first schema let it). A letter is
+            # what is not ASCII punctuation, digit or space: any script's letters pass (and
+            # this random model's stray bytes, which the grammar reads as code points).
+            data = json.loads(result.text, strict=False)
+            assert [k for k in data if k != "time"] == schema["required"]
+            for name in schema["required"]:
+                for item in data[name]:
+                    texts = [v for k, v in item.items() if isinstance(v, str) and k != "replaces"]
+                    main = texts[0] if name != "resolved" else None
+                    if main is not None:
+                        assert len(main.lstrip()) >= MIN_ITEM_CHARS, main
+                        assert starts_with_letter(main), main
+                    assert all(t == "" or starts_with_letter(t) for t in texts), texts
 
 
 def test_a_model_that_wants_to_stop_still_writes_a_whole_chapter(tmp_path, tiny_eos_model_path):

@@ -4,6 +4,7 @@ byte-stable, and the readback of the user's names and numbers."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from kotonia_tui.memory.chapter_schema import (
     NoRoomForChapterError,
     chapter_schema,
     max_tokens,
+    pattern_chars,
 )
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -26,9 +28,11 @@ from kotonia_tui.memory.chronicler import (
 from kotonia_tui.memory.readback import missing, user_specifics
 from kotonia_tui.memory.structured import (
     StructuredChapter,
+    chapter_words,
     parse_answer,
     read_chapter,
     render_chapter,
+    says_something,
 )
 
 CAST = Cast(char="Rowan", user="Ann")
@@ -160,3 +164,104 @@ def test_an_answer_that_is_not_the_schema_is_asked_for_again():
     prompt = chronicler_prompt(request, ModelProfile())
     reply = read_reply(request, prompt, "Ann talked about Mia.", cut=False)
     assert reply.verdict is Verdict.MALFORMED and reply.retry == request
+
+
+# Items a 270M base model wrote under the first schema (embedded default, the shipped dataset
+# and a second story; scripts/chapter_probe.py): they say nothing about the story.
+DEGENERATE = [
+    "1, 2, 3, 4, 5, 6, 7, 8, 9",
+    "claims: 1, 2, 3, 4",
+    "events.13 of them",
+    "aaaaaaaaaaaa",
+    "ha ha ha ha ha ha",
+    "Harwick, Street, Corwin",
+    "I was in the store, I was in the store, I was in the store",
+]
+
+
+def test_items_that_say_nothing_are_dropped_and_a_chapter_of_them_is_not_stored():
+    good = {"event": "Ann said her sister Mia lands on the 14th", "ids": [3]}
+    junk = [{"event": text, "ids": [3]} for text in DEGENERATE]
+    chapter = read({"events": [*junk, good], "time": "14:00:00"})
+    assert [e.text for e in chapter.events] == [good["event"]]
+    assert chapter.time == ""  # a time with no words in it is not a time
+    facts = read({"events": [good], "user_facts": [{"fact": t, "ids": [3]} for t in DEGENERATE]})
+    assert facts.ledger == ()
+
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    reply = read_reply(request, prompt, json.dumps({"events": junk}), cut=False)
+    assert reply.verdict is Verdict.HOLLOW and reply.retry == request and not reply.ok
+
+
+def test_sentences_that_say_something_are_kept():
+    for text in (
+        "Mara bought bread, milk, eggs and tea",
+        "Corwin said the Albatross sank in the gale of 1887",
+        "マラはお茶にラムを入れないでと頼んだ",  # no spaces, no capitals: still a sentence
+    ):
+        assert says_something(text), text
+
+
+def test_the_users_names_and_numbers_a_chapter_left_out_are_kept_in_their_words():
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    thin = {"events": [{"event": "Ann talked with Rowan", "ids": [3]}]}
+    reply = read_reply(request, prompt, json.dumps(thin), cut=False)
+    assert reply.misses == ("Mia", "14", "3.50")
+    kept = reply.kept()
+    assert kept is not None
+    quotes = [(item.kind, item.subject, item.text, item.evidence) for item in kept.ledger]
+    assert quotes == [
+        (LedgerKind.USER_FACT, "Ann", 'said "My sister Mia lands on the 14th."', (3,)),
+        (LedgerKind.USER_FACT, "Ann", 'said "It costs 3.50."', (3,)),
+    ]
+    # The chapter's own text is what the chronicler wrote; the readback changes the ledger.
+    assert render_chapter(kept) == render_chapter(reply.structure)
+    assert missing(user_specifics(SOURCE), chapter_words(kept)) == []
+
+
+def test_a_line_that_only_names_the_character_is_not_quoted():
+    source = [Message(id=8, role=Role.USER, speaker="Ann", text="Goodnight, Rowan.")]
+    request = ChronicleRequest.chapter(source, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    thin = {"events": [{"event": "Ann said goodnight to the keeper", "ids": [8]}]}
+    reply = read_reply(request, prompt, json.dumps(thin), cut=False)
+    assert reply.misses == ("Rowan",)
+    kept = reply.kept()
+    assert kept is not None and kept.ledger == ()
+
+
+def test_quoted_lines_are_not_offered_to_the_chronicler_to_copy_or_replace():
+    quoted = StoredLedgerEntry(
+        id=4,
+        conversation_id=1,
+        kind=LedgerKind.USER_FACT,
+        text='said "I\'m Ann Lee."',
+        subject="Ann",
+        chapter_id=1,
+    )
+    request = ChronicleRequest.chapter(SOURCE, CAST, (FACT, quoted))
+    prompt = chronicler_prompt(request, ModelProfile()).messages[1].content
+    assert "F2: Ann lives in Oslo" in prompt and "Ann Lee" not in prompt
+    schema = chapter_schema(request.source, 4096)
+    replaces = schema["properties"]["user_facts"]["items"]["properties"]["replaces"]["enum"]
+    assert replaces == ["", "F2"]
+
+
+def test_every_string_starts_with_a_letter_and_the_bound_follows_the_pattern():
+    schema = chapter_schema(ChapterSource.of(SOURCE, (THREAD, FACT)), 4096)
+    event = schema["properties"]["events"]["items"]["properties"]["event"]
+    pattern = re.compile(event["pattern"])
+    assert pattern.match("Ann met Rowan") and pattern.match(" Ann met Rowan")
+    assert not pattern.match("1887 was the year") and not pattern.match(" 1887 was it")
+    assert not pattern.match("}, {") and not pattern.match("T7") and not pattern.match("")
+    assert pattern_chars(event["pattern"]) == event["maxLength"]
+    in_fact = schema["properties"]["claims"]["items"]["properties"]["in_fact"]
+    assert re.match(in_fact["pattern"], "") and not re.match(in_fact["pattern"], "  x")
+    assert pattern_chars(in_fact["pattern"]) == in_fact["maxLength"]
+    # Every list is required (a small model must open each); the story time is optional.
+    assert schema["required"] == [k for k in schema["properties"] if k != "time"]
+    assert list(schema["properties"])[:3] == ["events", "user_facts", "constraints"]
+    item = schema["properties"]["events"]["items"]["properties"]
+    assert list(item) == ["event", "ids"]  # the text before the ids
