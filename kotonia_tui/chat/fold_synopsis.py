@@ -4,11 +4,10 @@ A major fold takes the oldest live chapters (at least `major_gc_min_chapters` at
 current synopsis and writes the next version. Its length is held in code: the synopsis is asked
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
-to SYNOPSIS_CALLS calls. When none is within 20%, the longest draft that is short but at least
-half its target is stored (it keeps the memory within its plan); a synopsis still too long, or
-far too short, is not stored: the job fails and is retried later, and the chapters stay in the
-memory meanwhile (nothing is lost; the memory is only larger than planned until a synopsis
-holds its length).
+to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
+short (it keeps the memory within its plan); a synopsis still too long is not stored: the job
+fails and is retried later, and the chapters stay in the memory meanwhile (nothing is lost; the
+memory is only larger than planned until a synopsis holds its length).
 
 When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
@@ -26,7 +25,6 @@ from kotonia_tui.chat.chronicle import Chronicled
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
 from kotonia_tui.memory.chronicler import (
-    SHORT_FLOOR,
     Cast,
     ChronicleKind,
     ChronicleRequest,
@@ -175,9 +173,9 @@ async def _batches(
 
 async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
-    longest short draft of at least half the target when no call got within 20%. A draft the
-    output cap stopped is too long: never stored, it is shown to the chronicler to shorten
-    (the cap holds more than the target's +20%, `FoldContext.synopsis_target`)."""
+    longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
+    A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
+    shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`)."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
@@ -196,9 +194,7 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
     short = [
         (draft, tokens)
         for draft, tokens in drafts
-        if draft.reply.ok
-        and tokens >= target * SHORT_FLOOR
-        and length_fit(tokens, target) is LengthFit.SHORT
+        if draft.reply.ok and length_fit(tokens, target) is LengthFit.SHORT
     ]
     if short:
         draft, tokens = max(short, key=lambda pair: pair[1])
@@ -215,6 +211,6 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
     )
     raise FoldFailed(
         f"the synopsis came out at {lengths} tokens in {len(drafts)} calls; it must hold "
-        f"{target} tokens (+-20%, or at least {int(target * SHORT_FLOOR)} when short): not "
-        "stored, the chapters stay in the memory until a synopsis of that length is written"
+        f"{target} tokens (+-20%, or fewer): not stored, the chapters stay in the memory until "
+        "a synopsis of that length is written"
     )

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
+from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold_chapters import fold_chapter_job
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
@@ -123,11 +124,8 @@ class FoldWorker:
         self._task = asyncio.create_task(self._run(), name="kotonia-fold-worker")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def wake(self) -> None:
         self._idle.clear()
@@ -295,14 +293,14 @@ class FoldWorker:
                 self._giving_way = False
                 self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
                 if not self._done_elsewhere(job):
-                    paused = self.store.fail_fold(job.id, GAVE_WAY, utcnow())
+                    paused = self.store.release_fold(job.id)
                     self._notify(
                         FoldProgress(job.conversation_id, paused, FoldState.DEFERRED, GAVE_WAY)
                     )
                 return
             # Shutting down mid-fold: the job goes back to pending and runs next time.
             if not self._done_elsewhere(job):
-                self.store.fail_fold(job.id, "interrupted by shutdown", utcnow())
+                self.store.release_fold(job.id)
             raise
         except Exception as exc:  # a bug must not kill the worker; the job records it
             if self._done_elsewhere(job):

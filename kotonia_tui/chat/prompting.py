@@ -18,7 +18,6 @@ from datetime import timedelta
 from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
-from kotonia_tui.chat.fold_wait import GAVE_WAY
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -518,7 +517,7 @@ class Prompter:
         turn while it did)."""
         fold = decision.fold
         cut = decision.plan.forced_cut_through
-        failing = any(job.last_error not in (None, GAVE_WAY) for job in read.open_jobs)
+        failing = any(job.last_error is not None for job in read.open_jobs)
         return (
             cut is not None
             and not failing
@@ -545,7 +544,7 @@ class Prompter:
         return tuple(
             job
             for job in read.open_jobs
-            if (job.status is FoldStatus.RUNNING or job.last_error in (None, GAVE_WAY))
+            if (job.status is FoldStatus.RUNNING or job.last_error is None)
             and (job.kind is FoldKind.MAJOR_GC or (job.first_message_id or 0) <= through)
         )
 

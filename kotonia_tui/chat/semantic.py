@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.engine import EngineClosedError, EngineError, ModelFileError
 from kotonia_tui.store import Store, StoreError, VectorCounts
 
@@ -148,11 +149,8 @@ class SemanticRecall:
             await self._settled.wait()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self.embedder is not None:
             await asyncio.to_thread(self.embedder.close)
 

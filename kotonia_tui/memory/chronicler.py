@@ -228,12 +228,14 @@ def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
 
 
 # A synopsis holds its target length within this share either way (enforced by the worker).
+# When no call lands within it, the longest short draft is stored, however short: a short
+# synopsis never grows the memory, and refusing one held every major fold of a small model that
+# cannot count words. Measured on the embedded default at n_ctx 2048: with a floor of half the
+# target, 15 attempts over 80 s; with a fifth, drafts of 15, 15 and 15 tokens for a target of
+# 81 were refused on every attempt, the chapters piled up over the ceiling and most turns from
+# then on cut messages (300-turn prompt-cache benchmark). Too long still fails: that is how
+# memory grows without end.
 LENGTH_TOLERANCE = 0.2
-# When no call lands within the tolerance, the longest draft that is short but at least this
-# share of its target is stored: a short synopsis never grows the memory, and refusing it held
-# every major fold of a small model that cannot count words (measured on the embedded default
-# at n_ctx 2048: 15 attempts over 80 s, the memory over its ceiling and a forced cut each turn).
-SHORT_FLOOR = 0.5
 
 
 class LengthFit(StrEnum):

@@ -194,6 +194,19 @@ def fail_fold(db: Db, job_id: int, error: str, retry_at: datetime | None = None)
         return get_fold(db, job_id)
 
 
+def release_fold(db: Db, job_id: int) -> StoredFoldJob:
+    """A running job back to pending without an error: its attempt was stopped (it gave way to
+    a turn's chapter, or the app shut down), it did not fail. Its last error is cleared, so a
+    turn can tell it from a job in its failure backoff."""
+    with db.write():
+        db.execute(
+            """UPDATE fold_jobs SET status = 'pending', last_error = NULL
+               WHERE id = ? AND status = 'running'""",
+            (job_id,),
+        )
+        return get_fold(db, job_id)
+
+
 def requeue_running(db: Db, claimed_before: datetime | None = None) -> list[int]:
     """Running jobs back to pending (a killed process must not strand them); returns their ids.
 

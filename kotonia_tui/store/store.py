@@ -569,6 +569,9 @@ class Store:
     def finish_fold(self, job_id: int) -> StoredFoldJob:
         return fold_jobs.finish_fold(self._db, job_id)
 
+    def release_fold(self, job_id: int) -> StoredFoldJob:
+        return fold_jobs.release_fold(self._db, job_id)
+
     def requeue_running(self, claimed_before: datetime | None = None) -> list[int]:
         return fold_jobs.requeue_running(self._db, claimed_before)
 

@@ -42,6 +42,8 @@ SHORT_OF_TARGET = (  # 54 tokens: more than 20% under 81, more than half of it
     "the brass compass of the Grey Heron and a letter."
 )
 
+FAR_TOO_SHORT = "Ann came to the lighthouse in a storm."  # 9 tokens: under a fifth of 81
+
 FAR_TOO_LONG = (  # 116 tokens: more than 20% over 81
     "Ann came to the lighthouse in a winter storm to find her brother Tom, who sailed on the "
     "Grey Heron. Wren showed her a brass compass that a sailor left last spring. Ann said she "
@@ -339,16 +341,12 @@ async def test_a_synopsis_on_its_target_length_is_stored_with_its_target(
     assert 0.8 * synopsis.target_tokens <= synopsis.tokens <= 1.2 * synopsis.target_tokens
 
 
-@pytest.mark.parametrize(
-    ("script", "why"),
-    [(CHAPTER, "33 tokens: far shorter"), (FAR_TOO_LONG, "116 tokens: far longer")],
-)
-async def test_a_synopsis_far_from_its_target_is_never_stored(
-    make_service, scripted_model, script: str, why: str
-):
-    """Decided: asked again with the draft; still far off, it is not stored, the fold fails
+async def test_a_synopsis_far_longer_than_its_target_is_never_stored(make_service, scripted_model):
+    """Decided: asked again with the draft; still far too long, it is not stored, the fold fails
     (retried later) and the chapters stay in the memory, so nothing is lost."""
-    service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
+    service, conv_id = await open_chat(
+        make_service, scripted_model(FAR_TOO_LONG), write_short_card()
+    )
     events = events_of(service)
     for _ in range(40):
         await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
@@ -364,9 +362,7 @@ async def test_a_synopsis_far_from_its_target_is_never_stored(
             break
     assert failed, "no major fold was tried"
     assert service.store.synopsis_versions(conv_id) == []
-    assert "it must hold 81 tokens (+-20%, or at least 40 when short): not stored" in (
-        failed[0].detail
-    )
+    assert "it must hold 81 tokens (+-20%, or fewer): not stored" in (failed[0].detail)
     assert "in 3 calls" in failed[0].detail
     chapters = service.store.chapters(conv_id)  # the chapters are still the memory
     assert len(chapters) >= 2 and not any(c.in_synopsis for c in chapters)
@@ -374,22 +370,40 @@ async def test_a_synopsis_far_from_its_target_is_never_stored(
     assert job.status is FoldStatus.PENDING and job.not_before > failed[0].job.created_at
 
 
-async def test_a_short_synopsis_of_more_than_half_its_target_is_stored_after_its_calls(
-    make_service, scripted_model
+@pytest.mark.parametrize(
+    ("script", "why"),
+    [
+        (SHORT_OF_TARGET, "54 tokens: two thirds"),
+        (CHAPTER, "33 tokens: two fifths"),
+        (FAR_TOO_SHORT, "9 tokens: a ninth"),
+    ],
+)
+async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
+    make_service, scripted_model, script: str, why: str
 ):
     """A small model that cannot hit the length: refusing a short draft held every major fold
-    (15 attempts over 80 s on the embedded default, a forced cut each turn meanwhile). The
-    longest short draft of at least half the target is stored, once its calls are spent."""
-    service, conv_id = await open_chat(
-        make_service, scripted_model(SHORT_OF_TARGET), write_short_card()
-    )
+    (with a floor of half the target, 15 attempts over 80 s on the embedded default; with a
+    fifth, 15-token drafts for a target of 81 were refused on every attempt and most later
+    turns cut messages while the chapters piled up). The longest short draft is stored, once
+    its calls are spent."""
+    service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
+    events = events_of(service)
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
-    assert synopsis is not None and synopsis.text == SHORT_OF_TARGET
+    assert synopsis is not None and synopsis.text == script
     assert synopsis.target_tokens == 81
-    assert 0.5 * 81 <= synopsis.tokens < 0.8 * 81
+    assert synopsis.tokens < 0.8 * 81
     majors = [j for j in service.store.fold_jobs(conv_id) if j.kind is FoldKind.MAJOR_GC]
     assert majors and majors[0].attempts == 1  # landed on its first attempt, no backoff
+    # The user sees how far it is from its target.
+    landed = [
+        e
+        for e in events
+        if isinstance(e, FoldProgress)
+        and e.state is FoldState.LANDED
+        and e.job.kind is FoldKind.MAJOR_GC
+    ]
+    assert landed and f"({synopsis.tokens} tokens, target 81)" in landed[0].detail
 
 
 # ---- 8. the small ones --------------------------------------------------------------------

@@ -167,3 +167,22 @@ def test_a_waiting_turn_makes_pending_jobs_due_now(store: Store) -> None:
     assert store.hasten_folds([later.id]) == [later.id]
     assert store.claim_next_fold().id == later.id
     assert store.hasten_folds([later.id]) == []  # running: nothing to hasten
+
+
+def test_a_stopped_attempt_is_not_a_failure(store: Store) -> None:
+    """A fold that gave way to a turn's chapter, or was stopped by a shutdown, is pending again
+    with no error: a turn tells it from a job in its failure backoff by its last error."""
+    conv = new_conversation(store)
+    job = store.enqueue_fold(_job(conv.id))
+    store.claim_next_fold()
+    store.fail_fold(job.id, "model refused", utcnow())
+    assert store.claim_next_fold().id == job.id
+    released = store.release_fold(job.id)
+    assert (released.status, released.last_error, released.attempts) == (
+        FoldStatus.PENDING,
+        None,
+        2,
+    )
+    assert store.claim_next_fold().id == job.id  # at once: no backoff
+    store.finish_fold(job.id)
+    assert store.release_fold(job.id).status is FoldStatus.DONE  # only a running job goes back
