@@ -22,8 +22,8 @@ from kotonia_tui.store import Store
 log = logging.getLogger(__name__)
 
 # The output cap holds at least this many times a synopsis's target: the +20% a draft may run
-# over and as much again, so a draft is cut only when it is far too long.
-SYNOPSIS_CAP_SHARE = 1.5
+# over and a little more, so a draft the cap stops is one far too long (and asked again).
+SYNOPSIS_CAP_SHARE = 1.25
 
 
 class FoldFailed(Exception):

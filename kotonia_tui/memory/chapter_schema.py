@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ _CHAR = '[^"\\\\\\x00-\\x1f]'
 _FIRST = "[^\\x00-\\x40\\x5b-\\x60\\x7b-\\x7f]"
 # The shortest text an item may hold: less cannot say who did what ("T7", "yes").
 MIN_ITEM_CHARS = 8
+# A name a pattern can start with as it is written: no regex or JSON metacharacter to escape.
+_PLAIN_NAME = re.compile(r"[^\W\d_][\w' -]{0,39}")
+_NAMED = re.compile(r"\^ \?\(([^()]*)\) ")
 # How long a pattern below lets a string be: its `{min,max}` and the leading letter.
 _LENGTH = re.compile(r"\{(\d+),(\d+)\}(?:\)\?)?\$$")
 
@@ -137,12 +140,20 @@ class Shape:
         return Shape(self.counts, text, max(MIN_SHORT, min(self.short, text // 2)))
 
 
-def text_schema(length: int, *, optional: bool = False) -> dict[str, Any]:
+def text_schema(
+    length: int, *, optional: bool = False, names: Sequence[str] = ()
+) -> dict[str, Any]:
     """A string of at most `length` characters that starts with a letter (after one space at
-    most): at least MIN_ITEM_CHARS of them, or (`optional`) none at all."""
+    most): at least MIN_ITEM_CHARS of them, or (`optional`) none at all. With `names`, it
+    starts with one of them and a space ("Wren lit the lamps")."""
     # One space may come first: a SentencePiece model's word tokens start with one (" Ann"),
     # and a grammar that refused it would force the model's words apart.
-    if optional:
+    names = [n for n in names if _PLAIN_NAME.fullmatch(n)]
+    longest = max((len(n) for n in names), default=0)
+    if names and length - longest - 2 >= MIN_ITEM_CHARS:
+        rest = length - longest - 2
+        pattern = f"^ ?({'|'.join(names)}) {_CHAR}{{{MIN_ITEM_CHARS - 1},{rest}}}$"
+    elif optional:
         pattern = f"^( ?{_FIRST}{_CHAR}{{0,{length - 2}}})?$"
     else:
         pattern = f"^ ?{_FIRST}{_CHAR}{{{MIN_ITEM_CHARS - 1},{length - 2}}}$"
@@ -151,9 +162,13 @@ def text_schema(length: int, *, optional: bool = False) -> dict[str, Any]:
 
 def pattern_chars(pattern: str) -> int:
     """The most characters a string of `text_schema`'s pattern can hold: the space, the
-    letter and the rest."""
+    letter (or the longest name and its space) and the rest."""
     match = _LENGTH.search(pattern)
-    if match is None or f" ?{_FIRST}" not in pattern:
+    if match is None:
+        raise ValueError(f"not a pattern text_schema writes: {pattern!r}")
+    if named := _NAMED.match(pattern):
+        return 2 + max(len(n) for n in named.group(1).split("|")) + int(match.group(2))
+    if f" ?{_FIRST}" not in pattern:
         raise ValueError(f"not a pattern text_schema writes: {pattern!r}")
     return 2 + int(match.group(2))
 
@@ -185,6 +200,10 @@ def _list(item: dict[str, Any], count: int, *, at_least: int = 0) -> dict[str, A
     }
 
 
+def _speakers(messages: Iterable[Message]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.speaker.strip() for m in messages if m.speaker.strip()))
+
+
 @dataclass(frozen=True)
 class ChapterSource:
     """What a chapter's schema depends on: the source's ids and the ledger it may end."""
@@ -193,6 +212,8 @@ class ChapterSource:
     user_ids: tuple[int, ...]
     open_threads: tuple[str, ...]  # labels a chapter may resolve
     replaceable: tuple[str, ...]  # labels of facts and rules a chapter may replace
+    names: tuple[str, ...] = ()  # who speaks in the source (an event starts with one)
+    user_names: tuple[str, ...] = ()  # who the user is in it (their facts start with it)
 
     @classmethod
     def of(cls, messages: Sequence[Message], ledger: Sequence[StoredLedgerEntry]) -> ChapterSource:
@@ -208,6 +229,8 @@ class ChapterSource:
             replaceable=tuple(
                 e.label for e in ledger if e.kind in REPLACEABLE and not is_quote(e.text)
             ),
+            names=_speakers(m for m in messages if m.role is not Role.SYSTEM),
+            user_names=_speakers(m for m in messages if m.role is Role.USER),
         )
 
     def first_shape(self) -> Shape:
@@ -241,15 +264,21 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     ids = _ids(source.all_ids)
     user_ids = _ids(source.user_ids or source.all_ids)  # unused when the lists are empty
     text, short = text_schema(shape.text), text_schema(shape.short, optional=True)
+    # Who did what: an event, a decision, a promise starts with a name from the story, a fact
+    # the user stated with the user's name. A 270M model free to start anywhere wrote
+    # "message1", "date_of_birth" or a label from the instructions; made to start with a name,
+    # it goes on with what that person did.
+    named = text_schema(shape.text, names=source.names)
+    the_user = text_schema(shape.text, names=source.user_names)
     replaces = {"enum": ["", *source.replaceable]}
     threads = {"enum": list(source.open_threads) or [""]}
     items = {
-        "events": _object({"event": text, "ids": ids}),
-        "user_facts": _object({"fact": text, "ids": user_ids, "replaces": replaces}),
+        "events": _object({"event": named, "ids": ids}),
+        "user_facts": _object({"fact": the_user, "ids": user_ids, "replaces": replaces}),
         "constraints": _object({"rule": text, "ids": user_ids, "replaces": replaces}),
         "claims": _object({"said": text, "in_fact": short, "ids": ids}),
-        "decisions": _object({"decision": text, "because": short, "rejected": short, "ids": ids}),
-        "promises": _object({"promise": text, "ids": ids}),
+        "decisions": _object({"decision": named, "because": short, "rejected": short, "ids": ids}),
+        "promises": _object({"promise": named, "ids": ids}),
         "open_threads": _object({"thread": text, "ids": ids}),
         "resolved": _object({"thread": threads, "how": short, "ids": ids}),
     }

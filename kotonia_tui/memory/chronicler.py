@@ -160,7 +160,7 @@ the narration or the speaker's own thoughts show instead ("" if nothing does).
 - "decisions": what was decided, "because" why, "rejected" the alternative turned down.
 - "promises": who promised what to whom.
 - "open_threads": questions, plans and problems still open at the end of these messages.
-- "resolved": open threads (by label, e.g. "T7") these messages settle, and "how".
+- "resolved": open threads (by their label) these messages settle, and "how".
 - "time": when this happens in the story, if the messages say ("" if not).
 A list with nothing to record stays empty: []. Write each thing once. Do not copy the lines; \
 say what they mean. Do not invent."""
@@ -168,7 +168,17 @@ say what they mean. Do not invent."""
 
 def structured_instructions(cast: Cast) -> str:
     """A structured chapter's fixed instructions."""
+    import os
+
+    if os.environ.get("KOTONIA_SHORT"):
+        return SHORT_INSTRUCTIONS.format(char=cast.char, user=cast.user)
     return STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=cast.char, user=cast.user)
+
+
+SHORT_INSTRUCTIONS = """\
+The chronicle of the story between {char} and {user}. For each part of the story, the \
+chronicler writes down what happened, one plain sentence per event, naming the people, with \
+the numbers of the messages it comes from."""
 
 
 # The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
@@ -301,9 +311,11 @@ def structured_chapter_prompt(
     char: str,
     user: str,
     part: tuple[int, int] | None = None,
+    hollow: bool = False,
 ) -> tuple[ChatMessage, ...]:
     """The structured chapter's prompt: the source, the open threads a range may resolve and
-    the facts and rules it may replace (by label), and on a readback retry what was missed."""
+    the facts and rules it may replace (by label), on a readback retry what was missed, and
+    on a retry after an answer that said nothing (`hollow`), that it said nothing."""
     instructions = structured_instructions(Cast(char, user))
     first, last = messages[0].id, messages[-1].id
     if part is not None:
@@ -319,6 +331,12 @@ def structured_chapter_prompt(
             f"Your last record left out these names and numbers from {user}'s lines: "
             + ", ".join(misses)
             + ". Keep each of them, exactly, in the item it belongs to."
+        )
+    if hollow:
+        # Asked again unchanged, a model at a low temperature writes the same answer again.
+        parts.append(
+            "Your last record said nothing about these messages. Write what happens in them: "
+            "who does what, naming people, one sentence each."
         )
     return (
         ChatMessage("system", instructions),
@@ -374,6 +392,7 @@ class ChronicleRequest:
     previous: str | None = None  # the synopsis (or rolling summary) it replaces
     ledger: tuple[StoredLedgerEntry, ...] = ()  # a chapter's live ledger (it may end entries)
     misses: tuple[str, ...] = ()  # a readback retry: what the last answer left out
+    hollow: bool = False  # a retry after an answer whose items all said nothing
     target_tokens: int | None = None  # the length a synopsis must hold
     draft: str | None = None  # an earlier attempt far from that length, to write again
     draft_tokens: int = 0
@@ -487,6 +506,7 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
             char=char,
             user=user,
             part=request.part,
+            hollow=request.hollow,
         )
         return ChroniclerPrompt(messages, "", ())
     if request.kind is ChronicleKind.SYNOPSIS:
@@ -593,7 +613,7 @@ def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
     if chapter.holds_nothing:
         # Whatever the model wrote (a refusal forced into the schema, items without evidence),
         # a chapter that keeps nothing is never stored in place of its messages.
-        return ChronicleReply(request, Verdict.HOLLOW, text, retry=request)
+        return ChronicleReply(request, Verdict.HOLLOW, text, retry=replace(request, hollow=True))
     misses = tuple(missing(user_specifics(request.messages), chapter_words(chapter)))
     retry = replace(request, misses=misses) if misses and not request.misses else None
     return ChronicleReply(

@@ -227,12 +227,13 @@ def says_something(text: str) -> bool:
     - holds no letter, or fewer letters than digits and marks ("1, 2, 3", "14:00:00");
     - repeats one or two characters ("aaaaaaa", "ha ha ha");
     - is one word of a script that spaces its words ("date_of_birth", "Pellmouth");
+    - ends where its content should begin ("Mara says to Piet:");
     - starts with one of the answer's own field names ("claims: 1, 2", "events.13");
     - is a bare list of words ("Harwick, Street, Corwin": the names a readback retry asked
       for, listed with nothing said about them);
     - goes round in a loop ("I was in the store, I was in the store, I was in the").
     """
-    if not _wordy(text):
+    if not _wordy(text) or text.rstrip().endswith(":"):
         return False
     words = text.split()
     if len(words) == 1 and any(c.isascii() and c.isalpha() for c in text):

@@ -12,15 +12,19 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from kotonia_tui.chat import fold_synopsis
 from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent
+from kotonia_tui.chat.fold_context import FoldFailed
 from kotonia_tui.chat.fold_wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import FoldKind, FoldStatus, Message, Role
+from kotonia_tui.domain import Chapter, FoldKind, FoldStatus, Message, Role
+from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
 
@@ -640,3 +644,41 @@ async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_an
     assert turn.prepared.plan.apply_landed
     assert service.store.memory_state(conv_id).forced_cuts == 0
     assert service.store.chapters(conv_id)
+
+
+async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
+    make_service, scripted_model
+):
+    """The shipped evaluation (embedded default, n_ctx 6144, summary_max_tokens 256) asked for
+    a synopsis of 245 tokens under a 256-token cap: a draft near its length was cut, and the
+    major fold failed at the first cut, three times. Now the target leaves room under the cap,
+    and a cut draft is shown to the chronicler to write shorter; it is never stored."""
+    service, conv_id = await open_chat(
+        make_service, scripted_model(FAR_TOO_LONG), write_short_card()
+    )
+    ctx = service.worker.context
+    budgets = await ctx.budgets_for(conv_id)
+    for cap in (64, 100, 256, 4096):
+        capped = replace(ctx, max_output=cap)
+        target = capped.synopsis_target(budgets)
+        assert target * (1 + LENGTH_TOLERANCE) < cap or target == budgets.synopsis_target
+        assert target <= budgets.synopsis_target
+
+    capped = replace(ctx, max_output=100)  # the script runs to 116 tokens: cut at 100
+    chapters = [
+        Chapter(
+            conversation_id=conv_id,
+            first_message_id=1,
+            last_message_id=4,
+            text="- Ann came to the lighthouse in a storm. (#1)",
+            tokens=14,
+        )
+    ]
+    request = ChronicleRequest.synopsis(
+        None, chapters, service.cast_of(conv_id), target_tokens=capped.synopsis_target(budgets)
+    )
+    with pytest.raises(FoldFailed) as failed:
+        await fold_synopsis._write(capped, request)
+    # Asked three times (each time with the cut draft to shorten), then not stored.
+    assert str(failed.value).count("(cut at the cap)") == fold_synopsis.SYNOPSIS_CALLS
+    assert service.store.current_synopsis(conv_id) is None

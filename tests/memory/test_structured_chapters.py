@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -156,7 +157,12 @@ def test_an_answer_that_keeps_nothing_is_not_a_chapter():
     # An event without text and one citing no message of the source: both are dropped.
     hollow = {"time": "the 14th", "events": [{"event": "", "ids": [3]}, {"event": "x", "ids": []}]}
     reply = read_reply(request, prompt, json.dumps(hollow), cut=False)
-    assert reply.verdict is Verdict.HOLLOW and not reply.ok and reply.retry == request
+    assert reply.verdict is Verdict.HOLLOW and not reply.ok
+    # Asked again, told that its answer said nothing (unchanged, a model at a low temperature
+    # writes the same answer again).
+    assert reply.retry == replace(request, hollow=True)
+    again = chronicler_prompt(reply.retry, ModelProfile()).messages[1].content
+    assert "Your last record said nothing about these messages." in again
 
 
 def test_an_answer_that_is_not_the_schema_is_asked_for_again():
@@ -176,6 +182,8 @@ DEGENERATE = [
     "ha ha ha ha ha ha",
     "Harwick, Street, Corwin",
     "I was in the store, I was in the store, I was in the store",
+    "date_of_birth",
+    "Mara says to Piet:",
 ]
 
 
@@ -191,7 +199,8 @@ def test_items_that_say_nothing_are_dropped_and_a_chapter_of_them_is_not_stored(
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
     reply = read_reply(request, prompt, json.dumps({"events": junk}), cut=False)
-    assert reply.verdict is Verdict.HOLLOW and reply.retry == request and not reply.ok
+    assert reply.verdict is Verdict.HOLLOW and not reply.ok
+    assert reply.retry == replace(request, hollow=True)
 
 
 def test_sentences_that_say_something_are_kept():
