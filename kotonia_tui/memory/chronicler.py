@@ -168,17 +168,7 @@ say what they mean. Do not invent."""
 
 def structured_instructions(cast: Cast) -> str:
     """A structured chapter's fixed instructions."""
-    import os
-
-    if os.environ.get("KOTONIA_SHORT"):
-        return SHORT_INSTRUCTIONS.format(char=cast.char, user=cast.user)
     return STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=cast.char, user=cast.user)
-
-
-SHORT_INSTRUCTIONS = """\
-The chronicle of the story between {char} and {user}. For each part of the story, the \
-chronicler writes down what happened, one plain sentence per event, naming the people, with \
-the numbers of the messages it comes from."""
 
 
 # The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
