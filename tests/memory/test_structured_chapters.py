@@ -219,7 +219,7 @@ def test_the_users_names_and_numbers_a_chapter_left_out_are_kept_in_their_words(
     reply = read_reply(request, prompt, json.dumps(thin), cut=False)
     assert reply.misses == ("Mia", "14", "3.50")
     kept = reply.kept()
-    assert kept is not None
+    assert kept is not None and reply.structure is not None
     quotes = [(item.kind, item.subject, item.text, item.evidence) for item in kept.ledger]
     assert quotes == [
         (LedgerKind.USER_FACT, "Ann", 'said "My sister Mia lands on the 14th."', (3,)),
