@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 REPORT_EVERY_S = 1.0  # how often a waiting turn says how far the fold has got
-# The last error of a major fold stopped for a turn waiting on chapters: not a failed attempt,
-# so a later turn that needs the major fold still waits for it.
+# What the user is told when a major fold stops for a turn waiting on chapters. It is not a
+# failed attempt: the job goes back to pending with no error (store.release_fold).
 GAVE_WAY = "gave way to a chapter a turn waits for"
 
 

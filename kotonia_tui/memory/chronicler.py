@@ -231,10 +231,10 @@ def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
 # When no call lands within it, the longest short draft is stored, however short: a short
 # synopsis never grows the memory, and refusing one held every major fold of a small model that
 # cannot count words. Measured on the embedded default at n_ctx 2048: with a floor of half the
-# target, 15 attempts over 80 s; with a fifth, drafts of 15, 15 and 15 tokens for a target of
-# 81 were refused on every attempt, the chapters piled up over the ceiling and most turns from
-# then on cut messages (300-turn prompt-cache benchmark). Too long still fails: that is how
-# memory grows without end.
+# target, drafts of 15, 15 and 15 tokens for a target of 59 were refused, the chapters piled up
+# over the ceiling and 12 of 40 turns cut messages; with a floor of a fifth, 15-token drafts for
+# a target of 81 failed the major fold on every attempt (300-turn prompt-cache benchmark). Too
+# long still fails: that is how memory grows without end.
 LENGTH_TOLERANCE = 0.2
 
 

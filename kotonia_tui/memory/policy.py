@@ -40,7 +40,7 @@ class TurnInputs:
     applied_memory_tokens: int  # the memory block the prompt carries now
     landed_memory_tokens: int | None  # the memory block if landed work were applied; None: none
     landed_covered_through: int | None  # last message id the landed memory covers
-    covered_through: int | None  # last message id covered by any stored memory (landed or not)
+    covered_through: int | None  # last message id stored memory or an open chapter job covers
     fold_in_flight: bool  # a chapter job is pending or running
     fixed_tokens: int = 0  # setup, picture and this turn's notes: never folded, always sent
 

@@ -188,9 +188,9 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
 
 async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_service, scripted_model):
     key = write_short_card()
-    # No major fold here (a short synopsis is stored since main 4fe111c, and it would take the
-    # chapters this test edits into the synopsis): this is about a refold's range.
-    service = await make_service(settings_for(scripted_model(CHAPTER), major_gc_ratio=0.3))
+    # The chapters stay live (no major fold takes them into the synopsis): an edit inside a
+    # chapter the synopsis holds is test_small_windows' refold-and-rebuild case.
+    service = await make_service(settings_for(scripted_model(CHAPTER), major_gc_min_chapters=50))
     conv = service.new_conversation(service.library.get(key))
     for _ in range(2):
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -277,7 +277,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     for i in range(120):
         backlog.append(Message(role=Role.USER, speaker="User", text=f"Lamp question {i}?"))
         backlog.append(Message(role=Role.CHARACTER, speaker="Wren", text=f'"Lamp answer {i}."'))
-    wide.store.add_messages(conv.id, backlog)
+    ids = wide.store.add_messages(conv.id, backlog)
     await (await wide.send(conv.id, "Still there?")).wait()
     assert wide.store.memory_state(conv.id).memory_text == ""  # nothing folded yet
     await wide.close()
@@ -285,24 +285,22 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     narrow = await make_service(settings_for(model, n_ctx=2048), db=db)
     turn = await narrow.send(conv.id, "Now on a smaller model.")
     done = await turn.wait()
-    assert done.error is None  # the prompt never overflows: the backlog leaves it at once
-    # Past the ceiling with no chapter job open, the turn queues the backlog's first chapter and
-    # waits for it (main aff9fd6); what is still over the ceiling after it is cut.
+    assert done.error is None  # the prompt never overflows
+    # The backlog cannot stay in a 2,048-token prompt: the turn queued its chapters and waited
+    # for them, so it left the prompt only once it was in the memory.
     plan = turn.prepared.plan
-    assert plan.apply_landed and plan.memory_tokens > 0
-    covered = plan.forced_cut_through or plan.verbatim_start_id - 1
+    assert plan.forced_cut_through is None and plan.apply_landed
+    assert plan.verbatim_start_id is not None and plan.verbatim_start_id > ids[0]
     await narrow.worker.wait_settled(conv.id)
-    # (Some may already be folded into the synopsis: they are chapters still.)
     chapters = narrow.store.chapters(conv.id, include_in_synopsis=True)
     assert len(chapters) >= 2  # too large for one summarizer call: several, oldest first
     for earlier, later in itertools.pairwise(chapters):
         assert later.first_message_id == earlier.last_message_id + 1
-    assert chapters[-1].last_message_id >= covered
-    after = await narrow.send(conv.id, "And now?")
-    assert (await after.wait()).error is None
-    # The memory carries the whole backlog; the history starts right after its last chapter.
-    assert after.prepared.plan.memory_tokens > 0
-    assert after.prepared.plan.verbatim_start_id == chapters[-1].last_message_id + 1
+    assert chapters[0].first_message_id <= ids[0]
+    assert chapters[-1].last_message_id >= plan.verbatim_start_id - 1
+    following = await narrow.send(conv.id, "And now?")
+    assert (await following.wait()).error is None
+    assert following.prepared.plan.forced_cut_through is None
 
 
 async def test_a_base_models_chapter_keeps_only_its_paragraph(make_service, scripted_model):

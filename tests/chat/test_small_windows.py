@@ -7,12 +7,14 @@ answers the chat turns.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from kotonia_tui.chat.fold_context import FoldFailed
 from kotonia_tui.chat.fold_wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import Chapter, FoldKind, FoldStatus, Message, Role
+from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, Message, Role, utcnow
 from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
@@ -227,10 +229,19 @@ async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(
     (job,) = service.open_folds(conv_id)
     assert job.last_error and "holds nothing from messages #1-" in job.last_error
     assert service.store.chapters(conv_id) == []
+    events = events_of(service)
     turns = await chat_until(
         service, conv_id, lambda t: t.prepared.plan.forced_cut_through is not None
     )
-    assert all(t.prepared.fold_wait_ms == 0 for t in turns)
+    more = itertools.count(1)
+    turns += await chat_until(service, conv_id, lambda t: next(more) == 5)  # five turns more
+    assert not [e for e in events if isinstance(e, FoldWait) and job.id in e.job_ids]
+    # One failing range does not hold back the next range (it is queued after it); a second
+    # one does: a chronicler that fails range after range gets no more jobs from the trigger,
+    # only one for each forced cut (the cut messages must be folded when it can).
+    cuts = sum(1 for t in turns if t.prepared.plan.forced_cut_through is not None)
+    chapter_jobs = [j for j in service.store.fold_jobs(conv_id) if j.kind is FoldKind.CHAPTER]
+    assert len(chapter_jobs) <= 2 + cuts
 
 
 # ---- 3. refolds of chapters in the synopsis -----------------------------------------------
@@ -386,10 +397,10 @@ async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
     make_service, scripted_model, script: str, why: str
 ):
     """A small model that cannot hit the length: refusing a short draft held every major fold
-    (with a floor of half the target, 15 attempts over 80 s on the embedded default; with a
-    fifth, 15-token drafts for a target of 81 were refused on every attempt and most later
-    turns cut messages while the chapters piled up). The longest short draft is stored, once
-    its calls are spent."""
+    (on the embedded default, with a floor of half the target: 15-token drafts for a target of
+    59 refused, the chapters piled up and 12 of 40 turns cut messages; with a fifth, 15-token
+    drafts for a target of 81 failed on every attempt). The longest short draft is stored,
+    once its calls are spent."""
     service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
     events = events_of(service)
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
@@ -685,3 +696,36 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
     # Asked three times (each time with the cut draft to shorten), then not stored.
     assert str(failed.value).count("(cut at the cap)") == fold_synopsis.SYNOPSIS_CALLS
     assert service.store.current_synopsis(conv_id) is None
+
+
+async def test_a_chapter_in_its_failure_backoff_does_not_hold_back_the_next_fold(
+    make_service, scripted_model
+):
+    """While one chapter job waited for its retry, no later range was queued at the trigger:
+    each fold began as a forced cut at the ceiling (20 of 300 prompt-cache benchmark turns).
+    The next range is queued after the failing job's, and nothing is cut meanwhile."""
+    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    store = service.store
+    ids = store.add_messages(
+        conv_id,
+        [Message(role=Role.USER, speaker="User", text=f"Early line {i}.") for i in range(4)],
+    )
+    failing = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv_id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=ids[0],
+            last_message_id=ids[-1],
+        )
+    )
+    assert store.claim_next_fold() is not None
+    store.fail_fold(failing.id, "the chapter hit the output cap", utcnow() + timedelta(hours=1))
+    turns = await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+    queued = turns[-1].prepared.queued
+    assert queued is not None and queued.first_message_id == ids[-1] + 1
+    assert all(t.prepared.plan.forced_cut_through is None for t in turns)
+    await service.worker.wait_settled(conv_id)
+    chapters = store.chapters(conv_id)
+    assert chapters and chapters[0].first_message_id == ids[-1] + 1
+    (still,) = [j for j in service.open_folds(conv_id) if j.id == failing.id]
+    assert still.last_error == "the chapter hit the output cap"  # retried at its own time
