@@ -6,7 +6,8 @@ structure, readback misses and note, the open threads, the fold jobs counted by 
 failed attempts by reason, and the memory block the next turn carries: the one the prompt
 carries now, or, when a fold has landed, the landed one (the next turn applies it, and keeps its
 ledger within the ledger's share of the window, counted by the model: `in_prompt` says which
-entries the prompt carries now).
+entries the prompt carries now, and `left_out` why a live entry is not in it: over the ledger's
+share, or landed for the next turn).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.memory.assembly import MemoryBlock
-from kotonia_tui.memory.ledger import carried
+from kotonia_tui.memory.ledger import carried, out_of_prompt
 from kotonia_tui.store import Store
 
 
@@ -55,11 +56,18 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
         state.applied_synopsis_id,
     )
     in_prompt = carried(ledger, state.memory_text)
+    left_out = out_of_prompt(ledger, state.memory_text, landed=landed)
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
         "ledger": [
-            _entry(e) | {"live": e.id in live_ids, "in_prompt": e.id in in_prompt} for e in ledger
+            _entry(e)
+            | {
+                "live": e.id in live_ids,
+                "in_prompt": e.id in in_prompt,
+                "left_out": left_out.get(e.id),
+            }
+            for e in ledger
         ],
         "synopsis": None
         if synopsis is None
@@ -111,7 +119,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         valid = f"chapter {e['valid_from_chapter']}"
         valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
         ids = " ".join(f"#{i}" for i in e["evidence"])
-        out = "  (not in the prompt)" if e["live"] and not e["in_prompt"] else ""
+        out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
         lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}{out}")
     synopsis = report["synopsis"]
     lines.append("")

@@ -71,7 +71,7 @@ from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
-from kotonia_tui.memory.ledger import carried
+from kotonia_tui.memory.ledger import OVER_SHARE, carried, out_of_prompt
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
@@ -688,12 +688,10 @@ class ChatService:
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
             ledger_in_prompt=in_prompt,
-            # The ledger changes only when a fold lands: with nothing landed, a live entry the
-            # prompt does not carry is one its share left out.
-            ledger_left_out=frozenset()
-            if pending_apply
-            else frozenset(
-                e.id for e in ledger if e.ended_by_chapter_id is None and e.id not in in_prompt
+            ledger_left_out=frozenset(
+                i
+                for i, why in out_of_prompt(ledger, state.memory_text, landed=pending_apply).items()
+                if why == OVER_SHARE
             ),
             settings=settings,
             note_tokens=note_tokens,

@@ -44,7 +44,7 @@ class Budgets:
     summary_max_tokens: int  # a ceiling so nothing is cut, not a target
     lore: int  # keyed lorebook entries per turn
     recall: int  # recalled archive excerpts per turn (0: recall is off)
-    ledger: int  # the live ledger in the memory block (past it, the oldest entries leave it)
+    ledger: int  # the live ledger in the memory block (past it, the newest entries leave it first)
     wide: bool
     fixed_tokens: int = 0  # setup, picture and notes these budgets were fitted to
     scale: float = 1.0  # the share of the window's budgets the setup left (1.0: all of them)

@@ -1,6 +1,7 @@
 """The live ledger in the prompt stays within its share of the window, counted by a real model's
-tokenizer: past it the oldest entries leave the prompt first, the user's facts and rules last,
-and every entry stays in what the caller keeps (nothing is dropped without being named)."""
+tokenizer: past it the decisions, promises and threads leave before the user's facts and rules,
+the newest first (each kind keeps its oldest entries longest), and every entry stays in what the
+caller keeps (nothing is dropped without being named)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_a_ledger_within_its_share_is_carried_whole(engine: LlamaEngine) -> None
     assert fit.left_out == ()
 
 
-def test_over_its_share_the_oldest_leave_first_and_the_users_facts_and_rules_last(
+def test_over_its_share_the_newest_leave_first_and_the_users_facts_and_rules_last(
     engine: LlamaEngine,
 ) -> None:
     whole = engine.count_tokens(render_ledger(LEDGER))
@@ -66,19 +67,45 @@ def test_over_its_share_the_oldest_leave_first_and_the_users_facts_and_rules_las
     shown_text = render_ledger(fit.shown)
     assert engine.count_tokens(shown_text) <= budget
     out = [e.id for e in fit.left_out]
-    # Decisions, promises and threads leave oldest first; facts and rules only after them.
-    assert out == [2, 3, 5, 6][: len(out)] and out
+    # Decisions, promises and threads leave first: the second thread (6), then each kind's
+    # oldest, newest first; the user's facts and rules only after them.
+    assert sorted(out) == sorted([6, 5, 3, 2][: len(out)]) and out
     assert {1, 4, 7} <= {e.id for e in fit.shown}
     # Nothing vanishes: what the prompt carries and what it leaves out are the live ledger.
     assert sorted(e.id for e in (*fit.shown, *fit.left_out)) == [1, 2, 3, 4, 5, 6, 7]
     # What a memory block carries is read back from its text, exactly.
     assert carried(LEDGER, shown_text) == {e.id for e in fit.shown}
 
-    # Room for about one entry: the user's rule is the last to go.
-    room = engine.count_tokens(render_ledger([LEDGER[3]]))
+    # Room for about one entry: the user's first statement is the last to go.
+    room = engine.count_tokens(render_ledger([LEDGER[0]]))
     tight = fit_ledger(LEDGER, room, engine.count_tokens)
-    assert [e.id for e in tight.shown] == [4]
-    assert [e.id for e in tight.left_out] == [1, 2, 3, 5, 6, 7]
+    assert [e.id for e in tight.shown] == [1]
+    assert [e.id for e in tight.left_out] == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_long_run_of_the_users_facts_keeps_their_first_fact_and_their_first_rule(
+    engine: LlamaEngine,
+) -> None:
+    # The user's name first, one rule, then many facts (a chapter's readback quotes are facts),
+    # and a few decisions: the name and the rule hold, whatever came after them.
+    ledger = [
+        entry(1, LedgerKind.USER_FACT, "The user's name is Mara Ostrowski"),
+        entry(2, LedgerKind.CONSTRAINT, "Never describe violence in detail"),
+        *(
+            entry(i, LedgerKind.USER_FACT, f"Mara said the ferry leaves at {i} past the hour")
+            for i in range(3, 23)
+        ),
+        *(entry(i, LedgerKind.DECISION, f"They repair bridge {i} first") for i in range(23, 26)),
+    ]
+    room = engine.count_tokens(render_ledger(ledger[:6]))
+    fit = fit_ledger(ledger, room, engine.count_tokens)
+    shown = [e.id for e in fit.shown]
+    assert 1 in shown and 2 in shown
+    # The facts the prompt keeps are the oldest; every decision left before any of them.
+    facts = [i for i in shown if 3 <= i < 23]
+    assert facts == list(range(3, 3 + len(facts)))
+    assert not {23, 24, 25} & set(shown)
+    assert sorted(shown + [e.id for e in fit.left_out]) == list(range(1, 26))
 
 
 def test_a_zero_share_carries_no_ledger(engine: LlamaEngine) -> None:

@@ -16,6 +16,7 @@ from textual.widgets import Button, Label, ListItem, ListView, Static
 
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
 from kotonia_tui.domain import FoldJob, FoldStatus, Role, StoredLedgerEntry
+from kotonia_tui.memory.ledger import OVER_SHARE
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
 from kotonia_tui.tui.widgets.inspector_sections import (
@@ -59,7 +60,7 @@ def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
     if entry.id in memory.ledger_in_prompt:
         return ""
     if entry.id in memory.ledger_left_out:
-        return "not in the prompt (over the ledger's share)"
+        return f"not in the prompt ({OVER_SHARE})"
     return "next turn"
 
 
@@ -90,8 +91,8 @@ def ledger_note(memory: MemoryView) -> Content:
     if not out:
         return Content("")
     return Content.styled(
-        f"{len(out)} not in the prompt, over the ledger's share of "
-        f"{tokens(memory.budgets.ledger)} (oldest first, your facts and rules last; "
+        f"{len(out)} not in the prompt, {OVER_SHARE} of "
+        f"{tokens(memory.budgets.ledger)} (newest first, your facts and rules last; "
         f"kept here and in the store): {', '.join(out)}",
         "italic $warning",
     )
