@@ -120,6 +120,10 @@ class StoredConversation(Conversation):
     id: int
 
 
+# How the note of a chapter quoted from its range begins.
+QUOTED_NOTE = "quoted from messages"
+
+
 class Chapter(BaseModel):
     """The summary of one folded range of messages. Written once; never rewritten."""
 
@@ -142,7 +146,13 @@ class Chapter(BaseModel):
     # Names and numbers from the user's lines that the chapter and its ledger entries still
     # lack after the readback's one retry (kept so the inspector and the audit can show them).
     readback_misses: list[str] = Field(default_factory=list)
-    note: str = ""  # said beside the text (a message too long for one call, summarized in parts)
+    note: str = ""  # said beside the text (summarized in parts; quoted, and why)
+
+    @property
+    def quoted(self) -> bool:
+        """An extract of the range's own lines, stored when the chronicler's answer for it
+        was unusable (chat/fold_chapters.py), not a summary."""
+        return self.note.startswith(QUOTED_NOTE)
 
 
 class StoredChapter(Chapter):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
 from kotonia_tui.domain import (
+    QUOTED_NOTE,
     Chapter,
     FoldJob,
     FoldKind,
@@ -47,6 +48,7 @@ from kotonia_tui.memory.chronicler import (
     ledger_prompt,
     render_source,
 )
+from kotonia_tui.memory.extract import extract
 from kotonia_tui.memory.oversized import split_text
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
 from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
+EXTRACT_MIN_TOKENS = 32  # an extract quotes at least a sentence or two
+EXTRACT_FITS = 3  # tries at an extract's character limit before its size is taken as it is
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,21 @@ async def _fold_piece(
     piece: Piece,
     ledger: Sequence[StoredLedgerEntry],
 ) -> NewChapter:
+    """The piece's chapter: the chronicler's, or an extract of the piece's own lines when the
+    chronicler's answer cannot be stored (a range never stays out of the memory)."""
+    try:
+        return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
+    except FoldFailed as exc:
+        return await _extracted_piece(ctx, conv_id, piece, ledger, str(exc))
+
+
+async def _chronicled_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
     messages = piece.messages
     if len(messages) == 1 and piece.costs[0] > piece.budget:
         return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
@@ -213,6 +232,55 @@ async def _fold_piece(
         readback_misses=list(done.reply.misses),
     )
     return NewChapter(chapter, tuple(entries), tuple(endings))
+
+
+async def _extracted_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+    reason: str,
+) -> NewChapter:
+    """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
+    the user's sentences with names and numbers in the ledger (as a readback miss is kept).
+
+    The chronicler is greedy, so asking it again later gives the same unusable answer; the
+    extract keeps the range in the memory now, and its note says why it is one. The ledger
+    keeps the user's own facts after a major fold has taken the extract into the synopsis."""
+    source_tokens = sum(piece.costs)
+    target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
+    # About four characters a token in English; the fit below corrects a denser script.
+    limit = target * 4
+    text, tokens = "", 0
+    for _try in range(EXTRACT_FITS):
+        text = extract(piece.messages, limit)
+        (tokens,) = await ctx.count([text])
+        if tokens <= target * 1.2:
+            break
+        # Quotes are denser in tokens than the source measured overall: aim lower.
+        limit = max(1, int(limit * target / tokens * 0.95))
+    if not text:
+        raise FoldFailed(
+            f"the chronicler's answer was not usable ({reason}) and the range has no lines to quote"
+        )
+    first, last = piece.messages[0].id, piece.messages[-1].id
+    # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
+    why = reason.partition(";")[0]
+    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable ({why})"
+    log.warning("conversation %s: %s", conv_id, note)
+    messages = piece.messages
+    quotes = quoted_lines(messages, user_specifics(messages))
+    facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
+    entries, _ends = ledger_changes(facts, conv_id, ledger)
+    chapter = Chapter(
+        conversation_id=conv_id,
+        first_message_id=first,
+        last_message_id=last,
+        text=text,
+        tokens=tokens,
+        note=note,
+    )
+    return NewChapter(chapter, tuple(entries))
 
 
 async def _fold_long_message(

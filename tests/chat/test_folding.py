@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
-from kotonia_tui.domain import FoldKind, FoldStatus
+from kotonia_tui.domain import FoldKind, FoldStatus, LedgerKind
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
 
@@ -139,22 +139,46 @@ async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
     assert folded  # the older chapters went into the synopsis, and stay stored
 
 
-async def test_a_chapter_that_holds_nothing_is_never_stored(make_service, scripted_model):
-    # A refusal scripted here is turned into a chapter's event by the schema's grammar (and so
-    # is a record, memory/refusal.py); a chapter whose one event says nothing keeps nothing.
+async def test_a_chapter_that_holds_nothing_is_never_stored_and_the_range_is_quoted_instead(
+    make_service, scripted_model
+):
+    """A chapter whose items say nothing keeps nothing; asking a greedy chronicler again gives
+    the same answer, and the range would stay out of the memory for good. Its chapter quotes
+    the range's own lines instead and says why."""
     key = write_short_card()
     service = await make_service(settings_for(scripted_model(HOLLOW_CHAPTER)))
     conv = service.new_conversation(service.library.get(key))
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
-    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    turns = await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    job = turns[-1].prepared.queued
     await service.worker.wait_settled(conv.id)
-    assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
-    (job,) = service.store.fold_jobs(conv.id)
-    assert job.attempts == 1
-    assert "holds nothing from messages #1-" in job.last_error
-    assert job.status is FoldStatus.PENDING  # retried later, with a backoff
-    assert any(isinstance(e, FoldProgress) and e.state is FoldState.FAILED for e in events)
+    chapters = service.store.chapters(conv.id)
+    assert chapters and chapters[0].first_message_id == job.first_message_id
+    for chapter in chapters:
+        # Each line quotes one of its messages, as "#id speaker: its words".
+        for line in chapter.text.splitlines():
+            number, _, _ = line.partition(" ")
+            message = service.store.get_message(int(number.removeprefix("#")))
+            assert chapter.first_message_id <= message.id <= chapter.last_message_id
+            assert line.startswith(f"#{message.id} {message.speaker}: ")
+        assert chapter.quoted and "holds nothing" in chapter.note
+        assert chapter.note.startswith(
+            f"quoted from messages #{chapter.first_message_id}-#{chapter.last_message_id}"
+        )
+    assert "Message number 0 about the lamps." in chapters[0].text
+    # The user's sentences with names and numbers are in the ledger too, in their own words:
+    # it keeps them after a major fold takes the quote into the synopsis.
+    facts = [e for e in service.store.ledger(conv.id) if e.kind is LedgerKind.USER_FACT]
+    assert any("Message number 0 about the lamps." in e.text for e in facts)
+    assert {e.chapter_id for e in facts} <= {c.id for c in chapters}
+    done = service.store.get_fold(job.id)
+    assert done.status is FoldStatus.DONE and done.attempts == 1
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
+    # The next turn carries the quote as memory.
+    applying = await service.send(conv.id, "And then?")
+    assert (await applying.wait()).error is None
+    assert chapters[0].text in applying.prepared.state.memory_text
 
 
 async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_stored(

@@ -30,7 +30,7 @@ from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
 
-from .test_folding import CHAPTER, HOLLOW_CHAPTER, chat_until, settings_for
+from .test_folding import CHAPTER, chat_until, settings_for
 
 # A synopsis the size of the default target at n_ctx 2048 (4% = 81 tokens, +-20%), in the
 # tiny tokenizer's tokens: English 77, Chinese 82, Japanese 85.
@@ -221,27 +221,30 @@ async def test_after_a_forced_cut_the_next_turn_carries_the_cut_messages_in_memo
 async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(
     make_service, scripted_model
 ):
-    service, conv_id = await open_chat(
-        make_service, scripted_model(HOLLOW_CHAPTER), write_short_card()
-    )
+    """A chapter job whose model call failed is retried at its own time (its backoff), and no
+    turn waits for it. The chronicler's answer can no longer fail a chapter (an unusable one
+    becomes an extract), so the failure is set on the job through the store: a real engine
+    cannot be made to fail a call on demand."""
+    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    service.worker.pause()
     await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
-    await service.worker.wait_settled(conv_id)
     (job,) = service.open_folds(conv_id)
-    assert job.last_error and "holds nothing from messages #1-" in job.last_error
-    assert service.store.chapters(conv_id) == []
+    assert service.store.claim_next_fold() is not None
+    error = "the model call failed: llama_decode returned -1"
+    service.store.fail_fold(job.id, error, utcnow() + timedelta(hours=1))
+    service.worker.resume()
     events = events_of(service)
-    turns = await chat_until(
-        service, conv_id, lambda t: t.prepared.plan.forced_cut_through is not None
-    )
+
+    def later_range_folded(_turn: object) -> bool:
+        chapters = service.store.chapters(conv_id)
+        return any(c.first_message_id > (job.last_message_id or 0) for c in chapters)
+
+    await chat_until(service, conv_id, later_range_folded)
     more = itertools.count(1)
-    turns += await chat_until(service, conv_id, lambda t: next(more) == 5)  # five turns more
+    await chat_until(service, conv_id, lambda t: next(more) == 5)  # five turns more
     assert not [e for e in events if isinstance(e, FoldWait) and job.id in e.job_ids]
-    # One failing range does not hold back the next range (it is queued after it); a second
-    # one does: a chronicler that fails range after range gets no more jobs from the trigger,
-    # only one for each forced cut (the cut messages must be folded when it can).
-    cuts = sum(1 for t in turns if t.prepared.plan.forced_cut_through is not None)
-    chapter_jobs = [j for j in service.store.fold_jobs(conv_id) if j.kind is FoldKind.CHAPTER]
-    assert len(chapter_jobs) <= 2 + cuts
+    (still,) = [j for j in service.open_folds(conv_id) if j.id == job.id]
+    assert still.last_error == error and still.attempts == 1  # it waits for its retry
 
 
 # ---- 3. refolds of chapters in the synopsis -----------------------------------------------
@@ -568,7 +571,10 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
         )
     )
     assert await service.worker.wait_for([chapter.id], Patience(60, 60)) is WaitEnd.DONE
-    assert store.get_fold(chapter.id).attempts == 1  # it ran (its cut summary then failed)
+    assert store.get_fold(chapter.id).attempts == 1  # it ran, at once
+    # The no-EOS chronicler runs to its cap: the range is quoted instead, and in the memory.
+    (quoted,) = [c for c in store.chapters(conv_id) if c.first_message_id == ids[16]]
+    assert "hit the output cap" in quoted.note and "Line 16 of the story." in quoted.text
     gave_way = [
         e
         for e in events

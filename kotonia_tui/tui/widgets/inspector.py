@@ -40,6 +40,9 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
     parts: list[tuple[str, str]] = [
         (f"#{chapter.id} ", "bold"),
         (f"msgs {first}–{last}", ""),
+        # First after the range: a quote is not a summary, and the end of a line can be
+        # past the pane's edge.
+        (" quoted" if chapter.quoted else " in parts" if chapter.note else "", "$warning"),
         (f" · {age(chapter.created_at, now)} · {tokens(chapter.tokens)}", "$text-muted"),
     ]
     if view.applied:
@@ -50,8 +53,6 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
         parts.append((" · stale", "bold $error"))
     if chapter.in_synopsis:
         parts.append((" · in synopsis", "$text-muted"))
-    if chapter.note:
-        parts.append((" · in parts", "$text-muted"))
     return Content.assemble(*parts)
 
 

@@ -1,0 +1,106 @@
+"""A chapter quoted from a range's own lines, for when the chronicler's answer cannot be stored.
+
+A small model sometimes cannot write a usable chapter for a range: it loops until its output
+cap, refuses twice, or writes nothing. Asking again later gives the same answer (the chronicler
+is greedy), and a range with no chapter is a hole: once the window moves past it, it is in
+neither the prompt nor the memory. So the fold stores an extract instead, marked as one: the
+range's sentences that carry the most (each message's opening, names, numbers, the user's own
+statements), quoted in their order with the speaker and message id, and " … " where sentences
+were left out. Pure and deterministic: the same range and limit give the same bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kotonia_tui.domain import Message, Role
+
+ELISION = " … "
+# A sentence ends after . ! ? … with any closing quotes or marks, before a space; or after
+# 。！？ with theirs (no space follows in Japanese or Chinese).
+_SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*")
+_DIGIT = re.compile(r"\d")
+# A capitalized word after the sentence's first word: most often a name or a place.
+_NAME = re.compile(r"(?<=\s)[A-Z][\w'’-]+")
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    message: int  # position of its message in the range
+    index: int  # position in its message
+    text: str
+    score: int
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut into sentences (each keeps its closing marks), whitespace collapsed."""
+    cuts = [0, *(match.end() for match in _SENTENCE_END.finditer(text)), len(text)]
+    parts = (" ".join(text[start:end].split()) for start, end in itertools.pairwise(cuts))
+    return [part for part in parts if part]
+
+
+def _score(text: str, *, first: bool, by_user: bool) -> int:
+    score = 2 if first else 0
+    if by_user:
+        score += 1  # what users say about themselves is what a summary most often drops
+    if _DIGIT.search(text):
+        score += 2  # dates, prices, counts: facts a later question asks for
+    score += min(2, len(_NAME.findall(text)))
+    return score
+
+
+def extract(messages: Sequence[Message], limit_chars: int) -> str:
+    """The range quoted in at most about `limit_chars` characters: one line per message that
+    has a chosen sentence, "#id speaker: sentence … sentence". At least one sentence is
+    quoted; one longer than the limit on its own is shortened at a word, with " …" after it."""
+    story = [m for m in messages if m.role is not Role.SYSTEM and m.text.strip()]
+    candidates = [
+        _Sentence(
+            position, index, text, _score(text, first=index == 0, by_user=m.role is Role.USER)
+        )
+        for position, m in enumerate(story)
+        for index, text in enumerate(sentences(m.text))
+    ]
+    if not candidates:
+        return ""
+    # Best first; among equals the earlier one, so the choice never depends on dict order.
+    ranked = sorted(candidates, key=lambda s: (-s.score, s.message, s.index))
+    chosen: list[_Sentence] = []
+    used = 0
+    for sentence in ranked:
+        cost = len(sentence.text) + len(ELISION)
+        if used + cost <= limit_chars:
+            chosen.append(sentence)
+            used += cost
+    if not chosen:
+        best = ranked[0]
+        chosen = [_Sentence(best.message, best.index, _shorten(best.text, limit_chars), 0)]
+    counts = [0] * len(story)
+    for sentence in candidates:
+        counts[sentence.message] += 1
+    lines = []
+    for position, m in enumerate(story):
+        mine = sorted((s for s in chosen if s.message == position), key=lambda s: s.index)
+        if not mine:
+            continue
+        parts = ["… " if mine[0].index > 0 else "", mine[0].text]
+        for previous, sentence in itertools.pairwise(mine):
+            parts += [ELISION if sentence.index > previous.index + 1 else " ", sentence.text]
+        if mine[-1].index < counts[position] - 1:
+            parts.append(" …")
+        lines.append(f"#{m.id} {m.speaker}: {''.join(parts)}")
+    return "\n".join(lines)
+
+
+def _shorten(text: str, limit_chars: int) -> str:
+    """`text` cut at the last word that fits, marked with " …" (an extract says so)."""
+    words = text.split()
+    kept: list[str] = []
+    for word in words:
+        if len(" ".join([*kept, word])) + 2 > limit_chars and kept:
+            break
+        kept.append(word)
+    return " ".join(kept) + (" …" if len(kept) < len(words) else "")

@@ -1,0 +1,63 @@
+"""The extract a fold stores when the chronicler's answer cannot be stored (memory/extract.py)."""
+
+from __future__ import annotations
+
+from kotonia_tui.domain import Message, Role
+from kotonia_tui.memory.extract import extract, sentences
+
+
+def story() -> list[Message]:
+    lines = [
+        (Role.USER, "Mara", "Good evening. My sister Ilse marries on the 14th of May. I am tired."),
+        (
+            Role.CHARACTER,
+            "Rowan",
+            '*He looks up from the ledger.* "Congratulations." The lamp flickers. It is late.',
+        ),
+        (Role.SYSTEM, "", "[Start a new chat]"),
+        (Role.USER, "Mara", "The ring cost 300 crowns at Halden's. Ugh, so much."),
+        (Role.CHARACTER, "Rowan", "「東京へ行きます。」彼は言った。それから黙った。"),
+    ]
+    return [
+        Message(id=number, role=role, speaker=speaker, text=text)
+        for number, (role, speaker, text) in enumerate(lines, start=11)
+    ]
+
+
+def test_sentences_keep_their_closing_marks_in_every_script():
+    assert sentences('*He nods.* "Welcome, Mara." The wind   picks up') == [
+        "*He nods.*",
+        '"Welcome, Mara."',
+        "The wind picks up",
+    ]
+    assert sentences("「東京へ行きます。」彼は言った。") == ["「東京へ行きます。」", "彼は言った。"]
+
+
+def test_a_tight_extract_keeps_the_users_names_and_numbers_and_marks_what_it_left_out():
+    text = extract(story(), 120)
+    assert len(text) <= 120 + 30  # the limit, plus each line's "#id speaker: "
+    # The user's own statements with names and numbers come first.
+    assert "#11 Mara: Good evening. My sister Ilse marries on the 14th of May. …" in text
+    assert "The ring cost 300 crowns at Halden's." in text
+    # What was said aloud is not there, and nothing claims to be whole: each gap is marked.
+    assert "Congratulations" not in text and "I am tired" not in text
+    assert "[Start a new chat]" not in text  # an imported note is not part of the story
+
+
+def test_a_roomy_extract_quotes_every_line_in_order_with_its_speaker():
+    text = extract(story(), 10_000)
+    assert text.splitlines() == [
+        "#11 Mara: Good evening. My sister Ilse marries on the 14th of May. I am tired.",
+        '#12 Rowan: *He looks up from the ledger.* "Congratulations." The lamp flickers. '
+        "It is late.",
+        "#14 Mara: The ring cost 300 crowns at Halden's. Ugh, so much.",
+        "#15 Rowan: 「東京へ行きます。」 彼は言った。 それから黙った。",
+    ]
+    assert " …" not in text
+    assert extract(story(), 10_000) == text  # the same bytes every time (cache-safe)
+
+
+def test_a_sentence_longer_than_the_limit_is_shortened_at_a_word_and_says_so():
+    long = Message(id=3, role=Role.USER, speaker="Mara", text="word " * 200 + "end.")
+    assert extract([long], 40) == "#3 Mara: " + " ".join(["word"] * 7) + " …"
+    assert extract([], 40) == ""
