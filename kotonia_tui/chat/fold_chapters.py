@@ -48,7 +48,7 @@ from kotonia_tui.memory.chronicler import (
     ledger_prompt,
     render_source,
 )
-from kotonia_tui.memory.extract import extract
+from kotonia_tui.memory.extract import message_passages
 from kotonia_tui.memory.oversized import split_text
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
 from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
 EXTRACT_MIN_TOKENS = 32  # an extract quotes at least a sentence or two
-EXTRACT_FITS = 3  # tries at an extract's character limit before its size is taken as it is
 
 
 @dataclass(frozen=True)
@@ -249,16 +248,7 @@ async def _extracted_piece(
     keeps the user's own facts after a major fold has taken the extract into the synopsis."""
     source_tokens = sum(piece.costs)
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
-    # About four characters a token in English; the fit below corrects a denser script.
-    limit = target * 4
-    text, tokens = "", 0
-    for _try in range(EXTRACT_FITS):
-        text = extract(piece.messages, limit)
-        (tokens,) = await ctx.count([text])
-        if tokens <= target * 1.2:
-            break
-        # Quotes are denser in tokens than the source measured overall: aim lower.
-        limit = max(1, int(limit * target / tokens * 0.95))
+    text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:
         raise FoldFailed(
             f"the chronicler's answer was not usable ({reason}) and the range has no lines to quote"

@@ -15,7 +15,8 @@ from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredChapter
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.budgets import Budgets
-from kotonia_tui.memory.chronicler import Cast, ChronicleRequest, Verdict
+from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, Cast, ChronicleRequest, Verdict
+from kotonia_tui.memory.extract import Passage, extract_passages
 from kotonia_tui.memory.policy import major_gc_split
 from kotonia_tui.store import Store
 
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 # The output cap holds at least this many times a synopsis's target: the +20% a draft may run
 # over and a little more, so a draft the cap stops is one far too long (and asked again).
 SYNOPSIS_CAP_SHARE = 1.25
+
+
+QUOTE_FITS = 3  # tries at a quote's character limit before its size is taken as it is
 
 
 class FoldFailed(Exception):
@@ -58,6 +62,20 @@ class FoldContext:
 
     async def count(self, texts: Sequence[str]) -> list[int]:
         return await self.engine.count_tokens_many(list(texts))
+
+    async def quote(self, passages: Sequence[Passage], target: int) -> tuple[str, int]:
+        """The passages quoted (memory/extract.py) in about `target` tokens, and its size: what
+        a fold stores when the chronicler's answer cannot be stored."""
+        # About four characters a token in English; a denser script is fitted below.
+        limit = target * 4
+        text, tokens = "", 0
+        for _try in range(QUOTE_FITS):
+            text = extract_passages(passages, limit)
+            (tokens,) = await self.count([text])
+            if tokens <= target * (1 + LENGTH_TOLERANCE):
+                break
+            limit = max(1, int(limit * target / tokens * 0.95))
+        return text, tokens
 
     def synopsis_target(self, budgets: Budgets) -> int:
         """The length a synopsis is asked for: the budgets' target, or less when the output

@@ -188,9 +188,9 @@ async def test_runs_report_the_spread_and_generated_questions(eval_settings_for)
 async def test_unscripted_tiny_model_never_stores_a_cut_fold(eval_settings_for):
     """Random weights: a chapter, answered under its grammar, still lands as a chapter that
     parses (never cut at its cap). The synopsis of a major fold is prose, with no grammar to
-    bound it: a draft the output cap stops is never stored; it is asked again shorter, so the
-    major fold stores a later draft within its length or fails naming the cut drafts. The run
-    ends and every arm answers."""
+    bound it: a draft the output cap stops is never stored; it is asked again shorter, and when
+    every draft is too long the chapters are quoted in the synopsis's length. Every major fold
+    lands within its length. The run ends and every arm answers."""
     settings = eval_settings_for()
     conv = short_conversation(12)
     report, _ = await _run(
@@ -205,9 +205,9 @@ async def test_unscripted_tiny_model_never_stores_a_cut_fold(eval_settings_for):
     assert [e.kind for e in failed if e.kind != "major_gc"] == []  # no chapter failed
     majors = [e for e in run.folds.events if e.kind == "major_gc" and e.state != "queued"]
     assert majors  # the run went as far as a major fold
+    assert [e for e in majors if e.state == "failed"] == []
     for event in majors:
-        if event.state == "failed":
-            assert "(cut at the cap)" in event.detail
+        if event.state != "landed":
             continue
         size = re.search(r"\((\d+) tokens, target (\d+)\)", event.detail)
         assert size is not None, event.detail
