@@ -234,7 +234,9 @@ async def _write(
         f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
         for draft, tokens in drafts
     )
-    passages = [Passage("So far", base)] if base else []
+    # A quoted synopsis quoted again: its lines, not its lead.
+    earlier = (base or "").removeprefix(QUOTED_SYNOPSIS_LEAD)
+    passages = [Passage("So far", earlier)] if earlier.strip() else []
     passages += [Passage(f"#{c.first_message_id}-#{c.last_message_id}", c.text) for c in chapters]
     (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
     quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
