@@ -99,7 +99,7 @@ def test_memory_json_has_the_ledger_chapters_threads_and_fold_counts(capsys, tmp
     assert report["chapters"][0]["structure"] is None  # an old prose chapter keeps its place
     assert report["chapters"][1]["structure"] == {"time": "", "events": []}
     assert report["chapters"][1]["readback_misses"] == ["Mia"]
-    assert report["chapters"][1]["note"] == ""
+    assert report["chapters"][1]["note"] == "" and not report["chapters"][1]["quoted"]
     assert report["open_threads"] == [{"label": "T3", "text": "Why Mia comes", "evidence": [1]}]
     assert report["synopsis"] is None
     assert (report["fold_jobs"]["pending"], report["fold_jobs"]["done"]) == (1, 0)  # retried later

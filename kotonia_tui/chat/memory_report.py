@@ -16,6 +16,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from kotonia_tui.chat.fold_synopsis import QUOTED_SYNOPSIS_LEAD
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.ledger import carried, out_of_prompt
@@ -76,6 +77,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
             "through_message_id": synopsis.through_message_id,
             "tokens": synopsis.tokens,
             "text": synopsis.text,
+            "quoted": synopsis.text.startswith(QUOTED_SYNOPSIS_LEAD),
         },
         "chapters": [
             {
@@ -88,6 +90,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
                 "structure": json.loads(c.structure) if c.structure else None,
                 "readback_misses": c.readback_misses,
                 "note": c.note,
+                "quoted": c.quoted,
             }
             for c in chapters
         ],
