@@ -238,6 +238,10 @@ class Settings(BaseSettings):
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
     lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    # The live ledger the memory block carries; past it the newest entries leave the prompt
+    # (never the store), user facts and rules last, each kind keeping its oldest longest
+    # (memory/ledger.py).
+    ledger_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     # Recalled archive excerpts per turn, after the history (0 turns recall off).
     recall_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn

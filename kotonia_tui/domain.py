@@ -140,6 +140,12 @@ class Chapter(BaseModel):
     in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
     story_time: str | None = None
     superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
+    # The chronicler's answer as JSON (memory/chapter_schema.py); None for a prose chapter
+    # written before structured chapters, which keeps its text and its place in memory.
+    structure: str | None = None
+    # Names and numbers from the user's lines that the chapter and its ledger entries still
+    # lack after the readback's one retry (kept so the inspector and the audit can show them).
+    readback_misses: list[str] = Field(default_factory=list)
     note: str = ""  # said beside the text (summarized in parts; quoted, and why)
 
     @property
@@ -176,6 +182,84 @@ class StoredSynopsis(Synopsis):
     """A synopsis version as the store returns it."""
 
     id: int
+
+
+class LedgerKind(StrEnum):
+    """What a ledger entry records. The letter of its label ("T7") says the kind."""
+
+    USER_FACT = "user_fact"  # what the user says about themselves: a fact
+    CONSTRAINT = "constraint"  # a rule the user set
+    DECISION = "decision"  # with its reasons and the alternatives rejected
+    PROMISE = "promise"
+    THREAD = "thread"  # an open question or plan; a later chapter resolves it by label
+
+    @property
+    def letter(self) -> str:
+        return LEDGER_LETTERS[self]
+
+
+LEDGER_LETTERS = {
+    LedgerKind.USER_FACT: "F",
+    LedgerKind.CONSTRAINT: "C",
+    LedgerKind.DECISION: "D",
+    LedgerKind.PROMISE: "P",
+    LedgerKind.THREAD: "T",
+}
+
+
+class LedgerEnd(StrEnum):
+    RESOLVED = "resolved"  # a thread a later chapter closed
+    SUPERSEDED = "superseded"  # a fact or rule a later chapter replaced
+
+
+class LedgerEntry(BaseModel):
+    """One append-only entry of a conversation's ledger, written by a chapter.
+
+    An entry is never rewritten: a later chapter ends it (resolved or superseded), and it then
+    leaves the prompt but stays in the store ("valid from chapter N to chapter M").
+    """
+
+    id: int | None = None
+    conversation_id: int
+    kind: LedgerKind
+    text: str
+    subject: str = ""  # whom it is about or who made it
+    evidence: list[int] = Field(default_factory=list)  # message ids
+    chapter_id: int | None = None  # the chapter that wrote it
+    ended_by_chapter_id: int | None = None
+    end: LedgerEnd | None = None
+    end_note: str = ""  # how a thread was resolved
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class LedgerEnding:
+    """A chapter ends an earlier ledger entry (by id), and says how."""
+
+    entry_id: int
+    end: LedgerEnd
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NewChapter:
+    """A chapter a fold is about to store, with what it does to the ledger."""
+
+    chapter: Chapter
+    entries: tuple[LedgerEntry, ...] = ()
+    endings: tuple[LedgerEnding, ...] = ()
+
+
+class StoredLedgerEntry(LedgerEntry):
+    """A ledger entry as the store returns it."""
+
+    id: int
+    chapter_id: int
+
+    @property
+    def label(self) -> str:
+        """How prompts name it: the kind's letter and the id ("T7")."""
+        return f"{self.kind.letter}{self.id}"
 
 
 class FoldKind(StrEnum):

@@ -60,9 +60,12 @@ def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
     # The backend is imported here, not at the top: llama_cpp (with numpy) or httpx load when a
     # model is opened, so nothing that only reads cards or the database waits for them.
     if profile.backend == "server":
+        from kotonia_tui.engine.schema_grammar import schema_grammar
         from kotonia_tui.engine.server.engine import ServerEngine
 
-        return ServerEngine.open(profile, fold_ctx_for=fold_ctx_for, states=states)
+        return ServerEngine.open(
+            profile, fold_ctx_for=fold_ctx_for, states=states, schema_grammar=schema_grammar
+        )
     from kotonia_tui.engine.llama_engine import LlamaEngine
 
     return LlamaEngine.open(

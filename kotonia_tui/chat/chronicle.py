@@ -4,7 +4,11 @@ The fold worker's chapters and synopses and the evaluation's rolling summary all
 `chronicle`: the chronicler's prompt on the fold slot at background priority (a waiting user
 turn goes first), the output cap fitted to what the fold context has left after the prompt (a
 ceiling, so nothing is cut, never a target), and the reply read by the chronicler, asked once
-more when it says so (a refusal).
+more when it says so (a refusal, a malformed answer, a readback miss).
+
+A chapter is answered in a JSON schema sized to the output cap (memory/chapter_schema.py), so
+it ends before the cap whatever the model writes. The chronicler samples at a low temperature
+with no repeat penalty: a record repeats names and numbers on purpose.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 
 from kotonia_tui.engine import Engine, FinishReason, GenerationRequest, Priority, Slot
+from kotonia_tui.memory.chapter_schema import NoRoomForChapterError, tokens_per_char
 from kotonia_tui.memory.chronicler import (
     CHRONICLER,
     ChronicleReply,
@@ -22,9 +27,11 @@ from kotonia_tui.memory.chronicler import (
     Verdict,
     chronicler_prompt,
     read_reply,
+    render_source,
 )
 
 MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
+CHRONICLER_TEMPERATURE = 0.2
 
 
 class NoRoomError(Exception):
@@ -57,14 +64,25 @@ class Chronicled:
             case Verdict.REFUSED:
                 times = "twice" if self.calls == 2 else f"{self.calls} times"
                 return f"the chronicler refused {times}; the {what} was not stored"
+            case Verdict.HOLLOW:
+                messages = self.reply.request.messages
+                return (
+                    f"the {what} holds nothing from messages "
+                    f"#{messages[0].id}-#{messages[-1].id}; it was not stored"
+                )
+            case Verdict.MALFORMED:
+                start = self.reply.text[:80]
+                return f"the chronicler's {what} did not follow its JSON schema: {start!r}"
 
 
 async def chronicle(
     engine: Engine, request: ChronicleRequest, *, max_output: int, calls: int = 2
 ) -> Chronicled:
     """Ask the chronicler, and again as its reply asks, in at most `calls` model calls; the
-    last reply may still be unusable (`Chronicled.problem` says why)."""
+    last reply may still be unusable (`Chronicled.problem` says why). Of usable replies the
+    one with the fewest readback misses is kept."""
     made = 0
+    best: Chronicled | None = None
     while True:
         prompt = chronicler_prompt(request, engine.profile)
         generation = await _generation(engine, request, prompt, max_output)
@@ -74,8 +92,11 @@ async def chronicle(
         made += 1
         cut = result.finish_reason is FinishReason.LENGTH
         reply = read_reply(request, prompt, result.text, cut=cut)
-        if reply.ok or reply.retry is None or made >= calls:
-            return Chronicled(reply, made, generation.max_tokens, elapsed_ms)
+        done = Chronicled(reply, made, generation.max_tokens, elapsed_ms)
+        if reply.ok and (best is None or len(reply.misses) < len(best.reply.misses)):
+            best = done
+        if reply.retry is None or made >= calls:
+            return replace(best, calls=made) if best is not None else done
         request = reply.retry
 
 
@@ -91,6 +112,8 @@ async def _generation(
         user_name="Story",
         extra_stops=prompt.stops,
         prefill=prompt.lead,
+        temperature=CHRONICLER_TEMPERATURE,
+        repeat_penalty=1.0,
     )
     fold_ctx = engine.info.fold_n_ctx
     # Counting the whole prompt is a blocking request on a server backend: off the loop.
@@ -100,4 +123,15 @@ async def _generation(
             f"the {request.kind.value}'s source and instructions leave {room} tokens of the "
             f"{fold_ctx}-token fold context for the summary"
         )
-    return replace(generation, max_tokens=min(max_output, room))
+    if not request.structured:
+        return replace(generation, max_tokens=min(max_output, room))
+    # The schema is sized to the output budget at twice the source's own tokens per character;
+    # the call may use all the room the fold context has left, so only an answer far beyond
+    # what that schema calls for could be cut (and a cut answer is never stored).
+    text = render_source(request.messages, char=request.cast.char, user=request.cast.user)
+    (source_tokens,) = await engine.count_tokens_many([text])
+    try:
+        schema = request.schema(min(max_output, room), tokens_per_char(source_tokens, len(text)))
+    except NoRoomForChapterError as exc:
+        raise NoRoomError(f"the {request.kind.value} cannot fit the fold context: {exc}") from exc
+    return replace(generation, max_tokens=room, json_schema=schema)

@@ -7,14 +7,23 @@ restart. A refold (an edit inside a folded range) writes its whole range and sup
 stale chapters in the same transaction; when the synopsis held them, the synopsis is rebuilt
 from the current chapters by the next major fold.
 
+Each chapter is structured (memory/structured.py) and stored with what it does to the ledger:
+the entries it adds and the ones it ends, by label. A chapter's prompt carries the live ledger
+(open threads it may resolve, facts and rules it may replace); a refold's leaves out the entries
+of the chapters it replaces, which rest on the text before the edit and end with them.
+
 A single message too long for one call (a pasted letter, a 100 KB message) is summarized on its
 own: cut at its seams into parts that fit (memory/oversized.py), one note per part, the notes
 merged until they are the size of a chapter; the chapter records that it was made that way.
+Each part is a structured chapter: their items together are the chapter's structure and its
+ledger changes; when the parts had to be merged (prose), the merged text is the chapter's text
+and only the ledger keeps the structure's items.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
@@ -24,7 +33,10 @@ from kotonia_tui.domain import (
     FoldJob,
     FoldKind,
     Message,
+    NewChapter,
+    StoredChapter,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
 )
 from kotonia_tui.memory.assembly import in_prompt
@@ -33,18 +45,26 @@ from kotonia_tui.memory.chronicler import (
     ChronicleKind,
     ChronicleRequest,
     chronicler_instructions,
+    ledger_prompt,
     render_source,
 )
-from kotonia_tui.memory.extract import extract
+from kotonia_tui.memory.extract import message_passages
 from kotonia_tui.memory.oversized import split_text
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
+from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
+from kotonia_tui.memory.structured import (
+    StructuredChapter,
+    combine,
+    ledger_changes,
+    render_chapter,
+    with_quotes,
+)
 
 log = logging.getLogger(__name__)
 
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
 EXTRACT_MIN_TOKENS = 32  # an extract quotes at least a sentence or two
-EXTRACT_FITS = 3  # tries at an extract's character limit before its size is taken as it is
 
 
 @dataclass(frozen=True)
@@ -60,17 +80,22 @@ async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     """Run a chapter or refold job; returns what it stored, in words."""
     conv_id = job.conversation_id
     cast = ctx.cast_of(conv_id)
-    pieces = await _pieces(ctx, job, cast)
+    ledger = ctx.store.ledger(conv_id)
+    if job.kind is FoldKind.REFOLD:
+        # The chapters this refold replaces wrote entries from the text before the edit.
+        replaced = {c.id for c in _stale(ctx, job)}
+        ledger = [e for e in ledger if e.chapter_id not in replaced]
+    pieces = await _pieces(ctx, job, cast, ledger)
     if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
         # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
         # part of the story: the chronicler is not asked to write about them.
         ctx.store.finish_fold(job.id)
         return "nothing left to fold"
     if job.kind is FoldKind.REFOLD:
-        return await _refold(ctx, job, cast, pieces)
-    first = pieces[0]
-    chapter = await _fold_piece(ctx, conv_id, cast, first)
-    ctx.store.add_chapter(chapter, job.id)
+        return await _refold(ctx, job, cast, pieces, ledger)
+    folded = await _fold_piece(ctx, conv_id, cast, pieces[0], ledger)
+    chapter = folded.chapter
+    ctx.store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
     last_id = chapter.last_message_id
     if job.last_message_id is not None and last_id < job.last_message_id:
         # A range too large for one call becomes several chapters, oldest first.
@@ -86,18 +111,38 @@ async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     return _stored(chapter)
 
 
-async def _refold(ctx: FoldContext, job: StoredFoldJob, cast: Cast, pieces: list[Piece]) -> str:
+async def _refold(
+    ctx: FoldContext,
+    job: StoredFoldJob,
+    cast: Cast,
+    pieces: list[Piece],
+    ledger: Sequence[StoredLedgerEntry],
+) -> str:
     conv_id = job.conversation_id
-    chapters = [await _fold_piece(ctx, conv_id, cast, piece) for piece in pieces]
-    first = job.first_message_id or chapters[0].first_message_id
-    last = job.last_message_id or chapters[-1].last_message_id
-    stale = ctx.store.stale_chapters(conv_id, first, last)
-    stored = ctx.store.refold_chapters([c.id for c in stale], chapters, job.id)
+    chapters: list[NewChapter] = []
+    ended: set[int] = set()
+    for piece in pieces:
+        folded = await _fold_piece(ctx, conv_id, cast, piece, ledger)
+        # Each piece reads the ledger as it stood before the range: an entry two pieces both
+        # end is ended by the first.
+        endings = tuple(e for e in folded.endings if e.entry_id not in ended)
+        ended.update(e.entry_id for e in endings)
+        chapters.append(NewChapter(folded.chapter, folded.entries, endings))
+    # Read again after the calls: a chapter made stale meanwhile is replaced too.
+    stale = _stale(ctx, job)
+    stored = ctx.store.store_refold([c.id for c in stale], chapters, job.id)
     await ctx.queue_major_fold(conv_id)  # a rebuild, when the synopsis held a stale chapter
     words = ", ".join(_stored(c) for c in stored)
     if any(c.in_synopsis for c in stale):
         return f"{words}; the synopsis will be rebuilt from the current chapters"
     return words
+
+
+def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
+    """The stale chapters a refold job's range replaces."""
+    return ctx.store.stale_chapters(
+        job.conversation_id, job.first_message_id or 0, job.last_message_id or 0
+    )
 
 
 def _stored(chapter: Chapter) -> str:
@@ -107,7 +152,9 @@ def _stored(chapter: Chapter) -> str:
     )
 
 
-async def _pieces(ctx: FoldContext, job: StoredFoldJob, cast: Cast) -> list[Piece]:
+async def _pieces(
+    ctx: FoldContext, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry]
+) -> list[Piece]:
     """The job's messages cut into pieces for one call each (oldest first). A refold needs all
     of them; a chapter job folds the first and queues the rest.
 
@@ -126,7 +173,9 @@ async def _pieces(ctx: FoldContext, job: StoredFoldJob, cast: Cast) -> list[Piec
     # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
     # which a server backend answers without blocking the loop.
     instructions, *message_costs = await ctx.count(
-        [chronicler_instructions(ChronicleKind.CHAPTER, story)]
+        # The ledger the chapter prompt carries (open threads, facts it may replace) is part
+        # of its fixed cost.
+        [chronicler_instructions(ChronicleKind.CHAPTER, story) + ledger_prompt(ledger)]
         + [render_source([m], char=story.char, user=story.user) for m in rows]
     )
     budgets = await ctx.budgets_for(job.conversation_id)
@@ -140,22 +189,36 @@ async def _pieces(ctx: FoldContext, job: StoredFoldJob, cast: Cast) -> list[Piec
     return pieces
 
 
-async def _fold_piece(ctx: FoldContext, conv_id: int, cast: Cast, piece: Piece) -> Chapter:
+async def _fold_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
     """The piece's chapter: the chronicler's, or an extract of the piece's own lines when the
     chronicler's answer cannot be stored (a range never stays out of the memory)."""
     try:
-        return await _chronicled_piece(ctx, conv_id, cast, piece)
+        return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
     except FoldFailed as exc:
-        return await _extracted_piece(ctx, conv_id, piece, str(exc))
+        return await _extracted_piece(ctx, conv_id, piece, ledger, str(exc))
 
 
-async def _chronicled_piece(ctx: FoldContext, conv_id: int, cast: Cast, piece: Piece) -> Chapter:
+async def _chronicled_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
     messages = piece.messages
     if len(messages) == 1 and piece.costs[0] > piece.budget:
-        return await _fold_long_message(ctx, conv_id, cast, messages[0], piece)
-    done = await ctx.ask(ChronicleRequest.chapter(messages, cast))
+        return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
+    done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
     (tokens,) = await ctx.count([done.reply.text])
-    return Chapter(
+    structure = done.reply.kept()
+    entries, endings = ledger_changes(structure, conv_id, ledger) if structure else ([], [])
+    chapter = Chapter(
         conversation_id=conv_id,
         first_message_id=messages[0].id,
         last_message_id=messages[-1].id,
@@ -164,26 +227,28 @@ async def _chronicled_piece(ctx: FoldContext, conv_id: int, cast: Cast, piece: P
         gen_ms=done.gen_ms,
         tokens=tokens,
         story_time=done.reply.story_time,
+        structure=structure.to_json() if structure else None,
+        readback_misses=list(done.reply.misses),
     )
+    return NewChapter(chapter, tuple(entries), tuple(endings))
 
 
-async def _extracted_piece(ctx: FoldContext, conv_id: int, piece: Piece, reason: str) -> Chapter:
-    """The piece quoted (memory/extract.py) at about the size a chapter of it would have.
+async def _extracted_piece(
+    ctx: FoldContext,
+    conv_id: int,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+    reason: str,
+) -> NewChapter:
+    """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
+    the user's sentences with names and numbers in the ledger (as a readback miss is kept).
 
     The chronicler is greedy, so asking it again later gives the same unusable answer; the
-    extract keeps the range in the memory now, and its note says why it is one."""
+    extract keeps the range in the memory now, and its note says why it is one. The ledger
+    keeps the user's own facts after a major fold has taken the extract into the synopsis."""
     source_tokens = sum(piece.costs)
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
-    # About four characters a token in English; the fit below corrects a denser script.
-    limit = target * 4
-    text, tokens = "", 0
-    for _try in range(EXTRACT_FITS):
-        text = extract(piece.messages, limit)
-        (tokens,) = await ctx.count([text])
-        if tokens <= target * 1.2:
-            break
-        # Quotes are denser in tokens than the source measured overall: aim lower.
-        limit = max(1, int(limit * target / tokens * 0.95))
+    text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:
         raise FoldFailed(
             f"the chronicler's answer was not usable ({reason}) and the range has no lines to quote"
@@ -193,7 +258,11 @@ async def _extracted_piece(ctx: FoldContext, conv_id: int, piece: Piece, reason:
     why = reason.partition(";")[0]
     note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable ({why})"
     log.warning("conversation %s: %s", conv_id, note)
-    return Chapter(
+    messages = piece.messages
+    quotes = quoted_lines(messages, user_specifics(messages))
+    facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
+    entries, _ends = ledger_changes(facts, conv_id, ledger)
+    chapter = Chapter(
         conversation_id=conv_id,
         first_message_id=first,
         last_message_id=last,
@@ -201,12 +270,19 @@ async def _extracted_piece(ctx: FoldContext, conv_id: int, piece: Piece, reason:
         tokens=tokens,
         note=note,
     )
+    return NewChapter(chapter, tuple(entries))
 
 
 async def _fold_long_message(
-    ctx: FoldContext, conv_id: int, cast: Cast, message: StoredMessage, piece: Piece
-) -> Chapter:
-    """One message too long for a call: notes on its parts, merged into one chapter."""
+    ctx: FoldContext,
+    conv_id: int,
+    cast: Cast,
+    message: StoredMessage,
+    piece: Piece,
+    ledger: Sequence[StoredLedgerEntry],
+) -> NewChapter:
+    """One message too long for a call: a structured note on each part, their items together
+    the chapter's; notes too long together are merged into prose."""
     story = cast.in_story([message])
 
     async def costs(texts: list[str]) -> list[int]:
@@ -224,11 +300,15 @@ async def _fold_long_message(
 
     parts = await split_text(message.text, piece.budget, costs)
     notes: list[Chapter] = []
+    structures: list[StructuredChapter] = []
     gen_ms = 0.0
     for number, text in enumerate(parts, start=1):
         part: Message = message.model_copy(update={"text": text, "segments": []})
-        done = await ctx.ask(ChronicleRequest.chapter([part], cast, part=(number, len(parts))))
+        request = ChronicleRequest.chapter([part], cast, ledger, part=(number, len(parts)))
+        done = await ctx.ask(request)
         gen_ms += done.gen_ms
+        if done.reply.structure is not None:
+            structures.append(done.reply.structure)
         (tokens,) = await ctx.count([done.reply.text])
         notes.append(
             Chapter(
@@ -242,15 +322,30 @@ async def _fold_long_message(
         )
     limit = max(1, int(piece.budget * EXPECTED_CHAPTER_RATIO))
     notes, merges, merge_ms = await _merge(ctx, story, notes, limit, piece.budget)
-    text = "\n\n".join(n.text.strip() for n in notes)
+    whole = combine(structures) if structures else None
+    if whole is not None and not merges:
+        text = render_chapter(whole)
+    else:
+        text = "\n\n".join(n.text.strip() for n in notes)
     (tokens,) = await ctx.count([text])
     note = (
         f"message #{message.id} is {piece.costs[0]:,} tokens, more than one chronicler call "
         f"reads ({piece.budget:,}): summarized on its own in {len(parts)} parts"
-        + (f", merged in {merges} calls" if merges else "")
+        + (
+            f", merged in {merges} calls (its ledger entries keep the parts' items)"
+            if merges
+            else ""
+        )
     )
     log.info("conversation %s: %s", conv_id, note)
-    return Chapter(
+    # Read back against the whole message, not part by part: a name one part's note left out
+    # may be in another's.
+    kept = "\n".join([text, *(item.text for item in whole.ledger)] if whole else [text])
+    misses = missing(user_specifics([message]), kept)
+    if whole is not None:
+        whole = with_quotes(whole, quoted_lines([message], misses))
+    entries, endings = ledger_changes(whole, conv_id, ledger) if whole else ([], [])
+    chapter = Chapter(
         conversation_id=conv_id,
         first_message_id=message.id,
         last_message_id=message.id,
@@ -260,7 +355,10 @@ async def _fold_long_message(
         tokens=tokens,
         story_time=next((n.story_time for n in notes if n.story_time), None),
         note=note,
+        structure=whole.to_json() if whole is not None and not merges else None,
+        readback_misses=misses,
     )
+    return NewChapter(chapter, tuple(entries), tuple(endings))
 
 
 async def _merge(

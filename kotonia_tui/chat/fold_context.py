@@ -15,11 +15,19 @@ from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredChapter
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.budgets import Budgets
-from kotonia_tui.memory.chronicler import Cast, ChronicleRequest, Verdict
+from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, Cast, ChronicleRequest, Verdict
+from kotonia_tui.memory.extract import Passage, extract_passages
 from kotonia_tui.memory.policy import major_gc_split
 from kotonia_tui.store import Store
 
 log = logging.getLogger(__name__)
+
+# The output cap holds at least this many times a synopsis's target: the +20% a draft may run
+# over and a little more, so a draft the cap stops is one far too long (and asked again).
+SYNOPSIS_CAP_SHARE = 1.25
+
+
+QUOTE_FITS = 3  # tries at a quote's character limit before its size is taken as it is
 
 
 class FoldFailed(Exception):
@@ -36,12 +44,16 @@ class FoldContext:
     cast_of: Callable[[int], Cast]  # who a conversation's story is between
     max_output: int  # the chronicler's output ceiling (so nothing is cut; never a target)
 
-    async def ask(self, request: ChronicleRequest) -> Chronicled:
-        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed."""
+    async def ask(self, request: ChronicleRequest, *, cut_ok: bool = False) -> Chronicled:
+        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed. With
+        `cut_ok`, a reply the output cap stopped is returned too (a synopsis draft to shorten;
+        never stored)."""
         try:
             done = await chronicle(self.engine, request, max_output=self.max_output)
         except NoRoomError as exc:
             raise FoldFailed(str(exc)) from exc
+        if cut_ok and done.reply.verdict is Verdict.CUT:
+            return done
         if not done.reply.ok:
             if done.reply.verdict is Verdict.REFUSED:
                 log.warning("the chronicler refused: %r", done.reply.text[:120])
@@ -50,6 +62,28 @@ class FoldContext:
 
     async def count(self, texts: Sequence[str]) -> list[int]:
         return await self.engine.count_tokens_many(list(texts))
+
+    async def quote(self, passages: Sequence[Passage], target: int) -> tuple[str, int]:
+        """The passages quoted (memory/extract.py) in about `target` tokens, and its size: what
+        a fold stores when the chronicler's answer cannot be stored."""
+        # About four characters a token in English; a denser script is fitted below.
+        limit = target * 4
+        text, tokens = "", 0
+        for _try in range(QUOTE_FITS):
+            text = extract_passages(passages, limit)
+            (tokens,) = await self.count([text])
+            if tokens <= target * (1 + LENGTH_TOLERANCE):
+                break
+            limit = max(1, int(limit * target / tokens * 0.95))
+        return text, tokens
+
+    def synopsis_target(self, budgets: Budgets) -> int:
+        """The length a synopsis is asked for: the budgets' target, or less when the output
+        cap could not hold a draft over it. A draft is stored within +-20% of its target, and
+        a prose draft runs past it; with the target at 245 tokens under a 256-token cap, every
+        draft near its length was cut and the major fold failed three times in one
+        evaluation (embedded default, n_ctx 6144, summary_max_tokens 256)."""
+        return max(1, min(budgets.synopsis_target, int(self.max_output / SYNOPSIS_CAP_SHARE)))
 
     def input_room(self, instructions: int) -> int:
         """Tokens of source one chronicler call can read beside its instructions, keeping room

@@ -5,9 +5,10 @@ current synopsis and writes the next version. Its length is held in code: the sy
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
-short (it keeps the memory within its plan); a synopsis still too long is not stored: the job
-fails and is retried later, and the chapters stay in the memory meanwhile (nothing is lost; the
-memory is only larger than planned until a synopsis holds its length).
+short (it keeps the memory within its plan). When every draft is too long (a small model loops
+to its cap), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py),
+in its target length, under a line that says so: asking a greedy chronicler again writes the
+same drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
 
 When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import Chronicled
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
@@ -29,14 +31,19 @@ from kotonia_tui.memory.chronicler import (
     ChronicleKind,
     ChronicleRequest,
     LengthFit,
+    Verdict,
     chapter_heading,
     chronicler_instructions,
     length_fit,
 )
+from kotonia_tui.memory.extract import Passage
 
 log = logging.getLogger(__name__)
 
 SYNOPSIS_CALLS = 3  # a synopsis far from its length is asked again, with its draft, twice
+# The first line of a synopsis quoted from its chapters: the model reading the memory, and the
+# user in the inspector, are told it quotes the story rather than summarizing it.
+QUOTED_SYNOPSIS_LEAD = "Quoted from the story so far (the chronicler's summaries ran too long):"
 REBUILD_READ_LIMIT = 200  # chapters read per round of a rebuild
 
 
@@ -48,7 +55,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     budgets = await ctx.budgets_for(conv_id)
     current = store.current_synopsis(conv_id)
     if current is not None and current.stale:
-        return await _rebuild(ctx, job, cast, budgets.synopsis_target, current)
+        return await _rebuild(ctx, job, cast, ctx.synopsis_target(budgets), current)
     chapters = store.chapters(conv_id)
     count = await ctx.major_fold_count(conv_id, chapters)
     if count == 0:
@@ -60,16 +67,19 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         ctx,
         job,
         cast,
-        budgets.synopsis_target,
+        ctx.synopsis_target(budgets),
         current.text if current else None,
         older,
         through,
         [c.id for c in older],
     )
     await ctx.queue_major_fold(conv_id)
+    how = (
+        ", quoted: its drafts ran too long" if stored.text.startswith(QUOTED_SYNOPSIS_LEAD) else ""
+    )
     return (
         f"synopsis version {stored.version} from {count} chapters "
-        f"({stored.tokens} tokens, target {stored.target_tokens})"
+        f"({stored.tokens} tokens, target {stored.target_tokens}{how})"
     )
 
 
@@ -125,17 +135,17 @@ async def _fold(
     for index, batch in enumerate(batches):
         last = index == len(batches) - 1 and final_through is not None
         request = ChronicleRequest.synopsis(text, batch, cast, target_tokens=target)
-        done, tokens = await _write(ctx, request)
+        draft = await _write(ctx, request, text, batch)
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=0,  # numbered by the store
-            text=done.reply.text,
+            text=draft.text,
             through_message_id=final_through
             if last and final_through
             else batch[-1].last_message_id,
-            model=ctx.engine.info.model_name,
-            gen_ms=done.gen_ms,
-            tokens=tokens,
+            model="" if draft.quoted else ctx.engine.info.model_name,
+            gen_ms=draft.gen_ms,
+            tokens=draft.tokens,
             current=last,
             target_tokens=target,
         )
@@ -143,7 +153,7 @@ async def _fold(
             stored = ctx.store.add_synopsis(synopsis, folded_ids, job.id)
         else:
             stored = ctx.store.add_synopsis(synopsis, [])
-        text = done.reply.text
+        text = draft.text
     assert stored is not None
     return stored
 
@@ -170,23 +180,46 @@ async def _batches(
     return batches
 
 
-async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicled, int]:
+@dataclass(frozen=True)
+class Draft:
+    """The synopsis a call (or a quote) wrote, its size, and the time it took."""
+
+    text: str
+    tokens: int
+    gen_ms: float
+    quoted: bool = False
+
+
+async def _write(
+    ctx: FoldContext,
+    request: ChronicleRequest,
+    base: str | None,
+    chapters: Sequence[StoredChapter],
+) -> Draft:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
-    longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE)."""
+    longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
+    A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
+    shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). When
+    every draft is too long, `base` and `chapters` quoted in the target's length."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
     for _call in range(SYNOPSIS_CALLS):
-        done = await ctx.ask(asked)
+        done = await ctx.ask(asked, cut_ok=True)
         (tokens,) = await ctx.count([done.reply.text])
-        if target is None or length_fit(tokens, target) is LengthFit.OK:
-            return done, tokens
+        cut = done.reply.verdict is Verdict.CUT
+        if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
+            return Draft(done.reply.text, tokens, done.gen_ms)
+        if target is None:  # no length to ask for: a cut draft cannot be stored
+            raise FoldFailed(done.problem)
         drafts.append((done, tokens))
         log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
         asked = request.again_with(done.reply.text, tokens)
     assert target is not None  # without a target the first draft was taken
     short = [
-        (draft, tokens) for draft, tokens in drafts if length_fit(tokens, target) is LengthFit.SHORT
+        (draft, tokens)
+        for draft, tokens in drafts
+        if draft.reply.ok and length_fit(tokens, target) is LengthFit.SHORT
     ]
     if short:
         draft, tokens = max(short, key=lambda pair: pair[1])
@@ -196,10 +229,25 @@ async def _write(ctx: FoldContext, request: ChronicleRequest) -> tuple[Chronicle
             target,
             len(drafts),
         )
-        return draft, tokens
-    lengths = ", ".join(str(tokens) for _draft, tokens in drafts)
-    raise FoldFailed(
-        f"the synopsis came out at {lengths} tokens in {len(drafts)} calls; it must hold "
-        f"{target} tokens (+-20%, or fewer): not stored, the chapters stay in the memory until "
-        "a synopsis of that length is written"
+        return Draft(draft.reply.text, tokens, draft.gen_ms)
+    lengths = ", ".join(
+        f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
+        for draft, tokens in drafts
     )
+    # A quoted synopsis quoted again: its lines, not its lead.
+    earlier = (base or "").removeprefix(QUOTED_SYNOPSIS_LEAD)
+    passages = [Passage("So far", earlier)] if earlier.strip() else []
+    passages += [Passage(f"#{c.first_message_id}-#{c.last_message_id}", c.text) for c in chapters]
+    (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
+    quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
+    log.warning(
+        "the synopsis came out at %s tokens in %s calls for a target of %s: quoted instead "
+        "(%s tokens)",
+        lengths,
+        len(drafts),
+        target,
+        tokens,
+    )
+    text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"
+    (tokens,) = await ctx.count([text])
+    return Draft(text, tokens, sum(d.gen_ms for d, _ in drafts), quoted=True)

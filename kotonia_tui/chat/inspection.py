@@ -16,6 +16,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     StoredChapter,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     StoredSynopsis,
     TurnMetrics,
@@ -77,6 +78,13 @@ class MemoryView:
     forced_cuts: int = 0  # how many times messages left the prompt at the ceiling
     room_note: str = ""  # said when the card's setup squeezes the story's budgets
     notes: list[str] = field(default_factory=list)
+    # Every ledger entry, ended ones too (shown as "valid from chapter N to chapter M").
+    ledger: list[StoredLedgerEntry] = field(default_factory=list)
+    # The ids of those the prompt carries now (a live entry may be out: over the ledger's
+    # share, or landed and applied by the next turn).
+    ledger_in_prompt: frozenset[int] = frozenset()
+    # The ids of live entries the ledger's share left out of the memory block (in the store).
+    ledger_left_out: frozenset[int] = frozenset()
     settings: TurnSettings | None = None  # None: the card is missing (no turn can run)
     note_tokens: int = 0  # the Author's Note
     post_history_tokens: int = 0  # the card's post-history instructions

@@ -46,6 +46,7 @@ from kotonia_tui.memory.assembly import (
     with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.ledger import LedgerFit, fit_ledger
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
 from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
@@ -270,8 +271,10 @@ class Prompter:
 
     # ---- memory ---------------------------------------------------------------------------
 
-    def landed_memory(self, conv_id: int) -> LandedMemory:
-        """The memory as it would be if applied now."""
+    def landed_memory(self, conv_id: int, ledger: LedgerFit | None = None) -> LandedMemory:
+        """The memory as it would be if applied now, carrying `ledger` (the live ledger fitted
+        to its share: `fitted_ledger`); without it, every live entry (enough to tell whether
+        landed memory is pending)."""
         synopsis = self.store.current_synopsis(conv_id)
         chapters = self.store.chapters(conv_id)  # live: not in the synopsis, not superseded
         covered = max(
@@ -279,11 +282,23 @@ class Prompter:
             + ([synopsis.through_message_id] if synopsis else []),
             default=0,
         )
+        if ledger is None:
+            ledger = LedgerFit(tuple(self.store.ledger(conv_id)), ())
         return LandedMemory(
-            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters)),
+            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters), ledger.shown),
             newest_chapter_id=max((c.id for c in chapters), default=None),
             synopsis_id=synopsis.id if synopsis else None,
             covered_through=covered,
+        )
+
+    async def fitted_ledger(self, conv_id: int) -> LedgerFit:
+        """The live ledger fitted to its share of the window, counted off the event loop (a
+        server backend's count is a request)."""
+        live = self.store.ledger(conv_id)
+        if not live:
+            return LedgerFit((), ())
+        return await asyncio.to_thread(
+            fit_ledger, live, self.budgets.ledger, self.engine.count_tokens
         )
 
     # ---- the turn: read -> plan -> commit -> assemble -------------------------------------
@@ -374,7 +389,7 @@ class Prompter:
                     "memory_model_key": key,
                 }
             )
-        landed = self.landed_memory(conv_id)
+        landed = self.landed_memory(conv_id, await self.fitted_ledger(conv_id))
         open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
         chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)

@@ -10,6 +10,7 @@ chapter lands applies it. docs/architecture.md tells the whole story.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -61,6 +62,7 @@ from kotonia_tui.domain import (
     Role,
     StoredConversation,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
     utcnow,
@@ -69,9 +71,10 @@ from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
+from kotonia_tui.memory.ledger import OVER_SHARE, carried, out_of_prompt
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
-from kotonia_tui.store import Store, StoreError
+from kotonia_tui.store import NotFoundError, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -645,7 +648,10 @@ class ChatService:
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
+        ledger = self.store.ledger(conv_id, include_ended=True)
+        in_prompt = carried(ledger, state.memory_text)
         mentioned = [
+            *(i for e in ledger for i in e.evidence),
             state.forced_cut_through_id,
             window[0].id if window else None,
             applied_synopsis.through_message_id if applied_synopsis else None,
@@ -680,12 +686,28 @@ class ChatService:
             forced_cuts=state.forced_cuts,
             room_note=budgets.room_note(name),
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
+            ledger=ledger,
+            ledger_in_prompt=in_prompt,
+            ledger_left_out=frozenset(
+                i
+                for i, why in out_of_prompt(ledger, state.memory_text, landed=pending_apply).items()
+                if why == OVER_SHARE
+            ),
             settings=settings,
             note_tokens=note_tokens,
             post_history_tokens=post_history_tokens,
             lore=self._lore.get(conv_id),
             recall=self._recall.get(conv_id),
         )
+
+    def ledger_evidence(self, entry: StoredLedgerEntry) -> list[StoredMessage]:
+        """The messages a ledger entry rests on (for the inspector's Ledger section); a deleted
+        message is left out."""
+        found = []
+        for message_id in entry.evidence:
+            with contextlib.suppress(NotFoundError):
+                found.append(self.store.get_message(message_id))
+        return found
 
     # ---- settings over the profile (a character's, a conversation's) ------------------------
 

@@ -1,6 +1,6 @@
 """The `kotonia` command: the TUI by default, plus chat, characters, conversations, personas,
-conversation management (rename, delete, duplicate, branch), search, import, export, eval and
-doctor for scripts.
+conversation management (rename, delete, duplicate, branch), search, memory, import, export,
+eval and doctor for scripts.
 
 Conventions (docs/cli.md, relied on by scripts): list commands print one item per line, the id
 or name first (`--json` for JSON); `chat --say` prints only the reply on standard output
@@ -8,9 +8,9 @@ or name first (`--json` for JSON); `chat --say` prints only the reply on standar
 (one line on standard error), 2 on wrong usage.
 
 Each command's module is imported when that command runs (`chat`, `listings`, `search`,
-`doctor`, the app, the evaluation): `kotonia --version` and `kotonia characters` never load
-llama_cpp, numpy or the database layer, and the app draws its first frame before the model
-library loads.
+`memory`, `doctor`, the app, the evaluation): `kotonia --version` and `kotonia characters`
+never load llama_cpp, numpy or the database layer, and the app draws its first frame before
+the model library loads.
 """
 
 from __future__ import annotations
@@ -101,6 +101,12 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.search import search
 
     return search(args, settings)
+
+
+def _memory(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.memory import memory
+
+    return memory(args, settings)
 
 
 def _personas(args: argparse.Namespace, settings: Settings) -> int:
@@ -244,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     found.add_argument("--newest", action="store_true", help="newest first (default: best first)")
     found.add_argument("--json", action="store_true", help="print a JSON list")
 
+    memory = sub.add_parser(
+        "memory", help="print the memory the next turn of a conversation carries"
+    )
+    memory.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    memory.add_argument("--json", action="store_true", help="print it as JSON")
+
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
     exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
     exp.add_argument(
@@ -263,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that only read: they work on a read-only data dir.
 READ_ONLY_COMMANDS = frozenset(
-    {"characters", "conversations", "personas", "search", "export", "doctor"}
+    {"characters", "conversations", "personas", "search", "memory", "export", "doctor"}
 )
 
 
@@ -304,6 +316,7 @@ def _run(args: argparse.Namespace) -> int:
             "characters": _characters,
             "conversations": _conversations,
             "search": _search,
+            "memory": _memory,
             "import": _import,
             "export": _export,
             "doctor": _doctor,

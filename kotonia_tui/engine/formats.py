@@ -12,7 +12,7 @@ Images are written as the projector's media marker; the multimodal path splits o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
@@ -146,6 +146,10 @@ class TemplateFormat:
             tools=None,
         )
 
+    @property
+    def reasoning_close(self) -> str:
+        return self._tags[1]
+
     def render(
         self,
         messages: Sequence[ChatMessage],
@@ -189,12 +193,22 @@ PromptFormatter = TranscriptFormat | TemplateFormat
 
 def render_request(formatter: PromptFormatter, request: GenerationRequest) -> RenderedPrompt:
     """A request's prompt in `formatter`'s format (both backends render through this)."""
-    return formatter.render(
+    rendered = formatter.render(
         request.messages,
         reply_name=request.reply_name,
         user_name=request.user_name,
         prefill=request.prefill,
     )
+    if request.json_schema is not None and rendered.starts_in_reasoning:
+        # The schema's grammar starts the answer at its first brace, inside the thinking block
+        # the template opened, where it would be read as reasoning: close the block empty.
+        assert isinstance(formatter, TemplateFormat)  # only a template opens one
+        return replace(
+            rendered,
+            text=rendered.text.rstrip() + formatter.reasoning_close,
+            starts_in_reasoning=False,
+        )
+    return rendered
 
 
 def make_formatter(

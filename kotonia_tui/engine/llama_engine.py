@@ -39,6 +39,7 @@ from kotonia_tui.engine.errors import (
     PromptTooLongError,
 )
 from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_request
+from kotonia_tui.engine.grammar_sampler import GrammarSampler
 from kotonia_tui.engine.items import (
     ImageItem,
     PromptItem,
@@ -483,7 +484,9 @@ class LlamaEngine(SavedStates, EngineBase):
             "restored": stats.restored,
         }
 
-    def _sampler(self, sampling: Sampling) -> internals.LlamaSampler:
+    def _sampler(self, sampling: Sampling) -> internals.LlamaSampler | GrammarSampler:
+        """The sampler chain; under a JSON schema, checked by its grammar token by token (the
+        reply is well-formed JSON when the model ends it: it can end only at the root)."""
         assert self._llama is not None
         sampler = internals.LlamaSampler()
         sampler.add_penalties(
@@ -503,6 +506,8 @@ class LlamaEngine(SavedStates, EngineBase):
             sampler.add_temp(sampling.temperature)
             seed = sampling.seed if sampling.seed is not None else random.randrange(2**31)
             sampler.add_dist(seed)
+        if sampling.json_schema is not None:
+            return GrammarSampler(sampler, self._llama._model, sampling.json_schema)
         return sampler
 
     def _sample(
@@ -531,7 +536,7 @@ class LlamaEngine(SavedStates, EngineBase):
                 if call.cancel_flag.is_set():
                     finish = FinishReason.CANCELLED
                     break
-                token = sampler.sample(slot.ctx, -1)
+                token = sampler.sample(slot.ctx)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     break
                 generated += 1

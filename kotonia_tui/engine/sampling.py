@@ -9,11 +9,10 @@ it, each server kind writes it as the request fields that server understands
 (`engine/server/kinds.py`). So a sampling setting lives in the profile and nowhere else, and a
 new one is added in one place and read by each backend.
 
-Constrained output (issue 15: the chronicler answers in a JSON schema) fits here as one more
-field, e.g. `json_schema: dict | None`, copied from the request: the in-process engine adds
-`LlamaGrammar.from_json_schema` to its chain, llama-server takes `json_schema`, vLLM
-`response_format` (or `guided_json`), llama-cpp-python's server `response_format` on the chat
-path and `grammar` on the completions path.
+Constrained output (the chronicler answers in a JSON schema) is one more field, copied from the
+request: the in-process engine adds `LlamaGrammar.from_json_schema` to its chain, llama-server
+takes `json_schema`, vLLM and other OpenAI-compatible servers `response_format`, llama-cpp-python's
+server `response_format` on the chat path and `grammar` on the completions path.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ class Sampling:
     repeat_penalty: float
     repeat_last_n: int  # tokens the repeat penalty looks back over
     seed: int | None
+    json_schema: str | None = None  # JSON text of the schema the reply must follow
 
     @classmethod
     def of(cls, profile: ModelProfile, request: GenerationRequest) -> Sampling:
@@ -47,9 +47,14 @@ class Sampling:
             top_k=_first(layer.top_k, profile.top_k),
             top_p=_first(layer.top_p, profile.top_p),
             min_p=_first(layer.min_p, profile.min_p),
-            repeat_penalty=_first(layer.repeat_penalty, profile.repeat_penalty),
+            repeat_penalty=(
+                _first(layer.repeat_penalty, profile.repeat_penalty)
+                if request.repeat_penalty is None
+                else request.repeat_penalty
+            ),
             repeat_last_n=profile.repeat_last_n,
             seed=profile.seed,
+            json_schema=request.json_schema,
         )
 
     @property

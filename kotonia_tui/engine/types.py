@@ -73,6 +73,11 @@ class GenerationRequest:
     sampling: GenerationSettings | None = None
     prefill: str = ""  # text the reply continues from ("continue" an unfinished reply)
     prefill_only: bool = False  # evaluate the prompt into the slot and stop (a prewarm)
+    # A JSON schema (as JSON text) the reply must follow: enforced by a grammar in-process,
+    # by the server's structured-output field on a server backend. The reply starts at the
+    # schema's root, so a request with a schema has no prefill.
+    json_schema: str | None = None
+    repeat_penalty: float | None = None  # None: `sampling`'s, else the profile's (1.0: off)
     state: StateRef | None = None  # the saved KV state this chat call may start from
 
 

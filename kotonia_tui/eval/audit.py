@@ -23,10 +23,21 @@ counts, over chapters and synopses checked against their source ranges:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.domain import Chapter, Message, Role, SegmentKind, Synopsis
+from kotonia_tui.domain import (
+    Chapter,
+    FoldJob,
+    FoldStatus,
+    LedgerKind,
+    Message,
+    Role,
+    SegmentKind,
+    StoredLedgerEntry,
+    Synopsis,
+)
 from kotonia_tui.eval.dataset import EvalConversation
 from kotonia_tui.eval.grading import answer_tokens, token_f1
 from kotonia_tui.eval.meter import CallRecord
@@ -35,6 +46,7 @@ from kotonia_tui.eval.results import (
     AuditResult,
     ClaimExample,
     ClaimsAsFacts,
+    LedgerAudit,
     LeftOpen,
     MemoryText,
     Refusals,
@@ -224,8 +236,11 @@ def memory_pieces(
     synopses: Sequence[Synopsis],
     messages: Sequence[Message],
     to_source: dict[int, int],
+    ledger: Sequence[StoredLedgerEntry] = (),
 ) -> list[MemoryPiece]:
-    """Chapters (including those folded into the synopsis) and every synopsis version."""
+    """Chapters (including those folded into the synopsis), every synopsis version, and the
+    live ledger (its open threads as "Open:" lines, so a thread left open after the message
+    that resolved it counts as resolved-left-open, as an "Open:" line in prose does)."""
 
     def between(first: int, last: int) -> list[Message]:
         return [m for m in messages if m.id is not None and first <= m.id <= last]
@@ -252,4 +267,37 @@ def memory_pieces(
                 source=between(first_id, synopsis.through_message_id),
             )
         )
+    live = [e for e in ledger if e.ended_by_chapter_id is None]
+    if live and chapters:
+        through = max(c.last_message_id for c in chapters)
+        lines = [f"Open: {e.text}" if e.kind is LedgerKind.THREAD else f"- {e.text}" for e in live]
+        pieces.append(
+            MemoryPiece(
+                label="ledger",
+                text="\n".join(lines),
+                first_source=to_source.get(first_id, first_id),
+                last_source=to_source.get(through, through),
+                source=between(first_id, through),
+            )
+        )
     return pieces
+
+
+def ledger_audit(
+    ledger: Sequence[StoredLedgerEntry], chapters: Sequence[Chapter], jobs: Sequence[FoldJob]
+) -> LedgerAudit:
+    live: Counter[str] = Counter()
+    ended: Counter[str] = Counter()
+    for entry in ledger:
+        (live if entry.ended_by_chapter_id is None else ended)[entry.kind.value] += 1
+    failed: Counter[str] = Counter()
+    for job in jobs:
+        if job.last_error and job.status is not FoldStatus.DONE:
+            failed[job.last_error] += job.attempts
+    return LedgerAudit(
+        live=dict(live),
+        ended=dict(ended),
+        readback_misses=sum(len(c.readback_misses) for c in chapters),
+        fold_attempts=sum(j.attempts for j in jobs),
+        failed_attempts=dict(failed),
+    )

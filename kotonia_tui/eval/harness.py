@@ -30,7 +30,7 @@ from kotonia_tui.engine import Engine, llama_cpp_version
 from kotonia_tui.eval import arms as arm_builders
 from kotonia_tui.eval.arguments import ARMS, RECALL
 from kotonia_tui.eval.arms import ArmPrompt, EngineFactory
-from kotonia_tui.eval.audit import audit, memory_pieces
+from kotonia_tui.eval.audit import audit, ledger_audit, memory_pieces
 from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
 from kotonia_tui.eval.examiner import (
     clean_answer,
@@ -274,17 +274,29 @@ async def _one_run(
         for arm in prompts:
             results[arm.name] = await _answer_arm(arm, assigned, replayed, meter, options, progress)
 
+        ledger = replayed.store.ledger(replayed.conv_id, include_ended=True)
         pieces = memory_pieces(
             replayed.all_chapters(),
             replayed.synopses(),
             replayed.all_messages(),
             replayed.to_source,
+            ledger,
         )
         audited = audit(
             pieces,
             conv=conv,
             chronicler_calls=[c for c in fold_calls if c.reply_name == CHRONICLER],
             to_source=replayed.to_source,
+        )
+        audited = replace(
+            audited,
+            ledger=ledger_audit(
+                ledger,
+                replayed.store.chapters(
+                    replayed.conv_id, include_in_synopsis=True, include_superseded=True
+                ),
+                replayed.store.fold_jobs(replayed.conv_id),
+            ),
         )
         result = RunResult(
             run=run + 1,

@@ -129,6 +129,16 @@ def audit_text(report: EvalReport) -> str:
         f"  refusals: {refusals.refused} of {refusals.chronicler_calls} chronicler calls "
         f"({refusals.stored} stored)"
     )
+    if (ledger := audit.ledger) is not None:
+        kept = ", ".join(f"{n} {kind}" for kind, n in sorted(ledger.live.items())) or "nothing"
+        lines.append(
+            f"  ledger: {kept} live; {sum(ledger.ended.values())} ended; "
+            f"{ledger.readback_misses} readback misses"
+        )
+        failed = sum(ledger.failed_attempts.values())
+        lines.append(f"  fold attempts: {ledger.fold_attempts}, {failed} failed")
+        for reason, count in list(ledger.failed_attempts.items())[:3]:
+            lines.append(f"    {count} x {reason[:120]}")
     for claim in claims.examples[:3]:
         lines.append(f"  e.g. [{claim.in_}] {claim.memory[:160]!r}")
     for left in topics.examples[:2]:

@@ -220,6 +220,18 @@ class MemoryText:
 
 
 @dataclass(frozen=True)
+class LedgerAudit:
+    """What the ledger kept: entries by kind (live, and ended by a later chapter), the names and
+    numbers the readback still found missing, and the fold jobs' failed attempts by reason."""
+
+    live: dict[str, int]
+    ended: dict[str, int]
+    readback_misses: int
+    fold_attempts: int
+    failed_attempts: dict[str, int]
+
+
+@dataclass(frozen=True)
 class AuditResult:
     pieces: int
     claims_as_facts: ClaimsAsFacts
@@ -228,6 +240,7 @@ class AuditResult:
     refusals: Refusals
     limits: list[str]
     chapters: list[MemoryText] = field(default_factory=list)  # every piece audited, as stored
+    ledger: LedgerAudit | None = None
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 1. system: the character setup only, shared by every conversation with that character;
 2. the character's picture as a fixed exchange, when the model can see (also shared);
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
-   (synopsis, then chapters oldest first, under a header that says a character's statement
-   is a record that it was said, not necessarily the truth);
+   (the ledger, the synopsis, then chapters oldest first, under a header that says a
+   character's statement is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
    SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
    Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role
+from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role, StoredLedgerEntry
 from kotonia_tui.memory.chronicler import chapter_heading
+from kotonia_tui.memory.ledger import render_ledger
 
 MEMORY_HEADER = (
     "[The story so far]\n"
@@ -41,15 +42,18 @@ class MemoryBlock:
 
     synopsis: str | None
     chapters: tuple[Chapter, ...]
+    ledger: tuple[StoredLedgerEntry, ...] = ()  # the live entries
 
     @property
     def empty(self) -> bool:
-        return not self.synopsis and not self.chapters
+        return not self.synopsis and not self.chapters and not self.ledger
 
     def render(self) -> str:
         if self.empty:
             return ""
         parts = [MEMORY_HEADER]
+        if ledger := render_ledger(self.ledger):
+            parts.append(ledger)
         if self.synopsis:
             parts.append(f"## Synopsis\n{self.synopsis.strip()}")
         for chapter in self.chapters:

@@ -44,6 +44,7 @@ class Budgets:
     summary_max_tokens: int  # a ceiling so nothing is cut, not a target
     lore: int  # keyed lorebook entries per turn
     recall: int  # recalled archive excerpts per turn (0: recall is off)
+    ledger: int  # the live ledger in the memory block (past it, the newest entries leave it first)
     wide: bool
     fixed_tokens: int = 0  # setup, picture and notes these budgets were fitted to
     scale: float = 1.0  # the share of the window's budgets the setup left (1.0: all of them)
@@ -99,6 +100,7 @@ class Budgets:
             summary_max_tokens=settings.summary_max_tokens,
             lore=int(n_ctx * settings.lore_budget_ratio),
             recall=int(n_ctx * settings.recall_budget_ratio),
+            ledger=int(n_ctx * settings.ledger_budget_ratio),
             wide=wide,
         )
 

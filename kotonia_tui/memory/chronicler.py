@@ -23,10 +23,34 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from kotonia_tui.config import ModelProfile, PromptFormat
-from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
+from kotonia_tui.domain import (
+    Chapter,
+    ChatMessage,
+    LedgerKind,
+    Message,
+    Role,
+    SegmentKind,
+    StoredLedgerEntry,
+)
+from kotonia_tui.memory.chapter_schema import (
+    ChapterSource,
+    chapter_schema,
+    schema_text,
+)
+from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
+from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
 from kotonia_tui.memory.refusal import Prose, is_refusal
 from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.memory.structured import (
+    MalformedAnswerError,
+    StructuredChapter,
+    chapter_words,
+    parse_answer,
+    read_chapter,
+    render_chapter,
+    with_quotes,
+)
 
 CHRONICLER = "Chronicler"
 
@@ -117,6 +141,35 @@ open at the end as "Open: ...".
 - Do not invent. If something needed is unclear, write [missing].
 - If the messages show when this happens in the story, begin with "When: ..." on its own line.
 - Write only the chapter: no preface, no comments."""
+
+
+STRUCTURED_CHAPTER_INSTRUCTIONS = """\
+You are the chronicler of the story between {char} and {user}. You keep the record that lets \
+the story go on for years without losing what happened. Record the messages below as a JSON \
+object, in the language of the story. Each item is one short sentence that names people \
+(no pronouns) and keeps names, numbers and dates exact, then "ids": the numbers of the \
+messages it rests on (the [#N] before each line).
+
+Fields:
+- "events": what happened.
+- "user_facts": what {user} says about themselves (name, family, health, likes, plans, dates, \
+prices). "replaces": the label of a known fact this one changes, or "".
+- "constraints": rules and limits {user} set. "replaces" as above.
+- "claims": what a character said that may not be true: "said" is the claim; "in_fact" what \
+the narration or the speaker's own thoughts show instead ("" if nothing does).
+- "decisions": what was decided, "because" why, "rejected" the alternative turned down.
+- "promises": who promised what to whom.
+- "open_threads": questions, plans and problems still open at the end of these messages.
+- "resolved": open threads (by their label) these messages settle, and "how".
+- "time": when this happens in the story, if the messages say ("" if not).
+A list with nothing to record stays empty: []. Write each thing once. Do not copy the lines; \
+say what they mean. Do not invent."""
+
+
+def structured_instructions(cast: Cast) -> str:
+    """A structured chapter's fixed instructions."""
+    return STRUCTURED_CHAPTER_INSTRUCTIONS.format(char=cast.char, user=cast.user)
+
 
 # The evaluation's baseline (the seed's first design): one summary rewritten at every fold.
 ROLLING_INSTRUCTIONS = (
@@ -225,20 +278,59 @@ def render_source(messages: Sequence[Message], *, char: str, user: str) -> str:
     return "\n".join(lines)
 
 
-def chapter_prompt(
-    messages: Sequence[Message], *, char: str, user: str, part: tuple[int, int] | None = None
+def ledger_prompt(ledger: Sequence[StoredLedgerEntry]) -> str:
+    """The part of the ledger a chapter may end: the open threads, the facts and rules."""
+    parts = []
+    threads = [entry_line(e) for e in ledger if e.kind is LedgerKind.THREAD]
+    if threads:
+        heading = "Open threads (resolve one by its label if these messages settle it):"
+        parts.append("\n".join([heading, *threads]))
+    replaceable = set(ChapterSource.of((), ledger).replaceable)
+    known = [entry_line(e) for e in ledger if e.label in replaceable]
+    if known:
+        heading = 'Known facts and rules (name one in "replaces" if these messages change it):'
+        parts.append("\n".join([heading, *known]))
+    return "\n\n".join(parts)
+
+
+def structured_chapter_prompt(
+    messages: Sequence[Message],
+    ledger: Sequence[StoredLedgerEntry],
+    misses: Sequence[str],
+    *,
+    char: str,
+    user: str,
+    part: tuple[int, int] | None = None,
+    hollow: bool = False,
 ) -> tuple[ChatMessage, ...]:
-    instructions = CHAPTER_INSTRUCTIONS.format(char=char, user=user)
+    """The structured chapter's prompt: the source, the open threads a range may resolve and
+    the facts and rules it may replace (by label), on a readback retry what was missed, and
+    on a retry after an answer that said nothing (`hollow`), that it said nothing."""
+    instructions = structured_instructions(Cast(char, user))
     first, last = messages[0].id, messages[-1].id
-    source = render_source(messages, char=char, user=user)
     if part is not None:
         # One long message, read in parts: each part is written up as a chapter of its own.
         heading = f"Message #{first}, part {part[0]} of {part[1]}"
     else:
         heading = f"Messages #{first} to #{last}"
+    parts = [f"{heading}:\n\n{render_source(messages, char=char, user=user)}"]
+    if ledger_text := ledger_prompt(ledger):
+        parts.append(ledger_text)
+    if misses:
+        parts.append(
+            f"Your last record left out these names and numbers from {user}'s lines: "
+            + ", ".join(misses)
+            + ". Keep each of them, exactly, in the item it belongs to."
+        )
+    if hollow:
+        # Asked again unchanged, a model at a low temperature writes the same answer again.
+        parts.append(
+            "Your last record said nothing about these messages. Write what happens in them: "
+            "who does what, naming people, one sentence each."
+        )
     return (
         ChatMessage("system", instructions),
-        ChatMessage("user", f"{heading}:\n\n{source}", name="Story"),
+        ChatMessage("user", "\n\n".join(parts), name="Story"),
     )
 
 
@@ -270,25 +362,6 @@ def chapter_heading(chapter: Chapter) -> str:
     return f"Chapter (messages #{chapter.first_message_id}-#{chapter.last_message_id}{when})"
 
 
-_WHEN = re.compile(r"^\s*(?:when|いつ|时间|時間)\s*[:：]\s*(?P<when>.+)$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ChapterText:
-    body: str
-    story_time: str | None
-
-
-def parse_chapter(text: str) -> ChapterText:
-    """Split off a leading "When: ..." line (the in-story time) from the chapter body."""
-    lines = text.strip().splitlines()
-    if lines:
-        match = _WHEN.match(lines[0])
-        if match:
-            return ChapterText("\n".join(lines[1:]).strip(), match.group("when").strip())
-    return ChapterText(text.strip(), None)
-
-
 # ---- request and reply ----------------------------------------------------------------------
 
 
@@ -307,6 +380,9 @@ class ChronicleRequest:
     messages: tuple[Message, ...] = ()  # the source of a chapter or a rolling rewrite
     chapters: tuple[Chapter, ...] = ()  # the chapters a synopsis folds
     previous: str | None = None  # the synopsis (or rolling summary) it replaces
+    ledger: tuple[StoredLedgerEntry, ...] = ()  # a chapter's live ledger (it may end entries)
+    misses: tuple[str, ...] = ()  # a readback retry: what the last answer left out
+    hollow: bool = False  # a retry after an answer whose items all said nothing
     target_tokens: int | None = None  # the length a synopsis must hold
     draft: str | None = None  # an earlier attempt far from that length, to write again
     draft_tokens: int = 0
@@ -314,11 +390,36 @@ class ChronicleRequest:
 
     @classmethod
     def chapter(
-        cls, messages: Sequence[Message], cast: Cast, part: tuple[int, int] | None = None
+        cls,
+        messages: Sequence[Message],
+        cast: Cast,
+        ledger: Sequence[StoredLedgerEntry] = (),
+        part: tuple[int, int] | None = None,
     ) -> ChronicleRequest:
         return cls(
-            ChronicleKind.CHAPTER, cast.in_story(messages), messages=tuple(messages), part=part
+            ChronicleKind.CHAPTER,
+            cast.in_story(messages),
+            messages=tuple(messages),
+            ledger=tuple(ledger),
+            part=part,
         )
+
+    @property
+    def structured(self) -> bool:
+        """Answered in a JSON schema (a chapter) rather than prose (a synopsis, a summary)."""
+        return self.kind is ChronicleKind.CHAPTER
+
+    @property
+    def source(self) -> ChapterSource:
+        return ChapterSource.of(self.messages, self.ledger)
+
+    def schema(self, budget_tokens: int, per_char: float) -> str | None:
+        """The JSON schema of the answer, sized so that any answer fits `budget_tokens` with a
+        string character at `per_char` tokens (None for a prose answer).
+        NoRoomForChapterError when none can."""
+        if not self.structured:
+            return None
+        return schema_text(chapter_schema(self.source, budget_tokens, per_char))
 
     @classmethod
     def synopsis(
@@ -385,9 +486,20 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
     """The prompt for a request on a model with this profile (its format decides the lead and
     the stop strings)."""
     char, user = request.cast.char, request.cast.user
-    if request.kind is ChronicleKind.CHAPTER:
-        messages = chapter_prompt(request.messages, char=char, user=user, part=request.part)
-    elif request.kind is ChronicleKind.SYNOPSIS:
+    if request.structured:
+        # The grammar starts the answer at its first brace: no lead, and no stop string can
+        # occur in it (strings hold no line breaks).
+        messages = structured_chapter_prompt(
+            request.messages,
+            request.ledger,
+            request.misses,
+            char=char,
+            user=user,
+            part=request.part,
+            hollow=request.hollow,
+        )
+        return ChroniclerPrompt(messages, "", ())
+    if request.kind is ChronicleKind.SYNOPSIS:
         messages = synopsis_prompt(request)
     else:
         messages = _rolling_prompt(request.previous, request.messages, char=char, user=user)
@@ -397,8 +509,9 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
 
 def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
     """The fixed part of a prompt (sizing a chapter's source leaves room for it)."""
+    if kind is ChronicleKind.CHAPTER:
+        return structured_instructions(cast)
     template = {
-        ChronicleKind.CHAPTER: CHAPTER_INSTRUCTIONS,
         ChronicleKind.SYNOPSIS: SYNOPSIS_INSTRUCTIONS,
         ChronicleKind.ROLLING: ROLLING_INSTRUCTIONS,
     }[kind]
@@ -410,6 +523,8 @@ class Verdict(StrEnum):
     EMPTY = "empty"  # nothing after the lead
     CUT = "cut"  # the output cap stopped it: a cut summary is never stored
     REFUSED = "refused"  # a refusal: never stored
+    MALFORMED = "malformed"  # not a chapter in its schema (a server that ignored the schema)
+    HOLLOW = "hollow"  # a structured chapter with no item: it keeps nothing of its messages
 
 
 @dataclass(frozen=True)
@@ -421,10 +536,24 @@ class ChronicleReply:
     text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
     story_time: str | None = None  # a chapter's in-story time, from its "When:" line
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
+    structure: StructuredChapter | None = None  # a structured chapter, as read
+    misses: tuple[str, ...] = ()  # the readback's misses (names and numbers left out)
 
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.OK
+
+    def kept(self) -> StructuredChapter | None:
+        """The structured chapter as stored: what the chronicler wrote, and in the ledger the
+        user's sentences that hold the names and numbers it left out (in their own words, so
+        memory keeps them whatever the model; the misses stay recorded as the chronicler's)."""
+        if self.structure is None:
+            return None
+        # The character's own name is not quoted for: a line that names them ("Goodnight,
+        # Corwin.") tells memory nothing the story does not.
+        char = {word.casefold() for word in self.request.cast.char.split()}
+        misses = [m for m in self.misses if m.casefold() not in char]
+        return with_quotes(self.structure, quoted_lines(self.request.messages, misses))
 
 
 def read_reply(
@@ -433,19 +562,59 @@ def read_reply(
     """Read what the model wrote after the prompt (`cut`: it stopped at the output cap).
 
     A refusal is worth one more try with the same request; an empty or cut summary is not
-    (the fold job fails and is retried later, by its backoff).
+    (the fold job fails and is retried later, by its backoff). A structured chapter is judged
+    on its structure: an answer that parses under its schema is a record (its items may quote
+    "I can't" from the story); only free text in its place can be a refusal.
     """
     text = with_lead(prompt.lead, written)
     if cut:
         return ChronicleReply(request, Verdict.CUT, text)
     if not text:
         return ChronicleReply(request, Verdict.EMPTY, text)
-    if is_refusal(Prose(text), expected_chars=request.expected_chars()):
+    if request.structured:
+        return _read_structured(request, text)
+    if _refused(request, text):
         return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
-    if request.kind is ChronicleKind.CHAPTER:
-        parsed = parse_chapter(text)
-        return ChronicleReply(request, Verdict.OK, parsed.body or text, parsed.story_time)
     return ChronicleReply(request, Verdict.OK, text)
+
+
+def _refused(request: ChronicleRequest, text: str) -> bool:
+    """Free text that is the chronicler declining, in its own voice (memory/refusal.py)."""
+    return is_refusal(Prose(text), expected_chars=request.expected_chars())
+
+
+def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
+    """A structured chapter read against its source; its misses are asked for once more."""
+    try:
+        answer = parse_answer(text)
+    except MalformedAnswerError:
+        # Free text where the schema's object should be (a server that ignored the schema).
+        verdict = Verdict.REFUSED if _refused(request, text) else Verdict.MALFORMED
+        return ChronicleReply(request, verdict, text, retry=request)
+    source = request.source
+    chapter = read_chapter(
+        answer,
+        request.messages,
+        char=request.cast.char,
+        user=request.cast.user,
+        open_threads=source.open_threads,
+        replaceable=source.replaceable,
+    )
+    if chapter.holds_nothing:
+        # Whatever the model wrote (a refusal forced into the schema, items without evidence),
+        # a chapter that keeps nothing is never stored in place of its messages.
+        return ChronicleReply(request, Verdict.HOLLOW, text, retry=replace(request, hollow=True))
+    misses = tuple(missing(user_specifics(request.messages), chapter_words(chapter)))
+    retry = replace(request, misses=misses) if misses and not request.misses else None
+    return ChronicleReply(
+        request,
+        Verdict.OK,
+        render_chapter(chapter),
+        chapter.time or None,
+        retry=retry,
+        structure=chapter,
+        misses=misses,
+    )
 
 
 def _rolling_prompt(

@@ -6,7 +6,8 @@ is greedy), and a range with no chapter is a hole: once the window moves past it
 neither the prompt nor the memory. So the fold stores an extract instead, marked as one: the
 range's sentences that carry the most (each message's opening, names, numbers, the user's own
 statements), quoted in their order with the speaker and message id, and " … " where sentences
-were left out. Pure and deterministic: the same range and limit give the same bytes.
+were left out. A major fold whose synopsis cannot be stored quotes its chapters the same way
+(`extract_passages`). Pure and deterministic: the same input and limit give the same bytes.
 """
 
 from __future__ import annotations
@@ -28,8 +29,17 @@ _NAME = re.compile(r"(?<=\s)[A-Z][\w'’-]+")
 
 
 @dataclass(frozen=True)
+class Passage:
+    """A text to quote from, under the label its quoted line begins with ("#12 Mara")."""
+
+    label: str
+    text: str
+    by_user: bool = False  # the user's own words: quoted before the same sentence of others
+
+
+@dataclass(frozen=True)
 class _Sentence:
-    message: int  # position of its message in the range
+    message: int  # position of its passage
     index: int  # position in its message
     text: str
     score: int
@@ -56,13 +66,26 @@ def extract(messages: Sequence[Message], limit_chars: int) -> str:
     """The range quoted in at most about `limit_chars` characters: one line per message that
     has a chosen sentence, "#id speaker: sentence … sentence". At least one sentence is
     quoted; one longer than the limit on its own is shortened at a word, with " …" after it."""
-    story = [m for m in messages if m.role is not Role.SYSTEM and m.text.strip()]
+    return extract_passages(message_passages(messages), limit_chars)
+
+
+def message_passages(messages: Sequence[Message]) -> list[Passage]:
+    """The story's messages as passages, "#id speaker" (imported notes are not the story)."""
+    return [
+        Passage(f"#{m.id} {m.speaker}", m.text, m.role is Role.USER)
+        for m in messages
+        if m.role is not Role.SYSTEM
+    ]
+
+
+def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
+    """`extract` of any labelled texts: one line per passage with a chosen sentence,
+    "label: sentence … sentence"."""
+    story = [p for p in passages if p.text.strip()]
     candidates = [
-        _Sentence(
-            position, index, text, _score(text, first=index == 0, by_user=m.role is Role.USER)
-        )
-        for position, m in enumerate(story)
-        for index, text in enumerate(sentences(m.text))
+        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user))
+        for position, p in enumerate(story)
+        for index, text in enumerate(sentences(p.text))
     ]
     if not candidates:
         return ""
@@ -82,7 +105,7 @@ def extract(messages: Sequence[Message], limit_chars: int) -> str:
     for sentence in candidates:
         counts[sentence.message] += 1
     lines = []
-    for position, m in enumerate(story):
+    for position, passage in enumerate(story):
         mine = sorted((s for s in chosen if s.message == position), key=lambda s: s.index)
         if not mine:
             continue
@@ -91,7 +114,7 @@ def extract(messages: Sequence[Message], limit_chars: int) -> str:
             parts += [ELISION if sentence.index > previous.index + 1 else " ", sentence.text]
         if mine[-1].index < counts[position] - 1:
             parts.append(" …")
-        lines.append(f"#{m.id} {m.speaker}: {''.join(parts)}")
+        lines.append(f"{passage.label}: {''.join(parts)}")
     return "\n".join(lines)
 
 

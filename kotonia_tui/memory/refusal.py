@@ -7,9 +7,10 @@ short for what was asked (seed 002: the refusal was 101 characters, the shortest
 words (quoted speech taken out) and compares the answer's length with what a real answer to
 the request would be. The fold retries a refusal once and never stores it as memory.
 
-The check takes an `Answer`: `Prose` for the free-text chapters written today; a structured
-chapter (a JSON object under a grammar) can be judged the same way by giving the text of its
-own fields (quotes of the story left out) and its size.
+The check takes an `Answer`: `Prose` for free text (a synopsis, a rolling summary, or free
+text a server wrote where a structured chapter's JSON should be). A structured chapter is
+judged on its structure (memory/chronicler.py read_reply): an answer that parses under the
+chapter's schema is a record, never a refusal, whatever story words its items carry.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ crash can never store a chapter whose job still looks pending, or the reverse.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +40,8 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         in_synopsis=bool(row["in_synopsis"]),
         story_time=row["story_time"],
         superseded_by=row["superseded_by"],
+        structure=row["structure"],
+        readback_misses=json.loads(row["readback_misses"]),
         note=row["note"],
     )
 
@@ -73,6 +76,8 @@ def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
                 "in_synopsis": int(chapter.in_synopsis),
                 "story_time": chapter.story_time,
                 "superseded_by": None,
+                "structure": chapter.structure,
+                "readback_misses": json.dumps(chapter.readback_misses, ensure_ascii=False),
                 "note": chapter.note,
             },
         )

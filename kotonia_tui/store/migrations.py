@@ -343,6 +343,29 @@ def _fold_claims_and_targets(db: Db) -> None:
     _run(_STEP_FOLD_CLAIMS_AND_TARGETS)(db)
 
 
+# Structured chapters and the append-only ledger (issue 15). Old prose chapters keep their text
+# and their place in memory (structure NULL); new folds write structured chapters. A ledger entry
+# is written by one chapter and ended (resolved, superseded) by a later one, never rewritten.
+_STEP_LEDGER = [
+    "ALTER TABLE chapters ADD COLUMN structure TEXT",
+    "ALTER TABLE chapters ADD COLUMN readback_misses TEXT NOT NULL DEFAULT '[]'",
+    """CREATE TABLE ledger (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        subject TEXT NOT NULL DEFAULT '',
+        evidence TEXT NOT NULL DEFAULT '[]',
+        chapter_id INTEGER NOT NULL REFERENCES chapters(id),
+        ended_by_chapter_id INTEGER REFERENCES chapters(id),
+        end_kind TEXT,
+        end_note TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX ledger_by_conversation ON ledger(conversation_id, id)",
+]
+
+
 def _run(statements: list[str]) -> Callable[[Db], None]:
     def step(db: Db) -> None:
         for statement in statements:
@@ -374,6 +397,7 @@ STEPS: list[Callable[[Db], None]] = [
     _turn_metrics_restored,
     _message_vectors,
     _fold_claims_and_targets,
+    LEDGER_STEP := _run(_STEP_LEDGER),
 ]
 SCHEMA_VERSION = len(STEPS)
 

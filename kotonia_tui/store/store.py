@@ -20,13 +20,17 @@ from kotonia_tui.domain import (
     Conversation,
     FoldJob,
     FoldStatus,
+    LedgerEnding,
+    LedgerEntry,
     Message,
     MessageStatus,
+    NewChapter,
     Role,
     Segment,
     StoredChapter,
     StoredConversation,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
     StoredSynopsis,
@@ -40,6 +44,7 @@ from kotonia_tui.store import (
     conversations,
     fold_jobs,
     images,
+    ledger_rows,
     memory_rows,
     messages,
     metrics,
@@ -479,6 +484,26 @@ class Store:
 
     def rebuild_base(self, conv_id: int, before_id: int) -> StoredSynopsis | None:
         return memory_rows.rebuild_base(self._db, conv_id, before_id)
+
+    def store_chapter(
+        self,
+        chapter: Chapter,
+        entries: Sequence[LedgerEntry] = (),
+        endings: Sequence[LedgerEnding] = (),
+        *,
+        job_id: int | None = None,
+    ) -> StoredChapter:
+        """A chapter with its ledger changes, in one transaction (ledger_rows.store_chapter)."""
+        return ledger_rows.store_chapter(self._db, chapter, entries, endings, job_id=job_id)
+
+    def store_refold(
+        self, old_ids: Sequence[int], new: Sequence[NewChapter], job_id: int | None = None
+    ) -> list[StoredChapter]:
+        """A refold with its ledger changes, in one transaction (ledger_rows.store_refold)."""
+        return ledger_rows.store_refold(self._db, old_ids, new, job_id)
+
+    def ledger(self, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
+        return ledger_rows.ledger(self._db, conv_id, include_ended=include_ended)
 
     def get_chapter(self, chapter_id: int) -> StoredChapter:
         return memory_rows.get_chapter(self._db, chapter_id)

@@ -12,6 +12,7 @@ from pathlib import Path
 from kotonia_tui.domain import Role
 from kotonia_tui.memory.chronicler import render_source
 from tests.cards import write_short_card
+from tests.scripted_chapters import written_by_script
 
 from .test_folding import CHAPTER, chat_until, settings_for
 
@@ -42,7 +43,8 @@ async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_servi
     service = await make_service(settings_for(scripted_model(CHAPTER)))
     conv, last = await _folded_story(service, key)
     state = service.store.memory_state(conv.id)
-    assert CHAPTER in state.memory_text
+    chapter, _source = _first_chapter(service, conv.id)
+    assert written_by_script(chapter, CHAPTER) and chapter.text in state.memory_text
 
     branched = service.manager.duplicate(conv.id)
     new = branched.conversation

@@ -1,16 +1,21 @@
 """A fold on the real embedded default model (Gemma 3 270M, a base model).
 
 Left to itself a base model given the chronicler's transcript copies the source lines, so its
-chapter came out empty and every fold failed; the profile's lead and the paragraph stop are what
-make it write a chapter. This runs the real fold worker on the real model.
+chapter came out empty or ran to the cap and every fold failed. A chapter is now answered in a
+JSON schema under a grammar: the answer always ends, within its bound, as a chapter that parses.
+This runs the real fold worker on the real model.
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
-from kotonia_tui.domain import Message, Role
+from kotonia_tui.domain import Message, Role, StoredChapter, StoredLedgerEntry
+from kotonia_tui.memory.readback import is_quote, missing, user_specifics
+from kotonia_tui.memory.structured import says_something
 from tests.cards import write_short_card
 from tests.settings import default_model_settings
 
@@ -24,6 +29,11 @@ STORY = (
     ("Whose compass is that?", '"A sailor left it here last spring," Wren says.'),
     ("I promise to stay until the storm is over.", "Wren nods and adds oil to the lamp."),
 )
+
+
+def chapter_words_of(chapter: StoredChapter, entries: list[StoredLedgerEntry]) -> str:
+    """What memory keeps of a chapter: its text, its story time and its ledger entries."""
+    return "\n".join([chapter.text, chapter.story_time or "", *(e.text for e in entries)])
 
 
 async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_source(
@@ -54,7 +64,25 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     ]
     chapters = service.store.chapters(conv.id)
     assert chapters, f"no chapter landed; failures: {failed}"
+    cap_failures = [f for f in failed if f and "output cap" in f]
+    assert cap_failures == []
+    ledger = service.store.ledger(conv.id, include_ended=True)
     for chapter in chapters:
-        assert chapter.text.startswith("In this part of the story,")
-        assert len(chapter.text) > len("In this part of the story,") + 10
+        assert chapter.structure is not None  # a structured chapter, rendered from its JSON
+        structure = json.loads(chapter.structure)
+        happened = structure["events"]
+        assert happened and all(e["text"].strip() for e in happened)
+        assert chapter.text.startswith("- ")
         assert "[#" not in chapter.text  # not the source lines copied back
+        # No item that says nothing is kept ("1", "1887", "}, {" and runs of 1s were, under
+        # the first schema), and a chapter left with none is never stored.
+        chronicled = [x for x in structure["ledger"] if not is_quote(x["text"])]
+        items = [*happened, *structure["claims"], *chronicled]
+        assert all(says_something(item["text"]) for item in items), items
+        # The names the user gave in the chapter's range are in memory: kept by the chronicler
+        # or quoted from the user's line into the ledger.
+        kept = chapter_words_of(chapter, [e for e in ledger if e.chapter_id == chapter.id])
+        source = service.store.messages_between(
+            conv.id, chapter.first_message_id, chapter.last_message_id
+        )
+        assert missing(user_specifics(source), kept) == []

@@ -1,8 +1,9 @@
 """Generational memory end to end: real engine, real SQLite, the real fold worker.
 
 The model is a tiny GGUF whose greedy output is a fixed script (tests/tiny_models.py), so the
-chronicler's chapter text is known: the tests can tell a stored chapter from a refusal, and the
-prompt's bytes from turn to turn. Replies in the chat are that same script.
+chronicler's words are known: the tests can tell a stored chapter from a refusal (a chapter
+carries the script's words in its structure, tests/scripted_chapters.py), and the prompt's bytes
+from turn to turn. Replies in the chat are that same script.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import itertools
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
-from kotonia_tui.domain import FoldKind, FoldStatus
+from kotonia_tui.domain import FoldKind, FoldStatus, LedgerKind
 from tests.cards import write_short_card
+from tests.scripted_chapters import written_by_script
 
 from .conftest import tiny_settings
 
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
-REFUSAL = "I'm sorry, but I can't help with that."
+# A chronicler that keeps nothing: under the grammar its words land in the chapter's strings,
+# and a bare list of words says nothing (memory/structured.py `says_something`), so every item is
+# dropped and the chapter is never stored.
+HOLLOW_CHAPTER = "Harwick, Street, Corwin, Lamps, Storm, Tower, Key"
 
 
 def settings_for(model, **values):
@@ -64,7 +69,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     await service.worker.wait_settled(conv.id)
     chapters = service.store.chapters(conv.id)
     # One chapter, or several when the range is too large for one summarizer call.
-    assert chapters and all(c.text == CHAPTER for c in chapters)
+    assert chapters and all(written_by_script(c, CHAPTER) for c in chapters)
     assert chapters[0].first_message_id <= job.first_message_id
     assert chapters[-1].last_message_id == job.last_message_id
     chapter = chapters[-1]
@@ -77,7 +82,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     preview = await service.prompter.preview(
         conv.id, card, service.setup_for(card, persona), persona
     )
-    assert CHAPTER in preview.state.memory_text and preview.queued is None
+    assert chapter.text in preview.state.memory_text and preview.queued is None
     assert service.store.memory_state(conv.id) == stored
     assert not service.open_folds(conv.id)
 
@@ -89,7 +94,7 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     assert sent[: len(preview.request.messages)] == preview.request.messages
     assert len(sent) == len(preview.request.messages) + 1
     state = applying.prepared.state
-    assert CHAPTER in state.memory_text
+    assert chapter.text in state.memory_text
     assert state.verbatim_start_id == chapter.last_message_id + 1
     assert any(isinstance(e, MemoryNotice) and "folded" in e.text for e in events)
     assert not service.memory_view(conv.id).pending_apply
@@ -134,13 +139,14 @@ async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
     assert folded  # the older chapters went into the synopsis, and stay stored
 
 
-async def test_a_refused_summary_is_never_stored_and_the_range_is_quoted_instead(
+async def test_a_chapter_that_holds_nothing_is_never_stored_and_the_range_is_quoted_instead(
     make_service, scripted_model
 ):
-    """Asking a greedy chronicler again gives the same refusal: the range would stay out of
-    the memory for good. Its chapter quotes the range's own lines and says why."""
+    """A chapter whose items say nothing keeps nothing; asking a greedy chronicler again gives
+    the same answer, and the range would stay out of the memory for good. Its chapter quotes
+    the range's own lines instead and says why."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(REFUSAL)))
+    service = await make_service(settings_for(scripted_model(HOLLOW_CHAPTER)))
     conv = service.new_conversation(service.library.get(key))
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
@@ -156,11 +162,16 @@ async def test_a_refused_summary_is_never_stored_and_the_range_is_quoted_instead
             message = service.store.get_message(int(number.removeprefix("#")))
             assert chapter.first_message_id <= message.id <= chapter.last_message_id
             assert line.startswith(f"#{message.id} {message.speaker}: ")
-        assert chapter.quoted and "the chronicler refused twice" in chapter.note
+        assert chapter.quoted and "holds nothing" in chapter.note
         assert chapter.note.startswith(
             f"quoted from messages #{chapter.first_message_id}-#{chapter.last_message_id}"
         )
     assert "Message number 0 about the lamps." in chapters[0].text
+    # The user's sentences with names and numbers are in the ledger too, in their own words:
+    # it keeps them after a major fold takes the quote into the synopsis.
+    facts = [e for e in service.store.ledger(conv.id) if e.kind is LedgerKind.USER_FACT]
+    assert any("Message number 0 about the lamps." in e.text for e in facts)
+    assert {e.chapter_id for e in facts} <= {c.id for c in chapters}
     done = service.store.get_fold(job.id)
     assert done.status is FoldStatus.DONE and done.attempts == 1
     assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
@@ -316,12 +327,13 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     assert following.prepared.plan.forced_cut_through is None
 
 
-async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragraph(
-    make_service, scripted_model
-):
+async def test_a_base_models_chapter_keeps_only_its_paragraph(make_service, scripted_model):
     # The scripted model writes one paragraph, a blank line, then invents the next turn of the
-    # transcript, as Gemma 3 270M (the embedded base model) does.
-    script = " Ann asked Wren about the lamps.\n\nNarrator: And then Wren lit them."
+    # transcript, as Gemma 3 270M (the embedded base model) does. A chapter's strings hold no
+    # line break, so the invented turn can never enter the chapter. (The script closes its
+    # string: left open, the scripted model starts its sentence over where the grammar refuses
+    # the line break, and a sentence said twice is a loop, never stored.)
+    script = ' Ann asked Wren about the lamps."\n\nNarrator: And then Wren lit them.'
     key = write_short_card()
     service = await make_service(
         settings_for(
@@ -337,8 +349,9 @@ async def test_a_base_models_chapter_begins_with_the_lead_and_ends_at_its_paragr
     await service.worker.wait_settled(conv.id)
     chapters = service.store.chapters(conv.id)
     assert chapters
-    lead_and_paragraph = "In this part of the story, Ann asked Wren about the lamps."
-    assert [c.text for c in chapters] == [lead_and_paragraph] * len(chapters)
+    for chapter in chapters:
+        assert written_by_script(chapter, script)
+        assert "Narrator" not in chapter.text and "\n\n" not in chapter.text
     assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
 
 

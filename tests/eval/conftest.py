@@ -6,6 +6,7 @@ tiny engine: every call still goes through llama.cpp (prompt evaluated, one toke
 then the text is replaced by what a well-behaved model would write for that role:
 
 - the chronicler keeps the first `keep` spoken lines (first ten words) of the *new* messages
+  (a chapter writes them as the events of its JSON answer, citing their messages)
   (so a chapter holds some facts of its range, and a rolling rewrite, which only sees the old
   summary as "Earlier summary", forgets the old ones: the design difference under test);
   a major GC writes the length its instructions ask for ("about N words", held by the worker
@@ -19,6 +20,7 @@ then the text is replaced by what a well-behaved model would write for that role
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -70,6 +72,15 @@ class ScriptedEngine(EngineWrapper):
         body = request.messages[-1].content
         if request.reply_name == CHRONICLER and "Chapter (messages" in body:
             return _synopsis(request.messages[0].content, body)
+        if request.reply_name == CHRONICLER and request.json_schema is not None:
+            # A structured chapter: the same lines, as events citing their messages, as many as
+            # the chapter's schema allows.
+            limit = json.loads(request.json_schema)["properties"]["events"]["maxItems"]
+            events = [
+                {"ids": [int(mid)], "event": f"{who} told them: {' '.join(said.split()[:10])}"}
+                for mid, who, said in _SAYS.findall(body)
+            ]
+            return json.dumps({"events": events[: min(self.keep, limit)]})
         if request.reply_name == CHRONICLER:
             new = body.split("New messages", 1)[-1] if "New messages" in body else body
             lines = [

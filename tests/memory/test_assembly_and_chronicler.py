@@ -17,12 +17,11 @@ from kotonia_tui.memory.chronicler import (
     ChronicleKind,
     ChronicleRequest,
     Verdict,
-    chapter_prompt,
     chronicler_instructions,
     chronicler_prompt,
-    parse_chapter,
     read_reply,
     render_source,
+    structured_chapter_prompt,
 )
 from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
@@ -128,10 +127,10 @@ def test_the_chronicler_reads_claims_as_claims_and_thoughts_as_thoughts():
     assert "[#8] (narration) His hands shake." in source
     assert "[#8] Rowan -> Ann (says): I was the navigator." in source
     assert "[#8] Rowan (thinks, unspoken): I was a clerk." in source
-    system, user = chapter_prompt(messages, char="Rowan", user="Ann")
+    system, user = structured_chapter_prompt(messages, (), (), char="Rowan", user="Ann")
     assert "chronicler of the story" in system.content
-    assert "On the surface" in system.content and "Resolved:" in system.content
-    assert "[missing]" in system.content
+    assert '"in_fact"' in system.content and '"resolved"' in system.content
+    assert "Do not invent" in system.content
     assert user.content.startswith("Messages #7 to #8")
 
 
@@ -142,13 +141,6 @@ def test_refusals_are_recognised_in_three_languages_and_real_summaries_are_not()
     long_summary = "Rowan told Ann he cannot swim. " * 30
     assert not is_refusal(long_summary)  # long output is never a refusal
     assert not is_refusal("Ann and Rowan met at the clock shop.")
-
-
-def test_chapter_story_time_is_split_off():
-    parsed = parse_chapter("When: the third evening of the storm\nRowan mended the clock.")
-    assert parsed.story_time == "the third evening of the storm"
-    assert parsed.body == "Rowan mended the clock."
-    assert parse_chapter("No time here.").story_time is None
 
 
 CAST = Cast(char="Rowan", user="Ann")
@@ -163,14 +155,23 @@ def test_a_chronicle_request_becomes_a_prompt_for_the_models_format():
     base = ModelProfile(prompt_format=PromptFormat.TRANSCRIPT)
     chat = ModelProfile(prompt_format=PromptFormat.TEMPLATE)
     on_base, on_chat = chronicler_prompt(chapter, base), chronicler_prompt(chapter, chat)
-    assert on_base.messages == on_chat.messages == chapter_prompt(SOURCE, char="Rowan", user="Ann")
+    expected = structured_chapter_prompt(SOURCE, (), (), char="Rowan", user="Ann")
+    assert on_base.messages == on_chat.messages == expected
     assert on_base.messages[0].content == chronicler_instructions(ChronicleKind.CHAPTER, CAST)
-    # A base model is led into prose and stopped at a blank line; a chat model needs neither.
-    assert (on_base.lead, on_chat.lead) == (TRANSCRIPT_LEAD, "")
-    assert "\n\n" in on_base.stops and "\n\n" not in on_chat.stops
+    # A chapter's grammar starts the answer at its brace: no lead and no stop strings.
+    assert (on_base.lead, on_base.stops) == ("", ())
 
     previous = "Ann came to the shop in the rain."
-    rolling = chronicler_prompt(ChronicleRequest.rolling(previous, SOURCE, CAST), chat)
+    rolling_request = ChronicleRequest.rolling(previous, SOURCE, CAST)
+    # A base model is led into prose and stopped at a blank line; a chat model needs neither.
+    rolling_base = chronicler_prompt(rolling_request, base)
+    assert (rolling_base.lead, chronicler_prompt(rolling_request, chat).lead) == (
+        TRANSCRIPT_LEAD,
+        "",
+    )
+    assert "\n\n" in rolling_base.stops
+    assert "\n\n" not in chronicler_prompt(rolling_request, chat).stops
+    rolling = chronicler_prompt(rolling_request, chat)
     assert rolling.messages[1].content.startswith(f"Earlier summary:\n{previous}")
     assert "New messages #3 to #4" in rolling.messages[1].content
     chapters = [
@@ -182,14 +183,11 @@ def test_a_chronicle_request_becomes_a_prompt_for_the_models_format():
 
 
 def test_the_reply_says_what_to_store_and_when_to_ask_again():
-    request = ChronicleRequest.chapter(SOURCE, CAST)
+    request = ChronicleRequest.rolling(None, SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile(prompt_format=PromptFormat.TRANSCRIPT))
     reply = read_reply(request, prompt, " Ann said her sister Mia comes on Friday.", cut=False)
     assert reply.ok and reply.retry is None
     assert reply.text == f"{TRANSCRIPT_LEAD} Ann said her sister Mia comes on Friday."
-    on_chat = chronicler_prompt(request, ModelProfile(prompt_format=PromptFormat.TEMPLATE))
-    dated = read_reply(request, on_chat, "When: Thursday\nAnn waits.", cut=False)
-    assert (dated.text, dated.story_time) == ("Ann waits.", "Thursday")
     # Unusable: the lead alone, a cut text, a refusal; only a refusal is worth another try.
     assert read_reply(request, prompt, "  ", cut=False).verdict is Verdict.EMPTY
     cut = read_reply(request, prompt, " Ann said", cut=True)

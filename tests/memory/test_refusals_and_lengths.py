@@ -60,7 +60,7 @@ def test_shortness_is_judged_against_the_length_expected_of_the_answer() -> None
 
 def test_the_check_is_an_interface_a_structured_answer_can_implement() -> None:
     class Structured:
-        """What issue 15's JSON chapter will give: its free-text fields, its size."""
+        """An answer of another shape: its free-text fields, its size."""
 
         def __init__(self, summary: str, items: int) -> None:
             self.summary, self.items = summary, items
@@ -78,11 +78,22 @@ def test_the_check_is_an_interface_a_structured_answer_can_implement() -> None:
 
 
 def test_a_chapter_quoting_dialogue_is_stored_not_refused() -> None:
+    """A structured chapter is judged on its structure: one that parses is a record, however
+    short and whatever it quotes; only free text in its place can be a refusal."""
     source = [Message(id=1, role=Role.USER, speaker="Ann", text="I won't pay, I'm sorry.")]
     request = ChronicleRequest.chapter(source, Cast(char="Rowan", user="Ann"))
     prompt = chronicler_prompt(request, ModelProfile(prompt_format=PromptFormat.TEMPLATE))
-    reply = read_reply(request, prompt, "Ann told Rowan \"I'm sorry, but I won't pay.\"", cut=False)
+    answer = '{"events": [{"ids": [1], "event": "Ann: I\'m sorry, but I won\'t pay."}]}'
+    reply = read_reply(request, prompt, answer, cut=False)
     assert reply.verdict is Verdict.OK
+    assert reply.text == "- Ann: I'm sorry, but I won't pay. (#1)"
+    # Free text where the JSON should be: the chronicler's own refusal is one (asked again)...
+    refused = read_reply(request, prompt, "I'm sorry, but I can't help with that.", cut=False)
+    assert (refused.verdict, refused.retry) == (Verdict.REFUSED, request)
+    # ... quoted dialogue is not; it is still no chapter (a server that ignored the schema).
+    dialogue = "Ann told Rowan \"I'm sorry, but I won't pay.\""
+    quoted = read_reply(request, prompt, dialogue, cut=False)
+    assert (quoted.verdict, quoted.retry) == (Verdict.MALFORMED, request)
 
 
 def test_the_chronicler_calls_the_user_by_the_name_the_story_uses() -> None:
@@ -114,7 +125,8 @@ def test_a_base_models_synopsis_has_its_own_lead_not_the_chapters() -> None:
     chapter = ChronicleRequest.chapter(
         [Message(id=1, role=Role.USER, speaker="Ann", text="Hi")], Cast("Wren", "Ann")
     )
-    assert chronicler_prompt(chapter, base).lead == TRANSCRIPT_LEAD
+    # A structured chapter has no lead: its grammar starts the answer at the brace.
+    assert chronicler_prompt(chapter, base).lead == ""
     chat = ModelProfile(prompt_format=PromptFormat.TEMPLATE)
     assert chronicler_prompt(request, chat).lead == ""
     own = base.model_copy(update={"synopsis_lead": "The story:"})

@@ -25,7 +25,10 @@ __all__ = ["seed_conversation"]
 
 CARD_KEY = SHORT_CARD_KEY
 CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm lamps."
-REFUSAL = "I'm sorry, but I can't help with that."
+# A chronicler that keeps nothing: under the grammar its words land in the chapter's strings,
+# and a bare list of words says nothing (memory/structured.py `says_something`), so every item is
+# dropped and the chapter is never stored.
+HOLLOW_CHAPTER = "Harwick, Street, Corwin, Lamps, Storm, Tower, Key"
 
 
 def write_card() -> str:

@@ -28,7 +28,7 @@ from kotonia_tui.domain import FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import ModelFileError
 from kotonia_tui.store import Store, StoreError
 
-from .conftest import REFUSAL, db_path, settings_on, write_card, write_config
+from .conftest import HOLLOW_CHAPTER, db_path, settings_on, write_card, write_config
 
 
 def user_texts(store: Store, conv_id: int) -> list[str]:
@@ -78,11 +78,11 @@ async def test_replies_that_fill_the_window_are_cut_visibly_and_the_story_goes_o
     assert service.store.integrity_check() == "ok"
 
 
-async def test_a_chronicler_that_always_refuses(make_service, scripted_model, monkeypatch):
+async def test_a_chronicler_that_never_gives_a_chapter(make_service, scripted_model, monkeypatch):
     monkeypatch.setattr(fold_worker, "RETRY_BACKOFF_S", (0, 0, 0, 0, 0))  # retry at once
     write_card()
     service = await make_service(
-        settings_on(scripted_model(REFUSAL), prewarm_after_fold=False), db=db_path()
+        settings_on(scripted_model(HOLLOW_CHAPTER), prewarm_after_fold=False), db=db_path()
     )
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
@@ -100,15 +100,15 @@ async def test_a_chronicler_that_always_refuses(make_service, scripted_model, mo
         jobs = service.store.fold_jobs(conv.id)
         if forced and jobs and all(j.status is FoldStatus.FAILED for j in jobs):
             break
-    # No refusal was ever stored as memory.
+    # No empty chapter was ever stored as memory.
     assert service.store.chapters(conv.id, include_in_synopsis=True, include_superseded=True) == []
     assert service.store.memory_state(conv.id).memory_text == ""
     # The user was told, specifically, and the job was given up after its retries.
     failures = [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
-    assert failures and all("refused twice" in e.detail for e in failures)
+    assert failures and all("holds nothing from messages #" in e.detail for e in failures)
     jobs = service.store.fold_jobs(conv.id)
     assert jobs[0].status is FoldStatus.FAILED and jobs[0].attempts == fold_worker.MAX_ATTEMPTS
-    assert "refused twice" in jobs[0].last_error
+    assert "holds nothing from messages #" in jobs[0].last_error
     # Past the ceiling the oldest messages left the prompt (told), and stayed stored.
     assert forced
     assert any(isinstance(e, MemoryNotice) and "left the prompt" in e.text for e in events)

@@ -25,6 +25,7 @@ from kotonia_tui.engine.errors import StreamInterruptedError
 from kotonia_tui.engine.server import ServerEngine
 from kotonia_tui.engine.types import FinishReason, GenerationRequest, TextDelta
 from tests.cards import write_short_card
+from tests.scripted_chapters import written_by_script
 
 from .conftest import CHAPTER, poll, server_profile, server_settings
 
@@ -54,7 +55,7 @@ async def test_turns_and_a_fold_through_the_service(make_service, scripted_serve
 
     job = await chat_until_queued(service, conv.id)
     chapters = await poll(lambda: service.store.chapters(conv.id))
-    assert chapters[0].text == CHAPTER
+    assert written_by_script(chapters[0], CHAPTER)
     assert chapters[0].model == "tiny"
     assert service.store.get_fold(job.id).status is FoldStatus.DONE
 
@@ -129,6 +130,6 @@ async def test_server_killed_mid_reply_then_restarted(
     # The server comes back (same port, same alias): the job runs and the chapter lands.
     own_server.start(scripted_model_file)
     await poll(lambda: service.store.get_fold(job.id).status is FoldStatus.DONE)
-    assert service.store.chapters(conv.id)[0].text == CHAPTER
+    assert written_by_script(service.store.chapters(conv.id)[0], CHAPTER)
     after = await (await service.send(conv.id, "Welcome back.")).wait()
     assert after.error is None and after.reply.text == CHAPTER

@@ -8,10 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import MessageStatus, Role
+from kotonia_tui.domain import (
+    Chapter,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
+    MessageStatus,
+    Role,
+)
+from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.migrations import (
+    LEDGER_STEP,
     STEPS,
     _fold_claims_and_targets,
     _turn_metrics_restored,
@@ -283,3 +293,47 @@ def test_a_held_write_lock_gives_a_clear_busy_error_and_reads_go_on(db_path: Pat
             other.close()
         store.add_messages(conv.id, make_messages(1))  # and it recovers
         assert store.message_count(conv.id) == 3
+
+
+def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "before-ledger.sqlite3"
+    _data_before(path, LEDGER_STEP).close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (old,) = store.chapters(1)
+        # The old prose chapter keeps its text and its place in memory.
+        assert (old.text, old.structure, old.readback_misses) == (
+            "They met in the glade.",
+            None,
+            [],
+        )
+        assert "They met in the glade." in MemoryBlock(None, (old,)).render()
+        assert store.ledger(1) == []
+        # New folds write structured chapters with ledger entries.
+        new = Chapter(
+            conversation_id=1,
+            first_message_id=2,
+            last_message_id=2,
+            text="- Ann asked who took the key. (#2)",
+            structure='{"time": ""}',
+            readback_misses=["Mia"],
+        )
+        thread = LedgerEntry(
+            conversation_id=1, kind=LedgerKind.THREAD, text="Who took the key", evidence=[2]
+        )
+        stored = store.store_chapter(new, [thread])
+        (entry,) = store.ledger(1)
+        assert (entry.label, entry.chapter_id, entry.evidence) == (f"T{entry.id}", stored.id, [2])
+        assert store.get_chapter(stored.id).readback_misses == ["Mia"]
+        closing = Chapter(conversation_id=1, first_message_id=2, last_message_id=2, text="x")
+        store.store_chapter(closing, [], [LedgerEnding(entry.id, LedgerEnd.RESOLVED, "found")])
+        assert store.ledger(1) == []
+        (ended,) = store.ledger(1, include_ended=True)
+        assert (ended.end, ended.end_note, ended.text) == (
+            LedgerEnd.RESOLVED,
+            "found",
+            "Who took the key",
+        )
+        assert store.integrity_check() == "ok"

@@ -14,10 +14,11 @@ from textual.widgets import Input, ListView
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
-from kotonia_tui.tui.screens.dialogs import AttachScreen
+from kotonia_tui.tui.screens.dialogs import AttachScreen, TextScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.message_view import MessageView
+from tests.tui.screen_text import screen_text
 
 
 async def wait_for(pilot: Pilot[Any], condition, timeout: float = 20.0, step: float = 0.05):
@@ -97,3 +98,12 @@ async def attach(pilot: Pilot[Any], screen: ChatScreen, path: object) -> None:
     await pilot.press("enter")
     await wait_for(pilot, lambda: app.screen is screen)
     await pilot.pause()
+
+
+async def open_listed(pilot: Pilot[Any], app: App[Any], listing: ListView, index: int) -> str:
+    """Open a list's item as a user does (focus, move to it, Enter); the page's text."""
+    listing.focus()
+    listing.index = index
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
+    return screen_text(app)

@@ -13,17 +13,26 @@ from textual.widgets import DataTable, ListView, TextArea
 from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import MessageStatus, Role
+from kotonia_tui.domain import (
+    Chapter,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerKind,
+    MessageStatus,
+    Role,
+)
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
-from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen, TextScreen
+from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
-from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane
+from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane, LedgerItem
 from kotonia_tui.tui.widgets.message_view import MessageView
+from tests.scripted_chapters import ledger_entry
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import (
     attach,
+    open_listed,
     open_new_chat,
     run_key,
     search_palette,
@@ -291,23 +300,67 @@ async def test_inspector_shows_the_fold_and_a_chapter(tiny_model_path, mira_card
         assert inspector.view is not None and inspector.view.last_metrics is not None
         assert "prompt positions" in screen_text(app)
 
-        # With random weights the chronicler's output runs to its cap: never stored as a
-        # summary, the range lands as a chapter quoted from its own lines, and says so.
+        # A 64-token output budget cannot hold a structured chapter: the range lands as a
+        # chapter quoted from its own lines, and says why.
         await wait_for(pilot, lambda: bool(list(inspector.query(ChapterItem))), timeout=60)
         items = list(inspector.query(ChapterItem))
         # The oldest chapter (listed last): its range begins with the greeting.
         index, chapter = max(enumerate(i.chapter_view.chapter for i in items))
         assert chapter.first_message_id == 1
-        assert chapter.quoted and "hit the output cap" in chapter.note
+        assert chapter.quoted and "cannot hold the smallest structured chapter" in chapter.note
         assert "quoted" in screen_text(app) and "next turn" in screen_text(app)
-        listing = inspector.query_one("#chapters", ListView)
-        listing.focus()
-        listing.index = index
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
-        page = screen_text(app)
+        page = await open_listed(pilot, app, inspector.query_one("#chapters", ListView), index)
         assert "quoted from messages" in page and "Source messages" in page
         assert "You made it through the storm" in page  # message #1, the greeting
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+
+        # The Ledger section: a chapter's entries with their evidence and validity (written
+        # through the store, as above); one resolved by a later chapter stays listed, dimmed.
+        opener = service.store.store_chapter(
+            Chapter(
+                conversation_id=screen.conv_id, first_message_id=4, last_message_id=4, text="x"
+            ),
+            [
+                ledger_entry(
+                    screen.conv_id, LedgerKind.THREAD, "Whether the lamp survives the storm", 1
+                ),
+                ledger_entry(
+                    screen.conv_id,
+                    LedgerKind.USER_FACT,
+                    "User keeps a lighthouse log",
+                    2,
+                    subject="User",
+                ),
+            ],
+        )
+        thread = next(
+            e for e in service.store.ledger(screen.conv_id) if e.kind is LedgerKind.THREAD
+        )
+        closer = service.store.store_chapter(
+            Chapter(
+                conversation_id=screen.conv_id, first_message_id=5, last_message_id=5, text="y"
+            ),
+            [],
+            [LedgerEnding(thread.id, LedgerEnd.RESOLVED, "it did")],
+        )
+        screen.refresh_memory()
+        await pilot.pause()
+        inspector.scroll_end(animate=False)  # the Ledger is the pane's last section
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Ledger" in text and "User keeps a lighthouse log" in text
+        assert f"from chapter {opener.id}" in text
+        assert f"chapter {opener.id} to {closer.id}, resolved" in text
+        ledger = inspector.query_one("#ledger", ListView)
+        # (The quoted chapters above may have put the user's own lines in the ledger too.)
+        entries = [i.entry for i in ledger.query(LedgerItem)]
+        written = [e for e in entries if e.chapter_id == opener.id]
+        assert [e.kind for e in written] == [LedgerKind.USER_FACT, LedgerKind.THREAD]
+        page = await open_listed(pilot, app, ledger, entries.index(written[1]))
+        assert "Whether the lamp survives the storm" in page and "Evidence" in page
+        assert f"to chapter {closer.id}" in page and "resolved: it did" in page
+        assert "You made it through the storm" in page  # the evidence: message #1
 
 
 async def test_help_keymap_palette_and_theme(tiny_eos_model_path, mira_card):

@@ -103,6 +103,7 @@ class ServerEngine(EngineBase):
         *,
         fold_ctx_for: Callable[[int], int] | None = None,
         states: StateCacheConfig | None = None,
+        schema_grammar: Callable[[str], str] | None = None,
     ) -> ServerEngine:
         """Ask the server what it is and what it serves (blocking; a UI calls it off-thread).
 
@@ -122,6 +123,7 @@ class ServerEngine(EngineBase):
             raise
         engine.info = probed.info
         engine._kind = probed.kind
+        engine._kind.schema_grammar = schema_grammar
         engine._formatter = probed.formatter
         engine._vision = probed.vision
         if probed.kind.ends_stream_for_any_request:

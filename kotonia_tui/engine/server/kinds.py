@@ -7,10 +7,13 @@ ones, and how it reports its figures. The base class is the plain OpenAI-compati
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.server.http import ServerHttp
 from kotonia_tui.engine.types import GenerationRequest, Slot
@@ -51,6 +54,9 @@ class OpenAICompatible:
 
     def __init__(self, detected: Detected | None = None) -> None:
         self.detected = detected or Detected()
+        # JSON schema text -> GBNF, for a server that takes only a grammar (set by the app:
+        # engine/schema_grammar.py; this package never imports llama_cpp).
+        self.schema_grammar: Callable[[str], str] | None = None
 
     @classmethod
     def detect(cls, http: ServerHttp, entry: dict[str, Any], model_id: str) -> Detected | None:
@@ -85,6 +91,16 @@ class OpenAICompatible:
         if sampling.seed is not None:
             fields["seed"] = sampling.seed
         return fields
+
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        """The fields that make the server keep its reply to a JSON schema (OpenAI's form)."""
+        del chat
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        }
 
     def request_fields(self, request: GenerationRequest) -> dict[str, Any]:
         """Fields about caching and slots."""
@@ -144,6 +160,10 @@ class LlamaServer(OpenAICompatible):
             "repeat_penalty": sampling.repeat_penalty,
             "repeat_last_n": sampling.repeat_last_n,
         }
+
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        # Both of its paths take the schema itself and build the grammar from it.
+        return {"json_schema": schema}
 
     def request_fields(self, request: GenerationRequest) -> dict[str, Any]:
         fields = super().request_fields(request) | {"cache_prompt": True}
@@ -218,6 +238,17 @@ class LlamaCppPython(OpenAICompatible):
 
     def sampling_fields(self, sampling: Sampling) -> dict[str, Any]:
         return super().sampling_fields(sampling) | {"repeat_penalty": sampling.repeat_penalty}
+
+    def schema_fields(self, schema: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+        if chat:
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        # Its completions path takes only a grammar: the same one the in-process engine uses.
+        if self.schema_grammar is None:
+            raise EngineError(
+                "llama-cpp-python's server takes a JSON schema on its completions path only as "
+                "a grammar, and this engine was opened without a schema converter"
+            )
+        return {"grammar": self.schema_grammar(json.dumps(schema))}
 
 
 # Tried in this order; the last one always answers.

@@ -10,6 +10,7 @@ fields, the sampling as this kind of server takes it, and its cache and slot fie
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,9 @@ def build_request(
         if request.prefill:
             payload.update(kind.continue_fields())
         wire = WireRequest(CHAT_COMPLETIONS, payload, stops, False, images, None)
+    if request.json_schema is not None:
+        schema = json.loads(request.json_schema)
+        payload.update(kind.schema_fields(schema, chat=wire.path == CHAT_COMPLETIONS))
     if stops:
         # The server stops there too (saves its time); the client still cuts exactly.
         payload["stop"] = list(stops[: kind.max_stops])

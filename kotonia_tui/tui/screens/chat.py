@@ -46,6 +46,7 @@ from kotonia_tui.tui.screens.dialogs import (
     ConfirmScreen,
     EditScreen,
     chapter_page,
+    ledger_page,
     synopsis_page,
 )
 from kotonia_tui.tui.widgets.chat_input import ChatInput
@@ -792,6 +793,18 @@ class ChatScreen(ConversationActions):
         self.app.push_screen(
             chapter_page(found.chapter, source, found.applied, view, numbers.get(first or 0, 1))
         )
+
+    def on_inspector_pane_open_ledger_entry(self, event: InspectorPane.OpenLedgerEntry) -> None:
+        view = self.query_one(InspectorPane).view
+        if view is None or self.service is None:
+            return
+        try:
+            evidence = self.service.ledger_evidence(event.entry)
+        except Exception as exc:
+            notify(self, str(exc), title="Ledger entry", severity="error")
+            return
+        numbers = self.reader.message_numbers(self.conv_id, [m.id for m in evidence])
+        self.app.push_screen(ledger_page(event.entry, evidence, numbers))
 
     def on_inspector_pane_open_synopsis_versions(
         self, event: InspectorPane.OpenSynopsisVersions

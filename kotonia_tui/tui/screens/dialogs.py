@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
-from kotonia_tui.domain import Chapter, Message, Synopsis
+from kotonia_tui.domain import Chapter, Message, StoredLedgerEntry, StoredMessage, Synopsis
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_cell, literal_line
 from kotonia_tui.tui.render import age, message_body, tokens
@@ -143,6 +143,16 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+def message_block(number: int, message: Message) -> Content:
+    """A message on a page: its number in the conversation, its speaker, its text."""
+    return Content.assemble(
+        (f"#{number} ", "bold"),
+        literal_line(message.speaker, "bold"),
+        "\n",
+        message_body(message.text, message.role),
+    )
+
+
 def chapter_page(
     chapter: Chapter,
     source: Sequence[Message],
@@ -168,18 +178,41 @@ def chapter_page(
         literal(chapter.text),
         Content.styled("Source messages", "bold $text-accent"),
     ]
-    for index, message in enumerate(source):
-        blocks.append(
-            Content.assemble(
-                (f"#{first_number + index} ", "bold"),
-                literal_line(message.speaker, "bold"),
-                "\n",
-                message_body(message.text, message.role),
-            )
-        )
+    blocks.extend(
+        message_block(first_number + index, message) for index, message in enumerate(source)
+    )
     if not source:
         blocks.append(Content.styled("(the source messages were deleted)", "italic $text-muted"))
     return TextScreen(f"Chapter #{chapter.id}", blocks)
+
+
+def ledger_page(
+    entry: StoredLedgerEntry, evidence: Sequence[StoredMessage], numbers: dict[int, int]
+) -> TextScreen:
+    """A ledger entry, how long it holds, then the messages it rests on."""
+    if entry.ended_by_chapter_id is None:
+        validity = f"valid from chapter {entry.chapter_id} · in the prompt"
+    else:
+        how = entry.end.value if entry.end else "ended"
+        validity = (
+            f"valid from chapter {entry.chapter_id} to chapter {entry.ended_by_chapter_id} · "
+            f"{how}; no longer in the prompt"
+        )
+    blocks = [
+        Content.assemble(
+            (entry.kind.value.replace("_", " "), "bold"),
+            literal_line(f" · {entry.subject}" if entry.subject else "", "$text-muted"),
+            (f" · {validity}", "$text-muted"),
+        ),
+        literal(entry.text),
+    ]
+    if entry.end_note:
+        blocks.append(literal(f"{entry.end.value if entry.end else 'ended'}: {entry.end_note}"))
+    blocks.append(Content.styled("Evidence", "bold $text-accent"))
+    blocks.extend(message_block(numbers.get(m.id, m.id), m) for m in evidence)
+    if not evidence:
+        blocks.append(Content.styled("(the evidence messages were deleted)", "italic $text-muted"))
+    return TextScreen(f"Ledger {entry.label}", blocks)
 
 
 def synopsis_page(versions: Sequence[Synopsis], memory: MemoryView) -> TextScreen:

@@ -15,7 +15,8 @@ from textual.message import Message as TextualMessage
 from textual.widgets import Button, Label, ListItem, ListView, Static
 
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
-from kotonia_tui.domain import FoldJob, FoldStatus, Role
+from kotonia_tui.domain import FoldJob, FoldStatus, Role, StoredLedgerEntry
+from kotonia_tui.memory.ledger import OVER_SHARE
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
 from kotonia_tui.tui.widgets.inspector_sections import (
@@ -55,6 +56,55 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
     return Content.assemble(*parts)
 
 
+def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
+    """Where a live entry stands against the prompt ("" when the prompt carries it)."""
+    if entry.id in memory.ledger_in_prompt:
+        return ""
+    if entry.id in memory.ledger_left_out:
+        return f"not in the prompt ({OVER_SHARE})"
+    return "next turn"
+
+
+def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
+    """One entry: label, kind, text, evidence, and how long it holds ("valid from chapter N to
+    chapter M"); an ended entry is dimmed, it has left the prompt, and a live one the prompt
+    does not carry says so."""
+    live = entry.ended_by_chapter_id is None
+    evidence = " ".join(memory.number(i) for i in entry.evidence)
+    place = ledger_place(entry, memory) if live else ""
+    if live:
+        validity = f"from chapter {entry.chapter_id}"
+    else:
+        how = entry.end.value if entry.end else "ended"
+        validity = f"chapter {entry.chapter_id} to {entry.ended_by_chapter_id}, {how}"
+    return Content.assemble(
+        (f"{entry.label} ", "bold" if live else "$text-muted"),
+        (f"{entry.kind.value.replace('_', ' ')} · {evidence} · {validity}", "$text-muted"),
+        (f" · {place}" if place else "", "bold $warning"),
+        "\n  ",
+        literal(short_text(entry.text, 120), "" if live else "$text-muted strike"),
+    )
+
+
+def ledger_note(memory: MemoryView) -> Content:
+    """What of the live ledger the prompt leaves out, in one line ("" when nothing)."""
+    out = [e.label for e in memory.ledger if e.id in memory.ledger_left_out]
+    if not out:
+        return Content("")
+    return Content.styled(
+        f"{len(out)} not in the prompt, {OVER_SHARE} of "
+        f"{tokens(memory.budgets.ledger)} (newest first, your facts and rules last; "
+        f"kept here and in the store): {', '.join(out)}",
+        "italic $warning",
+    )
+
+
+class LedgerItem(ListItem):
+    def __init__(self, entry: StoredLedgerEntry, memory: MemoryView) -> None:
+        super().__init__(Label(ledger_line(entry, memory)))
+        self.entry = entry
+
+
 class ChapterItem(ListItem):
     def __init__(self, view: ChapterView, memory: MemoryView, now: datetime) -> None:
         super().__init__(Label(chapter_line(view, memory, now)))
@@ -75,6 +125,8 @@ class InspectorPane(VerticalScroll):
     InspectorPane > Static { height: auto; }
     InspectorPane > #chapters { height: auto; max-height: 12; background: $surface; }
     InspectorPane > #chapters > ListItem { padding: 0 0; }
+    InspectorPane > #ledger { height: auto; max-height: 12; background: $surface; }
+    InspectorPane > #ledger > ListItem { padding: 0 0; }
     InspectorPane > #synopsis-versions { width: auto; min-width: 20; height: 1; }
     """
 
@@ -86,10 +138,16 @@ class InspectorPane(VerticalScroll):
     class OpenSynopsisVersions(TextualMessage):
         pass
 
+    class OpenLedgerEntry(TextualMessage):
+        def __init__(self, entry: StoredLedgerEntry) -> None:
+            super().__init__()
+            self.entry = entry
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.view: MemoryView | None = None
         self._chapter_key: tuple[object, ...] = ()
+        self._ledger_key: tuple[object, ...] = ()
         self.border_title = "Memory"
 
     def compose(self) -> ComposeResult:
@@ -117,6 +175,9 @@ class InspectorPane(VerticalScroll):
         yield Static("Synopsis", classes="section")
         yield Static(id="synopsis")
         yield Button("Earlier versions", id="synopsis-versions", variant="default", compact=True)
+        yield Static("Ledger", classes="section")
+        yield Static(id="ledger-empty")
+        yield ListView(id="ledger")
         yield Static("Lorebook (last turn)", classes="section")
         yield Static(id="lore")
         yield Static("Settings (F9)", classes="section")
@@ -140,6 +201,7 @@ class InspectorPane(VerticalScroll):
         self.query_one("#recall", Static).update(recall_content(view))
         self._paint_verbatim(view)
         self._paint_folds(view, view.running)
+        self._paint_ledger(view)
         self._paint_chapters(view, now)
         self._paint_synopsis(view)
 
@@ -157,9 +219,11 @@ class InspectorPane(VerticalScroll):
             "#folds",
             "#synopsis",
             "#chapters-empty",
+            "#ledger-empty",
         ):
             self.query_one(section, Static).update(Content(""))
         self.query_one("#chapters", ListView).display = False
+        self.query_one("#ledger", ListView).display = False
         self.query_one("#synopsis-versions", Button).display = False
 
     def tick(self, running: tuple[FoldJob, float] | None) -> None:
@@ -322,6 +386,37 @@ class InspectorPane(VerticalScroll):
         if index is not None and chapters:
             listing.index = min(index, len(chapters) - 1)
 
+    def _paint_ledger(self, view: MemoryView) -> None:
+        # Live entries first (what the prompt carries), then the ended ones, newest first.
+        entries = sorted(view.ledger, key=lambda e: (e.ended_by_chapter_id is not None, -e.id))
+        key = tuple(
+            (
+                e.id,
+                e.ended_by_chapter_id,
+                view.number(e.evidence[0]) if e.evidence else "",
+                ledger_place(e, view),
+            )
+            for e in entries
+        )
+        note = self.query_one("#ledger-empty", Static)
+        if entries:
+            note.update(ledger_note(view))
+        else:
+            note.update(
+                Content.styled(
+                    "none yet: chapters add your facts, rules, decisions, promises, open threads",
+                    "italic $text-muted",
+                )
+            )
+        note.display = not entries or bool(view.ledger_left_out)
+        listing = self.query_one("#ledger", ListView)
+        listing.display = bool(entries)
+        if key == self._ledger_key:
+            return
+        self._ledger_key = key
+        listing.clear()
+        listing.extend(LedgerItem(e, view) for e in entries)
+
     def _paint_synopsis(self, view: MemoryView) -> None:
         synopsis = view.synopsis
         target = self.query_one("#synopsis", Static)
@@ -365,6 +460,8 @@ class InspectorPane(VerticalScroll):
         item = event.item
         if isinstance(item, ChapterItem) and item.chapter_view.chapter.id is not None:
             self.post_message(self.OpenChapter(item.chapter_view.chapter.id))
+        elif isinstance(item, LedgerItem):
+            self.post_message(self.OpenLedgerEntry(item.entry))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "synopsis-versions":

@@ -1,0 +1,155 @@
+"""`kotonia memory ID`: the memory the next turn of a conversation carries, headless.
+
+Read from the store alone (no model is loaded): the ledger (every entry, with the chapters it is
+valid from and to), the current synopsis, the live chapters with their message ranges, text,
+structure, readback misses and note, the open threads, the fold jobs counted by status with the
+failed attempts by reason, and the memory block the next turn carries: the one the prompt
+carries now, or, when a fold has landed, the landed one (the next turn applies it, and keeps its
+ledger within the ledger's share of the window, counted by the model: `in_prompt` says which
+entries the prompt carries now, and `left_out` why a live entry is not in it: over the ledger's
+share, or landed for the next turn).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from kotonia_tui.chat.fold_synopsis import QUOTED_SYNOPSIS_LEAD
+from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
+from kotonia_tui.memory.assembly import MemoryBlock
+from kotonia_tui.memory.ledger import carried, out_of_prompt
+from kotonia_tui.store import Store
+
+
+def _entry(entry: StoredLedgerEntry) -> dict[str, Any]:
+    return {
+        "label": entry.label,
+        "kind": entry.kind.value,
+        "text": entry.text,
+        "subject": entry.subject,
+        "evidence": entry.evidence,
+        "valid_from_chapter": entry.chapter_id,
+        "valid_to_chapter": entry.ended_by_chapter_id,
+        "end": entry.end.value if entry.end else None,
+        "end_note": entry.end_note,
+    }
+
+
+def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
+    """The memory of conversation `conv_id` as plain data (the `--json` output)."""
+    store.get_conversation(conv_id)  # a clear error for an unknown id
+    synopsis = store.current_synopsis(conv_id)
+    chapters = store.chapters(conv_id)
+    ledger = store.ledger(conv_id, include_ended=True)
+    live_ids = {e.id for e in store.ledger(conv_id)}
+    live = [e for e in ledger if e.id in live_ids]
+    state = store.memory_state(conv_id)
+    jobs = store.fold_jobs(conv_id)
+    failed_attempts: Counter[str] = Counter()
+    for job in jobs:
+        if job.last_error and job.status is not FoldStatus.DONE:
+            failed_attempts[job.last_error] += job.attempts
+    newest = max((c.id for c in chapters), default=None)
+    landed = (newest, synopsis.id if synopsis else None) != (
+        state.applied_chapter_id,
+        state.applied_synopsis_id,
+    )
+    in_prompt = carried(ledger, state.memory_text)
+    left_out = out_of_prompt(ledger, state.memory_text, landed=landed)
+    return {
+        "conversation": conv_id,
+        "applies_on_next_turn": landed,
+        "ledger": [
+            _entry(e)
+            | {
+                "live": e.id in live_ids,
+                "in_prompt": e.id in in_prompt,
+                "left_out": left_out.get(e.id),
+            }
+            for e in ledger
+        ],
+        "synopsis": None
+        if synopsis is None
+        else {
+            "version": synopsis.version,
+            "through_message_id": synopsis.through_message_id,
+            "tokens": synopsis.tokens,
+            "text": synopsis.text,
+            "quoted": synopsis.text.startswith(QUOTED_SYNOPSIS_LEAD),
+        },
+        "chapters": [
+            {
+                "id": c.id,
+                "first_message_id": c.first_message_id,
+                "last_message_id": c.last_message_id,
+                "story_time": c.story_time,
+                "tokens": c.tokens,
+                "text": c.text,
+                "structure": json.loads(c.structure) if c.structure else None,
+                "readback_misses": c.readback_misses,
+                "note": c.note,
+                "quoted": c.quoted,
+            }
+            for c in chapters
+        ],
+        "open_threads": [
+            {"label": e.label, "text": e.text, "evidence": e.evidence}
+            for e in live
+            if e.kind is LedgerKind.THREAD
+        ],
+        "fold_jobs": {
+            **{status.value: sum(1 for j in jobs if j.status is status) for status in FoldStatus},
+            "failed_attempts": dict(failed_attempts),
+        },
+        "memory_text": MemoryBlock(
+            synopsis.text if synopsis else None, tuple(chapters), tuple(live)
+        ).render()
+        if landed
+        else state.memory_text,
+    }
+
+
+def memory_lines(report: dict[str, Any]) -> list[str]:
+    """The report as text, section by section (untrusted text is made visible by the caller)."""
+    lines = [f"conversation {report['conversation']}"]
+    if report["applies_on_next_turn"]:
+        lines.append("(landed memory: the next turn applies it)")
+    lines.append("")
+    lines.append(f"ledger: {len(report['ledger'])} entries")
+    for e in report["ledger"]:
+        valid = f"chapter {e['valid_from_chapter']}"
+        valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
+        ids = " ".join(f"#{i}" for i in e["evidence"])
+        out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
+        lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}{out}")
+    synopsis = report["synopsis"]
+    lines.append("")
+    if synopsis is None:
+        lines.append("synopsis: none")
+    else:
+        lines.append(
+            f"synopsis: version {synopsis['version']} through #{synopsis['through_message_id']}"
+        )
+        lines.extend(f"  {line}" for line in synopsis["text"].splitlines())
+    lines.append("")
+    lines.append(f"chapters: {len(report['chapters'])}")
+    for c in report["chapters"]:
+        kind = "structured" if c["structure"] is not None else "prose"
+        lines.append(
+            f"  chapter {c['id']}: #{c['first_message_id']}-#{c['last_message_id']} ({kind})"
+        )
+        lines.extend(f"    {line}" for line in c["text"].splitlines())
+        if c["readback_misses"]:
+            lines.append(f"    readback misses: {', '.join(c['readback_misses'])}")
+    lines.append("")
+    lines.append(f"open threads: {len(report['open_threads'])}")
+    lines.extend(f"  {t['label']}: {t['text']}" for t in report["open_threads"])
+    jobs = report["fold_jobs"]
+    lines.append("")
+    counts = ", ".join(f"{k} {v}" for k, v in jobs.items() if k != "failed_attempts")
+    lines.append(f"fold jobs: {counts}")
+    for reason, attempts in jobs["failed_attempts"].items():
+        lines.append(f"  {attempts} failed attempts: {reason}")
+    return lines

@@ -1,0 +1,125 @@
+"""`kotonia memory ID [--json]`: the memory the next turn carries, read from a real store file."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from kotonia_tui.cli import main
+from kotonia_tui.domain import (
+    Chapter,
+    Conversation,
+    FoldJob,
+    FoldKind,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerKind,
+    Message,
+    Role,
+    utcnow,
+)
+from kotonia_tui.store import Store
+from tests.scripted_chapters import ledger_entry
+
+
+def seeded(path) -> int:
+    with Store.open(path) as store:
+        conv = store.create_conversation(
+            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+        )
+        store.add_messages(
+            conv.id,
+            [
+                Message(role=Role.USER, speaker="Ann", text="My sister Mia lands on the 14th."),
+                Message(role=Role.CHARACTER, speaker="Wren", text="Where is the key?"),
+                Message(role=Role.USER, speaker="Ann", text="In my coat."),
+            ],
+        )
+        old = Chapter(
+            conversation_id=conv.id, first_message_id=1, last_message_id=1, text="Old prose."
+        )
+        store.add_chapter(old)
+        first = store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=2,
+                last_message_id=2,
+                text="- Wren asked where the key is. (#2)",
+                structure='{"time": "", "events": []}',
+                readback_misses=["Mia"],
+            ),
+            [
+                ledger_entry(
+                    conv.id, LedgerKind.USER_FACT, "Ann's sister is Mia", 1, subject="Ann"
+                ),
+                ledger_entry(conv.id, LedgerKind.THREAD, "Where the key is", 2),
+                ledger_entry(conv.id, LedgerKind.THREAD, "Why Mia comes", 1),
+            ],
+        )
+        thread = store.ledger(conv.id)[1]
+        store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=3,
+                last_message_id=3,
+                text="- Ann had the key. (#3)",
+            ),
+            [],
+            [LedgerEnding(thread.id, LedgerEnd.RESOLVED, "in Ann's coat")],
+        )
+        job = store.enqueue_fold(FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC))
+        store.claim_next_fold(utcnow() + timedelta(seconds=1))
+        store.fail_fold(job.id, "the chronicler refused twice", utcnow() + timedelta(hours=1))
+        assert first.id
+        return conv.id
+
+
+def test_memory_json_has_the_ledger_chapters_threads_and_fold_counts(capsys, tmp_path):
+    path = tmp_path / "k.sqlite3"
+    conv_id = seeded(path)
+    assert main(["--db", str(path), "memory", str(conv_id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(e["label"], e["kind"], e["live"]) for e in report["ledger"]] == [
+        ("F1", "user_fact", True),
+        ("T2", "thread", False),
+        ("T3", "thread", True),
+    ]
+    resolved = report["ledger"][1]
+    assert (resolved["valid_from_chapter"], resolved["valid_to_chapter"]) == (2, 3)
+    assert (resolved["end"], resolved["end_note"], resolved["evidence"]) == (
+        "resolved",
+        "in Ann's coat",
+        [2],
+    )
+    assert [(c["first_message_id"], c["last_message_id"]) for c in report["chapters"]] == [
+        (1, 1),
+        (2, 2),
+        (3, 3),
+    ]
+    assert report["chapters"][0]["structure"] is None  # an old prose chapter keeps its place
+    assert report["chapters"][1]["structure"] == {"time": "", "events": []}
+    assert report["chapters"][1]["readback_misses"] == ["Mia"]
+    assert report["chapters"][1]["note"] == "" and not report["chapters"][1]["quoted"]
+    assert report["open_threads"] == [{"label": "T3", "text": "Why Mia comes", "evidence": [1]}]
+    assert report["synopsis"] is None
+    assert (report["fold_jobs"]["pending"], report["fold_jobs"]["done"]) == (1, 0)  # retried later
+    assert report["fold_jobs"]["failed_attempts"] == {"the chronicler refused twice": 1}
+    text = report["memory_text"]
+    # The ledger comes before the chapters; the resolved thread has left it.
+    assert text.index("## Ledger") < text.index("Old prose.")
+    assert "F1 (Ann): Ann's sister is Mia (#1)" in text and "T3: Why Mia comes (#1)" in text
+    assert "Where the key is" not in text
+    assert report["applies_on_next_turn"] is True
+
+
+def test_memory_text_and_an_unknown_conversation(capsys, tmp_path):
+    path = tmp_path / "k.sqlite3"
+    conv_id = seeded(path)
+    assert main(["--db", str(path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert "T2  thread  Where the key is  #2  chapter 2 to chapter 3 (resolved)" in out
+    assert "readback misses: Mia" in out
+    assert "1 failed attempts: the chronicler refused twice" in out
+    assert main(["--db", str(path), "memory", "99"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "99" in err
