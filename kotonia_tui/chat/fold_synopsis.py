@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import Chronicled
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
-from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
+from kotonia_tui.domain import Chapter, StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
 from kotonia_tui.memory.chronicler import (
     Cast,
     ChronicleKind,
@@ -194,7 +194,7 @@ async def _write(
     ctx: FoldContext,
     request: ChronicleRequest,
     base: str | None,
-    chapters: Sequence[StoredChapter],
+    chapters: Sequence[Chapter],
 ) -> Draft:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
     longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
