@@ -466,6 +466,10 @@ async def _answer_arm(
     return replace(
         base,
         recall_by_range=curve,
+        recall_by_kind={
+            kind: mean([g.correct for g in graded if g.question.kind == kind])
+            for kind in sorted({g.question.kind for g in graded})
+        },
         mean_recall=mean([g.correct for g in graded]),
         judge_only_recall=mean([g.verdict is True for g in graded]),
         mean_f1=mean(f1s),
@@ -523,6 +527,10 @@ def summarize(runs: Sequence[RunResult], arms: Sequence[str]) -> dict[str, ArmSu
             calls=over_runs([row.calls for row in done]),
             seconds=over_runs([row.seconds for row in done]),
             recall_by_range=_curve_spread([row.recall_by_range for row in done]),
+            recall_by_kind={
+                kind: over_runs([row.recall_by_kind.get(kind) for row in done])
+                for kind in sorted({kind for row in done for kind in row.recall_by_kind})
+            },
         )
     return summary
 

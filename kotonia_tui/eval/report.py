@@ -74,6 +74,14 @@ def table(report: EvalReport) -> str:
     for name, row in report.summary.items():
         if row.note:
             lines.append(f"  note ({name}): {row.note}")
+    lines.append("recall by question kind (mean over runs):")
+    for name, row in report.summary.items():
+        if row.recall_by_kind:
+            kinds = "  ".join(
+                f"{kind} {_fmt(None if cell is None else cell.mean)}"
+                for kind, cell in row.recall_by_kind.items()
+            )
+            lines.append(f"  {name:<13} {kinds}")
     return "\n".join(lines)
 
 

@@ -130,6 +130,9 @@ class ArmResult:
     build: BuildCost
     failures: list[str]
     recall_by_range: list[float | None] = field(default_factory=list)
+    # Per question kind (fact, lie, decision, constraint, resolved, user): what a memory keeps
+    # of the user's own facts and rules is read here, not from the mean.
+    recall_by_kind: dict[str, float | None] = field(default_factory=dict)
     mean_recall: float | None = None
     judge_only_recall: float | None = None
     mean_f1: float | None = None
@@ -291,6 +294,7 @@ class ArmSummary:
     calls: Spread | None = None
     seconds: Spread | None = None
     recall_by_range: list[Spread | None] = field(default_factory=list)
+    recall_by_kind: dict[str, Spread | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

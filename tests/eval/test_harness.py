@@ -63,6 +63,15 @@ async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversatio
         assert arm.status is ArmStatus.OK, (name, arm.note)
         assert len(arm.recall_by_range) == len(run.ranges)
         assert arm.questions_asked > 0
+        # Recall per question kind: each kind asked, the share of its questions answered.
+        kinds = {q.kind for q in arm.questions}
+        assert set(arm.recall_by_kind) == kinds
+        for kind in kinds:
+            asked = [q.correct for q in arm.questions if q.kind == kind]
+            assert arm.recall_by_kind[kind] == round(sum(asked) / len(asked), 4)  # as reported
+    assert all(value == 1.0 for value in arms["full"].recall_by_kind.values())
+    summary = report.summary["generational"]
+    assert set(summary.recall_by_kind) == set(arms["generational"].recall_by_kind)
     # The newest range is verbatim in every arm; the full arm holds everything.
     assert arms["full"].mean_recall == 1.0
     for name in ("generational", "rolling", "truncation"):
@@ -260,6 +269,9 @@ def test_cli_eval_on_a_tiny_model(tiny_model_path: Path, tmp_path: Path, capsys,
     assert png.exists()
     printed = capsys.readouterr().out
     assert "recall by range" in printed and "audit of the chronicler" in printed
+    assert "recall by question kind" in printed
+    kinds = report["summary"]["truncation"]["recall_by_kind"]
+    assert kinds and all(0.0 <= cell["mean"] <= 1.0 for cell in kinds.values())
 
 
 def test_cli_eval_wrong_input_is_one_line(tmp_path: Path, capsys):
