@@ -260,3 +260,34 @@ def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path, sc
     assert "14th" not in render_ledger(live)
     assert {j.status for j in store.fold_jobs(conv_id)} == {FoldStatus.DONE}
     store.close()
+
+
+# Chapter 1 as the embedded 270M base model wrote its chapters: a user fact nobody said (its
+# words are in no message of the range, though it cites the user's message 3). (Two user facts
+# cannot share one script: their items end in the same eight tokens and then go on differently,
+# which a scripted model cannot tell apart; chapter 2's FORGETS writes the grounded one.)
+INVENTS = (
+    '{"events":[{"event":"Ann said someone took the brass key.","ids":[1]}],'
+    '"user_facts":[{"fact":"Ann is going to the shop to buy a new umbrella.", "ids":[3],'
+    '"replaces":""}],' + NONE + ',"open_threads" : []}'
+)
+
+
+def test_a_user_fact_the_chronicler_invented_does_not_reach_the_ledger(tmp_path, scripted_model):
+    """The invented fact, which the quality gate alone passed, is dropped; the fact grounded in
+    the message it cites is stored."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+    asyncio.run(fold(store, scripted_model(INVENTS), chapter_job(conv_id, 1, 4)))
+    (first,) = store.chapters(conv_id)
+    assert first.text == "- Ann said someone took the brass key. (#1)"
+    assert "umbrella" not in (first.structure or "")
+    assert store.ledger(conv_id, include_ended=True) == []
+
+    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    facts = [(e.kind, e.text, e.evidence) for e in store.ledger(conv_id, include_ended=True)]
+    assert facts == [
+        (LedgerKind.USER_FACT, "Ann has a sister, Mia, who lands on the 14th.", [5]),
+        (LedgerKind.USER_FACT, 'said "I grew up in Oslo, you know."', [7]),
+    ]
+    store.close()

@@ -7,6 +7,7 @@ capable model writes for the same lines."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from kotonia_tui.domain import LedgerKind, Message, Role
 from kotonia_tui.memory.grounding import grounded
@@ -61,7 +62,7 @@ MESSAGES = [
 ]
 
 
-def _chapter(answer: dict[str, object]) -> StructuredChapter:
+def _chapter(answer: Mapping[str, object]) -> StructuredChapter:
     return read_chapter(
         parse_answer(json.dumps(answer)),
         MESSAGES,
@@ -72,7 +73,7 @@ def _chapter(answer: dict[str, object]) -> StructuredChapter:
     )
 
 
-def _claims(answer: dict[str, object]) -> list[str]:
+def _claims(answer: Mapping[str, object]) -> list[str]:
     return [x.text for x in _chapter(answer).claims]
 
 
