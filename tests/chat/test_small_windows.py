@@ -94,10 +94,15 @@ def run_kotonia(argv: list[str], env: dict[str, str]) -> subprocess.CompletedPro
     )
 
 
-async def fold_until(service: ChatService, conv_id: int, done: Callable[[], bool]) -> None:
+async def fold_until(
+    service: ChatService,
+    conv_id: int,
+    done: Callable[[], bool],
+    say: Callable[[int], str] | None = None,
+) -> None:
     """Chat until a fold job is queued, let the folds settle, and again, until `done()`."""
     for _ in range(40):
-        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None, say=say)
         await service.worker.wait_settled(conv_id)
         if done():
             return
@@ -449,7 +454,14 @@ async def test_a_base_models_synopsis_starts_with_its_own_lead(make_service, scr
     service, conv_id = await open_chat(
         make_service, scripted_model(script), write_short_card(), prompt_format="transcript"
     )
-    await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
+    # The user tells the story the script's chapters record: a chapter's items must rest on
+    # the messages they cite, and a scripted chronicler cites the user's lines too.
+    await fold_until(
+        service,
+        conv_id,
+        lambda: service.store.current_synopsis(conv_id) is not None,
+        say=lambda index: f"{script.strip()} ({index})",
+    )
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None
     assert synopsis.text.startswith("So far in the story, Ann came")
