@@ -495,17 +495,24 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     )
     store = service.store
     events = events_of(service)
+    # Every message (and every day of the letter, which is summarized in parts) says what the
+    # scripted chronicler records: a chapter's items must rest on the messages they cite.
     letter = "\n\n".join(
-        f"Day {day}. The storm kept the ferry in port and the lamp burned all night. "
-        "Wren wrote down every ship she saw, and the ones she did not. " * 12
+        f"Day {day}. {CHAPTER} "
+        + (
+            "The storm kept the ferry in port and the lamp burned all night. "
+            "Wren wrote down every ship she saw, and the ones she did not. "
+        )
+        * 12
         for day in range(1, 80)
     )
     assert len(letter) > 100_000
-    story = [
-        Message(role=Role.USER, speaker="User", text=f"Line {i} about the lamps.") for i in range(6)
-    ]
+    story = [Message(role=Role.USER, speaker="User", text=f"Line {i}: {CHAPTER}") for i in range(6)]
     story.append(Message(role=Role.USER, speaker="User", text=letter))
-    story += [Message(role=Role.CHARACTER, speaker="Wren", text=f'"Answer {i}."') for i in range(6)]
+    story += [
+        Message(role=Role.CHARACTER, speaker="Wren", text=f'"Answer {i}: {CHAPTER}"')
+        for i in range(6)
+    ]
     ids = store.add_messages(conv_id, story)
     turn = await service.send(conv_id, "Did you read my letter?")
     assert (await turn.wait()).error is None
