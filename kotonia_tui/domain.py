@@ -122,6 +122,9 @@ class StoredConversation(Conversation):
 
 # How the note of a chapter quoted from its range begins.
 QUOTED_NOTE = "quoted from messages"
+# The first line of a synopsis quoted from its chapters: the model reading the memory, and the
+# user in the inspector, are told it quotes the story rather than summarizing it.
+QUOTED_SYNOPSIS_LEAD = "Quoted from the story so far (the chronicler's summaries ran too long):"
 
 
 class Chapter(BaseModel):
@@ -176,6 +179,11 @@ class Synopsis(BaseModel):
     current: bool = True
     target_tokens: int = 0  # the length it was written to hold (0: none recorded)
     stale: bool = False  # it folded a chapter that was refolded since: never a rebuild's base
+
+    @property
+    def quoted(self) -> bool:
+        """Its chapters quoted, stored when every draft ran too long (chat/fold_synopsis.py)."""
+        return self.text.startswith(QUOTED_SYNOPSIS_LEAD)
 
 
 class StoredSynopsis(Synopsis):

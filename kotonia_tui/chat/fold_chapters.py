@@ -258,8 +258,7 @@ async def _extracted_piece(
     why = reason.partition(";")[0]
     note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable ({why})"
     log.warning("conversation %s: %s", conv_id, note)
-    messages = piece.messages
-    quotes = quoted_lines(messages, user_specifics(messages))
+    quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
     facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
     entries, _ends = ledger_changes(facts, conv_id, ledger)
     chapter = Chapter(

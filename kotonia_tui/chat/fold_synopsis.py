@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import Chronicled
 from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
-from kotonia_tui.domain import Chapter, StoredChapter, StoredFoldJob, StoredSynopsis, Synopsis
+from kotonia_tui.domain import (
+    QUOTED_SYNOPSIS_LEAD,
+    Chapter,
+    StoredChapter,
+    StoredFoldJob,
+    StoredSynopsis,
+    Synopsis,
+)
 from kotonia_tui.memory.chronicler import (
     Cast,
     ChronicleKind,
@@ -41,9 +48,6 @@ from kotonia_tui.memory.extract import Passage
 log = logging.getLogger(__name__)
 
 SYNOPSIS_CALLS = 3  # a synopsis far from its length is asked again, with its draft, twice
-# The first line of a synopsis quoted from its chapters: the model reading the memory, and the
-# user in the inspector, are told it quotes the story rather than summarizing it.
-QUOTED_SYNOPSIS_LEAD = "Quoted from the story so far (the chronicler's summaries ran too long):"
 REBUILD_READ_LIMIT = 200  # chapters read per round of a rebuild
 
 
@@ -74,9 +78,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         [c.id for c in older],
     )
     await ctx.queue_major_fold(conv_id)
-    how = (
-        ", quoted: its drafts ran too long" if stored.text.startswith(QUOTED_SYNOPSIS_LEAD) else ""
-    )
+    how = ", quoted: its drafts ran too long" if stored.quoted else ""
     return (
         f"synopsis version {stored.version} from {count} chapters "
         f"({stored.tokens} tokens, target {stored.target_tokens}{how})"

@@ -16,7 +16,6 @@ import json
 from collections import Counter
 from typing import Any
 
-from kotonia_tui.chat.fold_synopsis import QUOTED_SYNOPSIS_LEAD
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.ledger import carried, out_of_prompt
@@ -77,7 +76,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
             "through_message_id": synopsis.through_message_id,
             "tokens": synopsis.tokens,
             "text": synopsis.text,
-            "quoted": synopsis.text.startswith(QUOTED_SYNOPSIS_LEAD),
+            "quoted": synopsis.quoted,
         },
         "chapters": [
             {

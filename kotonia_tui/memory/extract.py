@@ -62,13 +62,6 @@ def _score(text: str, *, first: bool, by_user: bool) -> int:
     return score
 
 
-def extract(messages: Sequence[Message], limit_chars: int) -> str:
-    """The range quoted in at most about `limit_chars` characters: one line per message that
-    has a chosen sentence, "#id speaker: sentence … sentence". At least one sentence is
-    quoted; one longer than the limit on its own is shortened at a word, with " …" after it."""
-    return extract_passages(message_passages(messages), limit_chars)
-
-
 def message_passages(messages: Sequence[Message]) -> list[Passage]:
     """The story's messages as passages, "#id speaker" (imported notes are not the story)."""
     return [
@@ -79,8 +72,10 @@ def message_passages(messages: Sequence[Message]) -> list[Passage]:
 
 
 def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
-    """`extract` of any labelled texts: one line per passage with a chosen sentence,
-    "label: sentence … sentence"."""
+    """The passages quoted in at most about `limit_chars` characters: one line per passage
+    with a chosen sentence, "label: sentence … sentence" (for messages, "#id speaker: ...").
+    At least one sentence is quoted; one longer than the limit on its own is shortened at a
+    word, with " …" after it."""
     story = [p for p in passages if p.text.strip()]
     candidates = [
         _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user))

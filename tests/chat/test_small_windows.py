@@ -24,7 +24,16 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEv
 from kotonia_tui.chat.fold_wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, Message, Role, utcnow
+from kotonia_tui.domain import (
+    QUOTED_SYNOPSIS_LEAD,
+    Chapter,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    Message,
+    Role,
+    utcnow,
+)
 from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
 from tests.scripted_chapters import written_by_script
@@ -381,7 +390,7 @@ async def test_a_synopsis_far_longer_than_its_target_is_never_stored_its_chapter
         if store.synopsis_versions(conv_id):
             break
     (synopsis,) = store.synopsis_versions(conv_id)
-    assert synopsis.text.startswith(fold_synopsis.QUOTED_SYNOPSIS_LEAD + "\n")
+    assert synopsis.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n")
     assert FAR_TOO_LONG not in synopsis.text  # the draft is never stored
     assert synopsis.tokens <= synopsis.target_tokens * (1 + LENGTH_TOLERANCE)
     folded = [c for c in store.chapters(conv_id, include_in_synopsis=True) if c.in_synopsis]
@@ -733,7 +742,7 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
     draft = await fold_synopsis._write(capped, request, None, chapters)
     # Asked three times (each time with the cut draft to shorten); no cut draft is stored:
     # the chapter is quoted in the target's length instead.
-    assert draft.quoted and draft.text.startswith(fold_synopsis.QUOTED_SYNOPSIS_LEAD)
+    assert draft.quoted and draft.text.startswith(QUOTED_SYNOPSIS_LEAD)
     assert "#1-#4: - Ann came to the lighthouse in a storm. (#1)" in draft.text
     assert FAR_TOO_LONG[:40] not in draft.text
 

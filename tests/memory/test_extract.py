@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from kotonia_tui.domain import Message, Role
-from kotonia_tui.memory.extract import extract, sentences
+from kotonia_tui.memory.extract import extract_passages, message_passages, sentences
+
+
+def extract(messages: list[Message], limit_chars: int) -> str:
+    """A range quoted as the fold quotes it."""
+    return extract_passages(message_passages(messages), limit_chars)
 
 
 def story() -> list[Message]:
