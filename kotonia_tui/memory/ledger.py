@@ -9,11 +9,12 @@ entries give the same bytes.
 The prompt carries the live ledger up to its share of the window (`fit_ledger`). Past it, the
 decisions, promises and threads leave before the user's facts and rules (the facts memory lost
 first and the rules users notice broken), and within those tiers the newest entries leave first:
-each kind keeps its oldest entries longest. An old entry's messages are in the synopsis at best,
-so the ledger is what still carries it word for word; a new one's are in the live chapters or
-the verbatim history. The user's name and the first rules they set hold for the whole
-conversation. Entries a later chapter superseded or resolved are not live, so they are out
-already. The fit depends on the stored ledger alone, so the block stays byte-stable until a fold
+each kind keeps its oldest entries longest, and at one depth an entry that quotes the user's own
+sentence stays longer than one the chronicler wrote. An old entry's messages are in the
+synopsis at best, so the ledger is what still carries it word for word; a new one's are in the
+live chapters or the verbatim history. The user's name and the first rules they set hold for
+the whole conversation. Entries a later chapter superseded or resolved are not live, so they are
+out already. The fit depends on the stored ledger alone, so the block stays byte-stable until a fold
 changes the ledger. Entries left out stay in the store, and the inspector and `kotonia memory`
 name them with the reason (`out_of_prompt`); a later fold that ends other entries can bring them
 back.
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.domain import LedgerKind, StoredLedgerEntry
+from kotonia_tui.memory.readback import is_quote
 
 LEDGER_HEADING = (
     "## Ledger\nWhat holds until a later chapter changes it; each line names its messages."
@@ -74,16 +76,23 @@ NEXT_TURN = "landed: the next turn applies it"
 
 def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
     """The live entries in the order they leave the prompt: the lower tier (`LEAVE_RANK`)
-    first; within a tier, the entries deepest in their kind's history first (a kind's n-th
-    oldest goes before any kind's (n-1)-th oldest), so every kind keeps its oldest entries
-    longest and a long run of one kind cannot push another's oldest out; at one depth, the
-    newer entry first."""
+    first; within a tier, the entries deepest in their group's history first (a group's n-th
+    oldest goes before any group's (n-1)-th oldest), so every group keeps its oldest entries
+    longest and a long run of one cannot push another's oldest out; at one depth, what the
+    chronicler wrote before what quotes the user, then the newer entry first.
+
+    A group is a kind, split in two: the entries the chronicler wrote and those that quote the
+    user's own sentence (`is_quote`: the readback's misses). A quote is the user's words, so it
+    cannot be wrong; the chronicler's entry is a paraphrase a small model may have got wrong.
+    But readback quotes pile up (every user line with a number the chapter missed), so they
+    get their own depth and cannot push the chronicler's first facts out either."""
     depth: dict[int, int] = {}
-    seen: dict[LedgerKind, int] = {}
+    seen: dict[tuple[LedgerKind, bool], int] = {}
     for e in sorted(live, key=lambda e: e.id):
-        depth[e.id] = seen.get(e.kind, 0)
-        seen[e.kind] = depth[e.id] + 1
-    return sorted(live, key=lambda e: (LEAVE_RANK[e.kind], -depth[e.id], -e.id))
+        group = (e.kind, is_quote(e.text))
+        depth[e.id] = seen.get(group, 0)
+        seen[group] = depth[e.id] + 1
+    return sorted(live, key=lambda e: (LEAVE_RANK[e.kind], -depth[e.id], is_quote(e.text), -e.id))
 
 
 @dataclass(frozen=True)

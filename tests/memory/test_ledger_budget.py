@@ -13,6 +13,7 @@ import pytest
 from kotonia_tui.domain import LedgerEnd, LedgerKind, StoredLedgerEntry
 from kotonia_tui.engine import LlamaEngine
 from kotonia_tui.memory.ledger import carried, fit_ledger, render_ledger
+from kotonia_tui.memory.readback import quote
 from tests.engine.test_engine import profile
 
 
@@ -112,3 +113,33 @@ def test_a_zero_share_carries_no_ledger(engine: LlamaEngine) -> None:
     fit = fit_ledger(LEDGER, 0, engine.count_tokens)
     assert fit.shown == () and len(fit.left_out) == 7
     assert render_ledger(fit.shown) == ""
+
+
+def test_at_one_depth_the_users_own_words_outlast_what_the_chronicler_wrote(
+    engine: LlamaEngine,
+) -> None:
+    # A small chronicler's fact may be wrong; the readback's quotes are the user's sentences.
+    # The chronicler's facts and the quotes each keep their oldest longest (neither pile pushes
+    # the other's first out), and at one depth the chronicler's entry leaves first.
+    ledger = [
+        entry(1, LedgerKind.USER_FACT, "The user is going to the shop to buy a new umbrella"),
+        entry(2, LedgerKind.USER_FACT, quote("My name is Mara and I was born in 1987.")),
+        entry(3, LedgerKind.USER_FACT, "The user plans to buy a second umbrella"),
+        entry(4, LedgerKind.USER_FACT, quote("My sister Ilse marries on the 14th of May.")),
+        entry(5, LedgerKind.USER_FACT, quote("The room costs 300 crowns.")),
+        entry(6, LedgerKind.DECISION, "They take the coast road"),
+    ]
+
+    def fit_for(ids: list[int]) -> tuple[list[int], list[int]]:
+        room = engine.count_tokens(render_ledger([e for e in ledger if e.id in ids]))
+        fit = fit_ledger(ledger, room, engine.count_tokens)
+        assert engine.count_tokens(render_ledger(fit.shown)) <= room
+        assert sorted(e.id for e in (*fit.shown, *fit.left_out)) == [1, 2, 3, 4, 5, 6]
+        return [e.id for e in fit.shown], [e.id for e in fit.left_out]
+
+    # Room for one entry: of the two oldest, the user's own sentence stays.
+    assert fit_for([2]) == ([2], [1, 3, 4, 5, 6])
+    # Room for two: each group's oldest.
+    assert fit_for([1, 2]) == ([1, 2], [3, 4, 5, 6])
+    # Room for three: at depth 1 the quote outlasts the chronicler's second fact.
+    assert fit_for([1, 2, 4]) == ([1, 2, 4], [3, 5, 6])
