@@ -21,7 +21,7 @@ Content terms, by script:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 # A run of a script written without spaces between words: Han, kana, Thai, Lao, Myanmar, Khmer.
 _UNSPACED = (
@@ -97,25 +97,59 @@ def _same_word(a: str, b: str) -> bool:
     return stem >= (_MIN_HANGUL if _HANGUL.match(a) else _MIN_LETTERS) and a[:stem] == b[:stem]
 
 
-def grounded(item: str, sources: Sequence[str], cast: Iterable[str] = ()) -> bool:
-    """Whether enough of `item`'s content is in the texts of `sources` (every number, WORD_SHARE
-    of its words and numbers, BIGRAM_SHARE of its bigrams in scripts without spaces). An item
-    with no content term (only the cast's names and short words) has nothing to check and is
-    kept."""
-    cast = tuple(cast)
-    words, bigrams = _terms(item, cast)
-    if not words and not bigrams:
-        return True
-    source = "\n".join(sources)
+def _support(words: list[str], bigrams: list[str], source: str) -> float | None:
+    """The share of the terms `source` holds, or None when it lacks one of the numbers."""
     source_words = {w.casefold() for w in _WORD.findall(_UNSPACED_RUN.sub(" ", source))}
     source_words.update(_NUMBER.findall(source))
     # A number is a specific: one the cited messages do not hold makes the item wrong however
     # many of its words they hold ("the room costs 75" for "the room costs 40").
     if any(w.isdigit() and w not in source_words for w in words):
-        return False
+        return None
     found = sum(
         1 for w in words if w in source_words or any(_same_word(w, s) for s in source_words)
     )
     found += sum(1 for b in bigrams if b in source)
-    threshold = BIGRAM_SHARE if len(bigrams) > len(words) else WORD_SHARE
-    return found >= threshold * (len(words) + len(bigrams))
+    return found / (len(words) + len(bigrams))
+
+
+def _threshold(words: list[str], bigrams: list[str]) -> float:
+    return BIGRAM_SHARE if len(bigrams) > len(words) else WORD_SHARE
+
+
+def grounded(item: str, sources: Sequence[str], cast: Iterable[str] = ()) -> bool:
+    """Whether enough of `item`'s content is in the texts of `sources` (every number, WORD_SHARE
+    of its words and numbers, BIGRAM_SHARE of its bigrams in scripts without spaces). An item
+    with no content term (only the cast's names and short words) has nothing to check and is
+    kept."""
+    words, bigrams = _terms(item, tuple(cast))
+    if not words and not bigrams:
+        return True
+    share = _support(words, bigrams, "\n".join(sources))
+    return share is not None and share >= _threshold(words, bigrams)
+
+
+def evidence(
+    item: str, cited: Sequence[int], texts: Mapping[int, str], cast: Iterable[str] = ()
+) -> tuple[int, ...]:
+    """The messages `item` rests on: the ones it cites when they hold it, else the one message
+    of `texts` (the candidates: the range, or the user's lines of it) that holds the most of
+    it, if that is enough; () when none does.
+
+    A small model cites the wrong lines: the embedded 270M wrote "Ann says: I promise to stay
+    until the storm is over" citing Wren's line before it and Ann's first line. The item is
+    the user's; only its ids are wrong, and the code can find the right one."""
+    cast = tuple(cast)
+    cited = tuple(i for i in cited if i in texts)
+    if cited and grounded(item, [texts[i] for i in cited], cast):
+        return cited
+    words, bigrams = _terms(item, cast)
+    if not words and not bigrams:
+        return cited  # nothing to look for: the citation stands as given
+    best: tuple[float, int] | None = None
+    for i, text in texts.items():
+        share = _support(words, bigrams, text)
+        if share is not None and (best is None or share > best[0]):
+            best = (share, i)
+    if best is None or best[0] < _threshold(words, bigrams):
+        return ()
+    return (best[1],)

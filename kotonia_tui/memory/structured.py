@@ -30,7 +30,7 @@ from kotonia_tui.domain import (
     Role,
     StoredLedgerEntry,
 )
-from kotonia_tui.memory.grounding import grounded
+from kotonia_tui.memory.grounding import evidence, grounded
 from kotonia_tui.memory.readback import quote
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -284,8 +284,12 @@ def read_chapter(
     cast = (char, user)
     everything = [m.text for m in by_id.values()]
 
-    def rests_on(text: str, ids: tuple[int, ...]) -> bool:
-        return grounded(text, [by_id[i].text for i in ids], cast)
+    texts = {i: m.text for i, m in by_id.items()}
+    user_texts = {i: texts[i] for i in user_ids}
+
+    def rests_on(text: str, ids: tuple[int, ...], pool: dict[int, str] = texts) -> tuple[int, ...]:
+        """The ids `text` rests on: those it cites, or the message of `pool` that holds it."""
+        return evidence(text, ids, pool, cast) if text else ()
 
     def anywhere(text: str) -> str:
         """A secondary string (in fact, because, rejected) if the range holds it, else ""."""
@@ -294,17 +298,19 @@ def read_chapter(
     events: list[Line] = []
     seen = _Seen()
     for event in answer.events:
-        ids, text = _evidence(event.ids, allowed), _clean(event.event)
-        if ids and rests_on(text, ids) and seen.fresh(text):
+        text = _clean(event.event)
+        ids = rests_on(text, _evidence(event.ids, allowed))
+        if ids and seen.fresh(text):
             events.append(Line(text, ids))
 
     claims: list[Line] = []
     seen = _Seen()
     for claim in answer.claims:
-        ids, said = _evidence(claim.ids, allowed), _clean(claim.said)
+        said = _clean(claim.said)
+        ids = rests_on(said, _evidence(claim.ids, allowed))
         # What is in fact true shows in the narration or thoughts, often of another message.
         in_fact = anywhere(_clean(claim.in_fact))
-        if not ids or not rests_on(said, ids) or not seen.fresh(said):
+        if not ids or not seen.fresh(said):
             continue
         source = by_id[ids[0]]
         speaker = source.speaker
@@ -321,17 +327,19 @@ def read_chapter(
         kind: LedgerKind,
         text: str,
         ids: tuple[int, ...],
-        subject: str,
+        subject: str | None,
         replaces: str = "",
         *,
         main: str | None = None,
+        pool: dict[int, str] = texts,
     ) -> None:
-        if ids and rests_on(text if main is None else main, ids) and seen.fresh(text):
+        """Ledger an item on the messages it rests on; `subject` None: whoever said the first."""
+        ids = rests_on(text if main is None else main, ids, pool)
+        if subject is None and ids:
+            subject = by_id[ids[0]].speaker
+        if ids and subject is not None and seen.fresh(text):
             ok_replace = replaces if replaces in replaceable else ""
             ledger.append(LedgerItem(kind, text, subject, ids, ok_replace))
-
-    def said_by(ids: tuple[int, ...]) -> str:
-        return by_id[ids[0]].speaker if ids else ""
 
     seen = _Seen()
     for fact in answer.user_facts:
@@ -341,6 +349,7 @@ def read_chapter(
             _evidence(fact.ids, user_ids),
             user,
             fact.replaces,
+            pool=user_texts,
         )
     seen = _Seen()
     for rule in answer.constraints:
@@ -350,6 +359,7 @@ def read_chapter(
             _evidence(rule.ids, user_ids),
             user,
             rule.replaces,
+            pool=user_texts,
         )
     seen = _Seen()
     for decision in answer.decisions:
@@ -361,11 +371,11 @@ def read_chapter(
             text += f" Because: {because}"
         if rejected := anywhere(_clean(decision.rejected)):
             text += f" Rejected: {rejected}"
-        add(LedgerKind.DECISION, text if main else "", ids, said_by(ids), main=main)
+        add(LedgerKind.DECISION, text if main else "", ids, None, main=main)
     seen = _Seen()
     for promise in answer.promises:
         ids = _evidence(promise.ids, allowed)
-        add(LedgerKind.PROMISE, _clean(promise.promise), ids, said_by(ids))
+        add(LedgerKind.PROMISE, _clean(promise.promise), ids, None)
     seen = _Seen()
     for thread in answer.open_threads:
         add(LedgerKind.THREAD, _clean(thread.thread), _evidence(thread.ids, allowed), "")

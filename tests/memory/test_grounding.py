@@ -120,7 +120,24 @@ def test_a_claims_in_fact_may_rest_on_another_message_of_the_range() -> None:
     ]
 
 
-def test_a_claim_said_where_it_is_not_cited_is_dropped() -> None:
-    # The words are in the range (message 1), but the claim cites message 2.
-    claims = _claims({"claims": [{"said": "her sister Ilse marries", "in_fact": "", "ids": [2]}]})
-    assert claims == []
+def test_an_item_cited_to_the_wrong_message_is_told_by_the_one_that_holds_it() -> None:
+    # The words are in the range (Mara's message 1), but the claim cites Piet's message 2: the
+    # 270M cites the wrong lines. The claim is Mara's, and cites her message.
+    chapter = _chapter({"claims": [{"said": "her sister Ilse marries", "in_fact": "", "ids": [2]}]})
+    assert [(x.text, x.evidence) for x in chapter.claims] == [
+        ("Mara told Piet: her sister Ilse marries", (1,))
+    ]
+    # A user fact is looked for in the user's lines only: Piet's sailing is not Mara's fact.
+    chapter = _chapter(
+        {
+            "user_facts": [
+                {"fact": "Mara's sister Ilse is getting married", "ids": [2]},
+                {"fact": "Mara was a sailor once", "ids": [2]},
+            ]
+        }
+    )
+    assert [(x.text, x.evidence) for x in chapter.ledger] == [
+        ("Mara's sister Ilse is getting married", (1,))
+    ]
+    # What no message holds stays out, whatever it cites.
+    assert _claims({"claims": [{"said": INVENTED, "in_fact": "", "ids": [1, 2]}]}) == []
