@@ -218,7 +218,7 @@ async def test_unscripted_tiny_model_never_stores_a_cut_fold(eval_settings_for):
     for event in majors:
         if event.state != "landed":
             continue
-        size = re.search(r"\((\d+) tokens, target (\d+)\)", event.detail)
+        size = re.search(r"\((\d+) tokens, target (\d+)[,)]", event.detail)
         assert size is not None, event.detail
         tokens, target = int(size[1]), int(size[2])
         assert tokens <= target * (1 + LENGTH_TOLERANCE)  # within its length: not a cut draft
