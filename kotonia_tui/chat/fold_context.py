@@ -35,6 +35,10 @@ class FoldFailed(Exception):
     the job is retried later."""
 
 
+class NoRoomFailed(FoldFailed):
+    """The chronicler's prompt left too little of the fold context for its answer."""
+
+
 @dataclass
 class FoldContext:
     store: Store
@@ -51,7 +55,7 @@ class FoldContext:
         try:
             done = await chronicle(self.engine, request, max_output=self.max_output)
         except NoRoomError as exc:
-            raise FoldFailed(str(exc)) from exc
+            raise NoRoomFailed(str(exc)) from exc
         if cut_ok and done.reply.verdict is Verdict.CUT:
             return done
         if not done.reply.ok:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.chronicle import Chronicled
-from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold_context import FoldContext, FoldFailed, NoRoomFailed
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
@@ -202,12 +202,23 @@ async def _write(
     longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
     A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
     shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). When
-    every draft is too long, `base` and `chapters` quoted in the target's length."""
+    every draft is too long, or the fold context has no room left to ask (again), `base` and
+    `chapters` quoted in the target's length."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
     for _call in range(SYNOPSIS_CALLS):
-        done = await ctx.ask(asked, cut_ok=True)
+        try:
+            done = await ctx.ask(asked, cut_ok=True)
+        except NoRoomFailed as exc:
+            # Asked again, the prompt shows the draft as well: a long draft of a full batch
+            # leaves no room for the answer (45 tokens of a 2,048-token fold context, on a
+            # random-weight model whose chapters were all quoted). What the drafts gave so far,
+            # or the quote, is stored instead of failing a major fold that cannot go better.
+            if target is None:
+                raise
+            log.info("synopsis asked again: %s; stopped at %s drafts", exc, len(drafts))
+            break
         (tokens,) = await ctx.count([done.reply.text])
         cut = done.reply.verdict is Verdict.CUT
         if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
@@ -232,9 +243,12 @@ async def _write(
             len(drafts),
         )
         return Draft(draft.reply.text, tokens, draft.gen_ms)
-    lengths = ", ".join(
-        f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
-        for draft, tokens in drafts
+    lengths = (
+        ", ".join(
+            f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
+            for draft, tokens in drafts
+        )
+        or "no draft (no room for one)"
     )
     # A quoted synopsis quoted again: its lines, not its lead.
     earlier = (base or "").removeprefix(QUOTED_SYNOPSIS_LEAD)

@@ -30,6 +30,7 @@ from kotonia_tui.domain import (
     Role,
     StoredLedgerEntry,
 )
+from kotonia_tui.memory.grounding import evidence, grounded
 from kotonia_tui.memory.readback import quote
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -274,26 +275,41 @@ def read_chapter(
     replaceable: Sequence[str],
 ) -> StructuredChapter:
     """The answer checked against its source: speakers from the messages cited, items without
-    evidence or text dropped, repeats dropped, labels checked against the ledger."""
+    evidence or text, or not grounded in the messages they cite, dropped (an ungrounded "in
+    fact", "because" or "rejected" is left out of its item), repeats dropped, labels checked
+    against the ledger."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
+    cast = (char, user)
+    everything = [m.text for m in by_id.values()]
+
+    texts = {i: m.text for i, m in by_id.items()}
+    user_texts = {i: texts[i] for i in user_ids}
+
+    def rests_on(text: str, ids: tuple[int, ...], pool: dict[int, str] = texts) -> tuple[int, ...]:
+        """The ids `text` rests on: those it cites, or the message of `pool` that holds it."""
+        return evidence(text, ids, pool, cast) if text else ()
+
+    def anywhere(text: str) -> str:
+        """A secondary string (in fact, because, rejected) if the range holds it, else ""."""
+        return text if text and grounded(text, everything, cast) else ""
 
     events: list[Line] = []
     seen = _Seen()
     for event in answer.events:
-        ids, text = _evidence(event.ids, allowed), _clean(event.event)
+        text = _clean(event.event)
+        ids = rests_on(text, _evidence(event.ids, allowed))
         if ids and seen.fresh(text):
             events.append(Line(text, ids))
 
     claims: list[Line] = []
     seen = _Seen()
     for claim in answer.claims:
-        ids, said, in_fact = (
-            _evidence(claim.ids, allowed),
-            _clean(claim.said),
-            _clean(claim.in_fact),
-        )
+        said = _clean(claim.said)
+        ids = rests_on(said, _evidence(claim.ids, allowed))
+        # What is in fact true shows in the narration or thoughts, often of another message.
+        in_fact = anywhere(_clean(claim.in_fact))
         if not ids or not seen.fresh(said):
             continue
         source = by_id[ids[0]]
@@ -308,14 +324,22 @@ def read_chapter(
     ledger: list[LedgerItem] = []
 
     def add(
-        kind: LedgerKind, text: str, ids: tuple[int, ...], subject: str, replaces: str = ""
+        kind: LedgerKind,
+        text: str,
+        ids: tuple[int, ...],
+        subject: str | None,
+        replaces: str = "",
+        *,
+        main: str | None = None,
+        pool: dict[int, str] = texts,
     ) -> None:
-        if ids and seen.fresh(text):
+        """Ledger an item on the messages it rests on; `subject` None: whoever said the first."""
+        ids = rests_on(text if main is None else main, ids, pool)
+        if subject is None and ids:
+            subject = by_id[ids[0]].speaker
+        if ids and subject is not None and seen.fresh(text):
             ok_replace = replaces if replaces in replaceable else ""
             ledger.append(LedgerItem(kind, text, subject, ids, ok_replace))
-
-    def said_by(ids: tuple[int, ...]) -> str:
-        return by_id[ids[0]].speaker if ids else ""
 
     seen = _Seen()
     for fact in answer.user_facts:
@@ -325,6 +349,7 @@ def read_chapter(
             _evidence(fact.ids, user_ids),
             user,
             fact.replaces,
+            pool=user_texts,
         )
     seen = _Seen()
     for rule in answer.constraints:
@@ -334,20 +359,23 @@ def read_chapter(
             _evidence(rule.ids, user_ids),
             user,
             rule.replaces,
+            pool=user_texts,
         )
     seen = _Seen()
     for decision in answer.decisions:
         ids = _evidence(decision.ids, allowed)
-        text = _clean(decision.decision)
-        if because := _clean(decision.because):
+        main = _clean(decision.decision)
+        text = main
+        # The reasons and the alternatives are often in other messages of the range.
+        if because := anywhere(_clean(decision.because)):
             text += f" Because: {because}"
-        if rejected := _clean(decision.rejected):
+        if rejected := anywhere(_clean(decision.rejected)):
             text += f" Rejected: {rejected}"
-        add(LedgerKind.DECISION, text if _clean(decision.decision) else "", ids, said_by(ids))
+        add(LedgerKind.DECISION, text if main else "", ids, None, main=main)
     seen = _Seen()
     for promise in answer.promises:
         ids = _evidence(promise.ids, allowed)
-        add(LedgerKind.PROMISE, _clean(promise.promise), ids, said_by(ids))
+        add(LedgerKind.PROMISE, _clean(promise.promise), ids, None)
     seen = _Seen()
     for thread in answer.open_threads:
         add(LedgerKind.THREAD, _clean(thread.thread), _evidence(thread.ids, allowed), "")

@@ -3,7 +3,9 @@
 Left to itself a base model given the chronicler's transcript copies the source lines, so its
 chapter came out empty or ran to the cap and every fold failed. A chapter is now answered in a
 JSON schema under a grammar: the answer always ends, within its bound, as a chapter that parses.
-This runs the real fold worker on the real model.
+What it writes is not always so: the 270M cites the wrong lines and invents ("Ann took the train to
+the lighthouse"), so an item is kept only when the messages it rests on hold it, and a range
+where nothing does is quoted instead. This runs the real fold worker on the real model.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.domain import Message, Role, StoredChapter, StoredLedgerEntry
+from kotonia_tui.memory.grounding import grounded
 from kotonia_tui.memory.readback import is_quote, missing, user_specifics
 from kotonia_tui.memory.structured import says_something
 from tests.cards import write_short_card
@@ -68,6 +71,22 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
     assert cap_failures == []
     ledger = service.store.ledger(conv.id, include_ended=True)
     for chapter in chapters:
+        source = service.store.messages_between(
+            conv.id, chapter.first_message_id, chapter.last_message_id
+        )
+        text_of = {m.id: m.text for m in source}
+        # The names the user gave in the chapter's range are in memory: kept by the chronicler
+        # or quoted from the user's line into the ledger.
+        kept = chapter_words_of(chapter, [e for e in ledger if e.chapter_id == chapter.id])
+        assert missing(user_specifics(source), kept) == []
+        if chapter.quoted:
+            # Nothing the model wrote for this range rested on its messages: the range is
+            # quoted, every line from one of its messages, and the note says why.
+            assert chapter.note and "chronicler's chapter was unusable" in chapter.note
+            for line in chapter.text.splitlines():
+                cited = int(line.split(" ", 1)[0].lstrip("#"))
+                assert cited in text_of, line
+            continue
         assert chapter.structure is not None  # a structured chapter, rendered from its JSON
         structure = json.loads(chapter.structure)
         happened = structure["events"]
@@ -75,14 +94,14 @@ async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_sou
         assert chapter.text.startswith("- ")
         assert "[#" not in chapter.text  # not the source lines copied back
         # No item that says nothing is kept ("1", "1887", "}, {" and runs of 1s were, under
-        # the first schema), and a chapter left with none is never stored.
+        # the first schema), and no item the messages it cites do not hold ("Ann took the
+        # train to the lighthouse": nobody mentioned a train).
         chronicled = [x for x in structure["ledger"] if not is_quote(x["text"])]
         items = [*happened, *structure["claims"], *chronicled]
         assert all(says_something(item["text"]) for item in items), items
-        # The names the user gave in the chapter's range are in memory: kept by the chronicler
-        # or quoted from the user's line into the ledger.
-        kept = chapter_words_of(chapter, [e for e in ledger if e.chapter_id == chapter.id])
-        source = service.store.messages_between(
-            conv.id, chapter.first_message_id, chapter.last_message_id
-        )
-        assert missing(user_specifics(source), kept) == []
+        for item in items:
+            # A decision's reasons may rest on any message of the range; its decision may not.
+            main = item["text"].split(" Because: ")[0].split(" Rejected: ")[0]
+            assert grounded(main, [text_of[i] for i in item["ids"]], ("Ann", "Wren")), item
+    # The model's chapters are not all thrown away: at least one range is told in its words.
+    assert any(not chapter.quoted for chapter in chapters)

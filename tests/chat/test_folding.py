@@ -31,11 +31,13 @@ def settings_for(model, **values):
     return tiny_settings(model, **values)
 
 
-async def chat_until(service, conv_id, predicate, limit=200):
-    """Send short user messages until `predicate(turn)` holds; returns the turns sent."""
+async def chat_until(service, conv_id, predicate, limit=200, say=None):
+    """Send short user messages (`say(index)`, if given) until `predicate(turn)` holds; returns
+    the turns sent."""
     turns = []
     for index in range(limit):
-        turn = await service.send(conv_id, f"Message number {index} about the lamps.")
+        text = say(index) if say else f"Message number {index} about the lamps."
+        turn = await service.send(conv_id, text)
         done = await turn.wait()
         assert done.error is None, done.error
         turns.append(turn)

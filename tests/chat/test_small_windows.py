@@ -103,10 +103,15 @@ def run_kotonia(argv: list[str], env: dict[str, str]) -> subprocess.CompletedPro
     )
 
 
-async def fold_until(service: ChatService, conv_id: int, done: Callable[[], bool]) -> None:
+async def fold_until(
+    service: ChatService,
+    conv_id: int,
+    done: Callable[[], bool],
+    say: Callable[[int], str] | None = None,
+) -> None:
     """Chat until a fold job is queued, let the folds settle, and again, until `done()`."""
     for _ in range(40):
-        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None, say=say)
         await service.worker.wait_settled(conv_id)
         if done():
             return
@@ -458,7 +463,14 @@ async def test_a_base_models_synopsis_starts_with_its_own_lead(make_service, scr
     service, conv_id = await open_chat(
         make_service, scripted_model(script), write_short_card(), prompt_format="transcript"
     )
-    await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
+    # The user tells the story the script's chapters record: a chapter's items must rest on
+    # the messages they cite, and a scripted chronicler cites the user's lines too.
+    await fold_until(
+        service,
+        conv_id,
+        lambda: service.store.current_synopsis(conv_id) is not None,
+        say=lambda index: f"{script.strip()} ({index})",
+    )
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None
     assert synopsis.text.startswith("So far in the story, Ann came")
@@ -492,17 +504,24 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     )
     store = service.store
     events = events_of(service)
+    # Every message (and every day of the letter, which is summarized in parts) says what the
+    # scripted chronicler records: a chapter's items must rest on the messages they cite.
     letter = "\n\n".join(
-        f"Day {day}. The storm kept the ferry in port and the lamp burned all night. "
-        "Wren wrote down every ship she saw, and the ones she did not. " * 12
+        f"Day {day}. {CHAPTER} "
+        + (
+            "The storm kept the ferry in port and the lamp burned all night. "
+            "Wren wrote down every ship she saw, and the ones she did not. "
+        )
+        * 12
         for day in range(1, 80)
     )
     assert len(letter) > 100_000
-    story = [
-        Message(role=Role.USER, speaker="User", text=f"Line {i} about the lamps.") for i in range(6)
-    ]
+    story = [Message(role=Role.USER, speaker="User", text=f"Line {i}: {CHAPTER}") for i in range(6)]
     story.append(Message(role=Role.USER, speaker="User", text=letter))
-    story += [Message(role=Role.CHARACTER, speaker="Wren", text=f'"Answer {i}."') for i in range(6)]
+    story += [
+        Message(role=Role.CHARACTER, speaker="Wren", text=f'"Answer {i}: {CHAPTER}"')
+        for i in range(6)
+    ]
     ids = store.add_messages(conv_id, story)
     turn = await service.send(conv_id, "Did you read my letter?")
     assert (await turn.wait()).error is None

@@ -54,11 +54,14 @@ LINES = [
 # not fit), in its order, each item's text before its ids; "resolved" once a thread is open.
 # (The spaces the grammar allows keep the scripted model's runs apart.)
 NONE = '"constraints": []'
+# Every item says what the messages it cites say (an item they do not hold is dropped), an event
+# starts with a name of the cast (the grammar), and no two items cite the same first id (a
+# scripted model cannot tell `"ids":[1` followed by "]" and by "," apart).
 # Chapter 1 (messages 1-4): an event and a thread it opens.
 OPENS = (
-    '{"events":[{"event":"Ann found the brass key gone.","ids":[1]}],"user_facts":[],'
+    '{"events":[{"event":"Ann said someone took the brass key.","ids":[1]}],"user_facts":[],'
     + NONE
-    + ',"open_threads":[{ "thread":"Who took the brass key", "ids":[3]}]}'
+    + ',"open_threads":[{ "thread":"Who has the brass key", "ids":[3,1]}]}'
 )
 # Chapter 2 (messages 5-8): a fact the user stated, but "Oslo", which the user said, left out.
 FORGETS = (
@@ -69,7 +72,8 @@ FORGETS = (
 # Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry). With
 # "resolved" in the schema, "constraints" no longer fits the budget.
 RESOLVES = (
-    '{"events":[{"event":"Wren gave the brass key back.","ids":[10]}],"user_facts":[],'
+    '{"events":[{"event":"Wren said the key was in his coat all along.","ids":[10]}],'
+    '"user_facts":[],'
     '"open_threads" : [],"resolved":[{"thread":"T1","how":"Wren had it in a coat", "ids":[9]}],'
     '"time":"dawn"}'
 )
@@ -130,11 +134,11 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     asyncio.run(fold(store, scripted_model(OPENS), chapter_job(conv_id, 1, 4)))
     (first,) = store.chapters(conv_id)
     assert (first.first_message_id, first.last_message_id) == (1, 4)
-    assert first.text == "- Ann found the brass key gone. (#1)"
+    assert first.text == "- Ann said someone took the brass key. (#1)"
     assert first.readback_misses == []
     (thread,) = store.ledger(conv_id)
-    assert (thread.label, thread.kind, thread.evidence) == ("T1", LedgerKind.THREAD, [3])
-    assert (thread.text, thread.chapter_id) == ("Who took the brass key", first.id)
+    assert (thread.label, thread.kind, thread.evidence) == ("T1", LedgerKind.THREAD, [3, 1])
+    assert (thread.text, thread.chapter_id) == ("Who has the brass key", first.id)
 
     asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
     second = store.chapters(conv_id)[1]
@@ -160,8 +164,8 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
 
     asyncio.run(fold(store, scripted_model(RESOLVES), chapter_job(conv_id, 9, 12)))
     third = store.chapters(conv_id)[2]
-    assert (
-        third.text == "- Wren gave the brass key back. (#10)\nResolved: T1: Wren had it in a coat"
+    assert third.text == (
+        "- Wren said the key was in his coat all along. (#10)\nResolved: T1: Wren had it in a coat"
     )
     assert third.story_time == "dawn"
     assert json.loads(third.structure or "")["resolved"] == [
@@ -255,4 +259,35 @@ def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path, sc
     )
     assert "14th" not in render_ledger(live)
     assert {j.status for j in store.fold_jobs(conv_id)} == {FoldStatus.DONE}
+    store.close()
+
+
+# Chapter 1 as the embedded 270M base model wrote its chapters: a user fact nobody said (its
+# words are in no message of the range, though it cites the user's message 3). (Two user facts
+# cannot share one script: their items end in the same eight tokens and then go on differently,
+# which a scripted model cannot tell apart; chapter 2's FORGETS writes the grounded one.)
+INVENTS = (
+    '{"events":[{"event":"Ann said someone took the brass key.","ids":[1]}],'
+    '"user_facts":[{"fact":"Ann is going to the shop to buy a new umbrella.", "ids":[3],'
+    '"replaces":""}],' + NONE + ',"open_threads" : []}'
+)
+
+
+def test_a_user_fact_the_chronicler_invented_does_not_reach_the_ledger(tmp_path, scripted_model):
+    """The invented fact, which the quality gate alone passed, is dropped; the fact grounded in
+    the message it cites is stored."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+    asyncio.run(fold(store, scripted_model(INVENTS), chapter_job(conv_id, 1, 4)))
+    (first,) = store.chapters(conv_id)
+    assert first.text == "- Ann said someone took the brass key. (#1)"
+    assert "umbrella" not in (first.structure or "")
+    assert store.ledger(conv_id, include_ended=True) == []
+
+    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    facts = [(e.kind, e.text, e.evidence) for e in store.ledger(conv_id, include_ended=True)]
+    assert facts == [
+        (LedgerKind.USER_FACT, "Ann has a sister, Mia, who lands on the 14th.", [5]),
+        (LedgerKind.USER_FACT, 'said "I grew up in Oslo, you know."', [7]),
+    ]
     store.close()

@@ -109,7 +109,14 @@ async def test_a_fold_through_the_chat_template_lands_and_the_prewarm_makes_it_c
     for prewarm in (False, True):
         settings = tiny_settings(model, n_ctx=2048, reply_max_tokens=32, prewarm_after_fold=prewarm)
         service, conv = await open_chat(make_service, settings)
-        await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+        # The user says what the scripted chronicler records: a chapter's items must rest on
+        # the messages they cite.
+        await chat_until(
+            service,
+            conv.id,
+            lambda turn: turn.prepared.queued is not None,
+            say=lambda index: f"{CHAPTER} ({index})",
+        )
         await service.worker.wait_settled(conv.id)
         # The chronicler's answer through GLM's template (thinking off) is the chapter: the
         # script's words in the chapter's structure (thinking would have taken them).

@@ -41,7 +41,12 @@ SOURCE = [
     Message(
         id=3, role=Role.USER, speaker="Ann", text="My sister Mia lands on the 14th. It costs 3.50."
     ),
-    Message(id=4, role=Role.CHARACTER, speaker="Rowan", text='"I was a navigator," he lies.'),
+    Message(
+        id=4,
+        role=Role.CHARACTER,
+        speaker="Rowan",
+        text='"I was a navigator," he lies. He was a clerk all his life.',
+    ),
     Message(id=5, role=Role.USER, speaker="Ann", text="Who took the brass key?"),
 ]
 THREAD = StoredLedgerEntry(
@@ -136,7 +141,7 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
     prompt = chronicler_prompt(request, ModelProfile())
     assert "T7: Who broke the clock" in prompt.messages[1].content
     assert "F2: Ann lives in Oslo" in prompt.messages[1].content
-    thin = {"time": "", "events": [{"event": "Ann talked.", "ids": [3]}]}
+    thin = {"time": "", "events": [{"event": "Ann's sister lands.", "ids": [3]}]}
     reply = read_reply(request, prompt, json.dumps(thin), cut=False)
     assert reply.ok and reply.misses == ("Mia", "14", "3.50")
     assert reply.retry is not None and reply.retry.misses == reply.misses
@@ -215,7 +220,7 @@ def test_sentences_that_say_something_are_kept():
 def test_the_users_names_and_numbers_a_chapter_left_out_are_kept_in_their_words():
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
-    thin = {"events": [{"event": "Ann talked with Rowan", "ids": [3]}]}
+    thin = {"events": [{"event": "Ann told Rowan her sister lands", "ids": [3]}]}
     reply = read_reply(request, prompt, json.dumps(thin), cut=False)
     assert reply.misses == ("Mia", "14", "3.50")
     kept = reply.kept()

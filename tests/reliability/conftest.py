@@ -28,6 +28,9 @@ CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm la
 # A chronicler that keeps nothing: under the grammar its words land in the chapter's strings,
 # and a bare list of words says nothing (memory/structured.py `says_something`), so every item is
 # dropped and the chapter is never stored.
+# What a scripted chronicler writes for a conversation of `seed_conversation` ("Line N about the
+# lamps."): a chapter's items must rest on the messages they cite, and CHAPTER's do not.
+SEEDED_CHAPTER = "Line after line about the lamps."
 HOLLOW_CHAPTER = "Harwick, Street, Corwin, Lamps, Storm, Tower, Key"
 
 

@@ -27,6 +27,7 @@ from tests.scripted_chapters import written_by_script
 
 from .conftest import (
     CHAPTER,
+    SEEDED_CHAPTER,
     db_path,
     seed_conversation,
     settings_on,
@@ -182,7 +183,7 @@ def test_killed_while_a_fold_generates(long_model, scripted_model):
         before = user_texts(store, conv_id)
 
     # The next start requeues the job and runs it to the end (scripted chronicler).
-    write_config(scripted_model(CHAPTER))
+    write_config(scripted_model(SEEDED_CHAPTER))
     done = run_cli("chat", "wren", "--conversation", str(conv_id), "--say", "Still there?")
     assert done.returncode == 0, done.stderr
     assert f"fold chapter #{job.id} landed" in done.stderr
@@ -190,7 +191,7 @@ def test_killed_while_a_fold_generates(long_model, scripted_model):
         check_consistent(store)
         assert store.get_fold(job.id).status is FoldStatus.DONE
         (chapter,) = store.chapters(conv_id)
-        assert written_by_script(chapter, CHAPTER)
+        assert written_by_script(chapter, SEEDED_CHAPTER)
         assert (chapter.first_message_id, chapter.last_message_id) == (ids[0], ids[15])
         assert user_texts(store, conv_id) == [*before, "Still there?"]
 

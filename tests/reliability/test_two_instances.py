@@ -12,7 +12,7 @@ from kotonia_tui.chat.events import ServiceEvent
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, Role, utcnow
 from tests.scripted_chapters import written_by_script
 
-from .conftest import CHAPTER, db_path, seed_conversation, settings_on, write_card
+from .conftest import SEEDED_CHAPTER, db_path, seed_conversation, settings_on, write_card
 
 
 async def test_interleaved_turns_from_two_instances_stay_consistent(make_service, scripted_model):
@@ -38,7 +38,7 @@ async def test_interleaved_turns_from_two_instances_stay_consistent(make_service
 async def test_a_fold_job_is_run_once_when_a_second_instance_starts(make_service, scripted_model):
     """The second instance's start-up must not requeue (and run again) the first one's job."""
     write_card()
-    model = scripted_model(CHAPTER)
+    model = scripted_model(SEEDED_CHAPTER)
     settings = settings_on(model, prewarm_after_fold=False)
     key = f"{model.name}:{model.stat().st_size}"
     first = await make_service(settings, db=db_path(), start=False)
@@ -73,7 +73,7 @@ async def test_a_fold_job_is_run_once_when_a_second_instance_starts(make_service
     assert final.attempts == 1
     assert final.claimed_by == first.worker.claimer
     chapters = first.store.chapters(conv_id, include_superseded=True)
-    assert len(chapters) == 1 and written_by_script(chapters[0], CHAPTER)  # stored once
+    assert len(chapters) == 1 and written_by_script(chapters[0], SEEDED_CHAPTER)  # stored once
     # Both workers are still alive for the next job.
     assert first.worker._task is not None and not first.worker._task.done()
     assert second.worker._task is not None and not second.worker._task.done()

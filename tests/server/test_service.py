@@ -92,7 +92,10 @@ async def test_server_killed_mid_reply_then_restarted(
     service = await make_service(server_settings(own_server.url, n_ctx=2048, reply_max_tokens=96))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # hold the fold until the server is gone
-    assert (await (await service.send(conv.id, "Hello, Wren.")).wait()).error is None
+    # The user says what the scripted chronicler records: a chapter's items must rest on the
+    # messages they cite.
+    hello = f"Hello, Wren. {CHAPTER}"
+    assert (await (await service.send(conv.id, hello)).wait()).error is None
     first, last = service.messages(conv.id)[0], service.store.last_message(conv.id)
     job = service.store.enqueue_fold(
         FoldJob(

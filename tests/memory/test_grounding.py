@@ -1,0 +1,143 @@
+"""Grounding: an item of a chapter rests on the messages it cites, or it is not memory.
+
+The invention is the one the embedded 270M base model wrote into every chapter of a ten-turn
+chat ("User says: I'm going to the shop to buy a new umbrella,"); the paraphrases are what a
+capable model writes for the same lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from kotonia_tui.domain import LedgerKind, Message, Role
+from kotonia_tui.memory.grounding import grounded
+from kotonia_tui.memory.structured import StructuredChapter, parse_answer, read_chapter
+
+CAST = ("Piet", "Mara")
+SISTER = "My sister Ilse marries on the 14th, and I still have no dress."
+INVENTED = "User says: I'm going to the shop to buy a new umbrella,"
+
+
+def test_a_paraphrase_is_grounded_and_an_invention_is_not() -> None:
+    assert grounded("Mara's sister Ilse is getting married", [SISTER], CAST)
+    assert grounded("Mara tells Piet her sister Ilse marries on the 14th", [SISTER], CAST)
+    assert not grounded(INVENTED, [SISTER], CAST)
+    assert not grounded("Mara is allergic to peanuts", [SISTER], CAST)
+
+
+def test_inflections_count_and_numbers_must_match_whole() -> None:
+    source = ["I can't eat peanuts, it's an allergy. The room costs 40 a night."]
+    assert grounded("Mara is allergic to peanuts", source, CAST)
+    assert grounded("The room costs 40 a night", source, CAST)
+    assert not grounded("The room costs 75 a night", source, CAST)
+
+
+def test_the_cast_names_alone_ground_nothing() -> None:
+    # The names are in the source, but the content is not: still an invention.
+    assert not grounded("Piet and Mara went sailing to Harwick", ["Piet? Mara is here."], CAST)
+
+
+def test_japanese_by_bigrams() -> None:
+    source = ["妹のイルセが14日に結婚します。まだドレスがありません。"]
+    cast = ("ピート", "マラ")
+    assert grounded("マラの妹イルセが結婚する", source, cast)
+    assert not grounded("マラは新しい傘を買いに店へ行く", source, cast)
+
+
+def test_chinese_by_bigrams() -> None:
+    source = ["我妹妹伊尔莎14号结婚，我还没有裙子。"]
+    cast = ("皮特", "玛拉")
+    assert grounded("玛拉的妹妹伊尔莎要结婚了", source, cast)
+    assert not grounded("玛拉要去商店买一把新雨伞", source, cast)
+
+
+MESSAGES = [
+    Message(id=1, role=Role.USER, speaker="Mara", text=SISTER),
+    Message(
+        id=2,
+        role=Role.CHARACTER,
+        speaker="Piet",
+        text='"I was a sailor once," Piet says. He has never left the village.',
+    ),
+]
+
+
+def _chapter(answer: Mapping[str, object]) -> StructuredChapter:
+    return read_chapter(
+        parse_answer(json.dumps(answer)),
+        MESSAGES,
+        char="Piet",
+        user="Mara",
+        open_threads=[],
+        replaceable=[],
+    )
+
+
+def _claims(answer: Mapping[str, object]) -> list[str]:
+    return [x.text for x in _chapter(answer).claims]
+
+
+def test_read_chapter_drops_the_invention_in_every_list_it_wrote() -> None:
+    answer = {
+        "events": [
+            {"event": INVENTED, "ids": [1]},
+            {"event": "Ilse marries on the 14th", "ids": [1]},
+        ],
+        "user_facts": [
+            {"fact": INVENTED, "ids": [1]},
+            {"fact": "Mara's sister Ilse is getting married", "ids": [1]},
+        ],
+        "constraints": [{"rule": INVENTED, "ids": [1]}],
+        "open_threads": [{"thread": INVENTED, "ids": [1]}],
+        "promises": [{"promise": INVENTED, "ids": [2]}],
+        "decisions": [{"decision": INVENTED, "because": "", "rejected": "", "ids": [2]}],
+    }
+    chapter = _chapter(answer)
+    assert [x.text for x in chapter.events] == ["Ilse marries on the 14th"]
+    assert [(x.kind, x.text) for x in chapter.ledger] == [
+        (LedgerKind.USER_FACT, "Mara's sister Ilse is getting married")
+    ]
+
+
+def test_a_claims_in_fact_may_rest_on_another_message_of_the_range() -> None:
+    # "said" rests on the cited line; what is in fact true is in the narration of the same
+    # message here, and in the user's message for the second claim: both are in the range.
+    claims = _claims(
+        {
+            "claims": [
+                {
+                    "said": "he was a sailor once",
+                    "in_fact": "He never left the village",
+                    "ids": [2],
+                },
+                {"said": "a sailor once", "in_fact": "He sold umbrellas at the market", "ids": [2]},
+            ]
+        }
+    )
+    assert claims == [
+        "On the surface: Piet told Mara: he was a sailor once In fact: He never left the village",
+        "Piet told Mara: a sailor once",
+    ]
+
+
+def test_an_item_cited_to_the_wrong_message_is_told_by_the_one_that_holds_it() -> None:
+    # The words are in the range (Mara's message 1), but the claim cites Piet's message 2: the
+    # 270M cites the wrong lines. The claim is Mara's, and cites her message.
+    chapter = _chapter({"claims": [{"said": "her sister Ilse marries", "in_fact": "", "ids": [2]}]})
+    assert [(x.text, x.evidence) for x in chapter.claims] == [
+        ("Mara told Piet: her sister Ilse marries", (1,))
+    ]
+    # A user fact is looked for in the user's lines only: Piet's sailing is not Mara's fact.
+    chapter = _chapter(
+        {
+            "user_facts": [
+                {"fact": "Mara's sister Ilse is getting married", "ids": [2]},
+                {"fact": "Mara was a sailor once", "ids": [2]},
+            ]
+        }
+    )
+    assert [(x.text, x.evidence) for x in chapter.ledger] == [
+        ("Mara's sister Ilse is getting married", (1,))
+    ]
+    # What no message holds stays out, whatever it cites.
+    assert _claims({"claims": [{"said": INVENTED, "in_fact": "", "ids": [1, 2]}]}) == []
