@@ -7,6 +7,8 @@ from datetime import timedelta
 
 from kotonia_tui.cli import main
 from kotonia_tui.domain import (
+    QUOTED_NOTE,
+    QUOTED_SYNOPSIS_LEAD,
     Chapter,
     Conversation,
     FoldJob,
@@ -16,6 +18,7 @@ from kotonia_tui.domain import (
     LedgerKind,
     Message,
     Role,
+    Synopsis,
     utcnow,
 )
 from kotonia_tui.store import Store
@@ -123,3 +126,46 @@ def test_memory_text_and_an_unknown_conversation(capsys, tmp_path):
     assert main(["--db", str(path), "memory", "99"]) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "99" in err
+
+
+def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_path):
+    # A quoted chapter is the range's own lines, not a summary: the text form says so and why,
+    # as the inspector and `--json` (`quoted`) do.
+    path = tmp_path / "k.sqlite3"
+    with Store.open(path) as store:
+        conv = store.create_conversation(
+            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+        )
+        store.add_messages(
+            conv.id,
+            [
+                Message(role=Role.USER, speaker="Ann", text="My name is Ann Ruiz."),
+                Message(role=Role.CHARACTER, speaker="Wren", text="Welcome, Ann."),
+            ],
+        )
+        why = f"{QUOTED_NOTE} #1-#2: the chronicler's chapter was unusable (it was empty)"
+        quoted = store.add_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=1,
+                last_message_id=2,
+                text="#1 Ann: My name is Ann Ruiz.",
+                note=why,
+            )
+        )
+        store.add_synopsis(
+            Synopsis(
+                conversation_id=conv.id,
+                version=0,
+                text=f"{QUOTED_SYNOPSIS_LEAD}\n#1-#2: #1 Ann: My name is Ann Ruiz.",
+                through_message_id=2,
+            ),
+            [],
+        )
+        conv_id = conv.id
+    assert main(["--db", str(path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"chapter {quoted.id}: #1-#2 (quoted)\n    ({why})\n    #1 Ann: My name is Ann Ruiz." in out
+    )
+    assert "synopsis: version 1 through #2 (quoted)" in out

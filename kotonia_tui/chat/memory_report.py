@@ -128,17 +128,22 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     if synopsis is None:
         lines.append("synopsis: none")
     else:
+        quoted = " (quoted)" if synopsis["quoted"] else ""
         lines.append(
-            f"synopsis: version {synopsis['version']} through #{synopsis['through_message_id']}"
+            f"synopsis: version {synopsis['version']} through "
+            f"#{synopsis['through_message_id']}{quoted}"
         )
         lines.extend(f"  {line}" for line in synopsis["text"].splitlines())
     lines.append("")
     lines.append(f"chapters: {len(report['chapters'])}")
     for c in report["chapters"]:
-        kind = "structured" if c["structure"] is not None else "prose"
+        told = "structured" if c["structure"] is not None else "prose"
+        kind = "quoted" if c["quoted"] else told
         lines.append(
             f"  chapter {c['id']}: #{c['first_message_id']}-#{c['last_message_id']} ({kind})"
         )
+        if c["quoted"] and c["note"]:
+            lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())
         if c["readback_misses"]:
             lines.append(f"    readback misses: {', '.join(c['readback_misses'])}")

@@ -252,13 +252,14 @@ def says_something(text: str) -> bool:
 
 class _Seen:
     """Drops an item that says nothing (`says_something`) or whose text repeats one already
-    kept in the same list."""
+    kept in the same list (for the ledger: in any of its kinds), whatever its case or its
+    closing marks."""
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
 
     def fresh(self, text: str) -> bool:
-        key = text.casefold()
+        key = text.casefold().rstrip(" .,;:!?")
         if not key or key in self._seen or not says_something(text):
             return False
         self._seen.add(key)
@@ -309,7 +310,11 @@ def read_chapter(
         said = _clean(claim.said)
         ids = rests_on(said, _evidence(claim.ids, allowed))
         # What is in fact true shows in the narration or thoughts, often of another message.
+        # One that only says the claim again ("In fact: User says: I can pay 300 crowns") is
+        # not a contradiction, and would show a plain statement as a lie.
         in_fact = anywhere(_clean(claim.in_fact))
+        if in_fact and grounded(in_fact, [said], cast):
+            in_fact = ""
         if not ids or not seen.fresh(said):
             continue
         source = by_id[ids[0]]
@@ -341,6 +346,9 @@ def read_chapter(
             ok_replace = replaces if replaces in replaceable else ""
             ledger.append(LedgerItem(kind, text, subject, ids, ok_replace))
 
+    # One list for every kind: a small model copies one line into each of them (the 270M wrote
+    # "I can pay 300 crowns" as a fact, a rule, a promise and an open thread), and the copies
+    # would take four times its room in the ledger's share. The first kind that has it keeps it.
     seen = _Seen()
     for fact in answer.user_facts:
         add(
@@ -351,7 +359,6 @@ def read_chapter(
             fact.replaces,
             pool=user_texts,
         )
-    seen = _Seen()
     for rule in answer.constraints:
         add(
             LedgerKind.CONSTRAINT,
@@ -361,7 +368,6 @@ def read_chapter(
             rule.replaces,
             pool=user_texts,
         )
-    seen = _Seen()
     for decision in answer.decisions:
         ids = _evidence(decision.ids, allowed)
         main = _clean(decision.decision)
@@ -372,11 +378,9 @@ def read_chapter(
         if rejected := anywhere(_clean(decision.rejected)):
             text += f" Rejected: {rejected}"
         add(LedgerKind.DECISION, text if main else "", ids, None, main=main)
-    seen = _Seen()
     for promise in answer.promises:
         ids = _evidence(promise.ids, allowed)
         add(LedgerKind.PROMISE, _clean(promise.promise), ids, None)
-    seen = _Seen()
     for thread in answer.open_threads:
         add(LedgerKind.THREAD, _clean(thread.thread), _evidence(thread.ids, allowed), "")
 

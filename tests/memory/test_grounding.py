@@ -141,3 +141,37 @@ def test_an_item_cited_to_the_wrong_message_is_told_by_the_one_that_holds_it() -
     ]
     # What no message holds stays out, whatever it cites.
     assert _claims({"claims": [{"said": INVENTED, "in_fact": "", "ids": [1, 2]}]}) == []
+
+
+def test_one_line_copied_into_every_list_is_ledgered_once() -> None:
+    # The 270M wrote the user's line as a fact, a rule, a promise and an open thread: four
+    # entries of the ledger's small share for one sentence. The first kind keeps it.
+    line = "Mara says her sister Ilse marries on the 14th."
+    answer = {
+        "user_facts": [{"fact": line, "ids": [1]}],
+        "constraints": [{"rule": line.rstrip("."), "ids": [1]}],
+        "promises": [{"promise": line.upper(), "ids": [1]}],
+        "open_threads": [
+            {"thread": line, "ids": [1]},
+            {"thread": "Whether Piet ever left the village", "ids": [2]},
+        ],
+    }
+    assert [(x.kind, x.text) for x in _chapter(answer).ledger] == [
+        (LedgerKind.USER_FACT, line),
+        (LedgerKind.THREAD, "Whether Piet ever left the village"),
+    ]
+
+
+def test_an_in_fact_that_only_says_the_claim_again_is_no_contradiction() -> None:
+    claims = _claims(
+        {
+            "claims": [
+                {
+                    "said": "my sister Ilse marries on the 14th",
+                    "in_fact": "Mara says Ilse marries on the 14th",
+                    "ids": [1],
+                }
+            ]
+        }
+    )
+    assert claims == ["Mara told Piet: my sister Ilse marries on the 14th"]
