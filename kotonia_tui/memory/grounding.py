@@ -90,6 +90,14 @@ def _terms(text: str, cast: Iterable[str]) -> tuple[list[str], list[str]]:
     return words + _NUMBER.findall(spaced), bigrams
 
 
+def content(text: str, cast: Iterable[str] = ()) -> frozenset[str]:
+    """What `text` says, as the set of its content terms (words, numbers, and bigrams in scripts
+    without spaces; the cast's names and framing words left out): two texts with the same set
+    say the same thing ("User says: I can pay 300 crowns" and "I can pay 300 crowns")."""
+    words, bigrams = _terms(text, tuple(cast))
+    return frozenset(words + bigrams)
+
+
 def _same_word(a: str, b: str) -> bool:
     if a == b:
         return True

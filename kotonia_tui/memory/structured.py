@@ -30,7 +30,7 @@ from kotonia_tui.domain import (
     Role,
     StoredLedgerEntry,
 )
-from kotonia_tui.memory.grounding import evidence, grounded
+from kotonia_tui.memory.grounding import content, evidence, grounded
 from kotonia_tui.memory.readback import quote
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -251,15 +251,17 @@ def says_something(text: str) -> bool:
 
 
 class _Seen:
-    """Drops an item that says nothing (`says_something`) or whose text repeats one already
-    kept in the same list (for the ledger: in any of its kinds), whatever its case or its
-    closing marks."""
+    """Drops an item that says nothing (`says_something`) or that says what one already kept
+    in the same list says (for the ledger: in any of its kinds): the same content terms
+    (`grounding.content`), whatever the framing around them, or for a text of none, the same
+    text whatever its case."""
 
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
+    def __init__(self, cast: tuple[str, ...]) -> None:
+        self._cast = cast
+        self._seen: set[frozenset[str] | str] = set()
 
     def fresh(self, text: str) -> bool:
-        key = text.casefold().rstrip(" .,;:!?")
+        key: frozenset[str] | str = content(text, self._cast) or text.casefold().strip()
         if not key or key in self._seen or not says_something(text):
             return False
         self._seen.add(key)
@@ -297,7 +299,7 @@ def read_chapter(
         return text if text and grounded(text, everything, cast) else ""
 
     events: list[Line] = []
-    seen = _Seen()
+    seen = _Seen(cast)
     for event in answer.events:
         text = _clean(event.event)
         ids = rests_on(text, _evidence(event.ids, allowed))
@@ -305,7 +307,7 @@ def read_chapter(
             events.append(Line(text, ids))
 
     claims: list[Line] = []
-    seen = _Seen()
+    seen = _Seen(cast)
     for claim in answer.claims:
         said = _clean(claim.said)
         ids = rests_on(said, _evidence(claim.ids, allowed))
@@ -349,7 +351,7 @@ def read_chapter(
     # One list for every kind: a small model copies one line into each of them (the 270M wrote
     # "I can pay 300 crowns" as a fact, a rule, a promise and an open thread), and the copies
     # would take four times its room in the ledger's share. The first kind that has it keeps it.
-    seen = _Seen()
+    seen = _Seen(cast)
     for fact in answer.user_facts:
         add(
             LedgerKind.USER_FACT,

@@ -100,8 +100,9 @@ def test_read_chapter_drops_the_invention_in_every_list_it_wrote() -> None:
 
 
 def test_a_claims_in_fact_may_rest_on_another_message_of_the_range() -> None:
-    # "said" rests on the cited line; what is in fact true is in the narration of the same
-    # message here, and in the user's message for the second claim: both are in the range.
+    # "said" rests on the cited line; what is in fact true is in the narration (here of the
+    # same message; any message of the range would do). An "in fact" that no message holds is
+    # left out, and its claim kept as a plain statement.
     claims = _claims(
         {
             "claims": [
@@ -110,13 +111,17 @@ def test_a_claims_in_fact_may_rest_on_another_message_of_the_range() -> None:
                     "in_fact": "He never left the village",
                     "ids": [2],
                 },
-                {"said": "a sailor once", "in_fact": "He sold umbrellas at the market", "ids": [2]},
+                {
+                    "said": "he never left the village",
+                    "in_fact": "He sold umbrellas at the market",
+                    "ids": [2],
+                },
             ]
         }
     )
     assert claims == [
         "On the surface: Piet told Mara: he was a sailor once In fact: He never left the village",
-        "Piet told Mara: a sailor once",
+        "Piet told Mara: he never left the village",
     ]
 
 
@@ -144,13 +149,14 @@ def test_an_item_cited_to_the_wrong_message_is_told_by_the_one_that_holds_it() -
 
 
 def test_one_line_copied_into_every_list_is_ledgered_once() -> None:
-    # The 270M wrote the user's line as a fact, a rule, a promise and an open thread: four
-    # entries of the ledger's small share for one sentence. The first kind keeps it.
+    # The 270M wrote the user's line as a fact, a rule, a promise and an open thread, framed
+    # or not ("User says: ..."): four entries of the ledger's share for one sentence. The first
+    # kind keeps it.
     line = "Mara says her sister Ilse marries on the 14th."
     answer = {
         "user_facts": [{"fact": line, "ids": [1]}],
         "constraints": [{"rule": line.rstrip("."), "ids": [1]}],
-        "promises": [{"promise": line.upper(), "ids": [1]}],
+        "promises": [{"promise": f"User says: {line.upper()}", "ids": [1]}],
         "open_threads": [
             {"thread": line, "ids": [1]},
             {"thread": "Whether Piet ever left the village", "ids": [2]},
