@@ -240,9 +240,8 @@ class Settings(BaseSettings):
     lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     # The live ledger the memory block carries; past it the newest entries leave the prompt
     # (never the store), user facts and rules last, each kind keeping its oldest longest
-    # (memory/ledger.py). A cap, not a reservation. At 5% a 2,048-token window carried two
-    # of the user's five stated facts (a quoted fact is 20-30 tokens); 10% carries them all.
-    ledger_budget_ratio: float = Field(default=0.10, ge=0.0, lt=1.0)
+    # (memory/ledger.py).
+    ledger_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     # Recalled archive excerpts per turn, after the history (0 turns recall off).
     recall_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
