@@ -181,3 +181,26 @@ def test_an_in_fact_that_only_says_the_claim_again_is_no_contradiction() -> None
         }
     )
     assert claims == ["Mara told Piet: my sister Ilse marries on the 14th"]
+
+
+def test_a_claim_that_says_an_event_again_is_not_kept_twice_unless_it_is_a_lie() -> None:
+    chapter = _chapter(
+        {
+            "events": [
+                {"event": "User says: my sister Ilse marries on the 14th", "ids": [1]},
+                {"event": "Piet says he was a sailor once", "ids": [2]},
+            ],
+            "claims": [
+                {"said": "my sister Ilse marries on the 14th", "in_fact": "", "ids": [1]},
+                {
+                    "said": "he was a sailor once",
+                    "in_fact": "He never left the village",
+                    "ids": [2],
+                },
+            ],
+        }
+    )
+    assert len(chapter.events) == 2
+    assert [x.text for x in chapter.claims] == [
+        "On the surface: Piet told Mara: he was a sailor once In fact: He never left the village"
+    ]
