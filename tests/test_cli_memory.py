@@ -18,6 +18,7 @@ from kotonia_tui.domain import (
     LedgerKind,
     Message,
     Role,
+    StoredConversation,
     Synopsis,
     utcnow,
 )
@@ -25,18 +26,26 @@ from kotonia_tui.store import Store
 from tests.scripted_chapters import ledger_entry
 
 
+def ann_and_wren(store: Store, *lines: str) -> StoredConversation:
+    """A conversation of Ann's and Wren's `lines`, Ann's first, taking turns."""
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    turns = [(Role.USER, "Ann"), (Role.CHARACTER, "Wren")]
+    store.add_messages(
+        conv.id,
+        [
+            Message(role=turns[i % 2][0], speaker=turns[i % 2][1], text=text)
+            for i, text in enumerate(lines)
+        ],
+    )
+    return conv
+
+
 def seeded(path) -> int:
     with Store.open(path) as store:
-        conv = store.create_conversation(
-            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
-        )
-        store.add_messages(
-            conv.id,
-            [
-                Message(role=Role.USER, speaker="Ann", text="My sister Mia lands on the 14th."),
-                Message(role=Role.CHARACTER, speaker="Wren", text="Where is the key?"),
-                Message(role=Role.USER, speaker="Ann", text="In my coat."),
-            ],
+        conv = ann_and_wren(
+            store, "My sister Mia lands on the 14th.", "Where is the key?", "In my coat."
         )
         old = Chapter(
             conversation_id=conv.id, first_message_id=1, last_message_id=1, text="Old prose."
@@ -133,16 +142,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
     # as the inspector and `--json` (`quoted`) do.
     path = tmp_path / "k.sqlite3"
     with Store.open(path) as store:
-        conv = store.create_conversation(
-            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
-        )
-        store.add_messages(
-            conv.id,
-            [
-                Message(role=Role.USER, speaker="Ann", text="My name is Ann Ruiz."),
-                Message(role=Role.CHARACTER, speaker="Wren", text="Welcome, Ann."),
-            ],
-        )
+        conv = ann_and_wren(store, "My name is Ann Ruiz.", "Welcome, Ann.")
         why = f"{QUOTED_NOTE} #1-#2: the chronicler's chapter was unusable (it was empty)"
         quoted = store.add_chapter(
             Chapter(
