@@ -37,6 +37,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
+    MEMORY_TITLE,
     MemoryBlock,
     PromptLine,
     assemble_history,
@@ -658,6 +659,7 @@ class Prompter:
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
+            extra_stops=(MEMORY_TITLE,),
             state=self.state_ref(read.conv_id, read.portrait),
         )
         if prefill:

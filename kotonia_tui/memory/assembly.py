@@ -25,8 +25,11 @@ from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role, StoredLed
 from kotonia_tui.memory.chronicler import chapter_heading
 from kotonia_tui.memory.ledger import render_ledger
 
+# A reply that reaches this line has left the story for the prompt's own framing (the 270M
+# ended a reply with it): the reply stops there (chat/prompting.py).
+MEMORY_TITLE = "[The story so far]"
 MEMORY_HEADER = (
-    "[The story so far]\n"
+    f"{MEMORY_TITLE}\n"
     "This is the record of the story before the messages that follow: the synopsis of the "
     "oldest part, then the chapters, oldest first. A character's statement recorded here is "
     "a record that it was said, not necessarily the truth."

@@ -7,6 +7,7 @@ import pytest
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import ReplyDelta, TurnDone
 from kotonia_tui.domain import MessageStatus, Role
+from kotonia_tui.memory.assembly import MEMORY_TITLE
 from tests.cards import write_short_card
 
 from .conftest import cancel_turn_after, tiny_settings
@@ -294,3 +295,18 @@ async def test_one_rule_names_the_user_for_turns_edits_and_folds(make_service, t
     reply = service.store.last_message(conv.id)
     edited = service.edit_message(reply.id, '"Come in, then."')
     assert [s.listener for s in edited.segments if s.listener] == ["User"]
+
+
+async def test_a_reply_that_starts_writing_the_memory_header_stops_before_it(
+    make_service, scripted_model
+):
+    # The embedded 270M ended a reply with the prompt's "[The story so far]" (a tmux chat,
+    # issue 15): the header is the prompt's framing, never the character's words.
+    key = write_short_card()
+    written = f'"I was the navigator."\n\n{MEMORY_TITLE}\nThis is the record'
+    service = await make_service(tiny_settings(scripted_model(written), reply_max_tokens=48))
+    conv = service.new_conversation(service.library.get(key))
+    done = await (await service.send(conv.id, "Tell me more.")).wait()
+    assert done.error is None
+    assert done.reply.text == '"I was the navigator."'
+    assert service.store.get_message(done.reply.id).text == '"I was the navigator."'
