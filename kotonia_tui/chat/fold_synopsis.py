@@ -43,7 +43,7 @@ from kotonia_tui.memory.chronicler import (
     chronicler_instructions,
     length_fit,
 )
-from kotonia_tui.memory.extract import Passage
+from kotonia_tui.memory.extract import synopsis_passages
 
 log = logging.getLogger(__name__)
 
@@ -250,10 +250,7 @@ async def _write(
         )
         or "no draft (no room for one)"
     )
-    # A quoted synopsis quoted again: its lines, not its lead.
-    earlier = (base or "").removeprefix(QUOTED_SYNOPSIS_LEAD)
-    passages = [Passage("So far", earlier)] if earlier.strip() else []
-    passages += [Passage(f"#{c.first_message_id}-#{c.last_message_id}", c.text) for c in chapters]
+    passages = synopsis_passages(base, chapters)
     (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
     quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
     log.warning(

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.domain import Message, Role
+from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
 
 ELISION = " … "
 # A sentence ends after . ! ? … with any closing quotes or marks, before a space; or after
@@ -122,3 +122,23 @@ def _shorten(text: str, limit_chars: int) -> str:
             break
         kept.append(word)
     return " ".join(kept) + (" …" if len(kept) < len(words) else "")
+
+
+SO_FAR = "So far"  # the label of an earlier synopsis's lines in a quoted synopsis
+
+
+def synopsis_passages(base: str | None, chapters: Sequence[Chapter]) -> list[Passage]:
+    """What a synopsis quotes: the earlier synopsis (`base`), then each chapter under its range.
+
+    A quoted earlier synopsis is quoted by its own lines, each under the label it has ("So far",
+    "#33-#51"), not under a label of its own: labelled again, it read "So far: So far: #1-#32:
+    ..." after two quoted major folds."""
+    passages: list[Passage] = []
+    if base and base.startswith(QUOTED_SYNOPSIS_LEAD):
+        for line in base.removeprefix(QUOTED_SYNOPSIS_LEAD).strip().splitlines():
+            label, colon, text = line.partition(": ")
+            passages.append(Passage(label, text) if colon else Passage(SO_FAR, line))
+    elif base and base.strip():
+        passages.append(Passage(SO_FAR, base))
+    passages += [Passage(f"#{c.first_message_id}-#{c.last_message_id}", c.text) for c in chapters]
+    return passages

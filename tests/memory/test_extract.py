@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from kotonia_tui.domain import Message, Role
-from kotonia_tui.memory.extract import extract_passages, message_passages, sentences
+from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
+from kotonia_tui.memory.extract import (
+    extract_passages,
+    message_passages,
+    sentences,
+    synopsis_passages,
+)
 
 
 def extract(messages: list[Message], limit_chars: int) -> str:
@@ -66,3 +71,20 @@ def test_a_sentence_longer_than_the_limit_is_shortened_at_a_word_and_says_so():
     long = Message(id=3, role=Role.USER, speaker="Mara", text="word " * 200 + "end.")
     assert extract([long], 40) == "#3 Mara: " + " ".join(["word"] * 7) + " …"
     assert extract([], 40) == ""
+
+
+def test_a_quoted_synopsis_quoted_again_keeps_its_lines_labels_once() -> None:
+    chapter = Chapter(
+        conversation_id=1, first_message_id=33, last_message_id=51, text="- Mara met Soot. (#34)"
+    )
+    first = f"{QUOTED_SYNOPSIS_LEAD}\n" + extract_passages(synopsis_passages(None, [chapter]), 400)
+    assert first == f"{QUOTED_SYNOPSIS_LEAD}\n#33-#51: - Mara met Soot. (#34)"
+    later = Chapter(
+        conversation_id=1, first_message_id=52, last_message_id=60, text="- The lamp failed."
+    )
+    again = extract_passages(synopsis_passages(first, [later]), 400)
+    # Each earlier line under its own label, not "So far: #33-#51: ..." (twice quoted, it read
+    # "So far: So far: #1-#32: ..." in the evaluation).
+    assert again == "#33-#51: - Mara met Soot. (#34)\n#52-#60: - The lamp failed."
+    prose = extract_passages(synopsis_passages("Mara came to the Reach.", [later]), 400)
+    assert prose == "So far: Mara came to the Reach.\n#52-#60: - The lamp failed."
