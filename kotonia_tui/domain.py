@@ -182,7 +182,8 @@ class Synopsis(BaseModel):
 
     @property
     def quoted(self) -> bool:
-        """Its chapters quoted, stored when every draft ran too long (chat/fold_synopsis.py)."""
+        """Its chapters quoted, stored when every draft ran too long or no room was left to
+        ask again (chat/fold_synopsis.py)."""
         return self.text.startswith(QUOTED_SYNOPSIS_LEAD)
 
 

@@ -35,13 +35,13 @@ from kotonia_tui.engine import (
 )
 from kotonia_tui.eval.arguments import RECALL
 from kotonia_tui.eval.replay import Replay
-from kotonia_tui.memory.assembly import PromptLine, assemble_prompt
+from kotonia_tui.memory.assembly import MEMORY_TITLE, PromptLine, assemble_prompt
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
 # The chronicler's chapter rules, verbatim, under a rolling rewrite's task.
 ROLLING_HEADER = (
-    "[The story so far]\n"
+    f"{MEMORY_TITLE}\n"
     "This is the record of the story before the messages that follow. A character's statement "
     "recorded here is a record that it was said, not necessarily the truth."
 )

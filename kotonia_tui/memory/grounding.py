@@ -146,18 +146,19 @@ def evidence(
     A small model cites the wrong lines: the embedded 270M wrote "Ann says: I promise to stay
     until the storm is over" citing Wren's line before it and Ann's first line. The item is
     the user's; only its ids are wrong, and the code can find the right one."""
-    cast = tuple(cast)
     cited = tuple(i for i in cited if i in texts)
-    if cited and grounded(item, [texts[i] for i in cited], cast):
-        return cited
-    words, bigrams = _terms(item, cast)
+    words, bigrams = _terms(item, tuple(cast))
     if not words and not bigrams:
         return cited  # nothing to look for: the citation stands as given
+    threshold = _threshold(words, bigrams)
+    share = _support(words, bigrams, "\n".join(texts[i] for i in cited)) if cited else None
+    if share is not None and share >= threshold:
+        return cited
     best: tuple[float, int] | None = None
     for i, text in texts.items():
         share = _support(words, bigrams, text)
         if share is not None and (best is None or share > best[0]):
             best = (share, i)
-    if best is None or best[0] < _threshold(words, bigrams):
+    if best is None or best[0] < threshold:
         return ()
     return (best[1],)

@@ -285,8 +285,6 @@ def read_chapter(
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
     cast = (char, user)
-    everything = [m.text for m in by_id.values()]
-
     texts = {i: m.text for i, m in by_id.items()}
     user_texts = {i: texts[i] for i in user_ids}
 
@@ -296,7 +294,7 @@ def read_chapter(
 
     def anywhere(text: str) -> str:
         """A secondary string (in fact, because, rejected) if the range holds it, else ""."""
-        return text if text and grounded(text, everything, cast) else ""
+        return text if text and grounded(text, list(texts.values()), cast) else ""
 
     events: list[Line] = []
     seen = _Seen(cast)
