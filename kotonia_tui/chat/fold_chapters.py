@@ -39,6 +39,7 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
 )
+from kotonia_tui.engine import BackendUnavailableError, EngineError
 from kotonia_tui.memory.assembly import in_prompt
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -76,8 +77,11 @@ class Piece:
     budget: int
 
 
-async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
-    """Run a chapter or refold job; returns what it stored, in words."""
+async def fold_chapter_job(
+    ctx: FoldContext, job: StoredFoldJob, *, last_attempt: bool = False
+) -> str:
+    """Run a chapter or refold job; returns what it stored, in words. On the job's
+    `last_attempt`, a model call that fails quotes the range instead of failing it for good."""
     conv_id = job.conversation_id
     cast = ctx.cast_of(conv_id)
     ledger = ctx.store.ledger(conv_id)
@@ -92,8 +96,8 @@ async def fold_chapter_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         ctx.store.finish_fold(job.id)
         return "nothing left to fold"
     if job.kind is FoldKind.REFOLD:
-        return await _refold(ctx, job, cast, pieces, ledger)
-    folded = await _fold_piece(ctx, conv_id, cast, pieces[0], ledger)
+        return await _refold(ctx, job, cast, pieces, ledger, last_attempt)
+    folded = await _fold_piece(ctx, conv_id, cast, pieces[0], ledger, last_attempt)
     chapter = folded.chapter
     ctx.store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
     last_id = chapter.last_message_id
@@ -117,12 +121,13 @@ async def _refold(
     cast: Cast,
     pieces: list[Piece],
     ledger: Sequence[StoredLedgerEntry],
+    last_attempt: bool,
 ) -> str:
     conv_id = job.conversation_id
     chapters: list[NewChapter] = []
     ended: set[int] = set()
     for piece in pieces:
-        folded = await _fold_piece(ctx, conv_id, cast, piece, ledger)
+        folded = await _fold_piece(ctx, conv_id, cast, piece, ledger, last_attempt)
         # Each piece reads the ledger as it stood before the range: an entry two pieces both
         # end is ended by the first.
         endings = tuple(e for e in folded.endings if e.entry_id not in ended)
@@ -195,13 +200,29 @@ async def _fold_piece(
     cast: Cast,
     piece: Piece,
     ledger: Sequence[StoredLedgerEntry],
+    last_attempt: bool,
 ) -> NewChapter:
     """The piece's chapter: the chronicler's, or an extract of the piece's own lines when the
-    chronicler's answer cannot be stored (a range never stays out of the memory)."""
+    chronicler's answer cannot be stored (a range never stays out of the memory).
+
+    A model call that fails (an engine error) fails the attempt, and the job is retried after
+    its backoff; on its last attempt the range is quoted instead: a job failed for good would
+    leave its messages in neither the prompt nor the memory once the verbatim window moved on.
+    A server that is down is never the range's fault (the job waits for it, uncounted)."""
     try:
         return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
     except FoldFailed as exc:
-        return await _extracted_piece(ctx, conv_id, piece, ledger, str(exc))
+        # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
+        why = str(exc).partition(";")[0]
+        return await _extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({why})")
+    except BackendUnavailableError:
+        raise
+    except EngineError as exc:
+        if not last_attempt:
+            raise
+        return await _extracted_piece(
+            ctx, conv_id, piece, ledger, f"not written: the model failed on every attempt ({exc})"
+        )
 
 
 async def _chronicled_piece(
@@ -238,7 +259,7 @@ async def _extracted_piece(
     conv_id: int,
     piece: Piece,
     ledger: Sequence[StoredLedgerEntry],
-    reason: str,
+    why: str,
 ) -> NewChapter:
     """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
     the user's sentences with names and numbers in the ledger (as a readback miss is kept).
@@ -250,13 +271,9 @@ async def _extracted_piece(
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
     text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:
-        raise FoldFailed(
-            f"the chronicler's answer was not usable ({reason}) and the range has no lines to quote"
-        )
+        raise FoldFailed(f"the chronicler's chapter was {why} and the range has no lines to quote")
     first, last = piece.messages[0].id, piece.messages[-1].id
-    # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
-    why = reason.partition(";")[0]
-    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable ({why})"
+    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was {why}"
     log.warning("conversation %s: %s", conv_id, note)
     quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
     facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)

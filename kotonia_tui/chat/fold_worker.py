@@ -278,7 +278,9 @@ class FoldWorker:
             if job.kind is FoldKind.MAJOR_GC:
                 detail = await fold_synopsis_job(self.context, job)
             else:
-                detail = await fold_chapter_job(self.context, job)
+                detail = await fold_chapter_job(
+                    self.context, job, last_attempt=self._attempts(job) >= MAX_ATTEMPTS
+                )
             self.wake()
             elapsed = time.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, FoldState.LANDED, detail, elapsed))
@@ -347,9 +349,13 @@ class FoldWorker:
         log.info("fold job %s deferred: %s", job.id, exc)
         self._notify(FoldProgress(job.conversation_id, deferred, FoldState.DEFERRED, error))
 
+    def _attempts(self, job: StoredFoldJob) -> int:
+        """The job's attempts so far, this one included. Claims that ended in a deferral (server
+        down, or gave way to a turn) are not attempts."""
+        return job.attempts - self._deferrals.get(job.id, 0)
+
     def _fail(self, job: StoredFoldJob, error: str) -> None:
-        # Claims that ended in a deferral (server down) are not failed attempts.
-        attempts = job.attempts - self._deferrals.get(job.id, 0)
+        attempts = self._attempts(job)
         retry_at = None
         if attempts < MAX_ATTEMPTS:
             delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]

@@ -1,8 +1,8 @@
 """Overflow and failure: each gives a visible, specific error; the story goes on; nothing is lost.
 
 * a reply that runs into its cap and the window (a model that never stops, a small n_ctx);
-* a chronicler that refuses every time (the job fails visibly, is retried, then given up; the
-  conversation passes its ceiling with a forced cut and goes on);
+* a chronicler whose every chapter holds nothing (each range is quoted from its own lines);
+* a chronicler whose model call fails every time (retried; the last attempt quotes the range);
 * the model file disappearing after it was loaded (the loaded model keeps working; the next
   load names the missing file);
 * a full disk (a size-limited database: `PRAGMA max_page_count`): a StoreError naming the file;
@@ -24,8 +24,9 @@ from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
-from kotonia_tui.domain import FoldKind, MessageStatus, Role
-from kotonia_tui.engine import ModelFileError
+from kotonia_tui.domain import FoldKind, FoldStatus, MessageStatus, Role
+from kotonia_tui.engine import EngineError, ModelFileError, Slot
+from kotonia_tui.engine.types import GenerationRequest, GenerationResult
 from kotonia_tui.store import Store, StoreError
 
 from .conftest import HOLLOW_CHAPTER, db_path, settings_on, write_card, write_config
@@ -117,6 +118,66 @@ async def test_a_chronicler_that_never_gives_a_chapter(make_service, scripted_mo
     done = await (await service.send(conv.id, "Still talking.")).wait()
     assert done.error is None
     assert chapters[0].text in store.memory_state(conv.id).memory_text or chapters[0].in_synopsis
+
+
+async def test_a_chapter_whose_model_call_always_fails_is_quoted_on_its_last_attempt(
+    make_service, scripted_model, monkeypatch
+):
+    """The fold's model call raises an engine error every time. Each attempt fails visibly and
+    is retried; the last one stores the range quoted from its own lines instead of failing for
+    good, so the range is never in neither the prompt nor the memory.
+
+    The failing call is a fake wrapped around the real engine: a real llama.cpp context cannot be
+    made to fail a decode on demand. The turns, the store, the counts and the quote are real."""
+    monkeypatch.setattr(fold_worker, "RETRY_BACKOFF_S", (0, 0, 0, 0, 0))  # retry at once
+    write_card()
+    service = await make_service(
+        settings_on(scripted_model("The lamp is lit."), prewarm_after_fold=False), db=db_path()
+    )
+    real_generate = service.engine.generate
+
+    async def fold_calls_fail(request: GenerationRequest) -> GenerationResult:
+        if request.slot is Slot.FOLD:
+            raise EngineError("llama_decode returned -3 (test)")
+        return await real_generate(request)
+
+    monkeypatch.setattr(service.engine, "generate", fold_calls_fail)
+    events: list[ServiceEvent] = []
+    service.subscribe(events.append)
+    conv = service.new_conversation(service.library.get("wren"))
+    store = service.store
+    sent = []
+    for index in range(60):
+        sent.append(f"Message number {index}: the lamps need 12 wicks from Tarn.")
+        done = await (await service.send(conv.id, sent[-1])).wait()
+        assert done.error is None, done.error
+        assert await service.worker.wait_idle(60)  # every retry runs (the backoff is 0)
+        if store.chapters(conv.id, include_in_synopsis=True):
+            break
+    first_job = min(
+        (j for j in store.fold_jobs(conv.id) if j.kind is FoldKind.CHAPTER), key=lambda j: j.id
+    )
+    assert first_job.attempts == fold_worker.MAX_ATTEMPTS
+    assert first_job.status is FoldStatus.DONE
+    failed = [
+        e
+        for e in events
+        if isinstance(e, FoldProgress) and e.state is FoldState.FAILED and e.job.id == first_job.id
+    ]
+    assert len(failed) == fold_worker.MAX_ATTEMPTS - 1
+    assert all("llama_decode returned -3" in e.detail for e in failed)
+    chapter = store.chapters(conv.id, include_in_synopsis=True)[0]
+    assert chapter.first_message_id == first_job.first_message_id
+    assert chapter.quoted
+    assert "the model failed on every attempt (llama_decode returned -3 (test))" in chapter.note
+    lines = chapter.text.splitlines()
+    assert lines and all(line.startswith("#") and ": " in line for line in lines)
+    # The user's sentences with names and numbers are kept in their words.
+    assert any("12 wicks from Tarn" in e.text for e in store.ledger(conv.id))
+    done = await (await service.send(conv.id, "Still talking.")).wait()
+    assert done.error is None
+    assert chapter.text in store.memory_state(conv.id).memory_text
+    assert user_texts(store, conv.id) == [*sent, "Still talking."]
 
 
 async def test_the_model_file_disappears(make_service, tiny_model_path, tmp_path):
