@@ -7,17 +7,17 @@ facts the user stated survive every synopsis. Rendered from stored rows in id or
 entries give the same bytes.
 
 The prompt carries the live ledger up to its share of the window (`fit_ledger`). Past it, the
-decisions, promises and threads leave before the user's facts and rules (the facts memory lost
-first and the rules users notice broken), and within those tiers the newest entries leave first:
-each kind keeps its oldest entries longest, and at one depth an entry that quotes the user's own
-sentence stays longer than one the chronicler wrote. An old entry's messages are in the
-synopsis at best, so the ledger is what still carries it word for word; a new one's are in the
-live chapters or the verbatim history. The user's name and the first rules they set hold for
-the whole conversation. Entries a later chapter superseded or resolved are not live, so they are
-out already. The fit depends on the stored ledger alone, so the block stays byte-stable until a fold
-changes the ledger. Entries left out stay in the store, and the inspector and `kotonia memory`
-name them with the reason (`out_of_prompt`); a later fold that ends other entries can bring them
-back.
+decisions, promises and threads leave first, then the questions the user asked, then the user's
+facts and rules (the facts memory lost first and the rules users notice broken); within a tier
+the newest entries leave first: each kind keeps its oldest entries longest, and at one depth an
+entry that quotes the user's own sentence stays longer than one the chronicler wrote. An old
+entry's messages are in the synopsis at best, so the ledger is what still carries it word for
+word; a new one's are in the live chapters or the verbatim history. The user's name and the
+first rules they set hold for the whole conversation. Entries a later chapter superseded or
+resolved are not live, so they are out already. The fit depends on the stored ledger alone, so
+the block stays byte-stable until a fold changes the ledger. Entries left out stay in the store,
+and the inspector and `kotonia memory` name them with the reason (`out_of_prompt`); a later fold
+that ends other entries can bring them back.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.domain import LedgerKind, StoredLedgerEntry
-from kotonia_tui.memory.readback import is_quote
+from kotonia_tui.memory.readback import asks, is_quote
 
 LEDGER_HEADING = (
     "## Ledger\nWhat holds until a later chapter changes it; each line names its messages."
@@ -60,18 +60,24 @@ def render_ledger(entries: Sequence[StoredLedgerEntry]) -> str:
 
 
 # The tiers in which live entries leave the prompt when the ledger is over its share: the lowest
-# tier first. Within a tier, `leave_order` takes the newest entries first.
+# tier first. Within a tier, `leave_order` takes the newest entries first. A question the user
+# asked, quoted for its names and numbers, has a tier of its own between them (`_tier`).
 LEAVE_RANK = {
     LedgerKind.DECISION: 0,
     LedgerKind.PROMISE: 0,
     LedgerKind.THREAD: 0,
-    LedgerKind.USER_FACT: 1,
-    LedgerKind.CONSTRAINT: 1,
+    LedgerKind.USER_FACT: 2,
+    LedgerKind.CONSTRAINT: 2,
 }
+QUESTION_RANK = 1
 
 # Why a live entry is not in the prompt (the inspector and `kotonia memory` say it).
 OVER_SHARE = "over the ledger's share"
 NEXT_TURN = "landed: the next turn applies it"
+
+
+def _tier(entry: StoredLedgerEntry) -> int:
+    return QUESTION_RANK if asks(entry.text) else LEAVE_RANK[entry.kind]
 
 
 def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
@@ -85,14 +91,20 @@ def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
     user's own sentence (`is_quote`: the readback's misses). A quote is the user's words, so it
     cannot be wrong; the chronicler's entry is a paraphrase a small model may have got wrong.
     But readback quotes pile up (every user line with a number the chapter missed), so they
-    get their own depth and cannot push the chronicler's first facts out either."""
+    get their own depth and cannot push the chronicler's first facts out either.
+
+    A quoted question ("Were you really the navigator of the Grey Heron?") is the user's own
+    words but states nothing they hold: it leaves after what the chronicler decided or promised
+    and before the user's facts and rules, in a group of its own. On the ledger of a 40-turn run
+    (4 of its 11 quotes were questions) at a 204-token share, the first question held its place
+    while the user's promise to come back on Friday was left out."""
     depth: dict[int, int] = {}
-    seen: dict[tuple[LedgerKind, bool], int] = {}
+    seen: dict[tuple[LedgerKind, bool, bool], int] = {}
     for e in sorted(live, key=lambda e: e.id):
-        group = (e.kind, is_quote(e.text))
+        group = (e.kind, is_quote(e.text), asks(e.text))
         depth[e.id] = seen.get(group, 0)
         seen[group] = depth[e.id] + 1
-    return sorted(live, key=lambda e: (LEAVE_RANK[e.kind], -depth[e.id], is_quote(e.text), -e.id))
+    return sorted(live, key=lambda e: (_tier(e), -depth[e.id], is_quote(e.text), -e.id))
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,18 @@ def quote(sentence: str) -> str:
     return f'{QUOTE_PREFIX}{sentence}"'
 
 
+# A question mark (Latin, full-width, Arabic) closing a sentence, before any closing quotes,
+# brackets or action marks.
+_ASKS = re.compile(r"[?？؟][\"'”’»」』)\]*\s]*$")
+
+
+def asks(text: str) -> bool:
+    """A ledger text that quotes a question the user asked ("Were you the navigator of the Grey
+    Heron?"): the readback keeps it for its names and numbers, but it states nothing the user
+    holds about themselves."""
+    return is_quote(text) and _ASKS.search(text[len(QUOTE_PREFIX) : -1]) is not None
+
+
 def is_quote(text: str) -> bool:
     """A ledger text that quotes the user's line, written by code, not by the chronicler."""
     return text.startswith(QUOTE_PREFIX)

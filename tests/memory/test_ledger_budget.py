@@ -13,7 +13,7 @@ import pytest
 from kotonia_tui.domain import LedgerEnd, LedgerKind, StoredLedgerEntry
 from kotonia_tui.engine import LlamaEngine
 from kotonia_tui.memory.ledger import carried, fit_ledger, render_ledger
-from kotonia_tui.memory.readback import quote
+from kotonia_tui.memory.readback import asks, quote
 from tests.engine.test_engine import profile
 
 
@@ -143,3 +143,37 @@ def test_at_one_depth_the_users_own_words_outlast_what_the_chronicler_wrote(
     assert fit_for([1, 2]) == ([1, 2], [3, 4, 5, 6])
     # Room for three: at depth 1 the quote outlasts the chronicler's second fact.
     assert fit_for([1, 2, 4]) == ([1, 2, 4], [3, 5, 6])
+
+
+def test_a_question_the_user_asked_leaves_before_the_facts_they_stated(
+    engine: LlamaEngine,
+) -> None:
+    # The readback quotes any user sentence with a name or a number, questions too. A question
+    # states nothing the user holds: it leaves before their facts, after the chronicler's
+    # decisions, whatever its age.
+    ledger = [
+        entry(1, LedgerKind.USER_FACT, quote("My name is Mara Quill.")),
+        entry(2, LedgerKind.USER_FACT, quote("Were you really the navigator of the Grey Heron?")),
+        entry(3, LedgerKind.USER_FACT, quote("My sister Ines is a nurse in Portcallow.")),
+        entry(4, LedgerKind.USER_FACT, quote("I promise to come back on Friday.")),
+        entry(5, LedgerKind.DECISION, "They open the case on Friday"),
+    ]
+    room = engine.count_tokens(render_ledger([ledger[0], ledger[2], ledger[3]]))
+    fit = fit_ledger(ledger, room, engine.count_tokens)
+    assert [e.id for e in fit.shown] == [1, 3, 4]
+    assert [e.id for e in fit.left_out] == [2, 5]
+    # With room for one more, the question comes back before the decision.
+    room = engine.count_tokens(render_ledger(ledger[:4]))
+    assert [e.id for e in fit_ledger(ledger, room, engine.count_tokens).shown] == [1, 2, 3, 4]
+
+
+def test_what_counts_as_a_question_the_user_asked() -> None:
+    assert asks(quote("Were you really the navigator of the Grey Heron?"))
+    assert asks(quote('*I lean closer.* "Why did you come to Saltmere in 1911?"'))
+    assert asks(quote("你什么时候去杭州？"))
+    assert asks(quote("¿Dónde está el faro de 1887?"))
+    # Statements, an indirect question, and a question the chronicler wrote (not a quote).
+    assert not asks(quote("My name is Mara Quill."))
+    assert not asks(quote("I ask if the log on the shelf is from the Grey Heron."))
+    assert not asks(quote("What a storm! The bell fell in 1887."))
+    assert not asks("Who left the compass at the lighthouse?")
