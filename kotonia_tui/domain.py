@@ -124,7 +124,23 @@ class StoredConversation(Conversation):
 QUOTED_NOTE = "quoted from messages"
 # The first line of a synopsis quoted from its chapters: the model reading the memory, and the
 # user in the inspector, are told it quotes the story rather than summarizing it.
-QUOTED_SYNOPSIS_LEAD = "Quoted from the story so far (the chronicler's summaries ran too long):"
+QUOTED_SYNOPSIS_LEAD = (
+    "Quoted from the story so far (the chronicler's summaries could not be used):"
+)
+# Every lead a stored quoted synopsis may begin with: the first one (only drafts that ran too
+# long were quoted then) is in existing stores.
+QUOTED_SYNOPSIS_LEADS = (
+    QUOTED_SYNOPSIS_LEAD,
+    "Quoted from the story so far (the chronicler's summaries ran too long):",
+)
+
+
+def quoted_synopsis_body(text: str) -> str | None:
+    """The quoted lines of a quoted synopsis (after its lead), or None for a summary."""
+    for lead in QUOTED_SYNOPSIS_LEADS:
+        if text.startswith(lead):
+            return text.removeprefix(lead).strip()
+    return None
 
 
 class Chapter(BaseModel):
@@ -182,9 +198,10 @@ class Synopsis(BaseModel):
 
     @property
     def quoted(self) -> bool:
-        """Its chapters quoted, stored when every draft ran too long or no room was left to
-        ask again (chat/fold_synopsis.py)."""
-        return self.text.startswith(QUOTED_SYNOPSIS_LEAD)
+        """Its chapters quoted, stored when no draft could be used (every one ran too long or
+        only said the old synopsis again) or no room was left to ask again
+        (chat/fold_synopsis.py)."""
+        return quoted_synopsis_body(self.text) is not None
 
 
 class StoredSynopsis(Synopsis):

@@ -5,10 +5,13 @@ current synopsis and writes the next version. Its length is held in code: the sy
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
-short (it keeps the memory within its plan). When every draft is too long (a small model loops
-to its cap), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py),
-in its target length, under a line that says so: asking a greedy chronicler again writes the
-same drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
+short (it keeps the memory within its plan). A draft that only says the old synopsis again
+while its chapters say more is never stored: it would fold the chapters into nothing (the
+embedded 270M wrote one sentence, the same 21 tokens, as six versions in a row). When no draft
+can be used (every one too long, as a small model loops to its cap, or only the old synopsis
+again), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py), in
+its target length, under a line that says so: asking a greedy chronicler again writes the same
+drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
 
 When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
@@ -44,6 +47,7 @@ from kotonia_tui.memory.chronicler import (
     length_fit,
 )
 from kotonia_tui.memory.extract import synopsis_passages
+from kotonia_tui.memory.grounding import says_again
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         return "chapters no longer need folding"
     older = chapters[:count]
     through = max(older[-1].last_message_id, current.through_message_id if current else 0)
-    stored = await _fold(
+    stored, why = await _fold(
         ctx,
         job,
         cast,
@@ -78,7 +82,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         [c.id for c in older],
     )
     await ctx.queue_major_fold(conv_id)
-    how = ", quoted: its drafts ran too long" if stored.quoted else ""
+    how = f", quoted: {why}" if why else ""
     return (
         f"synopsis version {stored.version} from {count} chapters "
         f"({stored.tokens} tokens, target {stored.target_tokens}{how})"
@@ -106,7 +110,7 @@ async def _rebuild(
             )
         # Only the last round stores the current version (and finishes the job).
         final_through = current.through_message_id if not more else None
-        stored = await _fold(ctx, job, cast, target, text, chapters, final_through, [])
+        stored, _why = await _fold(ctx, job, cast, target, text, chapters, final_through, [])
         folded += len(chapters)
         if not more:
             since = f"version {base.version}" if base is not None else "the first chapter"
@@ -126,18 +130,19 @@ async def _fold(
     chapters: Sequence[StoredChapter],
     final_through: int | None,
     folded_ids: Sequence[int],
-) -> StoredSynopsis:
+) -> tuple[StoredSynopsis, str]:
     """Fold `chapters` into `base`, in as few calls as the fold context allows. The last call's
     synopsis is stored current (through `final_through`, the chapters `folded_ids` marked
     in it, the job done); the ones before it as versions kept for audit and later rebuilds.
-    With `final_through` None, every version is kept non-current (a rebuild goes on)."""
+    With `final_through` None, every version is kept non-current (a rebuild goes on). Returns
+    the last version stored, and why it is quoted ("" for a summary)."""
     text = base
     stored: StoredSynopsis | None = None
     batches = await _batches(ctx, cast, base, chapters)
     for index, batch in enumerate(batches):
         last = index == len(batches) - 1 and final_through is not None
         request = ChronicleRequest.synopsis(text, batch, cast, target_tokens=target)
-        draft = await _write(ctx, request, text, batch)
+        draft = await _write(ctx, request, text, batch, cast)
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=0,  # numbered by the store
@@ -157,7 +162,7 @@ async def _fold(
             stored = ctx.store.add_synopsis(synopsis, [])
         text = draft.text
     assert stored is not None
-    return stored
+    return stored, draft.why
 
 
 async def _batches(
@@ -189,7 +194,11 @@ class Draft:
     text: str
     tokens: int
     gen_ms: float
-    quoted: bool = False
+    why: str = ""  # why the synopsis is quoted ("" for a summary)
+
+    @property
+    def quoted(self) -> bool:
+        return bool(self.why)
 
 
 async def _write(
@@ -197,16 +206,21 @@ async def _write(
     request: ChronicleRequest,
     base: str | None,
     chapters: Sequence[Chapter],
+    cast: Cast,
 ) -> Draft:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
     longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
     A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
-    shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). When
-    every draft is too long, or the fold context has no room left to ask (again), `base` and
-    `chapters` quoted in the target's length."""
+    shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). A draft
+    that says nothing `base` did not, when `chapters` do, is asked again as it was first asked,
+    and never stored. When no draft can be used, or the fold context has no room left to ask
+    (again), `base` and `chapters` quoted in the target's length."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
+    names = (cast.char, cast.user)
+    news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
+    repeats = 0
     for _call in range(SYNOPSIS_CALLS):
         try:
             done = await ctx.ask(asked, cut_ok=True)
@@ -221,6 +235,10 @@ async def _write(
             break
         (tokens,) = await ctx.count([done.reply.text])
         cut = done.reply.verdict is Verdict.CUT
+        if not cut and news and base is not None and says_again(done.reply.text, base, names):
+            repeats += 1
+            log.info("synopsis draft says only the old synopsis again: asked again")
+            continue
         if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
             return Draft(done.reply.text, tokens, done.gen_ms)
         if target is None:  # no length to ask for: a cut draft cannot be stored
@@ -243,24 +261,27 @@ async def _write(
             len(drafts),
         )
         return Draft(draft.reply.text, tokens, draft.gen_ms)
-    lengths = (
-        ", ".join(
-            f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
-            for draft, tokens in drafts
-        )
-        or "no draft (no room for one)"
+    lengths = ", ".join(
+        f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
+        for draft, tokens in drafts
     )
+    if drafts:
+        why = "its drafts ran too long"
+    elif repeats:
+        why = "its drafts only said the old synopsis again"
+    else:
+        why = "no room to ask for a draft"
     passages = synopsis_passages(base, chapters)
     (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
     quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
     log.warning(
-        "the synopsis came out at %s tokens in %s calls for a target of %s: quoted instead "
-        "(%s tokens)",
-        lengths,
-        len(drafts),
+        "the synopsis for a target of %s tokens was quoted (%s tokens): %s (%s calls%s)",
         target,
         tokens,
+        why,
+        len(drafts) + repeats,
+        f"; drafts of {lengths} tokens" if lengths else "",
     )
     text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"
     (tokens,) = await ctx.count([text])
-    return Draft(text, tokens, sum(d.gen_ms for d, _ in drafts), quoted=True)
+    return Draft(text, tokens, sum(d.gen_ms for d, _ in drafts), why=why)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
+from kotonia_tui.domain import Chapter, Message, Role, quoted_synopsis_body
 
 ELISION = " … "
 # A sentence ends after . ! ? … with any closing quotes or marks, before a space; or after
@@ -134,8 +134,9 @@ def synopsis_passages(base: str | None, chapters: Sequence[Chapter]) -> list[Pas
     "#33-#51"), not under a label of its own: labelled again, it read "So far: So far: #1-#32:
     ..." after two quoted major folds."""
     passages: list[Passage] = []
-    if base and base.startswith(QUOTED_SYNOPSIS_LEAD):
-        for line in base.removeprefix(QUOTED_SYNOPSIS_LEAD).strip().splitlines():
+    quoted = quoted_synopsis_body(base) if base else None
+    if quoted is not None:
+        for line in quoted.splitlines():
             label, colon, text = line.partition(": ")
             passages.append(Passage(label, text) if colon else Passage(SO_FAR, line))
     elif base and base.strip():

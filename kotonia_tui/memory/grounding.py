@@ -98,6 +98,19 @@ def content(text: str, cast: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(words + bigrams)
 
 
+# A message id a memory text cites ("(#25 #26)", "#25-#26: "): a reference, not content.
+_CITED_ID = re.compile(r"#\d+")
+
+
+def says_again(text: str, base: str, cast: Iterable[str] = ()) -> bool:
+    """Whether `text` says nothing `base` did not: each of its content terms is in `base` (a
+    word by its start; the message ids either cites do not count). A text with no content term
+    says nothing new either."""
+    old = content(_CITED_ID.sub(" ", base), cast)
+    new = content(_CITED_ID.sub(" ", text), cast)
+    return all(t in old or any(_same_word(t, o) for o in old) for t in new)
+
+
 def _same_word(a: str, b: str) -> bool:
     if a == b:
         return True

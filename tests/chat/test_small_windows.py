@@ -416,6 +416,48 @@ async def test_a_synopsis_far_longer_than_its_target_is_never_stored_its_chapter
     ]
 
 
+async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(
+    make_service, scripted_model
+):
+    """The embedded 270M wrote the same 21-token sentence as six synopsis versions in a row: each
+    major fold folded its chapters into nothing, and only the ledger kept anything of them. A
+    draft that says nothing the old synopsis did not, when its chapters do, is asked again and
+    never stored; the synopsis quotes the old one and the chapters instead, and says why."""
+    old = ON_TARGET["en"]  # the chronicler answers every call with the old synopsis
+    service, conv_id = await open_chat(make_service, scripted_model(old), write_short_card())
+    ctx = service.worker.context
+    target = ctx.synopsis_target(await ctx.budgets_for(conv_id))
+    cast = service.cast_of(conv_id)
+
+    def chapter(first: int, text: str) -> Chapter:
+        return Chapter(
+            conversation_id=conv_id,
+            first_message_id=first,
+            last_message_id=first + 3,
+            text=text,
+            tokens=20,
+        )
+
+    news = [
+        chapter(9, "- Captain Ilse Marr logged 12 ships at Tarn pier. (#10)"),
+        chapter(13, "- Ann sold the Grey Heron's compass for 40 crowns. (#14)"),
+    ]
+    request = ChronicleRequest.synopsis(old, news, cast, target_tokens=target)
+    draft = await fold_synopsis._write(ctx, request, old, news, cast)
+    assert draft.why == "its drafts only said the old synopsis again"
+    assert draft.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n") and draft.text != old
+    labels = {line.partition(": ")[0] for line in draft.text.splitlines()[1:]}
+    assert labels & {"#9-#12", "#13-#16"}  # the chapters it folds are in it
+    assert draft.tokens <= target * (1 + LENGTH_TOLERANCE)
+
+    # Chapters that say nothing the old synopsis did not (their cited ids aside): the same
+    # synopsis again is right, and stored as it is.
+    same = [chapter(9, "- Ann came to the lighthouse to find her brother Tom. (#10 #11)")]
+    request = ChronicleRequest.synopsis(old, same, cast, target_tokens=target)
+    kept = await fold_synopsis._write(ctx, request, old, same, cast)
+    assert (kept.text, kept.why) == (old, "")
+
+
 @pytest.mark.parametrize(
     ("script", "why"),
     [
@@ -739,7 +781,7 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
     request = ChronicleRequest.synopsis(
         None, chapters, service.cast_of(conv_id), target_tokens=capped.synopsis_target(budgets)
     )
-    draft = await fold_synopsis._write(capped, request, None, chapters)
+    draft = await fold_synopsis._write(capped, request, None, chapters, service.cast_of(conv_id))
     # Asked three times (each time with the cut draft to shorten); no cut draft is stored:
     # the chapter is quoted in the target's length instead.
     assert draft.quoted and draft.text.startswith(QUOTED_SYNOPSIS_LEAD)

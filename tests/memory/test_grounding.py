@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 
 from kotonia_tui.domain import LedgerKind, Message, Role
-from kotonia_tui.memory.grounding import grounded
+from kotonia_tui.memory.grounding import grounded, says_again
 from kotonia_tui.memory.structured import StructuredChapter, parse_answer, read_chapter
 
 CAST = ("Piet", "Mara")
@@ -204,3 +204,16 @@ def test_a_claim_that_says_an_event_again_is_not_kept_twice_unless_it_is_a_lie()
     assert [x.text for x in chapter.claims] == [
         "On the surface: Piet told Mara: he was a sailor once In fact: He never left the village"
     ]
+
+
+def test_a_text_that_says_nothing_its_base_did_not() -> None:
+    base = "Ann came to the lighthouse in a storm to find her brother Tom. (#3 #4)"
+    assert says_again(base, base)
+    assert says_again("Ann came to the lighthouse. (#9)", base)  # a part; ids aside
+    assert says_again("Ann finds lighthouses in storms.", base)  # inflections
+    assert says_again("Ann and Tom.", base, ["Ann", "Tom"])  # names only: nothing
+    assert not says_again("Ann sold the compass for 40 crowns.", base)
+    assert not says_again("Ann came to the lighthouse in 1911.", base)  # a number
+    zh = "安在暴风雨夜来到灯塔找哥哥。"
+    assert says_again("来到灯塔。", zh)
+    assert not says_again("任给她看了罗盘。", zh)
