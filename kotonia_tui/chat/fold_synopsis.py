@@ -5,11 +5,11 @@ current synopsis and writes the next version. Its length is held in code: the sy
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
-short (it keeps the memory within its plan). A draft that only says the old synopsis again
-while its chapters say more is never stored: it would fold the chapters into nothing (the
-embedded 270M wrote one sentence, the same 21 tokens, as six versions in a row). When no draft
-can be used (every one too long, as a small model loops to its cap, or only the old synopsis
-again), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py), in
+short (it keeps the memory within its plan). A draft that only says the old synopsis again while
+its chapters say more is never stored: it would fold the chapters into nothing (the embedded
+270M wrote one sentence, the same 21 tokens, as six versions in a row). When no draft can be
+used (every one too long, as a small model loops to its cap, only the old synopsis again, or
+refused), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py), in
 its target length, under a line that says so: asking a greedy chronicler again writes the same
 drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
 
@@ -212,15 +212,16 @@ async def _write(
     longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
     A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
     shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). A draft
-    that says nothing `base` did not, when `chapters` do, is asked again as it was first asked,
-    and never stored. When no draft can be used, or the fold context has no room left to ask
-    (again), `base` and `chapters` quoted in the target's length."""
+    that says nothing `base` did not, when `chapters` do, or that the chronicler refused (twice)
+    or left empty, is asked again as it was first asked, and never stored. When no draft can be
+    used, or the fold context has no room left to ask (again), `base` and `chapters` quoted in
+    the target's length."""
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
     names = (cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
-    repeats = 0
+    repeats = refusals = 0
     for _call in range(SYNOPSIS_CALLS):
         try:
             done = await ctx.ask(asked, cut_ok=True)
@@ -233,6 +234,16 @@ async def _write(
                 raise
             log.info("synopsis asked again: %s; stopped at %s drafts", exc, len(drafts))
             break
+        except FoldFailed as exc:
+            # Refused twice, or empty. Failing the major fold holds the chapters in the memory
+            # until it grows past its ceiling and cuts the recent messages (a 40-turn run on
+            # the embedded 270M: a draft that narrated "I will not tell anyone" read as a
+            # refusal, the major fold failed twice, and the 40th turn cut the oldest messages).
+            if target is None:
+                raise
+            refusals += 1
+            log.info("synopsis not written (%s): asked again", exc)
+            continue
         (tokens,) = await ctx.count([done.reply.text])
         cut = done.reply.verdict is Verdict.CUT
         if not cut and news and base is not None and says_again(done.reply.text, base, names):
@@ -269,6 +280,8 @@ async def _write(
         why = "its drafts ran too long"
     elif repeats:
         why = "its drafts only said the old synopsis again"
+    elif refusals:
+        why = "the chronicler refused it or wrote nothing"
     else:
         why = "no room to ask for a draft"
     passages = synopsis_passages(base, chapters)
@@ -279,7 +292,7 @@ async def _write(
         target,
         tokens,
         why,
-        len(drafts) + repeats,
+        len(drafts) + repeats + refusals,
         f"; drafts of {lengths} tokens" if lengths else "",
     )
     text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"

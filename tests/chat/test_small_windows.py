@@ -458,6 +458,37 @@ async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(
     assert (kept.text, kept.why) == (old, "")
 
 
+async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_service, scripted_model):
+    """A refused synopsis failed the major fold: the chapters stayed in the memory until it grew
+    past its ceiling and a turn cut the oldest messages (a 40-turn run on the embedded 270M,
+    whose draft narrating "I will not tell anyone" read as a refusal). Refused every time, the
+    synopsis quotes the old one and the chapters instead, and says why."""
+    service, conv_id = await open_chat(
+        make_service, scripted_model("I'm sorry, but I can't help with that."), write_short_card()
+    )
+    ctx = service.worker.context
+    target = ctx.synopsis_target(await ctx.budgets_for(conv_id))
+    chapters = [
+        Chapter(
+            conversation_id=conv_id,
+            first_message_id=9,
+            last_message_id=12,
+            text="- Captain Ilse Marr logged 12 ships at Tarn pier. (#10)",
+            tokens=20,
+        )
+    ]
+    old = ON_TARGET["en"]
+    request = ChronicleRequest.synopsis(
+        old, chapters, service.cast_of(conv_id), target_tokens=target
+    )
+    draft = await fold_synopsis._write(ctx, request, old, chapters, service.cast_of(conv_id))
+    assert draft.why == "the chronicler refused it or wrote nothing"
+    assert draft.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n") and "sorry" not in draft.text
+    labels = {line.partition(": ")[0] for line in draft.text.splitlines()[1:]}
+    assert labels and labels <= {"So far", "#9-#12"}
+    assert draft.tokens <= target * (1 + LENGTH_TOLERANCE)
+
+
 @pytest.mark.parametrize(
     ("script", "why"),
     [
