@@ -20,10 +20,17 @@ from dataclasses import dataclass
 from kotonia_tui.domain import Chapter, Message, Role, quoted_synopsis_body
 
 ELISION = " … "
-# A sentence ends after . ! ? … with any closing quotes or marks, before a space; or after
-# 。！？ with theirs (no space follows in Japanese or Chinese).
-_SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*")
+# A sentence ends after . ! ? … with any closing quotes or marks, before a space; after 。！？
+# with theirs (no space follows in Japanese or Chinese); or at a line break (a chapter's items,
+# a quote's lines).
+_SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*|\n")
 _DIGIT = re.compile(r"\d")
+# What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ") or a message id
+# ("(#3 #4)"). A reference, not the story: no fact's number, no name in a sentence.
+_LABEL = r"#\d+(?:-#\d+)?(?: [^:\n]{1,60})?: "
+_REFERENCE = re.compile(f"{_LABEL}|#\\d+")
+_LEADING_LABEL = re.compile(f"^{_LABEL}")
+_CONTENT = re.compile(r"[^\W_]")  # a letter or a digit, in any script
 # A capitalized word after the sentence's first word: most often a name or a place.
 _NAME = re.compile(r"(?<=\s)[A-Z][\w'’-]+")
 
@@ -43,6 +50,11 @@ class _Sentence:
     index: int  # position in its message
     text: str
     score: int
+    end: int = -1  # the last position it covers (the ids cited after it); -1: its own
+
+    @property
+    def last(self) -> int:
+        return max(self.index, self.end)
 
 
 def sentences(text: str) -> list[str]:
@@ -52,10 +64,40 @@ def sentences(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
+def _says_something(text: str) -> bool:
+    """A sentence with a word or a number besides what it cites: "…", "(#3)" or "#42 Ann: …"
+    alone, the pieces of a quote quoted again, would fill a tight extract with nothing."""
+    return _CONTENT.search(_REFERENCE.sub("", text)) is not None
+
+
+def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
+    """The sentences that say something, by their index. A quote quoted again splits "#44 Rowan:
+    … Hello there." into a label alone and its sentence: the sentence keeps the label, so what
+    it quotes still says who said it. The ids an item cites ("- Mara met Soot. (#34)") stay
+    with the sentence before them."""
+    kept: list[tuple[int, int, str]] = []  # (first position, last position, text)
+    label = ""
+    for index, text in enumerate(texts):
+        if not _says_something(text):
+            found = _LEADING_LABEL.match(text)
+            if found:
+                label = found.group(0)
+            elif kept and kept[-1][1] == index - 1 and _REFERENCE.search(text):
+                first, _last, before = kept[-1]
+                kept[-1] = (first, index, f"{before} {text}")
+            continue
+        if label and not _LEADING_LABEL.match(text):
+            text = f"{label}… {text}"
+        kept.append((index, index, text))
+        label = ""
+    return kept
+
+
 def _score(text: str, *, first: bool, by_user: bool) -> int:
     score = 2 if first else 0
     if by_user:
         score += 1  # what users say about themselves is what a summary most often drops
+    text = _REFERENCE.sub("", text)
     if _DIGIT.search(text):
         score += 2  # dates, prices, counts: facts a later question asks for
     score += min(2, len(_NAME.findall(text)))
@@ -77,10 +119,11 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     At least one sentence is quoted; one longer than the limit on its own is shortened at a
     word, with " …" after it."""
     story = [p for p in passages if p.text.strip()]
+    split = [sentences(p.text) for p in story]
     candidates = [
-        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user))
-        for position, p in enumerate(story)
-        for index, text in enumerate(sentences(p.text))
+        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user), end)
+        for position, (p, texts) in enumerate(zip(story, split, strict=True))
+        for index, end, text in _quotable(texts)
     ]
     if not candidates:
         return ""
@@ -96,9 +139,7 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     if not chosen:
         best = ranked[0]
         chosen = [_Sentence(best.message, best.index, _shorten(best.text, limit_chars), 0)]
-    counts = [0] * len(story)
-    for sentence in candidates:
-        counts[sentence.message] += 1
+    counts = [len(texts) for texts in split]
     lines = []
     for position, passage in enumerate(story):
         mine = sorted((s for s in chosen if s.message == position), key=lambda s: s.index)
@@ -106,8 +147,8 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             continue
         parts = ["… " if mine[0].index > 0 else "", mine[0].text]
         for previous, sentence in itertools.pairwise(mine):
-            parts += [ELISION if sentence.index > previous.index + 1 else " ", sentence.text]
-        if mine[-1].index < counts[position] - 1:
+            parts += [ELISION if sentence.index > previous.last + 1 else " ", sentence.text]
+        if mine[-1].last < counts[position] - 1:
             parts.append(" …")
         lines.append(f"{passage.label}: {''.join(parts)}")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
 from kotonia_tui.memory.extract import (
+    Passage,
     extract_passages,
     message_passages,
     sentences,
@@ -88,3 +89,24 @@ def test_a_quoted_synopsis_quoted_again_keeps_its_lines_labels_once() -> None:
     assert again == "#33-#51: - Mara met Soot. (#34)\n#52-#60: - The lamp failed."
     prose = extract_passages(synopsis_passages("Mara came to the Reach.", [later]), 400)
     assert prose == "So far: Mara came to the Reach.\n#52-#60: - The lamp failed."
+
+
+def test_a_quote_quoted_again_quotes_words_not_its_marks() -> None:
+    # A synopsis quoting chapters that are quotes or structured items: a 40-turn run stored
+    # "#41-#52: … … …" and "#1-#5: … (#3)", pieces that fit a tight limit and say nothing.
+    passages = [
+        Passage("#1-#5", "… (#3)"),
+        Passage("#41-#52", "#42 Mara: … …\n#44 Rowan: … Hello there, traveller. …"),
+        Passage("#53-#60", "- Ann paid 40 crowns. (#54)\n- Rowan nodded. (#55 #56)"),
+    ]
+    for limit in (40, 120, 400):
+        quoted = extract_passages(passages, limit)
+        for line in quoted.splitlines():
+            _label, _, text = line.partition(": ")
+            words = text.replace("…", "").replace("#", "").strip(" ()0123456789")
+            assert words, line
+    roomy = extract_passages(passages, 400).splitlines()
+    # The sentence keeps the label of who said it; the cited ids are no fact's number (the
+    # price outranks the nod that cites more ids).
+    assert "#41-#52: … #44 Rowan: … Hello there, traveller. …" in roomy
+    assert extract_passages(passages, 40) == "#53-#60: - Ann paid 40 crowns. (#54) …"
