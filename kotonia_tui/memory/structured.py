@@ -251,17 +251,23 @@ def says_something(text: str) -> bool:
 
 
 class _Seen:
-    """Drops an item that says nothing (`says_something`) or that says what one already kept
-    in the same list says (for the ledger: in any of its kinds): the same content terms
-    (`grounding.content`), whatever the framing around them, or for a text of none, the same
-    text whatever its case."""
+    """Drops an item that says nothing (`says_something`, or no content term but numbers) or
+    that says what one already kept in the same list says (for the ledger: in any of its
+    kinds): the same content terms (`grounding.content`), whatever the framing around them, or
+    for a text of none, the same text whatever its case."""
 
     def __init__(self, cast: tuple[str, ...]) -> None:
         self._cast = cast
         self._seen: set[frozenset[str] | str] = set()
 
     def fresh(self, text: str) -> bool:
-        key: frozenset[str] | str = content(text, self._cast) or text.casefold().strip()
+        terms = content(text, self._cast)
+        if terms and all(term.isdigit() for term in terms):
+            # "User says: 300," (the embedded 270M, for "I can pay 300 crowns for the lantern,
+            # not more."): a number with nothing said about it. Dropped, the readback finds the
+            # number missing and keeps the user's sentence.
+            return False
+        key: frozenset[str] | str = terms or text.casefold().strip()
         if not key or key in self._seen or not says_something(text):
             return False
         self._seen.add(key)

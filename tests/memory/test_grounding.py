@@ -217,3 +217,19 @@ def test_a_text_that_says_nothing_its_base_did_not() -> None:
     zh = "安在暴风雨夜来到灯塔找哥哥。"
     assert says_again("来到灯塔。", zh)
     assert not says_again("任给她看了罗盘。", zh)
+
+
+def test_an_item_that_holds_a_number_and_nothing_said_about_it_is_dropped() -> None:
+    # The embedded 270M wrote "User says: 300," for the user's "I can pay 300 crowns for the
+    # lantern, not more.": the readback found 300 in the chapter and quoted nothing.
+    chapter = _chapter(
+        {
+            "events": [
+                {"event": "User says: 14,", "ids": [1]},
+                {"event": "Piet says he was a sailor once", "ids": [2]},
+            ],
+            "user_facts": [{"fact": "Mara: 14th", "ids": [1]}],
+        }
+    )
+    assert [e.text for e in chapter.events] == ["Piet says he was a sailor once"]
+    assert chapter.ledger == ()
