@@ -198,8 +198,8 @@ class Synopsis(BaseModel):
 
     @property
     def quoted(self) -> bool:
-        """Its chapters quoted, stored when no draft could be used (every one ran too long or
-        only said the old synopsis again) or no room was left to ask again
+        """Its chapters quoted, stored when no draft could be used (every one ran too long,
+        only said the old synopsis again, or was refused) or no room was left to ask again
         (chat/fold_synopsis.py)."""
         return quoted_synopsis_body(self.text) is not None
 

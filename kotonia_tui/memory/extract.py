@@ -50,11 +50,7 @@ class _Sentence:
     index: int  # position in its message
     text: str
     score: int
-    end: int = -1  # the last position it covers (the ids cited after it); -1: its own
-
-    @property
-    def last(self) -> int:
-        return max(self.index, self.end)
+    last: int  # the last position it covers (the ids it cites may follow it)
 
 
 def sentences(text: str) -> list[str]:
@@ -64,10 +60,15 @@ def sentences(text: str) -> list[str]:
     return [part for part in parts if part]
 
 
+def without_references(text: str) -> str:
+    """`text` without the labels and message ids a memory text cites."""
+    return _REFERENCE.sub(" ", text)
+
+
 def _says_something(text: str) -> bool:
     """A sentence with a word or a number besides what it cites: "…", "(#3)" or "#42 Ann: …"
     alone, the pieces of a quote quoted again, would fill a tight extract with nothing."""
-    return _CONTENT.search(_REFERENCE.sub("", text)) is not None
+    return _CONTENT.search(without_references(text)) is not None
 
 
 def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -97,7 +98,7 @@ def _score(text: str, *, first: bool, by_user: bool) -> int:
     score = 2 if first else 0
     if by_user:
         score += 1  # what users say about themselves is what a summary most often drops
-    text = _REFERENCE.sub("", text)
+    text = without_references(text)
     if _DIGIT.search(text):
         score += 2  # dates, prices, counts: facts a later question asks for
     score += min(2, len(_NAME.findall(text)))
@@ -121,9 +122,9 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     story = [p for p in passages if p.text.strip()]
     split = [sentences(p.text) for p in story]
     candidates = [
-        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user), end)
+        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user), last)
         for position, (p, texts) in enumerate(zip(story, split, strict=True))
-        for index, end, text in _quotable(texts)
+        for index, last, text in _quotable(texts)
     ]
     if not candidates:
         return ""
@@ -138,7 +139,8 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             used += cost
     if not chosen:
         best = ranked[0]
-        chosen = [_Sentence(best.message, best.index, _shorten(best.text, limit_chars), 0)]
+        short = _shorten(best.text, limit_chars)
+        chosen = [_Sentence(best.message, best.index, short, 0, best.last)]
     counts = [len(texts) for texts in split]
     lines = []
     for position, passage in enumerate(story):

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from kotonia_tui.memory.extract import without_references
+
 # A run of a script written without spaces between words: Han, kana, Thai, Lao, Myanmar, Khmer.
 _UNSPACED = (
     "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -98,16 +100,12 @@ def content(text: str, cast: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(words + bigrams)
 
 
-# A message id a memory text cites ("(#25 #26)", "#25-#26: "): a reference, not content.
-_CITED_ID = re.compile(r"#\d+")
-
-
 def says_again(text: str, base: str, cast: Iterable[str] = ()) -> bool:
     """Whether `text` says nothing `base` did not: each of its content terms is in `base` (a
-    word by its start; the message ids either cites do not count). A text with no content term
-    says nothing new either."""
-    old = content(_CITED_ID.sub(" ", base), cast)
-    new = content(_CITED_ID.sub(" ", text), cast)
+    word by its start; the labels and message ids either cites do not count). A text with no
+    content term says nothing new either."""
+    old = content(without_references(base), cast)
+    new = content(without_references(text), cast)
     return all(t in old or any(_same_word(t, o) for o in old) for t in new)
 
 
