@@ -221,7 +221,7 @@ class Settings(BaseSettings):
     # A turn waits for the fold that keeps messages in memory (instead of cutting them at the
     # ceiling, or after they were cut) while the fold makes progress: it gives up when the fold
     # has not moved for fold_wait_s (0: never wait) or after fold_wait_max_s in all. In the app
-    # the user can go on without it at any moment (chat/fold_wait.py).
+    # the user can go on without it at any moment (chat/fold/wait.py).
     fold_wait_s: float = Field(default=120.0, ge=0.0)
     fold_wait_max_s: float = Field(default=1200.0, ge=0.0)
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)

@@ -170,7 +170,7 @@ class Chapter(BaseModel):
     @property
     def quoted(self) -> bool:
         """An extract of the range's own lines, stored when the chronicler's answer for it
-        was unusable (chat/fold_chapters.py), not a summary."""
+        was unusable (chat/fold/chapters.py), not a summary."""
         return self.note.startswith(QUOTED_NOTE)
 
 
@@ -200,7 +200,7 @@ class Synopsis(BaseModel):
     def quoted(self) -> bool:
         """Its chapters quoted, stored when no draft could be used (every one ran too long,
         only said the old synopsis again, or was refused) or no room was left to ask again
-        (chat/fold_synopsis.py)."""
+        (chat/fold/synopsis.py)."""
         return quoted_synopsis_body(self.text) is not None
 
 

@@ -34,8 +34,8 @@ from kotonia_tui.chat.events import (
     NoticeLevel,
     ServiceEvent,
 )
-from kotonia_tui.chat.fold_wait import Patience, WaitEnd, WaitProgress
-from kotonia_tui.chat.fold_worker import FoldWorker
+from kotonia_tui.chat.fold.wait import Patience, WaitEnd, WaitProgress
+from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
@@ -393,7 +393,7 @@ class ChatService:
         return turn
 
     def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
-        """How one turn waits for folds: while the fold makes progress (chat/fold_wait.py),
+        """How one turn waits for folds: while the fold makes progress (chat/fold/wait.py),
         said while it lasts, until the user goes on without it (`go_on_without_fold`).
 
         Why wait rather than give the fold priority over user turns: the engine is one lock, so

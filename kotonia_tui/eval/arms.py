@@ -25,8 +25,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kotonia_tui.chat.chronicle import NoRoomError, chronicle
-from kotonia_tui.chat.fold_worker import MAX_ATTEMPTS
+from kotonia_tui.chat.fold.chronicle import NoRoomError, chronicle
+from kotonia_tui.chat.fold.worker import MAX_ATTEMPTS
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.domain import ChatMessage, Message
 from kotonia_tui.engine import (

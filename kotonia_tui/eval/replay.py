@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard, CharacterSetup, write_json_card
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
-from kotonia_tui.chat.fold_worker import RETRY_BACKOFF_S
+from kotonia_tui.chat.fold.worker import RETRY_BACKOFF_S
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import PreparedTurn
 from kotonia_tui.chat.service import ChatService

@@ -1,5 +1,5 @@
 """A turn waits for the fold that keeps its messages in memory as long as the fold moves
-(issue 14, chat/fold_wait.py): real engine (a scripted tiny GGUF), real SQLite, real worker.
+(issue 14, chat/fold/wait.py): real engine (a scripted tiny GGUF), real SQLite, real worker.
 
 The tiny model folds in milliseconds, where a loaded machine took 6-10 minutes a chapter. The
 load is made here by holding the engine's owner thread (`Load`): a job at the interactive

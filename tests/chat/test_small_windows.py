@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.chat import fold_synopsis
 from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent
-from kotonia_tui.chat.fold_wait import Patience, WaitEnd
+from kotonia_tui.chat.fold import synopsis as fold_synopsis
+from kotonia_tui.chat.fold.wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import (

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui.chat.bootstrap import open_engine
-from kotonia_tui.chat.chronicle import chronicle
-from kotonia_tui.chat.fold_worker import FoldWorker
+from kotonia_tui.chat.fold.chronicle import chronicle
+from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.domain import (
     Conversation,
     FoldJob,

@@ -93,7 +93,7 @@ async def test_replay_ranges_follow_the_policy(eval_settings_for):
 def test_retry_clock_follows_the_backoff_in_user_turns(tmp_path):
     from datetime import timedelta
 
-    from kotonia_tui.chat.fold_worker import RETRY_BACKOFF_S
+    from kotonia_tui.chat.fold.worker import RETRY_BACKOFF_S
     from kotonia_tui.domain import Conversation, FoldJob, FoldKind, utcnow
     from kotonia_tui.eval.replay import RetryClock
     from kotonia_tui.store import Store

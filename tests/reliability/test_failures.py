@@ -20,10 +20,10 @@ import sys
 
 import pytest
 
-from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
+from kotonia_tui.chat.fold import worker as fold_worker
 from kotonia_tui.domain import FoldKind, FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import EngineError, ModelFileError, Slot
 from kotonia_tui.engine.types import GenerationRequest, GenerationResult

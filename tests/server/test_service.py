@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.chat import fold_worker
 from kotonia_tui.chat.events import ReplyDelta
+from kotonia_tui.chat.fold import worker as fold_worker
 from kotonia_tui.domain import (
     ChatMessage,
     FoldJob,

@@ -1,7 +1,7 @@
 """How long a turn waits for the fold that keeps its messages in memory: while the fold moves.
 
 A turn that would cut messages at the ceiling waits for the chapter job that covers them
-(chat/prompting.py decides which jobs; chat/service.py says the wait; chat/fold_worker.py runs
+(chat/prompting.py decides which jobs; chat/service.py says the wait; chat/fold/worker.py runs
 it). A fixed time does not fit: on a loaded machine one chapter took 6-10 minutes, so a bound
 of two minutes gave up on folds that were getting on, and the messages left the prompt anyway.
 

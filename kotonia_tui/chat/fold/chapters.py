@@ -26,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold.context import FoldContext, FoldFailed
 from kotonia_tui.domain import (
     QUOTED_NOTE,
     Chapter,

@@ -1,7 +1,7 @@
 """What every fold job works with: the store, the engine, the budgets, and the chronicler.
 
-The fold worker runs jobs (chat/fold_worker.py); chapters (chat/fold_chapters.py) and the
-synopsis (chat/fold_synopsis.py) are written through this one context, so a job's kind decides
+The fold worker runs jobs (chat/fold/worker.py); chapters (chat/fold/chapters.py) and the
+synopsis (chat/fold/synopsis.py) are written through this one context, so a job's kind decides
 what it writes, never how the model is called or how a failure is said.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
+from kotonia_tui.chat.fold.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredChapter
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.budgets import Budgets

@@ -5,7 +5,7 @@ pending). The worker sleeps until the next job is due or it is woken. Model call
 the same engine as turns, on the fold slot at background priority: the engine's owner thread
 runs a waiting user turn first, and the fold resumes after it where it stopped, on its own KV
 context, so the chat's prompt cache is never evicted. What a job writes is decided by its kind:
-chapters in chat/fold_chapters.py, the synopsis in chat/fold_synopsis.py.
+chapters in chat/fold/chapters.py, the synopsis in chat/fold/synopsis.py.
 
 A claim names this worker (host, process, a token of its own) and holds for a lease it renews
 while the job runs: a second instance starting on the same file requeues only jobs whose worker
@@ -26,10 +26,10 @@ from datetime import timedelta
 
 from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
-from kotonia_tui.chat.fold_chapters import fold_chapter_job
-from kotonia_tui.chat.fold_context import FoldContext, FoldFailed
-from kotonia_tui.chat.fold_synopsis import fold_synopsis_job
-from kotonia_tui.chat.fold_wait import GAVE_WAY, REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
+from kotonia_tui.chat.fold.chapters import fold_chapter_job
+from kotonia_tui.chat.fold.context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold.synopsis import fold_synopsis_job
+from kotonia_tui.chat.fold.wait import GAVE_WAY, REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob, utcnow
 from kotonia_tui.engine import (
@@ -179,7 +179,7 @@ class FoldWorker:
     ) -> WaitEnd:
         """Run these jobs now and wait until each has finished one attempt (landed or failed):
         a turn waits for the fold that keeps its messages in memory. The wait lasts while the
-        fold model works (chat/fold_wait.py): it ends when the fold has made no progress for
+        fold model works (chat/fold/wait.py): it ends when the fold has made no progress for
         `patience.stall_s`, after `patience.cap_s` in all, or when `go_on` is set.
         `on_progress` hears how far the fold has got, about once a second while it moves."""
         ids = list(job_ids)

@@ -26,8 +26,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.chronicle import Chronicled
-from kotonia_tui.chat.fold_context import FoldContext, FoldFailed, NoRoomFailed
+from kotonia_tui.chat.fold.chronicle import Chronicled
+from kotonia_tui.chat.fold.context import FoldContext, FoldFailed, NoRoomFailed
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
