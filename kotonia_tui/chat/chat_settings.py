@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pydantic import ValidationError
+
+from kotonia_tui.chat.lore import WorldInfoError, WorldInfoFolder
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import ChatSettings, GenerationSettings
 
@@ -94,6 +97,15 @@ def resolve(
     return TurnSettings(generation, note, note_layer, depth, tuple(files), lore)
 
 
+SETTING_NAMES = (
+    *GENERATION_FIELDS,
+    "author_note",
+    "author_note_depth",
+    "world_info",
+    "lore_budget",
+)
+
+
 class ChatSettingsError(Exception):
     """Settings that cannot be used; `field` names the one at fault (for the settings screen)."""
 
@@ -150,3 +162,51 @@ def check(effective: TurnSettings, n_ctx: int, world_files: list[str]) -> None:
             raise ChatSettingsError(
                 "world_info", f"World Info file {name!r} (the {layer.value}'s) is not in the folder"
             )
+
+
+def validated(
+    profile: ModelProfile,
+    character: ChatSettings,
+    conversation: ChatSettings,
+    *,
+    n_ctx: int,
+    lore_budget: int,
+    world_info: WorldInfoFolder,
+) -> TurnSettings:
+    """The settings the two layers make, when a turn can run with them: `ChatSettingsError`
+    names the field at fault otherwise (the settings screen and `kotonia settings` alike)."""
+    effective = resolve(profile, character, conversation, lore_budget=lore_budget)
+    check(effective, n_ctx, world_info.names())
+    for name, _layer in effective.world_info:
+        try:
+            world_info.load(name)
+        except WorldInfoError as exc:
+            raise ChatSettingsError("world_info", str(exc)) from exc
+    return effective
+
+
+def assigned(settings: ChatSettings, name: str, value: str) -> ChatSettings:
+    """`settings` with `name` set from text as a script writes it (`kotonia settings --set`):
+    an empty value clears the field (the layer below decides again); `world_info` is a
+    comma-separated list of file names. `ChatSettingsError` names a wrong name or value."""
+    if name not in SETTING_NAMES:
+        raise ChatSettingsError(
+            name, f"no setting {name!r}; the settings are {', '.join(SETTING_NAMES)}"
+        )
+    data = settings.model_dump()
+    parsed: object
+    if name == "world_info":
+        parsed = tuple(part.strip() for part in value.split(",") if part.strip())
+    elif name == "author_note":
+        parsed = value
+    else:
+        parsed = value.strip() or None
+    if name in GENERATION_FIELDS:
+        data["generation"][name] = parsed
+    else:
+        data[name] = parsed
+    try:
+        return ChatSettings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ChatSettingsError(name, f"{name} = {value!r}: {first['msg']}") from exc

@@ -87,7 +87,9 @@ def import_chat_file(
         matched.append(card)
         return conv.model_copy(update={"character_key": card.key})
 
-    stored = store.import_conversation(placeholder, derived(), described=described)
+    stored = store.import_conversation(
+        placeholder, derived(), described=described, settings=chat.settings
+    )
     return ImportedChat(stored, count, tuple(chat.notes), matched[0] if matched else None)
 
 

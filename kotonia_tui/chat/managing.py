@@ -145,5 +145,9 @@ class ConversationManager:
         conv = self.store.get_conversation(conv_id)
         with replacing(path) as out:
             return write_sillytavern(
-                conv, self.store.iter_messages(conv_id), out, self.store.get_image
+                conv,
+                self.store.iter_messages(conv_id),
+                out,
+                self.store.get_image,
+                self.store.conversation_settings(conv_id),
             )

@@ -22,8 +22,8 @@ from kotonia_tui.chat.chat_settings import (
     ChatSettingsError,
     SettingsView,
     TurnSettings,
-    check,
     resolve,
+    validated,
 )
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import (
@@ -39,7 +39,7 @@ from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
-from kotonia_tui.chat.lore import LoreTurn, WorldInfoError
+from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
@@ -740,15 +740,14 @@ class ChatService:
         """Store both layers when the turn they make can run (`ChatSettingsError` otherwise,
         naming the field; nothing is stored then). The next turn uses them."""
         view = self.settings_view(conv_id)
-        effective = resolve(
-            self.engine.profile, character, conversation, lore_budget=self.prompter.budgets.lore
+        effective = validated(
+            self.engine.profile,
+            character,
+            conversation,
+            n_ctx=self.engine.n_ctx,
+            lore_budget=self.prompter.budgets.lore,
+            world_info=self.prompter.world_info,
         )
-        check(effective, self.engine.n_ctx, view.world_files)
-        for name, _layer in effective.world_info:
-            try:
-                self.prompter.world_info.load(name)
-            except WorldInfoError as exc:
-                raise ChatSettingsError("world_info", str(exc)) from exc
         self.store.set_character_settings(view.character_key, character)
         self.store.set_conversation_settings(conv_id, conversation)
         return effective

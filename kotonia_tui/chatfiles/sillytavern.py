@@ -27,8 +27,10 @@ from typing import IO, Any, BinaryIO
 from pydantic import ValidationError
 
 from kotonia_tui.chatfiles.errors import ImportFormatError
+from kotonia_tui.chatfiles.st_metadata import metadata_with_settings, settings_from_metadata
 from kotonia_tui.domain import (
     Alternative,
+    ChatSettings,
     Conversation,
     Message,
     MessageStatus,
@@ -245,6 +247,15 @@ class ChatFile:
                 }
             },
         )
+
+    def settings(self) -> ChatSettings:
+        """The settings the header's `chat_metadata` carries (Author's Note, World Info, ...);
+        what cannot be kept is said in `notes`. Call after `messages()` is exhausted."""
+        if not self._done:
+            raise RuntimeError("read the messages first")
+        settings, notes = settings_from_metadata(self._header.get("chat_metadata"), str(self.path))
+        self.notes.extend(notes)
+        return settings
 
     def names(self) -> tuple[str, str]:
         """(persona, character) as far as the file has told them (the header comes first)."""
@@ -557,14 +568,18 @@ def write_sillytavern(
     messages: Iterable[Message],
     out: IO[str],
     image_data: ImageData | None = None,
+    settings: ChatSettings | None = None,
 ) -> int:
     """Write a SillyTavern `.jsonl` chat (header, then one line per message); returns the count.
+
+    The conversation's `settings` (Author's Note, World Info, the rest) go into the header's
+    `chat_metadata` (chatfiles/st_metadata.py).
 
     One object per line, each line ended by a newline (the last one too, as text files end).
     With `image_data`, a message's attached images go into `extra`: the first as `image` (a
     data URL, which SillyTavern shows), all of them as `kotonia_images`.
     """
-    out.write(_dumps(_header(conv)) + "\n")
+    out.write(_dumps(_header(conv, settings or ChatSettings())) + "\n")
     count = 0
     for msg in messages:
         line = st_message(msg)
@@ -597,7 +612,7 @@ def _ordered(keys: list[str], *sources: dict[str, Any]) -> dict[str, Any]:
     return ordered
 
 
-def _header(conv: Conversation) -> dict[str, Any]:
+def _header(conv: Conversation, settings: ChatSettings) -> dict[str, Any]:
     st = conv.extra.get(ST)
     st = st if isinstance(st, dict) else {}
     fields = st.get("header")
@@ -608,8 +623,8 @@ def _header(conv: Conversation) -> dict[str, Any]:
             st.get("create_date"), conv.created_at, _format_create_date
         ),
     }
-    if not isinstance(fields, dict):
-        fields = {"chat_metadata": {}}
+    fields = dict(fields) if isinstance(fields, dict) else {}
+    fields["chat_metadata"] = metadata_with_settings(fields.get("chat_metadata"), settings)
     return _ordered(list(st.get("keys") or []), mapped, fields)
 
 

@@ -133,6 +133,12 @@ def _branch(args: argparse.Namespace, settings: Settings) -> int:
     return branch(args, settings)
 
 
+def _settings(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.settings import chat_settings
+
+    return chat_settings(args, settings)
+
+
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.doctor import run_doctor
 
@@ -256,6 +262,22 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
     memory.add_argument("--json", action="store_true", help="print it as JSON")
 
+    chat_set = sub.add_parser(
+        "settings", help="show or set a conversation's settings (generation, Author's Note, lore)"
+    )
+    chat_set.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
+    chat_set.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set one (repeatable; an empty VALUE clears it; world_info: files, comma-separated)",
+    )
+    chat_set.add_argument(
+        "--character", action="store_true", help="set the character's layer, not the conversation's"
+    )
+    chat_set.add_argument("--json", action="store_true", help="print it as JSON")
+
     exp = sub.add_parser("export", help="write a conversation as SillyTavern .jsonl")
     exp.add_argument("id", type=int, help="the conversation (see `kotonia conversations`)")
     exp.add_argument(
@@ -320,6 +342,7 @@ def _run(args: argparse.Namespace) -> int:
             "import": _import,
             "export": _export,
             "doctor": _doctor,
+            "settings": _settings,
             "personas": _personas,
             "rename": _rename,
             "delete": _delete,

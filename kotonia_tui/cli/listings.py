@@ -156,11 +156,12 @@ def export_chat(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings, args.db, read_only=args.read_only) as store:
         conv = store.get_conversation(args.id)
         messages = store.iter_messages(args.id)
+        chat_settings = store.conversation_settings(args.id)
         if args.output:
             out_path = Path(args.output)
             with replacing(out_path) as out:
-                count = write_sillytavern(conv, messages, out, store.get_image)
+                count = write_sillytavern(conv, messages, out, store.get_image, chat_settings)
             say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, messages, sys.stdout, store.get_image)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image, chat_settings)
     return 0

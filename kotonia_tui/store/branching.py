@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation
+from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation, utcnow
 from kotonia_tui.store import conversations, fold_jobs, memory_rows
 from kotonia_tui.store.codec import ts_to_db
 from kotonia_tui.store.connection import Db
@@ -72,6 +72,7 @@ def branch_conversation(
         synopsis_ids, synopsis_through = _copy_synopses(db, source.id, created.id, through)
         chapter_ids, stale = _copy_chapters(db, source.id, created.id, through, synopsis_through)
         shared = _copy_state(db, state, created.id, through, chapter_ids, synopsis_ids)
+        _copy_settings(db, source.id, created.id)
         if not shared:
             _fresh_state(db, created.id, synopsis_through)
         for first, last_id in stale:
@@ -93,6 +94,16 @@ def branch_conversation(
             shared,
             len(stale),
         )
+
+
+def _copy_settings(db: Db, source_id: int, conv_id: int) -> None:
+    """The branch plays on with the source's settings: generation, Author's Note and its
+    depth, the World Info attached, the lore budget (SillyTavern carries chat metadata too)."""
+    db.execute(
+        """INSERT INTO conversation_settings (conversation_id, settings, updated_at)
+           SELECT ?, settings, ? FROM conversation_settings WHERE conversation_id = ?""",
+        (conv_id, ts_to_db(utcnow()), source_id),
+    )
 
 
 def _last_id(db: Db, conv_id: int) -> int:

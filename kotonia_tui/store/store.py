@@ -236,13 +236,15 @@ class Store:
         msgs: Iterable[Message],
         *,
         described: Callable[[], Conversation] | None = None,
+        settings: Callable[[], ChatSettings] | None = None,
     ) -> StoredConversation:
         """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
         alternatives, chosen index and extra dicts are stored as given.
 
         `msgs` may be a stream (a big chat file read line by line): it is stored in batches, so
         memory stays bounded. `described`, called once the stream is exhausted, gives the
-        conversation's final fields (names, dates, extra) when they depend on the messages.
+        conversation's final fields (names, dates, extra) when they depend on the messages;
+        `settings`, called then too, the conversation's settings (a chat file's metadata).
         """
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; import it as a new one")
@@ -254,6 +256,8 @@ class Store:
                 messages.insert_messages(self._db, created.id, batch)
             if described is not None:
                 conversations.describe_conversation(self._db, created.id, described())
+            if settings is not None and (chosen := settings()) != ChatSettings():
+                chat_settings.set_conversation_settings(self._db, created.id, chosen)
             return conversations.get_conversation(self._db, created.id)
 
     # Settings over the model profile (a character's, a conversation's) -------------------------

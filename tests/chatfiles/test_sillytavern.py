@@ -12,11 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chatfiles import ImportFormatError
 from kotonia_tui.chatfiles.sillytavern import parse_st_date, read_chat_file, write_sillytavern
 from kotonia_tui.domain import (
     Alternative,
+    ChatSettings,
     Conversation,
+    GenerationSettings,
     Message,
     MessageStatus,
     Role,
@@ -27,7 +30,7 @@ from kotonia_tui.store import Store
 
 from ..store.conftest import new_conversation
 
-HEADER = {
+HEADER: dict[str, Any] = {
     "user_name": "Ann",
     "character_name": "Seraphina",
     "create_date": "2026-11-29@19h30m05s",
@@ -338,3 +341,63 @@ def test_any_kotonia_chat_survives_export_and_import(tmp_path_factory, msgs) -> 
         return (m.role, m.speaker, m.text, m.created_at, m.chosen, alts, m.reasoning)
 
     assert [key(m) for m in back] == [key(m) for m in msgs]
+
+
+def test_the_authors_note_and_world_info_travel_in_chat_metadata(tmp_path: Path, store: Store):
+    """Export writes the conversation's settings where SillyTavern reads them; import reads
+    them back, so the chat plays on there and here with its note and lorebook."""
+    conv = new_conversation(store)
+    store.add_messages(conv.id, [Message(role=Role.USER, speaker="User", text="Hello.")])
+    chosen = ChatSettings(
+        generation=GenerationSettings(temperature=0.5),
+        author_note="It is raining.",
+        author_note_depth=4,
+        world_info=("saltmere-harbour.json", "tides.json"),
+        lore_budget=600,
+    )
+    store.set_conversation_settings(conv.id, chosen)
+    out = io.StringIO()
+    write_sillytavern(
+        store.get_conversation(conv.id),
+        store.iter_messages(conv.id),
+        out,
+        settings=store.conversation_settings(conv.id),
+    )
+    metadata = _objects(out.getvalue())[0]["chat_metadata"]
+    assert metadata["note_prompt"] == "It is raining."
+    assert (metadata["note_position"], metadata["note_depth"]) == (1, 4)
+    assert metadata["world_info"] == "saltmere-harbour"
+
+    path = tmp_path / "exported.jsonl"
+    path.write_text(out.getvalue(), encoding="utf-8")
+    imported = import_chat_file(store, path, persona_name="User", character_key="mira")
+    assert store.conversation_settings(imported.conversation.id) == chosen
+
+
+def test_a_sillytavern_note_at_another_position_is_placed_after_the_history(
+    tmp_path: Path, store: Store
+) -> None:
+    header = {**HEADER, "chat_metadata": {"note_prompt": "Stay calm.", "note_position": 0}}
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(o) for o in [header, *LINES]) + "\n", encoding="utf-8")
+    imported = import_chat_file(store, path, persona_name="User", character_key="sera")
+    settings = store.conversation_settings(imported.conversation.id)
+    assert (settings.author_note, settings.author_note_depth) == ("Stay calm.", 0)
+    assert any("position 0 has no place here" in note for note in imported.notes)
+
+
+def test_a_chat_whose_settings_did_not_change_exports_its_metadata_as_it_came(
+    tmp_path: Path, store: Store
+) -> None:
+    header = {**HEADER, "chat_metadata": {**HEADER["chat_metadata"], "note_prompt": "Rain."}}
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(o) for o in [header, *LINES]) + "\n", encoding="utf-8")
+    imported = import_chat_file(store, path, persona_name="User", character_key="sera")
+    conv_id = imported.conversation.id
+    out = io.StringIO()
+    settings = store.conversation_settings(conv_id)
+    assert settings.author_note == "Rain."
+    write_sillytavern(
+        store.get_conversation(conv_id), store.iter_messages(conv_id), out, settings=settings
+    )
+    assert _objects(out.getvalue())[0]["chat_metadata"] == header["chat_metadata"]

@@ -7,10 +7,12 @@ import pytest
 from kotonia_tui.domain import (
     Alternative,
     Chapter,
+    ChatSettings,
     Conversation,
     FoldJob,
     FoldKind,
     FoldStatus,
+    GenerationSettings,
     Message,
     Role,
     StoredConversation,
@@ -237,3 +239,22 @@ def test_system_role_survives_a_branch(store: Store) -> None:
     )
     new = store.branch_conversation(conv.id, None, _branch_conv(conv, "b")).conversation
     assert store.recent_messages(new.id, 1)[0].role is Role.SYSTEM
+
+
+def test_a_branch_and_a_duplicate_keep_the_conversations_settings(store: Store) -> None:
+    conv, ids = _story(store)
+    settings = ChatSettings(
+        generation=GenerationSettings(temperature=0.4, reply_max_tokens=300),
+        author_note="Keep it rainy.",
+        author_note_depth=4,
+        world_info=("saltmere-harbour.json",),
+        lore_budget=700,
+    )
+    store.set_conversation_settings(conv.id, settings)
+    branch = store.branch_conversation(conv.id, ids[7], _branch_conv(conv, "b")).conversation
+    copy = store.branch_conversation(conv.id, None, _branch_conv(conv, "c")).conversation
+    assert store.conversation_settings(branch.id) == settings
+    assert store.conversation_settings(copy.id) == settings
+    # Copies, not shared: changing the branch's note leaves the source's alone.
+    store.set_conversation_settings(branch.id, settings.model_copy(update={"author_note": "Sun."}))
+    assert store.conversation_settings(conv.id).author_note == "Keep it rainy."
