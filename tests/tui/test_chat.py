@@ -423,3 +423,26 @@ async def test_fast_typing_then_enter_sends_every_character(tiny_eos_model_path,
         conv_id = screen.conversation.id
         user = [m for m in app.service.store.recent_messages(conv_id, 5) if m.role is Role.USER]
         assert user[-1].text == text
+
+
+async def test_hiding_the_inspector_while_it_has_the_focus_gives_it_back_to_the_message_box(
+    tiny_model_path, mira_card
+):
+    """F2, Tab (into the inspector), F2: what the player types next reaches the message box."""
+    app = KotoniaApp(tiny_settings(tiny_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        await pilot.press("f2")
+        await pilot.pause()
+        inspector = screen.query_one(InspectorPane)
+        for _ in range(6):  # Tab until the focus is inside the inspector
+            if screen.focused is not None and inspector in screen.focused.ancestors_with_self:
+                break
+            await pilot.press("tab")
+            await pilot.pause()
+        assert screen.focused is not None and inspector in screen.focused.ancestors_with_self
+        await pilot.press("f2")
+        await pilot.pause()
+        assert not inspector.display
+        await pilot.press("h", "i")
+        assert screen.query_one(ChatInput).text == "hi"

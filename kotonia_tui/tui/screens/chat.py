@@ -724,10 +724,16 @@ class ChatScreen(ConversationActions):
 
     def action_toggle_inspector(self) -> None:
         inspector = self.query_one(InspectorPane)
+        # Focus inside a pane that is hidden would go nowhere: what is typed next is lost.
+        focus_was_inside = (
+            self.focused is not None and inspector in self.focused.ancestors_with_self
+        )
         inspector.display = not inspector.display
         self.kotonia.inspector_open = inspector.display
         if inspector.display:
             self.refresh_memory()
+        elif focus_was_inside:
+            self.query_one(ChatInput).focus()
 
     def refresh_memory(self) -> None:
         if not self.is_attached or not self.is_mounted:
