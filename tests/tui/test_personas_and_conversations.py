@@ -12,7 +12,7 @@ from textual.command import CommandPalette
 from textual.widgets import Input, ListView, TextArea
 
 from kotonia_tui.chat.bootstrap import open_store
-from kotonia_tui.domain import Role
+from kotonia_tui.domain import Message, Role
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.ask import AskTextScreen
 from kotonia_tui.tui.screens.chat import ChatScreen
@@ -312,3 +312,37 @@ async def test_the_new_screens_fit_80x24(tiny_eos_model_path, mira_card, tmp_pat
         assert "Import a chat" in screen_text(app)
         await pilot.press("escape")
         await _until_screen(pilot, app, ConversationsScreen)
+
+
+async def test_the_cursor_stays_on_its_conversation_when_the_list_re_sorts(
+    tiny_eos_model_path, mira_card
+):
+    """The list is newest first; a conversation that gets a new message moves to the top, and
+    the cursor moves with it (not to whichever conversation took its row)."""
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        first = (await open_new_chat(app, pilot)).conv_id
+        await pilot.press("ctrl+b")
+        await _until_screen(pilot, app, ConversationsScreen)
+        await pilot.press("c")  # a duplicate: now the newest, listed first
+        await wait_for(pilot, lambda: len(_stored_conversations(app)) == 2)
+        copy = max(_stored_conversations(app))
+        screen = app.screen
+        assert isinstance(screen, ConversationsScreen)
+        listing = screen.query_one("#conv-list", ListView)
+        await wait_for(pilot, lambda: len(listing.query(ConversationItem)) == 2)
+        assert listing.highlighted_child.conversation.id == copy  # the new one is chosen
+
+        await _highlight(pilot, app, first)
+        assert listing.index == 1
+        assert app.service is not None
+        app.service.store.add_messages(
+            first, [Message(role=Role.USER, speaker="User", text="Back again.")]
+        )
+        screen.load_conversations()
+        await wait_for(
+            pilot,
+            lambda: [i.conversation.id for i in listing.query(ConversationItem)] == [first, copy],
+        )
+        await pilot.pause()
+        assert listing.highlighted_child.conversation.id == first

@@ -143,7 +143,9 @@ class ConversationsScreen(KotoniaScreen[None]):
             self.load_conversations()
 
     @work(exclusive=True, group="conversations")
-    async def load_conversations(self) -> None:
+    async def load_conversations(self, select: int | None = None) -> None:
+        """Fill the list; the cursor stays on the conversation it was on (the list re-sorts by
+        the newest message), or goes to `select` (a conversation just made or brought back)."""
         reader = await self.kotonia.wait_reader()
         if self.persona_id is None and self.persona_name != self.kotonia.user_name():
             # The default persona is known once the database is open.
@@ -162,6 +164,9 @@ class ConversationsScreen(KotoniaScreen[None]):
         convs = reader.conversations_of(self.card)
         listing = self.query_one("#conv-list", ListView)
         previous = listing.index
+        highlighted = listing.highlighted_child
+        if select is None and isinstance(highlighted, ConversationItem):
+            select = highlighted.conversation.id
         await listing.clear()
         for conv in convs:
             last = reader.messages(conv.id, limit=1)
@@ -177,7 +182,10 @@ class ConversationsScreen(KotoniaScreen[None]):
         )
         empty.display = not convs
         if convs:
-            listing.index = min(previous or 0, len(convs) - 1)
+            ids = [conv.id for conv in convs]
+            listing.index = (
+                ids.index(select) if select in ids else min(previous or 0, len(convs) - 1)
+            )
             listing.focus()
         else:
             self.query_one("#greeting-list", ListView).focus()
@@ -272,7 +280,7 @@ class ConversationsScreen(KotoniaScreen[None]):
             notify(self, str(exc), title="Not duplicated", severity="error")
             return
         notify(self, f"Made {conversation_title(copy)}, with its memory.")
-        self.load_conversations()
+        self.load_conversations(select=copy.id)
 
     def action_delete(self) -> None:
         conv, manager = self._highlighted(), self._manager()
@@ -310,7 +318,7 @@ class ConversationsScreen(KotoniaScreen[None]):
             notify(self, "There is no deleted conversation to bring back.")
             return
         notify(self, f"Brought back {conversation_title(conv)}.")
-        self.load_conversations()
+        self.load_conversations(select=conv.id)
 
     def action_import_chat(self) -> None:
         manager = self._manager()
