@@ -55,6 +55,7 @@ __all__ = [
     "TurnDone",
     "TurnEvent",
     "TurnOutcome",
+    "TurnPrepared",
 ]
 
 
@@ -105,4 +106,13 @@ class FoldWait:
     progress: str = ""  # how far the fold has got ("read 1,240 tokens, wrote 85 · 2 min 05 s")
 
 
-ServiceEvent = MemoryNotice | FoldProgress | FoldWait
+@dataclass(frozen=True)
+class TurnPrepared:
+    """A turn's prompt is made: the notices of the turn before are stale now, and a fold that
+    had landed is in the prompt when `fold_applied`. Its own notices follow."""
+
+    conversation_id: int
+    fold_applied: bool
+
+
+ServiceEvent = MemoryNotice | FoldProgress | FoldWait | TurnPrepared

@@ -33,6 +33,7 @@ from kotonia_tui.chat.events import (
     MemoryNotice,
     NoticeLevel,
     ServiceEvent,
+    TurnPrepared,
 )
 from kotonia_tui.chat.fold.wait import Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
@@ -368,6 +369,7 @@ class ChatService:
             raise ChatError(str(exc)) from exc
         self._lore[conv.id] = prepared.lore
         self._recall[conv.id] = prepared.recall
+        self._emit(TurnPrepared(conv.id, prepared.plan.apply_landed))
         for notice in prepared.notices:
             self._emit(MemoryNotice(conv.id, notice))
         for warning in [*prepared.warnings, self.semantic.notice_once()]:

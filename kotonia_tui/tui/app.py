@@ -30,6 +30,7 @@ from kotonia_tui.chat.events import (
     MemoryNotice,
     NoticeLevel,
     ServiceEvent,
+    TurnPrepared,
 )
 from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
@@ -102,8 +103,9 @@ class KotoniaApp(App[int]):
         self.manager: ConversationManager | None = None
         self.load_error: str | None = None
         self.model_status = "loading the model…"
-        self.fold_status: Content = Content("")
-        self.notice: Content = Content("")
+        # Per conversation: a chat screen shows its own conversation's, never another's.
+        self.fold_statuses: dict[int, Content] = {}
+        self.notices: dict[int, Content] = {}
         self.inspector_open = False
         self._service_ready = False
         self._ready_evt = asyncio.Event()
@@ -272,18 +274,27 @@ class KotoniaApp(App[int]):
         self.refresh_status()
 
     def _describe_event(self, event: ServiceEvent) -> None:
+        conv = event.conversation_id
+        if isinstance(event, TurnPrepared):
+            # A new turn: what the last one said is stale, and a fold it applied has landed.
+            self.notices.pop(conv, None)
+            if event.fold_applied:
+                self.fold_statuses.pop(conv, None)
+            return
         if isinstance(event, MemoryNotice):
             warning = event.level is NoticeLevel.WARNING
-            self.notice = literal_line(event.text, "$warning" if warning else "$text-muted")
+            self.notices[conv] = literal_line(event.text, "$warning" if warning else "$text-muted")
             if warning:
                 notify(self, event.text, title="Memory", severity="warning")
             return
         if isinstance(event, FoldWait):
             # The turn is held for a fold: the chat screen's turn status says how far it got
             # and how to go on without it; the notice says what it waits for, then how it ended.
-            self.notice = literal_line(event.text, "$warning" if not event.done else "$text-muted")
+            self.notices[conv] = literal_line(
+                event.text, "$warning" if not event.done else "$text-muted"
+            )
             return
-        self.fold_status = fold_status(event)
+        self.fold_statuses[conv] = fold_status(event)
 
     def _tick(self) -> None:
         service = self.service
@@ -293,7 +304,7 @@ class KotoniaApp(App[int]):
         if running is not None:
             job, elapsed = running
             label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
-            self.fold_status = Content.assemble(
+            self.fold_statuses[job.conversation_id] = Content.assemble(
                 ("◑ ", "bold $accent"), f"{label} running {elapsed:.0f} s"
             )
             self.refresh_status()
@@ -311,11 +322,17 @@ class KotoniaApp(App[int]):
         else:
             model = literal_line(self.model_status, "$text-muted")
         items = [model]
-        if isinstance(screen, ChatScreen) and self.turn_status:
-            items.append(Content.styled(self.turn_status, "bold $accent"))
-        items.append(self.fold_status)
-        items.append(self.notice)
+        if isinstance(screen, ChatScreen):
+            if self.turn_status:
+                items.append(Content.styled(self.turn_status, "bold $accent"))
+            items.append(self.fold_statuses.get(screen.conv_id, Content("")))
+            items.append(self.notices.get(screen.conv_id, Content("")))
         return join_status(items)
+
+    def forget_notice(self, conv_id: int) -> None:
+        """A conversation's notice no longer holds (its settings changed)."""
+        if self.notices.pop(conv_id, None) is not None:
+            self.refresh_status()
 
     def refresh_status(self) -> None:
         try:

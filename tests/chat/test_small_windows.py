@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent, TurnPrepared
 from kotonia_tui.chat.fold import synopsis as fold_synopsis
 from kotonia_tui.chat.fold.wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
@@ -204,6 +204,9 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(
     stats = applying.stats()
     assert stats is not None
     assert (stats["forced_cut"], stats["fold_applied"]) == (False, True)
+    # The app hears which turn applied it (its "landed" line goes then).
+    prepared = [e for e in events if isinstance(e, TurnPrepared)]
+    assert [e.fold_applied for e in prepared] == [False] * (len(turns) - 1) + [True]
     waits = [e for e in events if isinstance(e, FoldWait)]
     assert waits and waits[0].text.startswith("waiting for fold #")
     assert waits[-1].done and "done" in waits[-1].text

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.chat.events import FoldProgress, FoldState
-from kotonia_tui.domain import FoldKind, StoredFoldJob
-from kotonia_tui.tui.app import fold_status
+from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, TurnPrepared
+from kotonia_tui.domain import Conversation, FoldKind, StoredFoldJob
+from kotonia_tui.tui.app import KotoniaApp, fold_status
+from tests.tui.conftest import tiny_settings
+from tests.tui.helpers import open_new_chat, send, wait_for
+from tests.tui.screen_text import screen_text
 
 WORDS = {
     FoldState.QUEUED: "queued",
@@ -25,3 +28,36 @@ def test_every_fold_state_has_its_own_status(state: FoldState) -> None:
     assert text.endswith(f"fold #7 major gc {WORDS[state]}")
     # A deferred job waits for the server: the line must not keep saying it runs.
     assert ("running" in text) is (state is FoldState.RUNNING)
+
+
+async def test_a_chat_shows_its_own_conversations_notices_and_a_new_turn_clears_them(
+    tiny_eos_model_path, mira_card
+):
+    """A notice or fold line of another conversation never shows in this chat; the notices of a
+    turn are gone when the next turn is made, and a landed fold's line when a turn applies it."""
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_new_chat(app, pilot)
+        service = app.service
+        assert service is not None
+        other = service.store.create_conversation(
+            Conversation(character_key="mira", character_name="Mira", persona_name="User")
+        )
+        job = StoredFoldJob(id=9, conversation_id=other.id, kind=FoldKind.CHAPTER)
+        service._emit(MemoryNotice(other.id, "left out in the other chat"))
+        service._emit(FoldProgress(other.id, job, FoldState.LANDED))
+        await pilot.pause()
+        assert "left out in the other chat" not in screen_text(app)
+        assert "fold #9" not in screen_text(app)
+
+        mine = StoredFoldJob(id=10, conversation_id=screen.conv_id, kind=FoldKind.CHAPTER)
+        service._emit(MemoryNotice(screen.conv_id, "lorebook entries left out this turn"))
+        service._emit(FoldProgress(screen.conv_id, mine, FoldState.LANDED))
+        await wait_for(pilot, lambda: "lorebook entries left out" in screen_text(app))
+        assert "fold #10 chapter landed" in screen_text(app)
+
+        # A turn that applies the landed fold: the old notice and the "landed" line go.
+        service._emit(TurnPrepared(screen.conv_id, fold_applied=True))
+        await send(pilot, screen, "Hello again.")
+        text = screen_text(app)
+        assert "lorebook entries left out" not in text and "fold #10" not in text

@@ -640,6 +640,8 @@ class ChatScreen(ConversationActions):
         def done(saved: bool | None) -> None:
             if saved:
                 notify(self, "Settings saved: the next turn uses them.")
+                # "left out: over the budget" and the like were said of the settings before.
+                self.kotonia.forget_notice(self.conv_id)
                 self.refresh_memory()
 
         self.app.push_screen(ChatSettingsScreen(service, view), done)
