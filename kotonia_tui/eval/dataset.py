@@ -67,7 +67,9 @@ class EvalQuestion(BaseModel):
     question: str
     answer: str
     evidence: list[int] = Field(default_factory=list)  # dataset message ids
-    kind: str = "fact"  # fact | lie | decision | constraint | resolved | user | generated
+    # fact | user | temporal (when, in which session, in what order) | multihop (two or more
+    # evidence messages) | lie | decision | constraint | resolved | generated
+    kind: str = "fact"
 
     @property
     def newest_evidence(self) -> int:
