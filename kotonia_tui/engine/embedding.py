@@ -31,6 +31,7 @@ from kotonia_tui.engine.errors import EngineClosedError, ModelFileError
 from kotonia_tui.engine.llama_engine import _templates_left_alone
 from kotonia_tui.engine.model_files import check_gguf, model_facts
 from kotonia_tui.engine.native_logs import quiet_python_prints
+from kotonia_tui.engine.weight_layout import plain_weights_on_amx
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class EmbeddingEngine:
         try:
             # verbose=True for the same reason as the chat model (llama_engine.py): False
             # points the process's terminal at /dev/null while the file loads.
-            with _templates_left_alone(), quiet_python_prints():
+            with _templates_left_alone(), quiet_python_prints(), plain_weights_on_amx():
                 llama = llama_cpp.Llama(
                     model_path=str(path),
                     embedding=True,

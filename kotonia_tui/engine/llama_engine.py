@@ -67,6 +67,7 @@ from kotonia_tui.engine.types import (
     StreamEvent,
     Work,
 )
+from kotonia_tui.engine.weight_layout import plain_weights_on_amx
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class LlamaEngine(SavedStates, EngineBase):
             # the terminal then loses every frame of that moment (the picker stayed blank
             # until a key was pressed). llama.cpp's own logs already go to the log file
             # (native_logs); the library's Python prints go there too, not to the terminal.
-            with _templates_left_alone(), quiet_python_prints():
+            with _templates_left_alone(), quiet_python_prints(), plain_weights_on_amx() as plain:
                 llama = llama_cpp.Llama(
                     model_path=str(self._model_path),
                     n_ctx=profile.n_ctx,
@@ -218,6 +219,8 @@ class LlamaEngine(SavedStates, EngineBase):
                     verbose=True,
                 )
             llama.verbose = False  # later calls print nothing (their prints need no redirect)
+            if plain:
+                log.info("weights kept in the plain CPU layout: llama.cpp's AMX repacking crashes")
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "
