@@ -38,6 +38,7 @@ NAMES = (
     "recall",
     "resume",
     "startup",
+    "first_turns",
 )
 
 
