@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import random
 import threading
 import time
@@ -57,6 +56,7 @@ from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
 from kotonia_tui.engine.state_file import StateKey, fingerprint
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
+from kotonia_tui.engine.threads import usable_cores
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -196,7 +196,7 @@ class LlamaEngine(SavedStates, EngineBase):
     def _load(self) -> None:
         profile = self.profile
         started = time.perf_counter()
-        threads = profile.threads or max(1, os.cpu_count() or 1)
+        threads = profile.threads or usable_cores()
         gpu = gpu_offload_supported()
         n_gpu_layers = profile.n_gpu_layers
         if n_gpu_layers is None:
