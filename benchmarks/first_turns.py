@@ -206,6 +206,8 @@ def _result(rows: Sequence[TurnFigures], seconds: float) -> BenchResult:
         "fresh turns are sent back to back (as `kotonia chat --say`); warm turns after "
         "everything settled; restored is the first turn of a new service on the same data dir",
         f"load average at the end: {load} (other processes share the cores)",
+        "OpenMP waits (engine/threads.py): "
+        + ", ".join(f"{n}={os.environ.get(n, '-')}" for n in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")),
     ]
     figures: dict[str, Any] = {
         "rows": [r.as_json() for r in rows],
