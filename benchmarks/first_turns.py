@@ -6,16 +6,18 @@ Issue 34: on a fresh data dir the first turns generated at under 2 tokens/s and 
     fresh 1-3    a new conversation in a data dir with no saved state: three turns sent one
                  after the other, as `kotonia chat --say A --say B --say C` does (each turn's
                  settle and state writes are still in the background when the next starts)
-    warm         two more turns in the same process after everything settled (the user read
-                 the reply): the warm rate
+    warm         three more turns in the same process after everything settled (the user read
+                 the reply): their median is the warm rate
     restored     a new service on the same data dir (a restart): its first turn loads the
                  conversation's saved state
 
 Each row gives time to first token (from sending to the first text), prompt ms, tokens/s of
 the generation, and the CPU seconds the process's threads used during the turn, by kind:
 `model` (the owner thread), `native` (threads Python did not start: llama.cpp's workers),
-`kv write` (the saved-state writer), `other` (the event loop and the rest). CPU figures come
-from /proc (Linux) and are left empty elsewhere.
+`kv write` (the saved-state writer), `other` (the event loop and the rest), and the share of
+the usable cores the process had (its CPU seconds over the turn's wall time times the cores):
+other programs on the machine take the rest. CPU figures come from /proc (Linux) and are left
+empty elsewhere.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import BenchResult, Table, default_model_settings, ratio
+from benchmarks.common import BenchResult, Table, default_model_settings, median, ratio
 from kotonia_tui.chat.bootstrap import open_service, state_cache_config
 from kotonia_tui.chat.events import ReplyDelta, TurnDone
 from kotonia_tui.chat.service import ChatService
@@ -46,6 +48,7 @@ LINES = (
     "Which of these clocks is the oldest?",
     "Can you teach me how to wind it?",
     "I thank you and ask if I may come back tomorrow.",
+    "I wave goodbye from the door.",
 )
 GROUPS = ("model", "native", "kv write", "other")
 
@@ -60,6 +63,7 @@ class TurnFigures:
     generated: int
     tokens_per_s: float
     cpu: dict[str, float] | None  # CPU seconds by thread kind during the turn
+    cpu_share: float | None  # of the usable cores, during the turn
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -106,6 +110,7 @@ def _cpu_by_kind(before: dict[int, float] | None, after: dict[int, float] | None
 async def _turn(service: ChatService, conv_id: int, text: str, arm: str) -> TurnFigures:
     before = _thread_cpu()
     sent = time.perf_counter()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     first: float | None = None
     turn = await service.send(conv_id, text)
     done: TurnDone | None = None
@@ -115,6 +120,8 @@ async def _turn(service: ChatService, conv_id: int, text: str, arm: str) -> Turn
         if isinstance(event, TurnDone):
             done = event
     cpu = _cpu_by_kind(before, _thread_cpu())
+    wall = time.perf_counter() - sent
+    share = round(sum(cpu.values()) / (wall * (cores or 1)), 2) if cpu else None
     if done is None or done.error is not None or done.metrics is None:
         raise RuntimeError(f"the turn failed: {done.error if done else 'no end'}")
     m = done.metrics
@@ -127,6 +134,7 @@ async def _turn(service: ChatService, conv_id: int, text: str, arm: str) -> Turn
         generated=m.generated,
         tokens_per_s=m.tokens_per_s,
         cpu=cpu,
+        cpu_share=share,
     )
 
 
@@ -153,14 +161,14 @@ async def run() -> BenchResult:
         for index in range(3):  # sent one after the other, as `--say` does
             rows.append(await _turn(service, conv.id, LINES[index], f"fresh {index + 1}"))
         await service.states_settled()
-        for index in (3, 4):
+        for index in (3, 4, 5):
             rows.append(await _turn(service, conv.id, LINES[index], f"warm {index - 2}"))
             await service.states_settled()  # the user reads the reply
     finally:
         await service.close()
     service = await _session(settings)
     try:
-        rows.append(await _turn(service, conv.id, LINES[5], "restored (new service)"))
+        rows.append(await _turn(service, conv.id, LINES[6], "restored (new service)"))
     finally:
         await service.close()
     return _result(rows, time.perf_counter() - started)
@@ -180,10 +188,10 @@ def _result(rows: Sequence[TurnFigures], seconds: float) -> BenchResult:
             "tokens/s",
             "x warm",
             *(f"cpu s {g}" for g in GROUPS),
+            "cpu share",
         ),
     )
-    warm = [r.tokens_per_s for r in rows if r.arm.startswith("warm")]
-    warm_rate = sum(warm) / len(warm) if warm else 0.0
+    warm_rate = median(r.tokens_per_s for r in rows if r.arm.startswith("warm"))
     for r in rows:
         cpu = r.cpu or {}
         table.add(
@@ -196,12 +204,13 @@ def _result(rows: Sequence[TurnFigures], seconds: float) -> BenchResult:
             round(r.tokens_per_s, 2),
             ratio(r.tokens_per_s, warm_rate),
             *(cpu.get(g) for g in GROUPS),
+            r.cpu_share,
         )
     load = [round(x, 2) for x in os.getloadavg()]
     first = [r for r in rows if not r.arm.startswith("warm")]
     worst = min((r.tokens_per_s for r in first), default=0.0)
     table.notes = [
-        f"warm rate (mean of the warm turns): {warm_rate:.2f} tokens/s; the slowest first or "
+        f"warm rate (median of the warm turns): {warm_rate:.2f} tokens/s; the slowest first or "
         f"restored turn: {ratio(worst, warm_rate)} x warm",
         "fresh turns are sent back to back (as `kotonia chat --say`); warm turns after "
         "everything settled; restored is the first turn of a new service on the same data dir",
