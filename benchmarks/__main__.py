@@ -4,7 +4,7 @@ The results go to bench-results/latest.json and a timestamped copy beside it, so
 compared. Everything runs in a temporary KOTONIA_HOME (the embedded model is assembled into its
 cache once per run); logs go to bench-results/bench.log, the terminal shows only the tables.
 
-    python -m benchmarks                     # all eight, as `make bench`
+    python -m benchmarks                     # all of them, as `make bench`
     python -m benchmarks --only images       # one (or several, comma-separated)
     python -m benchmarks --turns 60          # a shorter prompt-cache conversation
 """
@@ -25,6 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# Before anything loads llama_cpp: the engine package sets how llama.cpp's threads wait
+# (engine/threads.py), which the OpenMP runtime reads once, when it loads.
+import kotonia_tui.engine  # noqa: F401
 from benchmarks.common import BenchResult
 
 NAMES = (
@@ -38,6 +41,7 @@ NAMES = (
     "recall",
     "resume",
     "startup",
+    "first_turns",
 )
 
 

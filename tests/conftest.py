@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# Before any test module loads llama_cpp: the engine package sets how llama.cpp's threads wait
+# (engine/threads.py), which the OpenMP runtime reads once, when it loads.
+import kotonia_tui.engine  # noqa: F401
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 

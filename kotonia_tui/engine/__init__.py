@@ -6,12 +6,15 @@ saved KV state that lets a conversation resume warm after a restart.
 
 The two backends are imported when first used (PEP 562 `__getattr__`): importing this package
 loads neither llama_cpp (and numpy) nor httpx, so a command that needs no model starts at once.
+It sets how llama.cpp's threads wait for each other (engine/threads.py), which must happen
+before llama_cpp first loads.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kotonia_tui.engine import threads
 from kotonia_tui.engine.calls import EngineCall, EngineInfo
 from kotonia_tui.engine.errors import (
     BackendUnavailableError,
@@ -41,6 +44,8 @@ from kotonia_tui.engine.types import (
     Work,
 )
 from kotonia_tui.lazy import lazy_exports
+
+threads.wait_briefly()  # nothing above loads llama_cpp; every module that does comes after
 
 if TYPE_CHECKING:
     from kotonia_tui.engine.embedding import EmbeddingEngine

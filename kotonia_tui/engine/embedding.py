@@ -1,10 +1,11 @@
 """The embedding engine: an embedding GGUF loaded in-process for semantic recall's vectors.
 
 Apart from the chat model: its own llama.cpp context (`EMBEDDING_CTX` positions) and one CPU
-thread by default, so the background work of embedding the archive takes one core at most
-while a reply generates on the rest (the worker in chat/ also pauses while a turn runs). One
-text is embedded at a time under a lock: a turn's query waits for at most one archived
-message, never for a whole batch.
+thread by default. It never runs beside a reply: each piece of text waits while a reply is
+being made, and a reply that starts waits for the piece in progress (foreground.py); the
+worker in chat/ also pauses between messages while a turn runs. One text is embedded at a
+time under a lock: a turn's query waits for at most one archived message, never for a whole
+batch.
 
 A vector is the model's pooled output (its own pooling; the mean of the token vectors for a
 model without one), normalised to length 1. A text longer than the context is embedded in
@@ -28,9 +29,11 @@ import llama_cpp
 from kotonia_tui.engine import native_logs
 from kotonia_tui.engine.embedding_key import embedding_key
 from kotonia_tui.engine.errors import EngineClosedError, ModelFileError
+from kotonia_tui.engine.foreground import EMBEDDING, FOREGROUND
 from kotonia_tui.engine.llama_engine import _templates_left_alone
 from kotonia_tui.engine.model_files import check_gguf, model_facts
 from kotonia_tui.engine.native_logs import quiet_python_prints
+from kotonia_tui.engine.weight_layout import plain_weights_on_amx
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ class EmbeddingEngine:
         try:
             # verbose=True for the same reason as the chat model (llama_engine.py): False
             # points the process's terminal at /dev/null while the file loads.
-            with _templates_left_alone(), quiet_python_prints():
+            with _templates_left_alone(), quiet_python_prints(), plain_weights_on_amx():
                 llama = llama_cpp.Llama(
                     model_path=str(path),
                     embedding=True,
@@ -94,8 +97,10 @@ class EmbeddingEngine:
             llama = self._llama
             if llama is None:
                 raise EngineClosedError("the embedding model is closed")
-            pieces = self._pieces(llama, text)
-            vectors = [_pooled(llama.embed(piece, truncate=False)) for piece in pieces]
+            vectors = []
+            for piece in self._pieces(llama, text):
+                with FOREGROUND.background(EMBEDDING):
+                    vectors.append(_pooled(llama.embed(piece, truncate=False)))
         return _unit([sum(column) / len(vectors) for column in zip(*vectors, strict=True)])
 
     async def embed_async(self, text: str) -> list[float]:

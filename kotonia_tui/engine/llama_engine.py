@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import random
 import threading
 import time
@@ -57,6 +56,7 @@ from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.engine.state_cache import StateCache, StateCacheConfig
 from kotonia_tui.engine.state_file import StateKey, fingerprint
 from kotonia_tui.engine.streaming import ReplyText, Utf8Stream
+from kotonia_tui.engine.threads import usable_cores
 from kotonia_tui.engine.types import (
     FinishReason,
     GenerationRequest,
@@ -67,6 +67,7 @@ from kotonia_tui.engine.types import (
     StreamEvent,
     Work,
 )
+from kotonia_tui.engine.weight_layout import plain_weights_on_amx
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ class LlamaEngine(SavedStates, EngineBase):
     def _load(self) -> None:
         profile = self.profile
         started = time.perf_counter()
-        threads = profile.threads or max(1, os.cpu_count() or 1)
+        threads = profile.threads or usable_cores()
         gpu = gpu_offload_supported()
         n_gpu_layers = profile.n_gpu_layers
         if n_gpu_layers is None:
@@ -206,7 +207,7 @@ class LlamaEngine(SavedStates, EngineBase):
             # the terminal then loses every frame of that moment (the picker stayed blank
             # until a key was pressed). llama.cpp's own logs already go to the log file
             # (native_logs); the library's Python prints go there too, not to the terminal.
-            with _templates_left_alone(), quiet_python_prints():
+            with _templates_left_alone(), quiet_python_prints(), plain_weights_on_amx() as plain:
                 llama = llama_cpp.Llama(
                     model_path=str(self._model_path),
                     n_ctx=profile.n_ctx,
@@ -218,6 +219,8 @@ class LlamaEngine(SavedStates, EngineBase):
                     verbose=True,
                 )
             llama.verbose = False  # later calls print nothing (their prints need no redirect)
+            if plain:
+                log.info("weights kept in the plain CPU layout: llama.cpp's AMX repacking crashes")
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"{self._model_path}: llama.cpp could not load this model ({exc}); check that "

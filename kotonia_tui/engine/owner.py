@@ -4,6 +4,11 @@ Every model call is a generator that does one unit of work per step (a prompt ba
 and runs on this thread. Between steps the thread picks the most urgent job, so a user turn that
 arrives while a background fold is generating runs first; the fold resumes afterwards exactly
 where it stopped (it has its own KV context). Never two model calls at once: this is the lock.
+
+A job of the most urgent priority (a reply, or a quick call a reply waits for) holds the
+process's foreground (foreground.py) from its first step until no such job is left: work on
+other threads that can wait (a state file being written, the embedding model) pauses
+meanwhile, so the reply has the cores to itself.
 """
 
 from __future__ import annotations
@@ -13,16 +18,20 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from kotonia_tui.engine.errors import EngineClosedError
+from kotonia_tui.engine.foreground import FOREGROUND, MODEL_BACKGROUND, Foreground
 
 log = logging.getLogger(__name__)
 
 Steps = Generator[Any, None, Any]
+
+FOREGROUND_PRIORITY = 0  # Priority.INTERACTIVE: a user's turn (types.py)
 
 
 @dataclass(order=True)
@@ -38,7 +47,9 @@ class _Job:
 class OwnerThread:
     """Runs step generators on one thread, most urgent first (lower priority value wins)."""
 
-    def __init__(self, name: str = "kotonia-model") -> None:
+    def __init__(self, name: str = "kotonia-model", foreground: Foreground = FOREGROUND) -> None:
+        self._foreground = foreground
+        self._holding = False  # the foreground, while a most urgent job is active
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._seq = itertools.count()
         self._closed = False
@@ -106,8 +117,18 @@ class OwnerThread:
                 continue
             self._busy.set()
             job = active[0]
+            urgent = job.priority <= FOREGROUND_PRIORITY
+            if urgent and not self._holding:
+                self._foreground.begin_reply()
+                self._holding = True
+            started = time.monotonic()
             if self._step(job):
                 heapq.heappop(active)
+            if not urgent:
+                self._foreground.record(MODEL_BACKGROUND, started)
+            if self._holding and not (active and active[0].priority <= FOREGROUND_PRIORITY):
+                self._foreground.end_reply()
+                self._holding = False
             if not active:
                 self._busy.clear()
 
@@ -148,6 +169,9 @@ class OwnerThread:
         return False
 
     def _shutdown(self, active: list[_Job]) -> None:
+        if self._holding:
+            self._foreground.end_reply()
+            self._holding = False
         # Jobs still queued behind the sentinel are refused as well.
         while True:
             try:

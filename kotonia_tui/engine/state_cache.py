@@ -4,9 +4,11 @@ with checks, and kept under a size cap by evicting the least recently used.
 A file is `<key digest>-<name>.kvstate` in `<cache dir>/kv-state/` (the format is in
 `state_file`). Writes go to a temporary file beside the target, flushed, then renamed over it
 (`safe_files.replacing`), on a writer thread so the owner thread only copies the state out of
-llama.cpp. A file that is damaged, cut short, or made for another model, projector, profile,
-llama.cpp build or cache layout is removed when it is found, never loaded. Loading a file
-touches it: the eviction removes the files used longest ago until the folder fits the cap.
+llama.cpp; the writer hashes and writes a few MiB at a time and pauses while a reply is being
+made (foreground.py), and drops a write that a newer one of the same name made moot. A file
+that is damaged, cut short, or made for another model, projector, profile, llama.cpp build or
+cache layout is removed when it is found, never loaded. Loading a file touches it: the
+eviction removes the files used longest ago until the folder fits the cap.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kotonia_tui.engine.foreground import FOREGROUND, STATE_WRITE, Foreground
 from kotonia_tui.engine.items import PromptItem
 from kotonia_tui.engine.state_file import (
     StateFileError,
@@ -55,6 +59,10 @@ class CacheUsage:
     bytes: int
 
 
+class _Superseded(Exception):
+    """A newer save of the same name was asked for while this one was being written."""
+
+
 def usage(folder: Path) -> CacheUsage:
     """The saved states in `folder`, for `kotonia doctor`."""
     files = list(_state_files(folder))
@@ -64,7 +72,10 @@ def usage(folder: Path) -> CacheUsage:
 class StateCache:
     """The saved states of one key (model, projector, profile, build, layout)."""
 
-    def __init__(self, config: StateCacheConfig, key: StateKey) -> None:
+    def __init__(
+        self, config: StateCacheConfig, key: StateKey, foreground: Foreground = FOREGROUND
+    ) -> None:
+        self._foreground = foreground
         self.folder = config.folder
         self.cap_bytes = config.cap_bytes
         self.key = key
@@ -137,9 +148,8 @@ class StateCache:
         items: tuple[PromptItem, ...],
         buffer: ctypes.Array[ctypes.c_uint8],
     ) -> Path | None:
-        with self._lock:
-            if self._latest.get(name) != ticket:
-                return None
+        if self._superseded(name, ticket):
+            return None
         if not self.enabled:
             return None
         if len(buffer) > self.cap_bytes:
@@ -154,7 +164,15 @@ class StateCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             with replacing(path, binary=True) as out:
-                size = write_state(out, self.key, items, memoryview(buffer).cast("B"))
+                size = write_state(
+                    out,
+                    self.key,
+                    items,
+                    memoryview(buffer).cast("B"),
+                    each_chunk=lambda: self._chunk(name, ticket),
+                )
+        except _Superseded:
+            return None  # the temporary file is gone; the newer write follows
         except OSError as exc:
             log.warning("KV state %s not saved: %s", name, exc)
             return None
@@ -165,8 +183,21 @@ class StateCache:
             size / 1e6,
             (time.perf_counter() - started) * 1000,
         )
-        self.evict()
+        with self._foreground.background(STATE_WRITE):
+            self.evict()
         return path
+
+    def _superseded(self, name: str, ticket: int) -> bool:
+        with self._lock:
+            return self._latest.get(name) != ticket
+
+    @contextlib.contextmanager
+    def _chunk(self, name: str, ticket: int) -> Iterator[None]:
+        """One chunk of a write: when no reply runs, and only while the write still matters."""
+        with self._foreground.background(STATE_WRITE):
+            if self._superseded(name, ticket):
+                raise _Superseded
+            yield
 
     def evict(self) -> list[Path]:
         """Remove the least recently used states (of any key) until the folder fits the cap,

@@ -20,9 +20,12 @@ state and checks the digest over the whole file.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import struct
 from array import array
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -34,6 +37,7 @@ DIGEST_BYTES = 32
 _HEADER_LEN = struct.Struct("<I")
 MAX_HEADER_BYTES = 16 << 20  # images listed in the header: far more than any window holds
 IMAGE_SLOT = -1
+CHUNK_BYTES = 4 << 20  # hashed and written at a time: a few milliseconds of one core
 
 
 class StateFileError(Exception):
@@ -98,9 +102,19 @@ def encode_items(items: tuple[PromptItem, ...]) -> tuple[bytes, list[dict[str, A
 
 
 def write_state(
-    out: IO[bytes], key: StateKey, items: tuple[PromptItem, ...], state: memoryview
+    out: IO[bytes],
+    key: StateKey,
+    items: tuple[PromptItem, ...],
+    state: memoryview,
+    *,
+    each_chunk: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> int:
-    """Write a whole state file to `out`; returns its size in bytes."""
+    """Write a whole state file to `out` (seekable); returns its size in bytes.
+
+    The state bytes are hashed and written `CHUNK_BYTES` at a time, each chunk inside
+    `each_chunk()` (the writer pauses there while a reply runs, see foreground.py); the
+    digest is written into its place at the start once everything after it is out.
+    """
     token_bytes, images = encode_items(items)
     header = json.dumps(
         {
@@ -113,14 +127,19 @@ def write_state(
     ).encode()
     digest = hashlib.sha256()
     parts = (_HEADER_LEN.pack(len(header)), header, token_bytes)
+    out.write(MAGIC)
+    out.write(bytes(DIGEST_BYTES))  # its place; the digest is known at the end
     for part in parts:
         digest.update(part)
-    digest.update(state)
-    out.write(MAGIC)
-    out.write(digest.digest())
-    for part in parts:
         out.write(part)
-    out.write(state)
+    for start in range(0, state.nbytes, CHUNK_BYTES):
+        with each_chunk():
+            chunk = state[start : start + CHUNK_BYTES]
+            digest.update(chunk)
+            out.write(chunk)
+    out.seek(len(MAGIC))
+    out.write(digest.digest())
+    out.seek(0, io.SEEK_END)
     return len(MAGIC) + DIGEST_BYTES + sum(len(p) for p in parts) + state.nbytes
 
 
