@@ -3,9 +3,11 @@
 A conversation is replayed through the real fold policy (`replay`), questions per fold range
 are asked of four memory designs built on the same fold points (`arms`), graded by the model
 as judge and by exact/F1 match (`examiner`, `grading`), and the chronicler's output is audited
-(`audit`). `harness.run_eval` ties it together; `command` is the CLI; `report` and `plot_png`
-render the results; `pinning` hashes the model file; `meter` counts model calls;
-`arguments` declares the command's options (imported by the CLI's parser without the rest).
+(`audit`); `evidence` finds where each question's evidence stands in the prompt the reader got
+(window, recalled, cited, quoted, absent), with or without the reader (`--evidence-only`).
+`harness.run_eval` ties it together; `command` is the CLI; `report` and `plot_png` render the
+results; `pinning` hashes the model file; `meter` counts model calls; `arguments` declares the
+command's options (imported by the CLI's parser without the rest).
 """
 
 from typing import TYPE_CHECKING

@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest window the full arm may load the model with (32768; 0: never reload)",
     )
     parser.add_argument("--answer-tokens", type=int, default=48, help="reader answer cap")
+    parser.add_argument(
+        "--evidence-only",
+        action="store_true",
+        help="only where each question's evidence stands in each arm's prompt: no reader, no "
+        "judge, and no folds unless an arm carries the memory",
+    )
     parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
     parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
     parser.add_argument("--quiet", action="store_true", help="no progress on standard error")

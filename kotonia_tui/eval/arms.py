@@ -35,7 +35,7 @@ from kotonia_tui.engine import (
 )
 from kotonia_tui.eval.arguments import RECALL
 from kotonia_tui.eval.replay import Replay
-from kotonia_tui.memory.assembly import MEMORY_TITLE, PromptLine, assemble_prompt
+from kotonia_tui.memory.assembly import MEMORY_TITLE, PromptLine, assemble_prompt, in_prompt
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
@@ -67,10 +67,16 @@ class ArmPrompt:
     failures: list[str] = field(default_factory=list)
     recall_from: int | None = None  # recall arms: the archive is what is older than this id
     recall_budget: int = 0  # tokens recalled per question; 0: not a recall arm
+    window_ids: frozenset[int] = frozenset()  # stored ids of the messages carried verbatim
 
     @property
     def skipped(self) -> bool:
         return self.messages is None
+
+
+def _sent(window: Sequence[Message]) -> frozenset[int]:
+    """The ids of the window's messages the prompt carries (imported notes are left out)."""
+    return frozenset(m.id for m in window if m.id is not None and in_prompt(m.role))
 
 
 def _lines(messages: Sequence[Message]) -> list[PromptLine]:
@@ -112,6 +118,7 @@ def generational(replay: Replay, engine: Engine) -> ArmPrompt:
         prompt_tokens=_cells(engine, messages, replay),
         n_ctx=engine.n_ctx,
         recall_from=final.window[0].id if final.window else None,
+        window_ids=_sent(final.window),
     )
 
 
@@ -166,6 +173,7 @@ async def rolling(
         build_seconds=time.monotonic() - started,
         build_calls=calls,
         failures=failures,
+        window_ids=_sent(window),
     )
 
 
@@ -219,6 +227,7 @@ def truncation(replay: Replay, engine: Engine, history_budget: int) -> ArmPrompt
         note=f"the newest messages within {history_budget} history tokens (the generational "
         "arm's memory + verbatim)",
         recall_from=kept[0].id if kept else None,
+        window_ids=_sent(kept),
     )
 
 
@@ -245,8 +254,10 @@ async def full(
     *,
     bigger: EngineFactory | None,
     max_ctx: int,
+    answered: bool = True,
 ) -> ArmPrompt:
-    """The whole conversation verbatim; a larger window is opened if allowed and needed."""
+    """The whole conversation verbatim; a larger window is opened if allowed and needed
+    (`answered` False: nobody reads it, so it is only measured, never loaded wider)."""
     prompter = replay.service.prompter
     everything = replay.all_messages()
     messages = _prompt(replay, "", everything)
@@ -261,9 +272,16 @@ async def full(
         verbatim_messages=len(everything),
         prompt_tokens=cells,
         n_ctx=engine.n_ctx,
+        window_ids=_sent(everything),
     )
     if needed <= engine.n_ctx:
         arm.note = "fits the evaluation window"
+        return arm
+    if not answered:
+        arm.note = (
+            f"needs {needed} tokens, more than the {engine.n_ctx}-token evaluation window: "
+            "measured, not answered (evidence only), so no wider load"
+        )
         return arm
     # Round up to a multiple of 1024: a tidy window just large enough.
     wanted = -(-needed // 1024) * 1024

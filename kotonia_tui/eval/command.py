@@ -2,7 +2,7 @@
 
     kotonia eval [SOURCE] [--model PATH] [--n-ctx N] [--questions N] [--runs K]
                  [--arms generational,rolling,truncation,full,generational+recall,...]
-                 [--json OUT] [--plot OUT.png]
+                 [--evidence-only] [--json OUT] [--plot OUT.png]
 
 SOURCE is a dataset file, a SillyTavern `.jsonl` / JSON list chat, or a stored conversation id;
 without it, the shipped dataset (`assets/eval/lighthouse.json`). The table, the terminal plot
@@ -132,6 +132,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> EvalReport:
             arms=arms,
             answer_max_tokens=args.answer_tokens,
             full_max_ctx=args.full_max_ctx,
+            evidence_only=args.evidence_only,
         )
     except ValueError as exc:
         raise DatasetError(str(exc)) from exc

@@ -5,10 +5,15 @@ One run:
 2. the question set: the dataset's (each question goes to the range holding its newest
    evidence message), or, without one, the examiner's, written once per range on the first
    run and kept for the others so every run and arm answers the same questions;
-3. build each arm's prompt (`arms.py`) and let the model answer every question from it;
+3. build each arm's prompt (`arms.py`), find where each question's evidence stands in the
+   prompt the reader gets (`evidence.py`), and let the model answer every question from it;
 4. grade: the judge's yes/no is the recall; exact match and token F1 are reported beside it
    for short reference answers;
 5. audit the chronicler's chapters and synopses (`audit.py`).
+
+Evidence only (`EvalOptions.evidence_only`): steps 3-4 stop before the reader: where the
+evidence stands does not depend on the answers, so recall designs and budgets are measured in
+seconds. The replay folds only when an arm needs its memory (generational, rolling).
 
 Runs differ only where the model samples: the chronicler writes at the profile's temperature
 (as in production), while the examiner, the reader and the judge are greedy. The spread over
@@ -26,12 +31,21 @@ from kotonia_tui import __version__
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import utcnow
-from kotonia_tui.engine import Engine, llama_cpp_version
+from kotonia_tui.engine import Engine, GenerationRequest, llama_cpp_version
 from kotonia_tui.eval import arms as arm_builders
 from kotonia_tui.eval.arguments import ARMS, RECALL
 from kotonia_tui.eval.arms import ArmPrompt, EngineFactory
 from kotonia_tui.eval.audit import audit, ledger_audit, memory_pieces
 from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
+from kotonia_tui.eval.evidence import (
+    AnswerWords,
+    Located,
+    MemoryRefs,
+    Place,
+    answer_words,
+    locate,
+    memory_refs,
+)
 from kotonia_tui.eval.examiner import (
     clean_answer,
     examiner_request,
@@ -49,6 +63,9 @@ from kotonia_tui.eval.results import (
     BuildCost,
     EvalInput,
     EvalReport,
+    EvidenceFound,
+    EvidenceShare,
+    EvidenceSpread,
     FoldSummary,
     GradedAnswer,
     RunResult,
@@ -82,7 +99,26 @@ METHOD = [
     "token in common is overruled; an empty or 'unknown' answer is wrong without a call; "
     "judge_only_recall and token F1 (character-level for CJK) are reported beside it",
     "sampling: the chronicler at the profile's temperature; examiner, reader and judge greedy",
+    "evidence: each evidence message is found in the reader's prompt verbatim in the window, "
+    "in the excerpts recalled for the question, cited by a memory item ('(#12 #14)': a "
+    "structured chapter's event or claim, a ledger entry), quoted under its label ('#12 "
+    "Mara: ...': a quoted chapter or synopsis), or absent; a prose summary names no message. "
+    "answer_in_prompt: the reference's content words are all somewhere in the prompt",
+    "positions: reader_prompt_tokens is the reader's whole prompt (the arm's, the recalled "
+    "excerpts, the question); evaluated_per_question what of it lies past the arm's own "
+    "prompt, which a warm KV cache evaluates for each question",
 ]
+EVIDENCE_ONLY_METHOD = [
+    "evidence only: the reader and the judge were not asked; recall figures are empty",
+    "full (evidence only): measured, never loaded with a wider window",
+]
+NO_FOLDS_METHOD = [
+    "no folds (evidence only, no arm needs memory): the worker ran no job, no chapter landed "
+    "and the policy cut the oldest messages at the ceiling down to the settle level; ranges "
+    "end at these forced cuts; truncation keeps the window the policy kept",
+]
+# The arms whose prompts carry the memory the replay folds.
+FOLDED_ARMS = frozenset({"generational", "rolling"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +129,7 @@ class EvalOptions:
     answer_max_tokens: int = 48
     examiner_max_tokens: int = 768
     full_max_ctx: int = 32768  # the full arm may open the model with a window up to this
+    evidence_only: bool = False  # where the evidence stands; the reader and judge not asked
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -101,6 +138,14 @@ class EvalOptions:
         if self.runs < 1 or self.questions_per_range < 1:
             raise ValueError("runs and questions per range must be at least 1")
 
+    @property
+    def folds(self) -> bool:
+        """Whether the replay runs the folds: always when the reader answers (truncation's
+        budget is then the generational prompt's), and for an arm carrying the memory."""
+        return not self.evidence_only or any(
+            arm.removesuffix(RECALL) in FOLDED_ARMS for arm in self.arms
+        )
+
 
 @dataclass
 class Graded:
@@ -108,11 +153,26 @@ class Graded:
     range_index: int
     answer: str = ""
     verdict: bool | None = None  # the judge; None: not asked (unknown answer) or unclear
-    correct: bool = False
+    correct: bool | None = None  # None: not asked (evidence only)
     exact: bool | None = None
     f1: float | None = None
     judge_text: str = ""
     recalled: list[int] = field(default_factory=list)  # input message ids (recall arms)
+    notes: str = ""  # the recalled excerpts as the prompt carries them
+    located: list[Located] = field(default_factory=list)
+    words: AnswerWords = field(default_factory=lambda: AnswerWords((), ()))
+    prompt_tokens: int = 0
+    new_positions: int = 0
+    recalled_tokens: int = 0
+    evaluated: int | None = None
+
+    @property
+    def evidence_any(self) -> bool:
+        return any(found.present for found in self.located)
+
+    @property
+    def evidence_all(self) -> bool:
+        return bool(self.located) and all(found.present for found in self.located)
 
     def record(self) -> GradedAnswer:
         return GradedAnswer(
@@ -128,6 +188,17 @@ class Graded:
             exact=self.exact,
             f1=self.f1,
             recalled=self.recalled,
+            evidence=list(self.question.evidence),
+            found=[
+                EvidenceFound(found.message, [str(place) for place in found.where])
+                for found in self.located
+            ],
+            answer_words=list(self.words.words),
+            answer_words_missing=list(self.words.missing),
+            prompt_tokens=self.prompt_tokens,
+            new_positions=self.new_positions,
+            recalled_tokens=self.recalled_tokens,
+            evaluated=self.evaluated,
         )
 
 
@@ -156,6 +227,8 @@ async def run_eval(
     """Run the evaluation; returns the report, without the model pin (the command adds it)."""
     meter = MeteredEngine(engine)
     state = RunState()
+    if options.evidence_only:
+        open_bigger = None  # nobody reads the full arm: it is measured, never loaded wider
 
     async def bigger(n_ctx: int) -> Engine:
         assert open_bigger is not None
@@ -197,8 +270,12 @@ async def run_eval(
             questions="dataset" if conv.questions else "generated by the examiner",
             dataset_questions=len(conv.questions),
         ),
-        options=asdict(options),
-        method=METHOD,
+        options={**asdict(options), "folds": options.folds},
+        method=[
+            *METHOD,
+            *(EVIDENCE_ONLY_METHOD if options.evidence_only else []),
+            *(NO_FOLDS_METHOD if not options.folds else []),
+        ],
         settings=settings.model_dump(mode="json"),
         profile=settings.active_profile().model_dump(mode="json"),
         budgets=budgets,
@@ -222,15 +299,19 @@ async def _one_run(
     """One run, and the budgets it folded with (the same in every run)."""
     run_started = time.monotonic()
     mark = meter.mark()
-    replayed = await replay(conv, settings, meter, card=card)
+    replayed = await replay(conv, settings, meter, card=card, folds=options.folds)
     try:
         fold_calls = meter.since(mark)
         fold_stats = meter.stats(mark)
         folded = sum(1 for r in replayed.ranges if r.folded)
-        progress(
-            f"run {run + 1}: {folded} fold points, {len(replayed.all_chapters())} chapters, "
-            f"{len(replayed.synopses())} synopsis versions ({fold_stats.seconds:.0f} s of model)"
-        )
+        if replayed.folds:
+            progress(
+                f"run {run + 1}: {folded} fold points, {len(replayed.all_chapters())} chapters, "
+                f"{len(replayed.synopses())} synopsis versions "
+                f"({fold_stats.seconds:.0f} s of model)"
+            )
+        else:
+            progress(f"run {run + 1}: no folds, {folded} forced cuts")
         questions = await _questions(conv, replayed, meter, options, state, progress)
         assigned = assign(questions, replayed.ranges, options.questions_per_range)
         progress(f"run {run + 1}: {len(assigned)} questions over {len(replayed.ranges)} ranges")
@@ -266,6 +347,7 @@ async def _one_run(
                     meter,
                     bigger=bigger,
                     max_ctx=options.full_max_ctx,
+                    answered=not options.evidence_only,
                 )
             built.setdefault(name, arm)
             prompts.append(arm)
@@ -392,7 +474,13 @@ def _base_arm(name: str, replayed: Replay, meter: MeteredEngine) -> ArmPrompt:
     if name == "generational":
         return arm_builders.generational(replayed, meter)
     final = replayed.final.plan
-    return arm_builders.truncation(replayed, meter, final.memory_tokens + final.verbatim_tokens)
+    arm = arm_builders.truncation(replayed, meter, final.memory_tokens + final.verbatim_tokens)
+    if not replayed.folds:
+        arm.note = (
+            f"the newest messages within {final.verbatim_tokens} history tokens (no fold ran: "
+            "the window the policy kept with no memory, cut at the ceiling)"
+        )
+    return arm
 
 
 async def _answer_arm(
@@ -417,34 +505,19 @@ async def _answer_arm(
     )
     if arm.skipped or arm.engine is None or arm.messages is None:
         return base
+    graded = [Graded(question, index) for question, index in assigned]
+    requests = await _prompts(arm, graded, replayed, options)
+    figures = _with_evidence(base, graded, len(replayed.ranges))
+    if options.evidence_only:
+        return replace(figures, questions_asked=len(graded), questions=[g.record() for g in graded])
     progress(f"{arm.name}: answering {len(assigned)} questions")
     reader = arm.engine
     reader_mark = reader.mark() if isinstance(reader, MeteredEngine) else 0
-    graded = [Graded(question, index) for question, index in assigned]
     # All answers first, then all verdicts: the arm's prompt prefix stays in the chat slot.
-    for item in graded:
-        notes = ""
-        if arm.recall_budget:
-            # The question is the turn's new message: the archive older than the arm's window
-            # is asked about it, as a chat turn asks (chat/recall.py).
-            recall = await replayed.service.prompter.recaller.recall(
-                replayed.conv_id,
-                item.question.question,
-                older_than=arm.recall_from,
-                memory_text=arm.memory_text,
-                budget=arm.recall_budget,
-            )
-            notes = recall.render()
-            item.recalled = [replayed.to_source[i] for i in recall.message_ids]
-        result = await reader.generate(
-            reader_request(
-                arm.messages,
-                item.question.question,
-                max_tokens=options.answer_max_tokens,
-                notes=notes,
-            )
-        )
+    for item, request in zip(graded, requests, strict=True):
+        result = await reader.generate(request)
         item.answer = clean_answer(result.text)
+        item.evaluated = result.metrics.evaluated
     reader_stats = reader.stats(reader_mark) if isinstance(reader, MeteredEngine) else None
     judge_mark = meter.mark()
     for item in graded:
@@ -464,13 +537,13 @@ async def _answer_arm(
     f1s = [g.f1 for g in graded if g.f1 is not None]
     exact = [g.exact for g in graded if g.exact is not None]
     return replace(
-        base,
+        figures,
         recall_by_range=curve,
         recall_by_kind={
-            kind: mean([g.correct for g in graded if g.question.kind == kind])
+            kind: mean([g.correct is True for g in graded if g.question.kind == kind])
             for kind in sorted({g.question.kind for g in graded})
         },
-        mean_recall=mean([g.correct for g in graded]),
+        mean_recall=mean([g.correct is True for g in graded]),
         judge_only_recall=mean([g.verdict is True for g in graded]),
         mean_f1=mean(f1s),
         exact_match=mean(exact),
@@ -478,6 +551,94 @@ async def _answer_arm(
         answer_calls=reader_stats,
         judge_calls=judge_stats,
         questions=[g.record() for g in graded],
+    )
+
+
+async def _prompts(
+    arm: ArmPrompt, graded: Sequence[Graded], replayed: Replay, options: EvalOptions
+) -> list[GenerationRequest]:
+    """Each question's reader prompt, with what it recalled (recall arms), where its evidence
+    stands in it, and what it costs; the prompts in question order."""
+    assert arm.messages is not None and arm.engine is not None
+    to_source = replayed.to_source
+    window = {to_source.get(i, i) for i in arm.window_ids}
+    refs = memory_refs(arm.memory_text)
+    refs = MemoryRefs(
+        cited=frozenset(to_source.get(i, i) for i in refs.cited),
+        quoted=frozenset(to_source.get(i, i) for i in refs.quoted),
+    )
+    arm_texts = [message.content for message in arm.messages]
+    requests = []
+    for item in graded:
+        if arm.recall_budget:
+            # The question is the turn's new message: the archive older than the arm's window
+            # is asked about it, as a chat turn asks (chat/recall.py).
+            recall = await replayed.service.prompter.recaller.recall(
+                replayed.conv_id,
+                item.question.question,
+                older_than=arm.recall_from,
+                memory_text=arm.memory_text,
+                budget=arm.recall_budget,
+            )
+            item.notes = recall.render()
+            item.recalled = [to_source.get(i, i) for i in recall.message_ids]
+            item.recalled_tokens = recall.tokens
+        request = reader_request(
+            arm.messages,
+            item.question.question,
+            max_tokens=options.answer_max_tokens,
+            notes=item.notes,
+        )
+        requests.append(request)
+        item.located = locate(
+            item.question.evidence, window=window, recalled=set(item.recalled), refs=refs
+        )
+        # The prompt as the reader reads it, without the question (it must not count as
+        # holding its own answer's words).
+        item.words = answer_words(item.question.answer, [*arm_texts, item.notes])
+        item.prompt_tokens = arm.engine.prompt_cells(request)
+        item.new_positions = max(0, item.prompt_tokens - arm.prompt_tokens)
+    return requests
+
+
+def _with_evidence(result: ArmResult, graded: Sequence[Graded], ranges: int) -> ArmResult:
+    """The arm's result with its evidence figures over its questions."""
+    located = [found for g in graded for found in g.located]
+    kinds = sorted({g.question.kind for g in graded})
+    return replace(
+        result,
+        evidence_in_prompt=evidence_share(graded),
+        evidence_by_kind={
+            kind: share
+            for kind in kinds
+            if (share := evidence_share([g for g in graded if g.question.kind == kind]))
+        },
+        evidence_by_range=[
+            evidence_share([g for g in graded if g.range_index == index]) for index in range(ranges)
+        ],
+        # Of the evidence messages (counted per question), the share found in each place.
+        evidence_places={
+            str(place): part
+            for place in Place
+            if (part := mean([place in f.where for f in located])) is not None
+        },
+        answer_in_prompt=mean(
+            [all_there for g in graded if (all_there := g.words.all_there) is not None]
+        ),
+        reader_prompt_tokens=mean([g.prompt_tokens for g in graded]),
+        evaluated_per_question=mean([g.new_positions for g in graded]),
+        recalled_tokens=mean([g.recalled_tokens for g in graded]),
+    )
+
+
+def evidence_share(graded: Sequence[Graded]) -> EvidenceShare | None:
+    """Of these questions, the share with any and with all evidence in the prompt."""
+    if not graded:
+        return None
+    return EvidenceShare(
+        any=mean([g.evidence_any for g in graded]),
+        all=mean([g.evidence_all for g in graded]),
+        questions=len(graded),
     )
 
 
@@ -496,7 +657,7 @@ def recall_curve(graded: Sequence[Graded], ranges: int) -> list[float | None]:
     """Recall per range, oldest first; None where a range has no question."""
     curve: list[float | None] = []
     for index in range(ranges):
-        hits = [g.correct for g in graded if g.range_index == index]
+        hits = [g.correct is True for g in graded if g.range_index == index]
         curve.append(mean(hits))
     return curve
 
@@ -531,8 +692,32 @@ def summarize(runs: Sequence[RunResult], arms: Sequence[str]) -> dict[str, ArmSu
                 kind: over_runs([row.recall_by_kind.get(kind) for row in done])
                 for kind in sorted({kind for row in done for kind in row.recall_by_kind})
             },
+            evidence_in_prompt=EvidenceSpread.of([row.evidence_in_prompt for row in done]),
+            evidence_by_kind={
+                kind: EvidenceSpread.of([row.evidence_by_kind.get(kind) for row in done])
+                for kind in sorted({kind for row in done for kind in row.evidence_by_kind})
+            },
+            evidence_by_range=_evidence_spread([row.evidence_by_range for row in done]),
+            evidence_places={
+                place: over_runs([row.evidence_places.get(place) for row in done])
+                for place in sorted({place for row in done for place in row.evidence_places})
+            },
+            answer_in_prompt=over_runs([row.answer_in_prompt for row in done]),
+            reader_prompt_tokens=over_runs([row.reader_prompt_tokens for row in done]),
+            evaluated_per_question=over_runs([row.evaluated_per_question for row in done]),
+            questions_asked=over_runs([row.questions_asked for row in done]),
         )
     return summary
+
+
+def _evidence_spread(
+    curves: Sequence[Sequence[EvidenceShare | None]],
+) -> list[EvidenceSpread | None]:
+    """Per range index, over runs, as `_curve_spread`."""
+    length = max((len(c) for c in curves), default=0)
+    return [
+        EvidenceSpread.of([c[index] for c in curves if index < len(c)]) for index in range(length)
+    ]
 
 
 def _curve_spread(curves: Sequence[Sequence[float | None]]) -> list[Spread | None]:

@@ -1,7 +1,8 @@
 """The forgetting curve as a PNG, drawn with Pillow (already a dependency; no matplotlib).
 
-Recall (0..1) against the range, oldest on the left, one coloured line per arm, with a band
-from the lowest to the highest run where there are several runs.
+Recall (0..1; an evidence-only run: the share of questions with evidence in the prompt) against
+the range, oldest on the left, one coloured line per arm, with a band from the lowest to the
+highest run where there are several runs.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def write_png(report: EvalReport, path: Path) -> Path:
     draw = ImageDraw.Draw(image, "RGBA")
     font, small = _font(16), _font(12)
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
-    summary = {k: v for k, v in report.summary.items() if v.status is ArmStatus.OK}
-    points = max((len(v.recall_by_range) for v in summary.values()), default=1)
+    figures = report.spreads()
+    points = max((len(cells) for cells, _overall in figures.values()), default=1)
 
     def px(index: int) -> float:
         return x0 + (x1 - x0) * (index / max(1, points - 1) if points > 1 else 0.5)
@@ -47,7 +48,8 @@ def write_png(report: EvalReport, path: Path) -> Path:
 
     title = report.input.title or report.input.source
     runs = len(report.runs)
-    draw.text((x0, 15), f"Recall by range: {title}", fill="black", font=font)
+    label = report.curve_label
+    draw.text((x0, 15), f"{label.capitalize()} by range: {title}", fill="black", font=font)
     draw.text(
         (x0, 36),
         f"{report.input.messages} messages, {runs} run(s); oldest range on the left",
@@ -65,11 +67,10 @@ def write_png(report: EvalReport, path: Path) -> Path:
         draw.line([(x, y1), (x, y1 + 5)], fill="black", width=1)
         draw.text((x - 4, y1 + 8), str(index + 1), fill="black", font=small)
     draw.text(((x0 + x1) / 2 - 90, y1 + 30), "range (oldest -> newest)", fill="black", font=font)
-    draw.text((8, y0 - 28), "recall", fill="black", font=font)
+    draw.text((8, y0 - 28), label, fill="black", font=font)
 
-    for number, (name, row) in enumerate(summary.items()):
+    for number, (name, (cells, overall)) in enumerate(figures.items()):
         color = COLORS.get(name, (148, 103, 189))
-        cells = row.recall_by_range
         band_top = [(px(i), py(c.max)) for i, c in enumerate(cells) if c is not None]
         band_low = [(px(i), py(c.min)) for i, c in enumerate(cells) if c is not None]
         if runs > 1 and len(band_top) > 1:
@@ -79,14 +80,14 @@ def write_png(report: EvalReport, path: Path) -> Path:
             draw.line(line, fill=color, width=3)
         for x, y in line:
             draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=color)
-        mean = row.mean_recall.mean if row.mean_recall else 0.0
+        mean = overall.mean if overall else 0.0
         ly = y0 + 10 + number * 26
         draw.line([(x1 + 20, ly + 8), (x1 + 45, ly + 8)], fill=color, width=3)
         draw.text((x1 + 52, ly), f"{name} {mean:.2f}", fill="black", font=small)
     skipped = [n for n, v in report.summary.items() if v.status is not ArmStatus.OK]
     for offset, name in enumerate(skipped):
         draw.text(
-            (x1 + 20, y0 + 10 + (len(summary) + offset) * 26),
+            (x1 + 20, y0 + 10 + (len(figures) + offset) * 26),
             f"{name}: skipped",
             fill=(120, 120, 120),
             font=small,

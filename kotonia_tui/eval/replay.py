@@ -15,6 +15,10 @@ Two things differ from a live session, on purpose:
 
 The ranges are the policy's fold points: each queued chapter job ends a range; the messages
 after the last one (the verbatim tail) are the newest range.
+
+Without folds (`folds=False`: an evidence-only run whose arms need no memory), the worker never
+runs a job, no chapter lands, and the policy cuts the oldest messages at the ceiling, as a
+session whose folds never land would: each forced cut ends a range instead.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ class Replay:
     forced_cuts: list[int] = field(default_factory=list)  # input ids cut at the ceiling
     applied_folds: int = 0
     tmp: tempfile.TemporaryDirectory[str] | None = None
+    folds: bool = True  # False: no fold ran; ranges end at the forced cuts
 
     @property
     def store(self) -> Store:
@@ -145,8 +150,10 @@ async def replay(
     card: CharacterCard | None = None,
     workdir: Path | None = None,
     turn_seconds: float = TURN_SECONDS,
+    folds: bool = True,
 ) -> Replay:
-    """Feed the conversation through a fresh store and the real fold policy."""
+    """Feed the conversation through a fresh store and the real fold policy (`folds`: let the
+    worker write the chapters it queues; without, none lands and the policy cuts instead)."""
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="kotonia-eval-")
@@ -165,6 +172,10 @@ async def replay(
     events: list[FoldEvent] = []
     service.subscribe(lambda event: _record(event, events))
     await service.start()
+    if not folds:
+        # Jobs stay queued and never run: the policy sees a fold in flight and cuts at the
+        # ceiling. No model call is made.
+        service.worker.pause()
     persona = service.persona
     setup = service.setup_for(card)
     stored_conv = store.create_conversation(
@@ -219,9 +230,12 @@ async def replay(
                         last=prepared.queued.last_message_id,
                     )
                 )
-                service.worker.wake()
+                if folds:
+                    service.worker.wake()
+            if folds:
+                await _settle(service, conv_id, clock)
+        if folds:
             await _settle(service, conv_id, clock)
-        await _settle(service, conv_id, clock)
         final = await service.prompter.preview(conv_id, card, setup, persona)
     except BaseException:
         await service.worker.stop()
@@ -229,7 +243,7 @@ async def replay(
         if tmp is not None:
             tmp.cleanup()
         raise
-    ranges = _ranges(service, conv_id, boundaries, to_source)
+    ranges = _ranges(service, conv_id, boundaries if folds else forced, to_source)
     # Queued ranges are reported in the input's own message ids, like everything else.
     events = [
         replace(
@@ -253,6 +267,7 @@ async def replay(
         forced_cuts=[to_source.get(i, i) for i in forced],
         applied_folds=applied,
         tmp=tmp,
+        folds=folds,
     )
 
 

@@ -1,4 +1,5 @@
-"""The report in the terminal: a table per arm and a plain-text plot of recall by range.
+"""The report in the terminal: a table per arm and a plain-text plot of recall by range (an
+evidence-only run: of the share of questions with evidence in the prompt).
 
 The plot uses only Unicode text (no plotting dependency): one column group per range, oldest
 on the left, one marker letter per arm; a line of digits under it shows where two arms share a
@@ -7,7 +8,9 @@ point. The same figures are in the JSON, and `plot_png.py` draws them as an imag
 
 from __future__ import annotations
 
-from kotonia_tui.eval.results import ArmStatus, EvalReport, Spread
+from collections.abc import Callable
+
+from kotonia_tui.eval.results import ArmStatus, ArmSummary, EvalReport, EvidenceSpread, Spread
 
 MARKERS = {
     "generational": "G",
@@ -31,62 +34,106 @@ def _spread(cell: Spread | None, digits: int = 2) -> str:
     return f"{cell.mean:.{digits}f} [{cell.min:.{digits}f}-{cell.max:.{digits}f}]"
 
 
+def _share(cell: EvidenceSpread | None) -> str:
+    """Evidence in prompt as "any/all" (means over runs)."""
+    if cell is None:
+        return "-"
+    return "/".join(_fmt(None if part is None else part.mean) for part in (cell.any, cell.all))
+
+
+def _columns(report: EvalReport) -> list[tuple[str, Callable[[ArmSummary], str]]]:
+    """The table's columns after the arm's name: the reader's grades unless evidence only."""
+    graded: list[tuple[str, Callable[[ArmSummary], str]]] = [
+        ("recall", lambda row: _spread(row.mean_recall)),
+        ("exact", lambda row: _spread(row.exact_match)),
+        ("F1", lambda row: _spread(row.mean_f1)),
+        ("judge yes", lambda row: _spread(row.judge_only_recall)),
+    ]
+    return [
+        *([] if report.evidence_only else graded),
+        ("evidence any/all", lambda row: _share(row.evidence_in_prompt)),
+        ("answer words", lambda row: _spread(row.answer_in_prompt)),
+        ("memory tok", lambda row: _spread(row.memory_tokens, 0)),
+        ("prompt tok", lambda row: _spread(row.prompt_tokens, 0)),
+        ("eval/q", lambda row: _spread(row.evaluated_per_question, 0)),
+        ("questions", lambda row: _spread(row.questions_asked, 0)),
+        ("calls", lambda row: _spread(row.calls, 0)),
+        ("time s", lambda row: _spread(row.seconds, 1)),
+    ]
+
+
 def table(report: EvalReport) -> str:
     runs = report.runs
     ranges = runs[0].ranges if runs else []
     lines = []
     spans = " ".join(f"{r.first_message}-{r.last_message}" for r in ranges)
+    points = "fold points" if report.options.get("folds", True) else "forced cuts"
     lines.append(
         f"{report.input.title or report.input.source}: "
         f"{report.input.messages} messages, {len(ranges)} ranges "
-        f"({sum(1 for r in ranges if r.folded)} fold points), {len(runs)} run(s)"
+        f"({sum(1 for r in ranges if r.folded)} {points}), {len(runs)} run(s)"
+        + (" · evidence only: the reader was not asked" if report.evidence_only else "")
     )
     lines.append(f"ranges (message ids, oldest first): {spans}")
-    head = ["arm", "recall", "exact", "F1", "judge yes", "memory tok", "prompt tok", "calls"]
-    head.append("time s")
+    columns = _columns(report)
+    head = ["arm", *(title for title, _cell in columns)]
     rows = [head]
     for name, row in report.summary.items():
         if row.status is not ArmStatus.OK:
             rows.append([name, "skipped", *[""] * (len(head) - 2)])
             continue
-        rows.append(
-            [
-                name,
-                _spread(row.mean_recall),
-                _spread(row.exact_match),
-                _spread(row.mean_f1),
-                _spread(row.judge_only_recall),
-                _spread(row.memory_tokens, 0),
-                _spread(row.prompt_tokens, 0),
-                _spread(row.calls, 0),
-                _spread(row.seconds, 1),
-            ]
-        )
+        rows.append([name, *(cell(row) for _title, cell in columns)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for index, row_cells in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row_cells)).rstrip())
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
+    width = max((len(name) for name in report.summary), default=13)
     lines.append("")
-    lines.append("recall by range, oldest -> newest (mean over runs):")
+    lines.append(f"{report.curve_label} by range, oldest -> newest (mean over runs):")
     for name, curve in report.curves().items():
-        lines.append(f"  {name:<13} " + " ".join(_fmt(v) for v in curve))
+        lines.append(f"  {name:<{width}} " + " ".join(_fmt(v) for v in curve))
     for name, row in report.summary.items():
         if row.note:
             lines.append(f"  note ({name}): {row.note}")
-    lines.append("recall by question kind (mean over runs):")
+    if not report.evidence_only:
+        lines.append("recall by question kind (mean over runs):")
+        for name, row in report.summary.items():
+            if row.recall_by_kind:
+                kinds = "  ".join(
+                    f"{kind} {_fmt(None if cell is None else cell.mean)}"
+                    for kind, cell in row.recall_by_kind.items()
+                )
+                lines.append(f"  {name:<{width}} {kinds}")
+    lines.append("evidence in prompt by question kind, any/all (mean over runs):")
     for name, row in report.summary.items():
-        if row.recall_by_kind:
-            kinds = "  ".join(
-                f"{kind} {_fmt(None if cell is None else cell.mean)}"
-                for kind, cell in row.recall_by_kind.items()
+        if row.evidence_by_kind:
+            shares = row.evidence_by_kind.items()
+            kinds = "  ".join(f"{kind} {_share(cell)}" for kind, cell in shares)
+            lines.append(f"  {name:<{width}} {kinds}")
+    if not report.evidence_only:
+        lines.append("evidence in prompt (any) by range, oldest -> newest (mean over runs):")
+        for name, row in report.summary.items():
+            if row.status is ArmStatus.OK:
+                cells = [
+                    None if cell is None or cell.any is None else cell.any.mean
+                    for cell in row.evidence_by_range
+                ]
+                lines.append(f"  {name:<{width}} " + " ".join(_fmt(v) for v in cells))
+    lines.append("evidence messages by place (share of all evidence messages, mean over runs):")
+    for name, row in report.summary.items():
+        if row.evidence_places:
+            places = "  ".join(
+                f"{place} {_fmt(None if cell is None else cell.mean)}"
+                for place, cell in row.evidence_places.items()
             )
-            lines.append(f"  {name:<13} {kinds}")
+            lines.append(f"  {name:<{width}} {places}")
     return "\n".join(lines)
 
 
 def terminal_plot(report: EvalReport, height: int = 10) -> str:
-    """Recall (0..1, rows) by range (columns), one letter per arm."""
+    """Recall (0..1, rows; evidence only: evidence in prompt) by range (columns), one letter
+    per arm."""
     data = report.curves()
     if not data:
         return "(no arm answered: nothing to plot)"

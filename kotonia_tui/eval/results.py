@@ -95,7 +95,19 @@ class BuildCost:
 
 
 @dataclass(frozen=True)
+class EvidenceFound:
+    """One evidence message of a question (input id) and where the reader's prompt holds it:
+    window, recalled, cited, quoted, or absent (eval/evidence.py)."""
+
+    message: int
+    where: list[str]
+
+
+@dataclass(frozen=True)
 class GradedAnswer:
+    """One question of one arm: what the reader's prompt held, and (unless evidence only) the
+    answer and its grade."""
+
     id: str
     kind: str
     range: int
@@ -104,10 +116,29 @@ class GradedAnswer:
     answer: str
     judge: bool | None  # the judge's verdict; None: not asked (unknown answer) or unclear
     judge_output: str
-    correct: bool
+    correct: bool | None  # None: the reader was not asked (evidence only)
     exact: bool | None
     f1: float | None
     recalled: list[int] = field(default_factory=list)  # input message ids quoted (recall arms)
+    evidence: list[int] = field(default_factory=list)  # input message ids
+    found: list[EvidenceFound] = field(default_factory=list)
+    # The reference's content words, and those the prompt does not hold anywhere.
+    answer_words: list[str] = field(default_factory=list)
+    answer_words_missing: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0  # the reader's whole prompt: the arm's, recalled excerpts, question
+    new_positions: int = 0  # of them, past the arm's own prompt: what a warm cache evaluates
+    recalled_tokens: int = 0  # what the recalled excerpts cost
+    evaluated: int | None = None  # positions the reader's call evaluated (None: not asked)
+
+
+@dataclass(frozen=True)
+class EvidenceShare:
+    """Of `questions` questions, the share with at least one evidence message in the prompt
+    (`any`) and with every one (`all`)."""
+
+    any: float | None
+    all: float | None
+    questions: int
 
 
 class ArmStatus(StrEnum):
@@ -138,6 +169,17 @@ class ArmResult:
     mean_f1: float | None = None
     exact_match: float | None = None
     questions_asked: int = 0
+    # Where the evidence stood in the reader's prompts (eval/evidence.py): over the questions,
+    # by question kind, by range (None where a range has no question), and the share of
+    # evidence messages in each place (a message can be in several).
+    evidence_in_prompt: EvidenceShare | None = None
+    evidence_by_kind: dict[str, EvidenceShare] = field(default_factory=dict)
+    evidence_by_range: list[EvidenceShare | None] = field(default_factory=list)
+    evidence_places: dict[str, float] = field(default_factory=dict)
+    answer_in_prompt: float | None = None  # share of questions whose reference words are all there
+    reader_prompt_tokens: float | None = None  # mean over questions, excerpts and question included
+    evaluated_per_question: float | None = None  # mean new positions past the arm's prompt
+    recalled_tokens: float | None = None  # mean over questions (recall arms)
     answer_calls: CallStats | None = None  # None: the reader is not metered
     judge_calls: CallStats | None = None
     questions: list[GradedAnswer] = field(default_factory=list)
@@ -279,6 +321,24 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class EvidenceSpread:
+    """`EvidenceShare` over runs."""
+
+    any: Spread | None
+    all: Spread | None
+
+    @classmethod
+    def of(cls, shares: Sequence[EvidenceShare | None]) -> EvidenceSpread | None:
+        present = [s for s in shares if s is not None]
+        if not present:
+            return None
+        return cls(
+            any=Spread.of([s.any for s in present if s.any is not None]),
+            all=Spread.of([s.all for s in present if s.all is not None]),
+        )
+
+
+@dataclass(frozen=True)
 class ArmSummary:
     """One arm over every run (min, mean, max of each figure)."""
 
@@ -295,6 +355,14 @@ class ArmSummary:
     seconds: Spread | None = None
     recall_by_range: list[Spread | None] = field(default_factory=list)
     recall_by_kind: dict[str, Spread | None] = field(default_factory=dict)
+    evidence_in_prompt: EvidenceSpread | None = None
+    evidence_by_kind: dict[str, EvidenceSpread | None] = field(default_factory=dict)
+    evidence_by_range: list[EvidenceSpread | None] = field(default_factory=list)
+    evidence_places: dict[str, Spread | None] = field(default_factory=dict)
+    answer_in_prompt: Spread | None = None
+    reader_prompt_tokens: Spread | None = None
+    evaluated_per_question: Spread | None = None
+    questions_asked: Spread | None = None
 
 
 @dataclass(frozen=True)
@@ -352,10 +420,33 @@ class EvalReport:
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
 
+    @property
+    def evidence_only(self) -> bool:
+        """The reader was not asked: the figures are where the evidence stood, not recall."""
+        return bool(self.options.get("evidence_only"))
+
+    @property
+    def curve_label(self) -> str:
+        return "evidence in prompt" if self.evidence_only else "recall"
+
+    def spreads(self) -> dict[str, tuple[list[Spread | None], Spread | None]]:
+        """Per arm that ran, the figure plotted (recall; evidence only: the share of questions
+        with evidence in the prompt): per range over runs, and over every question."""
+        figures: dict[str, tuple[list[Spread | None], Spread | None]] = {}
+        for name, row in self.summary.items():
+            if row.status is not ArmStatus.OK:
+                continue
+            if self.evidence_only:
+                cells = [None if cell is None else cell.any for cell in row.evidence_by_range]
+                overall = row.evidence_in_prompt.any if row.evidence_in_prompt else None
+                figures[name] = (cells, overall)
+            else:
+                figures[name] = (row.recall_by_range, row.mean_recall)
+        return figures
+
     def curves(self) -> dict[str, list[float | None]]:
         """The curve to show per arm: the mean over runs, per range index."""
         return {
-            name: [None if cell is None else cell.mean for cell in row.recall_by_range]
-            for name, row in self.summary.items()
-            if row.status is ArmStatus.OK
+            name: [None if cell is None else cell.mean for cell in cells]
+            for name, (cells, _overall) in self.spreads().items()
         }

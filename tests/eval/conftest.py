@@ -12,6 +12,8 @@ then the text is replaced by what a well-behaved model would write for that role
   a major GC writes the length its instructions ask for ("about N words", held by the worker
   within +-20%): lines the user said, taken in turn from the earlier synopsis and from each
   chapter it folds (so every range keeps some), in story order;
+  for a range `hollow` picks, the chapter's one item names things and says nothing, as a
+  degenerate small model writes: the fold quotes the range's own lines instead;
 - the reader answers with the reference answer when it appears in the prompt before the
   question, and "unknown" otherwise;
 - the judge says yes when the answer equals the reference;
@@ -48,17 +50,29 @@ from tests.chat.conftest import tiny_settings
 
 __all__ = ["ScriptedEngine", "short_conversation", "tiny_settings"]
 
+# An item that names things and says nothing about them (structured.says_something).
+HOLLOW_ITEM = "Harwick, Street, Corwin, Lamps, Storm"
 _SAYS = re.compile(r"^\[#(\d+)\] (.+?) -> .+? \(says\): (.+)$", re.M)
 
 
 class ScriptedEngine(EngineWrapper):
     """A real engine whose outputs are replaced per role (see the module docstring)."""
 
-    def __init__(self, inner: Engine, answers: dict[str, str], keep: int = 4) -> None:
+    def __init__(
+        self,
+        inner: Engine,
+        answers: dict[str, str],
+        keep: int = 4,
+        hollow: Callable[[list[int]], bool] | None = None,
+    ) -> None:
         super().__init__(inner)
         self.answers = answers  # question -> reference
         self.keep = keep
+        # A chapter whose source messages (stored ids) this says yes to gets items that say
+        # nothing, as a degenerate small model writes them: the fold quotes the range instead.
+        self.hollow = hollow
         self.calls: list[str] = []
+        self.cited: list[int] = []  # the ids the chapters' events cite, as written
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         real = await self.inner.generate(replace(request, max_tokens=1))
@@ -76,11 +90,16 @@ class ScriptedEngine(EngineWrapper):
             # A structured chapter: the same lines, as events citing their messages, as many as
             # the chapter's schema allows.
             limit = json.loads(request.json_schema)["properties"]["events"]["maxItems"]
+            source = [int(mid) for mid, _who, _said in _SAYS.findall(body)]
+            if self.hollow is not None and source and self.hollow(source):
+                return json.dumps({"events": [{"ids": source[:1], "event": HOLLOW_ITEM}]})
+            lines = _SAYS.findall(body)[: min(self.keep, limit)]
+            self.cited.extend(int(mid) for mid, _who, _said in lines)
             events = [
                 {"ids": [int(mid)], "event": f"{who} told them: {' '.join(said.split()[:10])}"}
-                for mid, who, said in _SAYS.findall(body)
+                for mid, who, said in lines
             ]
-            return json.dumps({"events": events[: min(self.keep, limit)]})
+            return json.dumps({"events": events})
         if request.reply_name == CHRONICLER:
             new = body.split("New messages", 1)[-1] if "New messages" in body else body
             lines = [

@@ -67,7 +67,7 @@ async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversatio
         kinds = {q.kind for q in arm.questions}
         assert set(arm.recall_by_kind) == kinds
         for kind in kinds:
-            asked = [q.correct for q in arm.questions if q.kind == kind]
+            asked = [q.correct is True for q in arm.questions if q.kind == kind]
             assert arm.recall_by_kind[kind] == round(sum(asked) / len(asked), 4)  # as reported
     assert all(value == 1.0 for value in arms["full"].recall_by_kind.values())
     kinds_over_runs = report.summary["generational"].recall_by_kind

@@ -1,0 +1,158 @@
+"""Where a question's evidence stands in the prompt the reader got, read from the prompt itself.
+
+A question of the dataset names the messages that hold its answer. Whether the reader could
+answer depends first on whether those messages are in front of it, and that does not depend on
+the reader: a small reader may fail with the evidence there; the memory failed when it was not.
+Each evidence message is found in one or more places of the prompt:
+
+- `window`: verbatim in the history the prompt carries;
+- `recalled`: quoted in the excerpts recalled for the question (recall arms);
+- `cited`: named by a memory item, the `(#12 #14)` a structured chapter's event or claim and a
+  ledger entry end with (memory/structured.py, memory/ledger.py), also where a quoted synopsis
+  quotes such an item with its ids;
+- `quoted`: its own sentences quoted under its label, `#12 Mara: ...`, in a chapter quoted from
+  its range or a synopsis quoted from its chapters (memory/extract.py);
+- `absent`: none of these.
+
+The memory is read as the prompt carries it (its text), not from the rows that made it: whatever
+wrote the block, only what reached the prompt counts. A prose synopsis or rolling summary names
+no message, so a message only it covers counts as absent; whether the reference answer's words
+are in the prompt at all (`answer_words`) is the second figure, and tells those cases apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kotonia_tui.eval.grading import answer_tokens
+
+
+class Place(StrEnum):
+    WINDOW = "window"
+    RECALLED = "recalled"
+    CITED = "cited"
+    QUOTED = "quoted"
+    ABSENT = "absent"
+
+
+# The ids an item cites, at its end: "(#12)", "(#12 #14)".
+_CITATION = re.compile(r"\((#\d+(?: #\d+)*)\)")
+_ID = re.compile(r"#(\d+)")
+# A quoted sentence's label: one message id and its speaker, at the start of a line or after a
+# space (a quote quoted again sits inside a longer line: "#1-#20: #12 Mara: ... #14 Bo: ...").
+# A range label ("#1-#20: ") is not one message; the speaker holds no "#" or brackets, so the
+# first id of a citation ("(#3 #4) ... Mara: ") is never read as a label.
+_QUOTED_LABEL = re.compile(r"(?:^|(?<=\s))#(\d+) [^:\n#()\[\]]{1,60}: ", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class MemoryRefs:
+    """The message ids (as the memory text writes them: stored ids) a memory block names."""
+
+    cited: frozenset[int]
+    quoted: frozenset[int]
+
+
+def memory_refs(memory_text: str) -> MemoryRefs:
+    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts)."""
+    cited = {
+        int(number) for group in _CITATION.findall(memory_text) for number in _ID.findall(group)
+    }
+    quoted = {int(number) for number in _QUOTED_LABEL.findall(memory_text)}
+    return MemoryRefs(frozenset(cited), frozenset(quoted))
+
+
+def places(
+    message_id: int,
+    *,
+    window: Collection[int],
+    recalled: Collection[int],
+    refs: MemoryRefs,
+) -> list[Place]:
+    """Where message `message_id` stands in the prompt (`[ABSENT]` when nowhere); every id in
+    one numbering (the evaluation passes the input's own ids)."""
+    found = [
+        place
+        for place, ids in (
+            (Place.WINDOW, window),
+            (Place.RECALLED, recalled),
+            (Place.CITED, refs.cited),
+            (Place.QUOTED, refs.quoted),
+        )
+        if message_id in ids
+    ]
+    return found or [Place.ABSENT]
+
+
+# Short words that say nothing about which answer it is (the tokens already lose articles and
+# punctuation): "her brother Tom" is found by "brother" and "tom".
+_FUNCTION_WORDS = frozenset(
+    (
+        *("and", "but", "for", "nor", "not", "the", "with", "from", "into", "onto", "that"),
+        *("this", "his", "her", "hers", "him", "she", "they", "them", "their", "its", "our"),
+        *("you", "your", "was", "were", "are", "has", "had", "have", "been", "who", "what"),
+    )
+)
+_MIN_LETTERS = 3
+
+
+def content_words(reference: str) -> list[str]:
+    """The reference answer's words that name something: numbers (number words as digits),
+    each CJK character, and Latin words of three letters or more that are not function words;
+    in order, each once."""
+    kept = [
+        token
+        for token in answer_tokens(reference)
+        if any(c.isdigit() for c in token)
+        or not token.isascii()
+        or (len(token) >= _MIN_LETTERS and token not in _FUNCTION_WORDS)
+    ]
+    return list(dict.fromkeys(kept))
+
+
+@dataclass(frozen=True)
+class AnswerWords:
+    """The reference answer's content words, and those the prompt does not hold."""
+
+    words: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def all_there(self) -> bool | None:
+        """Every content word is in the prompt; None when the reference has none."""
+        return not self.missing if self.words else None
+
+
+def answer_words(reference: str, prompt_texts: Iterable[str]) -> AnswerWords:
+    """Which of the reference's content words appear in the prompt's texts (as whole tokens,
+    after the same normalisation as the grading: case, width, number words)."""
+    words = content_words(reference)
+    held = {token for text in prompt_texts for token in answer_tokens(text)}
+    return AnswerWords(tuple(words), tuple(w for w in words if w not in held))
+
+
+@dataclass(frozen=True)
+class Located:
+    """One evidence message of a question and where it stands (input message ids)."""
+
+    message: int
+    where: tuple[Place, ...]
+
+    @property
+    def present(self) -> bool:
+        return Place.ABSENT not in self.where
+
+
+def locate(
+    evidence: Sequence[int],
+    *,
+    window: Collection[int],
+    recalled: Collection[int],
+    refs: MemoryRefs,
+) -> list[Located]:
+    return [
+        Located(m, tuple(places(m, window=window, recalled=recalled, refs=refs))) for m in evidence
+    ]

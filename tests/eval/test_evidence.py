@@ -1,0 +1,145 @@
+"""Where evidence stands in a prompt: a memory block built by the real renderers (structured
+chapters, the ledger, quoted chapters and a quoted synopsis), read back by `eval/evidence.py`."""
+
+from __future__ import annotations
+
+from kotonia_tui.domain import (
+    QUOTED_NOTE,
+    QUOTED_SYNOPSIS_LEAD,
+    Chapter,
+    LedgerKind,
+    Message,
+    Role,
+    StoredLedgerEntry,
+)
+from kotonia_tui.eval.evidence import (
+    Place,
+    answer_words,
+    content_words,
+    locate,
+    memory_refs,
+)
+from kotonia_tui.memory.assembly import MemoryBlock
+from kotonia_tui.memory.extract import extract_passages, message_passages, synopsis_passages
+from kotonia_tui.memory.structured import Line, StructuredChapter, render_chapter
+
+TEXTS = {
+    1: (Role.USER, "Ann", "I brought the brass key from Harwick."),
+    2: (Role.CHARACTER, "Bo", '*Bo takes it.* "It opens the lamp room. I was a captain once."'),
+    3: (Role.USER, "Ann", "Were you really a captain?"),
+    4: (Role.USER, "Ann", "My sister Ilse marries on the 14th."),
+    5: (Role.USER, "Ann", "The storm lasted three days."),
+    6: (Role.CHARACTER, "Bo", '"The boat came late, with forty crowns of oil."'),
+    9: (Role.CHARACTER, "Bo", '"I lit the lamp at dusk."'),
+    10: (Role.CHARACTER, "Bo", '"The cat is called Soot."'),
+}
+
+
+def message(number: int) -> Message:
+    role, speaker, text = TEXTS[number]
+    return Message(id=number, conversation_id=1, role=role, speaker=speaker, text=text)
+
+
+def structured(*lines: tuple[str, tuple[int, ...]]) -> str:
+    events = tuple(Line(text, ids) for text, ids in lines)
+    return render_chapter(StructuredChapter("", events, (), (), ()))
+
+
+def quoted_chapter(first: int, last: int) -> Chapter:
+    messages = [message(n) for n in range(first, last + 1) if n in TEXTS]
+    return Chapter(
+        conversation_id=1,
+        first_message_id=first,
+        last_message_id=last,
+        text=extract_passages(message_passages(messages), 2000),
+        note=f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable",
+    )
+
+
+def memory_text() -> str:
+    # The synopsis quotes two older chapters: one structured (its item cites #9), one quoted
+    # (it quotes #10's own words).
+    older_structured = Chapter(
+        conversation_id=1,
+        first_message_id=9,
+        last_message_id=9,
+        text=structured(("Bo lit the lamp at dusk.", (9,))),
+    )
+    synopsis = (
+        QUOTED_SYNOPSIS_LEAD
+        + "\n"
+        + extract_passages(
+            synopsis_passages(None, [older_structured, quoted_chapter(10, 10)]), 2000
+        )
+    )
+    chapters = (
+        Chapter(
+            conversation_id=1,
+            first_message_id=1,
+            last_message_id=3,
+            text=structured(
+                ("Ann gave Bo the brass key from Harwick.", (1,)),
+                ("On the surface: Bo told Ann: I was a captain.", (2, 3)),
+            ),
+        ),
+        quoted_chapter(5, 6),
+    )
+    ledger = (
+        StoredLedgerEntry(
+            id=1,
+            conversation_id=1,
+            kind=LedgerKind.USER_FACT,
+            text="Ann's sister Ilse marries on the 14th.",
+            subject="Ann",
+            evidence=[4],
+            chapter_id=1,
+        ),
+    )
+    return MemoryBlock(synopsis, chapters, ledger).render()
+
+
+def test_the_block_names_what_it_cites_and_what_it_quotes():
+    text = memory_text()
+    # The block as the prompt carries it: headings with ranges, range labels in the synopsis.
+    assert "## Chapter (messages #1-#3)" in text and "#9-#9: " in text
+    refs = memory_refs(text)
+    # Items and ledger entries cite by their ids, also an item the quoted synopsis quotes.
+    assert refs.cited == {1, 2, 3, 4, 9}
+    # Quoted extracts quote messages under their labels, also inside the quoted synopsis.
+    assert refs.quoted == {5, 6, 10}
+
+
+def test_a_summary_in_prose_names_no_message():
+    text = MemoryBlock("Ann brought a key on the first day (messages one to three).", ()).render()
+    refs = memory_refs(text)
+    assert not refs.cited and not refs.quoted
+
+
+def test_places_of_each_evidence_message():
+    refs = memory_refs(memory_text())
+    found = locate([1, 5, 7, 8, 12], window={12}, recalled={7}, refs=refs)
+    assert [(f.message, f.where) for f in found] == [
+        (1, (Place.CITED,)),
+        (5, (Place.QUOTED,)),
+        (7, (Place.RECALLED,)),
+        (8, (Place.ABSENT,)),
+        (12, (Place.WINDOW,)),
+    ]
+    assert [f.present for f in found] == [True, True, True, False, True]
+    both = locate([7], window={7}, recalled={7}, refs=refs)
+    assert both[0].where == (Place.WINDOW, Place.RECALLED)
+
+
+def test_the_answer_words_in_the_prompt():
+    assert content_words("her brother Tomas") == ["brother", "tomas"]
+    assert content_words("forty crowns") == ["40", "crowns"]
+    assert content_words("the") == []
+    prompt = ["Bo: The boat came late, with 40 crowns of oil.", "Ann: Tomas is my brother?"]
+    found = answer_words("forty crowns", prompt)
+    assert found.words == ("40", "crowns") and found.missing == () and found.all_there
+    missing = answer_words("fifty crowns", prompt)
+    assert missing.missing == ("50",) and missing.all_there is False
+    assert answer_words("her brother Tomas", prompt).all_there
+    assert answer_words("a", prompt).all_there is None  # nothing to look for
+    # Scripts without spaces: each character is a word.
+    assert answer_words("灯台", ["灯台守のボー"]).all_there

@@ -1,0 +1,293 @@
+"""Where the evidence stands, measured by a whole evaluation on the tiny real model and a real
+store: window, recalled excerpt, a chapter item's citation, a quoted extract, absent; and the
+shares the report computes from them.
+
+The chronicler is scripted (tests/eval/conftest.py): a chapter's events cite the first lines of
+its range, and for one range the items say nothing, so the fold quotes that range's own lines.
+Every question asks about one message (its evidence), with the day's code word as the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from kotonia_tui.chat.bootstrap import open_engine
+from kotonia_tui.eval import EvalOptions, run_eval
+from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
+from kotonia_tui.eval.examiner import JUDGE, READER_A
+from kotonia_tui.eval.report import table
+from kotonia_tui.eval.results import ArmResult, EvalReport, GradedAnswer
+from kotonia_tui.memory.chronicler import CHRONICLER
+from tests.eval.conftest import ScriptedEngine, short_conversation
+
+HOLLOW = range(18, 26)  # the range whose chapter the scripted chronicler writes hollow
+_CHAPTER = re.compile(r"^## Chapter \(messages #(\d+)-#(\d+)", re.MULTILINE)
+
+
+def one_question_per_message(turns: int = 24) -> EvalConversation:
+    conv = short_conversation(turns)
+    questions = [
+        EvalQuestion(
+            id=f"m{m.id}",
+            question=f"What did message {m.id} say?",
+            answer=f"amber{(m.id + 1) // 2}x",  # the code word of its day
+            evidence=[m.id],
+            kind=m.role.value,
+        )
+        for m in conv.messages
+    ]
+    # Two pieces of evidence: the first message, long gone, and the newest.
+    last = conv.messages[-1].id
+    questions.append(
+        EvalQuestion(
+            id="both",
+            question="What did the first and the last message say?",
+            answer="amber1x",
+            evidence=[1, last],
+            kind="multihop",
+        )
+    )
+    return conv.model_copy(update={"questions": questions})
+
+
+async def _run(
+    settings, conv: EvalConversation, arms: Sequence[str], *, evidence_only: bool = True
+) -> tuple[EvalReport, ScriptedEngine]:
+    engine = open_engine(settings)
+    scripted = ScriptedEngine(
+        engine,
+        {q.question: q.answer for q in conv.questions},
+        hollow=lambda ids: any(i in HOLLOW for i in ids),
+    )
+    options = EvalOptions(questions_per_range=100, arms=tuple(arms), evidence_only=evidence_only)
+    try:
+        report = await run_eval(conv, settings, scripted, options)
+    finally:
+        engine.close()
+    return report, scripted
+
+
+def _where(arm: ArmResult) -> dict[str, list[list[str]]]:
+    return {q.id: [found.where for found in q.found] for q in arm.questions}
+
+
+def _any(arm: ArmResult) -> float:
+    """The share of the arm's questions with evidence in the prompt (it must have one)."""
+    assert arm.evidence_in_prompt is not None and arm.evidence_in_prompt.any is not None
+    return arm.evidence_in_prompt.any
+
+
+def _window(arm: ArmResult, messages: int) -> set[int]:
+    # Every arm's window is the newest messages, and the conversation has no system notes.
+    return set(range(messages - arm.verbatim_messages + 1, messages + 1))
+
+
+def _share(questions: Sequence[GradedAnswer]) -> tuple[float, float]:
+    present = [[where != ["absent"] for where in (f.where for f in q.found)] for q in questions]
+    return (
+        round(sum(any(p) for p in present) / len(present), 4),
+        round(sum(all(p) for p in present) / len(present), 4),
+    )
+
+
+def _settings(eval_settings_for):
+    # 4,096 tokens (the tiny tokenizer spends a token per byte) so the conversation folds into
+    # a few chapters with room to recall; a larger share for chapters before a major fold, so
+    # the quoted chapter is still a chapter at the end.
+    return eval_settings_for(n_ctx=4096, recall_budget_ratio=0.15, major_gc_ratio=0.2)
+
+
+async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
+    conv = one_question_per_message()
+    count = len(conv.messages)
+    arms = ("generational", "truncation", "truncation+recall")
+    report, scripted = await _run(_settings(eval_settings_for), conv, arms)
+    run = report.runs[0]
+    # Evidence only: the reader and the judge were never asked, and nothing claims a grade.
+    assert READER_A not in scripted.calls and JUDGE not in scripted.calls
+    for name in arms:
+        arm = run.arms[name]
+        assert arm.questions_asked == len(conv.questions)
+        assert arm.mean_recall is None and arm.answer_calls is None
+        for q in arm.questions:
+            assert q.correct is None and q.answer == "" and q.evaluated is None
+
+    # Truncation: in the window or absent, nothing else.
+    truncation = run.arms["truncation"]
+    window = _window(truncation, count)
+    for q in truncation.questions:
+        expected = [["window" if m in window else "absent"] for m in q.evidence]
+        assert [f.where for f in q.found] == expected, q.id
+    assert _where(truncation)["both"] == [["absent"], ["window"]]
+    # The code word of a day is in both of its messages, and nowhere else in this prompt.
+    for q in truncation.questions:
+        number = int(q.reference.removeprefix("amber").removesuffix("x"))
+        day = [2 * number - 1, 2 * number]
+        assert (q.answer_words_missing == []) == any(m in window for m in day), q.id
+
+    # Truncation with recall: what the window lost is found in the excerpts recalled for it.
+    recalled = run.arms["truncation+recall"]
+    assert _window(recalled, count) == window
+    for q in recalled.questions:
+        expected = [
+            ["window"] if m in window else ["recalled"] if m in q.recalled else ["absent"]
+            for m in q.evidence
+        ]
+        assert [f.where for f in q.found] == expected, q.id
+    found_in_excerpts = [q for q in recalled.questions if q.found[0].where == ["recalled"]]
+    assert found_in_excerpts
+    assert all(q.recalled_tokens > 0 for q in found_in_excerpts)
+    # Excerpts are read past the cached prompt: they cost positions each question.
+    assert (recalled.evaluated_per_question or 0) > (truncation.evaluated_per_question or 0)
+    for q in recalled.questions:
+        assert q.new_positions == q.prompt_tokens - recalled.prompt_tokens > 0
+
+    # Generational: the newest messages verbatim, chapter items citing their messages, the
+    # hollow range quoted, the rest absent.
+    generational = run.arms["generational"]
+    memory = generational.memory_text
+    where = {q.evidence[0]: q.found[0].where for q in generational.questions if q.id != "both"}
+    for m in _window(generational, count):
+        assert where[m] == ["window"]
+    live = [(int(a), int(b)) for a, b in _CHAPTER.findall(memory)]
+    assert (HOLLOW.start, HOLLOW.stop - 1) in live  # the quoted chapter is still a chapter
+    cited = [m for m in scripted.cited if any(a <= m <= b for a, b in live) and m not in HOLLOW]
+    assert cited
+    for m in cited:  # what the chronicler cited in a chapter the prompt carries
+        assert "cited" in where[m], (m, where[m])
+    quoted = [m for m in HOLLOW if "quoted" in where[m]]
+    assert quoted
+    for m in quoted:  # its own words are in the prompt
+        text = conv.messages[m - 1].text
+        assert any(part.strip() in memory for part in text.split(".") if len(part) > 12), m
+    # The character's lines of the hollow range the extract left out are nowhere (the ledger
+    # keeps only the user's sentences).
+    left_out = [m for m in HOLLOW if m % 2 == 0 and "quoted" not in where[m]]
+    assert left_out and all(where[m] == ["absent"] for m in left_out)
+
+    # The shares: per arm, by kind, by range, by place, from the questions' records.
+    for name in arms:
+        arm = run.arms[name]
+        share = arm.evidence_in_prompt
+        assert share is not None
+        assert (share.any, share.all) == _share(arm.questions)
+        assert share.questions == len(arm.questions)
+        for kind, of_kind in arm.evidence_by_kind.items():
+            asked = [q for q in arm.questions if q.kind == kind]
+            assert (of_kind.any, of_kind.all) == _share(asked)
+        for index, cell in enumerate(arm.evidence_by_range):
+            asked = [q for q in arm.questions if q.range == index]
+            assert (cell is None) == (not asked)
+            if cell is not None:
+                assert (cell.any, cell.all) == _share(asked)
+        found = [f.where for q in arm.questions for f in q.found]
+        for place in ("window", "recalled", "cited", "quoted", "absent"):
+            assert arm.evidence_places[place] == round(
+                sum(place in w for w in found) / len(found), 4
+            )
+        words = [not q.answer_words_missing for q in arm.questions]
+        assert arm.answer_in_prompt == round(sum(words) / len(words), 4)
+        summary = report.summary[name]
+        assert summary.evidence_in_prompt.any.mean == share.any
+        assert summary.evidence_in_prompt.all.mean == share.all
+    # The two-message question: one of its messages is in truncation's prompt, not both.
+    multihop = truncation.evidence_by_kind["multihop"]
+    assert (multihop.any, multihop.all, multihop.questions) == (1.0, 0.0, 1)
+    # Recall only adds: what truncation holds, truncation with recall holds too.
+    assert _any(recalled) > _any(truncation)
+
+    # The JSON carries the same, one record per question.
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["summary"]["truncation"]["evidence_in_prompt"]["any"]["mean"] == (
+        truncation.evidence_in_prompt.any
+    )
+    record = data["runs"][0]["arms"]["truncation+recall"]["questions"][0]
+    for key in ("question", "reference", "answer", "correct", "evidence", "found", "recalled"):
+        assert key in record
+    assert record["prompt_tokens"] > 0 and record["found"][0]["where"]
+    text = table(report)
+    assert "evidence any/all" in text and "evidence only" in text
+    assert "evidence messages by place" in text
+
+
+async def test_without_an_arm_that_carries_memory_no_fold_runs(eval_settings_for):
+    conv = one_question_per_message()
+    arms = ("truncation", "truncation+recall")
+    report, scripted = await _run(_settings(eval_settings_for), conv, arms)
+    assert CHRONICLER not in scripted.calls  # seconds, not minutes: no model call at all
+    assert report.options["folds"] is False
+    run = report.runs[0]
+    assert run.folds.chapters == 0 and run.folds.forced_cuts
+    # Ranges end where the policy cut the oldest messages out of the window.
+    assert [r.last_message for r in run.ranges if r.folded] == run.folds.forced_cuts
+    truncation = run.arms["truncation"]
+    assert "no fold ran" in truncation.note
+    window = _window(truncation, len(conv.messages))
+    assert all(
+        f.where == ["window" if f.message in window else "absent"]
+        for q in truncation.questions
+        for f in q.found
+    )
+    assert _any(run.arms["truncation+recall"]) > _any(truncation)
+
+
+async def test_a_reader_run_records_the_evidence_beside_the_grades(eval_settings_for):
+    conv = one_question_per_message(16)
+    report, _ = await _run(
+        _settings(eval_settings_for), conv, ("truncation+recall",), evidence_only=False
+    )
+    arm = report.runs[0].arms["truncation+recall"]
+    assert arm.mean_recall is not None
+    for q in arm.questions:
+        # The scripted reader answers when the reference is in its prompt: what it got right
+        # is exactly what had its answer's words in front of it.
+        assert q.correct == (not q.answer_words_missing), q.id
+        assert q.evaluated is not None and q.evaluated > 0
+
+
+def test_cli_evidence_only_with_a_recall_budget(tiny_model_path: Path, tmp_path: Path, capsys):
+    from kotonia_tui.cli import main
+
+    conv = one_question_per_message(12)
+    data = tmp_path / "conv.json"
+    data.write_text(conv.model_dump_json())
+    out = tmp_path / "out.json"
+    code = main(
+        [
+            "eval",
+            str(data),
+            "--model",
+            str(tiny_model_path),
+            "--n-ctx",
+            "1024",
+            "--questions",
+            "100",
+            "--arms",
+            "truncation,truncation+recall,full",
+            "--evidence-only",
+            "--set",
+            "recall_budget_ratio=0.1",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["options"]["evidence_only"] is True
+    assert report["settings"]["recall_budget_ratio"] == 0.1
+    assert report["budgets"]["recall"] == 102
+    arms = report["runs"][0]["arms"]
+    assert "up to 102 tokens" in arms["truncation+recall"]["note"]
+    assert arms["truncation"]["questions_asked"] == len(conv.questions)
+    # The full arm needs more than the window: measured, not loaded wider; everything there.
+    assert "measured, not answered" in arms["full"]["note"]
+    assert report["summary"]["full"]["evidence_in_prompt"]["all"]["mean"] == 1.0
+    for name in ("truncation", "truncation+recall", "full"):
+        cell = report["summary"][name]["evidence_in_prompt"]
+        assert 0.0 <= cell["all"]["mean"] <= cell["any"]["mean"] <= 1.0
+    printed = capsys.readouterr().out
+    assert "evidence in prompt by range" in printed
