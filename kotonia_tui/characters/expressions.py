@@ -24,7 +24,8 @@ from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard
 from kotonia_tui.characters.charx import CharxError, embedded_path, read_charx_members
 from kotonia_tui.characters.images import sniff_image_mime
 from kotonia_tui.characters.png_chunks import PngError, read_text_chunks
-from kotonia_tui.search_text import Term, term_spans
+from kotonia_tui.search_text import term_spans
+from kotonia_tui.terms import Term
 
 EXPRESSION_TYPES = ("emotion", "expression")
 MAX_EXPRESSIONS = 200

@@ -1,0 +1,323 @@
+"""What a word is, and when two texts hold "the same words": one set of rules for all of Kotonia.
+
+The full-text index (store/search.py) decides what a search finds; the same rules decide what
+search highlights (search_text.py), what recall shows a message matched and whether the memory
+already states it (memory/recall.py), whether a chapter's item rests on its messages
+(memory/grounding.py), which names and numbers the readback looks for (memory/readback.py), what
+the extract scores (memory/extract.py) and the evaluation's lexical grades (eval/grading.py).
+
+- A token is a run of letters, combining marks and digits, in any script, as the index's
+  unicode61 tokenizer keeps them (with marks inside words: "हिन्दी", "ไปโรงเรียน" are one token);
+  anything else separates tokens, so "sister's" is "sister" and "s".
+- Scripts written without spaces between words are "unspaced": Han (every extension), kana,
+  Thai, Lao, Khmer, Myanmar and the Tai scripts, decided from each character's Unicode script
+  (`UNSPACED_SCRIPTS`), not from a table of ranges. A token ends where an unspaced run meets
+  a spaced one ("東京でiPhone" is "東京で" and "iPhone"). An unspaced run is compared as
+  characters: substrings in the index, character n-grams here. Korean is spaced: it puts
+  spaces between words (its particles attach at the end, which the shared start handles).
+- Case and accents are folded as the index folds them: lower case, and Latin letters without
+  their accents ("Café" is "cafe"). Other scripts keep their marks, as the index does.
+- A number is a run of decimal digits in any script with the separators inside it ("3.50",
+  "14:30", "1,200"), compared as ASCII digits ("٣٠٠" is "300").
+- A content word is a spaced run of letters (no digits) of `CONTENT_LETTERS` letters or more,
+  counted decomposed (a Hangul syllable is its two or three letters), and not a common word
+  (`STOP_WORDS`; grading leaves out only `ARTICLES`).
+- Two content words are the same when they share their start (`same_word`): "married" is
+  "marries", "학교에" is "학교".
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import regex
+
+# Scripts written without spaces between words, by their Unicode script names.
+UNSPACED_SCRIPTS = (
+    *("Han", "Hiragana", "Katakana"),
+    *("Thai", "Lao", "Khmer", "Myanmar"),
+    *("Tai_Le", "New_Tai_Lue", "Tai_Tham", "Tai_Viet"),
+)
+_OWN = "".join(rf"\p{{sc={name}}}" for name in UNSPACED_SCRIPTS)
+_SHARED = "".join(rf"\p{{scx={name}}}" for name in UNSPACED_SCRIPTS)
+# A letter or mark of those scripts, or a common one only they use (the prolonged sound mark
+# "ー", the iteration marks), not one Latin uses too (combining accents, the modifier apostrophe).
+_UNSPACED = (
+    rf"[[\p{{L}}\p{{M}}\p{{Nl}}]&&[[{_OWN}]||[[{_SHARED}]&&[\p{{sc=Zyyy}}\p{{sc=Zinh}}]"
+    r"--\p{scx=Latn}]]]"
+)
+_WORD_CHAR = r"[\p{L}\p{M}\p{N}\p{Co}]"  # what unicode61 keeps (with marks: store/migrations.py)
+_SPACED = rf"[{_WORD_CHAR}--{_UNSPACED}]"
+_UNSPACED_CHAR = regex.compile(rf"(?V1){_UNSPACED}")
+_SPACED_CHAR = regex.compile(rf"(?V1){_SPACED}")
+_TOKEN = regex.compile(rf"(?V1)(?P<unspaced>{_UNSPACED}+)|{_SPACED}+")
+_LETTERS = regex.compile(r"[\p{L}\p{M}]+")
+_NUMBER = regex.compile(r"\d+(?:[.,:/]\d+)*")  # \d: decimal digits of every script
+# A name: a token with the apostrophes and hyphens inside it ("O'Brien", "Jean-Luc").
+_NAME_SHAPE = regex.compile(rf"(?V1){_SPACED}+(?:['’-]{_SPACED}+)*")
+# What may end a sentence before the next word (so a capital after it is no sign of a name).
+_SENTENCE_END = regex.compile(r"[.!?。！？:;\"“”*(\[\n]\s*$")
+_NOT_NAMES = frozenset({"i", "i'm", "i've", "i'll", "i'd", "ok", "okay", "oh", "yes", "no"})
+
+CONTENT_LETTERS = 4  # shorter words are function words in most spaced languages
+# Two words are one when they share a start this long (or the shorter one whole, if it is at
+# least CONTENT_LETTERS long): "marri(es|ed)", "allerg(y|ic)", "shop(ping)"; "umbr(ella|age)" not.
+STEM = 5
+ARTICLES = frozenset({"a", "an", "the"})
+# Common words that carry no content: English function words, and the verbs a chronicler frames
+# an item with ("Mara tells Piet that ...") that its source never holds. Other spaced languages
+# rely on CONTENT_LETTERS alone, and the threshold leaves room for that.
+STOP_WORDS = ARTICLES | frozenset(
+    (
+        *("that", "this", "these", "those", "with", "from", "have", "having", "will", "would"),
+        *("could", "should", "about", "their", "there", "they", "them", "then", "than", "when"),
+        *("what", "which", "while", "were", "been", "being", "into", "onto", "also", "just"),
+        *("very", "some", "your", "says", "said", "tells", "told", "asks", "asked", "wants"),
+        *("wanted", "user"),
+    )
+)
+
+
+def is_unspaced_char(char: str) -> bool:
+    """A letter or mark of a script written without spaces between words."""
+    return _UNSPACED_CHAR.match(char) is not None
+
+
+def is_spaced_word_char(char: str) -> bool:
+    """A letter, mark or digit of a script that separates words with spaces (where a word's
+    edges mean something)."""
+    return _SPACED_CHAR.match(char) is not None
+
+
+def has_unspaced(text: str) -> bool:
+    return _UNSPACED_CHAR.search(text) is not None
+
+
+@functools.cache
+def unspaced_ranges() -> tuple[tuple[int, int], ...]:
+    """The code points of the unspaced scripts as ranges (first, last), for SQL that must pick
+    the same messages (the index's GLOB class). Read from Unicode data: a tenth of a second,
+    once, and only where a schema step needs it."""
+    every = "".join(chr(c) for c in range(0x40000) if not 0xD800 <= c < 0xE000)
+    runs = regex.compile(rf"(?V1){_UNSPACED}+")
+    return tuple((ord(m.group()[0]), ord(m.group()[-1])) for m in runs.finditer(every))
+
+
+def tokens(text: str, *, unspaced_gram: int | None = None) -> list[str]:
+    """`text`'s tokens, as typed, in order. `unspaced_gram`: unspaced runs cut into character
+    n-grams of that size (overlapping; a shorter run whole), else each run is one token."""
+    out: list[str] = []
+    for found in _TOKEN.finditer(text):
+        token = found.group()
+        if unspaced_gram is not None and found.group("unspaced") is not None:
+            out.extend(ngrams(token, unspaced_gram))
+        else:
+            out.append(token)
+    return out
+
+
+def ngrams(run: str, n: int) -> list[str]:
+    """Overlapping n-grams of characters; a run shorter than n is one."""
+    return [run[i : i + n] for i in range(max(1, len(run) - n + 1))]
+
+
+def fold_char(char: str) -> str:
+    """One character folded as the index compares: lower case, a Latin letter without its
+    accents. Always one character (a character whose lower case is longer stays as it is)."""
+    lowered = char.lower()
+    if len(lowered) != 1:
+        return char
+    base = unicodedata.normalize("NFD", lowered)
+    if len(base) > 1 and regex.match(r"\p{sc=Latn}", base[0]):
+        return base[0]
+    return lowered
+
+
+def fold(text: str) -> str:
+    """`text` folded for comparing words as the index compares them: "Café" is "cafe", written
+    composed or not. Not one for one (search_text folds a character at a time for that)."""
+    return "".join(fold_char(char) for char in unicodedata.normalize("NFC", text))
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers in `text`, in order, as ASCII digits with their inner separators."""
+    return [_ascii_digits(m.group()) for m in _NUMBER.finditer(text)]
+
+
+def _ascii_digits(number: str) -> str:
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in number)
+
+
+def is_number(term: str) -> bool:
+    """A term that is a number (a content term of digits, with any separators inside)."""
+    return term[:1].isdecimal()
+
+
+def holds_number(text: str, number: str) -> bool:
+    """Whether `text` has `number` whole (not inside a longer one: "40" is not in "140")."""
+    return number in numbers(text)
+
+
+def letters(word: str) -> int:
+    """A word's length in letters, counted decomposed (a Hangul syllable is two or three)."""
+    return len(unicodedata.normalize("NFD", word))
+
+
+def same_word(a: str, b: str) -> bool:
+    """Two folded words are one when they share a start of STEM letters, or the shorter one
+    whole if it has CONTENT_LETTERS letters or more ("marries", "married")."""
+    if a == b:
+        return True
+    a, b = unicodedata.normalize("NFD", a), unicodedata.normalize("NFD", b)
+    stem = min(len(a), len(b), STEM)
+    return stem >= CONTENT_LETTERS and a[:stem] == b[:stem]
+
+
+def holds_word(word: str, words: Iterable[str]) -> bool:
+    """Whether `words` (folded) has `word` or another form of it (`same_word`)."""
+    return any(same_word(word, other) for other in words)
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a text says, as terms: content words (folded), numbers, and the character n-grams
+    of its unspaced runs."""
+
+    words: tuple[str, ...]
+    numbers: tuple[str, ...]
+    grams: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.numbers or self.grams)
+
+    def terms(self) -> frozenset[str]:
+        return frozenset((*self.words, *self.numbers, *self.grams))
+
+
+def content(
+    text: str,
+    names: Iterable[str] = (),
+    *,
+    stop_words: frozenset[str] = STOP_WORDS,
+    min_letters: int = CONTENT_LETTERS,
+    gram: int = 2,
+) -> Content:
+    """The content terms of `text`: its content words, numbers and unspaced n-grams, without
+    `names` (each name whole, and its words: a cast's names are written around anything, so
+    they prove nothing)."""
+    name_list = sorted({n.strip() for n in names if n.strip()}, key=len, reverse=True)
+    name_words = {fold(w) for name in name_list for w in tokens(name)}
+    for name in name_list:
+        text = text.replace(name, " ")
+    words: list[str] = []
+    grams: list[str] = []
+    for found in _TOKEN.finditer(text):
+        token = found.group()
+        if found.group("unspaced") is not None:
+            grams.extend(ngrams(token, gram))
+            continue
+        for part in _LETTERS.findall(token):
+            word = fold(part)
+            if word not in name_words and word not in stop_words and letters(word) >= min_letters:
+                words.append(word)
+    return Content(tuple(words), tuple(numbers(text)), tuple(grams))
+
+
+def spaced_words(text: str) -> set[str]:
+    """Every spaced run of letters in `text`, folded (what a content word is looked for in)."""
+    return {
+        fold(part)
+        for found in _TOKEN.finditer(text)
+        if found.group("unspaced") is None
+        for part in _LETTERS.findall(found.group())
+    }
+
+
+def names(text: str) -> list[tuple[int, str]]:
+    """The names in `text` with where they start: capitalized words that are not merely the
+    first word of a sentence (unless the same word is capitalized inside one too). Scripts
+    without capitals give none."""
+    inside: set[str] = set()
+    candidates: list[tuple[int, str, bool]] = []
+    for match in _NAME_SHAPE.finditer(text):
+        word = match.group()
+        first = word[0]
+        if not (first.isupper() or first.istitle()) or word.casefold() in _NOT_NAMES:
+            continue
+        before = text[: match.start()]
+        starts_sentence = not before.strip() or _SENTENCE_END.search(before) is not None
+        if not starts_sentence:
+            inside.add(word)
+        candidates.append((match.start(), word, starts_sentence))
+    return [(at, w) for at, w, first in candidates if not first or w in inside]
+
+
+def specifics(text: str) -> list[str]:
+    """The names and numbers of `text`, in order (numbers as written)."""
+    found = [(m.start(), m.group()) for m in _NUMBER.finditer(text)]
+    return [item for _, item in sorted(found + names(text))]
+
+
+def holds_specific(text: str, item: str) -> bool:
+    """Whether `text` keeps a name (regardless of case and Latin accents) or a number (whole,
+    in any digits)."""
+    if item[0].isdecimal():
+        return holds_number(text, _ascii_digits(item))
+    return fold(item) in fold(text)
+
+
+# Search and recall: the query's terms.
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str  # as typed (case kept); matching ignores case
+    unspaced: bool  # matched as a substring (an unspaced script), else at a word start
+
+
+def split_terms(query: str) -> list[Term]:
+    """The query's tokens as terms, in order, each once (case-insensitively)."""
+    seen: set[str] = set()
+    terms = []
+    for found in _TOKEN.finditer(query):
+        text = found.group()
+        key = fold(text)
+        if key not in seen:
+            seen.add(key)
+            terms.append(Term(text, found.group("unspaced") is not None))
+    return terms
+
+
+def recall_terms(terms: Sequence[Term]) -> list[Term]:
+    """The terms recall looks for (store/search.py) and shows as why a message came back
+    (memory/recall.py). Recall matches whole words, not prefixes, and leaves out one-letter
+    words (not numbers). Unspaced terms are cut into overlapping pairs of characters (most
+    Japanese and Chinese words are two characters long: 名前, 東京), any of which counts."""
+    out: list[Term] = []
+    for term in terms:
+        if term.unspaced:
+            out.extend(Term(pair, True) for pair in ngrams(term.text, 2))
+        elif len(term.text) > 1 or term.text.isdecimal():
+            out.append(term)  # a lone digit is a specific ("day 3"), a lone letter is not
+    unique = {fold(t.text): t for t in out}
+    return list(unique.values())
+
+
+@dataclass(frozen=True)
+class Searchable:
+    """A text as recall matches terms in it: a spaced term as a whole word, an unspaced one as
+    a substring, both folded."""
+
+    words: frozenset[str]
+    folded: str
+
+    @classmethod
+    def of(cls, text: str) -> Searchable:
+        return cls(frozenset(fold(t) for t in tokens(text)), fold(text))
+
+    def holds(self, term: Term) -> bool:
+        key = fold(term.text)
+        return key in self.folded if term.unspaced else key in self.words
