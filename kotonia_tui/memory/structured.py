@@ -32,7 +32,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.memory.grounding import content, evidence, grounded
 from kotonia_tui.memory.readback import quote
-from kotonia_tui.terms import is_number
+from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
 
@@ -238,7 +238,7 @@ def says_something(text: str) -> bool:
     if not _wordy(text) or text.rstrip().endswith(":"):
         return False
     words = text.split()
-    if len(words) == 1 and any(c.isascii() and c.isalpha() for c in text):
+    if len(words) == 1 and not has_unspaced(text):
         return False  # one word of a spaced script: a name or a key ("Pellmouth")
     head = words[0].rstrip(":.,;").split(".")[0]
     if head in _FIELDS:
