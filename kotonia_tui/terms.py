@@ -29,8 +29,9 @@ the extract scores (memory/extract.py) and the evaluation's lexical grades (eval
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -49,17 +50,14 @@ _UNSPACED = (
     rf"[[\p{{L}}\p{{M}}\p{{Nl}}]&&[[{_OWN}]||[[{_SHARED}]&&[\p{{sc=Zyyy}}\p{{sc=Zinh}}]"
     r"--\p{scx=Latn}]]]"
 )
-_WORD_CHAR = r"[\p{L}\p{M}\p{N}\p{Co}]"  # what unicode61 keeps (with marks: store/migrations.py)
-_SPACED = rf"[{_WORD_CHAR}--{_UNSPACED}]"
 _UNSPACED_CHAR = regex.compile(rf"(?V1){_UNSPACED}")
-_SPACED_CHAR = regex.compile(rf"(?V1){_SPACED}")
-_TOKEN = regex.compile(rf"(?V1)(?P<unspaced>{_UNSPACED}+)|{_SPACED}+")
-_LETTERS = regex.compile(r"[\p{L}\p{M}]+")
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
+_DIGITS = regex.compile(r"\d+")
 _NUMBER = regex.compile(r"\d+(?:[.,:/]\d+)*")  # \d: decimal digits of every script
-# A name: a token with the apostrophes and hyphens inside it ("O'Brien", "Jean-Luc").
-_NAME_SHAPE = regex.compile(rf"(?V1){_SPACED}+(?:['’-]{_SPACED}+)*")
-# What may end a sentence before the next word (so a capital after it is no sign of a name).
-_SENTENCE_END = regex.compile(r"[.!?。！？:;\"“”*(\[\n]\s*$")
+_NAME_JOINERS = "'’-"  # inside a name: "O'Brien", "Jean-Luc"
+# What may end a sentence before the next word (so a capital after it is no sign of a name),
+# besides a line break.
+_SENTENCE_MARKS = frozenset('.!?。！？:;"“”*([')
 _NOT_NAMES = frozenset({"i", "i'm", "i've", "i'll", "i'd", "ok", "okay", "oh", "yes", "no"})
 
 CONTENT_LETTERS = 4  # shorter words are function words in most spaced languages
@@ -81,19 +79,51 @@ STOP_WORDS = ARTICLES | frozenset(
 )
 
 
+_SEPARATOR, _SPACED, _UNSPACED_KIND = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _kind(char: str) -> int:
+    """A character's part in a token. A word character is what unicode61 keeps with marks
+    kept: letters, marks, numbers, private use (store/migrations.py)."""
+    if _UNSPACED_CHAR.match(char) is not None:
+        return _UNSPACED_KIND
+    category = unicodedata.category(char)
+    return _SPACED if category[0] in "LMN" or category == "Co" else _SEPARATOR
+
+
+def _runs(text: str) -> Iterator[tuple[int, int, bool]]:
+    """Where `text`'s tokens are (start, end) and whether each is unspaced. A loop over the
+    characters, each classified once per process: the `regex` module's Unicode classes cost
+    microseconds a character, and a memory block is tens of thousands."""
+    if text.isascii():
+        for found in _ASCII_TOKEN.finditer(text):
+            yield found.start(), found.end(), False
+        return
+    start, kind = 0, _SEPARATOR
+    for at, char in enumerate(text):
+        now = _kind(char)
+        if now != kind:
+            if kind != _SEPARATOR:
+                yield start, at, kind == _UNSPACED_KIND
+            start, kind = at, now
+    if kind != _SEPARATOR:
+        yield start, len(text), kind == _UNSPACED_KIND
+
+
 def is_unspaced_char(char: str) -> bool:
     """A letter or mark of a script written without spaces between words."""
-    return _UNSPACED_CHAR.match(char) is not None
+    return _kind(char) == _UNSPACED_KIND
 
 
 def is_spaced_word_char(char: str) -> bool:
     """A letter, mark or digit of a script that separates words with spaces (where a word's
     edges mean something)."""
-    return _SPACED_CHAR.match(char) is not None
+    return _kind(char) == _SPACED
 
 
 def has_unspaced(text: str) -> bool:
-    return _UNSPACED_CHAR.search(text) is not None
+    return not text.isascii() and any(_kind(char) == _UNSPACED_KIND for char in text)
 
 
 @functools.cache
@@ -110,9 +140,9 @@ def tokens(text: str, *, unspaced_gram: int | None = None) -> list[str]:
     """`text`'s tokens, as typed, in order. `unspaced_gram`: unspaced runs cut into character
     n-grams of that size (overlapping; a shorter run whole), else each run is one token."""
     out: list[str] = []
-    for found in _TOKEN.finditer(text):
-        token = found.group()
-        if unspaced_gram is not None and found.group("unspaced") is not None:
+    for start, end, unspaced in _runs(text):
+        token = text[start:end]
+        if unspaced_gram is not None and unspaced:
             out.extend(ngrams(token, unspaced_gram))
         else:
             out.append(token)
@@ -124,6 +154,7 @@ def ngrams(run: str, n: int) -> list[str]:
     return [run[i : i + n] for i in range(max(1, len(run) - n + 1))]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fold_char(char: str) -> str:
     """One character folded as the index compares: lower case, a Latin letter without its
     accents. Always one character (a character whose lower case is longer stays as it is)."""
@@ -139,6 +170,8 @@ def fold_char(char: str) -> str:
 def fold(text: str) -> str:
     """`text` folded for comparing words as the index compares them: "Café" is "cafe", written
     composed or not. Not one for one (search_text folds a character at a time for that)."""
+    if text.isascii():
+        return text.lower()  # the usual case, and the same answer
     return "".join(fold_char(char) for char in unicodedata.normalize("NFC", text))
 
 
@@ -214,26 +247,57 @@ def content(
         text = text.replace(name, " ")
     words: list[str] = []
     grams: list[str] = []
-    for found in _TOKEN.finditer(text):
-        token = found.group()
-        if found.group("unspaced") is not None:
+    for start, end, unspaced in _runs(text):
+        token = text[start:end]
+        if unspaced:
             grams.extend(ngrams(token, gram))
             continue
-        for part in _LETTERS.findall(token):
+        for part in _letter_parts(token):
             word = fold(part)
             if word not in name_words and word not in stop_words and letters(word) >= min_letters:
                 words.append(word)
     return Content(tuple(words), tuple(numbers(text)), tuple(grams))
 
 
+def _letter_parts(token: str) -> list[str]:
+    """A spaced token's runs of letters, without its digits ("14th" has "th")."""
+    return [part for part in _DIGITS.split(token) if part]
+
+
 def spaced_words(text: str) -> set[str]:
     """Every spaced run of letters in `text`, folded (what a content word is looked for in)."""
     return {
         fold(part)
-        for found in _TOKEN.finditer(text)
-        if found.group("unspaced") is None
-        for part in _LETTERS.findall(found.group())
+        for start, end, unspaced in _runs(text)
+        if not unspaced
+        for part in _letter_parts(text[start:end])
     }
+
+
+def _name_shapes(text: str) -> Iterator[tuple[int, str]]:
+    """Spaced tokens with the apostrophes and hyphens that join them ("O'Brien")."""
+    current: tuple[int, int] | None = None
+    for start, end, unspaced in _runs(text):
+        if unspaced:
+            continue
+        if current is not None and start == current[1] + 1 and text[current[1]] in _NAME_JOINERS:
+            current = (current[0], end)
+            continue
+        if current is not None:
+            yield current[0], text[current[0] : current[1]]
+        current = (start, end)
+    if current is not None:
+        yield current[0], text[current[0] : current[1]]
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """Whether the word at `at` is the first of its text, line or sentence."""
+    i = at - 1
+    while i >= 0 and text[i].isspace():
+        if text[i] == "\n":
+            return True
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_MARKS
 
 
 def names(text: str) -> list[tuple[int, str]]:
@@ -242,16 +306,14 @@ def names(text: str) -> list[tuple[int, str]]:
     without capitals give none."""
     inside: set[str] = set()
     candidates: list[tuple[int, str, bool]] = []
-    for match in _NAME_SHAPE.finditer(text):
-        word = match.group()
+    for at, word in _name_shapes(text):
         first = word[0]
         if not (first.isupper() or first.istitle()) or word.casefold() in _NOT_NAMES:
             continue
-        before = text[: match.start()]
-        starts_sentence = not before.strip() or _SENTENCE_END.search(before) is not None
+        starts_sentence = _starts_sentence(text, at)
         if not starts_sentence:
             inside.add(word)
-        candidates.append((match.start(), word, starts_sentence))
+        candidates.append((at, word, starts_sentence))
     return [(at, w) for at, w, first in candidates if not first or w in inside]
 
 
@@ -282,12 +344,12 @@ def split_terms(query: str) -> list[Term]:
     """The query's tokens as terms, in order, each once (case-insensitively)."""
     seen: set[str] = set()
     terms = []
-    for found in _TOKEN.finditer(query):
-        text = found.group()
+    for start, end, unspaced in _runs(query):
+        text = query[start:end]
         key = fold(text)
         if key not in seen:
             seen.add(key)
-            terms.append(Term(text, found.group("unspaced") is not None))
+            terms.append(Term(text, unspaced))
     return terms
 
 
@@ -316,8 +378,15 @@ class Searchable:
 
     @classmethod
     def of(cls, text: str) -> Searchable:
-        return cls(frozenset(fold(t) for t in tokens(text)), fold(text))
+        return _searchable(text)
 
     def holds(self, term: Term) -> bool:
         key = fold(term.text)
         return key in self.folded if term.unspaced else key in self.words
+
+
+@functools.lru_cache(maxsize=8)
+def _searchable(text: str) -> Searchable:
+    """A text read once for all the candidates of a turn (the memory block is one text)."""
+    folded = fold(text)
+    return Searchable(frozenset(folded[start:end] for start, end, _ in _runs(folded)), folded)
