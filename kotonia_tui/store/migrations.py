@@ -8,6 +8,7 @@ Steps are append-only: once released, a step is never edited; a change is a new 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 
 from kotonia_tui.store.connection import Db
@@ -421,11 +422,22 @@ _SEARCH_TABLES = (
 
 def _unspaced_glob() -> str:
     """The unspaced scripts as an SQL GLOB string literal (SQLite compares code points in GLOB
-    ranges): a text matches when it has any character of them."""
-    ranges = "".join(
-        chr(low) if low == high else f"{chr(low)}-{chr(high)}" for low, high in unspaced_ranges()
-    )
+    ranges): a text matches when it has any character of them. Ranges are joined over gaps that
+    hold no letter (digits, signs, unassigned code points): a message with only those goes into
+    the trigram index too, which costs it nothing, and each message written is checked against
+    14 ranges instead of 64."""
+    joined: list[tuple[int, int]] = []
+    for low, high in unspaced_ranges():
+        if joined and not any(_is_letter(c) for c in range(joined[-1][1] + 1, low)):
+            joined[-1] = (joined[-1][0], high)
+        else:
+            joined.append((low, high))
+    ranges = "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}" for low, high in joined)
     return f"'*[{ranges}]*'"
+
+
+def _is_letter(code: int) -> bool:
+    return not 0xD800 <= code < 0xE000 and unicodedata.category(chr(code)).startswith("L")
 
 
 def _search_by_script(db: Db) -> None:
