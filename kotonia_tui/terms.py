@@ -14,7 +14,8 @@ the extract scores (memory/extract.py) and the evaluation's lexical grades (eval
   (`UNSPACED_SCRIPTS`), not from a table of ranges. A token ends where an unspaced run meets
   a spaced one ("東京でiPhone" is "東京で" and "iPhone"). An unspaced run is compared as
   characters: substrings in the index, character n-grams here. Korean is spaced: it puts
-  spaces between words (its particles attach at the end, which the shared start handles).
+  spaces between words (its particles attach at the end: the shared start below takes
+  "학교에" for "학교"; recall, which matches whole words, does not).
 - Case and accents are folded as the index folds them: lower case, and Latin letters without
   their accents ("Café" is "cafe"). Other scripts keep their marks, as the index does.
 - A number is a run of decimal digits in any script with the separators inside it ("3.50",

@@ -2,14 +2,14 @@
 
 The indexes (FTS5, the search schema step) are kept in step with `messages.text` by triggers, so a
 search sees exactly the messages stored now, each with its chosen version's text. A query is
-plain text, never FTS syntax: it is split into terms (search_text.split_terms) and each term
-becomes one or more index lookups:
+plain text, never FTS syntax: it is split into terms (terms.split_terms, the rules the indexes
+are built on) and each term becomes one or more index lookups:
 
 - a term in a spaced script (English, ...) matches words it begins ("light" -> "lighthouse")
   in `message_words`; from three characters on it also matches inside Japanese or Chinese
   text ("iPhone" in "東京でiPhoneを買った"), through `message_trigrams`;
-- a Japanese, Chinese or Thai term of three characters or more matches as a substring, a
-  phrase of its trigrams in `message_trigrams`;
+- a term of a script written without spaces (Japanese, Chinese, Thai, Khmer, ...) of three
+  characters or more matches as a substring, a phrase of its trigrams in `message_trigrams`;
 - one of one or two characters (common: 猫, 東京) cannot be a trigram. Every character of the
   indexed text begins a trigram (the text is padded), so the trigrams that begin with the term
   are exactly its occurrences: they are read from the index's vocabulary (a range read) and
