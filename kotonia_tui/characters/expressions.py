@@ -24,7 +24,8 @@ from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard
 from kotonia_tui.characters.charx import CharxError, embedded_path, read_charx_members
 from kotonia_tui.characters.images import sniff_image_mime
 from kotonia_tui.characters.png_chunks import PngError, read_text_chunks
-from kotonia_tui.search_text import Term, term_spans
+from kotonia_tui.search_text import term_spans
+from kotonia_tui.terms import Term, has_unspaced, is_spaced_word_char
 
 EXPRESSION_TYPES = ("emotion", "expression")
 MAX_EXPRESSIONS = 200
@@ -197,13 +198,13 @@ def expression_for(text: str, expressions: list[Expression]) -> ChosenExpression
     for word, called in candidates.items():
         if not called:
             continue
-        whole = word.isascii()  # English words count whole; Japanese and Chinese as parts
+        whole = not has_unspaced(word)  # spaced words count whole; Japanese, Chinese as parts
         # term_spans matches at a word's start; a whole word must end there too ("smile" is
         # not in "smiles": that word has its own entry).
         ends = [
             end
             for _start, end in term_spans(text, [Term(word, not whole)])
-            if not whole or end == len(text) or not text[end].isalnum()
+            if not whole or end == len(text) or not is_spaced_word_char(text[end])
         ]
         if ends and (best is None or ends[-1] > best[0]):
             best = (ends[-1], word, by_name[called[0]])

@@ -45,7 +45,7 @@ from kotonia_tui.characters.lorebook import (
     compile_key,
     entry_body,
 )
-from kotonia_tui.search_text import is_spaced_word_char
+from kotonia_tui.terms import is_spaced_word_char
 
 CARD_BOOK = "card"  # the name the card's own book is reported under
 

@@ -12,8 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from kotonia_tui.domain import StoredConversation
-from kotonia_tui.search_text import Snippet, snippet, split_terms
+from kotonia_tui.search_text import Snippet, snippet
 from kotonia_tui.store import SearchHit, SearchOrder, Store
+from kotonia_tui.terms import split_terms
 
 SNIPPET_WIDTH = 160
 

@@ -6,9 +6,10 @@ second opinion that does not depend on the model, used when the reference answer
 
 Normalisation follows the usual reading-comprehension practice (SQuAD for English, the
 character-level variant used for Chinese and Japanese benchmarks): NFKC, lower case,
-punctuation dropped, English articles dropped; Latin words and digits are tokens, and every
-CJK character (kanji/hanzi, kana) is a token of its own, because Japanese and Chinese do not
-separate words with spaces and a word segmenter would be one more model to trust.
+punctuation dropped, English articles dropped; words and numbers are the term module's tokens
+(kotonia_tui/terms.py), and every character of a script written without spaces (kanji/hanzi,
+kana, Thai, ...) is a token of its own, because those scripts do not separate words and a word
+segmenter would be one more model to trust.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-# Kana, CJK ideographs (with extension A and the compatibility block), Hangul syllables.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}_]+", re.UNICODE)
-_ARTICLES = frozenset({"a", "an", "the"})
+from kotonia_tui import terms
+from kotonia_tui.terms import ARTICLES
+
 # References at most this many tokens long are "short": exact/F1 are reported for them.
 SHORT_ANSWER_TOKENS = 8
 # An answer that only says it does not know is wrong without asking the judge.
@@ -78,8 +78,9 @@ def normalize(text: str) -> str:
 
 
 def answer_tokens(text: str) -> list[str]:
-    """Latin words and digits as tokens (articles dropped); each CJK character a token."""
-    return [t for t in _TOKEN.findall(normalize(text)) if t not in _ARTICLES]
+    """Words and numbers as tokens (articles dropped); each character of a script written
+    without spaces a token."""
+    return [t for t in terms.tokens(normalize(text), unspaced_gram=1) if t not in ARTICLES]
 
 
 def exact_match(answer: str, reference: str) -> bool:

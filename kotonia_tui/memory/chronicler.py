@@ -16,7 +16,6 @@ that calls the model (chat/fold/chronicle.py), and reads what the model wrote in
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +50,7 @@ from kotonia_tui.memory.structured import (
     render_chapter,
     with_quotes,
 )
+from kotonia_tui.terms import is_unspaced_char
 
 CHRONICLER = "Chronicler"
 
@@ -208,12 +208,12 @@ SYNOPSIS_TOO_SHORT = (
 
 # Characters per word in languages that put spaces between words (for "about N words").
 CHARS_PER_WORD = 6.0
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 
 def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
     """A length in tokens said the way a writer counts in the story's language: "about N
-    words", or "about N characters" (字) where words are not spaced (Japanese, Chinese).
+    words", or "about N characters" (字) where words are not spaced (Japanese, Chinese, Thai:
+    terms.is_unspaced_char).
 
     `sample` is text in that language and `sample_tokens` its count in the model's tokens: a
     token is ~4.7 characters of English but ~1.2 of Chinese (seed 002), so the words a number
@@ -221,8 +221,8 @@ def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
     """
     chars_per_token = len(sample) / sample_tokens if sample and sample_tokens > 0 else 4.0
     chars = max(1, round(tokens * chars_per_token))
-    cjk = len(_CJK.findall(sample))
-    if sample and cjk > len(sample) * 0.3:
+    unspaced = sum(1 for char in sample if is_unspaced_char(char))
+    if sample and unspaced > len(sample) * 0.3:
         return f"{chars} characters"
     return f"{max(1, round(chars / CHARS_PER_WORD))} words"
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role, quoted_synopsis_body
 
 ELISION = " … "
@@ -24,15 +25,11 @@ ELISION = " … "
 # with theirs (no space follows in Japanese or Chinese); or at a line break (a chapter's items,
 # a quote's lines).
 _SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*|\n")
-_DIGIT = re.compile(r"\d")
 # What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ") or a message id
 # ("(#3 #4)"). A reference, not the story: no fact's number, no name in a sentence.
 _LABEL = r"#\d+(?:-#\d+)?(?: [^:\n]{1,60})?: "
 _REFERENCE = re.compile(f"{_LABEL}|#\\d+")
 _LEADING_LABEL = re.compile(f"^{_LABEL}")
-_CONTENT = re.compile(r"[^\W_]")  # a letter or a digit, in any script
-# A capitalized word after the sentence's first word: most often a name or a place.
-_NAME = re.compile(r"(?<=\s)[A-Z][\w'’-]+")
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ def without_references(text: str) -> str:
 def _says_something(text: str) -> bool:
     """A sentence with a word or a number besides what it cites: "…", "(#3)" or "#42 Ann: …"
     alone, the pieces of a quote quoted again, would fill a tight extract with nothing."""
-    return _CONTENT.search(without_references(text)) is not None
+    return bool(terms.tokens(without_references(text)))
 
 
 def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -99,9 +96,9 @@ def _score(text: str, *, first: bool, by_user: bool) -> int:
     if by_user:
         score += 1  # what users say about themselves is what a summary most often drops
     text = without_references(text)
-    if _DIGIT.search(text):
+    if terms.numbers(text):
         score += 2  # dates, prices, counts: facts a later question asks for
-    score += min(2, len(_NAME.findall(text)))
+    score += min(2, len(terms.names(text)))  # most often a person or a place
     return score
 
 

@@ -6,9 +6,10 @@ is written, the names and numbers in the user's lines of its range are looked fo
 and its ledger entries; the misses are named to the chronicler in one retry, and whatever is still
 missing after it is stored with the chapter, where the inspector and the audit show it.
 
-A name here is a capitalized word that is not merely the first word of a sentence (unless the same
-word is also capitalized inside one); a number is a run of digits with its separators ("3.50",
-"14:30"). Scripts without capitals (Japanese, Chinese) give numbers only.
+Names and numbers are the term module's (kotonia_tui/terms.py): a name is a capitalized word that
+is not merely the first word of a sentence (unless the same word is also capitalized inside one);
+a number is a run of digits with its separators ("3.50", "14:30"). Scripts without capitals
+(Japanese, Chinese, Arabic, ...) give numbers only.
 """
 
 from __future__ import annotations
@@ -17,53 +18,26 @@ import re
 from collections.abc import Sequence
 
 from kotonia_tui.domain import Message, Role
+from kotonia_tui.terms import holds_specific, specifics
 
-_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 # Where a sentence ends: after its mark and a space, or at a line break.
 _SENTENCES = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-_SENTENCE_END = re.compile(r"[.!?。！？:;\"“”*(\[\n]\s*$")
-# Capitalized words that are names far less often than not, at any position.
-_NOT_NAMES = frozenset({"i", "i'm", "i've", "i'll", "i'd", "ok", "okay", "oh", "yes", "no"})
-
-
-def _names(text: str) -> list[tuple[int, str]]:
-    capital_inside: set[str] = set()
-    candidates: list[tuple[int, str, bool]] = []
-    for match in _WORD.finditer(text):
-        word = match.group(0).strip("'’-")
-        if not word or not word[0].isupper() or word.casefold() in _NOT_NAMES:
-            continue
-        before = text[: match.start()]
-        starts_sentence = not before.strip() or bool(_SENTENCE_END.search(before))
-        if not starts_sentence:
-            capital_inside.add(word)
-        candidates.append((match.start(), word, starts_sentence))
-    return [(at, w) for at, w, first in candidates if not first or w in capital_inside]
 
 
 def user_specifics(messages: Sequence[Message]) -> list[str]:
     """The names and numbers in the user's lines, in order of first appearance."""
     found: dict[str, None] = {}
     for message in messages:
-        if message.role is not Role.USER:
-            continue
-        numbers = [(m.start(), m.group(0)) for m in _NUMBER.finditer(message.text)]
-        for _, item in sorted(numbers + _names(message.text)):
-            found.setdefault(item, None)
+        if message.role is Role.USER:
+            for item in specifics(message.text):
+                found.setdefault(item, None)
     return list(found)
 
 
-def _holds(text: str, item: str) -> bool:
-    """Whether `text` keeps a specific: a name regardless of case, a number whole."""
-    if item[0].isdigit():
-        return re.search(rf"(?<![\d.,]){re.escape(item)}(?![\d])", text) is not None
-    return item.casefold() in text.casefold()
-
-
-def missing(specifics: Sequence[str], kept: str) -> list[str]:
-    """The specifics that do not appear in `kept` (names regardless of case; numbers whole)."""
-    return [item for item in specifics if not _holds(kept, item)]
+def missing(items: Sequence[str], kept: str) -> list[str]:
+    """The specifics that do not appear in `kept` (names regardless of case and accents;
+    numbers whole, in any digits)."""
+    return [item for item in items if not holds_specific(kept, item)]
 
 
 # How the ledger writes a sentence quoted from the user's lines (`quoted_lines`).
@@ -104,7 +78,7 @@ def quoted_lines(messages: Sequence[Message], misses: Sequence[str]) -> list[tup
             continue
         for sentence in _SENTENCES.split(message.text):
             sentence = " ".join(sentence.split())
-            held = [item for item in left if _holds(sentence, item)]
+            held = [item for item in left if holds_specific(sentence, item)]
             if sentence and held:
                 quotes.append((message, sentence))
                 left = [item for item in left if item not in held]

@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kotonia_tui.domain import Message, Role
-from kotonia_tui.search_text import Term, recall_terms, split_terms
+from kotonia_tui.terms import (
+    CONTENT_LETTERS,
+    Searchable,
+    Term,
+    fold,
+    letters,
+    recall_terms,
+    split_terms,
+)
 
 RECALL_HEADER = (
     "[Recalled from the archive]\n"
@@ -49,7 +57,6 @@ RRF_K = 60  # the usual constant of reciprocal rank fusion: top ranks count, not
 # in the memory block: strict, because dropping a line the memory only paraphrased loses the
 # specifics recall exists for, while keeping a redundant one costs only its tokens.
 STATED_SHARE = 0.9
-SUBSTANTIAL_WORD = 4  # spaced words this long or longer (or with a digit) count as substance
 
 
 class LeftOutReason(StrEnum):
@@ -189,26 +196,21 @@ def recall_query(window: Sequence[Message]) -> str:
 
 def matching_words(text: str, terms: Sequence[Term]) -> tuple[str, ...]:
     """The query terms `text` holds, as recall matches them (whole words; Japanese and
-    Chinese pairs of characters as substrings), in the query's order."""
-    words = {t.text.casefold() for t in split_terms(text) if not t.unspaced}
-    folded = text.casefold()
-    found: list[str] = []
-    for term in terms:
-        key = term.text.casefold()
-        if (key in folded) if term.unspaced else (key in words):
-            found.append(key)
-    return tuple(dict.fromkeys(found))
+    Chinese pairs of characters as substrings), folded, in the query's order."""
+    found = Searchable.of(text)
+    return tuple(dict.fromkeys(fold(term.text) for term in terms if found.holds(term)))
 
 
-def substance(text: str) -> list[str]:
-    """The words of `text` that carry its specifics: spaced words of SUBSTANTIAL_WORD letters
-    or more or with a digit, and every Japanese or Chinese pair of characters."""
-    out = []
-    for term in recall_terms(split_terms(text)):
-        key = term.text.casefold()
-        if term.unspaced or len(key) >= SUBSTANTIAL_WORD or any(c.isdigit() for c in key):
-            out.append(key)
-    return out
+def substance(text: str) -> list[Term]:
+    """The terms of `text` that carry its specifics: spaced words of CONTENT_LETTERS letters
+    or more or with a digit, and every pair of characters of a script written without spaces."""
+    return [
+        term
+        for term in recall_terms(split_terms(text))
+        if term.unspaced
+        or letters(fold(term.text)) >= CONTENT_LETTERS
+        or any(c.isdecimal() for c in term.text)
+    ]
 
 
 def already_stated(text: str, memory_text: str) -> bool:
@@ -216,9 +218,8 @@ def already_stated(text: str, memory_text: str) -> bool:
     words = substance(text)
     if not words or not memory_text:
         return False
-    memory_words = {t.text.casefold() for t in split_terms(memory_text)}
-    memory_folded = memory_text.casefold()
-    found = sum(1 for w in words if w in memory_words or (w in memory_folded and not w.isascii()))
+    memory = Searchable.of(memory_text)
+    found = sum(1 for term in words if memory.holds(term))
     return found >= STATED_SHARE * len(words)
 
 

@@ -32,6 +32,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.memory.grounding import content, evidence, grounded
 from kotonia_tui.memory.readback import quote
+from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
 
@@ -237,7 +238,7 @@ def says_something(text: str) -> bool:
     if not _wordy(text) or text.rstrip().endswith(":"):
         return False
     words = text.split()
-    if len(words) == 1 and any(c.isascii() and c.isalpha() for c in text):
+    if len(words) == 1 and not has_unspaced(text):
         return False  # one word of a spaced script: a name or a key ("Pellmouth")
     head = words[0].rstrip(":.,;").split(".")[0]
     if head in _FIELDS:
@@ -262,7 +263,7 @@ class _Seen:
 
     def fresh(self, text: str) -> bool:
         terms = content(text, self._cast)
-        if terms and all(term.isdigit() for term in terms):
+        if terms and all(is_number(term) for term in terms):
             # "User says: 300," (the embedded 270M, for "I can pay 300 crowns for the lantern,
             # not more."): a number with nothing said about it. Dropped, the readback finds the
             # number missing and keeps the user's sentence.

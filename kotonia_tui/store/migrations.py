@@ -8,11 +8,12 @@ Steps are append-only: once released, a step is never edited; a change is a new 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 
-from kotonia_tui.search_text import UNSPACED_GLOB
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
+from kotonia_tui.terms import unspaced_ranges
 
 # AUTOINCREMENT on entity tables: ids are never reused, because chapters, memory state and fold
 # jobs refer to message ids by range; a reused id would silently land inside an old range.
@@ -187,38 +188,52 @@ _STEP_3_MEMORY_TEXT = [
 #   messages with such characters are in it, each padded with two U+E000 so that every
 #   character of the text begins a trigram: a one- or two-character query is looked up in its
 #   vocabulary (message_trigram_terms) instead of scanning the text (store/search.py).
-# The GLOB class comes from search_text.UNSPACED_RANGES; changing those ranges needs a new step
-# that re-creates the view and the triggers and rebuilds the index.
-_UNSPACED = f"'{UNSPACED_GLOB}'"
+# The step was released with the GLOB class and the tokenizer below; a step is never edited, so
+# they stay as they were (the search-by-script step replaced both).
 _PAD = "char(57344, 57344)"
-_STEP_SEARCH_AND_CHAT_SETTINGS = [
-    """CREATE VIRTUAL TABLE message_words USING fts5(
-        text, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
-    f"""CREATE VIEW message_trigram_source AS
-        SELECT id, text || {_PAD} AS text FROM messages WHERE text GLOB {_UNSPACED}""",
-    """CREATE VIRTUAL TABLE message_trigrams USING fts5(
+_RELEASED_UNSPACED_GLOB = (
+    "'*[\u0e00-\u0eff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f]*'"
+)
+_RELEASED_WORDS_TOKENIZER = "'unicode61 remove_diacritics 2'"
+
+
+def _search_index(words_tokenizer: str, unspaced_glob: str) -> list[str]:
+    """The two indexes, their vocabularies and the triggers that keep them in step: words with
+    `words_tokenizer`; substrings of the messages matching `unspaced_glob` (an SQL string)."""
+    return [
+        f"""CREATE VIRTUAL TABLE message_words USING fts5(
+        text, content='messages', content_rowid='id', tokenize={words_tokenizer})""",
+        f"""CREATE VIEW message_trigram_source AS
+        SELECT id, text || {_PAD} AS text FROM messages WHERE text GLOB {unspaced_glob}""",
+        """CREATE VIRTUAL TABLE message_trigrams USING fts5(
         text, content='message_trigram_source', content_rowid='id', tokenize='trigram')""",
-    "CREATE VIRTUAL TABLE message_trigram_terms USING fts5vocab(message_trigrams, 'row')",
-    "CREATE VIRTUAL TABLE message_word_terms USING fts5vocab(message_words, 'row')",
-    f"""CREATE TRIGGER messages_search_insert AFTER INSERT ON messages BEGIN
+        "CREATE VIRTUAL TABLE message_trigram_terms USING fts5vocab(message_trigrams, 'row')",
+        "CREATE VIRTUAL TABLE message_word_terms USING fts5vocab(message_words, 'row')",
+        f"""CREATE TRIGGER messages_search_insert AFTER INSERT ON messages BEGIN
         INSERT INTO message_words(rowid, text) VALUES (new.id, new.text);
         INSERT INTO message_trigrams(rowid, text)
-            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {_UNSPACED};
+            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {unspaced_glob};
     END""",
-    f"""CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
+        f"""CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
         INSERT INTO message_words(message_words, rowid, text) VALUES ('delete', old.id, old.text);
         INSERT INTO message_trigrams(message_trigrams, rowid, text)
-            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {_UNSPACED};
+            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {unspaced_glob};
     END""",
-    # One trigger, in this order: the old text leaves the index before the new one enters.
-    f"""CREATE TRIGGER messages_search_update AFTER UPDATE OF text ON messages BEGIN
+        # One trigger, in this order: the old text leaves the index before the new one enters.
+        f"""CREATE TRIGGER messages_search_update AFTER UPDATE OF text ON messages BEGIN
         INSERT INTO message_words(message_words, rowid, text) VALUES ('delete', old.id, old.text);
         INSERT INTO message_trigrams(message_trigrams, rowid, text)
-            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {_UNSPACED};
+            SELECT 'delete', old.id, old.text || {_PAD} WHERE old.text GLOB {unspaced_glob};
         INSERT INTO message_words(rowid, text) VALUES (new.id, new.text);
         INSERT INTO message_trigrams(rowid, text)
-            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {_UNSPACED};
+            SELECT new.id, new.text || {_PAD} WHERE new.text GLOB {unspaced_glob};
     END""",
+    ]
+
+
+_STEP_SEARCH_AND_CHAT_SETTINGS = [
+    *_search_index(_RELEASED_WORDS_TOKENIZER, _RELEASED_UNSPACED_GLOB),
     # The messages stored before this version.
     "INSERT INTO message_words(message_words) VALUES ('rebuild')",
     "INSERT INTO message_trigrams(message_trigrams) VALUES ('rebuild')",
@@ -387,6 +402,58 @@ def _search_and_chat_settings(db: Db) -> None:
         db.execute(statement)
 
 
+# Issue 29: the indexes follow the term module's rules (kotonia_tui/terms.py), so that what a
+# search finds is what grounding, the readback and recall call "the same words":
+# - combining marks are part of a word (unicode61's default made every vowel sign of
+#   Devanagari or Thai and every Hebrew point a word break: "हिन्दी" was three one-letter words);
+# - the trigram index holds every message with a script written without spaces, decided from
+#   Unicode data (terms.unspaced_ranges): Khmer, Myanmar and the Tai scripts join Thai, Lao,
+#   kana and Han, which now has all its extensions.
+# The GLOB class is computed from the term module when the step runs; a change to the term
+# module's scripts needs a new step like this one.
+_WORDS_TOKENIZER = "\"unicode61 remove_diacritics 2 categories 'L* N* Co M*'\""
+_SEARCH_TABLES = (
+    "message_trigram_terms",
+    "message_word_terms",
+    "message_trigrams",
+    "message_words",
+)
+
+
+def _unspaced_glob() -> str:
+    """The unspaced scripts as an SQL GLOB string literal (SQLite compares code points in GLOB
+    ranges): a text matches when it has any character of them. Ranges are joined over gaps that
+    hold no letter (digits, signs, unassigned code points): a message with only those goes into
+    the trigram index too, which costs it nothing, and each message written is checked against
+    14 ranges instead of 64."""
+    joined: list[tuple[int, int]] = []
+    for low, high in unspaced_ranges():
+        if joined and not any(_is_letter(c) for c in range(joined[-1][1] + 1, low)):
+            joined[-1] = (joined[-1][0], high)
+        else:
+            joined.append((low, high))
+    ranges = "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}" for low, high in joined)
+    return f"'*[{ranges}]*'"
+
+
+def _is_letter(code: int) -> bool:
+    return not 0xD800 <= code < 0xE000 and unicodedata.category(chr(code)).startswith("L")
+
+
+def _search_by_script(db: Db) -> None:
+    """Issue 29: the search indexes re-created on the term module's rules and rebuilt from the
+    stored messages (in the step's transaction: a crash leaves the old indexes whole)."""
+    for trigger in ("insert", "delete", "update"):
+        db.execute(f"DROP TRIGGER messages_search_{trigger}")
+    for table in _SEARCH_TABLES:
+        db.execute(f"DROP TABLE {table}")
+    db.execute("DROP VIEW message_trigram_source")
+    for statement in _search_index(_WORDS_TOKENIZER, _unspaced_glob()):
+        db.execute(statement)
+    db.execute("INSERT INTO message_words(message_words) VALUES ('rebuild')")
+    db.execute("INSERT INTO message_trigrams(message_trigrams) VALUES ('rebuild')")
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -398,6 +465,7 @@ STEPS: list[Callable[[Db], None]] = [
     _message_vectors,
     _fold_claims_and_targets,
     LEDGER_STEP := _run(_STEP_LEDGER),
+    _search_by_script,
 ]
 SCHEMA_VERSION = len(STEPS)
 

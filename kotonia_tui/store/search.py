@@ -2,14 +2,14 @@
 
 The indexes (FTS5, the search schema step) are kept in step with `messages.text` by triggers, so a
 search sees exactly the messages stored now, each with its chosen version's text. A query is
-plain text, never FTS syntax: it is split into terms (search_text.split_terms) and each term
-becomes one or more index lookups:
+plain text, never FTS syntax: it is split into terms (terms.split_terms, the rules the indexes
+are built on) and each term becomes one or more index lookups:
 
 - a term in a spaced script (English, ...) matches words it begins ("light" -> "lighthouse")
   in `message_words`; from three characters on it also matches inside Japanese or Chinese
   text ("iPhone" in "東京でiPhoneを買った"), through `message_trigrams`;
-- a Japanese, Chinese or Thai term of three characters or more matches as a substring, a
-  phrase of its trigrams in `message_trigrams`;
+- a term of a script written without spaces (Japanese, Chinese, Thai, Khmer, ...) of three
+  characters or more matches as a substring, a phrase of its trigrams in `message_trigrams`;
 - one of one or two characters (common: 猫, 東京) cannot be a trigram. Every character of the
   indexed text begins a trigram (the text is padded), so the trigrams that begin with the term
   are exactly its occurrences: they are read from the index's vocabulary (a range read) and
@@ -32,10 +32,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from kotonia_tui.domain import Role
-from kotonia_tui.search_text import Term, recall_terms, split_terms
 from kotonia_tui.store.codec import ts_from_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
+from kotonia_tui.terms import Term, fold, recall_terms, split_terms
 
 SHORT_TERM_EXPANSION = 64  # trigrams a one- or two-character term is looked up by, at most
 # A word in tens of thousands of messages would be ranked by reading every one of them: the
@@ -209,7 +209,7 @@ def _messages_indexed(db: Db) -> int:
 def _without_common_words(db: Db, terms: list[Term], total: int) -> list[Term]:
     """Recall's terms without the spaced words that appear in too many messages to matter;
     the two least common stay if all are common."""
-    spaced = [t.text.lower() for t in terms if not t.unspaced]
+    spaced = [fold(t.text) for t in terms if not t.unspaced]
     if not spaced or total < COMMON_WORD_MIN_DOCS:
         return terms
     marks = ",".join("?" * len(spaced))
@@ -222,7 +222,7 @@ def _without_common_words(db: Db, terms: list[Term], total: int) -> list[Term]:
     common = {w for w in spaced if docs.get(w, 0) > total * COMMON_WORD_SHARE}
     if len(common) == len(spaced):
         common -= set(sorted(spaced, key=lambda w: docs.get(w, 0))[:2])
-    return [t for t in terms if t.unspaced or t.text.lower() not in common]
+    return [t for t in terms if t.unspaced or fold(t.text) not in common]
 
 
 def _in_trigrams(db: Db, trigram: str) -> bool:

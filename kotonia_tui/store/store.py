@@ -37,7 +37,6 @@ from kotonia_tui.domain import (
     Synopsis,
     TurnMetrics,
 )
-from kotonia_tui.search_text import Term
 from kotonia_tui.store import (
     branching,
     chat_settings,
@@ -65,6 +64,7 @@ from kotonia_tui.store.vectors import (
     VectorSearch,
     VectorsUnavailable,
 )
+from kotonia_tui.terms import Term
 
 IMPORT_BATCH = 2000  # messages per insert while a conversation is imported
 

@@ -14,7 +14,7 @@ from kotonia_tui.memory.recall import (
     recall_query,
     select,
 )
-from kotonia_tui.search_text import recall_terms, split_terms
+from kotonia_tui.terms import recall_terms, split_terms
 
 
 def line(number: int, role: Role, text: str, tokens: int = 10) -> ArchivedLine:

@@ -16,7 +16,7 @@ from kotonia_tui.memory.recall import (
     select,
     why,
 )
-from kotonia_tui.search_text import recall_terms, split_terms
+from kotonia_tui.terms import recall_terms, split_terms
 
 
 def line(number: int, text: str) -> ArchivedLine:

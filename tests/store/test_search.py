@@ -5,9 +5,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from kotonia_tui import terms
 from kotonia_tui.domain import Alternative, Conversation, Message, Role
 from kotonia_tui.store import SearchOrder, Store
-from kotonia_tui.store.migrations import SCHEMA_VERSION, _search_and_chat_settings
+from kotonia_tui.store.migrations import (
+    SCHEMA_VERSION,
+    _search_and_chat_settings,
+    _search_by_script,
+)
 from kotonia_tui.store.search import SHORT_TERM_EXPANSION
 
 from .conftest import new_conversation, stored_before
@@ -203,3 +208,32 @@ def _fts_integrity(path: Path) -> list[object]:
         return rows
     finally:
         raw.close()
+
+
+def test_the_search_by_script_step_reindexes_messages_stored_before_it(tmp_path: Path) -> None:
+    """Issue 29: marks inside words (Devanagari was cut at every vowel sign) and every unspaced
+    script (Khmer, Myanmar were not in the trigram index), for messages stored before."""
+    path = tmp_path / "before.sqlite3"
+    texts = ["मेरी बहन सीमा दिल्ली पहुँचेगी", "បងស្រីឈ្មោះសុភា", "မာလာ ရန်ကုန်ကို", "The old lighthouse"]
+    stored_before(path, _search_by_script, texts)
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert _found(store, "सीमा") == [1] and _found(store, "दिल्ली") == [1]
+        assert _found(store, "សុភា") == [2]  # a substring of a run written without spaces
+        assert _found(store, "ရန်ကုန်") == [3]
+        assert _found(store, "lighthouse") == [4]
+        (hit,) = store.recall(1, "सीमा कब पहुँचेगी?", 5, 3)
+        assert hit.message_id == 1
+    assert _fts_integrity(path) == []
+
+
+def test_the_index_holds_the_messages_the_term_module_calls_unspaced(store: Store) -> None:
+    conv = new_conversation(store)
+    samples = ["ก", "ລ", "ក", "မ", "東", "\U00020bb7", "\U00031350", "ー", "한", "é", "ж", "अ"]
+    ids = _say(store, conv.id, *(f"x{char}" for char in samples))
+    raw = sqlite3.connect(store.path)
+    try:
+        indexed = {row[0] for row in raw.execute("SELECT id FROM message_trigram_source")}
+    finally:
+        raw.close()
+    assert {i for i, char in zip(ids, samples, strict=True) if terms.has_unspaced(char)} == indexed
