@@ -39,6 +39,15 @@ class UserError(Exception):
     """A problem the user can fix; printed as one line, exit status 1."""
 
 
+class Interrupted(Exception):
+    """A signal (SIGTERM) that stops a long command the way Ctrl-C does; `status` is the
+    exit status a shell expects (128 + the signal's number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.status = 128 + signum
+
+
 def progress(stream: TextIO) -> Any:
     last: dict[str, int] = {}
     live = stream.isatty()
