@@ -31,7 +31,20 @@ class ReadError(Exception):
 
 
 class NotRegularFile(ReadError):
-    """A folder, a FIFO, a device or a socket where a file's content was expected."""
+    """A folder, a FIFO, a device or a socket where a file's content was expected; `kind`
+    says which ("a FIFO (a named pipe)")."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(path, f"is {kind}, not a regular file")
+        self.kind = kind
+
+
+class FileTooLarge(ReadError):
+    """More than the caller's `limit` bytes (whatever the file's size claims)."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(path, f"is larger than {limit:,} bytes")
+        self.limit = limit
 
 
 def kind_of(mode: int) -> str:
@@ -48,7 +61,7 @@ def kind_of(mode: int) -> str:
 
 
 def _not_regular(path: Path, mode: int) -> NotRegularFile:
-    return NotRegularFile(path, f"is {kind_of(mode)}, not a regular file")
+    return NotRegularFile(path, kind_of(mode))
 
 
 def _reason(exc: OSError) -> str:
@@ -98,8 +111,8 @@ def read_regular(path: Path, limit: int) -> bytes:
         except OSError as exc:
             raise ReadError(path, f"cannot be read ({_reason(exc)})") from exc
     if len(data) > limit:
-        raise ReadError(path, f"is larger than {limit:,} bytes")
+        raise FileTooLarge(path, limit)
     return data
 
 
-__all__ = ["NotRegularFile", "ReadError", "kind_of", "open_regular", "read_regular"]
+__all__ = ["FileTooLarge", "NotRegularFile", "ReadError", "kind_of", "open_regular", "read_regular"]

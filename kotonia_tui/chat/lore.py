@@ -28,6 +28,7 @@ from kotonia_tui.characters.lore_selection import CARD_BOOK, timed_out_note
 from kotonia_tui.characters.lorebook import Lorebook
 from kotonia_tui.characters.world_info import parse_world_info
 from kotonia_tui.domain import Message, Persona
+from kotonia_tui.regular_files import FileTooLarge, ReadError, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +74,15 @@ class WorldInfoFolder:
         cached = self._books.get(name)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        if stat.st_size > MAX_WORLD_INFO_BYTES:
-            raise WorldInfoError(
-                f"{path}: is {stat.st_size:,} bytes (a World Info file may have "
-                f"{MAX_WORLD_INFO_BYTES // 2**20} MB)"
-            )
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise WorldInfoError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+            data = read_regular(path, MAX_WORLD_INFO_BYTES)  # never a FIFO or a device
+        except FileTooLarge as exc:
+            raise WorldInfoError(
+                f"{path}: is larger than {MAX_WORLD_INFO_BYTES // 2**20} MB (the most a World "
+                "Info file may have)"
+            ) from exc
+        except ReadError as exc:
+            raise WorldInfoError(str(exc)) from exc
         try:
             obj, _replaced = decode_json_bytes(data)
             book = parse_world_info(obj, Path(name).stem)
