@@ -104,7 +104,7 @@ class LoreTurn:
     @property
     def notice(self) -> str | None:
         """Said when entries that fired were left out for the budget."""
-        left_out = [f.label for f in self.selection.fired if not f.sent]
+        left_out = [f.label for f in self.selection.fired if not f.sent and f.tokens]
         if not left_out:
             return None
         return f"lorebook entries left out this turn (over the lore budget): {', '.join(left_out)}"
@@ -117,6 +117,7 @@ class LoreMatcher:
     world_info: WorldInfoFolder
     count_tokens: Callable[[str], int]
     _guards: dict[tuple[str, str], RegexGuard] = field(default_factory=dict)
+    _cuts_said: set[tuple[str, str]] = field(default_factory=set)  # (card, what was cut)
 
     def for_turn(
         self,
@@ -153,6 +154,14 @@ class LoreMatcher:
         for entry, key in selection.timed_out:
             warnings.append(timed_out_note(setup.display_name, entry, key))
             log.warning("card %s: %s", card.key, warnings[-1])
+        if selection.cut is not None:
+            # Logged every turn it happens (the inspector shows it too); said once per card and
+            # cut, since a book that multiplies does so on every turn that sets it off.
+            cut = f"lorebook of {setup.display_name}: {selection.cut.text()}"
+            log.warning("card %s: %s", card.key, cut)
+            if (card.key, cut) not in self._cuts_said:
+                self._cuts_said.add((card.key, cut))
+                warnings.append(cut)
         # A MacroLimitError (entries too large once filled in) is the caller's to report.
         text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
         return LoreTurn(text, selection, names, tuple(warnings))
