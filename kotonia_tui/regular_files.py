@@ -82,7 +82,7 @@ def require_regular(path: Path) -> os.stat_result:
 
 
 @contextmanager
-def open_regular(path: Path, buffer_size: int = 1 << 16) -> Iterator[io.BufferedReader]:
+def open_regular(path: Path, buffer_size: int = 1 << 16) -> Iterator[io.BufferedReader[io.FileIO]]:
     """`path` opened for reading in binary, if it is a regular file (checked on the open file,
     so a swap between the check and the read is caught too). A read that fails later raises
     OSError as usual; `read_regular` turns it into `ReadError`."""

@@ -5,9 +5,10 @@ work of a turn: a regex key runs with a per-key time bound (`REGEX_TIMEOUT_S`), 
 keys are 400 bounds; with recursive scanning, a chain of 3,000 entries each naming the next is
 3,000 rounds over a growing text. So the step as a whole (every book of the turn, every
 recursion round, every key) has one budget: `LORE_SCAN_S` of time and `MAX_LORE_SCANS` entry
-checks, then `LORE_COUNT_S` to weigh what fired against the lore budget (`lore_selection`). When either runs out the scan stops where it is: the entries that fired so far are
-kept, and a `LoreCut` says why the scan stopped and what it did not check, for the inspector
-and the log. Nothing is chosen at random: the books are scanned in their order, and in each
+checks, then `LORE_COUNT_S` to weigh what fired against the lore budget (`lore_selection`).
+When either runs out the scan stops where it is: the entries that fired so far are kept, and
+a `LoreCut` says why the scan stopped and what it did not check, for the inspector and the
+log. Nothing is chosen at random: the books are scanned in their order, and in each
 round the entries with plain keys before those with regex keys (which may be slow).
 
 The time is the wall clock (what the user waits); the `regex` package's per-key bound counts

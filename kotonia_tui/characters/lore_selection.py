@@ -20,8 +20,9 @@ Matching rules (SillyTavern-compatible where it has a convention)
   key that runs past it is turned off for that book (a `RegexGuard` remembers it) and reported
   in `LoreSelection.timed_out`, so one pattern such as `(a|aa)+$` cannot freeze a conversation.
 - The whole step is bounded too (`lore_scan.py`: `LORE_SCAN_S` of time and `MAX_LORE_SCANS`
-  entry checks across all the books and recursion rounds, then `LORE_COUNT_S` to count tokens): many slow keys or a long recursive chain
-  stop the scan where it is, and `LoreSelection.cut` says why and what was not checked.
+  entry checks across all the books and recursion rounds, then `LORE_COUNT_S` to count
+  tokens): many slow keys or a long recursive chain stop the scan where it is, and
+  `LoreSelection.cut` says why and what was not checked.
 - A `selective` entry with secondary keys also needs them, by SillyTavern's
   `extensions.selectiveLogic`: 0 (the default) any of them, 1 not all of them, 2 none of them,
   3 all of them.

@@ -18,7 +18,6 @@ from typing import TextIO
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.bootstrap import open_library, open_service, open_store
 from kotonia_tui.chat.errors import PersonaError
-from kotonia_tui.chat.images import read_image
 from kotonia_tui.chat.events import (
     FoldProgress,
     FoldWait,
@@ -26,6 +25,7 @@ from kotonia_tui.chat.events import (
     ReplyDelta,
     ServiceEvent,
 )
+from kotonia_tui.chat.images import read_image
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn

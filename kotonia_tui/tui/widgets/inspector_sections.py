@@ -5,9 +5,9 @@ conversation's say so) and where the Author's Note and the post-history instruct
 lorebook section lists every entry that fired on the last turn, the keys it fired on, and
 whether it was sent or left out for the lore budget (`lore_budget_ratio` of the window, or the
 character's or the conversation's, F9), and, when the scan stopped at its bound (a book that
-multiplies: a long recursive chain, many slow regex keys), why and what it did not check. The recall section lists the archived messages the last
-turn quoted, the words they matched, and the ones found but left out (the memory already states
-them, or over `recall_budget_ratio`).
+multiplies: a long recursive chain, many slow regex keys), why and what it did not check. The
+recall section lists the archived messages the last turn quoted, the words they matched, and
+the ones found but left out (the memory already states them, or over `recall_budget_ratio`).
 """
 
 from __future__ import annotations
