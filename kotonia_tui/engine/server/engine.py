@@ -318,8 +318,15 @@ class ServerEngine(EngineBase):
                     if data.strip() == "[DONE]":
                         reply.done = True
                         break
+                    chunk = http.parse_json(where, data)
+                    if reply.chunks >= watch.max_tokens and reply.adds_tokens(chunk):
+                        # A server that ignores the cap: the reply is cut at it, as it would
+                        # have been, and the stream is closed (which stops the server).
+                        log.warning("%s: the server went past the reply's cap", where)
+                        reply.finish = FinishReason.LENGTH
+                        break
                     before = (reply.chunks, len(reply.reasoning))
-                    for event in reply.feed(where, http.parse_json(where, data)):
+                    for event in reply.feed(where, chunk):
                         call._deliver(event)
                     self._add_work(
                         reply.request.slot, generated=reply.chunks - call.tokens_generated
@@ -330,12 +337,6 @@ class ServerEngine(EngineBase):
                         silence.reschedule(asyncio.get_running_loop().time() + watch.gap_s)
                     if reply.visible.stops.stopped_by is not None:
                         break  # closing the stream stops the server as well
-                    if reply.chunks > watch.max_tokens:
-                        # A server that ignores the cap: the reply is cut at it, as it would
-                        # have been, and the stream is closed (which stops the server).
-                        log.warning("%s: the server went past the reply's cap", where)
-                        reply.finish = FinishReason.LENGTH
-                        break
         except TimeoutError as exc:
             error = BackendUnavailableError(watch.stalled(reply.chunks))
             raise self._interrupted(reply, error) from exc

@@ -97,6 +97,27 @@ class StreamedReply:
         self.kind = kind
         self._scrub = scrub  # takes credentials out of what the server says
 
+    @staticmethod
+    def adds_tokens(chunk: Any) -> bool:
+        """Whether feeding `chunk` would add text or reasoning (a token, for the cap)."""
+        if not isinstance(chunk, dict):
+            return False
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                fields = (
+                    delta.get("content"),
+                    delta.get("reasoning_content"),
+                    delta.get("reasoning"),
+                )
+            else:
+                fields = (choice.get("text"),)
+            if any(_text(value) for value in fields):
+                return True
+        return False
+
     def feed(self, where: str, chunk: Any) -> list[StreamEvent]:
         """One parsed `data:` payload; `where` names the endpoint in errors."""
         if not isinstance(chunk, dict):
