@@ -57,7 +57,7 @@ def trap_keys_card(count: int = 400) -> dict[str, Any]:
 
 def many_keys_card(count: int = 500) -> dict[str, Any]:
     keys = [_trap(i) for i in range(count)]
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"keys": keys, "content": "Five hundred ways in.", "use_regex": True, "name": "many"},
         {"keys": ["lamp"], "content": "The lamp is lit.", "name": "lamp"},
     ]

@@ -53,9 +53,7 @@ def chat(server: MisbehavingServer, *more: str) -> Run:
 
 def stored_replies() -> list[tuple[str, str, str | None]]:
     with sqlite3.connect(app_dirs().default_db) as conn:
-        rows = conn.execute(
-            "SELECT role, text, status_reason FROM messages ORDER BY id"
-        ).fetchall()
+        rows = conn.execute("SELECT role, text, status_reason FROM messages ORDER BY id").fetchall()
     return [(role, text, reason) for role, text, reason in rows]
 
 

@@ -106,14 +106,13 @@ class StreamedReply:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta")
+            fields: tuple[Any, ...] = (choice.get("text"),)
             if isinstance(delta, dict):
                 fields = (
                     delta.get("content"),
                     delta.get("reasoning_content"),
                     delta.get("reasoning"),
                 )
-            else:
-                fields = (choice.get("text"),)
             if any(_text(value) for value in fields):
                 return True
         return False
