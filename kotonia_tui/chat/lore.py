@@ -117,7 +117,7 @@ class LoreMatcher:
     world_info: WorldInfoFolder
     count_tokens: Callable[[str], int]
     _guards: dict[tuple[str, str], RegexGuard] = field(default_factory=dict)
-    _cuts_said: set[tuple[str, str]] = field(default_factory=set)  # (card, what was cut)
+    _cuts_said: set[tuple[str, str]] = field(default_factory=set)  # (card, why it stopped)
 
     def for_turn(
         self,
@@ -156,11 +156,12 @@ class LoreMatcher:
             log.warning("card %s: %s", card.key, warnings[-1])
         if selection.cut is not None:
             # Logged every turn it happens (the inspector shows it too); said once per card and
-            # cut, since a book that multiplies does so on every turn that sets it off.
+            # reason, since a book that multiplies does so on every turn that sets it off (the
+            # counts differ from turn to turn with the time it had).
             cut = f"lorebook of {setup.display_name}: {selection.cut.text()}"
             log.warning("card %s: %s", card.key, cut)
-            if (card.key, cut) not in self._cuts_said:
-                self._cuts_said.add((card.key, cut))
+            if (card.key, selection.cut.reason) not in self._cuts_said:
+                self._cuts_said.add((card.key, selection.cut.reason))
                 warnings.append(cut)
         # A MacroLimitError (entries too large once filled in) is the caller's to report.
         text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
