@@ -57,6 +57,8 @@ async def test_the_inspector_says_what_the_scan_left_out(short_reply_model):
     make, said = MULTIPLYING["chain-3000"]
     write_card("chain", make())
     service = open_service(tiny_settings(short_reply_model, n_ctx=2048))
+    notices: list[str] = []
+    service.subscribe(lambda event: notices.append(getattr(event, "text", "")))
     await service.start()
     try:
         conv = service.new_conversation(service.library.get("chain"))
@@ -68,8 +70,13 @@ async def test_the_inspector_says_what_the_scan_left_out(short_reply_model):
         selection = service.memory_view(conv.id).lore.selection
         assert selection.cut is not None
         shown = lore_content(service.memory_view(conv.id)).plain.splitlines()
+        again = await service.send(conv.id, "And rune0 again?")
+        assert (await again.wait()).error is None
+        assert service.memory_view(conv.id).lore.selection.cut is not None
     finally:
         await service.close()
+    # Said once for the card, though the second turn stopped the same way (the log has both).
+    assert sum("lorebook scan stopped" in n for n in notices) == 1, notices
     assert shown[-1].startswith("✗ the lorebook scan stopped because")
     assert "entries of card not checked" in shown[-1] and "recursion stopped after" in shown[-1]
     fired = [line for line in shown if line.startswith(("✓ rune", "✗ rune"))]
