@@ -14,11 +14,20 @@ of the whole window) the mechanism is the same.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
 
-from kotonia_tui.config import app_dirs
+from kotonia_tui.config import ModelProfile, PromptFormat, app_dirs
+from kotonia_tui.engine.errors import (
+    BackendUnavailableError,
+    CallPreemptedError,
+    ServerResponseError,
+    StreamInterruptedError,
+)
+from kotonia_tui.engine.server import ServerEngine
+from kotonia_tui.engine.types import ChatMessage, GenerationRequest, Priority
 
 from .harness import Run, assert_no_crash, assert_ok, assert_refused, kotonia
 from .servers import (
@@ -132,3 +141,37 @@ def test_a_300_mb_reply_is_cut_and_search_and_the_next_turn_still_work(card):
         following = chat(server, "--conversation", conv)
     assert_ok(following)
     assert following.out.strip() == REPLY
+
+
+@pytest.mark.parametrize(
+    ("chunks", "error", "said"),
+    [
+        (stalls_mid_reply, BackendUnavailableError, "no token for 3 s after the last one"),
+        (huge_body, ServerResponseError, "the server sent more than"),
+    ],
+    ids=["stall", "300-mb"],
+)
+async def test_a_background_call_keeps_nothing_in_part(chunks, error, said):
+    """A fold's call: a stall waits for the server as a server that is down does (the fold
+    worker defers it without counting an attempt), an oversized answer is a failed attempt;
+    neither is a 'gave way to a user turn' retried at once."""
+    with MisbehavingServer({"/v1/completions": Behaviour(chunks, **EVENTS)}) as server:
+        profile = ModelProfile(
+            backend="server",
+            server_url=server.url,
+            prompt_format=PromptFormat.TEMPLATE,
+            n_ctx=1024,
+            server_timeout_s=STALL_S,
+        )
+        engine = ServerEngine.open(profile)
+        try:
+            ask = GenerationRequest(
+                messages=(ChatMessage("user", "Fold this."),),
+                max_tokens=32,
+                priority=Priority.BACKGROUND,
+            )
+            with pytest.raises(error, match=said) as caught:
+                await asyncio.wait_for(engine.generate(ask), RUN_S)
+        finally:
+            engine.close()
+    assert not isinstance(caught.value, CallPreemptedError | StreamInterruptedError)

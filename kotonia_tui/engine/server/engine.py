@@ -386,11 +386,10 @@ class ServerEngine(EngineBase):
 
     def _interrupted(self, reply: StreamedReply, error: EngineError) -> EngineError:
         """A stream stopped by a bound (a stall, too many bytes): what arrived is kept as a
-        reply cut by the error, a background call is run again, and nothing is a reply yet
-        when no token came."""
-        if reply.request.priority is Priority.BACKGROUND:
-            return CallPreemptedError(str(error)) if reply.chunks else error
-        if not reply.chunks:
+        reply cut by the error. A background call keeps nothing in part: a stall waits for the
+        server like one that is down (not counted as a failure), an oversized answer is a
+        failed attempt."""
+        if reply.request.priority is Priority.BACKGROUND or not reply.chunks:
             return error
         reply.visible.events("", final=True)
         return StreamInterruptedError(
