@@ -81,6 +81,15 @@ def stalls_mid_reply() -> Iterator[bytes]:
     yield from keep_alives()
 
 
+def drips() -> Iterator[bytes]:
+    """An answer that never ends, a byte at a time: no read ever waits long enough to time
+    out."""
+    yield b'{"data": ['
+    while True:
+        yield b" "
+        time.sleep(0.2)
+
+
 def huge_body(total: int = 300 * 2**20, piece: int = 2**16) -> Iterator[bytes]:
     """300 MB of reply text in events of 64 KB each, under any cap of tokens."""
     text = ("lamp " * (piece // 5))[:piece]

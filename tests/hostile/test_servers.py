@@ -37,6 +37,7 @@ from .servers import (
     Behaviour,
     MisbehavingServer,
     answers,
+    drips,
     empty_deltas,
     gzip_bomb,
     huge_body,
@@ -104,6 +105,14 @@ def test_a_gzip_bomb_as_the_model_list_is_one_line(card):
     assert_no_crash(doctor)
     assert doctor.code == 1 and "/v1/models" in doctor.err
     assert doctor.peak_mb is not None and doctor.peak_mb < PEAK_MB
+
+
+def test_an_answer_that_drips_for_ever_ends_at_its_read_timeout(card):
+    """Probing waits 10 s for a model list (`PROBE_TIMEOUT_S`): the whole answer, not each
+    read, so a byte every 0.2 s ends there too."""
+    with MisbehavingServer({"/v1/models": Behaviour(drips)}) as server:
+        run = chat(server)
+    assert_refused(run, "/v1/models", "kept coming for more than 10 s")
 
 
 def test_a_server_that_never_stops_is_cut_at_the_cap(card):
