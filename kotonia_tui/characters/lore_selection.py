@@ -19,6 +19,10 @@ Matching rules (SillyTavern-compatible where it has a convention)
   pattern is untrusted: it runs with the `regex` package's time bound (`REGEX_TIMEOUT_S`), and a
   key that runs past it is turned off for that book (a `RegexGuard` remembers it) and reported
   in `LoreSelection.timed_out`, so one pattern such as `(a|aa)+$` cannot freeze a conversation.
+- The whole step is bounded too (`lore_scan.py`: `LORE_SCAN_S` of time and `MAX_LORE_SCANS`
+  entry checks across all the books and recursion rounds, then `LORE_COUNT_S` to count
+  tokens): many slow keys or a long recursive chain stop the scan where it is, and
+  `LoreSelection.cut` says why and what was not checked.
 - A `selective` entry with secondary keys also needs them, by SillyTavern's
   `extensions.selectiveLogic`: 0 (the default) any of them, 1 not all of them, 2 none of them,
   3 all of them.
@@ -35,17 +39,19 @@ Matching rules (SillyTavern-compatible where it has a convention)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from kotonia_tui.characters.lorebook import (
-    REGEX_TIMEOUT_S,
-    Lorebook,
-    LoreEntry,
-    compile_key,
-    entry_body,
+from kotonia_tui.characters.lore_scan import (
+    LORE_COUNT_S,
+    BookToMatch,
+    LoreCut,
+    RegexGuard,
+    ScanBounds,
+    scan_book,
 )
-from kotonia_tui.terms import is_spaced_word_char
+from kotonia_tui.characters.lorebook import REGEX_TIMEOUT_S, Lorebook, LoreEntry, entry_body
 
 CARD_BOOK = "card"  # the name the card's own book is reported under
 
@@ -57,8 +63,9 @@ class LoreFiring:
     entry: LoreEntry
     book: str  # CARD_BOOK or a World Info file name
     keys: tuple[str, ...]  # the keys that matched, primary first (none for a constant entry)
-    sent: bool  # False: left out, over the budget
+    sent: bool  # False: left out (`left_out` says why)
     tokens: int
+    left_out: str = "over the budget"  # why an entry that fired was not sent
 
     @property
     def label(self) -> str:
@@ -81,25 +88,7 @@ class LoreSelection:
     timed_out: tuple[tuple[LoreEntry, str], ...] = ()  # (entry, key) turned off this time
     fired: tuple[LoreFiring, ...] = ()  # in the order they were ranked for the budget
     budget: int = 0
-
-
-@dataclass
-class RegexGuard:
-    """The regex keys of one book that ran past the time bound; they stay off for that book."""
-
-    disabled: set[tuple[str, bool]] = field(default_factory=set)  # (pattern, case_sensitive)
-    newly: list[tuple[LoreEntry, str]] = field(default_factory=list)
-
-    def search(self, entry: LoreEntry, key: str, text: str) -> bool:
-        flag = (key, entry.is_case_sensitive)
-        if flag in self.disabled:
-            return False
-        try:
-            return compile_key(*flag).search(text, timeout=REGEX_TIMEOUT_S) is not None
-        except TimeoutError:
-            self.disabled.add(flag)
-            self.newly.append((entry, key))
-            return False
+    cut: LoreCut | None = None  # the step stopped at its bound before it was done
 
 
 def timed_out_note(card_name: str, entry: LoreEntry, key: str) -> str:
@@ -114,16 +103,6 @@ def timed_out_note(card_name: str, entry: LoreEntry, key: str) -> str:
         f"lorebook key {shown!r}{label} of {card_name} took more than {REGEX_TIMEOUT_S:g} s "
         "to match and is turned off for this card"
     )
-
-
-@dataclass(frozen=True)
-class BookToMatch:
-    """A book as one turn matches it."""
-
-    name: str
-    book: Lorebook
-    include_constant: bool = True
-    guard: RegexGuard = field(default_factory=RegexGuard)
 
 
 def select_entries(
@@ -152,15 +131,23 @@ def select_from_books(
     recent_texts: Sequence[str],
     count_tokens: Callable[[str], int],
     budget_tokens: int,
+    bounds: ScanBounds | None = None,
 ) -> LoreSelection:
-    """`select_entries` over several books sharing one budget."""
+    """`select_entries` over several books sharing one budget, and one bound on the step's time
+    and entry checks (`bounds`, the defaults of `lore_scan` when not given)."""
+    bounds = bounds or ScanBounds()
     fired: list[tuple[int, int, LoreEntry, tuple[str, ...]]] = []  # book, index, entry, keys
     timed_out: list[tuple[LoreEntry, str]] = []
+    unchecked: list[tuple[str, int]] = []
+    rounds = 0
     for number, to_match in enumerate(books):
         already = len(to_match.guard.newly)
-        for index, entry, keys in _matched(to_match, recent_texts):
-            fired.append((number, index, entry, keys))
+        scan = scan_book(to_match, recent_texts, bounds)
+        fired.extend((number, index, entry, keys) for index, entry, keys in scan.fired)
         timed_out += to_match.guard.newly[already:]
+        if scan.unchecked:
+            unchecked.append((to_match.name, scan.unchecked))
+        rounds = max(rounds, scan.rounds)
     ranked = sorted(
         fired,
         key=lambda item: (not item[2].constant, -(item[2].priority or 0), item[2].insertion_order),
@@ -170,7 +157,19 @@ def select_from_books(
     kept: list[tuple[int, int, LoreEntry]] = []
     skipped: list[LoreEntry] = []
     report: list[LoreFiring] = []
+    uncounted = 0
+    counting_until = time.monotonic() + LORE_COUNT_S
     for number, index, entry, keys in ranked:
+        if time.monotonic() > counting_until:
+            # Counting is part of the step (a server counts over HTTP): past its bound, the
+            # rest is reported as fired and not sent, never silently dropped.
+            bounds.stopped = bounds.stopped or f"counting took more than {LORE_COUNT_S:g} s"
+            uncounted += 1
+            skipped.append(entry)
+            report.append(
+                LoreFiring(entry, books[number].name, keys, False, 0, "not counted (time)")
+            )
+            continue
         cost = count_tokens(entry_body(entry.content))
         book = books[number].book
         book_used = used_by_book.get(number, 0)
@@ -185,6 +184,9 @@ def select_from_books(
             skipped.append(entry)
         report.append(LoreFiring(entry, books[number].name, keys, fits, cost))
     kept.sort(key=lambda item: (item[0], item[2].insertion_order, item[1]))
+    cut = None
+    if bounds.stopped is not None:
+        cut = LoreCut(bounds.stopped, tuple(unchecked), rounds if unchecked else 0, uncounted)
     return LoreSelection(
         entries=tuple(entry for _, _, entry in kept),
         skipped=tuple(skipped),
@@ -192,104 +194,18 @@ def select_from_books(
         timed_out=tuple(timed_out),
         fired=tuple(report),
         budget=budget_tokens,
+        cut=cut,
     )
 
 
-def _matched(
-    to_match: BookToMatch, recent_texts: Sequence[str]
-) -> list[tuple[int, LoreEntry, tuple[str, ...]]]:
-    """The entries of one book that fire, with the keys that matched."""
-    book, guard = to_match.book, to_match.guard
-    enabled = [(i, e) for i, e in enumerate(book.entries) if e.enabled and entry_body(e.content)]
-    chosen: dict[int, tuple[LoreEntry, tuple[str, ...]]] = {}
-    if to_match.include_constant:
-        chosen.update((i, (e, ())) for i, e in enabled if e.constant)
-
-    haystacks: dict[int | None, str] = {}
-
-    def haystack(depth: int | None) -> str:
-        if depth not in haystacks:
-            if depth is None:
-                texts = list(recent_texts)
-            else:
-                texts = list(recent_texts[-depth:]) if depth > 0 else []
-            haystacks[depth] = "\n".join(texts)
-        return haystacks[depth]
-
-    # Text that recursion adds: contents of entries already chosen (constants always count, so
-    # the result does not depend on where the caller puts them).
-    recursed = [e.content for _, e in enabled if e.constant and not _prevents_recursion(e)]
-    while True:
-        found: list[tuple[int, LoreEntry, tuple[str, ...]]] = []
-        for index, entry in enabled:
-            if index in chosen or entry.constant:
-                continue
-            depth = entry.scan_depth if entry.scan_depth is not None else book.scan_depth
-            texts = [haystack(max(depth, 0) if depth is not None else None)]
-            if book.recursive_scanning and not entry.extensions.get("exclude_recursion"):
-                texts.extend(recursed)
-            keys = _entry_matches(entry, "\n".join(texts), guard)
-            if keys is not None:
-                found.append((index, entry, keys))
-        if not found:
-            break
-        chosen.update((i, (e, k)) for i, e, k in found)
-        if not book.recursive_scanning:
-            break
-        recursed.extend(e.content for _, e, _ in found if not _prevents_recursion(e))
-    return [(index, entry, keys) for index, (entry, keys) in chosen.items()]
-
-
-def _prevents_recursion(entry: LoreEntry) -> bool:
-    return bool(entry.extensions.get("prevent_recursion"))
-
-
-# SillyTavern's selectiveLogic: how secondary keys combine with the primary match.
-AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = 0, 1, 2, 3
-
-
-def _entry_matches(entry: LoreEntry, text: str, guard: RegexGuard) -> tuple[str, ...] | None:
-    """The keys that matched (primary, then secondary), or None when the entry does not fire."""
-    primary = _first_match(entry, entry.keys, text, guard) if text else None
-    if primary is None:
-        return None
-    secondary = [k for k in entry.secondary_keys if k.strip()]
-    if not entry.selective or not secondary:
-        return (primary,)
-    logic = entry.extensions.get("selectiveLogic", AND_ANY)
-    matched = [k for k in secondary if _first_match(entry, [k], text, guard) is not None]
-    if logic == NOT_ALL:
-        return (primary,) if len(matched) < len(secondary) else None
-    if logic == NOT_ANY:
-        return (primary,) if not matched else None
-    if logic == AND_ALL:
-        return (primary, *matched) if len(matched) == len(secondary) else None
-    return (primary, matched[0]) if matched else None
-
-
-def _first_match(entry: LoreEntry, keys: Sequence[str], text: str, guard: RegexGuard) -> str | None:
-    for key in keys:
-        if not key.strip():
-            continue  # an empty key would match every message
-        if entry.use_regex:
-            if guard.search(entry, key, text):
-                return key
-        elif _literal_matches(key, text, entry.is_case_sensitive, entry.match_whole_words):
-            return key
-    return None
-
-
-def _literal_matches(key: str, text: str, case_sensitive: bool, whole_words: bool) -> bool:
-    if not case_sensitive:
-        key, text = key.lower(), text.lower()
-    check_start = whole_words and is_spaced_word_char(key[0])
-    check_end = whole_words and is_spaced_word_char(key[-1])
-    start = text.find(key)
-    while start != -1:
-        end = start + len(key)
-        before_ok = not check_start or start == 0 or not is_spaced_word_char(text[start - 1])
-        after_ok = not check_end or end == len(text) or not is_spaced_word_char(text[end])
-        if before_ok and after_ok:
-            return True
-        start = text.find(key, start + 1)
-    return False
+__all__ = [
+    "CARD_BOOK",
+    "BookToMatch",
+    "LoreCut",
+    "LoreFiring",
+    "LoreSelection",
+    "RegexGuard",
+    "ScanBounds",
+    "select_entries",
+    "select_from_books",
+]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kotonia_tui.chat.errors import AttachmentError
 from kotonia_tui.image_files import UnusableImage, check_image_bytes
+from kotonia_tui.regular_files import FileTooLarge, NotRegularFile, ReadError, read_regular
 
 if TYPE_CHECKING:
     from kotonia_tui.store import Store
@@ -19,19 +20,15 @@ MAX_BYTES = 40 * 1024 * 1024
 def read_image(path: Path) -> tuple[bytes, str, int, int]:
     """The file's bytes, mime type and size, or an AttachmentError naming the file."""
     try:
-        size = path.stat().st_size
-    except FileNotFoundError as exc:
-        raise AttachmentError(f"{path}: no such file") from exc
-    except OSError as exc:
-        raise AttachmentError(f"{path}: cannot be read ({exc.strerror})") from exc
-    if path.is_dir():
-        raise AttachmentError(f"{path}: is a folder, not an image")
-    if size > MAX_BYTES:
-        raise AttachmentError(f"{path}: {size:,} bytes is too large (at most {MAX_BYTES:,})")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AttachmentError(f"{path}: cannot be read ({exc.strerror})") from exc
+        data = read_regular(path, MAX_BYTES)  # a FIFO or /dev/zero is refused, never read
+    except NotRegularFile as exc:
+        raise AttachmentError(f"{path}: is {exc.kind}, not an image") from exc
+    except FileTooLarge as exc:
+        raise AttachmentError(f"{path}: is too large (at most {MAX_BYTES:,} bytes)") from exc
+    except ReadError as exc:
+        if not path.exists() and not path.is_symlink():
+            raise AttachmentError(f"{path}: no such file") from exc
+        raise AttachmentError(str(exc)) from exc
     return (*check_image(data, str(path)),)
 
 

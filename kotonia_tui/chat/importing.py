@@ -14,7 +14,7 @@ from pathlib import Path
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.chat.personas import PersonaBook
-from kotonia_tui.chatfiles.sillytavern import ChatFile
+from kotonia_tui.chatfiles.sillytavern import ChatFile, ReadProgress
 from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
@@ -36,6 +36,7 @@ def import_chat_file(
     character_key: str | None = None,
     match: Callable[[str], CharacterCard | None] | None = None,
     personas: PersonaBook | None = None,
+    read: ReadProgress | None = None,
 ) -> ImportedChat:
     """Read `path` line by line into a new conversation (one transaction); raises
     `ImportFormatError` naming the file and line, with nothing stored.
@@ -43,9 +44,12 @@ def import_chat_file(
     Without a `character_key`, `match` finds the card the file's character name means: the
     chat is filed under that card, so the app lists it with the card and it can be continued.
     With `personas`, the chat is played as the persona the file's user name is (made if there
-    is none), in the same transaction.
+    is none), in the same transaction. With `read`, the caller follows how far the file has
+    been read (a progress line; where an interrupted import stopped).
     """
     chat = ChatFile(path, persona_name, character_name_hint, character_key)
+    if read is not None:
+        chat.read = read
     placeholder = Conversation(
         character_key=character_key or character_name_hint or "",
         character_name=character_name_hint or "",

@@ -28,6 +28,7 @@ from kotonia_tui.characters.lore_selection import CARD_BOOK, timed_out_note
 from kotonia_tui.characters.lorebook import Lorebook
 from kotonia_tui.characters.world_info import parse_world_info
 from kotonia_tui.domain import Message, Persona
+from kotonia_tui.regular_files import FileTooLarge, ReadError, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +74,15 @@ class WorldInfoFolder:
         cached = self._books.get(name)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        if stat.st_size > MAX_WORLD_INFO_BYTES:
-            raise WorldInfoError(
-                f"{path}: is {stat.st_size:,} bytes (a World Info file may have "
-                f"{MAX_WORLD_INFO_BYTES // 2**20} MB)"
-            )
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise WorldInfoError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+            data = read_regular(path, MAX_WORLD_INFO_BYTES)  # never a FIFO or a device
+        except FileTooLarge as exc:
+            raise WorldInfoError(
+                f"{path}: is larger than {MAX_WORLD_INFO_BYTES // 2**20} MB (the most a World "
+                "Info file may have)"
+            ) from exc
+        except ReadError as exc:
+            raise WorldInfoError(str(exc)) from exc
         try:
             obj, _replaced = decode_json_bytes(data)
             book = parse_world_info(obj, Path(name).stem)
@@ -103,7 +104,7 @@ class LoreTurn:
     @property
     def notice(self) -> str | None:
         """Said when entries that fired were left out for the budget."""
-        left_out = [f.label for f in self.selection.fired if not f.sent]
+        left_out = [f.label for f in self.selection.fired if not f.sent and f.tokens]
         if not left_out:
             return None
         return f"lorebook entries left out this turn (over the lore budget): {', '.join(left_out)}"
@@ -116,6 +117,7 @@ class LoreMatcher:
     world_info: WorldInfoFolder
     count_tokens: Callable[[str], int]
     _guards: dict[tuple[str, str], RegexGuard] = field(default_factory=dict)
+    _cuts_said: set[tuple[str, str]] = field(default_factory=set)  # (card, why it stopped)
 
     def for_turn(
         self,
@@ -152,6 +154,15 @@ class LoreMatcher:
         for entry, key in selection.timed_out:
             warnings.append(timed_out_note(setup.display_name, entry, key))
             log.warning("card %s: %s", card.key, warnings[-1])
+        if selection.cut is not None:
+            # Logged every turn it happens (the inspector shows it too); said once per card and
+            # reason, since a book that multiplies does so on every turn that sets it off (the
+            # counts differ from turn to turn with the time it had).
+            cut = f"lorebook of {setup.display_name}: {selection.cut.text()}"
+            log.warning("card %s: %s", card.key, cut)
+            if (card.key, selection.cut.reason) not in self._cuts_said:
+                self._cuts_said.add((card.key, selection.cut.reason))
+                warnings.append(cut)
         # A MacroLimitError (entries too large once filled in) is the caller's to report.
         text = render_lore(selection.entries, char=setup.display_name, user=persona.name)
         return LoreTurn(text, selection, names, tuple(warnings))

@@ -91,6 +91,7 @@ class ConversationManager:
 
     def branch_at_number(self, conv_id: int, number: int, title: str = "") -> Branched:
         """`branch` at the message shown as #`number` (1 = the first)."""
+        self.store.get_conversation(conv_id)  # an unknown id says so before its messages
         message_id = self.store.message_id_at(conv_id, number)
         if message_id is None:
             count = self.store.message_count(conv_id)

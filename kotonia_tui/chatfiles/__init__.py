@@ -5,6 +5,6 @@ reads to the store; see docs/architecture.md for where it sits among the layers.
 """
 
 from kotonia_tui.chatfiles.errors import ImportFormatError
-from kotonia_tui.chatfiles.sillytavern import read_chat_file, write_sillytavern
+from kotonia_tui.chatfiles.sillytavern import ReadProgress, read_chat_file, write_sillytavern
 
-__all__ = ["ImportFormatError", "read_chat_file", "write_sillytavern"]
+__all__ = ["ImportFormatError", "ReadProgress", "read_chat_file", "write_sillytavern"]

@@ -13,13 +13,11 @@ in the file) and the original text is kept for the round trip.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -38,6 +36,7 @@ from kotonia_tui.domain import (
     Segment,
     utcnow,
 )
+from kotonia_tui.regular_files import ReadError, open_regular
 from kotonia_tui.terminal_text import escape_json_controls
 from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads, replacement_note
 
@@ -193,18 +192,29 @@ class ChatFile:
         self._json_list = False
         self._base = utcnow()
         self._done = False
+        self.read = ReadProgress()  # how far the file has been read (lines, bytes, messages)
 
     def messages(self) -> Iterator[Message]:
-        with _open_regular_file(self.path) as handle:
-            ahead = handle.peek(1 << 16)
-            first = ahead.lstrip(b"\xef\xbb\xbf \t\r\n")
-            if not first and len(ahead) < 1 << 16:
-                raise ImportFormatError(f"{self.path}: the file is empty")
-            if first.startswith(b"["):
-                self._json_list = True
-                yield from self._json_list_messages(handle)
-            else:
-                yield from self._jsonl_messages(handle)
+        try:
+            with open_regular(self.path) as handle:
+                self.read.total = os.fstat(handle.fileno()).st_size
+                ahead = handle.peek(1 << 16)
+                first = ahead.lstrip(b"\xef\xbb\xbf \t\r\n")
+                if not first and len(ahead) < 1 << 16:
+                    raise ImportFormatError(f"{self.path}: the file is empty")
+                if first.startswith(b"["):
+                    self._json_list = True
+                    yield from self._json_list_messages(handle)
+                else:
+                    yield from self._jsonl_messages(handle)
+        except ReadError as exc:
+            raise ImportFormatError(str(exc)) from exc
+        except OSError as exc:
+            # A file that passes as regular but refuses to be read (/proc/self/mem: EIO).
+            where = f"line {self.read.line + 1}" if self.read.line else "its start"
+            raise ImportFormatError(
+                f"{self.path}: cannot be read at {where} ({exc.strerror or exc})"
+            ) from exc
         if self._count == 0:
             raise ImportFormatError(f"{self.path}: {self._no_messages()}")
         if self._replaced:
@@ -276,6 +286,7 @@ class ChatFile:
 
     def _seen(self, message: Message, where: str) -> Message:
         self._count += 1
+        self.read.messages = self._count
         self._first = self._first or message.created_at
         self._last = message.created_at
         if self._newest is None or message.created_at > self._newest:
@@ -301,7 +312,7 @@ class ChatFile:
         return obj
 
     def _jsonl_messages(self, handle: BinaryIO) -> Iterator[Message]:
-        for number, raw in enumerate(_lines(handle, self.path), start=1):
+        for number, raw in enumerate(_lines(handle, self.path, self.read), start=1):
             if not raw.strip():
                 continue
             where = f"{self.path}: line {number}"
@@ -315,6 +326,7 @@ class ChatFile:
 
     def _json_list_messages(self, handle: BinaryIO) -> Iterator[Message]:
         data = handle.read(MAX_JSON_LIST_BYTES + 1)
+        self.read.advance(1, len(data))
         if len(data) > MAX_JSON_LIST_BYTES:
             raise ImportFormatError(
                 f"{self.path}: a JSON list larger than {MAX_JSON_LIST_BYTES // 2**20} MB is "
@@ -352,40 +364,37 @@ class ChatFile:
         return Message(role=role, speaker=speaker, text=text_value, created_at=created, extra=extra)
 
 
+@dataclass
+class ReadProgress:
+    """How far an import has read its file: for a progress line, and for saying where an
+    interrupted import stopped. `on_advance` (if set) is called after each line."""
+
+    total: int = 0  # bytes in the file
+    done: int = 0  # bytes read
+    line: int = 0  # the last line read (1 for a JSON list, read whole)
+    messages: int = 0  # messages read so far
+    on_advance: Callable[[ReadProgress], None] | None = None
+
+    def advance(self, line: int, size: int) -> None:
+        self.line = line
+        self.done += size
+        if self.on_advance is not None:
+            self.on_advance(self)
+
+    def where(self) -> str:
+        """Where reading stopped, in words: 'line 1,234 (12.5 of 100.0 MB, 1,233 messages)'."""
+        mb = 2**20
+        return (
+            f"line {self.line:,} ({self.done / mb:,.1f} of {self.total / mb:,.1f} MB, "
+            f"{self.messages:,} messages)"
+        )
+
+
 MAX_LINE_BYTES = 64 * 2**20  # one message line; a whole chat streams past this
 MAX_JSON_LIST_BYTES = 64 * 2**20  # a JSON list is parsed whole, so it is bounded
 
 
-@contextmanager
-def _open_regular_file(path: Path) -> Iterator[io.BufferedReader[io.FileIO]]:
-    """Open `path` for reading if it is a regular file. O_NONBLOCK: opening a FIFO must not
-    wait for a writer; it is then refused like a device or a folder."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot be read: {exc.strerror}") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = (
-                "a folder"
-                if stat.S_ISDIR(mode)
-                else "a FIFO"
-                if stat.S_ISFIFO(mode)
-                else "a device"
-                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "not a regular file"
-            )
-            raise ImportFormatError(f"{path}: is {kind}, not a chat file")
-        handle = io.BufferedReader(io.FileIO(fd, "rb", closefd=True), buffer_size=1 << 16)
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
-        yield handle
-
-
-def _lines(handle: BinaryIO, path: Path) -> Iterator[bytes]:
+def _lines(handle: BinaryIO, path: Path, read: ReadProgress) -> Iterator[bytes]:
     """Lines ended by "\n" only (U+2028 or a lone "\r" inside a text does not end one)."""
     number = 0
     while raw := handle.readline(MAX_LINE_BYTES + 1):
@@ -394,6 +403,7 @@ def _lines(handle: BinaryIO, path: Path) -> Iterator[bytes]:
             raise ImportFormatError(
                 f"{path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MB"
             )
+        read.advance(number, len(raw))
         yield raw
 
 

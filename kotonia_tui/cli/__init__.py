@@ -41,7 +41,7 @@ from kotonia_tui.chat.startup import (
     setup_logging,
 )
 from kotonia_tui.chatfiles.errors import ImportFormatError
-from kotonia_tui.cli.output import UserError, say
+from kotonia_tui.cli.output import TypedText, UserError, reopen_closed_streams, say
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.eval.arguments import add_arguments as add_eval_arguments
@@ -295,6 +295,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Arguments that are text, not file names: bytes that are not UTF-8 become U+FFFD, as in any
+# stored text (a file name keeps its bytes, so the file can still be opened).
+TEXT_ARGUMENTS = {
+    "chat": {"character": "the character name", "say": "--say", "persona": "--persona"},
+    "conversations": {"character": "the character name"},
+    "import": {"character": "--character"},
+    "rename": {"title": "the title"},
+    "duplicate": {"title": "--title"},
+    "branch": {"message": "the message number", "title": "--title"},
+    "search": {"query": "the query"},
+}
+
+
+def _typed_arguments(args: argparse.Namespace) -> None:
+    typed = TypedText()
+    for name, where in TEXT_ARGUMENTS.get(args.command or "", {}).items():
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, typed(value, where))
+        elif isinstance(value, list):
+            setattr(args, name, [typed(v, where) for v in value])
+
+
 # Commands that only read: they work on a read-only data dir.
 READ_ONLY_COMMANDS = frozenset(
     {"characters", "conversations", "personas", "search", "memory", "export", "doctor"}
@@ -302,8 +325,18 @@ READ_ONLY_COMMANDS = frozenset(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    closed = reopen_closed_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if "standard output" in closed:
+        # What the command prints (an export, an id, a reply) would be lost without a word.
+        print(
+            "error: standard output is closed, so nothing this command prints could be seen "
+            "(for export, write to a file with -o FILE)",
+            file=sys.stderr,
+        )
+        return 1
+    _typed_arguments(args)
     umask = os.umask(0o077)  # every file and folder this run creates is private to the user
     if args.command is not None and isinstance(sys.stdout, io.TextIOWrapper):
         # A script that reads stdout and stderr from one pipe sees each line where it was

@@ -25,6 +25,7 @@ from kotonia_tui.chat.events import (
     ReplyDelta,
     ServiceEvent,
 )
+from kotonia_tui.chat.images import read_image
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
@@ -36,16 +37,16 @@ from kotonia_tui.terminal_text import visible
 
 async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
-    typed = TypedText()
-    args.character = typed(args.character, "the character name")
-    args.say = [typed(text, "--say") for text in args.say]
+    typed = TypedText()  # for what is typed on standard input; the arguments are text already
     # Everything the user could have typed wrong is checked before the model loads.
     card = open_library(settings).find(args.character)
     if args.persona is not None:
-        args.persona = check_name(typed(args.persona, "--persona"))
+        args.persona = check_name(args.persona)
     for text in args.say:
         if not text.strip() and not args.image:
             raise UserError("--say got an empty message; nothing was sent")
+    for image in args.image:
+        read_image(Path(image))  # a FIFO, a device or a broken picture: said before the model
     if args.conversation is not None:
         with open_store(settings, args.db) as store:
             _check_conversation(store.get_conversation(args.conversation), card, settings)

@@ -4,15 +4,19 @@ listings, chat import and export."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from kotonia_tui.chat.bootstrap import open_library, open_store
 from kotonia_tui.chat.importing import import_chat_file
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.reader import ConversationReader
-from kotonia_tui.chatfiles import write_sillytavern
-from kotonia_tui.cli.output import json_text, plural, say
+from kotonia_tui.chatfiles import ReadProgress, write_sillytavern
+from kotonia_tui.cli.output import Interrupted, json_text, plural, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.safe_files import replacing
 from kotonia_tui.terminal_text import visible
@@ -83,21 +87,73 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# A smaller file imports in a few seconds: no progress line for it.
+PROGRESS_FROM_BYTES = 8 * 2**20
+
+
+def _import_progress(path: Path) -> Callable[[ReadProgress], None]:
+    """One line on standard error per tenth of the file read (in place on a terminal)."""
+    last = -1
+    live = sys.stderr.isatty()
+
+    def report(read: ReadProgress) -> None:
+        nonlocal last
+        if read.total < PROGRESS_FROM_BYTES:
+            return
+        tenth = read.done * 10 // read.total
+        if tenth == last:
+            return
+        last = tenth
+        end = "\r" if live and tenth < 10 else "\n"
+        say(f"importing {path.name}: {read.where()}", stream=sys.stderr, end=end, one_line=True)
+
+    return report
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`timeout`, a service manager) stops the import as Ctrl-C does: the transaction
+    is rolled back and the user is told how far it got, instead of a silent death."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def import_chat(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
     library = open_library(settings)
     card = library.find(args.character) if args.character else None
-    with open_store(settings, args.db) as store:
-        personas = PersonaBook(store, settings.persona)
-        imported = import_chat_file(
-            store,
-            path,
-            personas.default().name,
-            card.name if card else None,
-            card.key if card else None,
-            match=library.match,
-            personas=personas,
+    read = ReadProgress(on_advance=_import_progress(path))
+    try:
+        with _terminate_as_interrupt(), open_store(settings, args.db) as store:
+            personas = PersonaBook(store, settings.persona)
+            imported = import_chat_file(
+                store,
+                path,
+                personas.default().name,
+                card.name if card else None,
+                card.key if card else None,
+                match=library.match,
+                personas=personas,
+                read=read,
+            )
+    except (KeyboardInterrupt, Interrupted) as exc:
+        say(
+            f"error: the import of {path} was interrupted at {read.where()}; nothing was "
+            "stored (an import is all or nothing)",
+            stream=sys.stderr,
         )
+        return exc.status if isinstance(exc, Interrupted) else 130
     for note in imported.notes:
         say(f"note: {note}", stream=sys.stderr)
     stored = imported.conversation

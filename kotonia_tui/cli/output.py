@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -35,8 +36,45 @@ class TypedText:
         return decoded.text
 
 
+_STANDARD = ((0, "standard input", "r"), (1, "standard output", "w"), (2, "standard error", "w"))
+
+
+def reopen_closed_streams() -> list[str]:
+    """Put /dev/null on each of file descriptors 0-2 that was closed (`kotonia ... >&-`), and
+    return the names of those that were.
+
+    Otherwise the next file opened (the database, the log) would get the number, and a native
+    library writing to "standard output" would write into it. A closed standard error is
+    quiet from then on; the caller decides what a closed standard output means.
+    """
+    closed: list[str] = []
+    for fd, name, mode in _STANDARD:
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:  # lower descriptors were free as well: put it where it belongs
+            os.dup2(null, fd)
+            os.close(null)
+        closed.append(name)
+        stream = open(fd, mode, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+    return closed
+
+
 class UserError(Exception):
     """A problem the user can fix; printed as one line, exit status 1."""
+
+
+class Interrupted(Exception):
+    """A signal (SIGTERM) that stops a long command the way Ctrl-C does; `status` is the
+    exit status a shell expects (128 + the signal's number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.status = 128 + signum
 
 
 def progress(stream: TextIO) -> Any:

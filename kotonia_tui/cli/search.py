@@ -7,14 +7,13 @@ import argparse
 
 from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.chat.search import search as search_messages
-from kotonia_tui.cli.output import TypedText, json_text
+from kotonia_tui.cli.output import json_text
 from kotonia_tui.config import Settings
 from kotonia_tui.store import SearchOrder
 from kotonia_tui.terminal_text import visible
 
 
 def search(args: argparse.Namespace, settings: Settings) -> int:
-    args.query = TypedText()(args.query, "the query")
     order = SearchOrder.NEWEST if args.newest else SearchOrder.RANK
     with open_store(settings, args.db, read_only=args.read_only) as store:
         if args.conversation is not None:

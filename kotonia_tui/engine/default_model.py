@@ -6,6 +6,7 @@ starts only compare size and a stamp, so start-up does not re-hash 250 MB every 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -46,8 +47,19 @@ def _chunks() -> tuple[str, str, list[Path]]:
     return name, expected, chunks
 
 
+def _models_folder(cache_dir: Path) -> Path:
+    """Where the model is assembled; ModelFileError when something else is in the way."""
+    folder = cache_dir / "models"
+    if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+        raise ModelFileError(
+            f"{folder}: is not a folder, and the embedded default model is assembled there; "
+            "move it away, or set model_path in the profile (or KOTONIA_MODEL_PATH)"
+        )
+    return folder
+
+
 def _assembled(cache_dir: Path, name: str, expected: str, chunks: list[Path]) -> Path | None:
-    target = cache_dir / "models" / name
+    target = _models_folder(cache_dir) / name
     stamp = target.with_suffix(".sha256")
     if (
         target.exists()
@@ -76,21 +88,29 @@ def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Pat
     found = _assembled(cache_dir, name, expected, chunks)
     if found is not None:
         return found
-    target = cache_dir / "models" / name
+    target = _models_folder(cache_dir) / name
     stamp = target.with_suffix(".sha256")
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()
     done = 0
-    with partial.open("wb") as out:
-        for chunk in chunks:
-            with chunk.open("rb") as source:
-                while block := source.read(_BLOCK):
-                    out.write(block)
-                    digest.update(block)
-                    done += len(block)
-                    if progress is not None:
-                        progress(f"assembling {name}", done, total)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with partial.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as source:
+                    while block := source.read(_BLOCK):
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        if progress is not None:
+                            progress(f"assembling {name}", done, total)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        where = exc.filename or target.parent
+        raise ModelFileError(
+            f"{where}: the embedded default model cannot be assembled there ({exc.strerror or exc})"
+        ) from exc
     if digest.hexdigest() != expected:
         partial.unlink(missing_ok=True)
         raise ModelFileError(

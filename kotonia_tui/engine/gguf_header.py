@@ -13,10 +13,13 @@ to a number read from the file.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kotonia_tui.regular_files import open_regular
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -59,9 +62,10 @@ class GgufHeader:
 
 
 def read_header(path: Path) -> GgufHeader:
-    """Read `path`'s header; raises `GgufFormatError`, or OSError when it cannot be read."""
-    with path.open("rb") as handle:
-        size = path.stat().st_size
+    """Read `path`'s header; raises `GgufFormatError`, `ReadError` (not a regular file: a FIFO
+    would block the open), or OSError when it cannot be read."""
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
         if size < 24:
             raise GgufFormatError(f"the file is {size} bytes, too short for a GGUF header")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kotonia_tui.engine.errors import ModelFileError
 from kotonia_tui.engine.gguf_header import ArrayInfo, GgufFormatError, GgufHeader, read_header
+from kotonia_tui.regular_files import NotRegularFile, ReadError, open_regular
 
 GGUF_MAGIC = b"GGUF"
 MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS: past it, loading aborts the process
@@ -52,11 +53,14 @@ def check_gguf(path: Path, what: str) -> GgufHeader:
     hint = _HOW_TO_SET.get(what, "check the path")
     if not path.exists():
         raise ModelFileError(f"{path}: {what} file not found; {hint}")
-    if path.is_dir():
-        raise ModelFileError(f"{path}: is a folder, not a {what} GGUF file; {hint}")
     try:
-        with path.open("rb") as handle:
+        # A FIFO would hang the open, a device would never end: refused before a read.
+        with open_regular(path) as handle:
             magic = handle.read(4)
+    except NotRegularFile as exc:
+        raise ModelFileError(f"{path}: is {exc.kind}, not a {what} GGUF file; {hint}") from exc
+    except ReadError as exc:
+        raise ModelFileError(f"{path}: {what} file {exc.reason}") from exc
     except OSError as exc:
         raise ModelFileError(f"{path}: {what} file cannot be read ({exc.strerror})") from exc
     if magic != GGUF_MAGIC:
@@ -67,6 +71,8 @@ def check_gguf(path: Path, what: str) -> GgufHeader:
         header = read_header(path)
     except GgufFormatError as exc:
         raise ModelFileError(f"{path}: the GGUF header is damaged: {exc}") from exc
+    except ReadError as exc:
+        raise ModelFileError(f"{path}: {what} file {exc.reason}") from exc
     except (OSError, ValueError) as exc:
         raise ModelFileError(f"{path}: {what} file cannot be read ({exc})") from exc
     problem = _clip_problem(header) if header.architecture == "clip" else _text_problem(header)

@@ -30,8 +30,15 @@ with numpy_hidden():
     import sqlite_utils
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
+# SQLite's integers are 64-bit: a row id beyond these names no row (binding it would raise).
+SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 
 Params = Sequence[Any] | dict[str, Any]
+
+
+def is_sqlite_int(value: int) -> bool:
+    """Whether SQLite can hold `value`: an id outside this range is no row's id."""
+    return SQLITE_INT_MIN <= value <= SQLITE_INT_MAX
 
 
 class Db:
@@ -146,6 +153,10 @@ class Db:
             )
         return StoreError(f"{self.path}: database error: {exc}")
 
+    def too_large(self, exc: OverflowError) -> StoreError:
+        """A number from the user (an id, a count) beyond SQLite's 64-bit integers."""
+        return StoreError(f"{self.path}: a number is too large for the database ({exc})")
+
     @contextmanager
     def decoding(self, what: str) -> Iterator[None]:
         """A stored row that no longer reads (edited by hand, damaged) becomes a StoreError
@@ -173,6 +184,8 @@ class Db:
                 rows = cursor.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise self.error(exc) from exc
+            except OverflowError as exc:
+                raise self.too_large(exc) from exc
             self.rows_read += len(rows)
             return rows
 
@@ -184,7 +197,10 @@ class Db:
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         with self.lock:
-            return self.conn.execute(sql, params)
+            try:
+                return self.conn.execute(sql, params)
+            except OverflowError as exc:
+                raise self.too_large(exc) from exc
 
     def insert_rows(self, table: str, rows: Sequence[dict[str, object]]) -> None:
         """Insert rows that share their keys with one executemany, inside the caller's write.

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from kotonia_tui.domain import Conversation, StoredConversation, utcnow
 from kotonia_tui.store.codec import dict_from_db, json_to_db, stored_as, ts_from_db, ts_to_db
-from kotonia_tui.store.connection import Db
+from kotonia_tui.store.connection import Db, is_sqlite_int
 from kotonia_tui.store.errors import NotFoundError
 from kotonia_tui.store.records import CharacterSeen
 
@@ -80,6 +80,8 @@ def insert_conversation(db: Db, conv: Conversation, message_count: int = 0) -> S
 
 
 def get_conversation(db: Db, conv_id: int) -> StoredConversation:
+    if not is_sqlite_int(conv_id):
+        raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
     row = db.select_one(
         f"SELECT {_CONVERSATION_COLUMNS}, deleted_at FROM conversations WHERE id = ?", (conv_id,)
     )
@@ -146,6 +148,8 @@ def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
 
 
 def rename_conversation(db: Db, conv_id: int, title: str) -> StoredConversation:
+    if not is_sqlite_int(conv_id):
+        raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}")
     with db.write():
         cursor = db.execute(
             "UPDATE conversations SET title = ? WHERE id = ? AND deleted_at IS NULL",

@@ -31,7 +31,7 @@ from kotonia_tui.store.codec import (
     ts_from_db,
     ts_to_db,
 )
-from kotonia_tui.store.connection import Db
+from kotonia_tui.store.connection import Db, is_sqlite_int
 from kotonia_tui.store.errors import NotFoundError, StoreError
 
 _IN_CHUNK = 500  # ids per `IN (...)` list; far below SQLite's parameter limit
@@ -571,7 +571,7 @@ def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
 
 def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
     """The id of the message shown as #`number` (1 = the first), or None."""
-    if number < 1:
+    if number < 1 or not is_sqlite_int(number) or not is_sqlite_int(conv_id):
         return None
     row = db.select_one(
         "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id LIMIT 1 OFFSET ?",

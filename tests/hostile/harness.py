@@ -28,6 +28,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CLI = [sys.executable, "-m", "kotonia_tui.cli"]
+# The same command, which tells its peak resident memory (VmHWM) on its last line of stderr.
+# VmHWM, not ru_maxrss: the latter keeps the forking pytest's size across exec.
+_PEAK = "kotonia-peak-kb "
+MEASURED_CLI = [
+    sys.executable,
+    "-c",
+    "import re, sys\n"
+    "from kotonia_tui.cli import main\n"
+    "try:\n"
+    "    code = main(sys.argv[1:])\n"
+    "finally:\n"
+    "    status = open('/proc/self/status').read()\n"
+    f"    print('{_PEAK}' + re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n"
+    "sys.exit(code)\n",
+]
 TIMEOUT_S = float(os.environ.get("KOTONIA_HOSTILE_TIMEOUT_S", 120))  # only a hang reaches it
 _OTHER_CODE = os.environ.get("KOTONIA_HOSTILE_CODE")
 _PR_CAPBSET_DROP = 24
@@ -41,6 +56,7 @@ class Run:
     out: str
     err: str
     seconds: float
+    peak_mb: float | None = None  # the process's peak resident memory, when measured
 
     @property
     def errors(self) -> list[str]:
@@ -73,9 +89,12 @@ def kotonia(
     timeout: float | None = None,
     as_plain_user: bool = False,
     cwd: Path | None = None,
+    measure_peak: bool = False,
 ) -> Run:
-    """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited)."""
-    argv = [*CLI, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
+    """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited); with
+    `measure_peak`, `Run.peak_mb` is the process's peak resident memory."""
+    command = MEASURED_CLI if measure_peak else CLI
+    argv = [*command, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
     environment, folder = code_under_test()
     environment.update(env or {})
     started = time.perf_counter()
@@ -92,12 +111,18 @@ def kotonia(
     except subprocess.TimeoutExpired as exc:
         waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
         raise Hang(f"kotonia {' '.join(map(str, args))} did not finish in {waited:g} s") from exc
+    err = proc.stderr.decode("utf-8", "replace")
+    peak = None
+    if measure_peak:
+        err, _, told = err.rpartition(_PEAK)
+        peak = int(told.split()[0]) / 1024
     return Run(
         tuple(map(str, args)),
         proc.returncode,
         proc.stdout.decode("utf-8", "replace"),
-        proc.stderr.decode("utf-8", "replace"),
+        err,
         time.perf_counter() - started,
+        peak,
     )
 
 

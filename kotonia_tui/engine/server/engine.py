@@ -22,6 +22,7 @@ from kotonia_tui.engine.errors import (
     BackendUnavailableError,
     CallPreemptedError,
     EngineClosedError,
+    EngineError,
     ModelFileError,
     ServerResponseError,
     StreamInterruptedError,
@@ -34,7 +35,7 @@ from kotonia_tui.engine.formats import (
 )
 from kotonia_tui.engine.protocol import Call
 from kotonia_tui.engine.sampling import Sampling
-from kotonia_tui.engine.server import http
+from kotonia_tui.engine.server import bodies, http
 from kotonia_tui.engine.server.call import ServerCall
 from kotonia_tui.engine.server.credentials import api_key_headers, server_address
 from kotonia_tui.engine.server.gate import PriorityGate, ReplyFence
@@ -42,7 +43,7 @@ from kotonia_tui.engine.server.kinds import OpenAICompatible
 from kotonia_tui.engine.server.probe import ServerInfo, probe
 from kotonia_tui.engine.server.requests import WireRequest, build_request
 from kotonia_tui.engine.server.slots import SlotStates, SlotSupport, probe_slots
-from kotonia_tui.engine.server.stream import StreamedReply
+from kotonia_tui.engine.server.stream import StreamedReply, StreamWatch
 from kotonia_tui.engine.server.tokens import TokenCounter
 from kotonia_tui.engine.state_cache import StateCacheConfig
 from kotonia_tui.engine.types import (
@@ -297,6 +298,7 @@ class ServerEngine(EngineBase):
         wire = reply.wire
         where = self._http.where(wire.path)
         interactive = reply.request.priority is Priority.INTERACTIVE
+        watch = StreamWatch(where, wire.max_tokens, self._http.timeout.read)
         try:
             async with (
                 self._fence.replying() if interactive else contextlib.nullcontext(),
@@ -304,22 +306,42 @@ class ServerEngine(EngineBase):
                 client.stream(
                     "POST", self._http.endpoint(wire.path), json=wire.payload
                 ) as response,
+                asyncio.timeout(watch.first_token_s) as silence,
             ):
+                decoder = bodies.Decoder(response.headers.get("content-encoding", ""), where)
+                raw = response.aiter_raw()
                 if response.status_code != 200:
-                    body = await response.aread()
+                    body = await bodies.aread_head(raw, decoder, bodies.MAX_ERROR_BYTES)
                     raise self._http.status_error(wire.path, response.status_code, body)
-                async for data in http.sse_data(response.aiter_lines()):
+                lines = bodies.lines(raw, decoder, watch.counted)
+                async for data in http.sse_data(lines):
                     if data.strip() == "[DONE]":
                         reply.done = True
                         break
-                    for event in reply.feed(where, http.parse_json(where, data)):
+                    chunk = http.parse_json(where, data)
+                    if reply.chunks >= watch.max_tokens and reply.adds_tokens(chunk):
+                        # A server that ignores the cap: the reply is cut at it, as it would
+                        # have been, and the stream is closed (which stops the server).
+                        log.warning("%s: the server went past the reply's cap", where)
+                        reply.finish = FinishReason.LENGTH
+                        break
+                    before = (reply.chunks, len(reply.reasoning))
+                    for event in reply.feed(where, chunk):
                         call._deliver(event)
                     self._add_work(
                         reply.request.slot, generated=reply.chunks - call.tokens_generated
                     )
                     call.tokens_generated = reply.chunks
+                    if (reply.chunks, len(reply.reasoning)) != before:
+                        # A token came: the next may take a gap, not a whole prompt's read.
+                        silence.reschedule(asyncio.get_running_loop().time() + watch.gap_s)
                     if reply.visible.stops.stopped_by is not None:
                         break  # closing the stream stops the server as well
+        except TimeoutError as exc:
+            error = BackendUnavailableError(watch.stalled(reply.chunks))
+            raise self._interrupted(reply, error) from exc
+        except bodies.BodyTooLarge as exc:
+            raise self._interrupted(reply, exc) from exc
         except httpx.HTTPError as exc:
             error = http.unavailable(where, exc)
             if reply.chunks:
@@ -361,6 +383,18 @@ class ServerEngine(EngineBase):
                 generated = max(metrics.generated, reply.request.max_tokens)
                 result.metrics = metrics.model_copy(update={"generated": generated})
         return result
+
+    def _interrupted(self, reply: StreamedReply, error: EngineError) -> EngineError:
+        """A stream stopped by a bound (a stall, too many bytes): what arrived is kept as a
+        reply cut by the error. A background call keeps nothing in part: a stall waits for the
+        server like one that is down (not counted as a failure), an oversized answer is a
+        failed attempt."""
+        if reply.request.priority is Priority.BACKGROUND or not reply.chunks:
+            return error
+        reply.visible.events("", final=True)
+        return StreamInterruptedError(
+            f"{error} ({reply.chunks} tokens arrived)", partial=reply.result(FinishReason.LENGTH)
+        )
 
     def _positions(self, wire: WireRequest, request: GenerationRequest) -> int:
         try:

@@ -10,12 +10,15 @@ is scrubbed of them (`credentials`).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
 from kotonia_tui.engine.errors import BackendUnavailableError, ServerResponseError
+from kotonia_tui.engine.server import bodies
 from kotonia_tui.engine.server.credentials import ServerAddress, redact_urls
 
 # Statuses that mean "the server is there but cannot serve right now": a job waits and retries.
@@ -36,6 +39,11 @@ def read_timeout_s(n_ctx: int, prompt_rate: float, configured: float | None) -> 
     if configured is not None:
         return configured
     return max(MIN_READ_TIMEOUT_S, n_ctx / prompt_rate * TIMEOUT_MARGIN + TIMEOUT_EXTRA_S)
+
+
+def _answer_seconds(timeout: httpx.Timeout) -> float:
+    """How long a whole answer that is not a stream may take: its read timeout."""
+    return timeout.read if timeout.read is not None else MIN_READ_TIMEOUT_S
 
 
 def timeouts(connect_s: float, read_s: float) -> httpx.Timeout:
@@ -111,6 +119,52 @@ async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
         yield "\n".join(data)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A whole answer that is not a stream: its status and its body, decoded and bounded."""
+
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class AnswerTimeout(BackendUnavailableError):
+    """An answer that kept coming, a little at a time, for longer than its read timeout."""
+
+
+_Chunk = TypeVar("_Chunk", bound=bytes)
+
+
+class _Deadline:
+    """The whole of an answer that is not a stream must arrive within its read timeout: a
+    server dripping a byte at a time never trips the timeout between reads."""
+
+    def __init__(self, where: str, seconds: float) -> None:
+        self.where = where
+        self.seconds = seconds
+        self.until = time.monotonic() + seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.until:
+            raise AnswerTimeout(
+                f"{self.where}: the answer kept coming for more than {self.seconds:g} s; "
+                "the rest was not read"
+            )
+
+    def watch(self, chunks: Iterable[_Chunk]) -> Iterable[_Chunk]:
+        for chunk in chunks:
+            self.check()
+            yield chunk
+
+    async def awatch(self, chunks: AsyncIterator[_Chunk]) -> AsyncIterator[_Chunk]:
+        async for chunk in chunks:
+            self.check()
+            yield chunk
+
+
 def parse_json(url: str, text: str) -> Any:
     try:
         return json.loads(text)
@@ -143,7 +197,8 @@ class ServerHttp:
         if address.basic_auth is not None and "Authorization" not in headers:
             auth = httpx.BasicAuth(*address.basic_auth)
         self._settings: dict[str, Any] = {
-            "headers": headers,
+            # Only what `bodies` decodes itself, a bounded slice at a time.
+            "headers": {"Accept-Encoding": bodies.ACCEPT_ENCODING, **headers},
             "params": address.params,
             "auth": auth,
         }
@@ -166,25 +221,38 @@ class ServerHttp:
     def set_read_timeout(self, read_s: float) -> None:
         self.timeout = timeouts(self._connect_s, read_s)
 
-    def get(self, path: str) -> httpx.Response:
-        try:
-            return self._client.get(self.endpoint(path))
-        except httpx.HTTPError as exc:
-            raise unavailable(self.where(path), exc) from exc
+    def get(self, path: str) -> Answer:
+        return self._request("GET", path, None)
 
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        try:
-            return self._client.post(self.endpoint(path), json=body, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise unavailable(self.where(path), exc) from exc
+    def post(self, path: str, body: dict[str, Any]) -> Answer:
+        return self._request("POST", path, body)
 
-    def json(self, path: str, response: httpx.Response) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Answer:
+        """A blocking request; the answer read whole, decoded and bounded in size and time."""
+        where = self.where(path)
+        # A GET is a probe (the client's short timeout); a POST may wait for the model.
+        timeout = self.timeout if body is not None else self._client.timeout
+        try:
+            with self._client.stream(
+                method, self.endpoint(path), json=body, timeout=timeout
+            ) as response:
+                decoder = bodies.Decoder(response.headers.get("content-encoding", ""), where)
+                chunks = _Deadline(where, _answer_seconds(timeout)).watch(response.iter_raw())
+                if response.status_code != 200:
+                    head = bodies.read_head(chunks, decoder, bodies.MAX_ERROR_BYTES)
+                    return Answer(response.status_code, head)
+                counted = bodies.Counted(bodies.MAX_ANSWER_BYTES, where, "one answer")
+                return Answer(200, bodies.read_all(chunks, decoder, counted))
+        except httpx.HTTPError as exc:
+            raise unavailable(where, exc) from exc
+
+    def json(self, path: str, response: Answer) -> Any:
         """The body of a 200 answer as JSON; any other status is an error naming the path."""
         if response.status_code != 200:
             raise self.status_error(path, response.status_code, response.content)
         return parse_json(self.where(path), response.text)
 
-    def optional_json(self, path: str, response: httpx.Response) -> Any:
+    def optional_json(self, path: str, response: Answer) -> Any:
         """The JSON of a 200 answer from an endpoint only some servers have; None otherwise
         (a missing endpoint, or a page that is not JSON: this is not that kind of server)."""
         if response.status_code != 200:
@@ -203,12 +271,21 @@ class ServerHttp:
         return httpx.AsyncClient(**self._settings, timeout=self.timeout)
 
     async def apost(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
-        """POST on the running loop; the answer's JSON."""
+        """POST on the running loop; the answer's JSON (decoded and bounded as `post`)."""
+        where = self.where(path)
         try:
-            response = await client.post(self.endpoint(path), json=body)
+            async with client.stream("POST", self.endpoint(path), json=body) as response:
+                decoder = bodies.Decoder(response.headers.get("content-encoding", ""), where)
+                deadline = _Deadline(where, _answer_seconds(client.timeout))
+                chunks = deadline.awatch(response.aiter_raw())
+                if response.status_code != 200:
+                    head = await bodies.aread_head(chunks, decoder, bodies.MAX_ERROR_BYTES)
+                    raise self.status_error(path, response.status_code, head)
+                counted = bodies.Counted(bodies.MAX_ANSWER_BYTES, where, "one answer")
+                content = await bodies.aread_all(chunks, decoder, counted)
         except httpx.HTTPError as exc:
-            raise unavailable(self.where(path), exc) from exc
-        return self.json(path, response)
+            raise unavailable(where, exc) from exc
+        return parse_json(where, content.decode("utf-8", "replace"))
 
     def close(self) -> None:
         self._client.close()

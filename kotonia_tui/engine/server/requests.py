@@ -40,6 +40,11 @@ class WireRequest:
     images: int
     rendered: RenderedPrompt | None  # set on the client-rendered path
 
+    @property
+    def max_tokens(self) -> int:
+        """The cap the server is asked to keep (the client holds it to it as well)."""
+        return int(self.payload["max_tokens"])
+
 
 def build_request(
     request: GenerationRequest,

@@ -17,6 +17,7 @@ from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import TurnMetrics
 from kotonia_tui.engine.base import call_metrics
 from kotonia_tui.engine.errors import ServerResponseError
+from kotonia_tui.engine.server import bodies
 from kotonia_tui.engine.server.kinds import OpenAICompatible
 from kotonia_tui.engine.server.requests import WireRequest
 from kotonia_tui.engine.streaming import ReplyText
@@ -27,6 +28,43 @@ from kotonia_tui.engine.types import (
     ReasoningDelta,
     StreamEvent,
 )
+
+# A server that has begun to answer writes a token every second or faster, even on a CPU: a
+# minute with none after the first (keep-alives or empty events only) is a stall.
+TOKEN_GAP_S = 60.0
+DEFAULT_FIRST_TOKEN_S = 120.0  # when the client has no read timeout (it always has one)
+
+
+class StreamWatch:
+    """The bounds a streamed reply is read within, whatever the server sends.
+
+    - Time without a token: until the first, the read timeout (a cold read of the whole
+      prompt comes before it, `http.read_timeout_s`); after it, `TOKEN_GAP_S`. Keep-alive
+      comments and events with no text do not count: a server that sends only those stalls.
+    - Tokens: past the request's cap the reply is cut there and the stream closed.
+    - Bytes, counted after decoding: `bodies.stream_limit` of the cap.
+    """
+
+    def __init__(self, where: str, max_tokens: int, read_timeout_s: float | None) -> None:
+        self.where = where
+        self.max_tokens = max(max_tokens, 1)
+        self.first_token_s = read_timeout_s or DEFAULT_FIRST_TOKEN_S
+        self.gap_s = min(TOKEN_GAP_S, self.first_token_s)
+        self.counted = bodies.Counted(
+            bodies.stream_limit(self.max_tokens), where, f"a reply of at most {max_tokens:,} tokens"
+        )
+
+    def stalled(self, chunks: int) -> str:
+        """Why a stream that stopped giving tokens was closed."""
+        if chunks:
+            return (
+                f"{self.where}: the server sent no token for {self.gap_s:g} s after the last "
+                "one; the stream was closed"
+            )
+        return (
+            f"{self.where}: the server sent no token within {self.first_token_s:g} s (the read "
+            "timeout), only keep-alives or empty events; the stream was closed"
+        )
 
 
 class StreamedReply:
@@ -58,6 +96,26 @@ class StreamedReply:
         self.request = request
         self.kind = kind
         self._scrub = scrub  # takes credentials out of what the server says
+
+    @staticmethod
+    def adds_tokens(chunk: Any) -> bool:
+        """Whether feeding `chunk` would add text or reasoning (a token, for the cap)."""
+        if not isinstance(chunk, dict):
+            return False
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            fields: tuple[Any, ...] = (choice.get("text"),)
+            if isinstance(delta, dict):
+                fields = (
+                    delta.get("content"),
+                    delta.get("reasoning_content"),
+                    delta.get("reasoning"),
+                )
+            if any(_text(value) for value in fields):
+                return True
+        return False
 
     def feed(self, where: str, chunk: Any) -> list[StreamEvent]:
         """One parsed `data:` payload; `where` names the endpoint in errors."""

@@ -4,9 +4,10 @@ The settings say which layer set each value (the profile's are shown plain; a ch
 conversation's say so) and where the Author's Note and the post-history instructions go. The
 lorebook section lists every entry that fired on the last turn, the keys it fired on, and
 whether it was sent or left out for the lore budget (`lore_budget_ratio` of the window, or the
-character's or the conversation's, F9). The recall section lists the archived messages the last
-turn quoted, the words they matched, and the ones found but left out (the memory already states
-them, or over `recall_budget_ratio`).
+character's or the conversation's, F9), and, when the scan stopped at its bound (a book that
+multiplies: a long recursive chain, many slow regex keys), why and what it did not check. The
+recall section lists the archived messages the last turn quoted, the words they matched, and
+the ones found but left out (the memory already states them, or over `recall_budget_ratio`).
 """
 
 from __future__ import annotations
@@ -87,9 +88,11 @@ def lore_content(view: MemoryView) -> Content:
                 literal_line(firing.label, "bold"),
                 literal_line(f" ({firing.book}) on {keys}", "$text-muted"),
                 (f" · {tokens(firing.tokens)}", "$text-muted"),
-                ("" if firing.sent else " · left out: over the budget", style),
+                ("" if firing.sent else f" · left out: {firing.left_out}", style),
             )
         )
+    if selection.cut is not None:
+        lines.append(literal_line(f"✗ {selection.cut.text()}", "$warning"))
     return Content("\n").join(lines)
 
 
