@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -306,6 +307,7 @@ class FakeEngine(EngineBase):
         # a test that paces the fold waits for those looks (`looked_since`).
         self._looks = 0
         self._looked = threading.Condition()
+        self._paused: set[Slot] = set()
 
     @classmethod
     def for_settings(cls, settings: Settings, answer: Answer) -> FakeEngine:
@@ -372,6 +374,20 @@ class FakeEngine(EngineBase):
             self._contexts[slot] = _Context(n_ctx)
         return self._contexts[slot]
 
+    def pause(self, slot: Slot) -> None:
+        """From the next step on, the calls of `slot` make no progress (a stuck fold) until
+        `resume`: each step does nothing for a millisecond, so other calls still run between
+        them, a user turn first, as they would beside a slow call."""
+        self._paused.add(slot)
+
+    def resume(self, slot: Slot) -> None:
+        self._paused.discard(slot)
+
+    def _held(self, request: GenerationRequest, call: EngineCall | None = None) -> Iterator[None]:
+        while request.slot in self._paused and not (call and call.cancel_flag.is_set()):
+            time.sleep(0.001)
+            yield None
+
     # ---- calls ---------------------------------------------------------------------------------
 
     def start(self, request: GenerationRequest) -> EngineCall:
@@ -436,6 +452,7 @@ class FakeEngine(EngineBase):
         generated = 0
         finish = FinishReason.STOP
         for piece in pieces(text):
+            yield from self._held(request, call)
             if call.cancel_flag.is_set():
                 finish = FinishReason.CANCELLED
                 break
@@ -485,6 +502,7 @@ class FakeEngine(EngineBase):
             context.changed()
         index = keep
         while index < len(items):
+            yield from self._held(request)
             batch = items[index : index + BATCH]
             context.held.extend(batch)
             context.changed()
