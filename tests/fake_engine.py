@@ -307,7 +307,7 @@ class FakeEngine(EngineBase):
         # a test that paces the fold waits for those looks (`looked_since`).
         self._looks = 0
         self._looked = threading.Condition()
-        self._paused: set[Slot] = set()
+        self._holding: Callable[[GenerationRequest], bool] | None = None
 
     @classmethod
     def for_settings(cls, settings: Settings, answer: Answer) -> FakeEngine:
@@ -374,17 +374,21 @@ class FakeEngine(EngineBase):
             self._contexts[slot] = _Context(n_ctx)
         return self._contexts[slot]
 
-    def pause(self, slot: Slot) -> None:
-        """From the next step on, the calls of `slot` make no progress (a stuck fold) until
-        `resume`: each step does nothing for a millisecond, so other calls still run between
-        them, a user turn first, as they would beside a slow call."""
-        self._paused.add(slot)
+    def hold(self, which: Callable[[GenerationRequest], bool]) -> None:
+        """From their next step on, the calls `which` picks make no progress (a stuck or very
+        slow call) until `release` or until they are cancelled: each step does nothing for a
+        millisecond, so other calls still run between them, a user turn first, as they would
+        beside a slow call on the real owner thread."""
+        self._holding = which
 
-    def resume(self, slot: Slot) -> None:
-        self._paused.discard(slot)
+    def release(self) -> None:
+        self._holding = None
 
-    def _held(self, request: GenerationRequest, call: EngineCall | None = None) -> Iterator[None]:
-        while request.slot in self._paused and not (call and call.cancel_flag.is_set()):
+    def _held(self, request: GenerationRequest, call: EngineCall) -> Iterator[None]:
+        while not call.cancel_flag.is_set():
+            holding = self._holding
+            if holding is None or not holding(request):
+                return
             time.sleep(0.001)
             yield None
 
@@ -433,7 +437,7 @@ class FakeEngine(EngineBase):
         rendered = self.render(request)
         items = self._items(rendered)
         context = self._choose(request.slot, items)
-        stats = yield from self._prefill(context, items, request)
+        stats = yield from self._prefill(context, items, request, call)
         if request.prefill_only:
             result = GenerationResult(
                 "", "", FinishReason.STOP, call_metrics(request, FinishReason.STOP, **stats)
@@ -487,7 +491,7 @@ class FakeEngine(EngineBase):
         return self._context(slot)
 
     def _prefill(
-        self, context: _Context, items: list[str], request: GenerationRequest
+        self, context: _Context, items: list[str], request: GenerationRequest, call: EngineCall
     ) -> Generator[None, None, dict[str, Any]]:
         if len(items) + request.max_tokens > context.n_ctx:
             raise PromptTooLongError(len(items), request.max_tokens, context.n_ctx)
@@ -502,7 +506,7 @@ class FakeEngine(EngineBase):
             context.changed()
         index = keep
         while index < len(items):
-            yield from self._held(request)
+            yield from self._held(request, call)
             batch = items[index : index + BATCH]
             context.held.extend(batch)
             context.changed()

@@ -303,7 +303,7 @@ async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(mak
     def hold_the_fold(step: Step) -> None:
         if step.request.slot is Slot.FOLD and not started.is_set():
             started.set()
-            engine.pause(Slot.FOLD)
+            engine.hold(lambda request: request.slot is Slot.FOLD)
 
     engine.on_step = hold_the_fold
     conv = service.new_conversation(service.library.get(key))
@@ -319,7 +319,7 @@ async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(mak
     assert done.reply is not None and done.error is None
     # The reply came while the fold was still generating: the user did not wait for it.
     assert service.worker.running is not None and service.worker.running[0].id == job.id
-    engine.resume(Slot.FOLD)
+    engine.release()
 
 
 async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters(
