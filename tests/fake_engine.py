@@ -27,8 +27,10 @@ What it models, and how:
   window (finish "length") like a real reply. Under a JSON schema (a structured chapter) the
   answer is an instance of the schema: a scripted JSON answer is checked against it, and prose
   is put into the schema's strings the way a grammar forces a model's words (`fill_schema`).
-* **Saved states.** None: `settle` and `restore` answer at once, restore nothing, and record
-  the request they were given (`settled`, `restored`), which is what they would have acted on.
+* **Saved states.** None are written or read. `settle` does what the real one does to the chat
+  context (brings it to the history's stable prefix, at background priority, when no call used
+  it since the turn) and saves nothing; `restore` answers at once and restores nothing. Both
+  record the request they were given (`settled`, `restored`).
 
 What it does not model: what a model writes (quality, sampling, temperature), images (there is
 no projector), saved states on disk, and time (every step is instant).
@@ -53,6 +55,7 @@ from kotonia_tui.engine.formats import RenderedPrompt, make_formatter, render_re
 from kotonia_tui.engine.owner import OwnerThread
 from kotonia_tui.engine.streaming import ReplyText
 from kotonia_tui.engine.types import (
+    ChatMessage,
     FinishReason,
     GenerationRequest,
     GenerationResult,
@@ -227,6 +230,16 @@ def answer_in_schema(text: str, schema_text: str) -> str:
 # ---- KV contexts ------------------------------------------------------------------------------
 
 
+def _common(held: list[str], items: list[str]) -> int:
+    """How many pieces the two lists start with alike."""
+    keep = 0
+    for mine, theirs in zip(held, items, strict=False):
+        if mine != theirs:
+            break
+        keep += 1
+    return keep
+
+
 @dataclass
 class _Context:
     """What one KV context holds, in pieces (the KV itself is not modelled: only its items)."""
@@ -237,12 +250,7 @@ class _Context:
 
     def common(self, items: list[str]) -> int:
         """Pieces of `items` this context keeps (the last one is always evaluated again)."""
-        keep = 0
-        for mine, theirs in zip(self.held, items, strict=False):
-            if mine != theirs:
-                break
-            keep += 1
-        return min(keep, len(items) - 1) if items else 0
+        return min(_common(self.held, items), len(items) - 1) if items else 0
 
     def changed(self) -> None:
         self.version += 1
@@ -406,9 +414,49 @@ class FakeEngine(EngineBase):
         )
 
     def settle(self, request: GenerationRequest, after: Any) -> EngineCall:
-        del after
+        """As engine/llama_states.py's, without the saving: the chat context is brought to
+        the stable prefix of the history (what every next prompt starts with, found by
+        rendering two different next messages), if no call used it since `after`."""
         self.settled.append(request)
-        return self._at_once(request)
+        background = replace(request, priority=Priority.BACKGROUND, prefill_only=True)
+        version = after.slot_version if isinstance(after, EngineCall) else None
+        return queue_call(
+            self._owner,
+            lambda call: self._settle(background, version, call),
+            priority=int(Priority.BACKGROUND),
+        )
+
+    def _settle(
+        self, request: GenerationRequest, version: int | None, call: EngineCall
+    ) -> Generator[StreamEvent | None, None, GenerationResult]:
+        context = self._contexts.get(Slot.CHAT)
+        stats: dict[str, Any] = {}
+        if request.state is not None and context is not None and context.version == version:
+            variants = [
+                self._items(
+                    self.render(
+                        replace(
+                            request,
+                            messages=(
+                                *request.messages,
+                                ChatMessage("user", probe, name=request.user_name),
+                            ),
+                            prefill="",
+                        )
+                    )
+                )
+                for probe in ("A", "B")
+            ]
+            stable = variants[0][: _common(variants[0], variants[1])]
+            try:
+                stats = yield from self._prefill(context, stable, request, call)
+            except SlotTakenError:
+                stats = {}  # a chat call came first; its own settle follows
+        result = GenerationResult(
+            "", "", FinishReason.STOP, call_metrics(request, FinishReason.STOP, **stats)
+        )
+        yield result
+        return result
 
     def restore(self, request: GenerationRequest) -> EngineCall:
         self.restored.append(request)
