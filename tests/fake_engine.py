@@ -25,8 +25,8 @@ What it models, and how:
   every prompt, as a scripted tiny GGUF). It streams a piece per token through the real
   engine's reply reader (stop strings, thinking tags), and is cut at `max_tokens` or at the
   window (finish "length") like a real reply. Under a JSON schema (a structured chapter) the
-  answer is an instance of the schema: a scripted JSON answer is checked against it, and prose
-  is put into the schema's strings the way a grammar forces a model's words (`fill_schema`).
+  answer is an instance of the schema, as a grammar makes it: a scripted JSON answer is made to
+  conform to it (`conform`) and prose is put into its strings (`fill_schema`).
 * **Saved states.** None are written or read. `settle` does what the real one does to the chat
   context (brings it to the history's stable prefix, at background priority, when no call used
   it since the turn) and saves nothing; `restore` answers at once and restores nothing. Both
@@ -112,8 +112,9 @@ def by_kind(*, chat: str, chapter: str | None = None, prose: str | None = None) 
 
 
 class SchemaMismatchError(AssertionError):
-    """A scripted JSON answer that the request's schema does not allow: a grammar would never
-    let a model write it, so the fake refuses to pretend it did."""
+    """A scripted answer the fake cannot write under the request's schema (the grammar would
+    need words the script does not give), or an answer that breaks it: the fake never pretends
+    a model wrote what a grammar would not let through."""
 
 
 def _ends_string(char: str) -> bool:
@@ -216,11 +217,45 @@ def check_instance(schema: dict[str, Any], value: Any, where: str = "$") -> None
         raise SchemaMismatchError(f"{where}: the fake does not know this schema: {schema}")
 
 
+def conform(schema: dict[str, Any], value: Any) -> Any:
+    """A scripted JSON `value` as a grammar lets a model write it under `schema`: an object's
+    properties in the schema's order, those it does not allow left out, required lists it left
+    out written empty; a list ended at its most items; an enum value it does not allow, its
+    first; a string that does not fit, fitted (`fit_string`). What the grammar would need words
+    for that the script does not give (a required string, a list's first item) is an error."""
+    if "enum" in schema:
+        return value if value in schema["enum"] else schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        given = value if isinstance(value, dict) else {}
+        properties = schema["properties"]
+        required = schema.get("required", list(properties))
+        out = {}
+        for name, sub in properties.items():
+            if name in given:
+                out[name] = conform(sub, given[name])
+            elif name in required:
+                if sub.get("type") != "array" or int(sub.get("minItems", 0)):
+                    raise SchemaMismatchError(f"the scripted answer has no {name!r}: {value!r}")
+                out[name] = []
+        return out
+    if kind == "array":
+        items = value if isinstance(value, list) else []
+        if len(items) < int(schema.get("minItems", 0)):
+            raise SchemaMismatchError(f"too few items for {schema}: {value!r}")
+        return [conform(schema["items"], item) for item in items[: int(schema["maxItems"])]]
+    if kind == "string":
+        text = value if isinstance(value, str) else str(value)
+        return text if _fits(text, schema) else fit_string(text, schema)
+    raise SchemaMismatchError(f"the fake cannot write this schema: {schema}")
+
+
 def answer_in_schema(text: str, schema_text: str) -> str:
-    """The JSON a call under `schema_text` writes for the scripted `text`."""
+    """The JSON a call under `schema_text` writes for the scripted `text`: a JSON script made
+    to conform, prose put into the schema's strings."""
     schema = json.loads(schema_text)
     try:
-        value = json.loads(text)
+        value = conform(schema, json.loads(text))
     except ValueError:
         value = fill_schema(schema, text)
     check_instance(schema, value)
