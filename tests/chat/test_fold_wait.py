@@ -14,6 +14,8 @@ the fake reports as the real engine does; they do not depend on the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kotonia_tui.chat.events import FoldWait
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
@@ -88,7 +90,7 @@ async def open_folding_chat(
     return service, conv.id, clock
 
 
-def waits_in(events: list[object]) -> list[FoldWait]:
+def waits_in(events: Sequence[object]) -> list[FoldWait]:
     return [e for e in events if isinstance(e, FoldWait)]
 
 

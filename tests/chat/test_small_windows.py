@@ -39,7 +39,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine import Slot
 from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
-from tests.fake_engine import scripted
+from tests.fake_engine import FakeEngine, scripted
 from tests.scripted_chapters import written_by_script
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for
@@ -684,6 +684,7 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
     from kotonia_tui.domain import Chapter, FoldJob
 
     service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
+    assert isinstance(service.engine, FakeEngine)
     # The synopsis is the fold's prose call; a chapter's call has a schema.
     service.engine.hold(lambda request: request.slot is Slot.FOLD and not request.json_schema)
     events = events_of(service)
