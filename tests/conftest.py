@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kotonia_tui.chat.fold.wait import Clock
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import Settings
+from tests.fake_engine import Answer, open_fake_service
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 
@@ -104,3 +109,22 @@ def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
         return cache[text]
 
     return make
+
+
+@pytest.fixture
+async def make_fake_service() -> AsyncIterator[Callable[..., Any]]:
+    """Like `make_service`, on the fake engine (tests/fake_engine.py): `make(settings, answer,
+    db=None, clock=None)`."""
+    opened: list[ChatService] = []
+
+    async def make(
+        settings: Settings, answer: Answer, db: Path | None = None, clock: Clock | None = None
+    ) -> ChatService:
+        service = open_fake_service(settings, answer, db=db, clock=clock)
+        await service.start()
+        opened.append(service)
+        return service
+
+    yield make
+    for service in opened:
+        await service.close()

@@ -1,15 +1,22 @@
 """A clock a test moves on itself, for the fold worker and a turn's wait (chat/fold/wait.py
 `Clock`): fold delays, backoffs, leases, a fold's stall and the wait's cap, without sleeping.
 
-It starts at the system's time and moves only by `advance`, which any thread may call (a fake
-engine's step hook runs on the model's owner thread). `sleep` and `wait` end when the clock
-has been moved far enough (or, for `wait`, when its event is set): a worker asleep until a
-job falls due wakes when the test moves the clock past it.
+`advance` moves it on, from any thread (a fake engine's step hook runs on the model's owner
+thread). What it reads:
+
+* `monotonic()` moves only by `advance`: how long a fold has not moved, or a turn has waited, is
+  exactly what the test made it.
+* `now()` is the system's time plus every advance: a due time the app stamps with the system's
+  clock (a new job is due at once) stays comparable, and one the test jumps past is due.
+* `sleep` and `wait` end when the clock has been moved far enough, or when as many real seconds
+  have passed (as the system's would), whichever comes first: a worker asleep until a job falls
+  due wakes when the test moves the clock past it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from datetime import datetime, timedelta
 
@@ -23,41 +30,43 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 
 class FakeClock(Clock):
-    def __init__(self, start: datetime | None = None) -> None:
-        self._start = start or utcnow()
-        self._elapsed = 0.0
+    def __init__(self) -> None:
+        self._moved = 0.0
         self._lock = threading.Lock()
         self._sleepers: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def monotonic(self) -> float:
-        return self._elapsed
+        return self._moved
 
     def now(self) -> datetime:
-        return self._start + timedelta(seconds=self._elapsed)
+        return utcnow() + timedelta(seconds=self._moved)
 
     def advance(self, seconds: float) -> None:
         """Move the clock on; whoever sleeps until then wakes."""
         with self._lock:
-            self._elapsed += seconds
-            due = [s for s in self._sleepers if s[0] <= self._elapsed]
-            self._sleepers = [s for s in self._sleepers if s[0] > self._elapsed]
+            self._moved += seconds
+            due = [s for s in self._sleepers if s[0] <= self._moved]
+            self._sleepers = [s for s in self._sleepers if s[0] > self._moved]
         for _deadline, loop, future in due:
             loop.call_soon_threadsafe(_wake, future)
 
     async def sleep(self, seconds: float) -> None:
-        await self._until(self._elapsed + seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._until(self._moved + seconds), seconds)
 
     async def wait(self, event: asyncio.Event, timeout: float) -> bool:
         if event.is_set():
             return True
-        timer = asyncio.ensure_future(self._until(self._elapsed + timeout))
+        moved = asyncio.ensure_future(self._until(self._moved + timeout))
         setting = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait({timer, setting}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {moved, setting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
-            for task in (timer, setting):
+            for task in (moved, setting):
                 task.cancel()
-            await asyncio.gather(timer, setting, return_exceptions=True)
+            await asyncio.gather(moved, setting, return_exceptions=True)
         return event.is_set()
 
     async def _until(self, deadline: float) -> None:
@@ -65,7 +74,7 @@ class FakeClock(Clock):
         future: asyncio.Future[None] = loop.create_future()
         entry = (deadline, loop, future)
         with self._lock:
-            if self._elapsed >= deadline:
+            if self._moved >= deadline:
                 return
             self._sleepers.append(entry)
         try:

@@ -10,10 +10,8 @@ import pytest
 
 from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.events import ReplyDelta
-from kotonia_tui.chat.fold.wait import Clock
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings
-from tests.fake_engine import Answer, open_fake_service
 from tests.settings import tiny_settings
 
 __all__ = ["tiny_settings"]
@@ -38,25 +36,6 @@ async def make_service() -> AsyncIterator[ServiceFactory]:
 
     async def make(settings: Settings, db: Path | None = None) -> ChatService:
         service = open_service(settings, db=db)
-        await service.start()
-        opened.append(service)
-        return service
-
-    yield make
-    for service in opened:
-        await service.close()
-
-
-@pytest.fixture
-async def make_fake_service() -> AsyncIterator[ServiceFactory]:
-    """Like `make_service`, on the fake engine (tests/fake_engine.py): `make(settings, answer,
-    db=None, clock=None)`."""
-    opened: list[ChatService] = []
-
-    async def make(
-        settings: Settings, answer: Answer, db: Path | None = None, clock: Clock | None = None
-    ) -> ChatService:
-        service = open_fake_service(settings, answer, db=db, clock=clock)
         await service.start()
         opened.append(service)
         return service
