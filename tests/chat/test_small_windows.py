@@ -3,9 +3,8 @@ worker and service.
 
 Every model call writes a known script, so the tests can tell what was stored, and how long it
 is in the engine's tokens. The scenarios run on the fake engine (tests/fake_engine.py: its own
-simple tokenizer, answers scripted, instant); the two that run the `kotonia` command in a
-process of its own (`doctor --load`, `chat --stats`) use a scripted tiny GGUF
-(tests/tiny_models.py), the real engine end to end.
+simple tokenizer, answers scripted, instant); `doctor --load`, which loads the model in a
+process of its own, uses a scripted tiny GGUF (tests/tiny_models.py).
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEv
 from kotonia_tui.chat.fold import synopsis as fold_synopsis
 from kotonia_tui.chat.fold.wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
+from kotonia_tui.cli import chat as cli_chat
+from kotonia_tui.cli import main
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
@@ -39,7 +40,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.engine import Slot
 from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
-from tests.fake_engine import FakeEngine, scripted
+from tests.fake_engine import FakeEngine, open_fake_service, scripted
 from tests.scripted_chapters import written_by_script
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for
@@ -651,18 +652,25 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     assert len(jobs) >= 2 and all(j.status is FoldStatus.DONE for j in jobs)
 
 
-def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(scripted_model, kotonia_home):
+def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(kotonia_home, monkeypatch, capsys):
+    """`kotonia chat --say ... --stats`, run in this process on the fake engine.
+
+    Fake engine: this test is about the figures the command prints for turns that fold, which
+    do not depend on the model (tests/chat/test_recall.py runs the command in a process of its
+    own on a tiny GGUF). The fake's tokens are fewer than the tiny GGUF's: 60 turns fold where
+    30 did."""
     write_short_card()
-    env = {
-        "KOTONIA_MODEL_PATH": str(scripted_model(CHAPTER)),
-        "KOTONIA_N_CTX": "2048",
-        "KOTONIA_FOLD_DELAY_S": "0",
-    }
-    says = [arg for i in range(30) for arg in ("--say", f"Message number {i} about the lamps.")]
-    done = run_kotonia(["chat", "wren", *says, "--stats"], env)
-    assert done.returncode == 0, done.stderr
-    stats = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-    assert len(stats) == 30
+    monkeypatch.setenv("KOTONIA_N_CTX", "2048")
+    monkeypatch.setenv("KOTONIA_FOLD_DELAY_S", "0")
+
+    def open_on_the_fake(settings, *, db=None, progress=None):
+        return open_fake_service(settings, scripted(CHAPTER), db=db)
+
+    monkeypatch.setattr(cli_chat, "open_service", open_on_the_fake)
+    says = [arg for i in range(60) for arg in ("--say", f"Message number {i} about the lamps.")]
+    assert main(["chat", "wren", *says, "--stats"]) == 0
+    stats = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line[:1] == "{"]
+    assert len(stats) == 60
     assert all(
         isinstance(s["forced_cut"], bool) and isinstance(s["fold_applied"], bool) for s in stats
     )
