@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -111,6 +112,9 @@ def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
     return make
 
 
+SETTLED_POLL_S = 0.02
+
+
 @pytest.fixture
 async def make_fake_service() -> AsyncIterator[Callable[..., Any]]:
     """Like `make_service`, on the fake engine (tests/fake_engine.py): `make(settings, answer,
@@ -121,6 +125,11 @@ async def make_fake_service() -> AsyncIterator[Callable[..., Any]]:
         settings: Settings, answer: Answer, db: Path | None = None, clock: Clock | None = None
     ) -> ChatService:
         service = open_fake_service(settings, answer, db=db, clock=clock)
+        # The fake folds in milliseconds: a test waiting for the folds looks every 20 ms, not
+        # every 200 (the worker's default, for scripts waiting on a real model).
+        service.worker.wait_settled = functools.partial(  # type: ignore[method-assign]
+            service.worker.wait_settled, poll_s=SETTLED_POLL_S
+        )
         await service.start()
         opened.append(service)
         return service
