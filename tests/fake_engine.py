@@ -20,7 +20,8 @@ What it models, and how:
   user turn before a prewarm before a fold), the one-call-at-a-time lock, cancellation within a
   token and the `work()` counters behave as in the real engine. A step evaluates `BATCH` pieces
   of a prompt, or writes one token. `on_step` (if set) hears each step, on the owner thread: a
-  test that drives a clock makes a step cost clock time there.
+  test that drives a clock makes a step cost clock time there; `hold(which)` makes the calls it
+  picks take steps that do nothing (a stuck or very slow call) until `release`.
 * **Answers.** Scripted: `answer(request)` is the text a call writes (by default one text for
   every prompt, as a scripted tiny GGUF). It streams a piece per token through the real
   engine's reply reader (stop strings, thinking tags), and is cut at `max_tokens` or at the
