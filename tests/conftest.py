@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # Before any test module loads llama_cpp: the engine package sets how llama.cpp's threads wait
 # (engine/threads.py), which the OpenMP runtime reads once, when it loads.
 import kotonia_tui.engine  # noqa: F401
+from kotonia_tui.chat.fold.wait import Clock
+from kotonia_tui.chat.service import ChatService
+from kotonia_tui.config import Settings
+from tests.fake_engine import Answer, open_fake_service
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 
@@ -107,3 +113,30 @@ def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
         return cache[text]
 
     return make
+
+
+SETTLED_POLL_S = 0.02
+
+
+@pytest.fixture
+async def make_fake_service() -> AsyncIterator[Callable[..., Any]]:
+    """Like `make_service`, on the fake engine (tests/fake_engine.py): `make(settings, answer,
+    db=None, clock=None)`."""
+    opened: list[ChatService] = []
+
+    async def make(
+        settings: Settings, answer: Answer, db: Path | None = None, clock: Clock | None = None
+    ) -> ChatService:
+        service = open_fake_service(settings, answer, db=db, clock=clock)
+        # The fake folds in milliseconds: a test waiting for the folds looks every 20 ms, not
+        # every 200 (the worker's default, for scripts waiting on a real model).
+        service.worker.wait_settled = functools.partial(  # type: ignore[method-assign]
+            service.worker.wait_settled, poll_s=SETTLED_POLL_S
+        )
+        await service.start()
+        opened.append(service)
+        return service
+
+    yield make
+    for service in opened:
+        await service.close()

@@ -1,6 +1,8 @@
-"""What a chapter written by a scripted tiny model looks like under the chapter's grammar.
+"""What a chapter written by a scripted chronicler looks like under the chapter's grammar.
 
-A scripted model answers every prompt with its script (tests/tiny_models.py). A chapter is
+A scripted model answers every prompt with its script (tests/tiny_models.py), and so does the
+fake engine (tests/fake_engine.py), which puts the script into the schema's strings as the
+grammar makes the model do. A chapter is
 answered in a JSON schema the engine enforces, and the evidence ids it must name depend on the
 range folded, which most tests do not fix in advance; so a prose script cannot be the whole
 answer. Under the grammar the structure is forced and the script's words land in the chapter's

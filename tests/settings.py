@@ -38,6 +38,14 @@ def tiny_settings(model: Path, *, mmproj: Path | None = None, **values: Any) -> 
     return load_settings(profile="tiny", profiles={"tiny": tiny}, **rest)
 
 
+def fake_settings(**values: Any) -> Settings:
+    """Settings for the fake engine (tests/fake_engine.py): the tiny models' defaults, and no
+    model file (the fake opens none)."""
+    profile, rest = tiny_values(**values)
+    fake = ModelProfile(**profile)
+    return load_settings(profile="fake", profiles={"fake": fake}, **rest)
+
+
 def default_model_settings(**values: Any) -> Settings:
     """The embedded default model (its shipped profile) with greedy sampling and `values`."""
     profile, rest = _split(values)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -18,6 +17,7 @@ from datetime import timedelta
 from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
+from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -32,7 +32,6 @@ from kotonia_tui.domain import (
     Persona,
     StoredFoldJob,
     StoredMessage,
-    utcnow,
 )
 from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
@@ -172,8 +171,10 @@ class Prompter:
         engine: Engine,
         settings: Settings,
         semantic: SemanticRecall | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
+        self.clock = clock  # fold delays and the time a turn waited for folds go by it
         self.engine = engine
         self.settings = settings
         # The profile's budgets; a turn uses its own (a character or a conversation may set
@@ -333,7 +334,7 @@ class Prompter:
             self.store.enqueue_fold(decision.fold)
             read = await self.read(conv_id, card, setup, persona, before_id=before_id)
             decision = self.plan(read, queue_by_trigger=before_id is None)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         waited: set[int] = set()
         asked = False
         while wait is not None and decision.wait_for:
@@ -346,7 +347,7 @@ class Prompter:
             waited |= jobs
             read = await self.read(conv_id, card, setup, persona, before_id=before_id)
             decision = self.plan(read, queue_by_trigger=before_id is None)
-        waited_ms = (time.monotonic() - started) * 1000 if asked else 0.0
+        waited_ms = (self.clock.monotonic() - started) * 1000 if asked else 0.0
         state, queued = self.commit(read, decision)
         recall = await self.recall(read, decision)
         prepared = self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
@@ -586,7 +587,7 @@ class Prompter:
                 kind=FoldKind.CHAPTER,
                 first_message_id=min(first, plan.queue_range[0]),
                 last_message_id=plan.queue_range[1],
-                not_before=utcnow() + timedelta(seconds=self.settings.fold_delay_s),
+                not_before=self.clock.now() + timedelta(seconds=self.settings.fold_delay_s),
             )
         return None
 

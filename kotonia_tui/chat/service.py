@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +34,7 @@ from kotonia_tui.chat.events import (
     ServiceEvent,
     TurnPrepared,
 )
-from kotonia_tui.chat.fold.wait import Patience, WaitEnd, WaitProgress
+from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
@@ -66,7 +65,6 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
-    utcnow,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
@@ -105,15 +103,17 @@ class ChatService:
         engine: Engine,
         library: CharacterLibrary,
         semantic: SemanticRecall | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # what fold delays and a turn's wait for a fold go by
         self.store = store
         self.engine = engine
         self.library = library
         self.personas = PersonaBook(store, settings.persona)
         self.manager = ConversationManager(store, library, self.personas)
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
-        self.prompter = Prompter(store, engine, settings, self.semantic)
+        self.prompter = Prompter(store, engine, settings, self.semantic, clock)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
@@ -130,6 +130,7 @@ class ChatService:
             cast=self.cast_of,
             budgets=self.fold_budgets,
             notify=self._emit,
+            clock=clock,
         )
 
     # ---- lifetime -------------------------------------------------------------------------
@@ -404,12 +405,12 @@ class ChatService:
         before the chapter landed. Waiting before the prompt is made lets this very turn carry
         the chapter: the messages are in the memory at once, and the wait is shown.
         """
-        started = time.monotonic()
+        started = self.clock.monotonic()
         stall_s, cap_s = self.settings.fold_wait_s, self.settings.fold_wait_max_s
 
         async def wait(jobs: Sequence[StoredFoldJob]) -> bool:
             # The cap holds for the whole turn, however many jobs it waits for in turn.
-            patience = Patience(stall_s, cap_s - (time.monotonic() - started))
+            patience = Patience(stall_s, cap_s - (self.clock.monotonic() - started))
             if self.worker.paused or patience.stall_s <= 0 or patience.cap_s <= 0:
                 return False
             ids = tuple(job.id for job in jobs)
@@ -593,7 +594,7 @@ class ChatService:
                     kind=FoldKind.REFOLD,
                     first_message_id=chapter.first_message_id,
                     last_message_id=chapter.last_message_id,
-                    not_before=utcnow(),
+                    not_before=self.clock.now(),
                 )
             )
             self._emit(

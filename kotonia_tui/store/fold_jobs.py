@@ -100,9 +100,10 @@ def claim_next_fold(
     nothing is due. Due: pending with `not_before` passed, or running under a lease that ran
     out (its worker stopped renewing it: a process that died on another machine, or hung).
     Chapters and refolds go before major folds: they bring messages into the memory, a major
-    fold only makes it smaller."""
-    when = ts_to_db(now or utcnow())
-    clock = utcnow()
+    fold only makes it smaller. `now` (default: the system's) is the caller's clock: what is due
+    and when the lease ends go by it."""
+    clock = now or utcnow()
+    when = ts_to_db(clock)
     with db.write():
         rows = db.returning(
             """UPDATE fold_jobs SET status = 'running', attempts = attempts + 1, claimed_at = ?,
@@ -126,13 +127,20 @@ def claim_next_fold(
     return job_from_row(rows[0]) if rows else None
 
 
-def renew_lease(db: Db, job_id: int, claimer: str, lease_s: float = DEFAULT_LEASE_S) -> bool:
-    """Extend a running job's lease; False when the job is no longer this claimer's."""
+def renew_lease(
+    db: Db,
+    job_id: int,
+    claimer: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    now: datetime | None = None,
+) -> bool:
+    """Extend a running job's lease (from `now`, default the system's clock); False when the
+    job is no longer this claimer's."""
     with db.write():
         rows = db.returning(
             """UPDATE fold_jobs SET lease_until = ?
                WHERE id = ? AND status = 'running' AND claimed_by = ? RETURNING id""",
-            (ts_to_db(utcnow() + timedelta(seconds=lease_s)), job_id, claimer),
+            (ts_to_db((now or utcnow()) + timedelta(seconds=lease_s)), job_id, claimer),
         )
     return bool(rows)
 
@@ -227,14 +235,17 @@ def requeue_running(db: Db, claimed_before: datetime | None = None) -> list[int]
     return sorted(row["id"] for row in rows)
 
 
-def requeue_abandoned(db: Db, gone: Callable[[str], bool]) -> list[int]:
+def requeue_abandoned(
+    db: Db, gone: Callable[[str], bool], now: datetime | None = None
+) -> list[int]:
     """Running jobs whose claimer is gone back to pending; returns their ids.
 
     Gone: no claimer recorded (a file from before claims were named), a lease that ran out, or
     `gone(claimed_by)` says so (the worker's process has ended). A job another live instance is
-    running is left alone, so it is never run twice.
+    running is left alone, so it is never run twice. Leases are read against `now` (default:
+    the system's clock).
     """
-    clock = ts_to_db(utcnow())
+    clock = ts_to_db(now or utcnow())
     with db.write():
         rows = db.select(
             "SELECT id, claimed_by, lease_until FROM fold_jobs WHERE status = 'running'"

@@ -554,15 +554,22 @@ class Store:
         return fold_jobs.claim_next_fold(self._db, now, claimer=claimer, lease_s=lease_s)
 
     def renew_lease(
-        self, job_id: int, claimer: str, lease_s: float = fold_jobs.DEFAULT_LEASE_S
+        self,
+        job_id: int,
+        claimer: str,
+        lease_s: float = fold_jobs.DEFAULT_LEASE_S,
+        *,
+        now: datetime | None = None,
     ) -> bool:
-        return fold_jobs.renew_lease(self._db, job_id, claimer, lease_s)
+        return fold_jobs.renew_lease(self._db, job_id, claimer, lease_s, now)
 
-    def hasten_folds(self, job_ids: Iterable[int]) -> list[int]:
-        return fold_jobs.hasten(self._db, job_ids)
+    def hasten_folds(self, job_ids: Iterable[int], *, now: datetime | None = None) -> list[int]:
+        return fold_jobs.hasten(self._db, job_ids, now)
 
-    def requeue_abandoned(self, gone: Callable[[str], bool]) -> list[int]:
-        return fold_jobs.requeue_abandoned(self._db, gone)
+    def requeue_abandoned(
+        self, gone: Callable[[str], bool], *, now: datetime | None = None
+    ) -> list[int]:
+        return fold_jobs.requeue_abandoned(self._db, gone, now)
 
     def get_fold(self, job_id: int) -> StoredFoldJob:
         return fold_jobs.get_fold(self._db, job_id)

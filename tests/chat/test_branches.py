@@ -1,7 +1,8 @@
 """Branches, duplicates and deletions with real folds: the memory stays right in each branch.
 
-The model is a tiny GGUF whose greedy output is a fixed script, so chapters really land (as in
-test_folding.py) and the prompt cache figures are the engine's own.
+The folding tests run on the fake engine (tests/fake_engine.py), whose every call writes a fixed
+script, so chapters really land (as in test_folding.py) in milliseconds, and whose prompt cache
+figures follow what each context holds as the real engine's do. The others run on a tiny GGUF.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from pathlib import Path
 from kotonia_tui.domain import Role
 from kotonia_tui.memory.chronicler import render_source
 from tests.cards import write_short_card
+from tests.fake_engine import scripted
 from tests.scripted_chapters import written_by_script
 
-from .test_folding import CHAPTER, chat_until, settings_for
+from .test_folding import CHAPTER, chat_until, fake_settings_for, settings_for
 
 
 async def _folded_story(service, key: str):
@@ -38,9 +40,13 @@ def _first_chapter(service, conv_id: int):
     )
 
 
-async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_service, scripted_model):
+async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_fake_service):
+    """Fake engine: this test is about the memory a branch shares and the prompt it sends, which
+    do not depend on the model (the engine's prefix reuse is tests/engine's)."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    # Recall off: its excerpts follow the history and change every turn (the tiny GGUF's
+    # tokenizer leaves them no room at this window; the fake's shorter tokens would).
+    service = await make_fake_service(fake_settings_for(recall_budget_ratio=0.0), scripted(CHAPTER))
     conv, last = await _folded_story(service, key)
     state = service.store.memory_state(conv.id)
     chapter, _source = _first_chapter(service, conv.id)
@@ -64,9 +70,11 @@ async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_servi
     assert done.metrics.evaluated < done.metrics.prompt_positions / 4
 
 
-async def test_branches_never_mix_their_memory(make_service, scripted_model):
+async def test_branches_never_mix_their_memory(make_fake_service):
+    """Fake engine: this test is about which conversation's memory an edit refolds, which does
+    not depend on the model."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
     conv, _last = await _folded_story(service, key)
     chapter, source = _first_chapter(service, conv.id)
     branched = service.manager.branch(conv.id, source[-1].id)
@@ -87,10 +95,12 @@ async def test_branches_never_mix_their_memory(make_service, scripted_model):
 
 
 async def test_deleting_inside_a_folded_range_refolds_it_and_undo_refolds_again(
-    make_service, scripted_model
+    make_fake_service,
 ):
+    """Fake engine: this test is about what a delete and its undo refold, which does not depend
+    on the model."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
     conv, _last = await _folded_story(service, key)
     chapter, source = _first_chapter(service, conv.id)
     victim = source[2]

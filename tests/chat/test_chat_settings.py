@@ -14,8 +14,13 @@ from kotonia_tui.engine import GenerationRequest
 from kotonia_tui.engine.sampling import Sampling
 from kotonia_tui.store import StoreError
 from tests.cards import write_short_card
+from tests.fake_engine import scripted
+from tests.settings import fake_settings
 
 from .conftest import tiny_settings
+
+# What the fake engine's turns answer (a reply of a few words, as the tiny GGUF's often are).
+REPLY = "The lamp is lit and the sea is calm tonight."
 
 
 async def _service(make_service, model, **values: Any):
@@ -158,8 +163,11 @@ async def _prompt_of(service, conv_id: int) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in prepared.request.messages]
 
 
-async def test_the_authors_note_is_placed_at_its_depth(make_service, tiny_model_path):
-    service = await _service(make_service, tiny_model_path)
+async def test_the_authors_note_is_placed_at_its_depth(make_fake_service):
+    """Fake engine: this test is about where the prompt places the note, which does not depend
+    on the model."""
+    write_short_card()
+    service = await make_fake_service(fake_settings(), scripted(REPLY))
     conv = service.new_conversation(service.library.get("wren"))
     for text in ("One.", "Two.", "Three."):
         await (await service.send(conv.id, text)).wait()
@@ -182,11 +190,16 @@ async def test_the_authors_note_is_placed_at_its_depth(make_service, tiny_model_
     assert messages[1] == ("system", shown)  # deeper than the window: at its start
 
 
-async def test_a_deep_note_costs_the_messages_after_it_every_turn(make_service, tiny_model_path):
-    """Measured, not assumed: depth 0 keeps the prompt cache, depth 4 re-reads 4 messages."""
+async def test_a_deep_note_costs_the_messages_after_it_every_turn(make_fake_service):
+    """Measured, not assumed: depth 0 keeps the prompt cache, depth 4 re-reads 4 messages.
+
+    Fake engine: this test is about what the note's place costs in positions read again, which
+    the fake counts from what its context holds as the real engine does (tests/engine measures
+    the real reuse); it does not depend on the model."""
+    write_short_card()
     evaluated: dict[int, list[int]] = {}
     for depth in (0, 4):
-        service = await _service(make_service, tiny_model_path, reply_max_tokens=24)
+        service = await make_fake_service(fake_settings(reply_max_tokens=24), scripted(REPLY))
         conv = service.new_conversation(service.library.get("wren"))
         service.save_settings(
             conv.id,
@@ -215,18 +228,22 @@ def _card_with_notes() -> str:
 
 
 async def test_what_changes_every_turn_sits_after_the_history_so_the_prefix_is_byte_stable(
-    make_service, tiny_model_path
+    make_fake_service,
 ):
     """The card's lorebook, a World Info file, the Author's Note (depth 0) and the card's
     post-history instructions all come after the history: each turn's rendered prompt starts
     with the previous turn's, byte for byte, up to the end of its new message, and the engine
-    reuses that prefix from its cache."""
+    reuses that prefix from its cache.
+
+    Fake engine: this test is about the order of the prompt, rendered by the app's own formats,
+    and the positions it lets the engine reuse, which the fake counts as the real engine does;
+    it does not depend on the model."""
     folder = app_dirs().world_info
     folder.mkdir(parents=True)
     book = {"entries": {"0": {"uid": 0, "key": ["bell"], "content": "WORLD-BELL: it tolls."}}}
     (folder / "harbour.json").write_text(json.dumps(book), encoding="utf-8")
     key = _card_with_notes()
-    service = await make_service(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    service = await make_fake_service(fake_settings(reply_max_tokens=16), scripted(REPLY))
     conv = service.new_conversation(service.library.get(key))
     service.save_settings(
         conv.id,

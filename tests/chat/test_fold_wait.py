@@ -1,28 +1,31 @@
 """A turn waits for the fold that keeps its messages in memory as long as the fold moves
-(issue 14, chat/fold/wait.py): real engine (a scripted tiny GGUF), real SQLite, real worker.
+(issue 14, chat/fold/wait.py): the real worker, store and service, on the fake engine
+(tests/fake_engine.py) and a clock the test moves (tests/fake_clock.py).
 
-The tiny model folds in milliseconds, where a loaded machine took 6-10 minutes a chapter. The
-load is made here by holding the engine's owner thread (`Load`): a job at the interactive
-priority sleeps there, so the fold gets one step (a batch of its prompt, a token of its answer)
-between two holds. The fold moves, slowly; held once for long, it stalls. Only the holding is
-test code: engine, worker, store and service are the app's own.
+On a loaded machine one chapter took 6-10 minutes. Here the fold is made slow by the clock
+(`Pace`): each of its steps (a batch of its prompt, a token of its answer) costs clock time, and
+the waiting turn looks at the fold before and after that time passes, so it sees every step and
+every pause; held once for long, the fold stalls. Nothing sleeps: the wait's stall and cap are
+read on the clock, which moves only when the fold's steps say so.
+
+Fake engine: these tests are about how long a turn waits for a fold's progress (`work()`), which
+the fake reports as the real engine does; they do not depend on the model.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from pathlib import Path
+from collections.abc import Sequence
 
 from kotonia_tui.chat.events import FoldWait
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
-from kotonia_tui.engine import Priority, Slot
+from kotonia_tui.engine import Slot
 from tests.cards import write_short_card
+from tests.fake_clock import FakeClock
+from tests.fake_engine import FakeEngine, Step, scripted
 
-from .test_folding import CHAPTER, chat_until
-from .test_small_windows import events_of, open_chat
+from .test_folding import CHAPTER, chat_until, fake_settings_for
+from .test_small_windows import events_of
 
 # A chapter long enough that writing it takes a few dozen steps of the fold.
 LONG_CHAPTER = (
@@ -30,80 +33,79 @@ LONG_CHAPTER = (
     "brass compass of the Grey Heron, the letter from her brother Tom and the harbour records "
     "they would search at dawn, and Ann promised to stay until spring."
 )
+LOOK_POLL_S = 0.05  # real seconds between checks that the pace was stopped
 
 
-class Load:
-    """Holds the engine's owner thread for `hold_s` at a time, from a thread of its own, with
-    at least one step of the fold in between (`steady`), or once (`steady=False`)."""
+class Pace:
+    """Makes the fold slow by the clock: at each of its first `steps` steps, the turn that waits
+    looks at the fold (and sees the step's progress), the clock moves on by `step_s` with no
+    progress, and the turn looks again before the fold takes its next step. It runs on the fake
+    engine's owner thread (its step hook), so the fold cannot go on unseen; it stops when the
+    turn's wait ends (the fold then goes on at its own speed)."""
 
-    def __init__(self, service: ChatService, hold_s: float, *, steady: bool = True) -> None:
+    def __init__(self, service: ChatService, clock: FakeClock, step_s: float, steps: int):
+        assert isinstance(service.engine, FakeEngine)
         self.engine = service.engine
-        self.hold_s = hold_s
-        self.steady = steady
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.clock = clock
+        self.step_s = step_s
+        self.steps = steps
+        self.taken = 0
+        self.stopped = False
+        self.engine.on_step = self._step
+        service.subscribe(self._heard)
 
-    def start(self) -> None:
-        if not self._thread.is_alive() and not self._stop.is_set():
-            self._thread.start()
+    def _heard(self, event: object) -> None:
+        if isinstance(event, FoldWait) and event.done:
+            self.stopped = True
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+    def _step(self, step: Step) -> None:
+        if step.request.slot is not Slot.FOLD or self.stopped or self.taken >= self.steps:
+            return
+        self.taken += 1
+        self._looked()
+        self.clock.advance(self.step_s)
+        self._looked()
 
-    def _hold(self) -> None:
-        owner = self.engine._owner  # type: ignore[attr-defined]
-        owner.call(lambda: time.sleep(self.hold_s), priority=int(Priority.INTERACTIVE)).result()
-
-    def _run(self) -> None:
-        self._hold()
-        while self.steady and not self._stop.is_set():
-            seen = self.engine.work(Slot.FOLD)
-            while self.engine.work(Slot.FOLD) == seen and not self._stop.is_set():
-                time.sleep(0.001)  # until the fold took a step
-            self._hold()
-
-
-def load_when_the_turn_waits(service: ChatService, load: Load) -> list[FoldWait]:
-    """The load starts as the first turn begins to wait for a fold; the waits are recorded."""
-    waits: list[FoldWait] = []
-
-    def seen(event: object) -> None:
-        if isinstance(event, FoldWait):
-            waits.append(event)
-            load.start()
-
-    service.subscribe(seen)
-    return waits
+    def _looked(self) -> None:
+        """Until the waiting turn has looked at the fold once more (or the pace stopped)."""
+        looks = self.engine.looks
+        while not self.stopped and not self.engine.looked_since(looks, LOOK_POLL_S):
+            pass
 
 
-async def chat_until_a_turn_waits(service: ChatService, conv_id: int, load: Load) -> list[Turn]:
-    """Chat until a turn has waited for a fold (the load on while it waits); the turns sent."""
-    try:
-        return await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
-    finally:
-        load.stop()
+async def chat_until_a_turn_waits(service: ChatService, conv_id: int) -> list[Turn]:
+    """Chat until a turn has waited for a fold; the turns sent."""
+    return await chat_until(service, conv_id, lambda t: t.prepared.fold_wait_ms > 0)
 
 
-async def open_folding_chat(make_service, model: Path, **values) -> tuple[ChatService, int]:
-    """A chat whose chapter jobs run only when a turn waits for them."""
+async def open_folding_chat(
+    make_fake_service, script: str, **values
+) -> tuple[ChatService, int, FakeClock]:
+    """A chat whose chapter jobs run only when a turn waits for them, on a clock of its own."""
     values.setdefault("fold_delay_s", 3600)
-    return await open_chat(make_service, model, write_short_card(), **values)
+    key = write_short_card()
+    clock = FakeClock()
+    service = await make_fake_service(fake_settings_for(**values), scripted(script), clock=clock)
+    conv = service.new_conversation(service.library.get(key))
+    return service, conv.id, clock
 
 
-async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_service, scripted_model):
+def waits_in(events: Sequence[object]) -> list[FoldWait]:
+    return [e for e in events if isinstance(e, FoldWait)]
+
+
+async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_fake_service):
     """With a fixed bound of `fold_wait_s` the turn gave up on a fold that was getting on:
     the messages left the prompt (a forced cut) and the chapter landed turns later."""
-    # A batch of the fold's prompt can take a second on a loaded machine: the patience is
-    # more than a batch and a hold, the fold's 20 or so steps with a hold each far more.
     stall_s = 3.0
-    service, conv_id = await open_folding_chat(
-        make_service, scripted_model(CHAPTER), fold_wait_s=stall_s
+    service, conv_id, clock = await open_folding_chat(
+        make_fake_service, CHAPTER, fold_wait_s=stall_s
     )
-    load = Load(service, hold_s=0.4)
-    waits = load_when_the_turn_waits(service, load)
-    turns = await chat_until_a_turn_waits(service, conv_id, load)
+    # Each step a second, well under the patience; five of them, well over it.
+    Pace(service, clock, step_s=1.0, steps=5)
+    events = events_of(service)
+    turns = await chat_until_a_turn_waits(service, conv_id)
+    waits = waits_in(events)
     waited = turns[-1]
     # The premise: the fold took longer than the patience (it was slowed, and it moved).
     assert waited.prepared.fold_wait_ms > stall_s * 1000
@@ -119,13 +121,14 @@ async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_servi
     assert service.store.memory_state(conv_id).forced_cuts == 0
 
 
-async def test_a_fold_that_stops_moving_is_given_up_and_lands_later(make_service, scripted_model):
-    service, conv_id = await open_folding_chat(
-        make_service, scripted_model(LONG_CHAPTER), fold_wait_s=1.0
+async def test_a_fold_that_stops_moving_is_given_up_and_lands_later(make_fake_service):
+    service, conv_id, clock = await open_folding_chat(
+        make_fake_service, LONG_CHAPTER, fold_wait_s=1.0
     )
-    load = Load(service, hold_s=5.0, steady=False)  # the engine is taken for 5 s in one go
-    waits = load_when_the_turn_waits(service, load)
-    turns = await chat_until_a_turn_waits(service, conv_id, load)
+    Pace(service, clock, step_s=5.0, steps=1)  # the fold is held for 5 s in one go
+    events = events_of(service)
+    turns = await chat_until_a_turn_waits(service, conv_id)
+    waits = waits_in(events)
     gave_up = turns[-1]
     assert waits[-1].done
     assert waits[-1].text.startswith("waiting for the memory: the fold made no progress for 1 s")
@@ -141,39 +144,39 @@ async def test_a_fold_that_stops_moving_is_given_up_and_lands_later(make_service
     assert after.prepared.plan.apply_landed
 
 
-async def test_the_user_can_go_on_without_the_fold(make_service, scripted_model):
-    service, conv_id = await open_folding_chat(
-        make_service,
-        scripted_model(LONG_CHAPTER),
+async def test_the_user_can_go_on_without_the_fold(make_fake_service):
+    service, conv_id, clock = await open_folding_chat(
+        make_fake_service,
+        LONG_CHAPTER,
         fold_wait_s=600,  # only the user ends it
     )
     assert not service.go_on_without_fold(conv_id)  # no turn waits
-    load = Load(service, hold_s=0.25)
+    Pace(service, clock, step_s=1.0, steps=50)
     events = events_of(service)
     answered: list[bool] = []
 
     def go_on(event: object) -> None:
-        if isinstance(event, FoldWait) and not event.done:
-            load.start()
-            loop = asyncio.get_running_loop()
-            loop.call_later(0.5, lambda: answered.append(service.go_on_without_fold(conv_id)))
+        # The user goes on once the wait has said how far the fold has got.
+        if isinstance(event, FoldWait) and event.progress and not answered:
+            answered.append(service.go_on_without_fold(conv_id))
 
     service.subscribe(go_on)
-    turns = await chat_until_a_turn_waits(service, conv_id, load)
+    turns = await chat_until_a_turn_waits(service, conv_id)
     assert answered and answered[0]
-    waits = [e for e in events if isinstance(e, FoldWait)]
+    waits = waits_in(events)
     assert waits[-1].done
     assert waits[-1].text.startswith("waiting for the memory: going on without it, as asked")
     assert turns[-1].prepared.plan.forced_cut_through is not None
 
 
-async def test_the_wait_has_a_cap_however_the_fold_moves(make_service, scripted_model):
-    service, conv_id = await open_folding_chat(
-        make_service, scripted_model(LONG_CHAPTER), fold_wait_s=600, fold_wait_max_s=1.0
+async def test_the_wait_has_a_cap_however_the_fold_moves(make_fake_service):
+    service, conv_id, clock = await open_folding_chat(
+        make_fake_service, LONG_CHAPTER, fold_wait_s=600, fold_wait_max_s=1.0
     )
-    load = Load(service, hold_s=0.3)
-    waits = load_when_the_turn_waits(service, load)
-    turns = await chat_until_a_turn_waits(service, conv_id, load)
+    Pace(service, clock, step_s=0.3, steps=50)
+    events = events_of(service)
+    turns = await chat_until_a_turn_waits(service, conv_id)
+    waits = waits_in(events)
     assert waits[-1].done
     assert waits[-1].text.startswith("waiting for the memory: not finished after 1 s")
     assert turns[-1].prepared.plan.forced_cut_through is not None

@@ -1,19 +1,26 @@
-"""Generational memory end to end: real engine, real SQLite, the real fold worker.
+"""Generational memory end to end: real SQLite, the real fold worker and service.
 
-The model is a tiny GGUF whose greedy output is a fixed script (tests/tiny_models.py), so the
-chronicler's words are known: the tests can tell a stored chapter from a refusal (a chapter
-carries the script's words in its structure, tests/scripted_chapters.py), and the prompt's bytes
-from turn to turn. Replies in the chat are that same script.
+The chronicler's words are known: every model call writes a fixed script, so the tests can tell a
+stored chapter from a refusal (a chapter carries the script's words in its structure,
+tests/scripted_chapters.py), and the prompt's bytes from turn to turn. Replies in the chat are
+that same script. The first test runs the real engine on a tiny GGUF scripted so
+(tests/tiny_models.py): a turn, a fold that lands and the turn that applies it. The others run on
+the fake engine (tests/fake_engine.py), which writes the script the same way, in milliseconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.domain import FoldKind, FoldStatus, LedgerKind
+from kotonia_tui.engine import Slot
 from tests.cards import write_short_card
+from tests.fake_engine import Step, scripted
 from tests.scripted_chapters import written_by_script
+from tests.settings import fake_settings
 
 from .conftest import tiny_settings
 
@@ -24,11 +31,21 @@ CHAPTER = "Ann visited Wren at the lighthouse and they talked about the storm la
 HOLLOW_CHAPTER = "Harwick, Street, Corwin, Lamps, Storm, Tower, Key"
 
 
-def settings_for(model, **values):
+def _defaults(values):
     values.setdefault("n_ctx", 2048)
     values.setdefault("reply_max_tokens", 32)
     values.setdefault("prewarm_after_fold", False)
-    return tiny_settings(model, **values)
+    return values
+
+
+def settings_for(model, **values):
+    """A tiny real model's settings at the fold tests' window."""
+    return tiny_settings(model, **_defaults(values))
+
+
+def fake_settings_for(**values):
+    """The same settings, for the fake engine."""
+    return fake_settings(**_defaults(values))
 
 
 async def chat_until(service, conv_id, predicate, limit=200, say=None):
@@ -109,13 +126,13 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     assert after_done.metrics.evaluated < after_done.metrics.prompt_positions / 4
 
 
-async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
-    make_service, scripted_model
-):
+async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(make_fake_service):
+    """Fake engine: this test is about what chapters and major folds store, which does not
+    depend on the model."""
     key = write_short_card()
     # The scripted chronicler writes CHAPTER for the synopsis too: its target is that size.
-    service = await make_service(
-        settings_for(scripted_model(CHAPTER), major_gc_ratio=0.03, synopsis_target_ratio=0.01)
+    service = await make_fake_service(
+        fake_settings_for(major_gc_ratio=0.03, synopsis_target_ratio=0.01), scripted(CHAPTER)
     )
     conv = service.new_conversation(service.library.get(key))
     written: dict[int, str] = {}
@@ -142,13 +159,16 @@ async def test_chapters_stack_never_change_and_a_major_gc_keeps_old_synopses(
 
 
 async def test_a_chapter_that_holds_nothing_is_never_stored_and_the_range_is_quoted_instead(
-    make_service, scripted_model
+    make_fake_service,
 ):
     """A chapter whose items say nothing keeps nothing; asking a greedy chronicler again gives
     the same answer, and the range would stay out of the memory for good. Its chapter quotes
-    the range's own lines instead and says why."""
+    the range's own lines instead and says why.
+
+    Fake engine: this test is about what the worker stores for a hollow answer, which does not
+    depend on the model."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(HOLLOW_CHAPTER)))
+    service = await make_fake_service(fake_settings_for(), scripted(HOLLOW_CHAPTER))
     conv = service.new_conversation(service.library.get(key))
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
@@ -184,10 +204,12 @@ async def test_a_chapter_that_holds_nothing_is_never_stored_and_the_range_is_quo
 
 
 async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_stored(
-    make_service, scripted_model
+    make_fake_service,
 ):
+    """Fake engine: this test is about the ceiling and the store, which do not depend on the
+    model."""
     key = write_short_card()
-    service = await make_service(settings_for(scripted_model(CHAPTER)))
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # the summarizer "keeps failing": nothing lands
     turns = await chat_until(
@@ -212,11 +234,15 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     assert service.memory_view(conv.id).forced_cut_through_id is None
 
 
-async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_service, scripted_model):
+async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_fake_service):
+    """Fake engine: this test is about which chapters an edit refolds, which does not depend on
+    the model."""
     key = write_short_card()
     # The chapters stay live (no major fold takes them into the synopsis): an edit inside a
     # chapter the synopsis holds is test_small_windows' refold-and-rebuild case.
-    service = await make_service(settings_for(scripted_model(CHAPTER), major_gc_min_chapters=50))
+    service = await make_fake_service(
+        fake_settings_for(major_gc_min_chapters=50), scripted(CHAPTER)
+    )
     conv = service.new_conversation(service.library.get(key))
     for _ in range(2):
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -238,12 +264,15 @@ async def test_an_edit_inside_a_folded_range_refolds_that_range_only(make_servic
     assert first.id not in [c.id for c in live]
 
 
-async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_model):
+async def test_prewarm_makes_the_applying_turn_cheap(make_fake_service):
+    """Fake engine: this test is about the service prewarming the prompt a landed fold makes;
+    the engine's prewarm context (which the fake models as the real one does its items) is
+    tests/engine/test_engine.py's."""
     key = write_short_card()
     figures = {}
     for prewarm in (False, True):
-        service = await make_service(
-            settings_for(scripted_model(CHAPTER), prewarm_after_fold=prewarm)
+        service = await make_fake_service(
+            fake_settings_for(prewarm_after_fold=prewarm), scripted(CHAPTER)
         )
         conv = service.new_conversation(service.library.get(key))
         await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
@@ -260,17 +289,23 @@ async def test_prewarm_makes_the_applying_turn_cheap(make_service, scripted_mode
     assert warm.evaluated < warm.prompt_positions / 4
 
 
-async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(
-    make_service, tiny_noeos_model_path
-):
-    """The no-EOS model writes until its cap, so the chronicler runs long (and its cut summary
-    is then refused by the worker, which is fine here: this is about who goes first)."""
-    import asyncio
+async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(make_fake_service):
+    """The fold makes no progress once it has started (the fake engine pauses it), so the
+    chronicler runs as long as the test needs.
 
+    Fake engine: this test is about who goes first on the engine's owner thread, which the fake
+    runs its calls on as the real engine does; it does not depend on the model."""
     key = write_short_card()
-    service = await make_service(
-        settings_for(tiny_noeos_model_path, n_ctx=4096, temperature=0.8, reply_max_tokens=16)
-    )
+    service = await make_fake_service(fake_settings_for(reply_max_tokens=16), scripted(CHAPTER))
+    engine = service.engine
+    started = threading.Event()
+
+    def hold_the_fold(step: Step) -> None:
+        if step.request.slot is Slot.FOLD and not started.is_set():
+            started.set()
+            engine.hold(lambda request: request.slot is Slot.FOLD)
+
+    engine.on_step = hold_the_fold
     conv = service.new_conversation(service.library.get(key))
     await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None, limit=400)
     for _ in range(500):  # wait until the chronicler is generating
@@ -284,19 +319,23 @@ async def test_a_user_turn_goes_before_a_running_fold_and_never_waits_for_it(
     assert done.reply is not None and done.error is None
     # The reply came while the fold was still generating: the user did not wait for it.
     assert service.worker.running is not None and service.worker.running[0].id == job.id
+    engine.release()
 
 
 async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters(
-    make_service, scripted_model, tmp_path
+    make_fake_service, tmp_path
 ):
+    """Fake engine: this test is about the fold policy when the window shrinks, which does not
+    depend on the model."""
     from kotonia_tui.domain import Message, Role
 
     key = write_short_card()
     db = tmp_path / "shared.sqlite3"
-    model = scripted_model(CHAPTER)
     # A long conversation kept verbatim under a wide window (here: 8k counted as wide).
-    wide = await make_service(
-        settings_for(model, n_ctx=8192, wide_window_ctx=8192, reply_max_tokens=32), db=db
+    wide = await make_fake_service(
+        fake_settings_for(n_ctx=8192, wide_window_ctx=8192, reply_max_tokens=32),
+        scripted(CHAPTER),
+        db=db,
     )
     conv = wide.new_conversation(wide.library.get(key))
     backlog = []
@@ -308,7 +347,7 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     assert wide.store.memory_state(conv.id).memory_text == ""  # nothing folded yet
     await wide.close()
 
-    narrow = await make_service(settings_for(model, n_ctx=2048), db=db)
+    narrow = await make_fake_service(fake_settings_for(n_ctx=2048), scripted(CHAPTER), db=db)
     turn = await narrow.send(conv.id, "Now on a smaller model.")
     done = await turn.wait()
     assert done.error is None  # the prompt never overflows
@@ -329,20 +368,19 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     assert following.prepared.plan.forced_cut_through is None
 
 
-async def test_a_base_models_chapter_keeps_only_its_paragraph(make_service, scripted_model):
+async def test_a_base_models_chapter_keeps_only_its_paragraph(make_fake_service):
+    """Fake engine: this test is about what a chapter's schema lets in, which the fake applies
+    to the script as a grammar does; it does not depend on the model."""
     # The scripted model writes one paragraph, a blank line, then invents the next turn of the
     # transcript, as Gemma 3 270M (the embedded base model) does. A chapter's strings hold no
     # line break, so the invented turn can never enter the chapter. (The script closes its
-    # string: left open, the scripted model starts its sentence over where the grammar refuses
+    # string: left open, a scripted model starts its sentence over where the grammar refuses
     # the line break, and a sentence said twice is a loop, never stored.)
     script = ' Ann asked Wren about the lamps."\n\nNarrator: And then Wren lit them.'
     key = write_short_card()
-    service = await make_service(
-        settings_for(
-            scripted_model(script),
-            prompt_format="transcript",
-            chronicler_lead="In this part of the story,",
-        )
+    service = await make_fake_service(
+        fake_settings_for(prompt_format="transcript", chronicler_lead="In this part of the story,"),
+        scripted(script),
     )
     events: list[ServiceEvent] = []
     service.subscribe(events.append)

@@ -1,8 +1,10 @@
-"""Memory at small windows, refolds and long messages (issue 14): real engine, real SQLite.
+"""Memory at small windows, refolds and long messages (issue 14): real SQLite, the real fold
+worker and service.
 
-The chronicler is a scripted tiny GGUF (tests/tiny_models.py): its text is known, so the tests
-can tell what was stored, and how long it is in the model's own tokens. The same script
-answers the chat turns.
+Every model call writes a known script, so the tests can tell what was stored, and how long it
+is in the engine's tokens. The scenarios run on the fake engine (tests/fake_engine.py: its own
+simple tokenizer, answers scripted, instant); `doctor --load`, which loads the model in a
+process of its own, uses a scripted tiny GGUF (tests/tiny_models.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,8 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEv
 from kotonia_tui.chat.fold import synopsis as fold_synopsis
 from kotonia_tui.chat.fold.wait import Patience, WaitEnd
 from kotonia_tui.chat.service import ChatService
+from kotonia_tui.cli import chat as cli_chat
+from kotonia_tui.cli import main
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
@@ -34,35 +37,53 @@ from kotonia_tui.domain import (
     Role,
     utcnow,
 )
+from kotonia_tui.engine import Slot
 from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
 from tests.cards import write_short_card
+from tests.fake_engine import FakeEngine, open_fake_service, scripted
 from tests.scripted_chapters import written_by_script
 
-from .test_folding import CHAPTER, chat_until, settings_for
+from .test_folding import CHAPTER, chat_until, fake_settings_for
 
-# A synopsis the size of the default target at n_ctx 2048 (4% = 81 tokens, +-20%), in the
-# tiny tokenizer's tokens: English 77, Chinese 82, Japanese 85.
+# A synopsis the size of the default target at n_ctx 2048 (4% = 81 tokens, +-20%), in the fake
+# engine's tokens: English 74, Chinese 74, Japanese 76.
 ON_TARGET = {
     "en": (
         "Ann came to the lighthouse in a winter storm to find her brother Tom. Wren showed her "
-        "the brass compass of the Grey Heron and a letter, and Ann promised to stay until spring."
+        "the brass compass of the Grey Heron and a letter, and Ann promised to stay until spring. "
+        "They agreed to search the harbour records at dawn, and Wren lit the storm lamps for the "
+        "night while the last ferry waited at the pier in the rain."
     ),
-    "zh": "安在暴风雨夜来到灯塔找哥哥，任给她看了罗盘和一封旧信。",
-    "ja": "アンは嵐の夜に灯台へ来て兄を探し、レンは羅針盤を見せた。",
+    "zh": (
+        "安在暴风雨夜来到灯塔找哥哥汤姆，任给她看了灰鹭号的黄铜罗盘和一封旧信。"
+        "安答应留到春天，两人约定黎明去港口查记录，任还说灯油只够三个晚上，要去镇上买。"
+    ),
+    "ja": (
+        "アンは嵐の夜に灯台へ来て兄のトムを探し、レンは灰色の鷺号の羅針盤と古い手紙を見せた。"
+        "アンは春まで残ると約束し、二人は夜明けに港の記録を調べることにした。"
+    ),
 }
 
-SHORT_OF_TARGET = (  # 54 tokens: more than 20% under 81, more than half of it
+SHORT_OF_TARGET = (  # 52 tokens: more than 20% under 81, more than half of it
     "Ann came to the lighthouse in a winter storm to find her brother Tom. Wren showed her "
-    "the brass compass of the Grey Heron and a letter."
+    "the brass compass of the Grey Heron and an old letter, and Ann promised to stay until "
+    "spring at the lighthouse by the rocks of the bay."
 )
 
-FAR_TOO_SHORT = "Ann came to the lighthouse in a storm."  # 9 tokens: under a fifth of 81
+FAR_TOO_SHORT = "Ann came to the lighthouse in a storm."  # 10 tokens: under a fifth of 81
 
-FAR_TOO_LONG = (  # 116 tokens: more than 20% over 81
+FAR_TOO_LONG = (  # 106 tokens: more than 20% over 81
     "Ann came to the lighthouse in a winter storm to find her brother Tom, who sailed on the "
     "Grey Heron. Wren showed her a brass compass that a sailor left last spring. Ann said she "
-    "was allergic to cats; they agreed to search the harbour records at dawn."
+    "was allergic to cats; they agreed to search the harbour records at dawn. Wren lit the storm "
+    "lamps, and Ann wrote to her sister Mia in Oslo that she would stay at the lighthouse until "
+    "the ferry ran again in April, when the ice on the harbour had gone and the boats went out "
+    "again."
 )
+
+# A setup that takes a large share of a 2,048-token window: 811 tokens, which 4,000 characters
+# make in the fake engine's tokens and 2,000 in the tiny GGUF's (the doctor test below).
+LONG_SETUP = 4_000
 
 
 def write_long_card(setup_chars: int) -> str:
@@ -86,8 +107,9 @@ def write_long_card(setup_chars: int) -> str:
     return "long-wren"
 
 
-async def open_chat(make_service, model: Path, key: str, **values) -> tuple[ChatService, int]:
-    service = await make_service(settings_for(model, **values))
+async def open_chat(make_fake_service, script: str, key: str, **values) -> tuple[ChatService, int]:
+    """A chat with the card `key` on the fake engine, whose every call writes `script`."""
+    service = await make_fake_service(fake_settings_for(**values), scripted(script))
     conv = service.new_conversation(service.library.get(key))
     return service, conv.id
 
@@ -127,12 +149,13 @@ def events_of(service: ChatService) -> list[ServiceEvent]:
 # ---- 1. trigger and ceiling ---------------------------------------------------------------
 
 
-async def test_a_large_setup_still_queues_a_fold_turns_before_anything_is_cut(
-    make_service, scripted_model
-):
-    """With the trigger capped at the ceiling, the crossing turn was already a forced cut."""
-    key = write_long_card(2_000)
-    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), key)
+async def test_a_large_setup_still_queues_a_fold_turns_before_anything_is_cut(make_fake_service):
+    """With the trigger capped at the ceiling, the crossing turn was already a forced cut.
+
+    Fake engine: this test is about the fold policy's budgets for a large setup, which does
+    not depend on the model."""
+    key = write_long_card(LONG_SETUP)
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, key)
     service.worker.pause()  # look at the policy alone: nothing lands, nobody waits
     turns = await chat_until(
         service,
@@ -151,12 +174,11 @@ async def test_a_large_setup_still_queues_a_fold_turns_before_anything_is_cut(
     assert following.prepared.plan.forced_cut_through is None
 
 
-async def test_the_inspector_says_when_a_cards_setup_leaves_too_little_room(
-    make_service, scripted_model
-):
-    model = scripted_model(CHAPTER)
+async def test_the_inspector_says_when_a_cards_setup_leaves_too_little_room(make_fake_service):
+    """Fake engine: this test is about what the inspector says of a large setup, which does not
+    depend on the model."""
     short = write_short_card()
-    squeezed, conv_id = await open_chat(make_service, model, write_long_card(2_000))
+    squeezed, conv_id = await open_chat(make_fake_service, CHAPTER, write_long_card(LONG_SETUP))
     view = squeezed.memory_view(conv_id)
     assert view.room_note.startswith("Wren's setup leaves too little room: it takes ")
     assert "of the 2,048-token window" in view.room_note
@@ -185,14 +207,15 @@ def test_doctor_names_a_card_whose_setup_leaves_too_little_room(scripted_model, 
 # ---- 2. the fold gets through -------------------------------------------------------------
 
 
-async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(
-    make_service, scripted_model
-):
+async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(make_fake_service):
     """Every user turn preempted the fold, so the history reached the ceiling first and the
-    oldest messages left the prompt with no chapter for them."""
+    oldest messages left the prompt with no chapter for them.
+
+    Fake engine: this test is about when a turn waits for a fold, which does not depend on
+    the model."""
     service, conv_id = await open_chat(
-        make_service,
-        scripted_model(CHAPTER),
+        make_fake_service,
+        CHAPTER,
         write_short_card(),
         fold_delay_s=3600,  # the chapter job is queued but would not run for an hour
     )
@@ -214,9 +237,11 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(
 
 
 async def test_after_a_forced_cut_the_next_turn_carries_the_cut_messages_in_memory(
-    make_service, scripted_model
+    make_fake_service,
 ):
-    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    """Fake engine: this test is about what a turn carries after a forced cut, which does not
+    depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
     service.worker.pause()  # the chronicler cannot run: the ceiling cuts
     turns = await chat_until(
         service, conv_id, lambda t: t.prepared.plan.forced_cut_through is not None
@@ -234,14 +259,15 @@ async def test_after_a_forced_cut_the_next_turn_carries_the_cut_messages_in_memo
     assert after.prepared.state.forced_cut_through_id is None
 
 
-async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(
-    make_service, scripted_model
-):
+async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(make_fake_service):
     """A chapter job whose model call failed is retried at its own time (its backoff), and no
     turn waits for it. The chronicler's answer can no longer fail a chapter (an unusable one
     becomes an extract), so the failure is set on the job through the store: a real engine
-    cannot be made to fail a call on demand."""
-    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    cannot be made to fail a call on demand.
+
+    Fake engine: this test is about which folds a turn waits for, which does not depend on
+    the model."""
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
     service.worker.pause()
     await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
     (job,) = service.open_folds(conv_id)
@@ -267,11 +293,11 @@ async def test_a_turn_never_waits_for_a_fold_that_failed_its_last_attempt(
 
 
 async def test_editing_a_message_in_the_synopsis_rebuilds_it_from_the_current_chapters(
-    make_service, scripted_model
+    make_fake_service,
 ):
-    service, conv_id = await open_chat(
-        make_service, scripted_model(ON_TARGET["en"]), write_short_card()
-    )
+    """Fake engine: this test is about what an edit refolds and rebuilds, which does not depend on
+    the model."""
+    service, conv_id = await open_chat(make_fake_service, ON_TARGET["en"], write_short_card())
     store = service.store
     currents: list[int] = []
 
@@ -324,10 +350,10 @@ QUOTING_CHAPTER = (
 )
 
 
-async def test_a_chapter_that_quotes_refusal_words_lands_as_memory(make_service, scripted_model):
-    service, conv_id = await open_chat(
-        make_service, scripted_model(QUOTING_CHAPTER), write_short_card()
-    )
+async def test_a_chapter_that_quotes_refusal_words_lands_as_memory(make_fake_service):
+    """Fake engine: this test is about how a chapter is judged, on its structure, which does not
+    depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, QUOTING_CHAPTER, write_short_card())
     events = events_of(service)
     await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
     await service.worker.wait_settled(conv_id)
@@ -343,12 +369,10 @@ async def test_a_chapter_that_quotes_refusal_words_lands_as_memory(make_service,
 # ---- 7. the synopsis: enough chapters, a held length --------------------------------------
 
 
-async def test_a_major_fold_takes_at_least_three_chapters_at_a_small_window(
-    make_service, scripted_model
-):
-    service, conv_id = await open_chat(
-        make_service, scripted_model(ON_TARGET["en"]), write_short_card()
-    )
+async def test_a_major_fold_takes_at_least_three_chapters_at_a_small_window(make_fake_service):
+    """Fake engine: this test is about how many chapters a major fold takes, which does not depend
+    on the model."""
+    service, conv_id = await open_chat(make_fake_service, ON_TARGET["en"], write_short_card())
     store = service.store
     await fold_until(service, conv_id, lambda: len(store.synopsis_versions(conv_id)) >= 2)
     versions = store.synopsis_versions(conv_id)
@@ -363,11 +387,11 @@ async def test_a_major_fold_takes_at_least_three_chapters_at_a_small_window(
 
 @pytest.mark.parametrize("language", ["en", "zh", "ja"])
 async def test_a_synopsis_on_its_target_length_is_stored_with_its_target(
-    make_service, scripted_model, language: str
+    make_fake_service, language: str
 ):
-    service, conv_id = await open_chat(
-        make_service, scripted_model(ON_TARGET[language]), write_short_card()
-    )
+    """Fake engine: this test is about the synopsis's length check, in the engine's tokens, which
+    does not depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, ON_TARGET[language], write_short_card())
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
     assert synopsis is not None and synopsis.text == ON_TARGET[language]
@@ -376,15 +400,16 @@ async def test_a_synopsis_on_its_target_length_is_stored_with_its_target(
 
 
 async def test_a_synopsis_far_longer_than_its_target_is_never_stored_its_chapters_are_quoted(
-    make_service, scripted_model
+    make_fake_service,
 ):
     """Asked again with the draft, a greedy chronicler writes it again: still far too long, the
     draft is not stored. Failing the major fold left the memory over its ceiling for good (the
     shipped evaluation: the major fold failed 4 times and the memory grew to 1,535 tokens); the
-    synopsis quotes the chapters in its target length instead, and says so."""
-    service, conv_id = await open_chat(
-        make_service, scripted_model(FAR_TOO_LONG), write_short_card()
-    )
+    synopsis quotes the chapters in its target length instead, and says so.
+
+    Fake engine: this test is about what a major fold stores for drafts too long, which does
+    not depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, FAR_TOO_LONG, write_short_card())
     events = events_of(service)
     store = service.store
     for _ in range(40):
@@ -419,15 +444,16 @@ async def test_a_synopsis_far_longer_than_its_target_is_never_stored_its_chapter
     ]
 
 
-async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(
-    make_service, scripted_model
-):
+async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(make_fake_service):
     """The embedded 270M wrote the same 21-token sentence as six synopsis versions in a row: each
     major fold folded its chapters into nothing, and only the ledger kept anything of them. A
     draft that says nothing the old synopsis did not, when its chapters do, is asked again and
-    never stored; the synopsis quotes the old one and the chapters instead, and says why."""
+    never stored; the synopsis quotes the old one and the chapters instead, and says why.
+
+    Fake engine: this test is about what a major fold stores for a draft that says nothing
+    new, which does not depend on the model."""
     old = ON_TARGET["en"]  # the chronicler answers every call with the old synopsis
-    service, conv_id = await open_chat(make_service, scripted_model(old), write_short_card())
+    service, conv_id = await open_chat(make_fake_service, old, write_short_card())
     ctx = service.worker.context
     target = ctx.synopsis_target(await ctx.budgets_for(conv_id))
     cast = service.cast_of(conv_id)
@@ -461,13 +487,16 @@ async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(
     assert (kept.text, kept.why) == (old, "")
 
 
-async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_service, scripted_model):
+async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_fake_service):
     """A refused synopsis failed the major fold: the chapters stayed in the memory until it grew
     past its ceiling and a turn cut the oldest messages (a 40-turn run on the embedded 270M,
     whose draft narrating "I will not tell anyone" read as a refusal). Refused every time, the
-    synopsis quotes the old one and the chapters instead, and says why."""
+    synopsis quotes the old one and the chapters instead, and says why.
+
+    Fake engine: this test is about what a major fold stores for a refusal, which does not
+    depend on the model."""
     service, conv_id = await open_chat(
-        make_service, scripted_model("I'm sorry, but I can't help with that."), write_short_card()
+        make_fake_service, "I'm sorry, but I can't help with that.", write_short_card()
     )
     ctx = service.worker.context
     target = ctx.synopsis_target(await ctx.budgets_for(conv_id))
@@ -495,20 +524,23 @@ async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_servi
 @pytest.mark.parametrize(
     ("script", "why"),
     [
-        (SHORT_OF_TARGET, "54 tokens: two thirds"),
-        (CHAPTER, "33 tokens: two fifths"),
-        (FAR_TOO_SHORT, "9 tokens: a ninth"),
+        (SHORT_OF_TARGET, "52 tokens: two thirds"),
+        (CHAPTER, "16 tokens: a fifth"),
+        (FAR_TOO_SHORT, "10 tokens: an eighth"),
     ],
 )
 async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
-    make_service, scripted_model, script: str, why: str
+    make_fake_service, script: str, why: str
 ):
     """A small model that cannot hit the length: refusing a short draft held every major fold
     (on the embedded default, with a floor of half the target: 15-token drafts for a target of
     59 refused, the chapters piled up and 12 of 40 turns cut messages; with a fifth, 15-token
     drafts for a target of 81 failed on every attempt). The longest short draft is stored,
-    once its calls are spent."""
-    service, conv_id = await open_chat(make_service, scripted_model(script), write_short_card())
+    once its calls are spent.
+
+    Fake engine: this test is about what a major fold stores for drafts too short, which
+    does not depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, script, write_short_card())
     events = events_of(service)
     await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
     synopsis = service.store.current_synopsis(conv_id)
@@ -531,13 +563,15 @@ async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
 # ---- 8. the small ones --------------------------------------------------------------------
 
 
-async def test_a_base_models_synopsis_starts_with_its_own_lead(make_service, scripted_model):
+async def test_a_base_models_synopsis_starts_with_its_own_lead(make_fake_service):
+    """Fake engine: this test is about the lead a transcript-format synopsis is given, which does
+    not depend on the model."""
     script = (
         " Ann came to the lighthouse in a winter storm to find her brother Tom, and Wren "
         "showed her the compass of the Grey Heron and a letter; Ann promised to stay."
     )
     service, conv_id = await open_chat(
-        make_service, scripted_model(script), write_short_card(), prompt_format="transcript"
+        make_fake_service, script, write_short_card(), prompt_format="transcript"
     )
     # The user tells the story the script's chapters record: a chapter's items must rest on
     # the messages they cite, and a scripted chronicler cites the user's lines too.
@@ -557,10 +591,10 @@ async def test_a_base_models_synopsis_starts_with_its_own_lead(make_service, scr
     )
 
 
-async def test_the_chronicler_knows_the_user_by_the_name_their_lines_carry(
-    make_service, scripted_model
-):
-    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+async def test_the_chronicler_knows_the_user_by_the_name_their_lines_carry(make_fake_service):
+    """Fake engine: this test is about the cast the chronicler is told, which does not depend on
+    the model."""
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
     assert service.cast_of(conv_id).user == "User"  # the persona, before anything is said
     service.store.add_messages(
         conv_id, [Message(role=Role.USER, speaker="Ann", text="I am Ann, from the ferry.")]
@@ -568,15 +602,16 @@ async def test_the_chronicler_knows_the_user_by_the_name_their_lines_carry(
     assert service.cast_of(conv_id).user == "Ann"
 
 
-async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
-    make_service, scripted_model
-):
-    """It failed with "leave -18278 tokens ... for the summary", every attempt."""
+async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(make_fake_service):
+    """It failed with "leave -18278 tokens ... for the summary", every attempt.
+
+    Fake engine: this test is about how a message too long for one call is folded, which
+    does not depend on the model."""
     # The script closes its string: at this window an item's text has room for the script
     # twice, and a scripted model that starts its sentence over writes a loop, which is never
     # stored (memory/structured.py `says_something`).
     service, conv_id = await open_chat(
-        make_service, scripted_model(CHAPTER + '"'), write_short_card(), n_ctx=8192
+        make_fake_service, CHAPTER + '"', write_short_card(), n_ctx=8192
     )
     store = service.store
     events = events_of(service)
@@ -620,18 +655,25 @@ async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(
     assert len(jobs) >= 2 and all(j.status is FoldStatus.DONE for j in jobs)
 
 
-def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(scripted_model, kotonia_home):
+def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(kotonia_home, monkeypatch, capsys):
+    """`kotonia chat --say ... --stats`, run in this process on the fake engine.
+
+    Fake engine: this test is about the figures the command prints for turns that fold, which
+    do not depend on the model (tests/chat/test_recall.py runs the command in a process of its
+    own on a tiny GGUF). The fake's tokens are fewer than the tiny GGUF's: 60 turns fold where
+    30 did."""
     write_short_card()
-    env = {
-        "KOTONIA_MODEL_PATH": str(scripted_model(CHAPTER)),
-        "KOTONIA_N_CTX": "2048",
-        "KOTONIA_FOLD_DELAY_S": "0",
-    }
-    says = [arg for i in range(30) for arg in ("--say", f"Message number {i} about the lamps.")]
-    done = run_kotonia(["chat", "wren", *says, "--stats"], env)
-    assert done.returncode == 0, done.stderr
-    stats = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-    assert len(stats) == 30
+    monkeypatch.setenv("KOTONIA_N_CTX", "2048")
+    monkeypatch.setenv("KOTONIA_FOLD_DELAY_S", "0")
+
+    def open_on_the_fake(settings, *, db=None, progress=None):
+        return open_fake_service(settings, scripted(CHAPTER), db=db)
+
+    monkeypatch.setattr(cli_chat, "open_service", open_on_the_fake)
+    says = [arg for i in range(60) for arg in ("--say", f"Message number {i} about the lamps.")]
+    assert main(["chat", "wren", *says, "--stats"]) == 0
+    stats = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line[:1] == "{"]
+    assert len(stats) == 60
     assert all(
         isinstance(s["forced_cut"], bool) and isinstance(s["fold_applied"], bool) for s in stats
     )
@@ -640,18 +682,22 @@ def test_stats_lines_say_whether_a_turn_cut_or_applied_a_fold(scripted_model, ko
 
 
 async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
-    make_service, tiny_noeos_model_path
+    make_fake_service,
 ):
-    """The chronicler writes until its cap here (the no-EOS model), so the major fold is long;
-    the turn waits for a chapter, not for it: the major fold stops, goes back to pending (not a
-    failed attempt), and the chapter runs at once."""
+    """The major fold's call makes no progress once it has started (the fake engine holds it),
+    so it is as long as the test needs; the turn waits for a chapter, not for it: the major fold
+    stops, goes back to pending (not a failed attempt), and the chapter runs at once.
+
+    Fake engine: this test is about which fold job gives way to which, which does not depend on
+    the model."""
     import asyncio
 
     from kotonia_tui.domain import Chapter, FoldJob
 
-    service, conv_id = await open_chat(
-        make_service, tiny_noeos_model_path, write_short_card(), temperature=0.8
-    )
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
+    assert isinstance(service.engine, FakeEngine)
+    # The synopsis is the fold's prose call; a chapter's call has a schema.
+    service.engine.hold(lambda request: request.slot is Slot.FOLD and not request.json_schema)
     events = events_of(service)
     store = service.store
     ids = store.add_messages(
@@ -690,7 +736,7 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
     )
     assert await service.worker.wait_for([chapter.id], Patience(60, 60)) is WaitEnd.DONE
     assert store.get_fold(chapter.id).attempts == 1  # it ran, at once
-    # Under its grammar even the no-EOS chronicler's chapter ends inside its bound: it landed.
+    # The chapter landed: the range it covers is in the memory.
     (landed,) = [c for c in store.chapters(conv_id) if c.first_message_id == ids[16]]
     assert landed.last_message_id == ids[19]
     gave_way = [
@@ -703,18 +749,21 @@ async def test_a_running_major_fold_gives_way_to_the_chapter_a_turn_waits_for(
 
 
 async def test_a_turn_waits_for_the_major_fold_when_the_memory_that_landed_cannot_fit(
-    make_service, scripted_model
+    make_fake_service,
 ):
     """Measured at n_ctx 2048 on the embedded default: chapters landed but together did not
     fit under the ceiling, so every turn cut messages, waited for their chapter, and the major
     fold gave way to each chapter; no synopsis landed in 40 turns. A turn now waits for the
-    major fold too, and carries the smaller memory it writes."""
+    major fold too, and carries the smaller memory it writes.
+
+    Fake engine: this test is about when a turn waits for a major fold, which does not
+    depend on the model."""
     from datetime import timedelta
 
     from kotonia_tui.domain import Chapter, FoldJob, utcnow
 
     service, conv_id = await open_chat(
-        make_service, scripted_model(ON_TARGET["en"]), write_short_card(), fold_delay_s=3600
+        make_fake_service, ON_TARGET["en"], write_short_card(), fold_delay_s=3600
     )
     store = service.store
     ids = store.add_messages(
@@ -757,14 +806,17 @@ async def test_a_turn_waits_for_the_major_fold_when_the_memory_that_landed_canno
 
 
 async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_and_waits(
-    make_service, scripted_model
+    make_fake_service,
 ):
     """Measured at n_ctx 2048: a reply that ran to its cap carried the history from under the
     trigger past the ceiling, no chapter job was open, and the turn cut first and queued the
     chapter after (2 of the 3 forced cuts in 40 turns). Here a long stretch arrives at once
-    (as an import or a long reply does): the turn queues the chapter and waits for it."""
+    (as an import or a long reply does): the turn queues the chapter and waits for it.
+
+    Fake engine: this test is about which chapter a turn queues and waits for, which does
+    not depend on the model."""
     service, conv_id = await open_chat(
-        make_service, scripted_model(ON_TARGET["en"]), write_short_card(), fold_delay_s=3600
+        make_fake_service, ON_TARGET["en"], write_short_card(), fold_delay_s=3600
     )
     line = "Ann and Wren walked the gallery and counted the lamps again, one by one. " * 3
     service.store.add_messages(
@@ -784,16 +836,15 @@ async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_an
     assert service.store.chapters(conv_id)
 
 
-async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
-    make_service, scripted_model
-):
+async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(make_fake_service):
     """The shipped evaluation (embedded default, n_ctx 6144, summary_max_tokens 256) asked for
     a synopsis of 245 tokens under a 256-token cap: a draft near its length was cut, and the
     major fold failed at the first cut, three times. Now the target leaves room under the cap,
-    and a cut draft is shown to the chronicler to write shorter; it is never stored."""
-    service, conv_id = await open_chat(
-        make_service, scripted_model(FAR_TOO_LONG), write_short_card()
-    )
+    and a cut draft is shown to the chronicler to write shorter; it is never stored.
+
+    Fake engine: this test is about what a major fold does with a draft the cap stops, which
+    does not depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, FAR_TOO_LONG, write_short_card())
     ctx = service.worker.context
     budgets = await ctx.budgets_for(conv_id)
     for cap in (64, 100, 256, 4096):
@@ -802,7 +853,7 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
         assert target * (1 + LENGTH_TOLERANCE) < cap or target == budgets.synopsis_target
         assert target <= budgets.synopsis_target
 
-    capped = replace(ctx, max_output=100)  # the script runs to 116 tokens: cut at 100
+    capped = replace(ctx, max_output=100)  # the script runs to 106 tokens: cut at 100
     chapters = [
         Chapter(
             conversation_id=conv_id,
@@ -823,13 +874,14 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(
     assert FAR_TOO_LONG[:40] not in draft.text
 
 
-async def test_a_chapter_in_its_failure_backoff_does_not_hold_back_the_next_fold(
-    make_service, scripted_model
-):
+async def test_a_chapter_in_its_failure_backoff_does_not_hold_back_the_next_fold(make_fake_service):
     """While one chapter job waited for its retry, no later range was queued at the trigger:
     each fold began as a forced cut at the ceiling (20 of 300 prompt-cache benchmark turns).
-    The next range is queued after the failing job's, and nothing is cut meanwhile."""
-    service, conv_id = await open_chat(make_service, scripted_model(CHAPTER), write_short_card())
+    The next range is queued after the failing job's, and nothing is cut meanwhile.
+
+    Fake engine: this test is about which ranges the fold policy queues, which does not
+    depend on the model."""
+    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
     store = service.store
     ids = store.add_messages(
         conv_id,

@@ -1,8 +1,12 @@
-"""Structured chapters end to end: the real fold worker, the real engine under the chapter's
-grammar, scripted tiny models whose greedy answer is a given chapter JSON, a real SQLite file.
+"""Structured chapters end to end: the real fold worker, a real SQLite file, and the fake engine
+(tests/fake_engine.py) answering a given chapter JSON, written under the chapter's schema as its
+grammar makes a model write it.
 
-One conversation of twelve messages is folded in three chapters, each by a model scripted for
-its range (a scripted model answers every prompt the same, so each chapter gets its own): the
+Fake engine: these tests are about how a chapter's answer is read, stored and carried in the
+ledger, which does not depend on the model (tests/engine/test_grammar.py runs the real grammar).
+
+One conversation of twelve messages is folded in three chapters, each by a chronicler scripted
+for its range (a scripted answer is the same for every prompt, so each chapter gets its own): the
 first opens a thread, the second records a fact the user stated but misses a name they gave (the
 readback asks again, then stores the chapter with the miss), the third resolves the thread by
 its label. A major fold then rewrites the synopsis and leaves the ledger byte for byte.
@@ -12,10 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
-from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.chat.fold.chronicle import chronicle
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.domain import (
@@ -32,7 +34,8 @@ from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.ledger import render_ledger
 from kotonia_tui.store import Store
 from kotonia_tui.store.ledger_rows import REFOLD_NOTE
-from tests.settings import tiny_settings
+from tests.fake_engine import FakeEngine, scripted
+from tests.settings import fake_settings
 
 CAST = Cast(char="Wren", user="Ann")
 LINES = [
@@ -49,10 +52,12 @@ LINES = [
     (Role.USER, "You scared me!"),
     (Role.CHARACTER, "I am sorry."),
 ]
-# Each answer as the schema spells it: every list this source's schema holds at the tests'
-# budget (the tiny tokenizer's characters cost the most, so claims, decisions and promises do
-# not fit), in its order, each item's text before its ids; "resolved" once a thread is open.
-# (The spaces the grammar allows keep the scripted model's runs apart.)
+# Each answer as the schema spells it at the tiny GGUF's budget (its tokenizer's characters cost
+# the most, so claims, decisions and promises do not fit), in its order, each item's text before
+# its ids; "resolved" once a thread is open. (The spaces the grammar allows kept a scripted
+# model's runs apart.) The fake engine writes each under its request's schema as a grammar does
+# (tests/fake_engine.py `conform`): in its cheaper tokens claims and decisions fit too, and are
+# written empty.
 NONE = '"constraints": []'
 # Every item says what the messages it cites say (an item they do not hold is dropped), an event
 # starts with a name of the cast (the grammar), and no two items cite the same first id (a
@@ -69,8 +74,8 @@ FORGETS = (
     '"user_facts":[{ "fact":"Ann has a sister, Mia, who lands on the 14th.", "ids":[5],'
     '"replaces":""}],' + NONE + ',"open_threads" : [],"resolved" :[ ]}'
 )
-# Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry). With
-# "resolved" in the schema, "constraints" no longer fits the budget.
+# Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry). At the
+# tiny GGUF's budget, with "resolved" in the schema, "constraints" no longer fits.
 RESOLVES = (
     '{"events":[{"event":"Wren said the key was in his coat all along.","ids":[10]}],'
     '"user_facts":[],'
@@ -96,10 +101,10 @@ def seed(store: Store) -> int:
     return conv.id
 
 
-async def fold(store: Store, model: Path, job: FoldJob, **values: Any) -> None:
-    """Run one fold job on the real worker with an engine on `model`."""
-    settings = tiny_settings(model, n_ctx=2048, **values)
-    engine = open_engine(settings)
+async def fold(store: Store, answer: str, job: FoldJob, **values: Any) -> None:
+    """Run one fold job on the real worker, on the fake engine answering `answer`."""
+    settings = fake_settings(n_ctx=2048, **values)
+    engine = FakeEngine.for_settings(settings, scripted(answer))
     worker = FoldWorker(
         store,
         engine,
@@ -126,12 +131,12 @@ def chapter_job(conv_id: int, first: int, last: int) -> FoldJob:
 
 
 def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_survives(
-    tmp_path, scripted_model
+    tmp_path,
 ):
     store = Store.open(tmp_path / "kotonia.sqlite3")
     conv_id = seed(store)
 
-    asyncio.run(fold(store, scripted_model(OPENS), chapter_job(conv_id, 1, 4)))
+    asyncio.run(fold(store, OPENS, chapter_job(conv_id, 1, 4)))
     (first,) = store.chapters(conv_id)
     assert (first.first_message_id, first.last_message_id) == (1, 4)
     assert first.text == "- Ann said someone took the brass key. (#1)"
@@ -140,7 +145,7 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     assert (thread.label, thread.kind, thread.evidence) == ("T1", LedgerKind.THREAD, [3, 1])
     assert (thread.text, thread.chapter_id) == ("Who has the brass key", first.id)
 
-    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    asyncio.run(fold(store, FORGETS, chapter_job(conv_id, 5, 8)))
     second = store.chapters(conv_id)[1]
     assert second.text == "- Wren lit the storm lamps. (#6)"
     assert second.readback_misses == ["Oslo"]  # asked again, still missing: stored with it
@@ -162,7 +167,7 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     )
     assert quoted.text == 'said "I grew up in Oslo, you know."'
 
-    asyncio.run(fold(store, scripted_model(RESOLVES), chapter_job(conv_id, 9, 12)))
+    asyncio.run(fold(store, RESOLVES, chapter_job(conv_id, 9, 12)))
     third = store.chapters(conv_id)[2]
     assert third.text == (
         "- Wren said the key was in his coat all along. (#10)\nResolved: T1: Wren had it in a coat"
@@ -181,7 +186,7 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     asyncio.run(
         fold(
             store,
-            scripted_model(SYNOPSIS),
+            SYNOPSIS,
             major,
             major_gc_ratio=0.001,
             major_gc_min_chapters=1,
@@ -199,11 +204,11 @@ def test_a_thread_opened_in_chapter_1_is_closed_by_chapter_3_and_the_ledger_surv
     store.close()
 
 
-def test_a_readback_miss_is_retried_once(tmp_path, scripted_model):
+def test_a_readback_miss_is_retried_once(tmp_path):
     store = Store.open(tmp_path / "kotonia.sqlite3")
     conv_id = seed(store)
     messages = store.messages_between(conv_id, 5, 8)
-    engine = open_engine(tiny_settings(scripted_model(FORGETS), n_ctx=2048))
+    engine = FakeEngine.for_settings(fake_settings(n_ctx=2048), scripted(FORGETS))
     try:
         done = asyncio.run(
             chronicle(engine, ChronicleRequest.chapter(messages, CAST), max_output=1024)
@@ -215,14 +220,14 @@ def test_a_readback_miss_is_retried_once(tmp_path, scripted_model):
     store.close()
 
 
-def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path, scripted_model):
+def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path):
     """An edit inside chapter 2: its refold replaces the chapter, and the facts it recorded from
     the old text leave the prompt with it; they stay in the store, valid from the old chapter
     to the refold. Chapter 1's thread is not touched."""
     store = Store.open(tmp_path / "kotonia.sqlite3")
     conv_id = seed(store)
-    asyncio.run(fold(store, scripted_model(OPENS), chapter_job(conv_id, 1, 4)))
-    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    asyncio.run(fold(store, OPENS, chapter_job(conv_id, 1, 4)))
+    asyncio.run(fold(store, FORGETS, chapter_job(conv_id, 5, 8)))
     first, second = store.chapters(conv_id)
     thread, old_fact, old_quote = store.ledger(conv_id)
     assert (old_fact.chapter_id, old_fact.text) == (
@@ -235,7 +240,7 @@ def test_a_refold_supersedes_the_old_chapter_and_its_ledger_entries(tmp_path, sc
     refold = FoldJob(
         conversation_id=conv_id, kind=FoldKind.REFOLD, first_message_id=5, last_message_id=8
     )
-    asyncio.run(fold(store, scripted_model(REFOLDED), refold))
+    asyncio.run(fold(store, REFOLDED, refold))
 
     old = store.get_chapter(second.id)
     assert old.superseded_by is not None
@@ -273,18 +278,18 @@ INVENTS = (
 )
 
 
-def test_a_user_fact_the_chronicler_invented_does_not_reach_the_ledger(tmp_path, scripted_model):
+def test_a_user_fact_the_chronicler_invented_does_not_reach_the_ledger(tmp_path):
     """The invented fact, which the quality gate alone passed, is dropped; the fact grounded in
     the message it cites is stored."""
     store = Store.open(tmp_path / "kotonia.sqlite3")
     conv_id = seed(store)
-    asyncio.run(fold(store, scripted_model(INVENTS), chapter_job(conv_id, 1, 4)))
+    asyncio.run(fold(store, INVENTS, chapter_job(conv_id, 1, 4)))
     (first,) = store.chapters(conv_id)
     assert first.text == "- Ann said someone took the brass key. (#1)"
     assert "umbrella" not in (first.structure or "")
     assert store.ledger(conv_id, include_ended=True) == []
 
-    asyncio.run(fold(store, scripted_model(FORGETS), chapter_job(conv_id, 5, 8)))
+    asyncio.run(fold(store, FORGETS, chapter_job(conv_id, 5, 8)))
     facts = [(e.kind, e.text, e.evidence) for e in store.ledger(conv_id, include_ended=True)]
     assert facts == [
         (LedgerKind.USER_FACT, "Ann has a sister, Mia, who lands on the 14th.", [5]),

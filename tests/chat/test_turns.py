@@ -9,6 +9,8 @@ from kotonia_tui.chat.events import ReplyDelta, TurnDone
 from kotonia_tui.domain import MessageStatus, Role
 from kotonia_tui.memory.assembly import MEMORY_TITLE
 from tests.cards import write_short_card
+from tests.fake_engine import scripted
+from tests.settings import fake_settings
 
 from .conftest import cancel_turn_after, tiny_settings
 
@@ -61,9 +63,13 @@ async def test_alternate_greeting_opens_the_conversation(make_service, tiny_mode
 
 
 async def test_a_failed_model_call_keeps_the_users_message_and_the_chat_goes_on(
-    make_service, tiny_model_path
+    make_fake_service,
 ):
-    service = await make_service(tiny_settings(tiny_model_path, n_ctx=4096))
+    """Fake engine: this test is about what the service keeps when the engine refuses a prompt
+    (the same PromptTooLongError the real engine raises, tests/engine/test_engine.py), and the
+    fold the next turn waits for, which do not depend on the model. (On a tiny GGUF that fold,
+    of a 22,000-character message read in parts, took minutes on a loaded machine.)"""
+    service = await make_fake_service(fake_settings(n_ctx=4096), scripted("Hello again."))
     _, conv = await new_chat(service)
     huge = "the harbour bell rang again " * 800
     turn = await service.send(conv.id, huge)

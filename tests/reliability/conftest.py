@@ -19,7 +19,7 @@ from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings, app_dirs
 from tests.cards import SHORT_CARD_KEY, write_short_card
 from tests.history import seed_conversation
-from tests.settings import tiny_settings, tiny_values
+from tests.settings import fake_settings, tiny_settings, tiny_values
 
 __all__ = ["seed_conversation"]
 
@@ -50,6 +50,11 @@ def profile_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def settings_on(model: Path, **values: Any) -> Settings:
     """Settings with one profile on a tiny model; `values` go to the profile or the settings."""
     return tiny_settings(model, **{**RELIABILITY_DEFAULTS, **values})
+
+
+def fake_settings_on(**values: Any) -> Settings:
+    """The same settings for the fake engine (tests/fake_engine.py)."""
+    return fake_settings(**{**RELIABILITY_DEFAULTS, **values})
 
 
 def _toml(value: Any) -> str:

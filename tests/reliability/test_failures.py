@@ -1,4 +1,6 @@
 """Overflow and failure: each gives a visible, specific error; the story goes on; nothing is lost.
+The two chronicler failures run on the fake engine (tests/fake_engine.py) and a clock the test
+moves (tests/fake_clock.py); the rest on tiny real models.
 
 * a reply that runs into its cap and the window (a model that never stops, a small n_ctx);
 * a chronicler whose every chapter holds nothing (each range is quoted from its own lines);
@@ -24,12 +26,22 @@ from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold import worker as fold_worker
+from kotonia_tui.chat.service import ChatService
 from kotonia_tui.domain import FoldKind, FoldStatus, MessageStatus, Role
 from kotonia_tui.engine import EngineError, ModelFileError, Slot
-from kotonia_tui.engine.types import GenerationRequest, GenerationResult
+from kotonia_tui.engine.types import GenerationRequest
 from kotonia_tui.store import Store, StoreError
+from tests.fake_clock import FakeClock
+from tests.fake_engine import scripted
 
-from .conftest import HOLLOW_CHAPTER, db_path, settings_on, write_card, write_config
+from .conftest import (
+    HOLLOW_CHAPTER,
+    db_path,
+    fake_settings_on,
+    settings_on,
+    write_card,
+    write_config,
+)
 
 
 def user_texts(store: Store, conv_id: int) -> list[str]:
@@ -79,14 +91,27 @@ async def test_replies_that_fill_the_window_are_cut_visibly_and_the_story_goes_o
     assert service.store.integrity_check() == "ok"
 
 
-async def test_a_chronicler_that_never_gives_a_chapter(make_service, scripted_model, monkeypatch):
+async def run_retries(service: ChatService, clock: FakeClock) -> None:
+    """Every retry a failed fold job waits for runs now: the clock is moved past each backoff
+    until no job waits for one."""
+    while True:
+        assert await service.worker.wait_idle(60)
+        if not service.store.next_fold_due():
+            return
+        clock.advance(max(fold_worker.RETRY_BACKOFF_S))
+
+
+async def test_a_chronicler_that_never_gives_a_chapter(make_fake_service):
     """Every chapter the chronicler writes holds nothing, asked again the same. No empty chapter
     is stored and no job fails for it: each range is quoted from its own lines, with a note that
-    says why, so nothing leaves the prompt without being in the memory."""
-    monkeypatch.setattr(fold_worker, "RETRY_BACKOFF_S", (0, 0, 0, 0, 0))  # retry at once
+    says why, so nothing leaves the prompt without being in the memory.
+
+    Fake engine: this test is about what the fold worker stores and retries for an answer that
+    holds nothing, which does not depend on the model; the clock is moved past every backoff."""
     write_card()
-    service = await make_service(
-        settings_on(scripted_model(HOLLOW_CHAPTER), prewarm_after_fold=False), db=db_path()
+    clock = FakeClock()
+    service = await make_fake_service(
+        fake_settings_on(prewarm_after_fold=False), scripted(HOLLOW_CHAPTER), db_path(), clock
     )
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
@@ -102,6 +127,7 @@ async def test_a_chronicler_that_never_gives_a_chapter(make_service, scripted_mo
         assert done.error is None, done.error
         forced = forced or turn.prepared.plan.forced_cut_through is not None
         await asyncio.wait_for(service.worker.wait_settled(conv.id), 60)
+        await run_retries(service, clock)
         if len(store.chapters(conv.id, include_in_synopsis=True)) >= 3:
             break
     chapters = store.chapters(conv.id, include_in_synopsis=True, include_superseded=True)
@@ -121,27 +147,26 @@ async def test_a_chronicler_that_never_gives_a_chapter(make_service, scripted_mo
 
 
 async def test_a_chapter_whose_model_call_always_fails_is_quoted_on_its_last_attempt(
-    make_service, scripted_model, monkeypatch
+    make_fake_service,
 ):
     """The fold's model call raises an engine error every time. Each attempt fails visibly and
     is retried; the last one stores the range quoted from its own lines instead of failing for
     good, so the range is never in neither the prompt nor the memory.
 
-    The failing call is a fake wrapped around the real engine: a real llama.cpp context cannot be
-    made to fail a decode on demand. The turns, the store, the counts and the quote are real."""
-    monkeypatch.setattr(fold_worker, "RETRY_BACKOFF_S", (0, 0, 0, 0, 0))  # retry at once
+    Fake engine: a real llama.cpp context cannot be made to fail a decode on demand; the fake's
+    fold calls raise. The turns, the store, the counts, the quote and the worker's retries are
+    real; the clock is moved past every backoff."""
     write_card()
-    service = await make_service(
-        settings_on(scripted_model("The lamp is lit."), prewarm_after_fold=False), db=db_path()
-    )
-    real_generate = service.engine.generate
 
-    async def fold_calls_fail(request: GenerationRequest) -> GenerationResult:
+    def fold_calls_fail(request: GenerationRequest) -> str:
         if request.slot is Slot.FOLD:
             raise EngineError("llama_decode returned -3 (test)")
-        return await real_generate(request)
+        return "The lamp is lit."
 
-    monkeypatch.setattr(service.engine, "generate", fold_calls_fail)
+    clock = FakeClock()
+    service = await make_fake_service(
+        fake_settings_on(prewarm_after_fold=False), fold_calls_fail, db_path(), clock
+    )
     events: list[ServiceEvent] = []
     service.subscribe(events.append)
     conv = service.new_conversation(service.library.get("wren"))
@@ -151,7 +176,7 @@ async def test_a_chapter_whose_model_call_always_fails_is_quoted_on_its_last_att
         sent.append(f"Message number {index}: the lamps need 12 wicks from Tarn.")
         done = await (await service.send(conv.id, sent[-1])).wait()
         assert done.error is None, done.error
-        assert await service.worker.wait_idle(60)  # every retry runs (the backoff is 0)
+        await run_retries(service, clock)  # every retry runs
         if store.chapters(conv.id, include_in_synopsis=True):
             break
     first_job = min(

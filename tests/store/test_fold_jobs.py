@@ -139,6 +139,22 @@ def test_a_lease_that_ran_out_lets_another_worker_take_the_job(store: Store) -> 
     assert not store.renew_lease(job.id, "host:1:aa")
 
 
+def test_due_times_and_leases_go_by_the_callers_clock(store: Store) -> None:
+    """The fold worker passes its clock's `now` (tests move it instead of sleeping): a claim's
+    lease, its renewal and a start-up's look at leases all go by it."""
+    conv = new_conversation(store)
+    now = utcnow() + timedelta(hours=3)  # a clock three hours ahead of the system's
+    later = store.enqueue_fold(_job(conv.id, not_before=now - timedelta(minutes=1)))
+    claimed = store.claim_next_fold(now, claimer="host:1:aa", lease_s=60)
+    assert claimed is not None and claimed.id == later.id
+    assert claimed.lease_until == now + timedelta(seconds=60)
+    assert store.renew_lease(later.id, "host:1:aa", lease_s=60, now=now + timedelta(seconds=50))
+    held = now + timedelta(seconds=100)  # within the renewed lease
+    assert store.requeue_abandoned(lambda _claimer: False, now=held) == []
+    ran_out = now + timedelta(seconds=111)
+    assert store.requeue_abandoned(lambda _claimer: False, now=ran_out) == [later.id]
+
+
 def test_start_up_requeues_only_jobs_whose_worker_is_gone(store: Store) -> None:
     """Two instances starting together: the second must not requeue (and run again, paying for
     the model call twice) the job the first is running."""

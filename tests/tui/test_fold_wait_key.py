@@ -1,21 +1,57 @@
 """In the app, a turn waiting for a fold says how far the fold got and how to go on without it
 (issue 14): the key is in the status line and the footer while the wait lasts, and it works.
-Real app, engine (a scripted tiny GGUF) and store; the fold is slowed as in
-tests/chat/test_fold_wait.py (the engine's owner thread held between its steps)."""
+Real app, engine (a scripted tiny GGUF) and store; the fold is slowed by holding the engine's
+owner thread between its steps (`Load`)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from kotonia_tui.chat.events import FoldWait
+from kotonia_tui.chat.service import ChatService
 from kotonia_tui.domain import FoldJob, FoldKind, Message, Role, utcnow
+from kotonia_tui.engine import Priority, Slot
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.widgets.chat_input import ChatInput
-from tests.chat.test_fold_wait import Load
 from tests.chat.test_folding import CHAPTER
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, wait_for
 from tests.tui.screen_text import screen_text
 
 SIZE = (120, 40)
+
+
+class Load:
+    """Holds the engine's owner thread for `hold_s` at a time, from a thread of its own, with
+    at least one step of the fold in between."""
+
+    def __init__(self, service: ChatService, hold_s: float) -> None:
+        self.engine = service.engine
+        self.hold_s = hold_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _hold(self) -> None:
+        owner = self.engine._owner  # type: ignore[attr-defined]
+        owner.call(lambda: time.sleep(self.hold_s), priority=int(Priority.INTERACTIVE)).result()
+
+    def _run(self) -> None:
+        self._hold()
+        while not self._stop.is_set():
+            seen = self.engine.work(Slot.FOLD)
+            while self.engine.work(Slot.FOLD) == seen and not self._stop.is_set():
+                time.sleep(0.001)  # until the fold took a step
+            self._hold()
 
 
 async def test_the_key_to_go_on_without_the_fold_is_shown_and_works(scripted_model, mira_card):

@@ -14,13 +14,46 @@ the fold at any moment (a key); scripts keep the configured bounds.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+
+from kotonia_tui.domain import utcnow
 
 REPORT_EVERY_S = 1.0  # how often a waiting turn says how far the fold has got
 # What the user is told when a major fold stops for a turn waiting on chapters. It is not a
 # failed attempt: the job goes back to pending with no error (store.release_fold).
 GAVE_WAY = "gave way to a chapter a turn waits for"
+
+
+class Clock:
+    """The time the fold worker and a turn's wait go by: when a job falls due (its delay, its
+    backoff, a lease), how long a fold has not moved, how long a turn has waited. The system's
+    clock here; a test gives one it moves on itself, so time-driven behaviour is tested without
+    sleeping (tests/fake_clock.py). How often a waiting loop looks again is not the clock's:
+    those polls stay short real sleeps."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return utcnow()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def wait(self, event: asyncio.Event, timeout: float) -> bool:
+        """Until `event` is set (True) or `timeout` seconds have passed (False)."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+SYSTEM_CLOCK = Clock()
 
 
 class WaitEnd(StrEnum):

@@ -20,7 +20,6 @@ import logging
 import os
 import secrets
 import socket
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
@@ -29,9 +28,17 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold.chapters import fold_chapter_job
 from kotonia_tui.chat.fold.context import FoldContext, FoldFailed
 from kotonia_tui.chat.fold.synopsis import fold_synopsis_job
-from kotonia_tui.chat.fold.wait import GAVE_WAY, REPORT_EVERY_S, Patience, WaitEnd, WaitProgress
+from kotonia_tui.chat.fold.wait import (
+    GAVE_WAY,
+    REPORT_EVERY_S,
+    SYSTEM_CLOCK,
+    Clock,
+    Patience,
+    WaitEnd,
+    WaitProgress,
+)
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob, utcnow
+from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob
 from kotonia_tui.engine import (
     BackendUnavailableError,
     Engine,
@@ -83,8 +90,10 @@ class FoldWorker:
         cast: Callable[[int], Cast],
         budgets: Callable[[int], Awaitable[Budgets]] | None = None,
         notify: Callable[[ServiceEvent], None],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
+        self.clock = clock  # due times, backoff, leases and waits go by it
         self.engine = engine
         self.settings = settings
         self._notify = notify
@@ -118,7 +127,7 @@ class FoldWorker:
     # ---- lifetime -------------------------------------------------------------------------
 
     def start(self) -> None:
-        resumed = self.store.requeue_abandoned(claimer_gone)
+        resumed = self.store.requeue_abandoned(claimer_gone, now=self.clock.now())
         if resumed:
             log.info("resumed fold jobs whose worker is gone: %s", resumed)
         self._task = asyncio.create_task(self._run(), name="kotonia-fold-worker")
@@ -147,7 +156,7 @@ class FoldWorker:
     def running(self) -> tuple[StoredFoldJob, float] | None:
         if self._running is None:
             return None
-        return self._running, time.monotonic() - self._started_at
+        return self._running, self.clock.monotonic() - self._started_at
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no job is due or running (a script waits for the memory to settle)."""
@@ -188,10 +197,10 @@ class FoldWorker:
         if patience.stall_s <= 0 or patience.cap_s <= 0:
             return WaitEnd.CAPPED
         started = {job_id: self.store.get_fold(job_id).attempts for job_id in ids}
-        self.store.hasten_folds(ids)
+        self.store.hasten_folds(ids, now=self.clock.now())
         self._give_way(ids)
         self.wake()
-        began = moved = reported = time.monotonic()
+        began = moved = reported = self.clock.monotonic()
         first = seen = self.engine.work(Slot.FOLD)
         while True:
             waiting = [
@@ -201,7 +210,7 @@ class FoldWorker:
             ]
             if not waiting:
                 return WaitEnd.DONE
-            now = time.monotonic()
+            now = self.clock.monotonic()
             work = self.engine.work(Slot.FOLD)
             if work != seen:
                 seen, moved = work, now
@@ -246,7 +255,9 @@ class FoldWorker:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            job = self.store.claim_next_fold(utcnow(), claimer=self.claimer, lease_s=LEASE_S)
+            job = self.store.claim_next_fold(
+                self.clock.now(), claimer=self.claimer, lease_s=LEASE_S
+            )
             if job is None:
                 self._idle.set()
                 await self._sleep_until_due()
@@ -264,14 +275,13 @@ class FoldWorker:
         # Never longer than a lease: a job whose worker is gone falls due when its lease ends.
         timeout = LEASE_S
         if due is not None:
-            timeout = min(timeout, max(0.05, (due - utcnow()).total_seconds()))
+            timeout = min(timeout, max(0.05, (due - self.clock.now()).total_seconds()))
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        await self.clock.wait(self._wake, timeout)
 
     async def _run_one(self, job: StoredFoldJob) -> None:
         self._running = job
-        self._started_at = time.monotonic()
+        self._started_at = self.clock.monotonic()
         self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
         renewing = asyncio.create_task(self._renew(job), name=f"kotonia-fold-lease-{job.id}")
         try:
@@ -282,7 +292,7 @@ class FoldWorker:
                     self.context, job, last_attempt=self._attempts(job) >= MAX_ATTEMPTS
                 )
             self.wake()
-            elapsed = time.monotonic() - self._started_at
+            elapsed = self.clock.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, FoldState.LANDED, detail, elapsed))
         except BackendUnavailableError as exc:
             if not self._done_elsewhere(job):
@@ -322,9 +332,9 @@ class FoldWorker:
     async def _renew(self, job: StoredFoldJob) -> None:
         """Keep the claim on a running job alive (another instance leaves it alone)."""
         while True:
-            await asyncio.sleep(LEASE_S / 3)
+            await self.clock.sleep(LEASE_S / 3)
             try:
-                if not self.store.renew_lease(job.id, self.claimer, LEASE_S):
+                if not self.store.renew_lease(job.id, self.claimer, LEASE_S, now=self.clock.now()):
                     log.warning("fold job %s is no longer claimed by this worker", job.id)
                     return
             except StoreError as exc:  # a busy file: the next renewal tries again
@@ -345,7 +355,7 @@ class FoldWorker:
         self._deferrals[job.id] = self._deferrals.get(job.id, 0) + 1
         delay = min(getattr(exc, "retry_after_s", UNAVAILABLE_RETRY_S), UNAVAILABLE_RETRY_S)
         error = f"waiting for the model server: {exc}"
-        deferred = self.store.fail_fold(job.id, error, utcnow() + timedelta(seconds=delay))
+        deferred = self.store.fail_fold(job.id, error, self.clock.now() + timedelta(seconds=delay))
         log.info("fold job %s deferred: %s", job.id, exc)
         self._notify(FoldProgress(job.conversation_id, deferred, FoldState.DEFERRED, error))
 
@@ -359,7 +369,7 @@ class FoldWorker:
         retry_at = None
         if attempts < MAX_ATTEMPTS:
             delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]
-            retry_at = utcnow() + timedelta(seconds=delay)
+            retry_at = self.clock.now() + timedelta(seconds=delay)
         failed = self.store.fail_fold(job.id, error, retry_at)
         log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
         self._notify(FoldProgress(job.conversation_id, failed, FoldState.FAILED, error))
