@@ -120,27 +120,34 @@ class StoredConversation(Conversation):
     id: int
 
 
-# How the note of a chapter quoted from its range begins.
-QUOTED_NOTE = "quoted from messages"
 # The first line of a synopsis quoted from its chapters: the model reading the memory, and the
-# user in the inspector, are told it quotes the story rather than summarizing it.
+# user in the inspector, are told it quotes the story rather than summarizing it. Only said to
+# them: that a synopsis is quoted is its `origin`.
 QUOTED_SYNOPSIS_LEAD = (
     "Quoted from the story so far (the chronicler's summaries could not be used):"
 )
-# Every lead a stored quoted synopsis may begin with: the first one (only drafts that ran too
-# long were quoted then) is in existing stores.
-QUOTED_SYNOPSIS_LEADS = (
-    QUOTED_SYNOPSIS_LEAD,
-    "Quoted from the story so far (the chronicler's summaries ran too long):",
-)
 
 
-def quoted_synopsis_body(text: str) -> str | None:
-    """The quoted lines of a quoted synopsis (after its lead), or None for a summary."""
-    for lead in QUOTED_SYNOPSIS_LEADS:
-        if text.startswith(lead):
-            return text.removeprefix(lead).strip()
-    return None
+class ChapterOrigin(StrEnum):
+    """How a chapter was made."""
+
+    SUMMARY = "summary"  # the chronicler's chapter of its range
+    QUOTED = "quoted"  # the range's own lines, when the chronicler's answer was unusable
+    PARTS = "parts"  # one long message, summarized part by part
+
+
+class SynopsisOrigin(StrEnum):
+    """How a synopsis version was made."""
+
+    SUMMARY = "summary"  # the chronicler's synopsis
+    QUOTED = "quoted"  # the old synopsis and the chapters quoted, when no draft could be used
+
+
+class LedgerSource(StrEnum):
+    """Who wrote a ledger entry."""
+
+    CHRONICLER = "chronicler"  # an item of the chronicler's chapter
+    READBACK = "readback"  # the user's own sentence, quoted by code for what the chapter missed
 
 
 class Chapter(BaseModel):
@@ -166,12 +173,13 @@ class Chapter(BaseModel):
     # lack after the readback's one retry (kept so the inspector and the audit can show them).
     readback_misses: list[str] = Field(default_factory=list)
     note: str = ""  # said beside the text (summarized in parts; quoted, and why)
+    origin: ChapterOrigin = ChapterOrigin.SUMMARY
 
     @property
     def quoted(self) -> bool:
         """An extract of the range's own lines, stored when the chronicler's answer for it
         was unusable (chat/fold/chapters.py), not a summary."""
-        return self.note.startswith(QUOTED_NOTE)
+        return self.origin is ChapterOrigin.QUOTED
 
 
 class StoredChapter(Chapter):
@@ -195,13 +203,14 @@ class Synopsis(BaseModel):
     current: bool = True
     target_tokens: int = 0  # the length it was written to hold (0: none recorded)
     stale: bool = False  # it folded a chapter that was refolded since: never a rebuild's base
+    origin: SynopsisOrigin = SynopsisOrigin.SUMMARY
 
     @property
     def quoted(self) -> bool:
         """Its chapters quoted, stored when no draft could be used (every one ran too long,
         only said the old synopsis again, or was refused) or no room was left to ask again
         (chat/fold/synopsis.py)."""
-        return quoted_synopsis_body(self.text) is not None
+        return self.origin is SynopsisOrigin.QUOTED
 
 
 class StoredSynopsis(Synopsis):
@@ -256,6 +265,12 @@ class LedgerEntry(BaseModel):
     end: LedgerEnd | None = None
     end_note: str = ""  # how a thread was resolved
     created_at: datetime = Field(default_factory=utcnow)
+    source: LedgerSource = LedgerSource.CHRONICLER
+
+    @property
+    def quotes_user(self) -> bool:
+        """The user's own sentence, quoted by the readback (not the chronicler's paraphrase)."""
+        return self.source is LedgerSource.READBACK
 
 
 @dataclass(frozen=True)

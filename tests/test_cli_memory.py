@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from kotonia_tui.cli import main
 from kotonia_tui.domain import (
-    QUOTED_NOTE,
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
+    ChapterOrigin,
     Conversation,
     FoldJob,
     FoldKind,
@@ -20,6 +20,7 @@ from kotonia_tui.domain import (
     Role,
     StoredConversation,
     Synopsis,
+    SynopsisOrigin,
     utcnow,
 )
 from kotonia_tui.store import Store
@@ -143,7 +144,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
     path = tmp_path / "k.sqlite3"
     with Store.open(path) as store:
         conv = ann_and_wren(store, "My name is Ann Ruiz.", "Welcome, Ann.")
-        why = f"{QUOTED_NOTE} #1-#2: the chronicler's chapter was unusable (it was empty)"
+        why = "quoted from messages #1-#2: the chronicler's chapter was unusable (it was empty)"
         quoted = store.add_chapter(
             Chapter(
                 conversation_id=conv.id,
@@ -151,6 +152,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
                 last_message_id=2,
                 text="#1 Ann: My name is Ann Ruiz.",
                 note=why,
+                origin=ChapterOrigin.QUOTED,
             )
         )
         store.add_synopsis(
@@ -159,6 +161,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
                 version=0,
                 text=f"{QUOTED_SYNOPSIS_LEAD}\n#1-#2: #1 Ann: My name is Ann Ruiz.",
                 through_message_id=2,
+                origin=SynopsisOrigin.QUOTED,
             ),
             [],
         )

@@ -33,6 +33,7 @@ def _entry(entry: StoredLedgerEntry) -> dict[str, Any]:
         "valid_to_chapter": entry.ended_by_chapter_id,
         "end": entry.end.value if entry.end else None,
         "end_note": entry.end_note,
+        "source": entry.source.value,
     }
 
 
@@ -77,6 +78,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
             "tokens": synopsis.tokens,
             "text": synopsis.text,
             "quoted": synopsis.quoted,
+            "origin": synopsis.origin.value,
         },
         "chapters": [
             {
@@ -90,6 +92,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
                 "readback_misses": c.readback_misses,
                 "note": c.note,
                 "quoted": c.quoted,
+                "origin": c.origin.value,
             }
             for c in chapters
         ],

@@ -70,7 +70,7 @@ from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
-from kotonia_tui.memory.ledger import OVER_SHARE, carried, out_of_prompt
+from kotonia_tui.memory.ledger import LeftOut, carried, out_of_prompt
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
@@ -694,7 +694,7 @@ class ChatService:
             ledger_left_out=frozenset(
                 i
                 for i, why in out_of_prompt(ledger, state.memory_text, landed=pending_apply).items()
-                if why == OVER_SHARE
+                if why is LeftOut.OVER_SHARE
             ),
             settings=settings,
             note_tokens=note_tokens,

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
-from kotonia_tui.memory.readback import is_quote
 
 # UTF-8 needs at most 4 bytes for a code point and a token is at least one byte; the patterns
 # below allow no escapes, so this is the strict bound of tokens per string character.
@@ -227,7 +226,7 @@ class ChapterSource:
             # later chapter does not replace; and a small model shown them copied them into
             # its own items ("I'm Mara Lind" in chapter after chapter).
             replaceable=tuple(
-                e.label for e in ledger if e.kind in REPLACEABLE and not is_quote(e.text)
+                e.label for e in ledger if e.kind in REPLACEABLE and not e.quotes_user
             ),
             names=_speakers(m for m in messages if m.role is not Role.SYSTEM),
             user_names=_speakers(m for m in messages if m.role is Role.USER),

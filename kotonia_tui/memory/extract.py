@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui import terms
-from kotonia_tui.domain import Chapter, Message, Role, quoted_synopsis_body
+from kotonia_tui.domain import Chapter, Message, Role
 
 ELISION = " … "
 # A sentence ends after . ! ? … with any closing quotes or marks, before a space; after 。！？
@@ -167,14 +167,17 @@ def _shorten(text: str, limit_chars: int) -> str:
 SO_FAR = "So far"  # the label of an earlier synopsis's lines in a quoted synopsis
 
 
-def synopsis_passages(base: str | None, chapters: Sequence[Chapter]) -> list[Passage]:
+def synopsis_passages(
+    base: str | None, chapters: Sequence[Chapter], *, base_quoted: bool = False
+) -> list[Passage]:
     """What a synopsis quotes: the earlier synopsis (`base`), then each chapter under its range.
 
-    A quoted earlier synopsis is quoted by its own lines, each under the label it has ("So far",
-    "#33-#51"), not under a label of its own: labelled again, it read "So far: So far: #1-#32:
-    ..." after two quoted major folds."""
+    A quoted earlier synopsis (`base_quoted`: its origin says so) is quoted by its own lines
+    after its first (the line that tells the reader it is quoted), each under the label it has
+    ("So far", "#33-#51"), not under a label of its own: labelled again, it read "So far: So
+    far: #1-#32: ..." after two quoted major folds."""
     passages: list[Passage] = []
-    quoted = quoted_synopsis_body(base) if base else None
+    quoted = base.partition("\n")[2].strip() if base and base_quoted else None
     if quoted is not None:
         for line in quoted.splitlines():
             label, colon, text = line.partition(": ")

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from kotonia_tui.domain import LedgerKind, StoredLedgerEntry
-from kotonia_tui.memory.readback import asks, is_quote
+from kotonia_tui.memory.readback import asks
 
 LEDGER_HEADING = (
     "## Ledger\nWhat holds until a later chapter changes it; each line names its messages."
@@ -71,13 +72,16 @@ LEAVE_RANK = {
 }
 QUESTION_RANK = 1
 
-# Why a live entry is not in the prompt (the inspector and `kotonia memory` say it).
-OVER_SHARE = "over the ledger's share"
-NEXT_TURN = "landed: the next turn applies it"
+
+class LeftOut(StrEnum):
+    """Why a live entry is not in the prompt (the inspector and `kotonia memory` say it)."""
+
+    OVER_SHARE = "over the ledger's share"
+    NEXT_TURN = "landed: the next turn applies it"
 
 
 def _tier(entry: StoredLedgerEntry) -> int:
-    return QUESTION_RANK if asks(entry.text) else LEAVE_RANK[entry.kind]
+    return QUESTION_RANK if asks(entry) else LEAVE_RANK[entry.kind]
 
 
 def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
@@ -88,7 +92,7 @@ def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
     chronicler wrote before what quotes the user, then the newer entry first.
 
     A group is a kind, split in two: the entries the chronicler wrote and those that quote the
-    user's own sentence (`is_quote`: the readback's misses). A quote is the user's words, so it
+    user's own sentence (`quotes_user`: the readback's misses). A quote is the user's words, so it
     cannot be wrong; the chronicler's entry is a paraphrase a small model may have got wrong.
     But readback quotes pile up (every user line with a number the chapter missed), so they
     get their own depth and cannot push the chronicler's first facts out either.
@@ -101,10 +105,10 @@ def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
     depth: dict[int, int] = {}
     seen: dict[tuple[LedgerKind, bool, bool], int] = {}
     for e in sorted(live, key=lambda e: e.id):
-        group = (e.kind, is_quote(e.text), asks(e.text))
+        group = (e.kind, e.quotes_user, asks(e))
         depth[e.id] = seen.get(group, 0)
         seen[group] = depth[e.id] + 1
-    return sorted(live, key=lambda e: (_tier(e), -depth[e.id], is_quote(e.text), -e.id))
+    return sorted(live, key=lambda e: (_tier(e), -depth[e.id], e.quotes_user, -e.id))
 
 
 @dataclass(frozen=True)
@@ -150,10 +154,10 @@ def carried(entries: Sequence[StoredLedgerEntry], memory_text: str) -> frozenset
 
 def out_of_prompt(
     entries: Sequence[StoredLedgerEntry], memory_text: str, *, landed: bool
-) -> dict[int, str]:
+) -> dict[int, LeftOut]:
     """Why each live entry a memory block's text does not carry is out of the prompt, by id.
     The ledger changes only when a fold lands: with nothing landed (`landed` false), such an
     entry is one the ledger's share left out; with landed memory, the next turn applies it."""
     shown = carried(entries, memory_text)
-    reason = NEXT_TURN if landed else OVER_SHARE
+    reason = LeftOut.NEXT_TURN if landed else LeftOut.OVER_SHARE
     return {e.id: reason for e in entries if e.ended_by_chapter_id is None and e.id not in shown}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kotonia_tui.domain import Message, Role
+from kotonia_tui.domain import LedgerEntry, Message, Role
 from kotonia_tui.terms import holds_specific, specifics
 
 # Where a sentence ends: after its mark and a space, or at a line break.
@@ -40,12 +40,10 @@ def missing(items: Sequence[str], kept: str) -> list[str]:
     return [item for item in items if not holds_specific(kept, item)]
 
 
-# How the ledger writes a sentence quoted from the user's lines (`quoted_lines`).
-QUOTE_PREFIX = 'said "'
-
-
 def quote(sentence: str) -> str:
-    return f'{QUOTE_PREFIX}{sentence}"'
+    """How the ledger writes a sentence quoted from the user's lines (`quoted_lines`); that an
+    entry is one is its `source` (LedgerSource.READBACK), never read back from this text."""
+    return f'said "{sentence}"'
 
 
 # A question mark (Latin, full-width, Arabic) closing a sentence, before any closing quotes,
@@ -53,16 +51,11 @@ def quote(sentence: str) -> str:
 _ASKS = re.compile(r"[?？؟][\"'”’»」』)\]*\s]*$")
 
 
-def asks(text: str) -> bool:
-    """A ledger text that quotes a question the user asked ("Were you the navigator of the Grey
+def asks(entry: LedgerEntry) -> bool:
+    """An entry that quotes a question the user asked ("Were you the navigator of the Grey
     Heron?"): the readback keeps it for its names and numbers, but it states nothing the user
     holds about themselves."""
-    return is_quote(text) and _ASKS.search(text[len(QUOTE_PREFIX) : -1]) is not None
-
-
-def is_quote(text: str) -> bool:
-    """A ledger text that quotes the user's line, written by code, not by the chronicler."""
-    return text.startswith(QUOTE_PREFIX)
+    return entry.quotes_user and _ASKS.search(entry.text) is not None
 
 
 def quoted_lines(messages: Sequence[Message], misses: Sequence[str]) -> list[tuple[Message, str]]:

@@ -26,6 +26,7 @@ from kotonia_tui.domain import (
     LedgerEnding,
     LedgerEntry,
     LedgerKind,
+    LedgerSource,
     Message,
     Role,
     StoredLedgerEntry,
@@ -136,6 +137,7 @@ class LedgerItem:
     subject: str
     evidence: tuple[int, ...]
     replaces: str = ""  # the label of an entry it supersedes ("" for none)
+    source: LedgerSource = LedgerSource.CHRONICLER
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ class StructuredChapter:
                         "subject": x.subject,
                         "ids": list(x.evidence),
                         "replaces": x.replaces,
+                        "source": x.source.value,
                     }
                     for x in self.ledger
                 ],
@@ -419,7 +422,13 @@ def with_quotes(
     """The chapter with the user's sentences that hold what it left out, as facts the user
     stated, in their own words (readback.quoted_lines): each names the message it is from."""
     quoted = tuple(
-        LedgerItem(LedgerKind.USER_FACT, quote(sentence), message.speaker, (message.id,))
+        LedgerItem(
+            LedgerKind.USER_FACT,
+            quote(sentence),
+            message.speaker,
+            (message.id,),
+            source=LedgerSource.READBACK,
+        )
         for message, sentence in quotes
         if message.id is not None
     )
@@ -482,6 +491,7 @@ def ledger_changes(
             text=item.text,
             subject=item.subject,
             evidence=list(item.evidence),
+            source=item.source,
         )
         for item in chapter.ledger
     ]

@@ -18,6 +18,7 @@ from kotonia_tui.domain import (
     LedgerEnding,
     LedgerEntry,
     LedgerKind,
+    LedgerSource,
     NewChapter,
     StoredChapter,
     StoredLedgerEntry,
@@ -44,6 +45,7 @@ def entry_from_row(row: sqlite3.Row) -> StoredLedgerEntry:
         end=LedgerEnd(row["end_kind"]) if row["end_kind"] else None,
         end_note=row["end_note"],
         created_at=ts_from_db(row["created_at"]),
+        source=LedgerSource(row["source"]),
     )
 
 
@@ -101,6 +103,7 @@ def _write_ledger(
                 "end_kind": None,
                 "end_note": "",
                 "created_at": ts_to_db(entry.created_at),
+                "source": entry.source.value,
             },
         )
     for ending in endings:

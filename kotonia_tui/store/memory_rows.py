@@ -15,7 +15,15 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
+from kotonia_tui.domain import (
+    Chapter,
+    ChapterOrigin,
+    StoredChapter,
+    StoredSynopsis,
+    Synopsis,
+    SynopsisOrigin,
+    utcnow,
+)
 from kotonia_tui.store import fold_jobs
 from kotonia_tui.store.codec import stored_as, ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
@@ -43,6 +51,7 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         structure=row["structure"],
         readback_misses=json.loads(row["readback_misses"]),
         note=row["note"],
+        origin=ChapterOrigin(row["origin"]),
     )
 
 
@@ -79,6 +88,7 @@ def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
                 "structure": chapter.structure,
                 "readback_misses": json.dumps(chapter.readback_misses, ensure_ascii=False),
                 "note": chapter.note,
+                "origin": chapter.origin.value,
             },
         )
     except sqlite3.IntegrityError as exc:
@@ -232,6 +242,7 @@ def synopsis_from_row(row: sqlite3.Row) -> StoredSynopsis:
         current=bool(row["current"]),
         target_tokens=row["target_tokens"],
         stale=bool(row["stale"]),
+        origin=SynopsisOrigin(row["origin"]),
     )
 
 
@@ -287,6 +298,7 @@ def add_synopsis(
                     "tokens": synopsis.tokens,
                     "current": int(synopsis.current),
                     "target_tokens": synopsis.target_tokens,
+                    "origin": synopsis.origin.value,
                     "stale": 0,
                 },
             )

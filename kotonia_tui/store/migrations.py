@@ -454,6 +454,45 @@ def _search_by_script(db: Db) -> None:
     db.execute("INSERT INTO message_trigrams(message_trigrams) VALUES ('rebuild')")
 
 
+# Issue 29: how a chapter, a synopsis version and a ledger entry were made is a column, not a
+# lead in their text. Rows written before it are converted by the leads the code then wrote
+# (copied here as they were: a step never changes once released, whatever the code says later).
+_OLD_QUOTED_NOTE = "quoted from messages"
+_OLD_QUOTED_SYNOPSIS_LEADS = (
+    "Quoted from the story so far (the chronicler's summaries could not be used):",
+    "Quoted from the story so far (the chronicler's summaries ran too long):",
+)
+_OLD_READBACK_LEAD = 'said "'
+
+
+def _starts(column: str) -> str:
+    """SQL true when `column` starts with the parameter, byte for byte (LIKE folds case and
+    reads `%` and `_` as wildcards)."""
+    return f"substr({column}, 1, length(?)) = ?"
+
+
+def _provenance_columns(db: Db) -> None:
+    """Issue 29: `chapters.origin` (summary, quoted, parts), `synopses.origin` (summary,
+    quoted) and `ledger.source` (chronicler, readback), the stored rows converted by their
+    old text leads: a chapter note that began with the quoted lead is quoted, any other note
+    said it was summarized in parts; a synopsis that began with either quoted lead is quoted;
+    an entry that began with `said "` quotes the user's line (the readback)."""
+    db.execute("ALTER TABLE chapters ADD COLUMN origin TEXT NOT NULL DEFAULT 'summary'")
+    db.execute("ALTER TABLE synopses ADD COLUMN origin TEXT NOT NULL DEFAULT 'summary'")
+    db.execute("ALTER TABLE ledger ADD COLUMN source TEXT NOT NULL DEFAULT 'chronicler'")
+    db.execute(
+        f"UPDATE chapters SET origin = 'quoted' WHERE {_starts('note')}",
+        (_OLD_QUOTED_NOTE, _OLD_QUOTED_NOTE),
+    )
+    db.execute("UPDATE chapters SET origin = 'parts' WHERE origin = 'summary' AND note != ''")
+    for lead in _OLD_QUOTED_SYNOPSIS_LEADS:
+        db.execute(f"UPDATE synopses SET origin = 'quoted' WHERE {_starts('text')}", (lead, lead))
+    db.execute(
+        f"UPDATE ledger SET source = 'readback' WHERE {_starts('text')}",
+        (_OLD_READBACK_LEAD, _OLD_READBACK_LEAD),
+    )
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -466,6 +505,7 @@ STEPS: list[Callable[[Db], None]] = [
     _fold_claims_and_targets,
     LEDGER_STEP := _run(_STEP_LEDGER),
     _search_by_script,
+    _provenance_columns,
 ]
 SCHEMA_VERSION = len(STEPS)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kotonia_tui.chat.memory_report import memory_report
 from kotonia_tui.domain import Chapter, LedgerKind, Message, Role
-from kotonia_tui.memory.ledger import LEDGER_HEADING, OVER_SHARE, render_ledger
+from kotonia_tui.memory.ledger import LEDGER_HEADING, LeftOut, render_ledger
 from kotonia_tui.tui.widgets.inspector import ledger_line, ledger_note
 from tests.cards import write_short_card
 from tests.scripted_chapters import ledger_entry
@@ -77,7 +77,7 @@ async def test_the_prompt_carries_the_ledger_within_its_share_and_names_what_is_
     report = memory_report(service.store, conv.id)
     out = [e["label"] for e in report["ledger"] if e["live"] and not e["in_prompt"]]
     assert out == [d.label for d in left]
-    assert {e["left_out"] for e in report["ledger"] if e["label"] in out} == {OVER_SHARE}
+    assert {e["left_out"] for e in report["ledger"] if e["label"] in out} == {LeftOut.OVER_SHARE}
     assert all(e["left_out"] is None for e in report["ledger"] if e["in_prompt"])
 
 
@@ -142,7 +142,7 @@ async def test_over_its_share_the_ledger_keeps_the_users_first_fact_and_first_ru
     assert view.ledger_left_out  # the share is too small for all of it
     report = memory_report(store, conv.id)
     for e in report["ledger"]:  # every live entry is in the prompt, or says why it is not
-        assert e["in_prompt"] or e["left_out"] == OVER_SHARE
+        assert e["in_prompt"] or e["left_out"] == LeftOut.OVER_SHARE
     # The block is byte-stable until a fold lands: the next turn carries it unchanged.
     again = await service.send(conv.id, "And my rule?")
     assert (await again.wait()).error is None

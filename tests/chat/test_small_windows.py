@@ -472,7 +472,7 @@ async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(make_
         chapter(13, "- Ann sold the Grey Heron's compass for 40 crowns. (#14)"),
     ]
     request = ChronicleRequest.synopsis(old, news, cast, target_tokens=target)
-    draft = await fold_synopsis._write(ctx, request, old, news, cast)
+    draft = await fold_synopsis._write(ctx, request, old, False, news, cast)
     assert draft.why == "its drafts only said the old synopsis again"
     assert draft.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n") and draft.text != old
     labels = {line.partition(": ")[0] for line in draft.text.splitlines()[1:]}
@@ -483,7 +483,7 @@ async def test_a_synopsis_that_only_says_the_old_one_again_is_never_stored(make_
     # synopsis again is right, and stored as it is.
     same = [chapter(9, "- Ann came to the lighthouse to find her brother Tom. (#10 #11)")]
     request = ChronicleRequest.synopsis(old, same, cast, target_tokens=target)
-    kept = await fold_synopsis._write(ctx, request, old, same, cast)
+    kept = await fold_synopsis._write(ctx, request, old, False, same, cast)
     assert (kept.text, kept.why) == (old, "")
 
 
@@ -513,7 +513,7 @@ async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_fake_
     request = ChronicleRequest.synopsis(
         old, chapters, service.cast_of(conv_id), target_tokens=target
     )
-    draft = await fold_synopsis._write(ctx, request, old, chapters, service.cast_of(conv_id))
+    draft = await fold_synopsis._write(ctx, request, old, False, chapters, service.cast_of(conv_id))
     assert draft.why == "the chronicler refused it or wrote nothing"
     assert draft.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n") and "sorry" not in draft.text
     labels = {line.partition(": ")[0] for line in draft.text.splitlines()[1:]}
@@ -866,7 +866,9 @@ async def test_a_synopsis_draft_the_cap_stops_is_asked_again_and_never_stored(ma
     request = ChronicleRequest.synopsis(
         None, chapters, service.cast_of(conv_id), target_tokens=capped.synopsis_target(budgets)
     )
-    draft = await fold_synopsis._write(capped, request, None, chapters, service.cast_of(conv_id))
+    draft = await fold_synopsis._write(
+        capped, request, None, False, chapters, service.cast_of(conv_id)
+    )
     # Asked three times (each time with the cut draft to shorten); no cut draft is stored:
     # the chapter is quoted in the target's length instead.
     assert draft.quoted and draft.text.startswith(QUOTED_SYNOPSIS_LEAD)

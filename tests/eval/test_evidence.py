@@ -4,9 +4,9 @@ chapters, the ledger, quoted chapters and a quoted synopsis), read back by `eval
 from __future__ import annotations
 
 from kotonia_tui.domain import (
-    QUOTED_NOTE,
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
+    ChapterOrigin,
     LedgerKind,
     Message,
     Role,
@@ -52,7 +52,8 @@ def quoted_chapter(first: int, last: int) -> Chapter:
         first_message_id=first,
         last_message_id=last,
         text=extract_passages(message_passages(messages), 2000),
-        note=f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was unusable",
+        note=f"quoted from messages #{first}-#{last}: the chronicler's chapter was unusable",
+        origin=ChapterOrigin.QUOTED,
     )
 
 

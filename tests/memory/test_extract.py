@@ -83,7 +83,7 @@ def test_a_quoted_synopsis_quoted_again_keeps_its_lines_labels_once() -> None:
     later = Chapter(
         conversation_id=1, first_message_id=52, last_message_id=60, text="- The lamp failed."
     )
-    again = extract_passages(synopsis_passages(first, [later]), 400)
+    again = extract_passages(synopsis_passages(first, [later], base_quoted=True), 400)
     # Each earlier line under its own label, not "So far: #33-#51: ..." (twice quoted, it read
     # "So far: So far: #1-#32: ..." in the evaluation).
     assert again == "#33-#51: - Mara met Soot. (#34)\n#52-#60: - The lamp failed."

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import LedgerEnd, LedgerKind, StoredLedgerEntry
+from kotonia_tui.domain import LedgerEnd, LedgerEntry, LedgerKind, LedgerSource, StoredLedgerEntry
 from kotonia_tui.engine import LlamaEngine
 from kotonia_tui.memory.ledger import carried, fit_ledger, render_ledger
 from kotonia_tui.memory.readback import asks, quote
@@ -38,6 +38,12 @@ def entry(i: int, kind: LedgerKind, text: str, *, ended_by: int | None = None) -
         ended_by_chapter_id=ended_by,
         end=LedgerEnd.RESOLVED if ended_by else None,
     )
+
+
+def said(i: int, sentence: str) -> StoredLedgerEntry:
+    """A fact the readback quoted from the user's line."""
+    quoted = entry(i, LedgerKind.USER_FACT, quote(sentence))
+    return quoted.model_copy(update={"source": LedgerSource.READBACK})
 
 
 LEDGER = [
@@ -123,10 +129,10 @@ def test_at_one_depth_the_users_own_words_outlast_what_the_chronicler_wrote(
     # the other's first out), and at one depth the chronicler's entry leaves first.
     ledger = [
         entry(1, LedgerKind.USER_FACT, "The user is going to the shop to buy a new umbrella"),
-        entry(2, LedgerKind.USER_FACT, quote("My name is Mara and I was born in 1987.")),
+        said(2, "My name is Mara and I was born in 1987."),
         entry(3, LedgerKind.USER_FACT, "The user plans to buy a second umbrella"),
-        entry(4, LedgerKind.USER_FACT, quote("My sister Ilse marries on the 14th of May.")),
-        entry(5, LedgerKind.USER_FACT, quote("The room costs 300 crowns.")),
+        said(4, "My sister Ilse marries on the 14th of May."),
+        said(5, "The room costs 300 crowns."),
         entry(6, LedgerKind.DECISION, "They take the coast road"),
     ]
 
@@ -152,10 +158,10 @@ def test_a_question_the_user_asked_leaves_before_the_facts_they_stated(
     # states nothing the user holds: it leaves before their facts, after the chronicler's
     # decisions, whatever its age.
     ledger = [
-        entry(1, LedgerKind.USER_FACT, quote("My name is Mara Quill.")),
-        entry(2, LedgerKind.USER_FACT, quote("Were you really the navigator of the Grey Heron?")),
-        entry(3, LedgerKind.USER_FACT, quote("My sister Ines is a nurse in Portcallow.")),
-        entry(4, LedgerKind.USER_FACT, quote("I promise to come back on Friday.")),
+        said(1, "My name is Mara Quill."),
+        said(2, "Were you really the navigator of the Grey Heron?"),
+        said(3, "My sister Ines is a nurse in Portcallow."),
+        said(4, "I promise to come back on Friday."),
         entry(5, LedgerKind.DECISION, "They open the case on Friday"),
     ]
     room = engine.count_tokens(render_ledger([ledger[0], ledger[2], ledger[3]]))
@@ -167,13 +173,20 @@ def test_a_question_the_user_asked_leaves_before_the_facts_they_stated(
     assert [e.id for e in fit_ledger(ledger, room, engine.count_tokens).shown] == [1, 2, 3, 4]
 
 
+def _entry(sentence: str, source: LedgerSource = LedgerSource.READBACK) -> LedgerEntry:
+    text = quote(sentence) if source is LedgerSource.READBACK else sentence
+    return LedgerEntry(conversation_id=1, kind=LedgerKind.USER_FACT, text=text, source=source)
+
+
 def test_what_counts_as_a_question_the_user_asked() -> None:
-    assert asks(quote("Were you really the navigator of the Grey Heron?"))
-    assert asks(quote('*I lean closer.* "Why did you come to Saltmere in 1911?"'))
-    assert asks(quote("你什么时候去杭州？"))
-    assert asks(quote("¿Dónde está el faro de 1887?"))
+    assert asks(_entry("Were you really the navigator of the Grey Heron?"))
+    assert asks(_entry('*I lean closer.* "Why did you come to Saltmere in 1911?"'))
+    assert asks(_entry("你什么时候去杭州？"))
+    assert asks(_entry("¿Dónde está el faro de 1887?"))
     # Statements, an indirect question, and a question the chronicler wrote (not a quote).
-    assert not asks(quote("My name is Mara Quill."))
-    assert not asks(quote("I ask if the log on the shelf is from the Grey Heron."))
-    assert not asks(quote("What a storm! The bell fell in 1887."))
-    assert not asks("Who left the compass at the lighthouse?")
+    assert not asks(_entry("My name is Mara Quill."))
+    assert not asks(_entry("I ask if the log on the shelf is from the Grey Heron."))
+    assert not asks(_entry("What a storm! The bell fell in 1887."))
+    assert not asks(_entry("Who left the compass at the lighthouse?", LedgerSource.CHRONICLER))
+    # The source decides, not the text: a chronicler's line written like a quote is not one.
+    assert not asks(_entry('said "Who left the compass?"', LedgerSource.CHRONICLER))

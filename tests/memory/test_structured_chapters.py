@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kotonia_tui.config import ModelProfile
-from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
+from kotonia_tui.domain import LedgerKind, LedgerSource, Message, Role, StoredLedgerEntry
 from kotonia_tui.memory.chapter_schema import (
     ChapterSource,
     NoRoomForChapterError,
@@ -254,6 +254,7 @@ def test_quoted_lines_are_not_offered_to_the_chronicler_to_copy_or_replace():
         text='said "I\'m Ann Lee."',
         subject="Ann",
         chapter_id=1,
+        source=LedgerSource.READBACK,
     )
     request = ChronicleRequest.chapter(SOURCE, CAST, (FACT, quoted))
     prompt = chronicler_prompt(request, ModelProfile()).messages[1].content

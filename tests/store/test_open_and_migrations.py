@@ -10,12 +10,15 @@ import pytest
 
 from kotonia_tui.domain import (
     Chapter,
+    ChapterOrigin,
     LedgerEnd,
     LedgerEnding,
     LedgerEntry,
     LedgerKind,
+    LedgerSource,
     MessageStatus,
     Role,
+    SynopsisOrigin,
 )
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
@@ -24,6 +27,7 @@ from kotonia_tui.store.migrations import (
     LEDGER_STEP,
     STEPS,
     _fold_claims_and_targets,
+    _provenance_columns,
     _turn_metrics_restored,
     migrate,
 )
@@ -336,4 +340,83 @@ def test_the_ledger_step_keeps_prose_chapters_and_adds_structure_and_the_ledger(
             "found",
             "Who took the key",
         )
+        assert store.integrity_check() == "ok"
+
+
+def test_the_provenance_step_turns_the_old_text_leads_into_columns(tmp_path: Path) -> None:
+    """A store as main wrote it before issue 29: a quoted chapter said so by the lead of its
+    note, a chapter summarized in parts by any other note, a quoted synopsis by one of two
+    leads of its text, and a readback entry by `said "`. The step converts each row; text
+    that only looks like a lead in another case or place stays what it was."""
+    path = tmp_path / "before-provenance.sqlite3"
+    raw = _data_before(path, _provenance_columns)
+    ts = "2026-12-01T10:00:00.000000+00:00"
+    notes = [
+        "quoted from messages #1-#2: the chronicler's chapter was unusable (the chronicler "
+        "refused twice)",
+        "message #2 is 9,000 tokens, more than one chronicler call reads (1,500): summarized "
+        "on its own in 7 parts",
+        "Quoted From Messages, said the user",  # another case: not the lead
+    ]
+    for note in notes:
+        raw.execute(
+            "INSERT INTO chapters (conversation_id, first_message_id, last_message_id, text, "
+            "created_at, note) VALUES (1, 1, 2, 'x', ?, ?)",
+            (ts, note),
+        )
+    texts = [
+        "Quoted from the story so far (the chronicler's summaries could not be used):\n#1-#2: x",
+        "Quoted from the story so far (the chronicler's summaries ran too long):\n#1-#2: x",
+        "So far Ann Quoted from the story so far (the chronicler's summaries ran too long):",
+    ]
+    raw.execute("UPDATE synopses SET current = 0")
+    for version, text in enumerate(texts, start=2):
+        raw.execute(
+            "INSERT INTO synopses (conversation_id, version, text, through_message_id, "
+            "created_at, current) VALUES (1, ?, ?, 2, ?, ?)",
+            (version, text, ts, int(version == 4)),
+        )
+    for text in ['said "My name is Ann Ruiz."', 'Ann said "hello"', 'SAID "x"', "Ann is 30"]:
+        raw.execute(
+            "INSERT INTO ledger (conversation_id, kind, text, chapter_id, created_at) "
+            "VALUES (1, 'user_fact', ?, 1, ?)",
+            (text, ts),
+        )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        chapters = store.chapters(1, include_in_synopsis=True)
+        assert [(c.origin, c.quoted) for c in chapters] == [
+            (ChapterOrigin.SUMMARY, False),  # the old prose chapter, no note
+            (ChapterOrigin.QUOTED, True),
+            (ChapterOrigin.PARTS, False),
+            (ChapterOrigin.PARTS, False),  # a note that is not the quoted lead
+        ]
+        assert [c.note for c in chapters[1:]] == notes  # the notes stay as they were
+        versions = store.synopsis_versions(1)
+        assert [(s.version, s.origin) for s in versions] == [
+            (1, SynopsisOrigin.SUMMARY),
+            (2, SynopsisOrigin.QUOTED),
+            (3, SynopsisOrigin.QUOTED),
+            (4, SynopsisOrigin.SUMMARY),
+        ]
+        assert [s.text for s in versions[1:]] == texts
+        assert [e.source for e in store.ledger(1)] == [
+            LedgerSource.READBACK,
+            LedgerSource.CHRONICLER,
+            LedgerSource.CHRONICLER,
+            LedgerSource.CHRONICLER,
+        ]
+        # New rows say their origin in the column, whatever their text.
+        stored = store.add_chapter(
+            Chapter(
+                conversation_id=1,
+                first_message_id=2,
+                last_message_id=2,
+                text="quoted from messages",
+                note="quoted from messages #2-#2",
+            )
+        )
+        assert store.get_chapter(stored.id).origin is ChapterOrigin.SUMMARY
         assert store.integrity_check() == "ok"

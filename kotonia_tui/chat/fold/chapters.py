@@ -26,10 +26,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.fold.context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure
 from kotonia_tui.domain import (
-    QUOTED_NOTE,
     Chapter,
+    ChapterOrigin,
     FoldJob,
     FoldKind,
     Message,
@@ -212,9 +213,7 @@ async def _fold_piece(
     try:
         return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
     except FoldFailed as exc:
-        # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
-        why = str(exc).partition(";")[0]
-        return await _extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({why})")
+        return await _extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({exc.why})")
     except BackendUnavailableError:
         raise
     except EngineError as exc:
@@ -271,9 +270,12 @@ async def _extracted_piece(
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
     text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:
-        raise FoldFailed(f"the chronicler's chapter was {why} and the range has no lines to quote")
+        raise FoldFailed(
+            FoldFailure.NOTHING_TO_FOLD,
+            f"the chronicler's chapter was {why} and the range has no lines to quote",
+        )
     first, last = piece.messages[0].id, piece.messages[-1].id
-    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was {why}"
+    note = f"quoted from messages #{first}-#{last}: the chronicler's chapter was {why}"
     log.warning("conversation %s: %s", conv_id, note)
     quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
     facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
@@ -285,6 +287,7 @@ async def _extracted_piece(
         text=text,
         tokens=tokens,
         note=note,
+        origin=ChapterOrigin.QUOTED,
     )
     return NewChapter(chapter, tuple(entries))
 
@@ -371,6 +374,7 @@ async def _fold_long_message(
         tokens=tokens,
         story_time=next((n.story_time for n in notes if n.story_time), None),
         note=note,
+        origin=ChapterOrigin.PARTS,
         structure=whole.to_json() if whole is not None and not merges else None,
         readback_misses=misses,
     )
@@ -405,8 +409,9 @@ async def _merge(
             merged.append(group[0].model_copy(update={"text": done.reply.text, "tokens": tokens}))
         if sum(n.tokens for n in merged) >= total:
             raise FoldFailed(
+                FoldFailure.NOT_SHORTER,
                 f"the notes on message #{notes[0].first_message_id}'s parts did not get shorter "
-                f"when merged ({total} tokens): the chapter was not stored"
+                f"when merged ({total} tokens): the chapter was not stored",
             )
         notes = merged
     return notes, calls, gen_ms

@@ -50,29 +50,34 @@ class Chronicled:
     @property
     def problem(self) -> str:
         """Why nothing can be stored, in one line ("" when the reply is usable)."""
+        why, then = self.problem_parts()
+        return f"{why}; {then}" if then else why
+
+    def problem_parts(self) -> tuple[str, str]:
+        """What was wrong with the reply, and what follows from it ("" when nothing)."""
         what = self.reply.request.kind.value
         match self.reply.verdict:
             case Verdict.OK:
-                return ""
+                return "", ""
             case Verdict.EMPTY:
-                return f"the chronicler wrote an empty {what}"
+                return f"the chronicler wrote an empty {what}", ""
             case Verdict.CUT:
                 return (
-                    f"the {what} hit the output cap ({self.cap} tokens) and was cut; "
-                    "a cut summary is never stored"
+                    f"the {what} hit the output cap ({self.cap} tokens) and was cut",
+                    "a cut summary is never stored",
                 )
             case Verdict.REFUSED:
                 times = "twice" if self.calls == 2 else f"{self.calls} times"
-                return f"the chronicler refused {times}; the {what} was not stored"
+                return f"the chronicler refused {times}", f"the {what} was not stored"
             case Verdict.HOLLOW:
                 messages = self.reply.request.messages
                 return (
-                    f"the {what} holds nothing from messages "
-                    f"#{messages[0].id}-#{messages[-1].id}; it was not stored"
+                    f"the {what} holds nothing from messages #{messages[0].id}-#{messages[-1].id}",
+                    "it was not stored",
                 )
             case Verdict.MALFORMED:
                 start = self.reply.text[:80]
-                return f"the chronicler's {what} did not follow its JSON schema: {start!r}"
+                return f"the chronicler's {what} did not follow its JSON schema: {start!r}", ""
 
 
 async def chronicle(

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.fold.chronicle import MIN_SUMMARY_ROOM, Chronicled, NoRoomError, chronicle
+from kotonia_tui.chat.fold.outcomes import NoRoomFailed, failure_of
 from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, StoredChapter
 from kotonia_tui.engine import Engine
 from kotonia_tui.memory.budgets import Budgets
@@ -28,15 +29,6 @@ SYNOPSIS_CAP_SHARE = 1.25
 
 
 QUOTE_FITS = 3  # tries at a quote's character limit before its size is taken as it is
-
-
-class FoldFailed(Exception):
-    """A fold that produced nothing usable (refused twice, empty, cut, or far from its length);
-    the job is retried later."""
-
-
-class NoRoomFailed(FoldFailed):
-    """The chronicler's prompt left too little of the fold context for its answer."""
 
 
 @dataclass
@@ -61,7 +53,7 @@ class FoldContext:
         if not done.reply.ok:
             if done.reply.verdict is Verdict.REFUSED:
                 log.warning("the chronicler refused: %r", done.reply.text[:120])
-            raise FoldFailed(done.problem)
+            raise failure_of(done)
         return done
 
     async def count(self, texts: Sequence[str]) -> list[int]:

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.fold.chronicle import Chronicled
-from kotonia_tui.chat.fold.context import FoldContext, FoldFailed, NoRoomFailed
+from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, NoRoomFailed, failure_of
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
@@ -35,6 +36,7 @@ from kotonia_tui.domain import (
     StoredFoldJob,
     StoredSynopsis,
     Synopsis,
+    SynopsisOrigin,
 )
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -77,6 +79,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         cast,
         ctx.synopsis_target(budgets),
         current.text if current else None,
+        current is not None and current.quoted,
         older,
         through,
         [c.id for c in older],
@@ -97,6 +100,7 @@ async def _rebuild(
     base = store.rebuild_base(conv_id, current.through_message_id + 1)
     after = base.through_message_id if base is not None else 0
     text = base.text if base is not None else None
+    quoted = base is not None and base.quoted
     folded = 0
     while True:
         chapters = store.synopsis_chapters_after(
@@ -105,12 +109,15 @@ async def _rebuild(
         more = len(chapters) == REBUILD_READ_LIMIT
         if not chapters:
             raise FoldFailed(
+                FoldFailure.NOTHING_TO_FOLD,
                 f"the synopsis through message #{current.through_message_id} must be rebuilt, "
-                "but no chapter after its base is left to rebuild it from"
+                "but no chapter after its base is left to rebuild it from",
             )
         # Only the last round stores the current version (and finishes the job).
         final_through = current.through_message_id if not more else None
-        stored, _why = await _fold(ctx, job, cast, target, text, chapters, final_through, [])
+        stored, _why = await _fold(
+            ctx, job, cast, target, text, quoted, chapters, final_through, []
+        )
         folded += len(chapters)
         if not more:
             since = f"version {base.version}" if base is not None else "the first chapter"
@@ -118,7 +125,7 @@ async def _rebuild(
                 f"synopsis version {stored.version} rebuilt from {since} and {folded} current "
                 f"chapters ({stored.tokens} tokens, target {target})"
             )
-        after, text = stored.through_message_id, stored.text
+        after, text, quoted = stored.through_message_id, stored.text, stored.quoted
 
 
 async def _fold(
@@ -127,6 +134,7 @@ async def _fold(
     cast: Cast,
     target: int,
     base: str | None,
+    base_quoted: bool,
     chapters: Sequence[StoredChapter],
     final_through: int | None,
     folded_ids: Sequence[int],
@@ -135,14 +143,15 @@ async def _fold(
     synopsis is stored current (through `final_through`, the chapters `folded_ids` marked
     in it, the job done); the ones before it as versions kept for audit and later rebuilds.
     With `final_through` None, every version is kept non-current (a rebuild goes on). Returns
-    the last version stored, and why it is quoted ("" for a summary)."""
-    text = base
+    the last version stored, and why it is quoted ("" for a summary). `base_quoted`: `base`
+    is a quoted synopsis."""
+    text, quoted = base, base_quoted
     stored: StoredSynopsis | None = None
     batches = await _batches(ctx, cast, base, chapters)
     for index, batch in enumerate(batches):
         last = index == len(batches) - 1 and final_through is not None
         request = ChronicleRequest.synopsis(text, batch, cast, target_tokens=target)
-        draft = await _write(ctx, request, text, batch, cast)
+        draft = await _write(ctx, request, text, quoted, batch, cast)
         synopsis = Synopsis(
             conversation_id=job.conversation_id,
             version=0,  # numbered by the store
@@ -155,12 +164,13 @@ async def _fold(
             tokens=draft.tokens,
             current=last,
             target_tokens=target,
+            origin=SynopsisOrigin.QUOTED if draft.quoted else SynopsisOrigin.SUMMARY,
         )
         if last:
             stored = ctx.store.add_synopsis(synopsis, folded_ids, job.id)
         else:
             stored = ctx.store.add_synopsis(synopsis, [])
-        text = draft.text
+        text, quoted = draft.text, draft.quoted
     assert stored is not None
     return stored, draft.why
 
@@ -205,6 +215,7 @@ async def _write(
     ctx: FoldContext,
     request: ChronicleRequest,
     base: str | None,
+    base_quoted: bool,
     chapters: Sequence[Chapter],
     cast: Cast,
 ) -> Draft:
@@ -253,7 +264,7 @@ async def _write(
         if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
             return Draft(done.reply.text, tokens, done.gen_ms)
         if target is None:  # no length to ask for: a cut draft cannot be stored
-            raise FoldFailed(done.problem)
+            raise failure_of(done)
         drafts.append((done, tokens))
         log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
         asked = request.again_with(done.reply.text, tokens)
@@ -284,7 +295,7 @@ async def _write(
         why = "the chronicler refused it or wrote nothing"
     else:
         why = "no room to ask for a draft"
-    passages = synopsis_passages(base, chapters)
+    passages = synopsis_passages(base, chapters, base_quoted=base_quoted)
     (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
     quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
     log.warning(

@@ -26,7 +26,8 @@ from datetime import timedelta
 from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold.chapters import fold_chapter_job
-from kotonia_tui.chat.fold.context import FoldContext, FoldFailed
+from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.chat.fold.outcomes import FoldFailed
 from kotonia_tui.chat.fold.synopsis import fold_synopsis_job
 from kotonia_tui.chat.fold.wait import (
     GAVE_WAY,

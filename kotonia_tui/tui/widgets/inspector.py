@@ -15,8 +15,8 @@ from textual.message import Message as TextualMessage
 from textual.widgets import Button, Label, ListItem, ListView, Static
 
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
-from kotonia_tui.domain import FoldJob, FoldStatus, Role, StoredLedgerEntry
-from kotonia_tui.memory.ledger import OVER_SHARE
+from kotonia_tui.domain import ChapterOrigin, FoldJob, FoldStatus, Role, StoredLedgerEntry
+from kotonia_tui.memory.ledger import LeftOut
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
 from kotonia_tui.tui.widgets.inspector_sections import (
@@ -42,7 +42,7 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
         (f"msgs {first}–{last}", ""),
         # First after the range: a quote is not a summary, and the end of a line can be
         # past the pane's edge.
-        (" quoted" if chapter.quoted else " in parts" if chapter.note else "", "$warning"),
+        (_ORIGIN_MARKS[chapter.origin], "$warning"),
         (f" · {age(chapter.created_at, now)} · {tokens(chapter.tokens)}", "$text-muted"),
     ]
     if view.applied:
@@ -56,12 +56,20 @@ def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Conten
     return Content.assemble(*parts)
 
 
+# Said after a chapter's range when it is not a summary of it.
+_ORIGIN_MARKS = {
+    ChapterOrigin.SUMMARY: "",
+    ChapterOrigin.QUOTED: " quoted",
+    ChapterOrigin.PARTS: " in parts",
+}
+
+
 def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
     """Where a live entry stands against the prompt ("" when the prompt carries it)."""
     if entry.id in memory.ledger_in_prompt:
         return ""
     if entry.id in memory.ledger_left_out:
-        return f"not in the prompt ({OVER_SHARE})"
+        return f"not in the prompt ({LeftOut.OVER_SHARE})"
     return "next turn"
 
 
@@ -92,7 +100,7 @@ def ledger_note(memory: MemoryView) -> Content:
     if not out:
         return Content("")
     return Content.styled(
-        f"{len(out)} not in the prompt, {OVER_SHARE} of "
+        f"{len(out)} not in the prompt, {LeftOut.OVER_SHARE} of "
         f"{tokens(memory.budgets.ledger)} (newest first, your facts and rules last; "
         f"kept here and in the store): {', '.join(out)}",
         "italic $warning",
