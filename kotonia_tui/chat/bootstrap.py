@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
+from kotonia_tui.chat.memory_snapshot import LedgerFitter
 from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
+from kotonia_tui.domain import StoredLedgerEntry
 from kotonia_tui.engine import Engine
 from kotonia_tui.engine.default_model import Progress
 from kotonia_tui.engine.state_cache import FOLDER_NAME, StateCacheConfig
 from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.ledger import LedgerFit, fit_ledger, render_ledger
 from kotonia_tui.store import Store
 
 FOLD_PROMPT_OVERHEAD = 1024  # the chronicler's instructions and the chapter header
@@ -75,6 +80,50 @@ def open_engine(settings: Settings, progress: Progress | None = None) -> Engine:
         fold_ctx_for=fold_ctx_for,
         states=states,
     )
+
+
+@contextmanager
+def ledger_fitter(settings: Settings) -> Iterator[LedgerFitter]:
+    """Fits a live ledger to its share of the window as a turn of this profile would, opening
+    the model's vocabulary (or the server) only when first asked: a command that finds no
+    landed memory to fit never loads anything."""
+    profile = settings.active_profile()
+    opened: list[Callable[[], None]] = []
+    counter: list[tuple[Callable[[str], int], int]] = []
+
+    def count_and_window() -> tuple[Callable[[str], int], int]:
+        if counter:
+            return counter[0]
+        if profile.backend == "server":
+            engine = open_engine(settings)
+            opened.append(engine.close)
+            counter.append((engine.count_tokens, engine.n_ctx))
+        else:
+            from kotonia_tui.engine.default_model import default_model_path
+            from kotonia_tui.engine.vocab import VocabCounter
+
+            path = profile.model_path or default_model_path(app_dirs().cache)
+            vocab = VocabCounter(path)
+            opened.append(vocab.close)
+            counter.append((vocab.count_tokens, profile.n_ctx))
+        return counter[0]
+
+    def fit(live: Sequence[StoredLedgerEntry]) -> LedgerFit:
+        if profile.backend != "server":
+            budget = Budgets.for_window(profile.n_ctx, profile.reply_max_tokens, settings).ledger
+            # A token holds at least one byte of the text (no BOS is counted), so a ledger of
+            # no more bytes than its budget fits without opening the vocabulary.
+            if len(render_ledger(live).encode("utf-8")) <= budget:
+                return LedgerFit(tuple(live), ())
+        count, n_ctx = count_and_window()
+        budget = Budgets.for_window(n_ctx, profile.reply_max_tokens, settings).ledger
+        return fit_ledger(live, budget, count)
+
+    try:
+        yield fit
+    finally:
+        for close in opened:
+            close()
 
 
 def open_service(

@@ -1,13 +1,14 @@
 """`kotonia memory ID`: the memory the next turn of a conversation carries, headless.
 
-Read from the store alone (no model is loaded): the ledger (every entry, with the chapters it is
+Read from the store: the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
 structure, readback misses and note, the open threads, the fold jobs counted by status with the
-failed attempts by reason, and the memory block the next turn carries: the one the prompt
-carries now, or, when a fold has landed, the landed one (the next turn applies it, and keeps its
-ledger within the ledger's share of the window, counted by the model: `in_prompt` says which
+failed attempts by reason, and the memory block the next turn carries (chat/memory_snapshot.py,
+the builder the turn uses): the one the prompt carries now, or, when a fold has landed, the
+landed one with its ledger fitted to the ledger's share of the window, counted by the model as
+the turn counts it (the only case that opens the model's vocabulary). `in_prompt` says which
 entries the prompt carries now, and `left_out` why a live entry is not in it: over the ledger's
-share, or landed for the next turn).
+share, or landed for the next turn.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import json
 from collections import Counter
 from typing import Any
 
+from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
-from kotonia_tui.memory.assembly import MemoryBlock
-from kotonia_tui.memory.ledger import carried, out_of_prompt
 from kotonia_tui.store import Store
 
 
@@ -37,27 +37,21 @@ def _entry(entry: StoredLedgerEntry) -> dict[str, Any]:
     }
 
 
-def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
-    """The memory of conversation `conv_id` as plain data (the `--json` output)."""
+def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, Any]:
+    """The memory of conversation `conv_id` as plain data (the `--json` output); `fit` fits a
+    landed ledger to its share as the next turn will (chat/memory_snapshot.py)."""
     store.get_conversation(conv_id)  # a clear error for an unknown id
-    synopsis = store.current_synopsis(conv_id)
-    chapters = store.chapters(conv_id)
-    ledger = store.ledger(conv_id, include_ended=True)
-    live_ids = {e.id for e in store.ledger(conv_id)}
-    live = [e for e in ledger if e.id in live_ids]
-    state = store.memory_state(conv_id)
+    snapshot = memory_snapshot(store, conv_id, fit)
+    synopsis, chapters, ledger = snapshot.synopsis, snapshot.chapters, snapshot.ledger
+    live_ids, live = snapshot.live_ids, snapshot.live
     jobs = store.fold_jobs(conv_id)
     failed_attempts: Counter[str] = Counter()
     for job in jobs:
         if job.last_error and job.status is not FoldStatus.DONE:
             failed_attempts[job.last_error] += job.attempts
-    newest = max((c.id for c in chapters), default=None)
-    landed = (newest, synopsis.id if synopsis else None) != (
-        state.applied_chapter_id,
-        state.applied_synopsis_id,
-    )
-    in_prompt = carried(ledger, state.memory_text)
-    left_out = out_of_prompt(ledger, state.memory_text, landed=landed)
+    landed = snapshot.pending
+    in_prompt = snapshot.in_prompt
+    left_out = snapshot.left_out()
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
@@ -105,11 +99,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
             **{status.value: sum(1 for j in jobs if j.status is status) for status in FoldStatus},
             "failed_attempts": dict(failed_attempts),
         },
-        "memory_text": MemoryBlock(
-            synopsis.text if synopsis else None, tuple(chapters), tuple(live)
-        ).render()
-        if landed
-        else state.memory_text,
+        "memory_text": snapshot.next_text,
     }
 
 

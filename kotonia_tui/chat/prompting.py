@@ -19,6 +19,7 @@ from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
+from kotonia_tui.chat.memory_snapshot import LandedMemory, MemorySnapshot, memory_snapshot
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.config import Settings, app_dirs
@@ -31,13 +32,13 @@ from kotonia_tui.domain import (
     Message,
     Persona,
     StoredFoldJob,
+    StoredLedgerEntry,
     StoredMessage,
 )
 from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MEMORY_TITLE,
-    MemoryBlock,
     PromptLine,
     assemble_history,
     in_prompt,
@@ -71,23 +72,6 @@ class SetupTooLargeError(Exception):
 
 class ContinuationTooLongError(Exception):
     """The reply to continue leaves (almost) no room in the window for more."""
-
-
-@dataclass(frozen=True)
-class LandedMemory:
-    """The memory as it would be if applied now (the live chapters and the current synopsis)."""
-
-    block: MemoryBlock
-    newest_chapter_id: int | None
-    synopsis_id: int | None
-    covered_through: int  # the last message id it covers (0: none)
-
-    def pending(self, state: MemoryState) -> bool:
-        """Landed memory the prompt does not carry yet (the next turn applies it)."""
-        return not self.block.empty and (
-            self.newest_chapter_id != state.applied_chapter_id
-            or self.synopsis_id != state.applied_synopsis_id
-        )
 
 
 @dataclass(frozen=True)
@@ -273,25 +257,14 @@ class Prompter:
 
     # ---- memory ---------------------------------------------------------------------------
 
-    def landed_memory(self, conv_id: int, ledger: LedgerFit | None = None) -> LandedMemory:
-        """The memory as it would be if applied now, carrying `ledger` (the live ledger fitted
-        to its share: `fitted_ledger`); without it, every live entry (enough to tell whether
-        landed memory is pending)."""
-        synopsis = self.store.current_synopsis(conv_id)
-        chapters = self.store.chapters(conv_id)  # live: not in the synopsis, not superseded
-        covered = max(
-            [c.last_message_id for c in chapters]
-            + ([synopsis.through_message_id] if synopsis else []),
-            default=0,
-        )
-        if ledger is None:
-            ledger = LedgerFit(tuple(self.store.ledger(conv_id)), ())
-        return LandedMemory(
-            block=MemoryBlock(synopsis.text if synopsis else None, tuple(chapters), ledger.shown),
-            newest_chapter_id=max((c.id for c in chapters), default=None),
-            synopsis_id=synopsis.id if synopsis else None,
-            covered_through=covered,
-        )
+    def fit_ledger(self, live: Sequence[StoredLedgerEntry]) -> LedgerFit:
+        """The live ledger fitted to its share of the window, counted by the model."""
+        return fit_ledger(live, self.budgets.ledger, self.engine.count_tokens)
+
+    def snapshot(self, conv_id: int) -> MemorySnapshot:
+        """The conversation's memory now and as the next turn carries it (counted here, on
+        the caller's thread, only when landed memory must be fitted)."""
+        return memory_snapshot(self.store, conv_id, self.fit_ledger)
 
     async def fitted_ledger(self, conv_id: int) -> LedgerFit:
         """The live ledger fitted to its share of the window, counted off the event loop (a
@@ -299,9 +272,7 @@ class Prompter:
         live = self.store.ledger(conv_id)
         if not live:
             return LedgerFit((), ())
-        return await asyncio.to_thread(
-            fit_ledger, live, self.budgets.ledger, self.engine.count_tokens
-        )
+        return await asyncio.to_thread(self.fit_ledger, live)
 
     # ---- the turn: read -> plan -> commit -> assemble -------------------------------------
 
@@ -391,7 +362,9 @@ class Prompter:
                     "memory_model_key": key,
                 }
             )
-        landed = self.landed_memory(conv_id, await self.fitted_ledger(conv_id))
+        fitted = await self.fitted_ledger(conv_id)
+        snapshot = memory_snapshot(self.store, conv_id, lambda _live: fitted)
+        landed = snapshot.landed
         open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
         chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)
@@ -447,7 +420,7 @@ class Prompter:
             window=window,
             counts=counts,
             landed=landed,
-            landed_pending=landed.pending(state),
+            landed_pending=snapshot.pending,
             open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
             fold_in_flight=_fold_in_flight(chapter_jobs),
             open_jobs=open_jobs,

@@ -70,7 +70,7 @@ from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
-from kotonia_tui.memory.ledger import LeftOut, carried, out_of_prompt
+from kotonia_tui.memory.ledger import LeftOut
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
@@ -611,8 +611,9 @@ class ChatService:
     def memory_view(self, conv_id: int) -> MemoryView:
         """The memory inspector's picture of a conversation (bounded reads, like a turn)."""
         conv = self.store.get_conversation(conv_id)
-        state = self.store.memory_state(conv_id)
         prompter = self.prompter
+        snapshot = prompter.snapshot(conv_id)
+        state = snapshot.state
         versions = self.store.synopsis_versions(conv_id)
         applied_synopsis = next(
             (s for s in versions if s.id == state.applied_synopsis_id), None
@@ -644,15 +645,14 @@ class ChatService:
         except ChatError:
             pass
         budgets = budgets.with_setup(setup_tokens)
-        pending_apply = prompter.landed_memory(conv_id).pending(state)
         jobs = self.store.fold_jobs(
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )
         running = self.worker.running
         if running is not None and running[0].conversation_id != conv_id:
             running = None
-        ledger = self.store.ledger(conv_id, include_ended=True)
-        in_prompt = carried(ledger, state.memory_text)
+        ledger = list(snapshot.ledger)
+        left_out = snapshot.left_out()
         mentioned = [
             *(i for e in ledger for i in e.evidence),
             state.forced_cut_through_id,
@@ -685,16 +685,14 @@ class ChatService:
             running=running,
             last_metrics=self.store.last_turn_metrics(conv_id),
             forced_cut_through_id=state.forced_cut_through_id,
-            pending_apply=pending_apply,
+            pending_apply=snapshot.pending,
             forced_cuts=state.forced_cuts,
             room_note=budgets.room_note(name),
             numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
             ledger=ledger,
-            ledger_in_prompt=in_prompt,
+            ledger_in_prompt=snapshot.in_prompt,
             ledger_left_out=frozenset(
-                i
-                for i, why in out_of_prompt(ledger, state.memory_text, landed=pending_apply).items()
-                if why is LeftOut.OVER_SHARE
+                i for i, why in left_out.items() if why is LeftOut.OVER_SHARE
             ),
             settings=settings,
             note_tokens=note_tokens,

@@ -16,8 +16,8 @@ word; a new one's are in the live chapters or the verbatim history. The user's n
 first rules they set hold for the whole conversation. Entries a later chapter superseded or
 resolved are not live, so they are out already. The fit depends on the stored ledger alone, so
 the block stays byte-stable until a fold changes the ledger. Entries left out stay in the store,
-and the inspector and `kotonia memory` name them with the reason (`out_of_prompt`); a later fold
-that ends other entries can bring them back.
+and the inspector and `kotonia memory` name them with the reason (`LeftOut`); a later fold that
+ends other entries can bring them back.
 """
 
 from __future__ import annotations
@@ -150,14 +150,3 @@ def carried(entries: Sequence[StoredLedgerEntry], memory_text: str) -> frozenset
     unique label, so its presence is exact)."""
     lines = set(memory_text.splitlines())
     return frozenset(e.id for e in entries if entry_line(e) in lines)
-
-
-def out_of_prompt(
-    entries: Sequence[StoredLedgerEntry], memory_text: str, *, landed: bool
-) -> dict[int, LeftOut]:
-    """Why each live entry a memory block's text does not carry is out of the prompt, by id.
-    The ledger changes only when a fold lands: with nothing landed (`landed` false), such an
-    entry is one the ledger's share left out; with landed memory, the next turn applies it."""
-    shown = carried(entries, memory_text)
-    reason = LeftOut.NEXT_TURN if landed else LeftOut.OVER_SHARE
-    return {e.id: reason for e in entries if e.ended_by_chapter_id is None and e.id not in shown}

@@ -5,7 +5,11 @@ a fold lands, and the inspector and `kotonia memory` name those the prompt leave
 
 from __future__ import annotations
 
+import argparse
+import json
+
 from kotonia_tui.chat.memory_report import memory_report
+from kotonia_tui.cli.memory import memory as memory_command
 from kotonia_tui.domain import Chapter, LedgerKind, Message, Role
 from kotonia_tui.memory.ledger import LEDGER_HEADING, LeftOut, render_ledger
 from kotonia_tui.tui.widgets.inspector import ledger_line, ledger_note
@@ -74,7 +78,7 @@ async def test_the_prompt_carries_the_ledger_within_its_share_and_names_what_is_
     assert ", ".join(d.label for d in left) in note
 
     # `kotonia memory --json` says the same from the store alone.
-    report = memory_report(service.store, conv.id)
+    report = memory_report(service.store, conv.id, service.prompter.fit_ledger)
     out = [e["label"] for e in report["ledger"] if e["live"] and not e["in_prompt"]]
     assert out == [d.label for d in left]
     assert {e["left_out"] for e in report["ledger"] if e["label"] in out} == {LeftOut.OVER_SHARE}
@@ -140,10 +144,52 @@ async def test_over_its_share_the_ledger_keeps_the_users_first_fact_and_first_ru
     assert f"{first_rule.label}: Never call her Marusya" in text
     view = service.memory_view(conv.id)
     assert view.ledger_left_out  # the share is too small for all of it
-    report = memory_report(store, conv.id)
+    report = memory_report(store, conv.id, service.prompter.fit_ledger)
     for e in report["ledger"]:  # every live entry is in the prompt, or says why it is not
         assert e["in_prompt"] or e["left_out"] == LeftOut.OVER_SHARE
     # The block is byte-stable until a fold lands: the next turn carries it unchanged.
     again = await service.send(conv.id, "And my rule?")
     assert (await again.wait()).error is None
     assert store.memory_state(conv.id).memory_text == text
+
+
+async def test_kotonia_memory_shows_the_landed_memory_exactly_as_the_next_prompt_carries_it(
+    make_service, tiny_model_path, capsys
+):
+    """A chapter lands with a ledger far over its share: `kotonia memory --json` (the command
+    itself, counting with the model's vocabulary) shows the block the next turn carries, byte
+    for byte, not the landed block with every live entry; the entries it leaves out say why."""
+    settings = tiny_settings(tiny_model_path, ledger_budget_ratio=0.02)
+    key = write_short_card()
+    service = await make_service(settings)
+    conv = service.new_conversation(service.library.get(key))
+    service.store.add_messages(
+        conv.id,
+        [
+            Message(role=Role.USER, speaker="Ann", text="I am allergic to walnuts."),
+            Message(role=Role.CHARACTER, speaker="Wren", text="Then no walnut bread."),
+        ],
+    )
+    entries = [
+        ledger_entry(conv.id, LedgerKind.DECISION, f"Day {day}: they mend the north window", 2)
+        for day in range(1, 13)
+    ]
+    service.store.store_chapter(
+        Chapter(conversation_id=conv.id, first_message_id=1, last_message_id=2, text="- (#1)"),
+        entries,
+    )
+    args = argparse.Namespace(id=conv.id, json=True, db=service.store.path, read_only=False)
+    assert memory_command(args, settings) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["applies_on_next_turn"]
+    out = [e["label"] for e in report["ledger"] if e["left_out"] == LeftOut.OVER_SHARE]
+    next_turn = [e["label"] for e in report["ledger"] if e["left_out"] == LeftOut.NEXT_TURN]
+    assert out and next_turn  # the share keeps some of the twelve, and the turn carries them
+    for label in out:
+        assert f"- {label}:" not in report["memory_text"]
+
+    turn = await service.send(conv.id, "Is the window mended?")
+    assert (await turn.wait()).error is None
+    carried = service.store.memory_state(conv.id).memory_text
+    assert carried == report["memory_text"]
+    assert all(f"- {label}:" in carried for label in next_turn)
