@@ -223,7 +223,7 @@ class LedgerKind(StrEnum):
     """What a ledger entry records. The letter of its label ("T7") says the kind."""
 
     USER_FACT = "user_fact"  # what the user says about themselves: a fact
-    CONSTRAINT = "constraint"  # a rule the user set
+    CONSTRAINT = "constraint"  # a rule the user set (stored as named; users read "rule")
     DECISION = "decision"  # with its reasons and the alternatives rejected
     PROMISE = "promise"
     THREAD = "thread"  # an open question or plan; a later chapter resolves it by label
@@ -232,6 +232,19 @@ class LedgerKind(StrEnum):
     def letter(self) -> str:
         return LEDGER_LETTERS[self]
 
+    @property
+    def label(self) -> str:
+        """The kind as a user reads it."""
+        return LEDGER_KIND_LABELS[self]
+
+
+LEDGER_KIND_LABELS = {
+    LedgerKind.USER_FACT: "user fact",
+    LedgerKind.CONSTRAINT: "rule",
+    LedgerKind.DECISION: "decision",
+    LedgerKind.PROMISE: "promise",
+    LedgerKind.THREAD: "thread",
+}
 
 LEDGER_LETTERS = {
     LedgerKind.USER_FACT: "F",
@@ -305,8 +318,20 @@ class StoredLedgerEntry(LedgerEntry):
 
 class FoldKind(StrEnum):
     CHAPTER = "chapter"
-    MAJOR_GC = "major_gc"
+    MAJOR_GC = "major_gc"  # stored as named; users read "major fold" (`label`)
     REFOLD = "refold"  # an edit inside a folded range
+
+    @property
+    def label(self) -> str:
+        """The kind as a user reads it."""
+        return FOLD_KIND_LABELS[self]
+
+
+FOLD_KIND_LABELS = {
+    FoldKind.CHAPTER: "chapter",
+    FoldKind.MAJOR_GC: "major fold",
+    FoldKind.REFOLD: "refold",
+}
 
 
 class FoldStatus(StrEnum):

@@ -54,10 +54,6 @@ class ConversationManager:
         self._deleted.append(conv_id)
         return conv
 
-    @property
-    def can_undo(self) -> bool:
-        return bool(self._deleted)
-
     def undo_delete(self) -> StoredConversation | None:
         """Bring back the conversation deleted last (None: nothing to undo)."""
         if not self._deleted:

@@ -115,7 +115,8 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
         ids = " ".join(f"#{i}" for i in e["evidence"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
-        lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}{out}")
+        kind = LedgerKind(e["kind"]).label
+        lines.append(f"  {e['label']}  {kind}  {e['text']}  {ids}  {valid}{out}")
     synopsis = report["synopsis"]
     lines.append("")
     if synopsis is None:

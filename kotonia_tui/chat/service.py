@@ -83,7 +83,7 @@ WAIT_WHY = "before this turn, so those messages stay in the memory instead of le
 def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
     """ "#4 chapter of messages #1-#14, #5 major gc" """
     return ", ".join(
-        f"#{job.id} {job.kind.value.replace('_', ' ')}"
+        f"#{job.id} {job.kind.label}"
         + (
             f" of messages #{job.first_message_id}-#{job.last_message_id}"
             if job.first_message_id is not None
@@ -380,7 +380,8 @@ class ChatService:
             self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
             self.worker.wake()
         turn = Turn(
-            self,
+            self.engine,
+            self.store,
             conv,
             setup,
             prepared,

@@ -198,7 +198,7 @@ class LogFile(logging.Handler):
     def __init__(self, path: Path) -> None:
         super().__init__(logging.INFO)
         self.path = path
-        self._stream: object | None = None
+        self._stream: TextIO | None = None
         self.fallback: _StderrHandler | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -210,8 +210,8 @@ class LogFile(logging.Handler):
             line = redact(self.format(record)) + "\n"
             if self._stream is None:
                 self._stream = self.path.open("a", encoding="utf-8", errors="replace")
-            self._stream.write(line)  # type: ignore[attr-defined]
-            self._stream.flush()  # type: ignore[attr-defined]
+            self._stream.write(line)
+            self._stream.flush()
         except (OSError, ValueError) as exc:
             self._fall_back(exc)
             if record.levelno >= logging.WARNING:
@@ -232,7 +232,7 @@ class LogFile(logging.Handler):
         if stream is not None:
             # The unflushed rest is what could not be written.
             with contextlib.suppress(OSError, ValueError):
-                stream.close()  # type: ignore[attr-defined]
+                stream.close()
 
     def close(self) -> None:
         self._close_stream()

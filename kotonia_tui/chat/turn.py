@@ -15,7 +15,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from kotonia_tui.characters import CharacterSetup
 from kotonia_tui.chat.events import ReasoningDelta, ReplyDelta, TurnDone, TurnEvent, TurnOutcome
@@ -31,16 +30,14 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.engine import (
     Call,
+    Engine,
     EngineError,
     GenerationResult,
     StreamInterruptedError,
     TextDelta,
 )
 from kotonia_tui.memory.segments import parse_segments
-from kotonia_tui.store import StoreError
-
-if TYPE_CHECKING:
-    from kotonia_tui.chat.service import ChatService
+from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +58,8 @@ class Turn:
 
     def __init__(
         self,
-        service: ChatService,
+        engine: Engine,
+        store: Store,
         conv: StoredConversation,
         setup: CharacterSetup,
         prepared: PreparedTurn,
@@ -71,7 +69,8 @@ class Turn:
         user_message: StoredMessage | None,
         target: StoredMessage | None = None,
     ) -> None:
-        self.service = service
+        self.engine = engine
+        self.store = store
         self.conv = conv
         self.setup = setup
         self.prepared = prepared
@@ -88,7 +87,7 @@ class Turn:
         self._call: Call | None = None
         self._start_error: EngineError | None = None
         try:
-            self._call = service.engine.start(prepared.request)
+            self._call = engine.start(prepared.request)
         except EngineError as exc:
             self._start_error = exc
         self._task = asyncio.get_running_loop().create_task(
@@ -232,9 +231,9 @@ class Turn:
 
     def _store(self, result: GenerationResult, *, error: str | None = None) -> TurnDone:
         """Store the reply however the call ended; the `TurnDone` says how."""
-        store = self.service.store
+        store = self.store
         outcome = TurnOutcome.COMPLETED
-        cap, n_ctx = self.prepared.request.max_tokens, self.service.engine.n_ctx
+        cap, n_ctx = self.prepared.request.max_tokens, self.engine.n_ctx
         status, reason = reply_status(result, cap, n_ctx)
         if error is not None:
             status, reason = MessageStatus.ERROR, f"cut by an error: {error}"

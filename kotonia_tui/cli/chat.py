@@ -231,4 +231,4 @@ def _print_event(event: ServiceEvent, stream: TextIO) -> None:
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""
-        say(f"fold {event.job.kind.value} #{event.job.id} {event.state}{detail}", stream=stream)
+        say(f"fold {event.job.kind.label} #{event.job.id} {event.state}{detail}", stream=stream)

@@ -233,9 +233,6 @@ class KvSlot:
         """Evaluate one generated token so the next one can be sampled."""
         self._eval_tokens([token])
 
-    def free_cells(self) -> int:
-        return self.n_ctx - self.cells
-
     # ---- saved states ----------------------------------------------------------------------
 
     def snapshot(self) -> tuple[tuple[PromptItem, ...], ctypes.Array[ctypes.c_uint8]]:
@@ -274,7 +271,3 @@ class KvSlot:
         self._changed()
         self.saved_version = self.version
         return True
-
-
-def sample_vocab_is_eog(vocab: llama_cpp.llama_vocab_p, token: int) -> bool:
-    return bool(llama_cpp.llama_vocab_is_eog(vocab, token))

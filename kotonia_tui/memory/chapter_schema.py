@@ -59,7 +59,7 @@ DROP_ORDER = (
     "promises",
     "decisions",
     "claims",
-    "constraints",
+    "rules",
     "resolved",
     "open_threads",
     "user_facts",
@@ -70,7 +70,7 @@ TIME_LENGTH = 60
 LIST_LIMITS: dict[str, int] = {
     "events": 12,
     "user_facts": 6,
-    "constraints": 4,
+    "rules": 4,
     "claims": 6,
     "decisions": 3,
     "promises": 3,
@@ -81,7 +81,7 @@ LIST_LIMITS: dict[str, int] = {
 # Which lists the ledger takes, and as what.
 LEDGER_LISTS: dict[str, LedgerKind] = {
     "user_facts": LedgerKind.USER_FACT,
-    "constraints": LedgerKind.CONSTRAINT,
+    "rules": LedgerKind.CONSTRAINT,
     "decisions": LedgerKind.DECISION,
     "promises": LedgerKind.PROMISE,
     "open_threads": LedgerKind.THREAD,
@@ -240,7 +240,7 @@ class ChapterSource:
             "events": n,
             "claims": n,
             "user_facts": 2 * n_user,
-            "constraints": n_user,
+            "rules": n_user,
             "decisions": n,
             "promises": n,
             "open_threads": n,
@@ -274,7 +274,7 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     items = {
         "events": _object({"event": named, "ids": ids}),
         "user_facts": _object({"fact": the_user, "ids": user_ids, "replaces": replaces}),
-        "constraints": _object({"rule": text, "ids": user_ids, "replaces": replaces}),
+        "rules": _object({"rule": text, "ids": user_ids, "replaces": replaces}),
         "claims": _object({"said": text, "in_fact": short, "ids": ids}),
         "decisions": _object({"decision": named, "because": short, "rejected": short, "ids": ids}),
         "promises": _object({"promise": named, "ids": ids}),

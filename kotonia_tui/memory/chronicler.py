@@ -133,7 +133,7 @@ speaker's own thoughts confirm it.
 - Where the narration or a character's thoughts show that a claim is a lie or an act, write \
 both: "On the surface: ... In fact: ...".
 - What {user} says about themselves (plans, likes, friends, their past) is a fact: record it.
-- Keep decisions with their reasons, promises, rules and constraints that were set, and \
+- Keep decisions with their reasons, promises, the rules that were set, and \
 how feelings and the relationship changed.
 - When a topic or question is settled, close it with "Resolved: ..."; list what is still \
 open at the end as "Open: ...".
@@ -154,7 +154,7 @@ Fields:
 - "events": what happened.
 - "user_facts": what {user} says about themselves (name, family, health, likes, plans, dates, \
 prices). "replaces": the label of a known fact this one changes, or "".
-- "constraints": rules and limits {user} set. "replaces" as above.
+- "rules": rules and limits {user} set. "replaces" as above.
 - "claims": what a character said that may not be true: "said" is the claim; "in_fact" what \
 the narration or the speaker's own thoughts show instead ("" if nothing does).
 - "decisions": what was decided, "because" why, "rejected" the alternative turned down.
@@ -185,7 +185,7 @@ the chapters below into one new synopsis of everything so far, in the language o
 
 Rules:
 - Keep every fact the story rests on: who people are to each other, what happened, decisions \
-with reasons, promises, constraints {user} set.
+with reasons, promises, rules {user} set.
 - Keep claims as claims (who said what to whom) and keep "On the surface / In fact" pairs.
 - Drop topics marked "Resolved:" to one line each; keep them marked resolved.
 - End with the open threads, each on its own line starting with "Open: ". They must survive.

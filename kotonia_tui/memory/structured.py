@@ -102,7 +102,7 @@ class ChapterAnswer(BaseModel):
     events: list[EventItem] = Field(default_factory=list)
     claims: list[ClaimItem] = Field(default_factory=list)
     user_facts: list[FactItem] = Field(default_factory=list)
-    constraints: list[RuleItem] = Field(default_factory=list)
+    rules: list[RuleItem] = Field(default_factory=list)
     decisions: list[DecisionItem] = Field(default_factory=list)
     promises: list[PromiseItem] = Field(default_factory=list)
     open_threads: list[ThreadItem] = Field(default_factory=list)
@@ -374,7 +374,7 @@ def read_chapter(
             fact.replaces,
             pool=user_texts,
         )
-    for rule in answer.constraints:
+    for rule in answer.rules:
         add(
             LedgerKind.CONSTRAINT,
             _clean(rule.rule),

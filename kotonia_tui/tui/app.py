@@ -303,7 +303,7 @@ class KotoniaApp(App[int]):
         running = service.worker.running
         if running is not None:
             job, elapsed = running
-            label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+            label = f"fold #{job.id} {job.kind.label}"
             self.fold_statuses[job.conversation_id] = Content.assemble(
                 ("◑ ", "bold $accent"), f"{label} running {elapsed:.0f} s"
             )
@@ -459,7 +459,7 @@ class KotoniaApp(App[int]):
 def fold_status(event: FoldProgress) -> Content:
     """The status line's fold item for a fold event; every state has its own line."""
     job = event.job
-    label = f"fold #{job.id} {job.kind.value.replace('_', ' ')}"
+    label = f"fold #{job.id} {job.kind.label}"
     match event.state:
         case FoldState.QUEUED:
             return Content.assemble(("◔ ", "$accent"), f"{label} queued")

@@ -58,7 +58,7 @@ LINES = [
 # model's runs apart.) The fake engine writes each under its request's schema as a grammar does
 # (tests/fake_engine.py `conform`): in its cheaper tokens claims and decisions fit too, and are
 # written empty.
-NONE = '"constraints": []'
+NONE = '"rules": []'
 # Every item says what the messages it cites say (an item they do not hold is dropped), an event
 # starts with a name of the cast (the grammar), and no two items cite the same first id (a
 # scripted model cannot tell `"ids":[1` followed by "]" and by "," apart).
@@ -75,7 +75,7 @@ FORGETS = (
     '"replaces":""}],' + NONE + ',"open_threads" : [],"resolved" :[ ]}'
 )
 # Chapter 3 (messages 9-12): resolves the thread by its label (the ledger's first entry). At the
-# tiny GGUF's budget, with "resolved" in the schema, "constraints" no longer fits.
+# tiny GGUF's budget, with "resolved" in the schema, "rules" no longer fits.
 RESOLVES = (
     '{"events":[{"event":"Wren said the key was in his coat all along.","ids":[10]}],'
     '"user_facts":[],'

@@ -87,7 +87,7 @@ def test_read_chapter_drops_the_invention_in_every_list_it_wrote() -> None:
             {"fact": INVENTED, "ids": [1]},
             {"fact": "Mara's sister Ilse is getting married", "ids": [1]},
         ],
-        "constraints": [{"rule": INVENTED, "ids": [1]}],
+        "rules": [{"rule": INVENTED, "ids": [1]}],
         "open_threads": [{"thread": INVENTED, "ids": [1]}],
         "promises": [{"promise": INVENTED, "ids": [2]}],
         "decisions": [{"decision": INVENTED, "because": "", "rejected": "", "ids": [2]}],
@@ -155,7 +155,7 @@ def test_one_line_copied_into_every_list_is_ledgered_once() -> None:
     line = "Mara says her sister Ilse marries on the 14th."
     answer = {
         "user_facts": [{"fact": line, "ids": [1]}],
-        "constraints": [{"rule": line.rstrip("."), "ids": [1]}],
+        "rules": [{"rule": line.rstrip("."), "ids": [1]}],
         "promises": [{"promise": f"User says: {line.upper()}", "ids": [1]}],
         "open_threads": [
             {"thread": line, "ids": [1]},

@@ -277,6 +277,6 @@ def test_every_string_starts_with_a_letter_and_the_bound_follows_the_pattern():
     assert pattern_chars(in_fact["pattern"]) == in_fact["maxLength"]
     # Every list is required (a small model must open each); the story time is optional.
     assert schema["required"] == [k for k in schema["properties"] if k != "time"]
-    assert list(schema["properties"])[:3] == ["events", "user_facts", "constraints"]
+    assert list(schema["properties"])[:3] == ["events", "user_facts", "rules"]
     item = schema["properties"]["events"]["items"]["properties"]
     assert list(item) == ["event", "ids"]  # the text before the ids

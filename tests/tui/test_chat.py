@@ -23,6 +23,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
+from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.dialogs import EditScreen, HelpScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import ChapterItem, InspectorPane, LedgerItem
@@ -400,8 +401,15 @@ async def test_help_keymap_palette_and_theme(tiny_eos_model_path, mira_card):
         assert again.theme == "nord"
 
 
-def test_chat_screen_is_what_the_app_pushes() -> None:
-    assert issubclass(ChatScreen, object)
+async def test_opening_a_conversation_pushes_the_chat_screen_over_the_listings(
+    tiny_eos_model_path, mira_card
+):
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_new_chat(app, pilot)
+        assert type(screen) is ChatScreen and screen.kotonia is app
+        # Back from it is the character's conversations, not an empty app.
+        assert isinstance(app.screen_stack[-2], ConversationsScreen)
 
 
 async def test_fast_typing_then_enter_sends_every_character(tiny_eos_model_path, mira_card):

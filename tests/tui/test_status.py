@@ -25,7 +25,7 @@ def test_every_fold_state_has_its_own_status(state: FoldState) -> None:
     job = StoredFoldJob(id=7, conversation_id=1, kind=FoldKind.MAJOR_GC)
     event = FoldProgress(1, job, state, "the model server did not answer")
     text = fold_status(event).plain
-    assert text.endswith(f"fold #7 major gc {WORDS[state]}")
+    assert text.endswith(f"fold #7 major fold {WORDS[state]}")
     # A deferred job waits for the server: the line must not keep saying it runs.
     assert ("running" in text) is (state is FoldState.RUNNING)
 

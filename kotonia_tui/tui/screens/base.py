@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 from textual.binding import ActiveBinding
 from textual.screen import Screen
@@ -57,9 +57,6 @@ class KotoniaScreen(Screen[ResultT]):
 
     @property
     def kotonia(self) -> KotoniaApp:
-        from kotonia_tui.tui.app import KotoniaApp  # the app module imports the screens
-
-        app = self.app
-        if not isinstance(app, KotoniaApp):
-            raise TypeError(f"{type(self).__name__} runs only in the Kotonia app, not {app!r}")
-        return app
+        # A cast, not a runtime import: the app module imports the screens, and a Kotonia
+        # screen is only ever pushed by the Kotonia app.
+        return cast("KotoniaApp", self.app)

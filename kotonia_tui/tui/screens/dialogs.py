@@ -200,7 +200,7 @@ def ledger_page(
         )
     blocks = [
         Content.assemble(
-            (entry.kind.value.replace("_", " "), "bold"),
+            (entry.kind.label, "bold"),
             literal_line(f" · {entry.subject}" if entry.subject else "", "$text-muted"),
             (f" · {validity}", "$text-muted"),
         ),

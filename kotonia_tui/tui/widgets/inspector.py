@@ -31,7 +31,7 @@ def job_label(job: FoldJob, memory: MemoryView) -> str:
     span = ""
     if job.first_message_id is not None:
         span = f" {memory.number(job.first_message_id)}–{memory.number(job.last_message_id)}"
-    return f"#{job.id} {job.kind.value.replace('_', ' ')}{span}"
+    return f"#{job.id} {job.kind.label}{span}"
 
 
 def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Content:
@@ -87,7 +87,7 @@ def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
         validity = f"chapter {entry.chapter_id} to {entry.ended_by_chapter_id}, {how}"
     return Content.assemble(
         (f"{entry.label} ", "bold" if live else "$text-muted"),
-        (f"{entry.kind.value.replace('_', ' ')} · {evidence} · {validity}", "$text-muted"),
+        (f"{entry.kind.label} · {evidence} · {validity}", "$text-muted"),
         (f" · {place}" if place else "", "bold $warning"),
         "\n  ",
         literal(short_text(entry.text, 120), "" if live else "$text-muted strike"),
