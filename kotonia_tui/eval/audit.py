@@ -55,6 +55,7 @@ from kotonia_tui.eval.results import (
 from kotonia_tui.memory.chronicler import CHRONICLER
 from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
+from kotonia_tui.memory.structured import dropped_of
 
 ESTABLISHED = re.compile(
     r"established fact|as an? (?:established |known )?fact|it is a fact that|"
@@ -294,7 +295,11 @@ def ledger_audit(
     for job in jobs:
         if job.last_error and job.status is not FoldStatus.DONE:
             failed[job.last_error] += job.attempts
+    dropped: Counter[str] = Counter(
+        item.reason.value for chapter in chapters for item in dropped_of(chapter.structure)
+    )
     return LedgerAudit(
+        dropped=dict(dropped),
         live=dict(live),
         ended=dict(ended),
         readback_misses=sum(len(c.readback_misses) for c in chapters),

@@ -194,6 +194,9 @@ def audit_text(report: EvalReport) -> str:
         lines.append(f"  fold attempts: {ledger.fold_attempts}, {failed} failed")
         for reason, count in list(ledger.failed_attempts.items())[:3]:
             lines.append(f"    {count} x {reason[:120]}")
+        if ledger.dropped:
+            out = ", ".join(f"{n} x {why}" for why, n in sorted(ledger.dropped.items()))
+            lines.append(f"  items the chapter checks left out: {out}")
     for claim in claims.examples[:3]:
         lines.append(f"  e.g. [{claim.in_}] {claim.memory[:160]!r}")
     for left in topics.examples[:2]:

@@ -274,6 +274,8 @@ class LedgerAudit:
     readback_misses: int
     fold_attempts: int
     failed_attempts: dict[str, int]
+    # The chronicler's items the chapter checks left out, by reason (memory/structured.py).
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ go to the ledger, which the memory block renders once, before the synopsis.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from itertools import pairwise
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -166,6 +167,7 @@ class StructuredChapter:
     claims: tuple[Line, ...]
     ledger: tuple[LedgerItem, ...]
     resolved: tuple[Resolution, ...]
+    dropped: tuple[Dropped, ...] = ()  # the answer's items the checks left out, and why
 
     @property
     def holds_nothing(self) -> bool:
@@ -194,6 +196,10 @@ class StructuredChapter:
                 "resolved": [
                     {"thread": x.label, "how": x.how, "ids": list(x.evidence)}
                     for x in self.resolved
+                ],
+                "dropped": [
+                    {"field": x.field, "text": x.text, "reason": x.reason.name.lower()}
+                    for x in self.dropped
                 ],
             },
             ensure_ascii=False,
@@ -254,28 +260,123 @@ def says_something(text: str) -> bool:
     return len(pairs) < _LOOP_PAIRS or len(set(pairs)) >= len(pairs) * _LOOP_SHARE
 
 
-class _Seen:
-    """Drops an item that says nothing (`says_something`, or no content term but numbers) or
-    that says what one already kept in the same list says (for the ledger: in any of its
-    kinds): the same content terms (`grounding.content`), whatever the framing around them, or
-    for a text of none, the same text whatever its case."""
+class DropReason(StrEnum):
+    """Why `read_chapter` left an item of the answer out (kept with the chapter, shown in the
+    inspector and counted by the audit)."""
 
-    def __init__(self, cast: tuple[str, ...]) -> None:
-        self._cast = cast
-        self._seen: set[frozenset[str] | str] = set()
+    NO_TEXT = "it has no text"
+    NOT_GROUNDED = "no message it cites, or of its range, holds it"
+    ONLY_NUMBERS = "a number with nothing said about it"
+    SAYS_NOTHING = "it says nothing (a key, a bare list, a loop)"
+    REPEATED = "it says what an item kept before says"
+    EVENT_AGAIN = "a claim that only says an event of the chapter again"
+    NOT_OPEN = "it resolves no open thread"
 
-    def fresh(self, text: str) -> bool:
-        terms = content(text, self._cast)
-        if terms and all(is_number(term) for term in terms):
-            # "User says: 300," (the embedded 270M, for "I can pay 300 crowns for the lantern,
-            # not more."): a number with nothing said about it. Dropped, the readback finds the
-            # number missing and keeps the user's sentence.
+
+@dataclass(frozen=True)
+class Dropped:
+    """An item of the answer that is not kept, and why."""
+
+    field: str  # the answer's list ("events", "user_facts", ...)
+    text: str
+    reason: DropReason
+
+
+@dataclass
+class _Candidate:
+    """One item of the answer on its way through the checks."""
+
+    field: str
+    text: str  # what is kept
+    cited: tuple[int, ...]  # the ids it names that are in its range
+    main: str = ""  # what must rest on the messages ("": the text)
+    pool: dict[int, str] | None = None  # the messages it may rest on (None: the range's)
+    plain_claim: bool = False  # a claim with no "in fact": not kept if an event says it
+    ids: tuple[int, ...] = ()  # the ids it rests on, once grounded
+
+
+@dataclass
+class _Reading:
+    """What the checks read an answer against: its messages and what was kept so far."""
+
+    texts: dict[int, str]
+    cast: tuple[str, ...]
+    open_threads: Sequence[str]
+    seen: set[frozenset[str] | str] = field(default_factory=set)  # per list (ledger: one)
+    told: set[frozenset[str]] = field(default_factory=set)  # the events' content terms
+    closed: set[str] = field(default_factory=set)  # threads resolved so far
+
+
+Check = Callable[[_Candidate, _Reading], DropReason | None]
+
+
+def has_text(item: _Candidate, _reading: _Reading) -> DropReason | None:
+    return None if item.text else DropReason.NO_TEXT
+
+
+def rests_on_its_messages(item: _Candidate, reading: _Reading) -> DropReason | None:
+    """Grounding (memory/grounding.py): the ids it cites that hold it, or the message of its
+    pool that does."""
+    main = item.main or item.text
+    pool = reading.texts if item.pool is None else item.pool
+    item.ids = evidence(main, item.cited, pool, reading.cast) if main else ()
+    return None if item.ids else DropReason.NOT_GROUNDED
+
+
+def says_something_new(item: _Candidate, reading: _Reading) -> DropReason | None:
+    """Not a number alone, not an item that says nothing (`says_something`), not what an item
+    kept before in the same list says: the same content terms (`grounding.content`), whatever
+    the framing around them, or for a text of none, the same text whatever its case."""
+    terms = content(item.text, reading.cast)
+    if terms and all(is_number(term) for term in terms):
+        # "User says: 300," (a small model, for "I can pay 300 crowns for the lantern, not
+        # more."): dropped, the readback finds the number missing and keeps the sentence.
+        return DropReason.ONLY_NUMBERS
+    key: frozenset[str] | str = terms or item.text.casefold().strip()
+    if not says_something(item.text):
+        return DropReason.SAYS_NOTHING
+    if key in reading.seen:
+        return DropReason.REPEATED
+    reading.seen.add(key)
+    return None
+
+
+def not_an_event_again(item: _Candidate, reading: _Reading) -> DropReason | None:
+    """A claim with no "in fact" that says what an event of the chapter says is the same line
+    twice (small models write "User says: I can pay 300 crowns" as both)."""
+    if item.plain_claim and content(item.text, reading.cast) in reading.told:
+        return DropReason.EVENT_AGAIN
+    return None
+
+
+def resolves_an_open_thread(item: _Candidate, reading: _Reading) -> DropReason | None:
+    if item.text not in reading.open_threads:
+        return DropReason.NOT_OPEN
+    if item.text in reading.closed:
+        return DropReason.REPEATED
+    reading.closed.add(item.text)
+    return None
+
+
+# The checks each list's items pass, in order; the first that fails drops the item.
+ITEM_CHECKS: tuple[Check, ...] = (has_text, rests_on_its_messages, says_something_new)
+CLAIM_CHECKS: tuple[Check, ...] = (
+    has_text,
+    not_an_event_again,
+    rests_on_its_messages,
+    says_something_new,
+)
+RESOLVED_CHECKS: tuple[Check, ...] = (resolves_an_open_thread,)
+
+
+def _passes(
+    item: _Candidate, checks: Sequence[Check], reading: _Reading, dropped: list[Dropped]
+) -> bool:
+    for check in checks:
+        if (reason := check(item, reading)) is not None:
+            dropped.append(Dropped(item.field, item.text or item.main, reason))
             return False
-        key: frozenset[str] | str = terms or text.casefold().strip()
-        if not key or key in self._seen or not says_something(text):
-            return False
-        self._seen.add(key)
-        return True
+    return True
 
 
 def read_chapter(
@@ -287,104 +388,78 @@ def read_chapter(
     open_threads: Sequence[str],
     replaceable: Sequence[str],
 ) -> StructuredChapter:
-    """The answer checked against its source: speakers from the messages cited, items without
-    evidence or text, or not grounded in the messages they cite, dropped (an ungrounded "in
-    fact", "because" or "rejected" is left out of its item), repeats dropped, labels checked
-    against the ledger."""
+    """The answer checked against its source, item by item through its list's checks
+    (`ITEM_CHECKS`, `CLAIM_CHECKS`, `RESOLVED_CHECKS`): an item with no text, not grounded in
+    the messages it cites, saying nothing or what a kept item says is dropped, with the reason
+    recorded (`StructuredChapter.dropped`). Speakers come from the messages cited; an
+    ungrounded "in fact", "because" or "rejected" is left out of its item; a "replaces" label
+    that names no replaceable entry is left out."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
     cast = (char, user)
     texts = {i: m.text for i, m in by_id.items()}
     user_texts = {i: texts[i] for i in user_ids}
-
-    def rests_on(text: str, ids: tuple[int, ...], pool: dict[int, str] = texts) -> tuple[int, ...]:
-        """The ids `text` rests on: those it cites, or the message of `pool` that holds it."""
-        return evidence(text, ids, pool, cast) if text else ()
+    dropped: list[Dropped] = []
 
     def anywhere(text: str) -> str:
         """A secondary string (in fact, because, rejected) if the range holds it, else ""."""
         return text if text and grounded(text, list(texts.values()), cast) else ""
 
     events: list[Line] = []
-    seen = _Seen(cast)
+    reading = _Reading(texts, cast, open_threads)
     for event in answer.events:
-        text = _clean(event.event)
-        ids = rests_on(text, _evidence(event.ids, allowed))
-        if ids and seen.fresh(text):
-            events.append(Line(text, ids))
+        item = _Candidate("events", _clean(event.event), _evidence(event.ids, allowed))
+        if _passes(item, ITEM_CHECKS, reading, dropped):
+            events.append(Line(item.text, item.ids))
 
     claims: list[Line] = []
-    # A claim that only says again what an event of the chapter says is the same line twice
-    # (the 270M wrote "User says: I can pay 300 crowns" as both); one with an "in fact" is not.
     told = {content(line.text, cast) for line in events}
-    seen = _Seen(cast)
+    reading = _Reading(texts, cast, open_threads, told=told)
     for claim in answer.claims:
         said = _clean(claim.said)
-        ids = rests_on(said, _evidence(claim.ids, allowed))
         # What is in fact true shows in the narration or thoughts, often of another message.
         # One that only says the claim again ("In fact: User says: I can pay 300 crowns") is
         # not a contradiction, and would show a plain statement as a lie.
         in_fact = anywhere(_clean(claim.in_fact))
         if in_fact and grounded(in_fact, [said], cast):
             in_fact = ""
-        if not in_fact and content(said, cast) in told:
+        ids = _evidence(claim.ids, allowed)
+        item = _Candidate("claims", said, ids, plain_claim=not in_fact)
+        if not _passes(item, CLAIM_CHECKS, reading, dropped):
             continue
-        if not ids or not seen.fresh(said):
-            continue
-        source = by_id[ids[0]]
+        source = by_id[item.ids[0]]
         speaker = source.speaker
         listener = char if source.role is Role.USER else user
         if in_fact:
             line = f"On the surface: {speaker} told {listener}: {said} In fact: {in_fact}"
         else:
             line = f"{speaker} told {listener}: {said}"
-        claims.append(Line(line, ids))
+        claims.append(Line(line, item.ids))
 
     ledger: list[LedgerItem] = []
+    # One list for every kind: a small model copies one line into each of them (one line as a
+    # fact, a rule, a promise and an open thread), and the copies would take four times its
+    # room in the ledger's share. The first kind that has it keeps it.
+    reading = _Reading(texts, cast, open_threads)
 
-    def add(
-        kind: LedgerKind,
-        text: str,
-        ids: tuple[int, ...],
-        subject: str | None,
-        replaces: str = "",
-        *,
-        main: str | None = None,
-        pool: dict[int, str] = texts,
-    ) -> None:
+    def add(kind: LedgerKind, item: _Candidate, subject: str | None, replaces: str = "") -> None:
         """Ledger an item on the messages it rests on; `subject` None: whoever said the first."""
-        ids = rests_on(text if main is None else main, ids, pool)
-        if subject is None and ids:
-            subject = by_id[ids[0]].speaker
-        if ids and subject is not None and seen.fresh(text):
+        if _passes(item, ITEM_CHECKS, reading, dropped):
+            who = by_id[item.ids[0]].speaker if subject is None else subject
             ok_replace = replaces if replaces in replaceable else ""
-            ledger.append(LedgerItem(kind, text, subject, ids, ok_replace))
+            ledger.append(LedgerItem(kind, item.text, who, item.ids, ok_replace))
 
-    # One list for every kind: a small model copies one line into each of them (the 270M wrote
-    # "I can pay 300 crowns" as a fact, a rule, a promise and an open thread), and the copies
-    # would take four times its room in the ledger's share. The first kind that has it keeps it.
-    seen = _Seen(cast)
     for fact in answer.user_facts:
-        add(
-            LedgerKind.USER_FACT,
-            _clean(fact.fact),
-            _evidence(fact.ids, user_ids),
-            user,
-            fact.replaces,
-            pool=user_texts,
-        )
+        ids = _evidence(fact.ids, user_ids)
+        item = _Candidate("user_facts", _clean(fact.fact), ids, pool=user_texts)
+        add(LedgerKind.USER_FACT, item, user, fact.replaces)
     for rule in answer.rules:
-        add(
-            LedgerKind.CONSTRAINT,
-            _clean(rule.rule),
-            _evidence(rule.ids, user_ids),
-            user,
-            rule.replaces,
-            pool=user_texts,
+        item = _Candidate(
+            "rules", _clean(rule.rule), _evidence(rule.ids, user_ids), pool=user_texts
         )
+        add(LedgerKind.CONSTRAINT, item, user, rule.replaces)
     for decision in answer.decisions:
-        ids = _evidence(decision.ids, allowed)
         main = _clean(decision.decision)
         text = main
         # The reasons and the alternatives are often in other messages of the range.
@@ -392,19 +467,22 @@ def read_chapter(
             text += f" Because: {because}"
         if rejected := anywhere(_clean(decision.rejected)):
             text += f" Rejected: {rejected}"
-        add(LedgerKind.DECISION, text if main else "", ids, None, main=main)
+        item = _Candidate("decisions", text if main else "", _evidence(decision.ids, allowed), main)
+        add(LedgerKind.DECISION, item, None)
     for promise in answer.promises:
-        ids = _evidence(promise.ids, allowed)
-        add(LedgerKind.PROMISE, _clean(promise.promise), ids, None)
+        item = _Candidate("promises", _clean(promise.promise), _evidence(promise.ids, allowed))
+        add(LedgerKind.PROMISE, item, None)
     for thread in answer.open_threads:
-        add(LedgerKind.THREAD, _clean(thread.thread), _evidence(thread.ids, allowed), "")
+        item = _Candidate("open_threads", _clean(thread.thread), _evidence(thread.ids, allowed))
+        add(LedgerKind.THREAD, item, "")
 
     resolved: list[Resolution] = []
-    closed: set[str] = set()
-    for item in answer.resolved:
-        if item.thread in open_threads and item.thread not in closed:
-            closed.add(item.thread)
-            resolved.append(Resolution(item.thread, _clean(item.how), _evidence(item.ids, allowed)))
+    reading = _Reading(texts, cast, open_threads)
+    for answered in answer.resolved:
+        item = _Candidate("resolved", answered.thread, ())
+        if _passes(item, RESOLVED_CHECKS, reading, dropped):
+            ids = _evidence(answered.ids, allowed)
+            resolved.append(Resolution(answered.thread, _clean(answered.how), ids))
 
     time = _clean(answer.time)
     return StructuredChapter(
@@ -413,7 +491,17 @@ def read_chapter(
         claims=tuple(claims),
         ledger=tuple(ledger),
         resolved=tuple(resolved),
+        dropped=tuple(dropped),
     )
+
+
+def dropped_of(structure: str | None) -> list[Dropped]:
+    """The items a stored chapter's checks left out (its `structure` JSON; none for a prose
+    chapter, or one stored before the reasons were kept)."""
+    if not structure:
+        return []
+    rows = json.loads(structure).get("dropped", [])
+    return [Dropped(r["field"], r["text"], DropReason[r["reason"].upper()]) for r in rows]
 
 
 def with_quotes(

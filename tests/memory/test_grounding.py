@@ -11,7 +11,14 @@ from collections.abc import Mapping
 
 from kotonia_tui.domain import LedgerKind, Message, Role
 from kotonia_tui.memory.grounding import grounded, says_again
-from kotonia_tui.memory.structured import StructuredChapter, parse_answer, read_chapter
+from kotonia_tui.memory.structured import (
+    Dropped,
+    DropReason,
+    StructuredChapter,
+    dropped_of,
+    parse_answer,
+    read_chapter,
+)
 
 CAST = ("Piet", "Mara")
 SISTER = "My sister Ilse marries on the 14th, and I still have no dress."
@@ -96,6 +103,33 @@ def test_read_chapter_drops_the_invention_in_every_list_it_wrote() -> None:
     assert [x.text for x in chapter.events] == ["Ilse marries on the 14th"]
     assert [(x.kind, x.text) for x in chapter.ledger] == [
         (LedgerKind.USER_FACT, "Mara's sister Ilse is getting married")
+    ]
+    # Each item left out is kept with its reason, as the chapter stores it.
+    expected = [
+        Dropped(name, INVENTED, DropReason.NOT_GROUNDED)
+        for name in ("events", "user_facts", "rules", "decisions", "promises", "open_threads")
+    ]
+    assert list(chapter.dropped) == expected
+    assert dropped_of(chapter.to_json()) == expected
+
+
+def test_each_check_says_why_it_drops_an_item() -> None:
+    chapter = _chapter(
+        {
+            "events": [
+                {"event": "Ilse marries on the 14th", "ids": [1]},
+                {"event": "Ilse marries on the 14th!", "ids": [1]},  # the same terms again
+                {"event": "", "ids": [1]},
+            ],
+            "claims": [{"said": "Ilse marries on the 14th", "in_fact": "", "ids": [1]}],
+            "resolved": [{"thread": "T9", "how": "", "ids": [1]}],
+        }
+    )
+    assert [(d.field, d.reason) for d in chapter.dropped] == [
+        ("events", DropReason.REPEATED),
+        ("events", DropReason.NO_TEXT),
+        ("claims", DropReason.EVENT_AGAIN),
+        ("resolved", DropReason.NOT_OPEN),
     ]
 
 

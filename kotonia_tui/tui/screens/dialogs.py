@@ -15,6 +15,7 @@ from textual.widgets import Button, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.domain import Chapter, Message, StoredLedgerEntry, StoredMessage, Synopsis
+from kotonia_tui.memory.structured import dropped_of
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_cell, literal_line
 from kotonia_tui.tui.render import age, message_body, tokens
@@ -172,6 +173,10 @@ def chapter_page(
             "$text-muted",
         ),
         literal(f"\n{chapter.note}" if chapter.note else "", "$text-muted"),
+        *(
+            literal(f"\nleft out of the answer ({d.field}): {d.text} ({d.reason})", "$warning")
+            for d in dropped_of(chapter.structure)
+        ),
     )
     blocks = [
         head,
