@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.chat.fold.context import FoldContext
-from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure
+from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
 from kotonia_tui.domain import (
     Chapter,
     ChapterOrigin,
@@ -209,19 +209,24 @@ async def _fold_piece(
     A model call that fails (an engine error) fails the attempt, and the job is retried after
     its backoff; on its last attempt the range is quoted instead: a job failed for good would
     leave its messages in neither the prompt nor the memory once the verbatim window moved on.
-    A server that is down is never the range's fault (the job waits for it, uncounted)."""
+    A server that is down is never the range's fault (the job waits for it, uncounted). What
+    follows each outcome is the table's (chat/fold/outcomes.py)."""
+    failed: Exception
     try:
         return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
     except FoldFailed as exc:
-        return await _extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({exc.why})")
-    except BackendUnavailableError:
-        raise
+        outcome, why, failed = exc.reason, f"unusable ({exc.why})", exc
+    except BackendUnavailableError as exc:
+        outcome, why, failed = FoldFailure.SERVER_DOWN, str(exc), exc
     except EngineError as exc:
-        if not last_attempt:
-            raise
-        return await _extracted_piece(
-            ctx, conv_id, piece, ledger, f"not written: the model failed on every attempt ({exc})"
+        outcome, why = (
+            FoldFailure.MODEL_FAILED,
+            f"not written: the model failed on every attempt ({exc})",
         )
+        failed = exc
+    if then(Step.CHAPTER, outcome, last_attempt=last_attempt) is Then.QUOTE:
+        return await _extracted_piece(ctx, conv_id, piece, ledger, why)
+    raise failed  # deferred or failed by the worker (the same table, Step.JOB)
 
 
 async def _chronicled_piece(

@@ -40,12 +40,15 @@ class FoldContext:
     cast_of: Callable[[int], Cast]  # who a conversation's story is between
     max_output: int  # the chronicler's output ceiling (so nothing is cut; never a target)
 
-    async def ask(self, request: ChronicleRequest, *, cut_ok: bool = False) -> Chronicled:
-        """The chronicler's usable reply (a refusal is asked once more), or FoldFailed. With
-        `cut_ok`, a reply the output cap stopped is returned too (a synopsis draft to shorten;
-        never stored)."""
+    async def ask(
+        self, request: ChronicleRequest, *, cut_ok: bool = False, calls: int = 2
+    ) -> Chronicled:
+        """The chronicler's usable reply in at most `calls` model calls (a refusal, a hollow
+        answer or a readback miss is asked once more when there is a call left), or FoldFailed.
+        With `cut_ok`, a reply the output cap stopped is returned too (a synopsis draft to
+        shorten; never stored)."""
         try:
-            done = await chronicle(self.engine, request, max_output=self.max_output)
+            done = await chronicle(self.engine, request, max_output=self.max_output, calls=calls)
         except NoRoomError as exc:
             raise NoRoomFailed(str(exc)) from exc
         if cut_ok and done.reply.verdict is Verdict.CUT:

@@ -1,11 +1,18 @@
-"""Why a fold call gave nothing to store, as data: the reasons a chapter's quote note and a
-job's failure name, so no code reads a reason back from an exception's text."""
+"""What a fold does after each outcome of a step, in one table, and why a step gave nothing
+to store, as data (no code reads a reason back from an exception's text).
+
+A step is a chapter piece (one chronicler call's range), a synopsis draft, or a job as the
+worker sees it. After each outcome the step stores, asks again, asks again with its draft to
+shorten, quotes its source (memory/extract.py), defers (back to pending, not an attempt), or
+fails the attempt (retried after its backoff). `then` reads the table; nothing else decides.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
 from kotonia_tui.chat.fold.chronicle import Chronicled
+from kotonia_tui.engine import BackendUnavailableError
 from kotonia_tui.memory.chronicler import Verdict
 
 
@@ -22,6 +29,70 @@ class FoldFailure(StrEnum):
     NOT_SHORTER = "its notes did not get shorter when merged"
     NOTHING_TO_FOLD = "nothing was left to fold it from"
     MODEL_FAILED = "the model failed"
+    OFF_LENGTH = "it was far from its length"  # a synopsis draft more than 20% off its target
+    SAYS_AGAIN = "it only said the old synopsis again"
+    SERVER_DOWN = "the model server did not answer"
+
+
+class Step(StrEnum):
+    CHAPTER = "chapter"  # one chronicler call's piece of a chapter job's range
+    SYNOPSIS = "synopsis"  # one draft of a major fold's synopsis
+    JOB = "job"  # a whole job, as the worker ends its attempt
+
+
+class Then(StrEnum):
+    STORE = "store"
+    ASK_AGAIN = "ask again"  # the same request (a greedy model may answer otherwise next)
+    REDRAFT = "ask again with the draft"  # a synopsis draft shown to be written to its length
+    QUOTE = "quote"  # the source's own lines, at the size a summary would have
+    DEFER = "defer"  # back to pending, not counted as an attempt
+    FAIL = "fail"  # a failed attempt: retried after its backoff
+
+
+OK = None  # the outcome of a step that gave something to store
+
+# After each outcome of each step. A chapter's range is quoted rather than failed (asked again,
+# a greedy chronicler writes the same answer; a range failed for good would be in neither the
+# prompt nor the memory once the window moves on); a synopsis is asked again, then quoted.
+AFTER: dict[tuple[Step, FoldFailure | None], Then] = {
+    (Step.CHAPTER, OK): Then.STORE,
+    **{
+        (Step.CHAPTER, why): Then.QUOTE
+        for why in (
+            FoldFailure.REFUSED,
+            FoldFailure.EMPTY,
+            FoldFailure.CUT,
+            FoldFailure.HOLLOW,
+            FoldFailure.MALFORMED,
+            FoldFailure.NO_ROOM,
+            FoldFailure.NOT_SHORTER,
+        )
+    },
+    (Step.CHAPTER, FoldFailure.MODEL_FAILED): Then.FAIL,  # quoted on the job's last attempt
+    (Step.CHAPTER, FoldFailure.SERVER_DOWN): Then.DEFER,
+    (Step.CHAPTER, FoldFailure.NOTHING_TO_FOLD): Then.FAIL,
+    (Step.SYNOPSIS, OK): Then.STORE,
+    (Step.SYNOPSIS, FoldFailure.REFUSED): Then.ASK_AGAIN,
+    (Step.SYNOPSIS, FoldFailure.EMPTY): Then.ASK_AGAIN,
+    (Step.SYNOPSIS, FoldFailure.SAYS_AGAIN): Then.ASK_AGAIN,
+    (Step.SYNOPSIS, FoldFailure.CUT): Then.REDRAFT,
+    (Step.SYNOPSIS, FoldFailure.OFF_LENGTH): Then.REDRAFT,
+    (Step.SYNOPSIS, FoldFailure.NO_ROOM): Then.QUOTE,  # asked again, the draft leaves no room
+    (Step.SYNOPSIS, FoldFailure.MODEL_FAILED): Then.FAIL,
+    (Step.SYNOPSIS, FoldFailure.SERVER_DOWN): Then.DEFER,
+    (Step.SYNOPSIS, FoldFailure.NOTHING_TO_FOLD): Then.FAIL,
+    (Step.JOB, OK): Then.STORE,
+    (Step.JOB, FoldFailure.SERVER_DOWN): Then.DEFER,
+    **{(Step.JOB, why): Then.FAIL for why in FoldFailure if why is not FoldFailure.SERVER_DOWN},
+}
+
+
+def then(step: Step, outcome: FoldFailure | None, *, last_attempt: bool = False) -> Then:
+    """What `step` does after `outcome` (None: it gave something to store). On a job's last
+    attempt a chapter that would fail is quoted: no range is failed for good."""
+    if step is Step.CHAPTER and outcome is FoldFailure.MODEL_FAILED and last_attempt:
+        return Then.QUOTE
+    return AFTER[(step, outcome)]
 
 
 # The failure a chronicler's verdict is (OK is no failure).
@@ -50,6 +121,15 @@ class NoRoomFailed(FoldFailed):
 
     def __init__(self, why: str) -> None:
         super().__init__(FoldFailure.NO_ROOM, why)
+
+
+def outcome_of(exc: Exception) -> FoldFailure:
+    """The outcome an exception out of a fold step is."""
+    if isinstance(exc, FoldFailed):
+        return exc.reason
+    if isinstance(exc, BackendUnavailableError):
+        return FoldFailure.SERVER_DOWN
+    return FoldFailure.MODEL_FAILED
 
 
 def failure_of(done: Chronicled) -> FoldFailed:

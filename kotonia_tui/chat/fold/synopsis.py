@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from kotonia_tui.chat.fold.chronicle import Chronicled
 from kotonia_tui.chat.fold.context import FoldContext
-from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, NoRoomFailed, failure_of
+from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, failure_of, then
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
@@ -53,7 +53,7 @@ from kotonia_tui.memory.grounding import says_again
 
 log = logging.getLogger(__name__)
 
-SYNOPSIS_CALLS = 3  # a synopsis far from its length is asked again, with its draft, twice
+SYNOPSIS_CALLS = 3  # model calls per attempt: a draft far from its length is asked again twice
 REBUILD_READ_LIMIT = 200  # chapters read per round of a rebuild
 
 
@@ -197,6 +197,27 @@ async def _batches(
     return batches
 
 
+def _judged(
+    done: Chronicled, tokens: int, target: int | None, base: str | None, names: tuple[str, str]
+) -> FoldFailure | None:
+    """A usable draft's outcome: cut at the cap, only `base` again (given when the chapters say
+    more than it), or far from its target; None when it can be stored."""
+    if done.reply.verdict is Verdict.CUT:
+        return FoldFailure.CUT
+    if base is not None and says_again(done.reply.text, base, names):
+        return FoldFailure.SAYS_AGAIN
+    if target is not None and length_fit(tokens, target) is not LengthFit.OK:
+        return FoldFailure.OFF_LENGTH
+    return None
+
+
+def failure_of_draft(done: Chronicled | None, outcome: FoldFailure) -> FoldFailed:
+    """The failure of a draft that cannot be stored and cannot be asked for again."""
+    if done is not None and not done.reply.ok:
+        return failure_of(done)
+    return FoldFailed(outcome, f"the synopsis draft was not stored: {outcome}")
+
+
 @dataclass(frozen=True)
 class Draft:
     """The synopsis a call (or a quote) wrote, its size, and the time it took."""
@@ -223,7 +244,7 @@ async def _write(
     longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
     A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
     shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). A draft
-    that says nothing `base` did not, when `chapters` do, or that the chronicler refused (twice)
+    that says nothing `base` did not, when `chapters` do, or that the chronicler refused
     or left empty, is asked again as it was first asked, and never stored. When no draft can be
     used, or the fold context has no room left to ask (again), `base` and `chapters` quoted in
     the target's length."""
@@ -233,41 +254,52 @@ async def _write(
     names = (cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
     repeats = refusals = 0
+    # One model call per ask (a refusal is asked again here, not inside the call as well):
+    # at most SYNOPSIS_CALLS calls in an attempt.
     for _call in range(SYNOPSIS_CALLS):
+        done: Chronicled | None = None
         try:
-            done = await ctx.ask(asked, cut_ok=True)
-        except NoRoomFailed as exc:
-            # Asked again, the prompt shows the draft as well: a long draft of a full batch
-            # leaves no room for the answer (45 tokens of a 2,048-token fold context, on a
-            # random-weight model whose chapters were all quoted). What the drafts gave so far,
-            # or the quote, is stored instead of failing a major fold that cannot go better.
-            if target is None:
-                raise
-            log.info("synopsis asked again: %s; stopped at %s drafts", exc, len(drafts))
-            break
+            done = await ctx.ask(asked, cut_ok=True, calls=1)
         except FoldFailed as exc:
-            # Refused twice, or empty. Failing the major fold holds the chapters in the memory
-            # until it grows past its ceiling and cuts the recent messages (a 40-turn run on
-            # the embedded 270M: a draft that narrated "I will not tell anyone" read as a
-            # refusal, the major fold failed twice, and the 40th turn cut the oldest messages).
-            if target is None:
-                raise
-            refusals += 1
-            log.info("synopsis not written (%s): asked again", exc)
-            continue
-        (tokens,) = await ctx.count([done.reply.text])
-        cut = done.reply.verdict is Verdict.CUT
-        if not cut and news and base is not None and says_again(done.reply.text, base, names):
-            repeats += 1
-            log.info("synopsis draft says only the old synopsis again: asked again")
-            continue
-        if not cut and (target is None or length_fit(tokens, target) is LengthFit.OK):
-            return Draft(done.reply.text, tokens, done.gen_ms)
-        if target is None:  # no length to ask for: a cut draft cannot be stored
-            raise failure_of(done)
-        drafts.append((done, tokens))
-        log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
-        asked = request.again_with(done.reply.text, tokens)
+            failed: FoldFailed | None = exc
+        else:
+            failed = None
+        tokens = 0
+        if done is not None:
+            (tokens,) = await ctx.count([done.reply.text])
+            outcome = _judged(done, tokens, target, base if news else None, names)
+        else:
+            assert failed is not None
+            outcome = failed.reason
+        if target is None and outcome is not None:
+            # No length to ask for (notes merged into one): nothing but a draft within it.
+            raise failed if failed is not None else failure_of_draft(done, outcome)
+        match then(Step.SYNOPSIS, outcome):
+            case Then.STORE:
+                assert done is not None
+                return Draft(done.reply.text, tokens, done.gen_ms)
+            case Then.ASK_AGAIN if outcome is FoldFailure.SAYS_AGAIN:
+                repeats += 1
+                log.info("synopsis draft says only the old synopsis again: asked again")
+            case Then.ASK_AGAIN:
+                # Refused, or empty. Failing the major fold would hold the chapters in the
+                # memory until it grows past its ceiling and a turn cuts the recent messages.
+                refusals += 1
+                log.info("synopsis not written (%s): asked again", failed)
+            case Then.REDRAFT:
+                assert done is not None
+                drafts.append((done, tokens))
+                log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
+                asked = request.again_with(done.reply.text, tokens)
+            case Then.QUOTE:
+                # Asked again, the prompt shows the draft as well: a long draft of a full batch
+                # can leave no room for the answer. What the drafts gave so far, or the quote,
+                # is stored instead of failing a major fold that cannot go better.
+                log.info("synopsis asked again: %s; stopped at %s drafts", failed, len(drafts))
+                break
+            case _:
+                assert outcome is not None  # a draft that can be stored is stored
+                raise failed if failed is not None else failure_of_draft(done, outcome)
     assert target is not None  # without a target the first draft was taken
     short = [
         (draft, tokens)

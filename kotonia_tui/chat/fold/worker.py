@@ -27,7 +27,7 @@ from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.fold.chapters import fold_chapter_job
 from kotonia_tui.chat.fold.context import FoldContext
-from kotonia_tui.chat.fold.outcomes import FoldFailed
+from kotonia_tui.chat.fold.outcomes import FoldFailed, Step, Then, outcome_of, then
 from kotonia_tui.chat.fold.synopsis import fold_synopsis_job
 from kotonia_tui.chat.fold.wait import (
     GAVE_WAY,
@@ -41,7 +41,6 @@ from kotonia_tui.chat.fold.wait import (
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob
 from kotonia_tui.engine import (
-    BackendUnavailableError,
     Engine,
     EngineError,
     Slot,
@@ -52,8 +51,10 @@ from kotonia_tui.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5
-RETRY_BACKOFF_S = (30, 120, 600, 1800, 3600)
+# The wait after each failed attempt; the attempt after the last wait is the last one (a
+# chapter job quotes its range then, chat/fold/outcomes.py). One wait per attempt but the last.
+RETRY_BACKOFF_S = (30, 120, 600, 1800)
+MAX_ATTEMPTS = len(RETRY_BACKOFF_S) + 1
 UNAVAILABLE_RETRY_S = 5.0  # how often a job waiting for a server that is down tries again
 LEASE_S = 60.0  # a claim holds this long; the running worker renews it every third of it
 WAIT_POLL_S = 0.1  # how often a turn waiting for a fold looks at the job
@@ -295,12 +296,14 @@ class FoldWorker:
             self.wake()
             elapsed = self.clock.monotonic() - self._started_at
             self._notify(FoldProgress(job.conversation_id, job, FoldState.LANDED, detail, elapsed))
-        except BackendUnavailableError as exc:
-            if not self._done_elsewhere(job):
-                self._defer(job, exc)
         except (FoldFailed, EngineError) as exc:
+            # A server that is down defers the job; anything else fails the attempt (the
+            # table in chat/fold/outcomes.py).
             if not self._done_elsewhere(job):
-                self._fail(job, str(exc))
+                if then(Step.JOB, outcome_of(exc)) is Then.DEFER:
+                    self._defer(job, exc)
+                else:
+                    self._fail(job, str(exc))
         except asyncio.CancelledError:
             if self._giving_way:
                 self._giving_way = False
@@ -349,7 +352,7 @@ class FoldWorker:
         except StoreError:
             return False
 
-    def _defer(self, job: StoredFoldJob, exc: BackendUnavailableError) -> None:
+    def _defer(self, job: StoredFoldJob, exc: Exception) -> None:
         """The server is down or gave way to a user turn: not the job's fault. It goes back to
         pending with the reason as last_error and runs again shortly; the queue is paused in
         effect until the server answers, and this does not count toward MAX_ATTEMPTS."""
@@ -369,7 +372,7 @@ class FoldWorker:
         attempts = self._attempts(job)
         retry_at = None
         if attempts < MAX_ATTEMPTS:
-            delay = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1]
+            delay = RETRY_BACKOFF_S[attempts - 1]
             retry_at = self.clock.now() + timedelta(seconds=delay)
         failed = self.store.fail_fold(job.id, error, retry_at)
         log.warning("fold job %s failed (attempt %s): %s", job.id, attempts, error)
