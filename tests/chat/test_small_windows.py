@@ -513,12 +513,14 @@ async def test_a_synopsis_the_chronicler_refuses_is_quoted_not_failed(make_fake_
     request = ChronicleRequest.synopsis(
         old, chapters, service.cast_of(conv_id), target_tokens=target
     )
-    calls = len(service.engine.requests)
+    engine = service.engine
+    assert isinstance(engine, FakeEngine)
+    calls = len(engine.requests)
     draft = await fold_synopsis._write(ctx, request, old, False, chapters, service.cast_of(conv_id))
     assert draft.why == "the chronicler refused it or wrote nothing"
     # One call per ask: an attempt makes at most SYNOPSIS_CALLS model calls (asked again
     # inside each call as well, it made twice as many).
-    assert len(service.engine.requests) - calls == fold_synopsis.SYNOPSIS_CALLS
+    assert len(engine.requests) - calls == fold_synopsis.SYNOPSIS_CALLS
     assert draft.text.startswith(QUOTED_SYNOPSIS_LEAD + "\n") and "sorry" not in draft.text
     labels = {line.partition(": ")[0] for line in draft.text.splitlines()[1:]}
     assert labels and labels <= {"So far", "#9-#12"}
