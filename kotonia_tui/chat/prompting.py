@@ -139,8 +139,8 @@ def _in_backoff(job: StoredFoldJob) -> bool:
 
 def _fold_in_flight(chapter_jobs: Sequence[StoredFoldJob]) -> bool:
     """Whether an open chapter job holds back the trigger. One job in its failure backoff does
-    not: the next range is queued after it (measured: with one chapter retrying, each later
-    fold waited for the ceiling and began as a forced cut, 20 of 300 benchmark turns). Two do:
+    not: the next range is queued after it, or each later fold waits for the ceiling and
+    begins as a forced cut (docs/decisions.md D-12). Two do:
     a chronicler failing range after range would only fail more jobs, and hold turns."""
     failing = sum(1 for job in chapter_jobs if _in_backoff(job))
     return failing > 1 or failing < len(chapter_jobs)
@@ -520,9 +520,8 @@ class Prompter:
         """The open fold jobs this turn should wait for: it would cut messages at the ceiling,
         or messages cut before are not in the memory yet, or the memory that landed is too
         large to apply. Then the chapter jobs that cover the cut messages, and the major fold:
-        only it makes the memory smaller (measured at n_ctx 2048: waiting for chapters alone,
-        each applied chapter pushed the history over the ceiling again and cut the next
-        messages, while the major fold gave way to every chapter; no synopsis in 40 turns).
+        only it makes the memory smaller (waiting for chapters alone, each applied chapter can
+        push the history over the ceiling again: docs/decisions.md D-13).
         A job whose last attempt failed is in its backoff and not waited for (a failing
         chronicler must not hold every turn); one that gave way to a chapter did not fail."""
         cut_before = read.state.forced_cut_through_id

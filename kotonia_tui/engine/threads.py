@@ -2,14 +2,13 @@
 
 llama.cpp (built with OpenMP, as llama-cpp-python's Linux wheels are) splits every step of
 the model's graph across its threads and makes them wait for each other at the end of it:
-hundreds of barriers per generated token (817 graph nodes for the embedded default). By
-default libgomp spins at a barrier for 300,000 rounds before it sleeps, about 14 ms on the
-Xeon measured here. With as many threads as cores, the moment anything else wants a core
-(a state file being written, the event loop, another program) one thread is descheduled and
-its partner spins out its whole count at every barrier, holding the other core: the reply
-fell from about 7 to 0.3-0.6 tokens/s on 2 cores, far more than the share of CPU lost
-(issue 34, `benchmarks/first_turns.py`). A short spin keeps the barriers that end at once
-fast and lets a thread that waits for a descheduled partner give its core up.
+hundreds of barriers per generated token. By default libgomp spins a long while at a barrier
+before it sleeps. With as many threads as cores, the moment anything else wants a core (a
+state file being written, the event loop, another program) one thread is descheduled and its
+partner spins out its whole count at every barrier, holding the other core: the reply slows
+far more than the share of CPU lost (docs/decisions.md D-16, `benchmarks/first_turns.py`). A
+short spin keeps the barriers that end at once fast and lets a thread that waits for a
+descheduled partner give its core up.
 
 This only works if it is set before the OpenMP runtime loads, which is when llama_cpp is
 first imported; the engine package sets it on import, before any of its modules loads

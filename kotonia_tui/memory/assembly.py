@@ -25,8 +25,8 @@ from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role, StoredLed
 from kotonia_tui.memory.chronicler import chapter_heading
 from kotonia_tui.memory.ledger import render_ledger
 
-# A reply that reaches this line has left the story for the prompt's own framing (the 270M
-# ended a reply with it): the reply stops there (chat/prompting.py).
+# A reply that reaches this line has left the story for the prompt's own framing: the reply
+# stops there (chat/prompting.py; docs/decisions.md D-14).
 MEMORY_TITLE = "[The story so far]"
 MEMORY_HEADER = (
     f"{MEMORY_TITLE}\n"

@@ -1,7 +1,7 @@
 """The JSON schema a structured chapter is written in, bounded by construction.
 
-Free prose from a small model is the weak point of memory (a 0.5B model copied its source until
-the output cap). So the chronicler answers in this schema, which the engine enforces with a
+Free prose from a small model is the weak point of memory (docs/decisions.md D-1). So the
+chronicler answers in this schema, which the engine enforces with a
 grammar: every item is an object that names its evidence message ids (an enum of the source's
 ids, so it cannot cite a message that is not there; the user's facts and rules can cite only the
 user's messages), and every list and string has a maximum. `max_tokens` adds those maxima up the
@@ -37,8 +37,7 @@ BYTES_PER_CHAR = 4.0
 # its byte size has a bound, and the rendered text needs no unescaping.
 _CHAR = '[^"\\\\\\x00-\\x1f]'
 # And it starts with a letter of any script (not an ASCII digit, space, control character or
-# punctuation mark): measured on a 270M base model, a string that could start anywhere held
-# "1", "1887", "}, {" or a run of 1s, the JSON and the ids around it leaking into the text.
+# punctuation mark): else the JSON and the ids around it leak into the text (D-2).
 _FIRST = "[^\\x00-\\x40\\x5b-\\x60\\x7b-\\x7f]"
 # The shortest text an item may hold: less cannot say who did what ("T7", "yes").
 MIN_ITEM_CHARS = 8
@@ -258,15 +257,14 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     fact, a rule or a thread; now it must open each list, which it may leave empty. The story
     time is optional and last (a small model asked for the time first wrote anything there).
     Each item writes its text first and its evidence ids after it: with the ids first, a
-    270M model went on writing numbers in the text.
+    small model goes on writing numbers in the text (docs/decisions.md D-3).
     """
     ids = _ids(source.all_ids)
     user_ids = _ids(source.user_ids or source.all_ids)  # unused when the lists are empty
     text, short = text_schema(shape.text), text_schema(shape.short, optional=True)
     # Who did what: an event, a decision, a promise starts with a name from the story, a fact
-    # the user stated with the user's name. A 270M model free to start anywhere wrote
-    # "message1", "date_of_birth" or a label from the instructions; made to start with a name,
-    # it goes on with what that person did.
+    # the user stated with the user's name; made to start with a name, a small model goes on
+    # with what that person did (D-3).
     named = text_schema(shape.text, names=source.names)
     the_user = text_schema(shape.text, names=source.user_names)
     replaces = {"enum": ["", *source.replaceable]}

@@ -230,11 +230,8 @@ def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
 # A synopsis holds its target length within this share either way (enforced by the worker).
 # When no call lands within it, the longest short draft is stored, however short: a short
 # synopsis never grows the memory, and refusing one held every major fold of a small model that
-# cannot count words. Measured on the embedded default at n_ctx 2048: with a floor of half the
-# target, drafts of 15, 15 and 15 tokens for a target of 59 were refused, the chapters piled up
-# over the ceiling and 12 of 40 turns cut messages; with a floor of a fifth, 15-token drafts for
-# a target of 81 failed the major fold on every attempt (300-turn prompt-cache benchmark). Too
-# long still fails: that is how memory grows without end.
+# cannot count words (docs/decisions.md D-8). A draft too long is never stored: it is asked
+# again with the draft, and at the end the synopsis is quoted (chat/fold/synopsis.py).
 LENGTH_TOLERANCE = 0.2
 
 

@@ -1,9 +1,7 @@
 """Whether an item of a chapter rests on the messages it cites (grounding, checked in code).
 
-A base model writes fluent items about things nobody said: on the embedded Gemma 3 270M a
-chapter held "User says: I'm going to the shop to buy a new umbrella," as a user fact, a rule, a
-thread and an event, in every chapter of a ten-turn chat whose messages never mention a shop or an
-umbrella. The quality gate (`structured.says_something`) cannot see that: the sentence says
+A base model writes fluent items about things nobody said (docs/decisions.md D-5). The quality
+gate (`structured.says_something`) cannot see that: the sentence says
 something, just not anything that was said. So an item's content terms are looked for in the
 text of the messages it cites, and an item too few of whose terms are there is not memory.
 
@@ -91,9 +89,8 @@ def evidence(
     of `texts` (the candidates: the range, or the user's lines of it) that holds the most of
     it, if that is enough; () when none does.
 
-    A small model cites the wrong lines: the embedded 270M wrote "Ann says: I promise to stay
-    until the storm is over" citing Wren's line before it and Ann's first line. The item is
-    the user's; only its ids are wrong, and the code can find the right one."""
+    A small model cites the wrong lines for a right item (D-5): only its ids are wrong, and
+    the code can find the right one."""
     cited = tuple(i for i in cited if i in texts)
     found = _terms(item, cast)
     if not found:

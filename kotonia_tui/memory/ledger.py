@@ -99,9 +99,8 @@ def leave_order(live: Sequence[StoredLedgerEntry]) -> list[StoredLedgerEntry]:
 
     A quoted question ("Were you really the navigator of the Grey Heron?") is the user's own
     words but states nothing they hold: it leaves after what the chronicler decided or promised
-    and before the user's facts and rules, in a group of its own. On the ledger of a 40-turn run
-    (4 of its 11 quotes were questions) at a 204-token share, the first question held its place
-    while the user's promise to come back on Friday was left out."""
+    and before the user's facts and rules, in a group of its own: else an early question holds
+    its place while a later promise leaves (docs/decisions.md D-7)."""
     depth: dict[int, int] = {}
     seen: dict[tuple[LedgerKind, bool, bool], int] = {}
     for e in sorted(live, key=lambda e: e.id):

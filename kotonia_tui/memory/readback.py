@@ -1,7 +1,7 @@
 """Readback in code, not in the model: did the user's names and numbers survive the chapter?
 
-What the user states about themselves is what memory loses first on a small model (a 40-turn run
-ended with the user's name, sister, allergy, a date and a price in no chapter). So after a chapter
+What the user states about themselves is what memory loses first on a small model
+(docs/decisions.md D-6). So after a chapter
 is written, the names and numbers in the user's lines of its range are looked for in the chapter
 and its ledger entries; the misses are named to the chronicler in one retry, and whatever is still
 missing after it is stored with the chapter, where the inspector and the audit show it.
@@ -62,8 +62,7 @@ def quoted_lines(messages: Sequence[Message], misses: Sequence[str]) -> list[tup
     """The sentences of the user's lines that hold the specifics a chapter left out, each
     once, in the order of the messages: what the ledger keeps in the user's own words, so a
     name or a number the chronicler dropped is still in memory (a small model drops most of
-    them; measured on the embedded 270M: 69 misses over one evaluation, and nothing else in
-    the ledger)."""
+    them: D-6)."""
     quotes: list[tuple[Message, str]] = []
     left = list(misses)
     for message in messages:

@@ -232,9 +232,9 @@ def _wordy(text: str) -> bool:
 
 
 def says_something(text: str) -> bool:
-    """Whether an item's text can be a record of anything. Measured on the embedded 270M
-    model, a degenerate chapter held items like these, and a chapter of them must fail
-    (HOLLOW, asked again), never be stored as memory. Not when the text:
+    """Whether an item's text can be a record of anything: a chapter of items like these
+    must fail (HOLLOW, asked again), never be stored as memory (docs/decisions.md D-4). Not
+    when the text:
     - holds no letter, or fewer letters than digits and marks ("1, 2, 3", "14:00:00");
     - repeats one or two characters ("aaaaaaa", "ha ha ha");
     - is one word of a script that spaces its words ("date_of_birth", "Pellmouth");

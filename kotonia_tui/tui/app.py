@@ -506,13 +506,11 @@ def leave_a_core_for_the_ui(settings: Settings) -> Settings:
 def freeze_startup_heap() -> None:
     """Keep what startup built out of every later garbage collection.
 
-    Once the model is loaded the process holds over 100,000 objects that live as long as the app
-    (modules, pydantic models, the engine). A full collection walks every one of them: 60-130 ms
-    on a 2-core machine, on the UI thread, whenever Textual's rendering has allocated enough to
-    trigger one; a streaming reply froze for that long. `gc.freeze()` moves them to the permanent
-    generation, so a full collection walks only what was made since (measured: 15-45 ms with a
-    chat of 30 messages open). The garbage is collected first, so nothing dead is kept; the app
-    unfreezes when it ends.
+    Once the model is loaded the process holds a great many objects that live as long as the app
+    (modules, pydantic models, the engine), and a full collection on the UI thread walks every
+    one of them: a streaming reply froze for it (docs/decisions.md D-15). `gc.freeze()` moves
+    them to the permanent generation, so a full collection walks only what was made since. The
+    garbage is collected first, so nothing dead is kept; the app unfreezes when it ends.
     """
     gc.collect()
     gc.freeze()

@@ -79,9 +79,8 @@ class FoldContext:
     def synopsis_target(self, budgets: Budgets) -> int:
         """The length a synopsis is asked for: the budgets' target, or less when the output
         cap could not hold a draft over it. A draft is stored within +-20% of its target, and
-        a prose draft runs past it; with the target at 245 tokens under a 256-token cap, every
-        draft near its length was cut and the major fold failed three times in one
-        evaluation (embedded default, n_ctx 6144, summary_max_tokens 256)."""
+        a prose draft runs past it: a target near the cap has every draft cut
+        (docs/decisions.md D-10)."""
         return max(1, min(budgets.synopsis_target, int(self.max_output / SYNOPSIS_CAP_SHARE)))
 
     def input_room(self, instructions: int) -> int:

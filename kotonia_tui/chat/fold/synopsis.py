@@ -6,8 +6,8 @@ for in about its target (a share of the window, said in words or characters of t
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
 short (it keeps the memory within its plan). A draft that only says the old synopsis again while
-its chapters say more is never stored: it would fold the chapters into nothing (the embedded
-270M wrote one sentence, the same 21 tokens, as six versions in a row). When no draft can be
+its chapters say more is never stored: it would fold the chapters into nothing
+(docs/decisions.md D-9). When no draft can be
 used (every one too long, as a small model loops to its cap, only the old synopsis again, or
 refused), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py), in
 its target length, under a line that says so: asking a greedy chronicler again writes the same
