@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from kotonia_tui import story_dates
 from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
 from kotonia_tui.store import fold_jobs
 from kotonia_tui.store.codec import stored_as, ts_from_db, ts_to_db
@@ -186,10 +187,24 @@ def chapters(
 
 
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
-    """For each message id, the in-story time of the newest chapter covering it that names
+    """For each message id, when it happened in the story: the date its scene's opening
+    gave (story_dates), else the in-story time of the newest chapter covering it that names
     one (in the synopsis or not; a superseded chapter's refold speaks for it)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    # Openings only: a scene's date is in the first line of the message that starts it.
+    rows = db.select(
+        "SELECT id, substr(text, 1, ?) AS opening FROM messages "
+        "WHERE conversation_id = ? AND id <= ? ORDER BY id",
+        (2 * story_dates.OPENING_CHARS, conv_id, wanted[-1]),
+    )
+    dated = story_dates.scene_dates((int(row["id"]), str(row["opening"])) for row in rows)
     out: dict[int, str] = {}
-    for msg_id in ids:
+    for msg_id in wanted:
+        if msg_id in dated:
+            out[msg_id] = dated[msg_id]
+            continue
         row = db.select_one(
             "SELECT story_time FROM chapters WHERE conversation_id = ? "
             "AND first_message_id <= ? AND last_message_id >= ? "
