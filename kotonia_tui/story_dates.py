@@ -54,8 +54,8 @@ _SPACES = re.compile(r"\s+")
 def opening(text: str) -> str:
     """The part of a message that can hold its scene's date: its first non-empty line, at
     most OPENING_CHARS characters, without quoted speech."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    return _QUOTED.sub(" ", first[:OPENING_CHARS])
+    first = text.lstrip()[:OPENING_CHARS].splitlines()[:1]
+    return _QUOTED.sub(" ", first[0]) if first else ""
 
 
 def scene_date(text: str) -> str | None:

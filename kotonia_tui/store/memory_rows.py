@@ -15,7 +15,6 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from kotonia_tui import story_dates
 from kotonia_tui.domain import Chapter, StoredChapter, StoredSynopsis, Synopsis, utcnow
 from kotonia_tui.store import fold_jobs
 from kotonia_tui.store.codec import stored_as, ts_from_db, ts_to_db
@@ -187,33 +186,28 @@ def chapters(
 
 
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
-    """For each message id, when it happened in the story: the date its scene's opening
-    gave (story_dates), else the in-story time of the newest chapter covering it that names
-    one (in the synopsis or not; a superseded chapter's refold speaks for it)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    # Openings only: a scene's date is in the first line of the message that starts it.
-    rows = db.select(
-        "SELECT id, substr(text, 1, ?) AS opening FROM messages "
-        "WHERE conversation_id = ? AND id <= ? ORDER BY id",
-        (2 * story_dates.OPENING_CHARS, conv_id, wanted[-1]),
-    )
-    dated = story_dates.scene_dates((int(row["id"]), str(row["opening"])) for row in rows)
+    """For each message id, when it happened in the story: the date its scene's opening gave
+    (the newest dated message at or before it, `messages.scene_date`), else the in-story time
+    of the newest chapter covering it that names one (in the synopsis or not; a superseded
+    chapter's refold speaks for it). One indexed read or two per id."""
     out: dict[int, str] = {}
-    for msg_id in wanted:
-        if msg_id in dated:
-            out[msg_id] = dated[msg_id]
-            continue
+    for msg_id in sorted(set(ids)):
         row = db.select_one(
-            "SELECT story_time FROM chapters WHERE conversation_id = ? "
-            "AND first_message_id <= ? AND last_message_id >= ? "
-            "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+            "SELECT scene_date FROM messages INDEXED BY messages_scene_dates "
+            "WHERE conversation_id = ? AND id <= ? AND scene_date IS NOT NULL "
             "ORDER BY id DESC LIMIT 1",
-            (conv_id, msg_id, msg_id),
+            (conv_id, msg_id),
         )
+        if row is None:
+            row = db.select_one(
+                "SELECT story_time AS scene_date FROM chapters WHERE conversation_id = ? "
+                "AND first_message_id <= ? AND last_message_id >= ? "
+                "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+                "ORDER BY id DESC LIMIT 1",
+                (conv_id, msg_id, msg_id),
+            )
         if row is not None:
-            out[msg_id] = str(row["story_time"])
+            out[msg_id] = str(row["scene_date"])
     return out
 
 
