@@ -10,7 +10,7 @@ themselves is taken as fact (over-doubting it lost most of an everyday conversat
 The fold worker talks to the chronicler by request and reply: it builds a `ChronicleRequest`
 (a chapter of messages, a synopsis of chapters, or the evaluation's rolling summary), the
 chronicler turns it into a `ChroniclerPrompt` (messages, lead, stop strings) for the one place
-that calls the model (chat/fold/chronicle.py), and reads what the model wrote into a
+that calls the model (chat/fold/context.py), and reads what the model wrote into a
 `ChronicleReply`: the text to store, or why it cannot be stored and whether to ask again.
 """
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from kotonia_tui.chat.fold.chronicle import Chronicled
 from kotonia_tui.engine import BackendUnavailableError
 from kotonia_tui.memory.chronicler import Verdict
 
@@ -130,9 +129,3 @@ def outcome_of(exc: Exception) -> FoldFailure:
     if isinstance(exc, BackendUnavailableError):
         return FoldFailure.SERVER_DOWN
     return FoldFailure.MODEL_FAILED
-
-
-def failure_of(done: Chronicled) -> FoldFailed:
-    """The failure an unusable chronicler reply is."""
-    why, then = done.problem_parts()
-    return FoldFailed(VERDICT_FAILURES[done.reply.verdict], why, then)

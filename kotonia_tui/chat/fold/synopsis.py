@@ -26,9 +26,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.fold.chronicle import Chronicled
-from kotonia_tui.chat.fold.context import FoldContext
-from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, failure_of, then
+from kotonia_tui.chat.fold.context import Chronicled, FoldContext
+from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
@@ -214,7 +213,7 @@ def _judged(
 def failure_of_draft(done: Chronicled | None, outcome: FoldFailure) -> FoldFailed:
     """The failure of a draft that cannot be stored and cannot be asked for again."""
     if done is not None and not done.reply.ok:
-        return failure_of(done)
+        return done.failure()
     return FoldFailed(outcome, f"the synopsis draft was not stored: {outcome}")
 
 
