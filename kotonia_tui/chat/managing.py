@@ -144,7 +144,7 @@ class ConversationManager:
         """Write the conversation as a SillyTavern `.jsonl` chat; returns the message count.
         The file is replaced whole or not at all."""
         conv = self.store.get_conversation(conv_id)
-        with replacing(path) as out:
+        with replacing(path, stream_ok=True) as out:
             return write_sillytavern(
                 conv,
                 self.store.iter_messages(conv_id),
