@@ -24,6 +24,7 @@ from kotonia_tui.chat.chat_settings import (
     resolve,
     validated,
 )
+from kotonia_tui.chat.derived_copies import DerivedCopies
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import (
     FoldProgress,
@@ -112,6 +113,8 @@ class ChatService:
         self.library = library
         self.personas = PersonaBook(store, settings.persona)
         self.manager = ConversationManager(store, library, self.personas)
+        # A card that left the characters' folders: its setup states go too.
+        DerivedCopies().forget_cards_except(card.key for card in library.cards)
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
@@ -151,12 +154,14 @@ class ChatService:
         await self.semantic.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
-        self.manager.close()
         # The engine saves the chat's KV state before it closes (the settles already asked
         # for run first); the tasks reading their results are not needed any more.
         for task in list(self._state_tasks):
             task.cancel()
         await asyncio.to_thread(self.engine.close)
+        # After the engine saved its last state: a conversation deleted in this session
+        # takes that file along.
+        self.manager.close()
         self.store.close()
 
     def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
