@@ -41,7 +41,14 @@ from kotonia_tui.chat.startup import (
     setup_logging,
 )
 from kotonia_tui.chatfiles.errors import ImportFormatError
-from kotonia_tui.cli.output import TypedText, UserError, reopen_closed_streams, say
+from kotonia_tui.cli.output import (
+    StandardOutputError,
+    TypedText,
+    UserError,
+    guarded_stdout,
+    reopen_closed_streams,
+    say,
+)
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.eval.arguments import add_arguments as add_eval_arguments
@@ -52,6 +59,7 @@ log = logging.getLogger("kotonia")
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     UserError,
+    StandardOutputError,
     ConfigError,
     EngineError,
     StoreError,
@@ -384,7 +392,8 @@ def _run(args: argparse.Namespace) -> int:
         }
         if args.command is None:
             return _tui(args, settings)
-        return handlers[args.command](args, settings)
+        with guarded_stdout():
+            return handlers[args.command](args, settings)
     except USER_ERRORS as exc:
         say(f"error: {exc}", stream=sys.stderr)
         log.info("user error: %s", exc)

@@ -15,10 +15,11 @@ inside `read()` so they see one snapshot even while another process writes.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,17 @@ class Db:
                 f"{self.path}: the database is busy: another Kotonia instance held it for more "
                 f"than {self.busy_timeout_s:g} s ({exc})"
             )
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        text = str(exc)
+        if name.startswith("SQLITE_CORRUPT") or "malformed" in text or "vtable constructor" in text:
+            return StoreError(
+                f"{self.path}: the database is damaged ({text}); what can still be read can "
+                "be exported with `kotonia export ID`"
+            )
+        if name.startswith("SQLITE_FULL") or (
+            name.startswith("SQLITE_IOERR") and _disk_full(self.path)
+        ):
+            return StoreError(f"{self.path}: disk full ({text}): free some space and retry")
         return StoreError(f"{self.path}: database error: {exc}")
 
     def too_large(self, exc: OverflowError) -> StoreError:
@@ -249,7 +261,8 @@ class Db:
             self.conn.execute("COMMIT")
         except BaseException as exc:
             if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+                with suppress(sqlite3.Error):  # the error to tell is `exc`
+                    self.conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -270,6 +283,24 @@ class Db:
             raise self.error(exc) from exc
         try:
             yield
-        finally:
+        except BaseException:
+            # The first error is the one to tell: on a damaged page the COMMIT fails too
+            # ("database disk image is malformed") and would hide it, as a traceback.
             if self.conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            raise
+        if self.conn.in_transaction:
+            try:
                 self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self.error(exc) from exc
+
+
+def _disk_full(path: Path) -> bool:
+    """SQLite reports a write that found no room as an I/O error as often as SQLITE_FULL."""
+    try:
+        status = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return status.f_bavail * status.f_frsize < 1 << 20

@@ -67,7 +67,7 @@ SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges a
 MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
 EXTRACT_MIN_TOKENS = 32  # an extract quotes at least a sentence or two
 # A message longer than this many chronicler calls read is quoted, not summarized in parts.
-MAX_MESSAGE_PARTS = 8
+MAX_MESSAGE_PARTS = 16  # a 100 KB letter at an 8k window is 12 parts: summarized
 
 
 @dataclass(frozen=True)
