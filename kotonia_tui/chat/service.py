@@ -75,6 +75,7 @@ from kotonia_tui.memory.ledger import OVER_SHARE, carried, out_of_prompt
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
+from kotonia_tui.untrusted_text import scrub
 
 log = logging.getLogger(__name__)
 
@@ -270,9 +271,16 @@ class ChatService:
         greeting (first message or alternate) opens it, its {{user}} filled with the persona."""
         persona = persona or self.persona
         setup = self.setup_for(card, persona)
-        self.store.upsert_character(
-            card.key, card.name, card.card_hash, str(card.source_path or "")
-        )
+        # Checked before anything is stored: a wrong number left an empty conversation.
+        if setup.greetings and not 0 <= greeting < len(setup.greetings):
+            raise ChatError(
+                f"{card.name} has {len(setup.greetings)} greetings; {greeting} is not one "
+                f"(0 to {len(setup.greetings) - 1})"
+            )
+        # A file name that is not UTF-8 is stored as text (U+FFFD for its bytes): SQLite
+        # takes no lone surrogate.
+        where = scrub(str(card.source_path or "")).text
+        self.store.upsert_character(card.key, card.name, card.card_hash, where)
         conv = self.store.create_conversation(
             Conversation(
                 character_key=card.key,
@@ -284,10 +292,6 @@ class ChatService:
             )
         )
         if setup.greetings:
-            if not 0 <= greeting < len(setup.greetings):
-                raise ChatError(
-                    f"{card.name} has {len(setup.greetings)} greetings; {greeting} is not one"
-                )
             text = setup.greetings[greeting]
             self.store.add_message(
                 Message(

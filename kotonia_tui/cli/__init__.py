@@ -357,6 +357,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    home = os.environ.get("KOTONIA_HOME")
+    if home is not None and not home.strip():
+        # Set but empty (a script's unset variable): the user's real data would be used.
+        print(
+            "error: KOTONIA_HOME is set but empty: give it a folder, or unset it to use the "
+            "usual places (see `kotonia doctor`)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         data = prepare_dirs(app_dirs(), need_write=args.command not in READ_ONLY_COMMANDS)
     except DataDirError as exc:
