@@ -179,3 +179,13 @@ def _reason(exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "disk full"
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def disk_full(folder: Path, room: int = 1 << 20) -> bool:
+    """Less than `room` bytes left where `folder` is (SQLite reports a write that found no
+    room as a "disk I/O error" as often as "database or disk is full")."""
+    try:
+        status = os.statvfs(folder)
+    except OSError:
+        return False
+    return status.f_bavail * status.f_frsize < room

@@ -52,7 +52,7 @@ from kotonia_tui.cli.output import (
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.eval.arguments import add_arguments as add_eval_arguments
-from kotonia_tui.safe_files import WriteError
+from kotonia_tui.safe_files import WriteError, disk_full
 from kotonia_tui.store.errors import StoreError
 
 log = logging.getLogger("kotonia")
@@ -374,7 +374,11 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(data, full_screen=args.command is None)
     for note in data.notes:
         print(f"note: {note}", file=sys.stderr)
-    args.read_only = not data.writable
+    # A full disk: the commands that only read open the database read-only (opening it for
+    # writing needs room for its write-ahead log), so an export still gets the story out.
+    args.read_only = not data.writable or (
+        args.command in READ_ONLY_COMMANDS and disk_full(data.dirs.data)
+    )
     try:
         settings = load_settings()
         add_secrets(settings)

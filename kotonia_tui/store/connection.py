@@ -15,7 +15,6 @@ inside `read()` so they see one snapshot even while another process writes.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui.lazy import numpy_hidden
+from kotonia_tui.safe_files import disk_full
 from kotonia_tui.store.errors import StoreError
 
 # sqlite-utils imports numpy, when installed, only to map numpy scalars to column types.
@@ -129,6 +129,11 @@ class Db:
             conn.close()
             if "not a database" in str(exc) or "malformed" in str(exc):
                 raise StoreError(f"{path}: is not a Kotonia database (not SQLite: {exc})") from exc
+            if disk_full(path.parent):
+                raise StoreError(
+                    f"{path}: cannot be opened: disk full ({exc}); free some space (reading "
+                    "commands such as export still work)"
+                ) from exc
             raise StoreError(f"{path}: cannot be opened: {exc}") from exc
 
     def configure(self) -> None:
@@ -138,6 +143,8 @@ class Db:
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.execute("PRAGMA synchronous = NORMAL")  # durable enough in WAL mode
         except sqlite3.DatabaseError as exc:
+            if disk_full(self.path.parent):
+                raise StoreError(f"{self.path}: cannot be opened: disk full ({exc})") from exc
             raise StoreError(f"{self.path}: cannot be configured: {exc}") from exc
         if str(mode).lower() != "wal":
             raise StoreError(f"{self.path}: cannot switch to WAL mode (journal mode is {mode})")
@@ -160,7 +167,7 @@ class Db:
                 "be exported with `kotonia export ID`"
             )
         if name.startswith("SQLITE_FULL") or (
-            name.startswith("SQLITE_IOERR") and _disk_full(self.path)
+            name.startswith("SQLITE_IOERR") and disk_full(self.path.parent)
         ):
             return StoreError(f"{self.path}: disk full ({text}): free some space and retry")
         return StoreError(f"{self.path}: database error: {exc}")
@@ -295,12 +302,3 @@ class Db:
                 self.conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self.error(exc) from exc
-
-
-def _disk_full(path: Path) -> bool:
-    """SQLite reports a write that found no room as an I/O error as often as SQLITE_FULL."""
-    try:
-        status = os.statvfs(path.parent)
-    except OSError:
-        return False
-    return status.f_bavail * status.f_frsize < 1 << 20

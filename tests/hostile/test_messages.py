@@ -6,8 +6,10 @@ chats and cards in UTF-16 or UTF-32, an empty KOTONIA_HOME.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,39 @@ def test_a_card_whose_file_name_is_not_utf8_can_be_started(short_reply_model):
     env = {"KOTONIA_MODEL_PATH": str(short_reply_model), "KOTONIA_N_CTX": "2048"}
     assert_ok(kotonia("chat", key, "--say", "hi", env=env))
     assert "caf\ufffd" in kotonia("conversations").out
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 4 MB tmpfs to fill (mounting needs root with CAP_SYS_ADMIN: skipped otherwise)."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_says_disk_full_and_export_still_works(full_disk, tmp_path):
+    """Before: `cannot be opened: disk I/O error`, for export as for every other command."""
+    env = {"KOTONIA_HOME": str(full_disk / "home")}
+    source = tmp_path / "chat.jsonl"
+    source.write_text(CHAT, encoding="utf-8")
+    imported = kotonia("import", source, env=env)
+    assert_ok(imported)
+    conv = imported.out.strip()
+    assert_ok(kotonia("conversations", env=env))  # checkpointed: no write-ahead log left
+    with (full_disk / "filler").open("wb") as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(b"\0" * (1 << 16))
+    exported = kotonia("export", conv, env=env)
+    assert_ok(exported)
+    assert '"mes":"Welcome, café ☕."' in exported.out
+    assert_refused(kotonia("rename", conv, "Another title", env=env), "disk full")
