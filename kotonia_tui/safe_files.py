@@ -53,6 +53,11 @@ def replacing(path: Path, *, binary: bool = False, stream_ok: bool = False) -> I
         with _streaming(path, binary) as out:
             yield out
         return
+    if status is not None and stream_ok and _names_a_descriptor(path):
+        # `-o /dev/stdout > file`: the shell's open file is written, not renamed over.
+        with _streaming(path, binary) as out:
+            yield out
+        return
     if status is not None and _status(target) != status:
         # A link that cannot be followed by name (/proc/self/fd/1 of a deleted file): the
         # descriptor is written, as the shell's `>` would.
@@ -99,6 +104,11 @@ def kind_of(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    name = os.path.abspath(path)
+    return name in ("/dev/stdout", "/dev/stderr") or name.startswith(("/dev/fd/", "/proc/"))
 
 
 def _status(path: Path) -> os.stat_result | None:

@@ -139,3 +139,13 @@ def test_export_to_dev_stdout_on_a_full_device_says_disk_full(conv_id, tmp_path)
     run = kotonia("export", conv_id, "-o", "/dev/stdout", stdout_path=full)
     assert_refused(run, "/dev/stdout", "disk full")
     assert stat.S_ISCHR(full.stat().st_mode)
+
+
+def test_export_to_dev_stdout_redirected_to_a_file_writes_that_open_file(conv_id, tmp_path):
+    """The shell's file is written through its descriptor, not renamed over by name."""
+    target = tmp_path / "redirected.jsonl"
+    target.write_bytes(b"")
+    inode = target.stat().st_ino
+    assert_ok(kotonia("export", conv_id, "-o", "/dev/stdout", stdout_path=target))
+    assert target.stat().st_ino == inode
+    assert target.read_text(encoding="utf-8") == kotonia("export", conv_id).out
