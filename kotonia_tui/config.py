@@ -68,6 +68,10 @@ class AppDirs:
         return self.data / "ui-state.json"
 
 
+# A key as Textual names it: modifiers, then a key name ("f2", "page_up") or one character.
+_KEY = re.compile(r"(?:(?:ctrl|shift|alt|meta|super|hyper)\+)*(?:[a-z][a-z0-9_]*|[0-9]|[^\s,+])")
+
+
 def app_dirs() -> AppDirs:
     home = os.environ.get("KOTONIA_HOME")
     if home:
@@ -253,6 +257,20 @@ class Settings(BaseSettings):
 
     theme: str | None = None
     keys: dict[str, str] = Field(default_factory=dict)  # binding id -> keys, e.g. inspector = "f2"
+
+    @field_validator("keys", mode="after")
+    @classmethod
+    def _keys_are_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each binding is keys as Textual names them ("f2", "ctrl+q", "ctrl+shift+p", "?"),
+        comma-separated: `quit = "not a key !!"` was taken, and then Ctrl+Q no longer quit."""
+        for binding, keys in value.items():
+            for key in keys.split(","):
+                if not _KEY.fullmatch(key.strip()):
+                    raise ValueError(
+                        f"keys.{binding}: {key.strip()!r} is not a key (write keys as "
+                        '"f2", "ctrl+q" or "escape", several separated by commas)'
+                    )
+        return value
 
     @field_validator("embedding_model_path", mode="before")
     @classmethod

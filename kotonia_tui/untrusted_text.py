@@ -59,6 +59,48 @@ def decode_utf8(data: bytes, *, bom: bool = True) -> Decoded:
         return Decoded(text, text.count(REPLACEMENT) - _count_encoded_replacements(data))
 
 
+# A UTF-16 or UTF-32 file (Windows editors save "Unicode" as UTF-16): by its byte order mark,
+# or, with none, by where the zero bytes of the first ASCII character are (RFC 4627, 3).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),  # before UTF-16 LE, whose mark it starts with
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """ "utf-16", "utf-32" (with a byte order mark) or their -le/-be forms (without one) when
+    `head`, the start of a text file, is in one of them; None for UTF-8 (or anything else)."""
+    for mark, codec in _WIDE_BOMS:
+        if head.startswith(mark):
+            return codec
+    if len(head) >= 4 and head[0] and not any(head[1:4]):
+        return "utf-32-le"
+    if len(head) >= 4 and not any(head[:3]) and head[3]:
+        return "utf-32-be"
+    if len(head) >= 2 and head[0] and not head[1]:
+        return "utf-16-le"
+    if len(head) >= 2 and not head[0] and head[1]:
+        return "utf-16-be"
+    return None
+
+
+def decode_text(data: bytes) -> Decoded:
+    """Text from outside in UTF-8 (a BOM allowed), UTF-16 or UTF-32 (told by `wide_encoding`);
+    bad sequences -> U+FFFD, counted."""
+    codec = wide_encoding(data)
+    if codec is None:
+        return decode_utf8(data)
+    try:
+        return Decoded(data.decode(codec).removeprefix("\ufeff"))
+    except UnicodeDecodeError:
+        text = data.decode(codec, "replace").removeprefix("\ufeff")
+        return Decoded(
+            text, text.count(REPLACEMENT) - data.decode(codec, "ignore").count(REPLACEMENT)
+        )
+
+
 def _count_encoded_replacements(data: bytes) -> int:
     return data.count(REPLACEMENT.encode("utf-8"))
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from kotonia_tui.characters.errors import FieldError
-from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads
+from kotonia_tui.untrusted_text import JsonProblem, decode_text, loads
 
 
 def json_type_name(value: object) -> str:
@@ -151,12 +151,13 @@ class ObjectReader:
 
 
 def decode_json_bytes(data: bytes) -> tuple[Any, int]:
-    """Parse UTF-8 JSON (a BOM is allowed); a `ValueError` says what is wrong, on one line.
+    """Parse JSON in UTF-8 (a BOM is allowed), UTF-16 or UTF-32; a `ValueError` says what is
+    wrong, on one line.
 
     Returns the value and how many invalid Unicode sequences (bytes that are not UTF-8, lone
     surrogates) became U+FFFD, for the caller to say once.
     """
-    decoded = decode_utf8(data)
+    decoded = decode_text(data)  # UTF-8, or UTF-16/UTF-32 (a card saved as "Unicode")
     try:
         value, surrogates = loads(decoded.text)
     except json.JSONDecodeError as exc:

@@ -24,7 +24,7 @@ from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed,
 from kotonia_tui.characters.images import PICTURE_SUFFIXES, sniff_image_mime
 from kotonia_tui.characters.json_fields import decode_json_bytes
 from kotonia_tui.characters.png_chunks import PngError, TextChunk, read_text_chunks
-from kotonia_tui.untrusted_text import replacement_note
+from kotonia_tui.untrusted_text import replacement_note, scrub
 
 CARD_SUFFIXES = (".json", ".png", ".charx")
 MAX_CARD_FILE_BYTES = 96 * 2**20  # a PNG or CHARX card carries its picture; JSON far less
@@ -59,7 +59,9 @@ def load_card(path: Path, notes: list[CardError] | None = None) -> CharacterCard
     except FieldError as exc:
         raise CardError(path, f"{exc}{where}") from exc
     return CharacterCard(
-        key=path.stem,
+        # A file name that is not UTF-8 keeps its bytes in `source_path`; its key is text
+        # (U+FFFD for those bytes), so the key the listing shows is one that can be typed.
+        key=scrub(path.stem).text,
         source_path=path,
         card_hash=hashlib.sha256(data).hexdigest(),
         image=image,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kotonia_tui.characters import CharacterCard
+from kotonia_tui.chat.derived_copies import DerivedCopies
 from kotonia_tui.chat.errors import ManageError
 from kotonia_tui.chat.importing import ImportedChat, import_chat_file
 from kotonia_tui.chat.library import CharacterLibrary
@@ -61,14 +62,25 @@ class ConversationManager:
         return self.store.unhide_conversation(self._deleted.pop())
 
     def close(self) -> list[int]:
-        """Remove this session's deletions for good (the app is closing)."""
+        """Remove this session's deletions for good (the app is closing, its engine closed:
+        no state of theirs is saved after this), with their saved states."""
         removed = self.store.purge_hidden(self._deleted) if self._deleted else []
         self._deleted.clear()
+        DerivedCopies().forget_conversations(self.store.path, removed)
         return removed
+
+    def delete_now(self, conv_id: int) -> StoredConversation:
+        """Delete for good at once (`kotonia delete`), with its saved states."""
+        conv = self.store.get_conversation(conv_id)
+        self.store.delete_conversation(conv.id)
+        DerivedCopies().forget_conversations(self.store.path, [conv.id])
+        return conv
 
     def purge_leftovers(self) -> list[int]:
         """At start: what a session that ended without closing (a crash) left hidden."""
-        return self.store.purge_hidden()
+        removed = self.store.purge_hidden()
+        DerivedCopies().forget_conversations(self.store.path, removed)
+        return removed
 
     # ---- duplicate and branch ---------------------------------------------------------------
 
@@ -140,7 +152,7 @@ class ConversationManager:
         """Write the conversation as a SillyTavern `.jsonl` chat; returns the message count.
         The file is replaced whole or not at all."""
         conv = self.store.get_conversation(conv_id)
-        with replacing(path) as out:
+        with replacing(path, stream_ok=True) as out:
             return write_sillytavern(
                 conv,
                 self.store.iter_messages(conv_id),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kotonia_tui.characters.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS
+from kotonia_tui.chat.derived_copies import DerivedCopies
 from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.domain import Persona, StoredPersona
@@ -120,7 +121,10 @@ class PersonaBook:
         )
 
     def delete(self, persona_id: int) -> None:
+        """Delete the persona, with the saved setup states made with it (derived_copies.py)."""
+        name = self.store.get_persona(persona_id).name
         self.store.delete_persona(persona_id)
+        DerivedCopies().forget_persona(name)
 
     def make_default(self, persona_id: int) -> StoredPersona:
         return self.store.set_default_persona(persona_id)

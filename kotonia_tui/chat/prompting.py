@@ -17,6 +17,7 @@ from datetime import timedelta
 from kotonia_tui.characters import CharacterCard, CharacterSetup
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.chat.chat_settings import TurnSettings, resolve
+from kotonia_tui.chat.derived_copies import conversation_state_name, setup_owner
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.memory_snapshot import LandedMemory, MemorySnapshot, memory_snapshot
@@ -168,14 +169,17 @@ class Prompter:
         self.lore = LoreMatcher(self.world_info, engine.count_tokens)
         self.recaller = Recaller(store, engine, semantic)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
-        # Saved KV states are named per database file and conversation (ids are per file).
-        self._state_prefix = hashlib.sha256(str(store.path.resolve()).encode()).hexdigest()[:12]
 
-    def state_ref(self, conv_id: int, portrait: ImageInput | None) -> StateRef:
-        """Which saved KV state a conversation's turns continue (see engine/resume.py)."""
+    def state_ref(
+        self, conv_id: int, portrait: ImageInput | None, card_key: str, persona_name: str
+    ) -> StateRef:
+        """Which saved KV state a conversation's turns continue (see engine/resume.py), named
+        so that deleting the conversation, the persona or the card finds it
+        (derived_copies.py)."""
         return StateRef(
-            name=f"conversation-{self._state_prefix}-{conv_id}",
+            name=conversation_state_name(self.store.path, conv_id),
             shared_messages=shared_setup_messages(portrait),
+            setup_owner=setup_owner(card_key, persona_name),
         )
 
     def budgets_for(self, reply_max_tokens: int) -> Budgets:
@@ -633,7 +637,7 @@ class Prompter:
             user_name=persona.name,
             prefill=prefill,
             extra_stops=(MEMORY_TITLE,),
-            state=self.state_ref(read.conv_id, read.portrait),
+            state=self.state_ref(read.conv_id, read.portrait, setup.key, persona.name),
         )
         if prefill:
             request = self._fit_continuation(request)

@@ -24,6 +24,7 @@ from kotonia_tui.chat.chat_settings import (
     resolve,
     validated,
 )
+from kotonia_tui.chat.derived_copies import DerivedCopies
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import (
     FoldProgress,
@@ -74,6 +75,7 @@ from kotonia_tui.memory.ledger import LeftOut
 from kotonia_tui.memory.recall import Recall
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import NotFoundError, Store, StoreError
+from kotonia_tui.untrusted_text import scrub
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class ChatService:
         self.library = library
         self.personas = PersonaBook(store, settings.persona)
         self.manager = ConversationManager(store, library, self.personas)
+        # A card that left the characters' folders: its setup states go too.
+        DerivedCopies().forget_cards_except(card.key for card in library.cards)
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
@@ -151,12 +155,14 @@ class ChatService:
         await self.semantic.stop()
         if self._prewarm_task is not None:
             self._prewarm_task.cancel()
-        self.manager.close()
         # The engine saves the chat's KV state before it closes (the settles already asked
         # for run first); the tasks reading their results are not needed any more.
         for task in list(self._state_tasks):
             task.cancel()
         await asyncio.to_thread(self.engine.close)
+        # After the engine saved its last state: a conversation deleted in this session
+        # takes that file along.
+        self.manager.close()
         self.store.close()
 
     def subscribe(self, listener: Callable[[ServiceEvent], object]) -> None:
@@ -265,9 +271,16 @@ class ChatService:
         greeting (first message or alternate) opens it, its {{user}} filled with the persona."""
         persona = persona or self.persona
         setup = self.setup_for(card, persona)
-        self.store.upsert_character(
-            card.key, card.name, card.card_hash, str(card.source_path or "")
-        )
+        # Checked before anything is stored: a wrong number left an empty conversation.
+        if setup.greetings and not 0 <= greeting < len(setup.greetings):
+            raise ChatError(
+                f"{card.name} has {len(setup.greetings)} greetings; {greeting} is not one "
+                f"(0 to {len(setup.greetings) - 1})"
+            )
+        # A file name that is not UTF-8 is stored as text (U+FFFD for its bytes): SQLite
+        # takes no lone surrogate.
+        where = scrub(str(card.source_path or "")).text
+        self.store.upsert_character(card.key, card.name, card.card_hash, where)
         conv = self.store.create_conversation(
             Conversation(
                 character_key=card.key,
@@ -279,10 +292,6 @@ class ChatService:
             )
         )
         if setup.greetings:
-            if not 0 <= greeting < len(setup.greetings):
-                raise ChatError(
-                    f"{card.name} has {len(setup.greetings)} greetings; {greeting} is not one"
-                )
             text = setup.greetings[greeting]
             self.store.add_message(
                 Message(

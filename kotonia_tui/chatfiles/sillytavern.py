@@ -13,6 +13,7 @@ in the file) and the original text is kept for the round trip.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, cast
 
 from pydantic import ValidationError
 
@@ -38,7 +39,13 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.regular_files import ReadError, open_regular
 from kotonia_tui.terminal_text import escape_json_controls
-from kotonia_tui.untrusted_text import JsonProblem, decode_utf8, loads, replacement_note
+from kotonia_tui.untrusted_text import (
+    JsonProblem,
+    decode_utf8,
+    loads,
+    replacement_note,
+    wide_encoding,
+)
 
 ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no place for
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)
@@ -199,6 +206,10 @@ class ChatFile:
             with open_regular(self.path) as handle:
                 self.read.total = os.fstat(handle.fileno()).st_size
                 ahead = handle.peek(1 << 16)
+                wide = wide_encoding(ahead)
+                if wide is not None:  # UTF-16/UTF-32: read as the UTF-8 it holds
+                    ahead = ahead.decode(wide, "replace").removeprefix("\ufeff").encode()
+                    handle = cast(Any, Utf8Reader(handle, wide))
                 first = ahead.lstrip(b"\xef\xbb\xbf \t\r\n")
                 if not first and len(ahead) < 1 << 16:
                     raise ImportFormatError(f"{self.path}: the file is empty")
@@ -708,3 +719,26 @@ def _st_swipes(msg: Message, st: dict[str, Any]) -> dict[str, Any]:
     if st.get("swipe_info") not in ("kept", "absent"):  # "kept": the odd original is in fields
         out["swipe_info"] = infos
     return out
+
+
+class Utf8Reader:
+    """A UTF-16 or UTF-32 file read as UTF-8 bytes, a line or a block at a time (the readers
+    take UTF-8); sequences that do not decode become U+FFFD, as in a UTF-8 file."""
+
+    def __init__(self, handle: BinaryIO, encoding: str) -> None:
+        self._text = io.TextIOWrapper(
+            cast(Any, handle), encoding=encoding, errors="replace", newline=""
+        )
+        self._started = False
+
+    def _bytes(self, text: str) -> bytes:
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        return text.encode("utf-8", "surrogatepass")
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._bytes(self._text.readline(limit))
+
+    def read(self, size: int = -1) -> bytes:
+        return self._bytes(self._text.read(size))

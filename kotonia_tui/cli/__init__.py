@@ -41,17 +41,25 @@ from kotonia_tui.chat.startup import (
     setup_logging,
 )
 from kotonia_tui.chatfiles.errors import ImportFormatError
-from kotonia_tui.cli.output import TypedText, UserError, reopen_closed_streams, say
+from kotonia_tui.cli.output import (
+    StandardOutputError,
+    TypedText,
+    UserError,
+    guarded_stdout,
+    reopen_closed_streams,
+    say,
+)
 from kotonia_tui.config import ConfigError, Settings, app_dirs, load_settings
 from kotonia_tui.engine.errors import EngineError
 from kotonia_tui.eval.arguments import add_arguments as add_eval_arguments
-from kotonia_tui.safe_files import WriteError
+from kotonia_tui.safe_files import WriteError, disk_full
 from kotonia_tui.store.errors import StoreError
 
 log = logging.getLogger("kotonia")
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     UserError,
+    StandardOutputError,
     ConfigError,
     EngineError,
     StoreError,
@@ -349,6 +357,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    home = os.environ.get("KOTONIA_HOME")
+    if home is not None and not home.strip():
+        # Set but empty (a script's unset variable): the user's real data would be used.
+        print(
+            "error: KOTONIA_HOME is set but empty: give it a folder, or unset it to use the "
+            "usual places (see `kotonia doctor`)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         data = prepare_dirs(app_dirs(), need_write=args.command not in READ_ONLY_COMMANDS)
     except DataDirError as exc:
@@ -357,7 +374,11 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(data, full_screen=args.command is None)
     for note in data.notes:
         print(f"note: {note}", file=sys.stderr)
-    args.read_only = not data.writable
+    # A full disk: the commands that only read open the database read-only (opening it for
+    # writing needs room for its write-ahead log), so an export still gets the story out.
+    args.read_only = not data.writable or (
+        args.command in READ_ONLY_COMMANDS and disk_full(data.dirs.data)
+    )
     try:
         settings = load_settings()
         add_secrets(settings)
@@ -384,7 +405,8 @@ def _run(args: argparse.Namespace) -> int:
         }
         if args.command is None:
             return _tui(args, settings)
-        return handlers[args.command](args, settings)
+        with guarded_stdout():
+            return handlers[args.command](args, settings)
     except USER_ERRORS as exc:
         say(f"error: {exc}", stream=sys.stderr)
         log.info("user error: %s", exc)

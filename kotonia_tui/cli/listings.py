@@ -215,7 +215,7 @@ def export_chat(args: argparse.Namespace, settings: Settings) -> int:
         chat_settings = store.conversation_settings(args.id)
         if args.output:
             out_path = Path(args.output)
-            with replacing(out_path) as out:
+            with replacing(out_path, stream_ok=True) as out:
                 count = write_sillytavern(conv, messages, out, store.get_image, chat_settings)
             say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:

@@ -27,11 +27,10 @@ def rename(args: argparse.Namespace, settings: Settings) -> int:
 
 def delete(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings, args.db) as store:
-        conv = store.get_conversation(args.id)
-        store.delete_conversation(conv.id)
+        conv = _manager(store, settings).delete_now(args.id)
     say(
         f"deleted conversation {conv.id} with {conv.character_name} "
-        f"({plural(conv.message_count, 'message')}, its memory and fold jobs)",
+        f"({plural(conv.message_count, 'message')}, its memory, fold jobs and saved states)",
         stream=sys.stderr,
     )
     return 0

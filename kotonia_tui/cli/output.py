@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TextIO
 
 from kotonia_tui.chat.startup import redact
@@ -62,6 +66,71 @@ def reopen_closed_streams() -> list[str]:
         stream = open(fd, mode, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
     return closed
+
+
+class StandardOutputError(OSError):
+    """Standard output cannot be written (`> /dev/full`, a full disk, an I/O error)."""
+
+    def __str__(self) -> str:
+        reason = "disk full" if self.errno in (errno.ENOSPC, errno.EDQUOT) else self.strerror
+        return f"standard output cannot be written ({reason}): what this command printed is lost"
+
+
+class _GuardedOutput(io.RawIOBase):
+    """File descriptor 1, whose write failures are `StandardOutputError` (a closed pipe stays
+    BrokenPipeError: the reader left, nothing is wrong)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:
+        try:
+            return os.write(self._fd, data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StandardOutputError(exc.errno, exc.strerror) from exc
+
+
+@contextmanager
+def guarded_stdout() -> Iterator[None]:
+    """For the length of a command, standard output (fd 1, as text) raises
+    `StandardOutputError` when a write fails, so the command can say so in one line; the
+    previous stream comes back after, and what could not be written is dropped with it."""
+    previous = sys.stdout
+    try:
+        fd = previous.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield  # a test's capture, no descriptor: left as it is
+        return
+    if fd != 1:
+        yield
+        return
+    previous.flush()
+    guarded = io.TextIOWrapper(
+        io.BufferedWriter(_GuardedOutput(fd)),
+        encoding=previous.encoding,
+        errors=previous.errors,
+        line_buffering=True,
+    )
+    sys.stdout = guarded
+    try:
+        yield
+        guarded.flush()
+    finally:
+        sys.stdout = previous
+        with suppress(OSError, ValueError):
+            guarded.detach()  # nothing left to flush into a stream that failed
 
 
 class UserError(Exception):

@@ -171,7 +171,14 @@ class TemplateFormat:
                 f"{self._source}: the chat template was stopped: {exc}; the template is broken "
                 'or hostile (use another model file, or prompt_format = "transcript")'
             ) from exc
-        except (jinja2.TemplateError, ValueError, TypeError, OverflowError, MemoryError) as exc:
+        except (
+            jinja2.TemplateError,
+            ValueError,
+            TypeError,
+            LookupError,  # "{}".format() with no argument, a missing key
+            ArithmeticError,  # 1 / 0, an overflow
+            MemoryError,
+        ) as exc:
             raise ModelFileError(
                 f"{self._source}: the chat template failed to render: {exc}"
             ) from exc

@@ -67,7 +67,8 @@ class SavedStates:
         stable = self._stable_items(request, shared, probes, remember=True)
         if not stable or tuple(items[: len(stable)]) != stable:
             return None
-        return f"setup-{items_digest(stable)}", stable
+        owner = f"{request.state.setup_owner}-" if request.state.setup_owner else ""
+        return f"setup-{owner}{items_digest(stable)}", stable
 
     def _stable_items(
         self,

@@ -63,6 +63,25 @@ class _Superseded(Exception):
     """A newer save of the same name was asked for while this one was being written."""
 
 
+def remove_states(folder: Path, name: str) -> int:
+    """Remove every saved state called `name` (a glob allowed), whatever model or profile it
+    was saved for, with the temporary files of writes left behind; returns how many went."""
+    removed = 0
+    for pattern in (f"*-{name}{SUFFIX}", f".*-{name}{SUFFIX}.*{PARTIAL_SUFFIX}"):
+        for path in folder.glob(pattern):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def state_names(folder: Path) -> list[str]:
+    """The names of the saved states in `folder` (without the key digest and the suffix)."""
+    return sorted(
+        {p.name.removesuffix(SUFFIX).partition("-")[2] for p in folder.glob(f"*{SUFFIX}")}
+    )
+
+
 def usage(folder: Path) -> CacheUsage:
     """The saved states in `folder`, for `kotonia doctor`."""
     files = list(_state_files(folder))

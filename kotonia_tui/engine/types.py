@@ -49,11 +49,13 @@ class StateRef:
     `name` is the conversation's own state (letters, digits and dashes: it is part of a file
     name); the first `shared_messages` messages of the prompt are the character's setup, the
     same in every conversation with that card, whose state is saved once and lets a new
-    conversation start warm.
+    conversation start warm. `setup_owner` (letters, digits, dashes) starts the setup state's
+    name, so the setup states of a card or a persona can be found and removed when it goes.
     """
 
     name: str
     shared_messages: int = 1
+    setup_owner: str = ""
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,8 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     """The passages quoted in at most about `limit_chars` characters: one line per passage
     with a chosen sentence, "label: sentence … sentence" (for messages, "#id speaker: ...").
     At least one sentence is quoted; one longer than the limit on its own is shortened at a
-    word, with " …" after it."""
+    word (inside a word when one word is already too long: a pasted run with no space), and
+    says it is an extract of the passage the label names."""
     story = [p for p in passages if p.text.strip()]
     split = [sentences(p.text) for p in story]
     candidates = [
@@ -136,7 +137,7 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             used += cost
     if not chosen:
         best = ranked[0]
-        short = _shorten(best.text, limit_chars)
+        short = _shorten(best.text, limit_chars, story[best.message].label)
         chosen = [_Sentence(best.message, best.index, short, 0, best.last)]
     counts = [len(texts) for texts in split]
     lines = []
@@ -153,15 +154,27 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     return "\n".join(lines)
 
 
-def _shorten(text: str, limit_chars: int) -> str:
-    """`text` cut at the last word that fits, marked with " …" (an extract says so)."""
+def extract_mark(label: str) -> str:
+    """What ends a sentence cut to fit: it is an extract, and where the whole text is."""
+    where = label.split(" ", 1)[0]
+    return f" … [extract of {where}]"
+
+
+def _shorten(text: str, limit_chars: int, label: str) -> str:
+    """`text` cut at the last word that fits (inside the first word when even that one is
+    too long), and marked as an extract of `label`'s text."""
+    mark = extract_mark(label)
+    room = max(1, limit_chars - len(mark))
     words = text.split()
     kept: list[str] = []
     for word in words:
-        if len(" ".join([*kept, word])) + 2 > limit_chars and kept:
+        if len(" ".join([*kept, word])) > room and kept:
             break
         kept.append(word)
-    return " ".join(kept) + (" …" if len(kept) < len(words) else "")
+    short = " ".join(kept)
+    if len(short) > room:
+        short = short[:room]
+    return short + mark if short != " ".join(words) else short
 
 
 SO_FAR = "So far"  # the label of an earlier synopsis's lines in a quoted synopsis

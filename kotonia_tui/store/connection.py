@@ -18,11 +18,12 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from kotonia_tui.lazy import numpy_hidden
+from kotonia_tui.safe_files import disk_full
 from kotonia_tui.store.errors import StoreError
 
 # sqlite-utils imports numpy, when installed, only to map numpy scalars to column types.
@@ -128,6 +129,11 @@ class Db:
             conn.close()
             if "not a database" in str(exc) or "malformed" in str(exc):
                 raise StoreError(f"{path}: is not a Kotonia database (not SQLite: {exc})") from exc
+            if disk_full(path.parent):
+                raise StoreError(
+                    f"{path}: cannot be opened: disk full ({exc}); free some space (reading "
+                    "commands such as export still work)"
+                ) from exc
             raise StoreError(f"{path}: cannot be opened: {exc}") from exc
 
     def configure(self) -> None:
@@ -137,6 +143,8 @@ class Db:
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.execute("PRAGMA synchronous = NORMAL")  # durable enough in WAL mode
         except sqlite3.DatabaseError as exc:
+            if disk_full(self.path.parent):
+                raise StoreError(f"{self.path}: cannot be opened: disk full ({exc})") from exc
             raise StoreError(f"{self.path}: cannot be configured: {exc}") from exc
         if str(mode).lower() != "wal":
             raise StoreError(f"{self.path}: cannot switch to WAL mode (journal mode is {mode})")
@@ -151,6 +159,17 @@ class Db:
                 f"{self.path}: the database is busy: another Kotonia instance held it for more "
                 f"than {self.busy_timeout_s:g} s ({exc})"
             )
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        text = str(exc)
+        if name.startswith("SQLITE_CORRUPT") or "malformed" in text or "vtable constructor" in text:
+            return StoreError(
+                f"{self.path}: the database is damaged ({text}); what can still be read can "
+                "be exported with `kotonia export ID`"
+            )
+        if name.startswith("SQLITE_FULL") or (
+            name.startswith("SQLITE_IOERR") and disk_full(self.path.parent)
+        ):
+            return StoreError(f"{self.path}: disk full ({text}): free some space and retry")
         return StoreError(f"{self.path}: database error: {exc}")
 
     def too_large(self, exc: OverflowError) -> StoreError:
@@ -249,7 +268,8 @@ class Db:
             self.conn.execute("COMMIT")
         except BaseException as exc:
             if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+                with suppress(sqlite3.Error):  # the error to tell is `exc`
+                    self.conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -270,6 +290,15 @@ class Db:
             raise self.error(exc) from exc
         try:
             yield
-        finally:
+        except BaseException:
+            # The first error is the one to tell: on a damaged page the COMMIT fails too
+            # ("database disk image is malformed") and would hide it, as a traceback.
             if self.conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            raise
+        if self.conn.in_transaction:
+            try:
                 self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self.error(exc) from exc

@@ -243,6 +243,17 @@ HOSTILE_TEMPLATES: list[tuple[str, str, str]] = [
     ("join-bomb", "{{ (['x' * 100000] * 100000)|join }}", "repetition"),
     ("self-recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "itself"),
     ("range-too-long", "{% for i in range(10000000) %}{% endfor %}", "range"),
+    # Issue 33, item 4: inside filters, globals and string formatting.
+    ("lipsum", "{{ lipsum(999999) }}", "lipsum(999,999)"),
+    ("lipsum-text", "{{ lipsum(n=999999, html=False) }}", "lipsum(999,999)"),
+    ("wordwrap-width-1", "{{ ('w' * 900000)|wordwrap(1) }}", "ran for more than"),
+    ("center-then-wordwrap", "{{ 'x'|center(999999)|wordwrap(1) }}", "ran for more than"),
+    ("format-width", '{{ "{:>999999999}".format("x") }}', "format width of 999999999"),
+    ("format-map-width", '{{ "{x:>{w}}".format_map({"x": 1, "w": 999999999}) }}', "format width"),
+    ("format-missing-argument", '{{ "{} {}".format("a") }}', "failed to render"),
+    ("percent-zero-width", '{{ "%0999999999d" % 1 }}', "format width of 999999999"),
+    ("percent-precision", '{{ "%.999999999f" % 1.5 }}', "format width"),
+    ("format-filter-width", '{{ "%0999999999d"|format(1) }}', "format width"),
 ]  # fmt: skip
 
 

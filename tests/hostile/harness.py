@@ -90,19 +90,23 @@ def kotonia(
     as_plain_user: bool = False,
     cwd: Path | None = None,
     measure_peak: bool = False,
+    stdout_path: Path | None = None,
 ) -> Run:
     """Run `kotonia ARGS` (KOTONIA_HOME and the rest of the environment inherited); with
-    `measure_peak`, `Run.peak_mb` is the process's peak resident memory."""
+    `measure_peak`, `Run.peak_mb` is the process's peak resident memory; with `stdout_path`,
+    standard output goes to that file or device (/dev/full) and `Run.out` is empty."""
     command = MEASURED_CLI if measure_peak else CLI
     argv = [*command, *(os.fsencode(a) if isinstance(a, Path) else a for a in args)]
     environment, folder = code_under_test()
     environment.update(env or {})
     started = time.perf_counter()
+    out_file = stdout_path.open("wb") if stdout_path is not None else None
     try:
         proc = subprocess.run(
             argv,
             input=stdin if stdin is not None else b"",
-            capture_output=True,
+            stdout=out_file or subprocess.PIPE,
+            stderr=subprocess.PIPE,
             timeout=min(timeout or TIMEOUT_S, TIMEOUT_S),
             env=environment,
             cwd=cwd or folder,
@@ -111,6 +115,9 @@ def kotonia(
     except subprocess.TimeoutExpired as exc:
         waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
         raise Hang(f"kotonia {' '.join(map(str, args))} did not finish in {waited:g} s") from exc
+    finally:
+        if out_file is not None:
+            out_file.close()
     err = proc.stderr.decode("utf-8", "replace")
     peak = None
     if measure_peak:
@@ -119,7 +126,7 @@ def kotonia(
     return Run(
         tuple(map(str, args)),
         proc.returncode,
-        proc.stdout.decode("utf-8", "replace"),
+        (proc.stdout or b"").decode("utf-8", "replace"),
         err,
         time.perf_counter() - started,
         peak,

@@ -13,6 +13,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kotonia_tui.domain import ChatRole
 from kotonia_tui.engine.formats import TemplateFormat
+from kotonia_tui.engine.template_limits import BoundedEnvironment
 from kotonia_tui.engine.types import ChatMessage
 
 from .corpus import (
@@ -128,6 +129,17 @@ REAL_SHAPED = """{{ bos_token }}
 {%- if add_generation_prompt %}<|assistant|>{{ '%s-%d' % ('t', messages|length) }}{% endif -%}
 {{ messages|map(attribute='role')|join(',')|upper ~ '' }}{{ range(3)|list|length }}
 """
+
+
+def test_the_bounded_wordwrap_wraps_as_jinjas_own():
+    source = "{{ text|wordwrap(12) }}|{{ text|wordwrap(5, false, '/') }}|{{ long|wordwrap(3) }}"
+    variables = {
+        "text": "The lamp is lit.\nThe tide-pool is deep, the storm\tcomes.",
+        "long": "x" * 10,
+    }
+    plain = ImmutableSandboxedEnvironment().from_string(source).render(**variables)
+    bounded = BoundedEnvironment()
+    assert bounded.render(bounded.from_string(source), 10_000, **variables) == plain
 
 
 def test_the_limits_do_not_change_what_a_real_template_renders():

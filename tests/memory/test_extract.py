@@ -70,7 +70,8 @@ def test_a_roomy_extract_quotes_every_line_in_order_with_its_speaker():
 
 def test_a_sentence_longer_than_the_limit_is_shortened_at_a_word_and_says_so():
     long = Message(id=3, role=Role.USER, speaker="Mara", text="word " * 200 + "end.")
-    assert extract([long], 40) == "#3 Mara: " + " ".join(["word"] * 7) + " …"
+    # The mark says where the whole sentence is (issue 33): it takes its room in the limit.
+    assert extract([long], 40) == "#3 Mara: " + " ".join(["word"] * 4) + " … [extract of #3]"
     assert extract([], 40) == ""
 
 

@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 SOURCE_READ_LIMIT = 4000  # rows per read of a chapter's source; bigger ranges are split
 MERGE_ROUNDS = 8  # a long message's notes are merged at most this many times over
 EXTRACT_MIN_TOKENS = 32  # an extract quotes at least a sentence or two
+# A message longer than this many chronicler calls read is quoted, not summarized in parts.
+MAX_MESSAGE_PARTS = 16  # a 100 KB letter at an 8k window is 12 parts: summarized
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,15 @@ async def _chronicled_piece(
     ledger: Sequence[StoredLedgerEntry],
 ) -> NewChapter:
     messages = piece.messages
+    if len(messages) == 1 and piece.costs[0] > piece.budget * MAX_MESSAGE_PARTS:
+        # Summarized part by part, a 1.5 MB message took hundreds of calls while the next
+        # turn waited for it (554 s); past this many calls it is quoted instead, bounded
+        # like any chapter, and the whole message stays in the archive.
+        why = (
+            f"not asked for: message #{messages[0].id} is {piece.costs[0]:,} tokens, more "
+            f"than {MAX_MESSAGE_PARTS} chronicler calls read ({piece.budget:,} each)"
+        )
+        return await _extracted_piece(ctx, conv_id, piece, ledger, why)
     if len(messages) == 1 and piece.costs[0] > piece.budget:
         return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
     done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
@@ -271,7 +282,9 @@ async def _extracted_piece(
     The chronicler is greedy, so asking it again later gives the same unusable answer; the
     extract keeps the range in the memory now, and its note says why it is one. The ledger
     keeps the user's own facts after a major fold has taken the extract into the synopsis."""
-    source_tokens = sum(piece.costs)
+    # Bounded by the call the piece was cut for, whatever the source: a 400,000-token message
+    # became a 400,005-token chapter, 50 times the window.
+    source_tokens = min(sum(piece.costs), piece.budget)
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
     text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:

@@ -7,7 +7,6 @@ this module is imported before the app starts.
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable
 
@@ -18,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from kotonia_tui.characters.card import CardImage
+from kotonia_tui.image_files import decode_thumbnail
 from kotonia_tui.lazy import numpy_hidden
 from kotonia_tui.tui.literal import literal_line
 
@@ -76,9 +76,8 @@ class Portrait(Container):
         if self._card_image is None:
             return None
         try:
-            picture = PILImage.open(io.BytesIO(self._card_image.data))
-            picture.load()
-            return picture.convert("RGB")
+            # One pixel bound for every picture; decoded at the size it is shown.
+            return decode_thumbnail(self._card_image.data)
         except Exception as exc:
             log.info("the picture of %s cannot be read: %s", self._card_name, exc)
             return None
