@@ -19,10 +19,17 @@ after the last one (the verbatim tail) are the newest range.
 Without folds (`folds=False`: an evidence-only run whose arms need no memory), the worker never
 runs a job, no chapter lands, and the policy cuts the oldest messages at the ceiling, as a
 session whose folds never land would: each forced cut ends a range instead.
+
+With an embedding model set (`embedding_model_path`), the replay opens semantic recall as the
+app does and waits until every replayed message has its vector before it returns, so the
+questions' recall ranks the whole archive by meaning as well as by words (a live session's
+background worker has long caught up by then). A model that cannot be loaded stops the run
+with its reason (`DatasetError`): a measurement "with semantic recall" never runs without it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -35,6 +42,7 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, Servi
 from kotonia_tui.chat.fold.worker import RETRY_BACKOFF_S
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.prompting import PreparedTurn
+from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
@@ -49,7 +57,7 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import Engine
-from kotonia_tui.eval.dataset import EvalConversation
+from kotonia_tui.eval.dataset import DatasetError, EvalConversation
 from kotonia_tui.eval.results import FoldEvent, RangeRecord
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
@@ -128,6 +136,7 @@ class Replay:
     async def close(self) -> None:
         """Stop the worker and the store; the engine is the caller's and stays open."""
         await self.service.worker.stop()
+        await self.service.semantic.stop()
         self.service.store.close()
         if self.tmp is not None:
             self.tmp.cleanup()
@@ -168,7 +177,14 @@ async def replay(
     library = CharacterLibrary([cards_dir])
     card = library.get(card.key)
     store = Store.open(workdir / "eval.sqlite3")
-    service = ChatService(settings, store, engine, library)
+    try:
+        semantic = await _semantic(store, settings)
+    except DatasetError:
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    service = ChatService(settings, store, engine, library, semantic)
     events: list[FoldEvent] = []
     service.subscribe(lambda event: _record(event, events))
     await service.start()
@@ -236,9 +252,11 @@ async def replay(
                 await _settle(service, conv_id, clock)
         if folds:
             await _settle(service, conv_id, clock)
+        await _embedded(service)
         final = await service.prompter.preview(conv_id, card, setup, persona)
     except BaseException:
         await service.worker.stop()
+        await service.semantic.stop()
         store.close()
         if tmp is not None:
             tmp.cleanup()
@@ -330,6 +348,27 @@ async def _settle(service: ChatService, conv_id: int, clock: RetryClock) -> None
         await service.worker.wait_idle()
         clock.park_failures(store, conv_id)
     log.warning("conversation %s: folds still due after %s rounds", conv_id, MAX_SETTLE_ROUNDS)
+
+
+async def _semantic(store: Store, settings: Settings) -> SemanticRecall:
+    """Semantic recall as the app opens it; the run stops when the set model is unusable."""
+    path = settings.active_profile().embedding_model_path
+    semantic = await asyncio.to_thread(SemanticRecall.open, store, path)
+    if path is not None and not semantic.active:
+        await semantic.stop()
+        raise DatasetError(f"embedding_model_path {path}: {semantic.status}")
+    return semantic
+
+
+async def _embedded(service: ChatService) -> None:
+    """Wait until every replayed message has its vector (nothing to do without the model)."""
+    if not service.semantic.active:
+        return
+    service.semantic.wake()
+    await service.semantic.settled()
+    counts = service.semantic.counts()
+    if counts is not None and counts.pending:
+        log.warning("%s replayed messages could not be embedded", counts.pending)
 
 
 def _ranges(
