@@ -123,6 +123,27 @@ def test_budget_skips_whole_entries_and_reports_them():
     assert selection.tokens == 11
 
 
+def test_at_equal_priority_the_entry_keyed_by_the_newest_message_goes_first():
+    """The greeting names the forest and the glade; the user asks about the beasts: with room
+    for one entry, it is the one the question is about, whatever the insertion order."""
+    lore = book(
+        {"keys": ["forest"], "content": "forest lore here", "insertion_order": 1},
+        {"keys": ["glade"], "content": "glade lore here", "insertion_order": 2},
+        {"keys": ["beasts"], "content": "beast lore here", "insertion_order": 3},
+    )
+    texts = ["You rest in my glade, deep in the forest.", "What are the beasts?"]
+    selection = select_entries(lore, texts, words, 3)
+    assert [e.content for e in selection.entries] == ["beast lore here"]
+    assert [e.content for e in selection.skipped] == ["forest lore here", "glade lore here"]
+    # Older mentions keep their insertion order; a higher priority still goes first.
+    assert chosen(lore, texts, 6) == ["forest lore here", "beast lore here"]
+    first = book(
+        {"keys": ["forest"], "content": "forest lore here", "priority": 5},
+        {"keys": ["beasts"], "content": "beast lore here"},
+    )
+    assert chosen(first, texts, 3) == ["forest lore here"]
+
+
 def test_the_books_own_token_budget_also_applies():
     lore = book({"keys": ["x"], "content": "a b c"}, token_budget=2)
     selection = select_entries(lore, ["x"], words, 100)
