@@ -2,7 +2,8 @@
 
 Read from the store alone (no model is loaded): the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
-structure, readback misses and note, the open threads, the fold jobs counted by status with the
+structure, readback misses and note, the open threads (messages by their ids and, as the app
+numbers them, by their place in the conversation), the fold jobs counted by status with the
 failed attempts by reason, and the memory block the next turn carries: the one the prompt
 carries now, or, when a fold has landed, the landed one (the next turn applies it, and keeps its
 ledger within the ledger's share of the window, counted by the model: `in_prompt` says which
@@ -57,12 +58,20 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
     )
     in_prompt = carried(ledger, state.memory_text)
     left_out = out_of_prompt(ledger, state.memory_text, landed=landed)
+    # Messages are shown by their place in the conversation, as the app numbers them (ids
+    # differ from places once a message is deleted): the same count, `Store.message_numbers`.
+    mentioned = [i for e in ledger for i in e.evidence]
+    mentioned += [i for c in chapters for i in (c.first_message_id, c.last_message_id)]
+    if synopsis is not None:
+        mentioned.append(synopsis.through_message_id)
+    numbers = store.message_numbers(conv_id, mentioned)
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
         "ledger": [
             _entry(e)
             | {
+                "evidence_numbers": [numbers[i] for i in e.evidence],
                 "live": e.id in live_ids,
                 "in_prompt": e.id in in_prompt,
                 "left_out": left_out.get(e.id),
@@ -74,6 +83,7 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
         else {
             "version": synopsis.version,
             "through_message_id": synopsis.through_message_id,
+            "through_message_number": numbers[synopsis.through_message_id],
             "tokens": synopsis.tokens,
             "text": synopsis.text,
             "quoted": synopsis.quoted,
@@ -83,6 +93,8 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
                 "id": c.id,
                 "first_message_id": c.first_message_id,
                 "last_message_id": c.last_message_id,
+                "first_message_number": numbers[c.first_message_id],
+                "last_message_number": numbers[c.last_message_id],
                 "story_time": c.story_time,
                 "tokens": c.tokens,
                 "text": c.text,
@@ -94,7 +106,12 @@ def memory_report(store: Store, conv_id: int) -> dict[str, Any]:
             for c in chapters
         ],
         "open_threads": [
-            {"label": e.label, "text": e.text, "evidence": e.evidence}
+            {
+                "label": e.label,
+                "text": e.text,
+                "evidence": e.evidence,
+                "evidence_numbers": [numbers[i] for i in e.evidence],
+            }
             for e in live
             if e.kind is LedgerKind.THREAD
         ],
@@ -120,7 +137,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     for e in report["ledger"]:
         valid = f"chapter {e['valid_from_chapter']}"
         valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
-        ids = " ".join(f"#{i}" for i in e["evidence"])
+        ids = " ".join(f"#{i}" for i in e["evidence_numbers"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
         lines.append(f"  {e['label']}  {e['kind']}  {e['text']}  {ids}  {valid}{out}")
     synopsis = report["synopsis"]
@@ -131,7 +148,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         quoted = " (quoted)" if synopsis["quoted"] else ""
         lines.append(
             f"synopsis: version {synopsis['version']} through "
-            f"#{synopsis['through_message_id']}{quoted}"
+            f"#{synopsis['through_message_number']}{quoted}"
         )
         lines.extend(f"  {line}" for line in synopsis["text"].splitlines())
     lines.append("")
@@ -139,9 +156,8 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     for c in report["chapters"]:
         told = "structured" if c["structure"] is not None else "prose"
         kind = "quoted" if c["quoted"] else told
-        lines.append(
-            f"  chapter {c['id']}: #{c['first_message_id']}-#{c['last_message_id']} ({kind})"
-        )
+        first, last = c["first_message_number"], c["last_message_number"]
+        lines.append(f"  chapter {c['id']}: #{first}-#{last} ({kind})")
         if c["quoted"] and c["note"]:
             lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())
