@@ -241,7 +241,11 @@ class Settings(BaseSettings):
     synopsis_target_ratio: float = Field(default=0.04, gt=0.0, lt=1.0)
     chapter_source_ratio: float = Field(default=0.30, gt=0.0, lt=1.0)
     summary_max_tokens: int = Field(default=4096, ge=64)
-    lore_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
+    # Keyed lorebook entries per turn: 12% holds the whole book of SillyTavern's bundled default
+    # card (Seraphina: four entries of 158-365 tokens, 948 in all on the embedded default's
+    # tokenizer, 11.6% of 8,192) when every entry fires at once; SillyTavern's own default is
+    # 25% of the context. Only the entries that fire take room.
+    lore_budget_ratio: float = Field(default=0.12, ge=0.0, lt=1.0)
     # The live ledger the memory block carries; past it the newest entries leave the prompt
     # (never the store), user facts and rules last, each kind keeping its oldest longest
     # (memory/ledger.py).

@@ -24,7 +24,9 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.store import Store
+from tests.fake_engine import scripted
 from tests.scripted_chapters import ledger_entry
+from tests.settings import fake_settings
 
 
 def ann_and_wren(store: Store, *lines: str) -> StoredConversation:
@@ -113,7 +115,9 @@ def test_memory_json_has_the_ledger_chapters_threads_and_fold_counts(capsys, tmp
     assert report["chapters"][1]["structure"] == {"time": "", "events": []}
     assert report["chapters"][1]["readback_misses"] == ["Mia"]
     assert report["chapters"][1]["note"] == "" and not report["chapters"][1]["quoted"]
-    assert report["open_threads"] == [{"label": "T3", "text": "Why Mia comes", "evidence": [1]}]
+    assert report["open_threads"] == [
+        {"label": "T3", "text": "Why Mia comes", "evidence": [1], "evidence_numbers": [1]}
+    ]
     assert report["synopsis"] is None
     assert (report["fold_jobs"]["pending"], report["fold_jobs"]["done"]) == (1, 0)  # retried later
     assert report["fold_jobs"]["failed_attempts"] == {"the chronicler refused twice": 1}
@@ -172,3 +176,31 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
         f"chapter {quoted.id}: #1-#2 (quoted)\n    ({why})\n    #1 Ann: My name is Ann Ruiz." in out
     )
     assert "synopsis: version 1 through #2 (quoted)" in out
+
+
+async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, make_fake_service):
+    """A message deleted before a chapter's range: ids and places part. `kotonia memory` shows
+    the places, the numbers the app shows on the messages and in its inspector (it showed the
+    ids: #4-#5 where the app said #3-#4). Fake engine: only the store and the numbering count."""
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv = ann_and_wren(service.store, "One.", "Two.", "Three.", "Four.", "Five.")
+    ids = [m.id for m in service.store.recent_messages(conv.id, 10)]
+    service.delete_message(ids[1])
+    chapter = service.store.store_chapter(
+        Chapter(conversation_id=conv.id, first_message_id=ids[3], last_message_id=ids[4], text="x"),
+        [ledger_entry(conv.id, LedgerKind.THREAD, "Whether five follows four", ids[3])],
+    )
+    view = service.memory_view(conv.id)
+    shown = (view.number(ids[3]), view.number(ids[4]))  # the inspector's numbers
+    assert shown == ("#3", "#4")  # the places: "Four." is the third message left
+    db = str(service.store.path)
+    assert main(["--db", db, "memory", str(conv.id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (listed,) = [c for c in report["chapters"] if c["id"] == chapter.id]
+    assert (listed["first_message_id"], listed["last_message_id"]) == (ids[3], ids[4])
+    assert (listed["first_message_number"], listed["last_message_number"]) == (3, 4)
+    assert report["ledger"][0]["evidence_numbers"] == [3]
+    assert main(["--db", db, "memory", str(conv.id)]) == 0
+    out = capsys.readouterr().out
+    assert f"chapter {chapter.id}: #3-#4" in out
+    assert "Whether five follows four  #3  " in out

@@ -221,6 +221,19 @@ def scan_book(to_match: BookToMatch, recent_texts: Sequence[str], bounds: ScanBo
     return BookScan(_listed(chosen))
 
 
+def newest_match(
+    entry: LoreEntry, key: str, recent_texts: Sequence[str], guard: RegexGuard, bounds: ScanBounds
+) -> int:
+    """How far back the newest of `recent_texts` holding `key` is: 0 for the newest text,
+    `len(recent_texts)` when none holds it (the entry fired on recursed lore)."""
+    for age, text in enumerate(reversed(recent_texts)):
+        if _first_match(entry, [key], _Text(text), guard, bounds) is not None:
+            return age
+        if bounds.stopped is not None:
+            break
+    return len(recent_texts)
+
+
 def _listed(
     chosen: dict[int, tuple[LoreEntry, tuple[str, ...]]],
 ) -> list[tuple[int, LoreEntry, tuple[str, ...]]]:

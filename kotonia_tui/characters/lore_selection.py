@@ -28,10 +28,12 @@ Matching rules (SillyTavern-compatible where it has a convention)
   3 all of them.
 - With `recursive_scanning`, the content of chosen entries is scanned too (an entry can opt out
   with SillyTavern's `extensions.exclude_recursion` / `extensions.prevent_recursion`).
-- Budget: constant entries first, then higher `priority`, then lower `insertion_order`, across
-  all the books. An entry that does not fit is left out whole (never cut) and reported in
-  `LoreSelection.skipped`; smaller entries after it may still fit. A book's own `token_budget`
-  bounds its entries too. The chosen entries come back book by book, in `insertion_order`.
+- Budget: constant entries first, then higher `priority`, then the entries whose key is in
+  the newest message (the one just sent before one a few messages back: what the user asks
+  about now), then lower `insertion_order`, across all the books. An entry that does not fit
+  is left out whole (never cut) and reported in `LoreSelection.skipped`; smaller entries after
+  it may still fit. A book's own `token_budget` bounds its entries too. The chosen entries
+  come back book by book, in `insertion_order`.
 - Not applied: SillyTavern's `probability` (an entry that fires is always a candidate: a random
   pick would make the prompt differ from one try to the next) and its per-entry positions and
   depths (keyed lore always goes after the history, where it keeps the prompt cache).
@@ -49,6 +51,7 @@ from kotonia_tui.characters.lore_scan import (
     LoreCut,
     RegexGuard,
     ScanBounds,
+    newest_match,
     scan_book,
 )
 from kotonia_tui.characters.lorebook import REGEX_TIMEOUT_S, Lorebook, LoreEntry, entry_body
@@ -148,9 +151,22 @@ def select_from_books(
         if scan.unchecked:
             unchecked.append((to_match.name, scan.unchecked))
         rounds = max(rounds, scan.rounds)
+    # How recent the message an entry fired on is; the key is looked for again in each text,
+    # newest first, within the same bound (an entry found by recursion counts as the oldest).
+    age = {
+        (number, index): newest_match(entry, keys[0], recent_texts, books[number].guard, bounds)
+        if keys
+        else 0
+        for number, index, entry, keys in fired
+    }
     ranked = sorted(
         fired,
-        key=lambda item: (not item[2].constant, -(item[2].priority or 0), item[2].insertion_order),
+        key=lambda item: (
+            not item[2].constant,
+            -(item[2].priority or 0),
+            age[item[0], item[1]],
+            item[2].insertion_order,
+        ),
     )
     used = 0
     used_by_book: dict[int, int] = {}

@@ -2,7 +2,8 @@
 
 Read from the store: the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
-structure, readback misses and note, the open threads, the fold jobs counted by status with the
+structure, readback misses and note, the open threads (messages by id and by their place in the
+conversation, as the app numbers them), the fold jobs counted by status with the
 failed attempts by reason, and the memory block the next turn carries (chat/memory_snapshot.py,
 the builder the turn uses): the one the prompt carries now, or, when a fold has landed, the
 landed one with its ledger fitted to the ledger's share of the window, counted by the model as
@@ -52,12 +53,20 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     landed = snapshot.pending
     in_prompt = snapshot.in_prompt
     left_out = snapshot.left_out()
+    # Messages are shown by their place in the conversation, as the app numbers them (ids
+    # differ from places once a message is deleted): the same count, `Store.message_numbers`.
+    mentioned = [i for e in ledger for i in e.evidence]
+    mentioned += [i for c in chapters for i in (c.first_message_id, c.last_message_id)]
+    if synopsis is not None:
+        mentioned.append(synopsis.through_message_id)
+    numbers = store.message_numbers(conv_id, mentioned)
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
         "ledger": [
             _entry(e)
             | {
+                "evidence_numbers": [numbers[i] for i in e.evidence],
                 "live": e.id in live_ids,
                 "in_prompt": e.id in in_prompt,
                 "left_out": left_out.get(e.id),
@@ -69,6 +78,7 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
         else {
             "version": synopsis.version,
             "through_message_id": synopsis.through_message_id,
+            "through_message_number": numbers[synopsis.through_message_id],
             "tokens": synopsis.tokens,
             "text": synopsis.text,
             "quoted": synopsis.quoted,
@@ -79,6 +89,8 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
                 "id": c.id,
                 "first_message_id": c.first_message_id,
                 "last_message_id": c.last_message_id,
+                "first_message_number": numbers[c.first_message_id],
+                "last_message_number": numbers[c.last_message_id],
                 "story_time": c.story_time,
                 "tokens": c.tokens,
                 "text": c.text,
@@ -91,7 +103,12 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
             for c in chapters
         ],
         "open_threads": [
-            {"label": e.label, "text": e.text, "evidence": e.evidence}
+            {
+                "label": e.label,
+                "text": e.text,
+                "evidence": e.evidence,
+                "evidence_numbers": [numbers[i] for i in e.evidence],
+            }
             for e in live
             if e.kind is LedgerKind.THREAD
         ],
@@ -113,7 +130,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     for e in report["ledger"]:
         valid = f"chapter {e['valid_from_chapter']}"
         valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
-        ids = " ".join(f"#{i}" for i in e["evidence"])
+        ids = " ".join(f"#{i}" for i in e["evidence_numbers"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
         kind = LedgerKind(e["kind"]).label
         lines.append(f"  {e['label']}  {kind}  {e['text']}  {ids}  {valid}{out}")
@@ -125,7 +142,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         quoted = " (quoted)" if synopsis["quoted"] else ""
         lines.append(
             f"synopsis: version {synopsis['version']} through "
-            f"#{synopsis['through_message_id']}{quoted}"
+            f"#{synopsis['through_message_number']}{quoted}"
         )
         lines.extend(f"  {line}" for line in synopsis["text"].splitlines())
     lines.append("")
@@ -133,9 +150,8 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     for c in report["chapters"]:
         told = "structured" if c["structure"] is not None else "prose"
         kind = "quoted" if c["quoted"] else told
-        lines.append(
-            f"  chapter {c['id']}: #{c['first_message_id']}-#{c['last_message_id']} ({kind})"
-        )
+        first, last = c["first_message_number"], c["last_message_number"]
+        lines.append(f"  chapter {c['id']}: #{first}-#{last} ({kind})")
         if c["quoted"] and c["note"]:
             lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())

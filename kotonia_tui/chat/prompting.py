@@ -127,6 +127,7 @@ class PreparedTurn:
     lore: LoreTurn
     recall: Recall = NO_RECALL  # what the turn recalled from the archive (none for a preview)
     fold_wait_ms: float = 0.0  # how long the turn waited for a fold before it was built
+    author_note_depth: int = 0  # where `history` holds the Author's Note (0: not in it)
 
 
 def memory_tokens(engine: Engine, text: str) -> int:
@@ -669,6 +670,7 @@ class Prompter:
             queued,
             read.lore,
             recall,
+            author_note_depth=read.settings.author_note_depth if read.author_note else 0,
         )
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:

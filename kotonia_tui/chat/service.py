@@ -68,7 +68,7 @@ from kotonia_tui.domain import (
     StoredPersona,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
-from kotonia_tui.memory.assembly import PromptLine, prompt_message
+from kotonia_tui.memory.assembly import PromptLine, history_for_next_turn, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
 from kotonia_tui.memory.ledger import LeftOut
@@ -461,11 +461,12 @@ class ChatService:
             return
         if turn.prepared.request.state is None:
             return
-        reply = done.reply
+        reply, prepared = done.reply, turn.prepared
         line = PromptLine(reply.role, reply.speaker, reply.text)
+        history = (*prepared.history, prompt_message(line))
         request = replace(
-            turn.prepared.request,
-            messages=(*turn.prepared.history, prompt_message(line)),
+            prepared.request,
+            messages=history_for_next_turn(history, prepared.author_note_depth),
             prefill="",
         )
         self._in_background(self.engine.settle(request, call), f"settle {turn.conv.id}")
@@ -482,7 +483,10 @@ class ChatService:
         except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
             log.info("conversation %s opened cold: %s", conv_id, exc)
             return
-        self._in_background(self.engine.restore(prepared.request), f"restore {conv_id}")
+        # The saved state holds the history as the next turn starts it (see `_settle`).
+        history = history_for_next_turn(prepared.history, prepared.author_note_depth)
+        request = replace(prepared.request, messages=history)
+        self._in_background(self.engine.restore(request), f"restore {conv_id}")
 
     async def states_settled(self) -> None:
         """Wait until the settles and restores asked for so far have run (tests, benchmarks:

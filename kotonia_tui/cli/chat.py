@@ -29,6 +29,13 @@ from kotonia_tui.chat.images import read_image
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
+from kotonia_tui.cli.chat_commands import (
+    CommandError,
+    command_of,
+    message_text,
+    run_command,
+    show_recent,
+)
 from kotonia_tui.cli.output import TypedText, UserError, progress, say
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
@@ -59,6 +66,8 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         persona = _persona(service.personas, args.persona) if args.persona else None
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
+            if not args.say:
+                show_recent(service, conv.id)  # where the story stands, before the first line
             if persona is not None and persona.id != conv.persona_id:
                 conv = service.manager.set_persona(conv.id, persona.id)
                 say(
@@ -134,7 +143,11 @@ async def _interactive(
     args: argparse.Namespace,
     typed: TypedText,
 ) -> None:
-    print("Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits.", file=sys.stderr)
+    print(
+        "Type a message and press Enter; Ctrl-C stops a reply, Ctrl-D quits, /help lists the "
+        "commands.",
+        file=sys.stderr,
+    )
     user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="surrogateescape")  # bad bytes reach `typed`, not a crash
@@ -144,14 +157,24 @@ async def _interactive(
         except EOFError:
             print(file=sys.stderr)
             return
-        if text.strip() or images:
-            turn = await service.send(conv_id, text, images)
+        command = command_of(text)
+        if command is not None:
+            try:
+                found = await run_command(service, conv_id, *command)
+            except CommandError as exc:
+                say(f"error: {exc}", stream=sys.stderr)
+                continue
+            if found is None:
+                continue
+            turn = found
+        elif text.strip() or images:
+            turn = await service.send(conv_id, message_text(text), images)
+            images = []
         else:
             last = service.store.last_message(conv_id)
             if last is not None and last.role is Role.CHARACTER:
                 continue
             turn = await service.answer(conv_id)  # an empty line answers the user's last message
-        images = []
         say(f"{name}: ", end="", one_line=True)
         with _ctrl_c_stops(turn):
             async for event in turn:

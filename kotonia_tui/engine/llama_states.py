@@ -40,6 +40,14 @@ STABLE_PREFIXES_KEPT = 16  # setups whose stable prefix is remembered (tokenized
 SAVE_ON_EXIT_S = 15.0  # how long closing waits for the chat context's state to be saved
 
 
+def _next_messages(request: GenerationRequest) -> tuple[ChatMessage, ChatMessage]:
+    """Two different next messages from the user: what a history is followed by next turn."""
+    return (
+        ChatMessage("user", "A", name=request.user_name),
+        ChatMessage("user", "B", name=request.user_name),
+    )
+
+
 class SavedStates:
     """Saved-state calls and steps; needs the engine's owner thread, slots and tokenizer."""
 
@@ -128,11 +136,7 @@ class SavedStates:
             and slot.version == version
         ):
             started = time.perf_counter()
-            nexts = (
-                ChatMessage("user", "A", name=request.user_name),
-                ChatMessage("user", "B", name=request.user_name),
-            )
-            stable = self._stable_items(request, request.messages, nexts)
+            stable = self._stable_items(request, request.messages, _next_messages(request))
             try:
                 done = yield from slot.prefill(stable, count_restored=False)
             except SlotTakenError:
@@ -173,11 +177,14 @@ class SavedStates:
         slot = self._slot(Slot.CHAT)
         if ref is not None and resumer is not None and slot.state_name != ref.name:
             started = time.perf_counter()
-            with self._items_of(self.render(request)) as items:
-                setup = self._setup_state(request, items)
-                names = [ref.name] + ([setup[0]] if setup is not None else [])
-                self._save_chat(slot)  # what the context holds now, before it is replaced
-                done = resumer.restore(slot, items, names)
+            # What the next turn's prompt starts with, as a settle saved it: the history
+            # rendered whole ends otherwise (the reply's name invites the model to write), and
+            # a sliding-window model's state must match all but its last item to be used.
+            items = list(self._stable_items(request, request.messages, _next_messages(request)))
+            setup = self._setup_state(request, items)
+            names = [ref.name] + ([setup[0]] if setup is not None else [])
+            self._save_chat(slot)  # what the context holds now, before it is replaced
+            done = resumer.restore(slot, items, names)
             if done is not None:
                 restored = done.cells
                 log.info(

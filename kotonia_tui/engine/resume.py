@@ -22,9 +22,10 @@ tells the whole story:
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,17 @@ class Restored:
     name: str
     cells: int
     ms: float
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """A saved state that may be loaded: its items, and how to get its bytes."""
+
+    name: str
+    label: str  # for the log
+    items: tuple[PromptItem, ...]
+    read: Callable[[], ctypes.Array[ctypes.c_uint8] | None]
+    head: StateHead | None  # the file's, when it comes from disk
 
 
 class Resumer:
@@ -75,26 +87,43 @@ class Resumer:
         if not self.enabled:
             return None
         held = slot.common_prefix_cells(items)
-        candidates: list[tuple[int, StateHead, str]] = []
+        candidates: list[tuple[int, _Saved]] = []
         for name in names:
-            head = self.cache.head(name)
-            if head is not None:
-                cells = cells_of(head.items[: self.usable(head.items, items)])
+            saved = self._saved(name)
+            if saved is not None:
+                cells = cells_of(saved.items[: self.usable(saved.items, items)])
                 if cells > held:
-                    candidates.append((cells, head, name))
+                    candidates.append((cells, saved))
         # The most useful first; one that turns out damaged is removed and the next is tried.
-        for cells, head, name in sorted(candidates, key=lambda c: -c[0]):
+        for cells, saved in sorted(candidates, key=lambda c: -c[0]):
             started = time.perf_counter()
-            buffer = self.cache.read(head)
+            buffer = saved.read()
             if buffer is None:
                 continue
-            if not slot.load(head.items, buffer, name):
-                self.cache.discard(head.path, "llama.cpp refused it (another layout or size)")
+            if not slot.load(saved.items, buffer, saved.name):
+                refused = "llama.cpp refused it (another layout or size)"
+                if saved.head is not None:
+                    self.cache.discard(saved.head.path, refused)
+                else:
+                    log.warning("KV state %s not loaded: llama.cpp refused it", saved.name)
                 continue
             ms = (time.perf_counter() - started) * 1000
-            log.info("restored KV state %s: %d cells in %.0f ms", head.path.name, cells, ms)
-            return Restored(name, cells, ms)
+            log.info("restored KV state %s: %d cells in %.0f ms", saved.label, cells, ms)
+            return Restored(saved.name, cells, ms)
         return None
+
+    def _saved(self, name: str) -> _Saved | None:
+        """The newest state saved under `name`: one still being written (a settle a moment
+        ago: the file on disk is older) or the file."""
+        pending = self.cache.pending(name)
+        if pending is not None:
+            items, buffer = pending
+            return _Saved(name, f"{name} (being written)", items, lambda: buffer, None)
+        head = self.cache.head(name)
+        if head is None:
+            return None
+        cache = self.cache
+        return _Saved(name, head.path.name, head.items, lambda: cache.read(head), head)
 
     def save(self, slot: KvSlot, name: str) -> Future[Path | None] | None:
         """Copy the slot's state out (here, on the owner thread) and write it in the

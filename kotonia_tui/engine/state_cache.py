@@ -59,6 +59,9 @@ class CacheUsage:
     bytes: int
 
 
+_Bytes = ctypes.Array[ctypes.c_uint8]
+
+
 class _Superseded(Exception):
     """A newer save of the same name was asked for while this one was being written."""
 
@@ -101,6 +104,9 @@ class StateCache:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kotonia-kv-write")
         self._lock = threading.Lock()
         self._latest: dict[str, int] = {}  # name -> the newest write asked for
+        # name -> (ticket, items, bytes) of a write not on disk yet: a restore right after a
+        # settle (the user switches back at once) loads these, not the older file.
+        self._pending: dict[str, tuple[int, tuple[PromptItem, ...], _Bytes]] = {}
         self._writes = 0
 
     @property
@@ -158,7 +164,30 @@ class StateCache:
             self._writes += 1
             ticket = self._writes
             self._latest[name] = ticket
-        return self._writer.submit(self._write, name, ticket, items, buffer)
+            self._pending[name] = (ticket, items, buffer)
+        return self._writer.submit(self._write_then_forget, name, ticket, items, buffer)
+
+    def pending(
+        self, name: str
+    ) -> tuple[tuple[PromptItem, ...], ctypes.Array[ctypes.c_uint8]] | None:
+        """The newest state saved under `name` that is not written yet (items, bytes)."""
+        with self._lock:
+            found = self._pending.get(name)
+        return None if found is None else (found[1], found[2])
+
+    def _write_then_forget(
+        self,
+        name: str,
+        ticket: int,
+        items: tuple[PromptItem, ...],
+        buffer: ctypes.Array[ctypes.c_uint8],
+    ) -> Path | None:
+        try:
+            return self._write(name, ticket, items, buffer)
+        finally:
+            with self._lock:
+                if self._pending.get(name, (None,))[0] == ticket:
+                    del self._pending[name]
 
     def _write(
         self,

@@ -137,6 +137,31 @@ def assemble_history(
     return tuple(messages)
 
 
+def history_for_next_turn(
+    history: Sequence[ChatMessage], author_note_depth: int
+) -> tuple[ChatMessage, ...]:
+    """`history` (ending with the newest message) as the next turn's prompt will start: an
+    Author's Note inside it moved to where that turn puts it, before the last
+    `author_note_depth - 1` messages (the next message makes them `author_note_depth`).
+
+    The saved KV state of a conversation is this history's stable prefix (engine/resume.py);
+    with the note left where this turn put it, the next prompt would differ from the saved
+    state at the note, and a sliding-window model's state cannot be cut back there (it was
+    not used at all: only the setup's state was loaded). The note is the only system message
+    after the setup's (`assemble_history` puts no other there)."""
+    messages = list(history)
+    at = next((i for i, m in enumerate(messages) if i > 0 and m.role == "system"), None)
+    if at is None or author_note_depth <= 0:
+        return tuple(messages)
+    after = len(messages) - 1 - at
+    keep_after = author_note_depth - 1
+    if after <= keep_after:
+        return tuple(messages)  # the window is still shorter than the depth: it stays first
+    note = messages.pop(at)
+    messages.insert(len(messages) - keep_after, note)
+    return tuple(messages)
+
+
 def in_prompt(role: Role) -> bool:
     """Whether a message of this role goes to the model: imported system notes ("[Start a
     new chat]") are shown in the chat, never sent, as SillyTavern does (a base model given

@@ -7,6 +7,8 @@ from pydantic import ValidationError
 
 from kotonia_tui.characters import Lorebook, LoreEntry, render_lore, select_entries
 from kotonia_tui.characters.lorebook import parse_lorebook
+from kotonia_tui.config import load_settings
+from kotonia_tui.memory.budgets import Budgets
 
 
 def words(text: str) -> int:
@@ -123,6 +125,27 @@ def test_budget_skips_whole_entries_and_reports_them():
     assert selection.tokens == 11
 
 
+def test_at_equal_priority_the_entry_keyed_by_the_newest_message_goes_first():
+    """The greeting names the forest and the glade; the user asks about the beasts: with room
+    for one entry, it is the one the question is about, whatever the insertion order."""
+    lore = book(
+        {"keys": ["forest"], "content": "forest lore here", "insertion_order": 1},
+        {"keys": ["glade"], "content": "glade lore here", "insertion_order": 2},
+        {"keys": ["beasts"], "content": "beast lore here", "insertion_order": 3},
+    )
+    texts = ["You rest in my glade, deep in the forest.", "What are the beasts?"]
+    selection = select_entries(lore, texts, words, 3)
+    assert [e.content for e in selection.entries] == ["beast lore here"]
+    assert [e.content for e in selection.skipped] == ["forest lore here", "glade lore here"]
+    # Older mentions keep their insertion order; a higher priority still goes first.
+    assert chosen(lore, texts, 6) == ["forest lore here", "beast lore here"]
+    first = book(
+        {"keys": ["forest"], "content": "forest lore here", "priority": 5},
+        {"keys": ["beasts"], "content": "beast lore here"},
+    )
+    assert chosen(first, texts, 3) == ["forest lore here"]
+
+
 def test_the_books_own_token_budget_also_applies():
     lore = book({"keys": ["x"], "content": "a b c"}, token_budget=2)
     selection = select_entries(lore, ["x"], words, 100)
@@ -157,3 +180,40 @@ def test_render_lore_joins_strips_decorators_and_applies_macros():
         "Mira fears storms.\n\nSam owes Mira money."
     )
     assert render_lore(entries) == "{{char}} fears storms.\n\n<USER> owes {{char}} money."
+
+
+def card_shaped_book() -> Lorebook:
+    """A book shaped like the bundled default card of SillyTavern (Seraphina's): four keyed
+    entries at the same order and priority, each with a few keys, of 365, 207, 218 and 158
+    tokens (as measured on the embedded default's tokenizer: 948 in all). Written here by
+    code; `words` counts one token per word."""
+
+    def body(topic: str, tokens: int) -> str:
+        return " ".join(f"{topic}{i}" for i in range(tokens))
+
+    shapes = (
+        (["mirewood", "wood", "forest"], "place", 365),
+        (["thornmaw", "beast", "beasts", "monster"], "creature", 207),
+        (["hollow", "refuge", "safe haven"], "refuge", 218),
+        (["power", "magic", "ability"], "power", 158),
+    )
+    return book(
+        *(
+            {"keys": keys, "content": body(topic, tokens), "insertion_order": 100, "name": topic}
+            for keys, topic, tokens in shapes
+        )
+    )
+
+
+def test_the_default_lore_budget_carries_a_real_cards_book_at_8192():
+    """The greeting names the forest, the beasts and the refuge; the user asks about the
+    beasts: at n_ctx 8,192 the default budget sends the entry asked about, and holds the whole
+    book when every entry fires (the old default, 5%: 409 tokens, left the beasts out)."""
+    lore = card_shaped_book()
+    budget = Budgets.for_window(8192, 256, load_settings()).lore
+    greeting = "You woke in the forest where the beasts found you; rest in my refuge now."
+    asked = select_entries(lore, [greeting, "What are the thornmaw beasts?"], words, budget)
+    assert "creature" in [e.name for e in asked.entries]
+    every = select_entries(lore, [greeting, "Is it magic, or a power of yours?"], words, budget)
+    assert [e.name for e in every.entries] == ["place", "creature", "refuge", "power"]
+    assert every.skipped == () and every.tokens == 948

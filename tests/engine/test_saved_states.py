@@ -369,6 +369,27 @@ async def test_a_sliding_window_model_starts_a_new_conversation_from_the_setup(t
     assert second.metrics.evaluated == second.metrics.prompt_positions - setup_cells
 
 
+@pytest.mark.default_model
+async def test_opening_a_conversation_on_a_sliding_window_model_loads_its_own_state(tmp_path):
+    """Gemma 3 (the embedded default): opening a conversation (the app does it while the user
+    reads) must load the conversation's saved state, not the setup's. The history rendered
+    whole ends with the reply's name, which the saved state (ending where the user's next
+    message starts) does not hold, and a sliding-window state must match all but its last
+    item: the setup's state was loaded, and the first turn read the conversation's again."""
+    profile = default_model_settings(n_ctx=2048).active_profile()
+    config = states(tmp_path, profile="gemma")
+    with LlamaEngine.open(profile, cache_dir=tmp_path / "cache", states=config) as engine:
+        assert engine._slots[Slot.CHAT].n_swa > 0
+        history = await conversation(engine, LINES[:2])
+    with LlamaEngine.open(profile, cache_dir=tmp_path / "cache", states=config) as engine:
+        saved = read_head(saved_file(tmp_path), engine._resumer.cache.key).cells
+        opened = await engine.restore(ask(history)).result()
+        _, first = await turn(engine, history, LINES[2], settle=False)
+    assert opened.metrics.restored >= saved - 1 > 0  # its last item is read with the turn
+    assert first.metrics.restored == saved  # reported by the turn that used it, not read again
+    assert first.metrics.evaluated == first.metrics.prompt_positions - saved
+
+
 def test_the_fingerprint_tells_models_apart_without_reading_them_whole(tmp_path):
     a = write_tiny_llama(tmp_path / "a.gguf", seed=1)
     b = write_tiny_llama(tmp_path / "b.gguf", seed=2)

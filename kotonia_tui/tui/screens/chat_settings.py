@@ -125,8 +125,8 @@ class ChatSettingsScreen(ModalScreen[bool]):
                     literal(
                         "Depth 0 puts it after the history, beside the other notes of the turn: "
                         "it costs only its own tokens. Depth N puts it N messages from the end: "
-                        "each turn then re-reads it and the N messages after it (the prompt "
-                        "changes there). {{char}} and {{user}} are filled in."
+                        "it and the N messages after it are read again after each reply, while "
+                        "you read (the prompt changes there). {{char}} and {{user}} are filled in."
                     ),
                     classes="hint",
                 )

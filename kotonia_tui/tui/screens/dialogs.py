@@ -154,6 +154,18 @@ def message_block(number: int, message: Message) -> Content:
     )
 
 
+def chapter_origin(chapter: Chapter) -> str:
+    """Where a chapter's text comes from, in words."""
+    if chapter.quoted:
+        return "origin: quoted from the range's own lines (the chronicler's answer was unusable)"
+    made = [part for part in (chapter.model, f"{chapter.gen_ms / 1000:.1f} s") if part]
+    if not chapter.gen_ms:
+        made = made[:1] if chapter.model else []
+    said = f" ({', '.join(made)})" if made else ""
+    kind = ", as structured items with their evidence" if chapter.structure else ""
+    return f"origin: written by the chronicler{said}{kind}"
+
+
 def chapter_page(
     chapter: Chapter,
     source: Sequence[Message],
@@ -163,15 +175,15 @@ def chapter_page(
 ) -> TextScreen:
     """A chapter, then the messages it summarizes, numbered in their conversation."""
     state = "applied" if applied else "landed: applied on the next turn"
+    if chapter.in_synopsis:
+        state = "folded into the synopsis"
     first, last = memory.number(chapter.first_message_id), memory.number(chapter.last_message_id)
     head = Content.assemble(
         (f"messages {first}–{last}", "bold"),
+        (f" ({len(source)} messages)" if source else "", "$text-muted"),
         (f" · {age(chapter.created_at)} · {tokens(chapter.tokens)} · {state}", "$text-muted"),
         (" · stale (an edit inside; re-folding)" if chapter.stale else "", "bold $error"),
-        literal(
-            f"\nby {chapter.model} in {chapter.gen_ms / 1000:.1f} s" if chapter.model else "",
-            "$text-muted",
-        ),
+        literal(f"\n{chapter_origin(chapter)}", "$text-muted"),
         literal(f"\n{chapter.note}" if chapter.note else "", "$text-muted"),
         *(
             literal(f"\nleft out of the answer ({d.field}): {d.text} ({d.reason})", "$warning")

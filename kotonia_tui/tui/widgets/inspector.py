@@ -391,8 +391,10 @@ class InspectorPane(VerticalScroll):
         index = listing.index
         listing.clear()
         listing.extend(ChapterItem(c, view, now) for c in reversed(chapters))
-        if index is not None and chapters:
-            listing.index = min(index, len(chapters) - 1)
+        if chapters:
+            # A highlighted row from the start: Tab into the list, then Enter opens a chapter
+            # (with no row highlighted, Enter did nothing and the text could not be reached).
+            listing.index = min(index or 0, len(chapters) - 1)
 
     def _paint_ledger(self, view: MemoryView) -> None:
         # Live entries first (what the prompt carries), then the ended ones, newest first.
@@ -422,8 +424,11 @@ class InspectorPane(VerticalScroll):
         if key == self._ledger_key:
             return
         self._ledger_key = key
+        index = listing.index
         listing.clear()
         listing.extend(LedgerItem(e, view) for e in entries)
+        if entries:
+            listing.index = min(index or 0, len(entries) - 1)  # as the chapters' list
 
     def _paint_synopsis(self, view: MemoryView) -> None:
         synopsis = view.synopsis
