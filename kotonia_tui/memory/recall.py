@@ -37,7 +37,6 @@ from kotonia_tui.terms import (
     fold,
     letters,
     recall_terms,
-    split_terms,
 )
 
 RECALL_HEADER = (
@@ -206,7 +205,7 @@ def substance(text: str) -> list[Term]:
     or more or with a digit, and every pair of characters of a script written without spaces."""
     return [
         term
-        for term in recall_terms(split_terms(text))
+        for term in recall_terms(text)
         if term.unspaced
         or letters(fold(term.text)) >= CONTENT_LETTERS
         or any(c.isdecimal() for c in term.text)
