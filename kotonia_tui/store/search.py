@@ -26,6 +26,7 @@ vocabulary (a range read on the term's start) and looked up with it, `STEM_EXPAN
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -56,6 +57,9 @@ SHORT_TERM_EXPANSION = 64  # trigrams a one- or two-character term is looked up 
 # The forms of one recall word looked up, at most (the nearest in length first): a word's
 # forms in one language are a handful; only a vocabulary of many languages could hold more.
 STEM_EXPANSION = 64
+# How much a recall term's weight (its rarity) outranks BM25 (a few units a term): a message
+# holding rarer query words comes first, whatever its length.
+COVERAGE = 1000.0
 # Vocabulary rows one range read of a word's start may give: bounds the read on a huge
 # vocabulary; forms past it are not looked up.
 VOCABULARY_READ = 4 * STEM_EXPANSION
@@ -89,7 +93,9 @@ class SearchHit(BaseModel):
     speaker: str
     text: str
     created_at: datetime
-    score: float  # BM25 summed over the terms: lower is better (0 for a scanned term)
+    # BM25 summed over the terms (recall: after the rarity of the terms it holds, times
+    # COVERAGE): lower is better (0 for a scanned term)
+    score: float
 
 
 @dataclass(frozen=True)
@@ -170,10 +176,14 @@ def search_messages(
             if low is None:
                 return []
         bounds = _Bounds(conversation_id, low, before_id)
-        groups = _every_term(db, terms) if mode is SearchMode.ALL else _any_term(db, terms)
+        weights: list[float] = []
+        if mode is SearchMode.ALL:
+            groups = _every_term(db, terms)
+        else:
+            groups, weights = _any_term(db, terms)
         if not groups:
             return []
-        return _run(db, groups, bounds, limit, mode, order)
+        return _run(db, groups, bounds, limit, mode, order, weights)
 
 
 def recall_terms_used(db: Db, query: str, ignore: Iterable[str] = ()) -> list[Term]:
@@ -208,21 +218,42 @@ def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
     return combined + groups
 
 
-def _any_term(db: Db, terms: list[Term]) -> list[list[_Source]]:
-    """Recall's lookups: one per index, any term in it (BM25 adds up what each matched)."""
+def _any_term(db: Db, terms: list[Term]) -> tuple[list[list[_Source]], list[float]]:
+    """Recall's lookups: a group per spaced term (any of its lookups finds it) and one for
+    the pairs of characters of unspaced text, each with its weight: how rare the term is
+    (its inverse document frequency; the unspaced pairs as rare as a word can be). A message
+    ranks by the weights of the terms it holds, then by BM25: a message that holds the rare
+    "sister" comes before ones that hold only the commoner "grey", however long it is."""
     total = _messages_indexed(db)
     forms = _forms_of(db, terms)
     terms = _without_common_words(terms, forms, total)
     recall_limit = total * COMMON_WORD_SHARE if total >= COMMON_WORD_MIN_DOCS else None
-    together: dict[str, list[str]] = {}
+    groups: list[list[_Source]] = []
+    weights: list[float] = []
+    unspaced: dict[str, list[str]] = {}
     for term in terms:
-        words = [word for word, _docs in forms.get(fold(term.text), ())]
-        for source in _sources(db, term, recall_limit=recall_limit, recall=True, forms=words):
-            if isinstance(source, _Fts):
-                together.setdefault(source.table, []).append(source.match)
-    return [
-        [_Fts(table, " OR ".join(f"({m})" for m in matches))] for table, matches in together.items()
-    ]
+        key = fold(term.text)
+        words = [word for word, _docs in forms.get(key, ())]
+        sources = _sources(db, term, recall_limit=recall_limit, recall=True, forms=words)
+        fts = [source for source in sources if isinstance(source, _Fts)]
+        if term.unspaced:
+            for source in fts:
+                unspaced.setdefault(source.table, []).append(source.match)
+        elif fts:
+            groups.append(list(fts))
+            docs = sum(doc for _word, doc in forms.get(key, ()))
+            weights.append(_rarity(docs, total))
+    if unspaced:
+        groups.append(
+            [_Fts(table, " OR ".join(f"({m})" for m in ms)) for table, ms in unspaced.items()]
+        )
+        weights.append(_rarity(0, total))
+    return groups, weights
+
+
+def _rarity(docs: int, total: int) -> float:
+    """A term's inverse document frequency (BM25's, never below zero)."""
+    return math.log(1 + (max(total, docs) - docs + 0.5) / (docs + 0.5))
 
 
 def _messages_indexed(db: Db) -> int:
@@ -375,7 +406,10 @@ def _run(
     limit: int,
     mode: SearchMode,
     order: SearchOrder,
+    weights: Sequence[float] = (),
 ) -> list[SearchHit]:
+    """The `limit` best messages the lookups find; `weights`: each group's (recall), which
+    rank a message before its BM25 score does."""
     ordering = "score, id DESC" if order is SearchOrder.RANK else "id DESC"
     params: list[object] = []
     # Conversations deleted in the app stay stored until the session ends (undo): their
@@ -398,14 +432,18 @@ def _run(
         cap = RANKED_MATCHES if mode is SearchMode.ANY and not hidden else None
         lookups = []
         for k, group in enumerate(groups):
+            weight = float(weights[k]) if k < len(weights) else 0.0
             for source in group:
                 sql, source_params = _lookup(source, bounds, cap)
-                lookups.append(f"SELECT id, {k} AS k, r FROM ({sql})")
+                lookups.append(f"SELECT id, {k} AS k, {weight!r} AS w, r FROM ({sql})")
                 params += source_params
         having = f"HAVING count(*) = {len(groups)}" if mode is SearchMode.ALL else ""
-        # A message's score: the best of each group's lookups, summed over the groups.
-        scored = f"""SELECT id, sum(r) AS score FROM (
-                SELECT id, k, min(r) AS r FROM ({" UNION ALL ".join(lookups)}) GROUP BY id, k
+        # A message's score: the best of each group's lookups, summed over the groups, after
+        # the weights of the groups it is in (BM25 scores are a few units: the weights rank
+        # first, BM25 among equals).
+        scored = f"""SELECT id, sum(r) - {COVERAGE!r} * sum(w) AS score FROM (
+                SELECT id, k, min(r) AS r, max(w) AS w FROM ({" UNION ALL ".join(lookups)})
+                GROUP BY id, k
             ) GROUP BY id {having}"""
     in_conversation, conversation_params = bounds.conversation_sql()
     if hidden:

@@ -270,3 +270,15 @@ def test_recall_leaves_out_the_speakers_names_and_question_words(store: Store) -
     hits = store.recall(conv.id, question, newer, 30, ignore=["Mara Lind", "Corwin"])
     assert [h.message_id for h in hits] == [rum]
     assert store.recall(conv.id, "What did you say then?", newer, 5) == []
+
+
+def test_recall_ranks_a_long_message_with_the_rarer_words_before_short_ones(store: Store) -> None:
+    """BM25 alone ranks a short line holding one query word above a long one holding three
+    (its length divides the score); recall ranks by how rare the words held are first."""
+    conv = new_conversation(store)
+    _say(store, conv.id, *(f"A grey morning, number {i}." for i in range(40)))
+    filler = " ".join(f"The tide came in at dusk, day {i}." for i in range(30))
+    (letter,) = _say(store, conv.id, f"{filler} My sister's name is Ilse. A grey day. {filler}")
+    (newer,) = _say(store, conv.id, "newer")
+    hits = store.recall(conv.id, "my sister's name, on a grey day", newer, 5)
+    assert hits[0].message_id == letter
