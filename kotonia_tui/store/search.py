@@ -273,21 +273,31 @@ def _word_forms(db: Db, word: str) -> list[tuple[str, int]]:
     if not word.isalpha() or letters(word) < CONTENT_LETTERS:
         rows = db.select("SELECT term, doc FROM message_word_terms WHERE term = ?", (word,))
         return [(row["term"], int(row["doc"])) for row in rows]
-    found: dict[str, int] = {}
+    # Each vocabulary row costs a read of its doclist (for its count): one range per distinct
+    # start, none inside another's ("walk" holds "walke"), exact reads outside every range.
+    ranges: set[str] = set()
+    exact: set[str] = set()
     for form in stem_forms(word):
         prefix, shorter = _vocabulary_reads(form)
-        rows = db.select(
+        ranges.add(prefix)
+        exact.update(shorter)
+    ranges = {r for r in ranges if not any(r != o and r.startswith(o) for o in ranges)}
+    exact = {e for e in exact if not any(e.startswith(r) for r in ranges)}
+    rows = []
+    for prefix in sorted(ranges):
+        rows += db.select(
             "SELECT term, doc FROM message_word_terms WHERE term >= ? AND term < ? LIMIT ?",
             (prefix, prefix + _LAST_CHAR, VOCABULARY_READ),
         )
-        if shorter:
-            marks = ",".join("?" * len(shorter))
-            rows += db.select(
-                f"SELECT term, doc FROM message_word_terms WHERE term IN ({marks})", shorter
-            )
-        for row in rows:
-            if same_stem(row["term"], word):
-                found[row["term"]] = int(row["doc"])
+    if exact:
+        marks = ",".join("?" * len(exact))
+        rows += db.select(
+            f"SELECT term, doc FROM message_word_terms WHERE term IN ({marks})", sorted(exact)
+        )
+    found: dict[str, int] = {}
+    for row in rows:
+        if same_stem(row["term"], word):
+            found[row["term"]] = int(row["doc"])
     nearest = sorted(found, key=lambda t: (t != word, abs(len(t) - len(word)), t))
     return [(term, found[term]) for term in nearest[:STEM_EXPANSION]]
 
