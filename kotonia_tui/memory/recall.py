@@ -363,9 +363,9 @@ def select(
             choice.add(after, Form.WHOLE) or choice.add_cheapest(after, (Form.SHORT, Form.LEAST))
     # 3. The other neighbours at their least, then whole lines with what is left.
     for chosen in hits:
-        for other in (chosen.candidate.neighbour, chosen.candidate.after()):
-            if other is not None and other.message_id not in choice.lines and not is_stated(other):
-                choice.add(other, Form.LEAST)
+        other = chosen.candidate.neighbour
+        if other is not None and other.message_id not in choice.lines and not is_stated(other):
+            choice.add(other, Form.LEAST)
     for line in list(choice.lines.values()):
         if line.form is not Form.WHOLE:
             choice.add(choice.lines[line.message_id], Form.WHOLE)
