@@ -15,8 +15,10 @@ three passes, so that it carries as many hits as it can before it carries any wh
    its reply), whole if it fits, else in a compact form: taken as soon as its hit is, before
    the lesser hits fill the budget;
 3. the other neighbours (a user line's reply, a reply's question: an excerpt reads as the
-   exchange it was) in their `least` form; then, with what the budget has left, the chosen
-   lines whole, in rank order.
+   exchange it was; and the message after each hit) in their `least` form; then, with what
+   the budget has left, the chosen lines whole, in rank order. (Measured: quoting the
+   message after every hit, not only the best's, put an evidence message in the prompt for
+   0.89 of the shipped conversation's questions at 20% of n_ctx instead of 0.85.)
 
 A compact form marks what it leaves out ("…"). The verbatim window is never quoted (the
 candidates are older than it).
@@ -363,9 +365,9 @@ def select(
             choice.add(after, Form.WHOLE) or choice.add_cheapest(after, (Form.SHORT, Form.LEAST))
     # 3. The other neighbours at their least, then whole lines with what is left.
     for chosen in hits:
-        other = chosen.candidate.neighbour
-        if other is not None and other.message_id not in choice.lines and not is_stated(other):
-            choice.add(other, Form.LEAST)
+        for other in (chosen.candidate.neighbour, chosen.candidate.after()):
+            if other is not None and other.message_id not in choice.lines and not is_stated(other):
+                choice.add(other, Form.LEAST)
     for line in list(choice.lines.values()):
         if line.form is not Form.WHOLE:
             choice.add(choice.lines[line.message_id], Form.WHOLE)
