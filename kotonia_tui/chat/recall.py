@@ -205,6 +205,8 @@ class Recaller:
                 short_tokens=tokens[shown[i][1]],
                 least=forms[i].least,
                 least_tokens=tokens[shown[i][2]],
+                wide=forms[i].wide,
+                wide_tokens=tokens[shown[i][3]],
             )
             for i, (role, speaker, text) in messages.items()
         }

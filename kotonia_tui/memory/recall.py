@@ -16,7 +16,8 @@ three passes, so that it carries as many hits as it can before it carries any wh
    the lesser hits fill the budget;
 3. the other neighbours (a user line's reply, a reply's question: an excerpt reads as the
    exchange it was; and the message after each hit) in their `least` form; then, with what
-   the budget has left, the chosen lines whole, in rank order. (Measured: quoting the
+   the budget has left, the chosen lines in their `wide` form (the piece after each piece
+   too), then whole, in the order chosen. (Measured: quoting the
    message after every hit, not only the best's, put an evidence message in the prompt for
    0.89 of the shipped conversation's questions at 20% of n_ctx instead of 0.85.)
 
@@ -84,6 +85,7 @@ class Form(StrEnum):
     WHOLE = "whole"
     SHORT = "short"  # the pieces that hold every query word it matched
     LEAST = "least"  # its best piece
+    WIDE = "wide"  # the short form with the piece after each of its pieces
 
 
 @dataclass(frozen=True)
@@ -101,20 +103,23 @@ class ArchivedLine:
     short_tokens: int | None = None
     least: str | None = None
     least_tokens: int | None = None
+    wide: str | None = None
+    wide_tokens: int | None = None
     form: Form = Form.WHOLE  # the form an excerpt quotes
 
     def shown(self, form: Form | None = None) -> str:
-        form = form or self.form
-        text = self.short if form is Form.SHORT else self.least if form is Form.LEAST else None
+        text = {Form.SHORT: self.short, Form.LEAST: self.least, Form.WIDE: self.wide}.get(
+            form or self.form
+        )
         return self.text if text is None else text
 
     def cost(self, form: Form | None = None) -> int:
-        form = form or self.form
-        if form is Form.SHORT and self.short_tokens is not None:
-            return self.short_tokens
-        if form is Form.LEAST and self.least_tokens is not None:
-            return self.least_tokens
-        return self.tokens
+        tokens = {
+            Form.SHORT: self.short_tokens,
+            Form.LEAST: self.least_tokens,
+            Form.WIDE: self.wide_tokens,
+        }.get(form or self.form)
+        return self.tokens if tokens is None else tokens
 
     def render(self) -> str:
         text = self.shown()
@@ -368,9 +373,13 @@ def select(
         for other in (chosen.candidate.neighbour, chosen.candidate.after()):
             if other is not None and other.message_id not in choice.lines and not is_stated(other):
                 choice.add(other, Form.LEAST)
-    for line in list(choice.lines.values()):
-        if line.form is not Form.WHOLE:
-            choice.add(choice.lines[line.message_id], Form.WHOLE)
+    # With what is left: each line with the piece after each of its pieces (an answer often
+    # follows the sentence that holds the question's words), then whole, in the order chosen.
+    for form in (Form.WIDE, Form.WHOLE):
+        for line in list(choice.lines.values()):
+            current = choice.lines[line.message_id]
+            if current.form is not Form.WHOLE and current.cost(form) > current.cost():
+                choice.add(current, form)
     return Recall(tuple(_excerpts(choice.lines, hits)), tuple(left_out), budget, semantic=semantic)
 
 

@@ -8,7 +8,10 @@ that hold the query's words. So each message recall may quote has three forms:
 - `short`: the fewest pieces that together hold every query term the message holds (a greedy
   cover, the pieces with the most weight first), in story order;
 - `least`: the one piece that holds the most weight of them (a number or a name weighs
-  `HEAVY`, any other word 1).
+  `HEAVY`, any other word 1);
+- `wide`: the short form with the piece after each of its pieces (a question's words are
+  often in one sentence and its answer in the next: "I learned a song on the piano. It's the
+  Interstellar theme.").
 
 A piece is a sentence, or a part of one: at most `PIECE_WORDS` words, or `PIECE_CHARS`
 characters of text written without spaces (Japanese, Chinese, Thai...). A long sentence is cut
@@ -43,9 +46,10 @@ class Compact:
 
     short: str
     least: str
+    wide: str
 
     def __iter__(self) -> Iterator[str]:
-        return iter((self.short, self.least))
+        return iter((self.short, self.least, self.wide))
 
 
 def piece_spans(text: str) -> list[tuple[int, int]]:
@@ -91,12 +95,12 @@ def compact(text: str, terms: Sequence[Term], heavy: Collection[str] = ()) -> Co
     HEAVY (the query's names)."""
     spans = piece_spans(text)
     if len(spans) <= 1:
-        return Compact(text, text)
+        return Compact(text, text, text)
     held = [_held(text[a:b], terms) for a, b in spans]
     matched = set().union(*held)
     if not matched:
         first = _render(text, spans, [0])
-        return Compact(first, first)
+        return Compact(first, first, _render(text, spans, _widened(spans, [0])))
 
     def weight(keys: Collection[str]) -> int:
         return sum(HEAVY if k in heavy or is_number(k) else 1 for k in keys)
@@ -114,7 +118,16 @@ def compact(text: str, terms: Sequence[Term], heavy: Collection[str] = ()) -> Co
         )
         chosen.append(i)
         uncovered -= held[i]
-    return Compact(_render(text, spans, sorted(chosen)), _render(text, spans, [best]))
+    return Compact(
+        _render(text, spans, sorted(chosen)),
+        _render(text, spans, [best]),
+        _render(text, spans, _widened(spans, chosen)),
+    )
+
+
+def _widened(spans: Sequence[tuple[int, int]], chosen: Collection[int]) -> list[int]:
+    """The chosen pieces and the piece after each, ascending."""
+    return sorted({j for i in chosen for j in (i, i + 1) if j < len(spans)})
 
 
 def _held(piece: str, terms: Sequence[Term]) -> set[str]:

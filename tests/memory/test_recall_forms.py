@@ -56,6 +56,11 @@ def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out
         f"{GAP} The wind was up and the bell rang twice before dawn, and I sat by the "
         f"{GAP} My brother drowned near the point in 1887. {GAP}"
     )
+    # The wide form adds the piece after each: an answer often follows its question's words.
+    assert compact(STORY, recall_terms("a long night")).wide == (
+        "It was a long night at the station. The wind was up and the bell rang twice before "
+        f"dawn, and I sat by the {GAP}"
+    )
     # The least form is the one piece holding the most: a number weighs more than a word.
     assert compact(STORY, recall_terms("the bell in 1887")).least == (
         f"{GAP} My brother drowned near the point in 1887. {GAP}"
