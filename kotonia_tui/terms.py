@@ -23,8 +23,13 @@ the extract scores (memory/extract.py) and the evaluation's lexical grades (eval
 - A content word is a spaced run of letters (no digits) of `CONTENT_LETTERS` letters or more,
   counted decomposed (a Hangul syllable is its two or three letters), and not a common word
   (`STOP_WORDS`; grading leaves out only `ARTICLES`).
-- Two content words are the same when they share their start (`same_word`): "married" is
-  "marries", "학교에" is "학교".
+- Two content words are the same when they share their start and end within a few letters of
+  it (`same_word`): "married" is "marries", "walk" is "walked", "학교에" is "학교"; "light" is
+  not "lighthouse" (a new word, not an ending). `stem_forms` adds a word's stems without a
+  common ending ("walked": "walk"), so that "walked" finds "walking" too.
+- Recall asks about a text's content words (`recall_terms`): the question and function words
+  ("what", "did", "remember") and the speakers' names (`ignore`) match nearly every message
+  and tell none apart.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import regex
@@ -65,17 +70,51 @@ CONTENT_LETTERS = 4  # shorter words are function words in most spaced languages
 # Two words are one when they share a start this long (or the shorter one whole, if it is at
 # least CONTENT_LETTERS long): "marri(es|ed)", "allerg(y|ic)", "shop(ping)"; "umbr(ella|age)" not.
 STEM = 5
+# ... and neither goes on past that shared start by more than this many letters: an ending
+# ("-ed", "-ing", "-ies"), not another word ("light" and "lighthouse", "sea" and "season").
+MAX_ENDING = 4
+# Endings a word's stem is looked for without (`stem_forms`): what spaced languages most often
+# add to a stem of CONTENT_LETTERS letters or more ("walk|ed", "walk|ing", "marr|ies" -> marry).
+# Each stem must keep CONTENT_LETTERS letters, and `same_word` bounds what it then matches.
+ENDINGS = ("ing", "ed", "es", "s", "er", "ers", "est", "ly", "e")
+Y_ENDINGS = ("ies", "ied", "ier", "iest")  # "married" -> "marry"
 ARTICLES = frozenset({"a", "an", "the"})
 # Common words that carry no content: English function words, and the verbs a chronicler frames
 # an item with ("Mara tells Piet that ...") that its source never holds. Other spaced languages
 # rely on CONTENT_LETTERS alone, and the threshold leaves room for that.
-STOP_WORDS = ARTICLES | frozenset(
+# Words of fewer than CONTENT_LETTERS letters that recall (which keeps short words: "rum",
+# "tea", "cat") must not look for.
+SHORT_STOP_WORDS = frozenset(
     (
-        *("that", "this", "these", "those", "with", "from", "have", "having", "will", "would"),
-        *("could", "should", "about", "their", "there", "they", "them", "then", "than", "when"),
-        *("what", "which", "while", "were", "been", "being", "into", "onto", "also", "just"),
-        *("very", "some", "your", "says", "said", "tells", "told", "asks", "asked", "wants"),
-        *("wanted", "user"),
+        *("i", "me", "my", "we", "us", "our", "you", "he", "him", "his", "she", "her", "it"),
+        *("its", "who", "why", "how", "did", "do", "is", "am", "are", "was"),
+        *("be", "has", "had", "can", "may", "of", "to", "in", "on", "at", "by", "for", "as"),
+        *("or", "and", "but", "if", "so", "not", "no", "yes", "all", "any", "out", "up"),
+        *("off", "too", "own", "s", "t", "d", "ll", "re", "ve", "m", "o", "get", "got"),
+        *("let", "say", "ask", "one", "now", "oh", "ok", "eh", "ah"),
+    )
+)
+STOP_WORDS = (
+    ARTICLES
+    | SHORT_STOP_WORDS
+    | frozenset(
+        (
+            *("that", "this", "these", "those", "with", "from", "have", "having", "will"),
+            *("would", "could", "should", "about", "their", "there", "they", "them", "then"),
+            *("than", "when", "what", "which", "while", "were", "been", "being", "into"),
+            *("onto", "also", "just", "very", "some", "your", "says", "said", "tells", "told"),
+            *("asks", "asked", "wants", "wanted", "user"),
+            # Question words and what a question is framed with: a question's query is its
+            # content words ("What did Mara say about the clapper?": "clapper").
+            *("where", "whom", "whose", "does", "doing", "done", "remember", "remembers"),
+            *("remembered", "tell", "telling", "know", "knows", "knew", "think", "thought"),
+            *("recall", "again", "ever", "anything", "something", "everything", "nothing"),
+            *("please", "yours", "mine", "ours", "theirs", "here", "each", "every", "other"),
+            *("such", "only", "much", "many", "more", "most", "didn", "doesn", "wasn"),
+            *("weren", "haven", "hasn", "hadn", "wouldn", "couldn", "shouldn", "isn", "aren"),
+            *("yourself", "myself", "himself", "herself", "itself", "themselves", "because"),
+            *("until", "once", "same"),
+        )
     )
 )
 
@@ -202,12 +241,50 @@ def letters(word: str) -> int:
 
 def same_word(a: str, b: str) -> bool:
     """Two folded words are one when they share a start of STEM letters, or the shorter one
-    whole if it has CONTENT_LETTERS letters or more ("marries", "married")."""
+    whole if it has CONTENT_LETTERS letters or more ("marries", "married"; "walk", "walked"),
+    and the longer goes on past that start by MAX_ENDING letters at most ("light" is not
+    "lighthouse")."""
     if a == b:
         return True
     a, b = unicodedata.normalize("NFD", a), unicodedata.normalize("NFD", b)
-    stem = min(len(a), len(b), STEM)
-    return stem >= CONTENT_LETTERS and a[:stem] == b[:stem]
+    shared = _shared_start(a, b)
+    return (
+        shared >= CONTENT_LETTERS
+        and shared >= min(len(a), len(b), STEM)
+        and max(len(a), len(b)) - shared <= MAX_ENDING
+    )
+
+
+def _shared_start(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def stem_forms(word: str) -> tuple[str, ...]:
+    """A folded word and its stems without a common ending (`ENDINGS`), each of at least
+    CONTENT_LETTERS letters: "walked" is ("walked", "walk"), "married" ("married", "marri",
+    "marry"). A word `same_word` as any of them is another form of it."""
+    forms = [word]
+    if not word.isalpha():
+        return tuple(forms)
+    for ending in Y_ENDINGS:
+        if word.endswith(ending) and letters(word) - len(ending) + 1 >= CONTENT_LETTERS:
+            forms.append(word[: -len(ending)] + "y")
+    for ending in ENDINGS:
+        if word.endswith(ending) and letters(word) - len(ending) >= CONTENT_LETTERS:
+            forms.append(word[: -len(ending)])
+    return tuple(dict.fromkeys(forms))
+
+
+def same_stem(word: str, term: str) -> bool:
+    """Whether folded `word` is a form of the folded query `term` (`same_word` as it or as one
+    of its `stem_forms`)."""
+    return any(same_word(word, form) for form in stem_forms(term))
 
 
 def holds_word(word: str, words: Iterable[str]) -> bool:
@@ -354,28 +431,47 @@ def split_terms(query: str) -> list[Term]:
     return terms
 
 
-def recall_terms(terms: Sequence[Term]) -> list[Term]:
-    """The terms recall looks for (store/search.py) and shows as why a message came back
-    (memory/recall.py). Recall matches whole words, not prefixes, and leaves out one-letter
-    words (not numbers). Unspaced terms are cut into overlapping pairs of characters (most
-    Japanese and Chinese words are two characters long: 名前, 東京), any of which counts."""
+def recall_terms(text: str, ignore: Iterable[str] = ()) -> list[Term]:
+    """The terms recall looks for in `text` (store/search.py) and shows as why a message came
+    back (memory/recall.py): its content words, each matching its other forms (`same_stem`),
+    and numbers. Left out: one-letter words (not numbers), `STOP_WORDS` (a question's framing:
+    "what", "did", "remember") and the words of the names in `ignore` (the speakers: every
+    message is said by one of them, so their names tell none apart). Unspaced terms are cut
+    into overlapping pairs of characters (most Japanese and Chinese words are two characters
+    long: 名前, 東京), any of which counts."""
+    ignored = {fold(word) for name in ignore for word in tokens(name)}
     out: list[Term] = []
-    for term in terms:
+    for term in split_terms(text):
         if term.unspaced:
             out.extend(Term(pair, True) for pair in ngrams(term.text, 2))
-        elif len(term.text) > 1 or term.text.isdecimal():
+            continue
+        key = fold(term.text)
+        if key in ignored or key in STOP_WORDS:
+            continue
+        if len(term.text) > 1 or term.text.isdecimal():
             out.append(term)  # a lone digit is a specific ("day 3"), a lone letter is not
     unique = {fold(t.text): t for t in out}
     return list(unique.values())
 
 
+def name_words(text: str, known: Iterable[str] = ()) -> frozenset[str]:
+    """The folded words of the names in `text` (capitalised words that are not merely a
+    sentence's first, `names`) and the words of `known` names it holds, in any case: what a
+    query weighs most."""
+    found = {fold(word) for _at, name in names(text) for word in tokens(name)}
+    words = {fold(word) for word in tokens(text)}
+    found.update(w for name in known for w in map(fold, tokens(name)) if w in words)
+    return frozenset(found)
+
+
 @dataclass(frozen=True)
 class Searchable:
-    """A text as recall matches terms in it: a spaced term as a whole word, an unspaced one as
-    a substring, both folded."""
+    """A text as recall matches terms in it: a spaced term as a whole word or another form of
+    it (`same_stem`), an unspaced one as a substring, all folded."""
 
     words: frozenset[str]
     folded: str
+    by_start: dict[str, tuple[str, ...]]  # words of CONTENT_LETTERS or more by their start
 
     @classmethod
     def of(cls, text: str) -> Searchable:
@@ -383,11 +479,30 @@ class Searchable:
 
     def holds(self, term: Term) -> bool:
         key = fold(term.text)
-        return key in self.folded if term.unspaced else key in self.words
+        if term.unspaced:
+            return key in self.folded
+        if key in self.words:
+            return True
+        return any(
+            same_word(word, form)
+            for form in stem_forms(key)
+            for word in self.by_start.get(_start(form), ())
+        )
+
+
+def _start(word: str) -> str:
+    """The first CONTENT_LETTERS letters of a word, decomposed: two words `same_word` share
+    them."""
+    return unicodedata.normalize("NFD", word)[:CONTENT_LETTERS]
 
 
 @functools.lru_cache(maxsize=8)
 def _searchable(text: str) -> Searchable:
     """A text read once for all the candidates of a turn (the memory block is one text)."""
     folded = fold(text)
-    return Searchable(frozenset(folded[start:end] for start, end, _ in _runs(folded)), folded)
+    words = frozenset(folded[start:end] for start, end, _ in _runs(folded))
+    by_start: dict[str, list[str]] = {}
+    for word in words:
+        if letters(word) >= CONTENT_LETTERS and word.isalpha():
+            by_start.setdefault(_start(word), []).append(word)
+    return Searchable(words, folded, {k: tuple(v) for k, v in by_start.items()})

@@ -93,3 +93,56 @@ def test_the_same_word_shares_its_start() -> None:
     assert not terms.same_word("umbrella", "umbrage")
     assert not terms.same_word("학교", "학생")
     assert not terms.same_word("cat", "catalogue")  # too short to stand for a stem
+
+
+def test_the_same_word_ends_within_a_few_letters_of_the_shared_start() -> None:
+    # A stem of four letters is the shorter word whole; the longer may add an ending of up to
+    # MAX_ENDING letters.
+    assert terms.same_word("walk", "walked") and terms.same_word("walk", "walking")
+    assert terms.same_word("walk", "walkers")  # four letters past "walk"
+    assert not terms.same_word("walk", "walkabout")  # five: another word
+    # A longer shared start (STEM letters) still bounds the ending.
+    assert terms.same_word("light", "lights") and terms.same_word("lighter", "lights")
+    assert not terms.same_word("light", "lighthouse")
+    assert not terms.same_word("lighthouse", "lighter")
+    # Four shared letters are not a stem for two longer words.
+    assert not terms.same_word("walked", "walking")
+    assert not terms.same_word("storm", "story")
+
+
+def test_stem_forms_take_common_endings_off_and_keep_a_stem_of_four_letters() -> None:
+    assert terms.stem_forms("walked") == ("walked", "walk")
+    assert terms.stem_forms("married") == ("married", "marry", "marri")
+    assert terms.stem_forms("lights") == ("lights", "light")
+    assert terms.stem_forms("cats") == ("cats",)  # "cat" is too short to be a stem
+    assert terms.stem_forms("14th") == ("14th",)
+    # Through its stem, a form finds the others that plain prefixes would not.
+    assert terms.same_stem("walking", "walked") and terms.same_stem("walks", "walked")
+    assert terms.same_stem("marry", "married") and terms.same_stem("marries", "married")
+    assert not terms.same_stem("lighthouse", "lights")
+    assert not terms.same_stem("walkabout", "walked")
+
+
+def test_recall_terms_are_the_content_words_and_numbers_without_the_speakers() -> None:
+    found = terms.recall_terms("What did Mara tell Corwin about the rum in her tea on day 3?")
+    assert [t.text for t in found] == ["Mara", "Corwin", "rum", "tea", "day", "3"]
+    ignored = terms.recall_terms(
+        "What did Mara tell Corwin about the rum?", ignore=["Mara Lind", "Corwin"]
+    )
+    assert [t.text for t in ignored] == ["rum"]
+    assert terms.recall_terms("Do you remember what I said?") == []
+    # Unspaced runs become pairs of characters; names apply to spaced words.
+    assert [t.text for t in terms.recall_terms("猫の名前は?")] == ["猫の", "の名", "名前", "前は"]
+
+
+def test_name_words_are_capitalised_inside_a_sentence_or_known() -> None:
+    text = "Yesterday I met Piet Vos at the harbour. He fixed the bell for corwin."
+    assert terms.name_words(text) == {"piet", "vos"}
+    known = terms.name_words(text, known=["Corwin Hale", "Ilse"])
+    assert known == {"piet", "vos", "corwin"}
+
+
+def test_a_searchable_text_holds_other_forms_of_a_word_not_longer_words() -> None:
+    found = terms.Searchable.of("She was walking to the lighthouse.")
+    assert found.holds(terms.Term("walked", False)) and found.holds(terms.Term("Walk", False))
+    assert not found.holds(terms.Term("light", False))

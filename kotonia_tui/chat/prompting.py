@@ -325,7 +325,7 @@ class Prompter:
             decision = self.plan(read, queue_by_trigger=before_id is None)
         waited_ms = (self.clock.monotonic() - started) * 1000 if asked else 0.0
         state, queued = self.commit(read, decision)
-        recall = await self.recall(read, decision)
+        recall = await self.recall(read, decision, names=(setup.display_name, persona.name))
         prepared = self._prepared(read, decision, state, queued, setup, persona, prefill, recall)
         return replace(prepared, fold_wait_ms=waited_ms)
 
@@ -568,9 +568,13 @@ class Prompter:
             )
         return None
 
-    async def recall(self, read: TurnRead, decision: TurnDecision) -> Recall:
+    async def recall(
+        self, read: TurnRead, decision: TurnDecision, *, names: Sequence[str] = ()
+    ) -> Recall:
         """Archived messages older than the verbatim window that share words with the new
-        message and the reply before it, within the turn's recall budget (memory/recall.py)."""
+        message and the reply before it, within the turn's recall budget (memory/recall.py).
+        `names`: the speakers' (the character's and the persona's): every archived message
+        is said by one of them, so recall does not look for them."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
         if not verbatim:
@@ -581,6 +585,7 @@ class Prompter:
             older_than=verbatim[0].id,
             memory_text=decision.state.memory_text,
             budget=read.recall_budget,
+            names=names,
         )
 
     def commit(

@@ -1,9 +1,11 @@
 """Recall at turn time: the archive of one conversation asked about the latest lines.
 
-The store answers the query (its FTS5 index, BM25, newest first among equals) and gives the
-neighbours, message numbers and in-story times; memory/recall.py chooses what fits. Here the
-two meet, with exact token counts from the engine. The chat turn and the evaluation's recall
-arms both use it, so they quote the same excerpts for the same question.
+The store answers the query (its FTS5 index, BM25, newest first among equals; the speakers'
+names left out of it) and gives the neighbours, message numbers and in-story times;
+memory/recall_forms.py cuts each message into its compact forms and memory/recall.py chooses
+what fits. Here they meet, with exact token counts from the engine for every form. The chat
+turn and the evaluation's recall arms both use it, so they quote the same excerpts for the
+same question.
 
 With semantic recall active (chat/semantic.py), the query's vector also finds the archived
 messages nearest in meaning, and the two rankings are fused (memory/recall.py, `fuse`);
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -31,13 +33,17 @@ from kotonia_tui.memory.recall import (
     fuse,
     select,
 )
+from kotonia_tui.memory.recall_forms import compact
 from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
+from kotonia_tui.terms import Term, name_words
 
 log = logging.getLogger(__name__)
 
-# Messages the query returns, best first: more than a budget of a few hundred tokens holds,
-# so that some left out (stated in the memory, too long) still leave others to quote.
-RECALL_CANDIDATES = 12
+# Messages the query returns, best first: more than a budget of a few hundred tokens holds
+# whole, so that its compact forms can carry many, and some left out (stated in the memory,
+# too long) still leave others to quote. Measured on the shipped conversations (issue 28):
+# BM25 top-10 held an evidence message for 87% of the questions, top-5 for 82%.
+RECALL_CANDIDATES = 24
 MAX_FITTING_ROUNDS = 3
 
 
@@ -60,12 +66,17 @@ class Recaller:
         older_than: int | None,
         memory_text: str,
         budget: int,
+        names: Sequence[str] = (),
     ) -> Recall:
         """What the archive of `conv_id` older than message `older_than` has to say about
-        `query`, within `budget` tokens (0: nothing is looked up)."""
+        `query`, within `budget` tokens (0: nothing is looked up). `names`: the speakers'
+        (the character's and the persona's), not looked for: every message has one."""
         if budget <= 0 or older_than is None or not query.strip():
             return Recall(budget=max(budget, 0))
-        hits: list[SearchHit] = self.store.recall(conv_id, query, older_than, RECALL_CANDIDATES)
+        names = [name for name in names if name.strip()]
+        hits: list[SearchHit] = self.store.recall(
+            conv_id, query, older_than, RECALL_CANDIDATES, ignore=names
+        )
         similar = await self._similar(conv_id, query, older_than)
         semantic = self.semantic is not None and self.semantic.active
         scores: dict[int, float] = {}
@@ -76,9 +87,10 @@ class Recaller:
             scores = dict(fused)
         if not hits:
             return Recall(budget=budget, semantic=semantic)
-        terms = self.store.recall_terms(query)
+        terms = self.store.recall_terms(query, ignore=names)
         similarity = {h.message_id: h.similarity for h in similar}
-        candidates = await self._candidates(conv_id, hits, older_than)
+        heavy = name_words(query) - name_words(" ".join(names), known=names)
+        candidates = await self._candidates(conv_id, hits, older_than, terms, heavy)
         if semantic:
             candidates = [
                 replace(
@@ -144,43 +156,73 @@ class Recaller:
             return []
 
     async def _candidates(
-        self, conv_id: int, hits: Sequence[SearchHit], older_than: int
+        self,
+        conv_id: int,
+        hits: Sequence[SearchHit],
+        older_than: int,
+        terms: Sequence[Term],
+        heavy: Collection[str],
     ) -> list[Candidate]:
+        """The hits with their neighbours, every line in its forms with their token counts."""
         ids = [hit.message_id for hit in hits]
         around = self.store.neighbours(conv_id, ids, older_than)
         neighbour: dict[int, StoredMessage | None] = {}
+        following: dict[int, StoredMessage | None] = {}
         for hit in hits:
             before, after = around.get(hit.message_id, (None, None))
+            following[hit.message_id] = after
             if hit.role is Role.USER:
                 neighbour[hit.message_id] = after  # the reply it got
             elif hit.role is Role.CHARACTER and before is not None and before.role is Role.USER:
                 neighbour[hit.message_id] = before  # the line it answered
             else:
                 neighbour[hit.message_id] = None
-        extra = [m for m in neighbour.values() if m is not None]
-        numbers = self.store.message_numbers(conv_id, ids + [m.id for m in extra])
+        messages: dict[int, tuple[Role, str, str]] = {
+            h.message_id: (h.role, h.speaker, h.text) for h in hits
+        }
+        for m in [*neighbour.values(), *following.values()]:
+            if m is not None:
+                messages.setdefault(m.id, (m.role, m.speaker, m.text))
+        numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        texts = [line_cost_text(PromptLine(h.role, h.speaker, h.text)) for h in hits]
-        texts += [line_cost_text(PromptLine(m.role, m.speaker, m.text)) for m in extra]
-        counts = await self.engine.count_tokens_many(texts)
-        tokens = dict(zip(ids + [m.id for m in extra], counts, strict=True))
-
-        def line(message_id: int, role: Role, speaker: str, text: str) -> ArchivedLine:
-            return ArchivedLine(
-                message_id, numbers[message_id], role, speaker, text, tokens[message_id]
+        forms = {i: compact(text, terms, heavy) for i, (_r, _s, text) in messages.items()}
+        # Every form of every line, each distinct text counted once.
+        shown = {
+            i: [line_cost_text(PromptLine(role, speaker, form)) for form in (text, *forms[i])]
+            for i, (role, speaker, text) in messages.items()
+        }
+        texts = list(dict.fromkeys(t for forms_of in shown.values() for t in forms_of))
+        tokens = dict(zip(texts, await self.engine.count_tokens_many(texts), strict=True))
+        lines = {
+            i: ArchivedLine(
+                i,
+                numbers[i],
+                role,
+                speaker,
+                text,
+                tokens[shown[i][0]],
+                short=forms[i].short,
+                short_tokens=tokens[shown[i][1]],
+                least=forms[i].least,
+                least_tokens=tokens[shown[i][2]],
+                wide=forms[i].wide,
+                wide_tokens=tokens[shown[i][3]],
             )
+            for i, (role, speaker, text) in messages.items()
+        }
 
-        candidates = []
-        for hit in hits:
-            other = neighbour[hit.message_id]
-            candidates.append(
-                Candidate(
-                    line(hit.message_id, hit.role, hit.speaker, hit.text),
-                    line(other.id, other.role, other.speaker, other.text) if other else None,
-                    times.get(hit.message_id),
-                )
+        def line_of(message: StoredMessage | None) -> ArchivedLine | None:
+            return lines[message.id] if message is not None else None
+
+        return [
+            Candidate(
+                lines[hit.message_id],
+                line_of(neighbour[hit.message_id]),
+                times.get(hit.message_id),
+                following=line_of(following[hit.message_id]),
             )
-        return candidates
+            for hit in hits
+        ]
 
 
 def _span(candidate: Candidate) -> tuple[ArchivedLine, ...]:

@@ -579,6 +579,7 @@ async def _prompts(
                 older_than=arm.recall_from,
                 memory_text=arm.memory_text,
                 budget=arm.recall_budget,
+                names=(replayed.setup.display_name, replayed.persona.name),
             )
             item.notes = recall.render()
             item.recalled = [to_source.get(i, i) for i in recall.message_ids]

@@ -1,15 +1,28 @@
 """Recall at turn time, the pure part: which archived messages come back into a turn's notes.
 
 The store finds the candidates (store/search.py: one conversation, older than the verbatim
-window, any of the query's words, BM25 with the newest first among equals). Here, in rank
-order, each candidate is
+window, any of the query's content words in any of their forms, BM25 with the newest first
+among equals). Each candidate may be quoted whole or in a compact form (memory/recall_forms.py:
+`short`, the pieces that hold the query's words; `least`, the best one piece), each form with
+its token count. The choice fills the recall budget (tokens, a fraction of the window) in
+three passes, so that it carries as many hits as it can before it carries any whole:
 
-1. dropped when the memory block the prompt carries already states it (nearly every word of
-   substance in it is in the memory: a chapter that copied the line, a fact the synopsis kept);
-2. grouped with its neighbour: a user line brings the reply it got, a reply the line it
-   answered, so an excerpt reads as the exchange it was;
-3. kept while the excerpts fit the recall budget (tokens, a fraction of the window); one that
-   does not fit is left out whole, never cut, and a smaller one after it may still fit.
+1. the hits, in rank order, each in its cheaper form that holds every query word it matched
+   (`short` or `whole`), else in its `least` form; a hit the memory block the prompt carries
+   already states (nearly every word of substance in it is in the memory) is left out, and
+   one that fits in no form is left out, never cut silently;
+2. the best `PAIRED` hits with the message after them (the answer to a question is usually
+   its reply), whole if it fits, else in a compact form: taken as soon as its hit is, before
+   the lesser hits fill the budget;
+3. the other neighbours (a user line's reply, a reply's question: an excerpt reads as the
+   exchange it was; and the message after each hit) in their `least` form; then, with what
+   the budget has left, the chosen lines in their `wide` form (the piece after each piece
+   too), then whole, in the order chosen. (Measured: quoting the
+   message after every hit, not only the best's, put an evidence message in the prompt for
+   0.89 of the shipped conversation's questions at 20% of n_ctx instead of 0.85.)
+
+A compact form marks what it leaves out ("…"). The verbatim window is never quoted (the
+candidates are older than it).
 
 With semantic recall on (an embedding model set), the candidates come from two rankings: the
 full-text one and the nearest vectors (similar in meaning, even with no word in common).
@@ -26,7 +39,7 @@ prefix.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kotonia_tui.domain import Message, Role
@@ -37,7 +50,6 @@ from kotonia_tui.terms import (
     fold,
     letters,
     recall_terms,
-    split_terms,
 )
 
 RECALL_HEADER = (
@@ -64,19 +76,54 @@ class LeftOutReason(StrEnum):
     BUDGET = "over the recall budget"
 
 
+PAIRED = 1  # the best hits quoted with the message after them (pass 2)
+
+
+class Form(StrEnum):
+    """How much of an archived message an excerpt quotes (memory/recall_forms.py)."""
+
+    WHOLE = "whole"
+    SHORT = "short"  # the pieces that hold every query word it matched
+    LEAST = "least"  # its best piece
+    WIDE = "wide"  # the short form with the piece after each of its pieces
+
+
 @dataclass(frozen=True)
 class ArchivedLine:
-    """A stored message as recall quotes it."""
+    """A stored message as recall quotes it: its compact forms with their costs (as prompt
+    lines, counted by the engine), and the form chosen. A form left None is the whole text."""
 
     message_id: int
     number: int  # its place in the conversation (#N, as the UI numbers messages)
     role: Role
     speaker: str
     text: str
-    tokens: int  # its cost as a prompt line
+    tokens: int  # its cost as a prompt line, whole
+    short: str | None = None
+    short_tokens: int | None = None
+    least: str | None = None
+    least_tokens: int | None = None
+    wide: str | None = None
+    wide_tokens: int | None = None
+    form: Form = Form.WHOLE  # the form an excerpt quotes
+
+    def shown(self, form: Form | None = None) -> str:
+        text = {Form.SHORT: self.short, Form.LEAST: self.least, Form.WIDE: self.wide}.get(
+            form or self.form
+        )
+        return self.text if text is None else text
+
+    def cost(self, form: Form | None = None) -> int:
+        tokens = {
+            Form.SHORT: self.short_tokens,
+            Form.LEAST: self.least_tokens,
+            Form.WIDE: self.wide_tokens,
+        }.get(form or self.form)
+        return self.tokens if tokens is None else tokens
 
     def render(self) -> str:
-        return f"{self.speaker}: {self.text}" if self.speaker else self.text
+        text = self.shown()
+        return f"{self.speaker}: {text}" if self.speaker else text
 
 
 def why(words: Sequence[str], similarity: float | None, score: float | None) -> str:
@@ -100,6 +147,15 @@ class Candidate:
     story_time: str | None  # the in-story time of the chapter that covers it, if any
     similarity: float | None = None  # cosine to the query's vector, when found by meaning
     score: float | None = None  # the fused score (semantic recall only)
+    following: ArchivedLine | None = None  # the message after it (the neighbour if None)
+
+    def after(self) -> ArchivedLine | None:
+        """The message after the hit (pass 2 quotes it with the best hits)."""
+        if self.following is not None:
+            return self.following
+        if self.neighbour is not None and self.neighbour.number > self.line.number:
+            return self.neighbour
+        return None
 
 
 def fuse(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[tuple[int, float]]:
@@ -206,7 +262,7 @@ def substance(text: str) -> list[Term]:
     or more or with a digit, and every pair of characters of a script written without spaces."""
     return [
         term
-        for term in recall_terms(split_terms(text))
+        for term in recall_terms(text)
         if term.unspaced
         or letters(fold(term.text)) >= CONTENT_LETTERS
         or any(c.isdecimal() for c in term.text)
@@ -224,26 +280,44 @@ def already_stated(text: str, memory_text: str) -> bool:
 
 
 @dataclass
-class _Group:
-    lines: dict[int, ArchivedLine]  # by message id
-    hits: list[int]
-    words: list[str]
-    story_time: str | None
-    similarity: float | None = None
-    score: float | None = None
+class _Hit:
+    """A chosen hit: why it came, and the lines it brought."""
 
-    def take(self, other: _Group) -> None:
-        """`other`'s lines and reasons join this group (the best similarity and score)."""
-        self.lines.update(other.lines)
-        self.hits.extend(h for h in other.hits if h not in self.hits)
-        self.words.extend(w for w in other.words if w not in self.words)
-        self.story_time = self.story_time or other.story_time
-        self.similarity = _best(self.similarity, other.similarity)
-        self.score = _best(self.score, other.score)
+    candidate: Candidate
+    words: tuple[str, ...]
 
 
-def _best(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else max(a, b)
+class _Choice:
+    """The lines chosen so far and what they cost: the header once, each line in its form,
+    a marker per run of consecutive messages (an excerpt)."""
+
+    def __init__(self, budget: int, header_tokens: int, marker_tokens: int) -> None:
+        self.budget = budget
+        self.header_tokens = header_tokens
+        self.marker_tokens = marker_tokens
+        self.lines: dict[int, ArchivedLine] = {}  # by message id, in the order chosen
+        self.used = header_tokens
+
+    def _total(self, lines: Sequence[ArchivedLine]) -> int:
+        numbers = sorted({line.number for line in lines})
+        runs = sum(1 for k, n in enumerate(numbers) if k == 0 or numbers[k - 1] != n - 1)
+        return self.header_tokens + sum(line.cost() for line in lines) + runs * self.marker_tokens
+
+    def add(self, line: ArchivedLine, form: Form) -> bool:
+        """Quote `line` in `form` if it fits (a line already chosen changes its form)."""
+        if line.shown(form) == line.text:
+            form = Form.WHOLE  # nothing left out: it is the whole line
+        new = replace(line, form=form)
+        lines = {**self.lines, line.message_id: new}
+        total = self._total(list(lines.values()))
+        if total > self.budget:
+            return False
+        self.lines, self.used = lines, total
+        return True
+
+    def add_cheapest(self, line: ArchivedLine, forms: Sequence[Form]) -> bool:
+        """Quote `line` in the cheapest of `forms` that fits."""
+        return any(self.add(line, form) for form in sorted(forms, key=line.cost))
 
 
 def select(
@@ -260,77 +334,97 @@ def select(
     `marker_tokens` per excerpt (a message number and in-story time line)."""
     if budget <= 0 or not candidates:
         return Recall(budget=max(budget, 0), semantic=semantic)
-    chosen: dict[int, ArchivedLine] = {}
-    groups: list[_Group] = []
+    choice = _Choice(budget, header_tokens, marker_tokens)
+    hits: list[_Hit] = []
     left_out: list[LeftOut] = []
-    used = header_tokens
+    stated: dict[int, bool] = {}
+
+    def is_stated(line: ArchivedLine) -> bool:
+        if line.message_id not in stated:
+            stated[line.message_id] = already_stated(line.text, memory_text)
+        return stated[line.message_id]
+
+    # 1. The hits, each in its cheapest form that holds what it matched, else its best piece.
     for candidate in candidates:
         hit = candidate.line
         words = matching_words(hit.text, terms)
-        if hit.message_id in chosen:
-            # Already quoted as another hit's neighbour: it is a hit too.
-            reasons = _Group({}, [hit.message_id], list(words), None, *_scores(candidate))
-            for group in groups:
-                if hit.message_id in group.lines:
-                    group.take(reasons)
+        if any(h.candidate.line.message_id == hit.message_id for h in hits):
             continue
-        if already_stated(hit.text, memory_text):
-            left_out.append(
-                LeftOut(
-                    hit.message_id, hit.number, words, LeftOutReason.STATED, *_scores(candidate)
-                )
-            )
+        if is_stated(hit):
+            left_out.append(_left_out(candidate, words, LeftOutReason.STATED))
             continue
-        lines = [hit] + ([candidate.neighbour] if candidate.neighbour is not None else [])
-        new = [line for line in lines if line.message_id not in chosen]
-        cost = sum(line.tokens for line in new) + marker_tokens
-        if used + cost > budget:
-            left_out.append(
-                LeftOut(
-                    hit.message_id, hit.number, words, LeftOutReason.BUDGET, *_scores(candidate)
-                )
-            )
+        if choice.add_cheapest(hit, (Form.SHORT, Form.WHOLE)) or choice.add(hit, Form.LEAST):
+            hits.append(_Hit(candidate, words))
+        else:
+            left_out.append(_left_out(candidate, words, LeftOutReason.BUDGET))
             continue
-        used += cost
-        for line in new:
-            chosen[line.message_id] = line
-        groups.append(
-            _Group(
-                {line.message_id: line for line in lines},
-                [hit.message_id],
-                list(words),
-                candidate.story_time,
-                *_scores(candidate),
-            )
-        )
-    return Recall(tuple(_excerpts(groups)), tuple(left_out), budget, semantic=semantic)
+        # 2. The best hits with the message after them (often the answer), before the
+        # lesser hits take the room.
+        after = candidate.after()
+        if (
+            len(hits) <= PAIRED
+            and after is not None
+            and after.message_id not in choice.lines
+            and not is_stated(after)
+        ):
+            choice.add(after, Form.WHOLE) or choice.add_cheapest(after, (Form.SHORT, Form.LEAST))
+    # 3. The other neighbours at their least, then whole lines with what is left.
+    for chosen in hits:
+        for other in (chosen.candidate.neighbour, chosen.candidate.after()):
+            if other is not None and other.message_id not in choice.lines and not is_stated(other):
+                choice.add(other, Form.LEAST)
+    # With what is left: each line with the piece after each of its pieces (an answer often
+    # follows the sentence that holds the question's words), then whole, in the order chosen.
+    for form in (Form.WIDE, Form.WHOLE):
+        for line in list(choice.lines.values()):
+            current = choice.lines[line.message_id]
+            if current.form is not Form.WHOLE and current.cost(form) > current.cost():
+                choice.add(current, form)
+    return Recall(tuple(_excerpts(choice.lines, hits)), tuple(left_out), budget, semantic=semantic)
+
+
+def _left_out(candidate: Candidate, words: tuple[str, ...], reason: LeftOutReason) -> LeftOut:
+    hit = candidate.line
+    return LeftOut(hit.message_id, hit.number, words, reason, *_scores(candidate))
 
 
 def _scores(candidate: Candidate) -> tuple[float | None, float | None]:
     return candidate.similarity, candidate.score
 
 
-def _excerpts(groups: list[_Group]) -> list[RecalledExcerpt]:
-    """Groups that touch (consecutive message numbers) become one excerpt, in story order."""
-    groups = sorted(groups, key=lambda g: min(line.number for line in g.lines.values()))
-    merged: list[_Group] = []
-    for group in groups:
-        last = merged[-1] if merged else None
-        if last is not None and min(line.number for line in group.lines.values()) <= 1 + max(
-            line.number for line in last.lines.values()
-        ):
-            last.take(group)
+def _best(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _excerpts(lines: dict[int, ArchivedLine], hits: Sequence[_Hit]) -> list[RecalledExcerpt]:
+    """The chosen lines as excerpts: runs of consecutive messages, in story order, each with
+    the hits it holds (in rank order: the words, time and scores of the best come first)."""
+    ordered = sorted(lines.values(), key=lambda line: line.number)
+    runs: list[list[ArchivedLine]] = []
+    for line in ordered:
+        if runs and runs[-1][-1].number + 1 >= line.number:
+            runs[-1].append(line)
         else:
-            merged.append(_Group({}, [], [], None))
-            merged[-1].take(group)
-    return [
-        RecalledExcerpt(
-            tuple(sorted(g.lines.values(), key=lambda line: line.number)),
-            tuple(sorted(g.hits)),
-            tuple(g.words),
-            g.story_time,
-            g.similarity,
-            g.score,
+            runs.append([line])
+    excerpts = []
+    for run in runs:
+        ids = {line.message_id for line in run}
+        inside = [h for h in hits if h.candidate.line.message_id in ids]
+        words = tuple(dict.fromkeys(w for h in inside for w in h.words))
+        story_time = next((h.candidate.story_time for h in inside if h.candidate.story_time), None)
+        similarity: float | None = None
+        score: float | None = None
+        for h in inside:
+            similarity = _best(similarity, h.candidate.similarity)
+            score = _best(score, h.candidate.score)
+        excerpts.append(
+            RecalledExcerpt(
+                tuple(run),
+                tuple(sorted(h.candidate.line.message_id for h in inside)),
+                words,
+                story_time,
+                similarity,
+                score,
+            )
         )
-        for g in merged
-    ]
+    return excerpts

@@ -18,12 +18,18 @@ are built on) and each term becomes one or more index lookups:
 
 `SearchMode.ALL` (the search screen, `kotonia search`) wants every term; `SearchMode.ANY`
 (recall) any of them, ranked by BM25, with words too common to tell messages apart left out.
+Recall looks for a query's content words (terms.recall_terms: no question words, no speakers'
+names) in their other forms too: the words of the index's vocabulary that are forms of a term
+(terms.same_stem: "walked" finds "walk", "walks", "walking", not "walkabout") are read from the
+vocabulary (a range read on the term's start) and looked up with it, `STEM_EXPANSION` at most.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -35,9 +41,28 @@ from kotonia_tui.domain import Role
 from kotonia_tui.store.codec import ts_from_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
-from kotonia_tui.terms import Term, fold, recall_terms, split_terms
+from kotonia_tui.terms import (
+    CONTENT_LETTERS,
+    STEM,
+    Term,
+    fold,
+    letters,
+    recall_terms,
+    same_stem,
+    split_terms,
+    stem_forms,
+)
 
 SHORT_TERM_EXPANSION = 64  # trigrams a one- or two-character term is looked up by, at most
+# The forms of one recall word looked up, at most (the nearest in length first): a word's
+# forms in one language are a handful; only a vocabulary of many languages could hold more.
+STEM_EXPANSION = 64
+# How much a recall term's weight (its rarity) outranks BM25 (a few units a term): a message
+# holding rarer query words comes first, whatever its length.
+COVERAGE = 1000.0
+# Vocabulary rows one range read of a word's start may give: bounds the read on a huge
+# vocabulary; forms past it are not looked up.
+VOCABULARY_READ = 4 * STEM_EXPANSION
 # A word in tens of thousands of messages would be ranked by reading every one of them: the
 # ranking looks at the newest RANKED_MATCHES matches of a query (all of them are still found
 # newest first), which keeps a query for "the" fast at any size.
@@ -68,7 +93,9 @@ class SearchHit(BaseModel):
     speaker: str
     text: str
     created_at: datetime
-    score: float  # BM25 summed over the terms: lower is better (0 for a scanned term)
+    # BM25 summed over the terms (recall: after the rarity of the terms it holds, times
+    # COVERAGE): lower is better (0 for a scanned term)
+    score: float
 
 
 @dataclass(frozen=True)
@@ -129,14 +156,14 @@ def search_messages(
     limit: int = 50,
     mode: SearchMode = SearchMode.ALL,
     order: SearchOrder = SearchOrder.RANK,
+    ignore: Iterable[str] = (),
 ) -> list[SearchHit]:
     """Messages matching `query` (plain text), at most `limit`; `conversation_id` and
-    `before_id` bound the search to one conversation and to messages older than one."""
+    `before_id` bound the search to one conversation and to messages older than one.
+    `ignore`: names whose words recall (`SearchMode.ANY`) does not look for."""
     if limit < 0:
         raise StoreError(f"limit must be 0 or more, got {limit}")
-    terms = split_terms(query)
-    if mode is SearchMode.ANY:
-        terms = recall_terms(terms)
+    terms = recall_terms(query, ignore) if mode is SearchMode.ANY else split_terms(query)
     if not terms or limit == 0:
         return []
     with db.read():
@@ -149,20 +176,25 @@ def search_messages(
             if low is None:
                 return []
         bounds = _Bounds(conversation_id, low, before_id)
-        groups = _every_term(db, terms) if mode is SearchMode.ALL else _any_term(db, terms)
+        weights: list[float] = []
+        if mode is SearchMode.ALL:
+            groups = _every_term(db, terms)
+        else:
+            groups, weights = _any_term(db, terms)
         if not groups:
             return []
-        return _run(db, groups, bounds, limit, mode, order)
+        return _run(db, groups, bounds, limit, mode, order, weights)
 
 
-def recall_terms_used(db: Db, query: str) -> list[Term]:
+def recall_terms_used(db: Db, query: str, ignore: Iterable[str] = ()) -> list[Term]:
     """The terms `SearchMode.ANY` looks for in `query`: recall's terms without the words too
     common to tell messages apart (what a recalled message is shown to have matched)."""
-    terms = recall_terms(split_terms(query))
+    terms = recall_terms(query, ignore)
     if not terms:
         return []
     with db.read():
-        return _without_common_words(db, terms, _messages_indexed(db))
+        total = _messages_indexed(db)
+        return _without_common_words(terms, _forms_of(db, terms), total)
 
 
 def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
@@ -186,19 +218,42 @@ def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
     return combined + groups
 
 
-def _any_term(db: Db, terms: list[Term]) -> list[list[_Source]]:
-    """Recall's lookups: one per index, any term in it (BM25 adds up what each matched)."""
+def _any_term(db: Db, terms: list[Term]) -> tuple[list[list[_Source]], list[float]]:
+    """Recall's lookups: a group per spaced term (any of its lookups finds it) and one for
+    the pairs of characters of unspaced text, each with its weight: how rare the term is
+    (its inverse document frequency; the unspaced pairs as rare as a word can be). A message
+    ranks by the weights of the terms it holds, then by BM25: a message that holds the rare
+    "sister" comes before ones that hold only the commoner "grey", however long it is."""
     total = _messages_indexed(db)
-    terms = _without_common_words(db, terms, total)
+    forms = _forms_of(db, terms)
+    terms = _without_common_words(terms, forms, total)
     recall_limit = total * COMMON_WORD_SHARE if total >= COMMON_WORD_MIN_DOCS else None
-    together: dict[str, list[str]] = {}
+    groups: list[list[_Source]] = []
+    weights: list[float] = []
+    unspaced: dict[str, list[str]] = {}
     for term in terms:
-        for source in _sources(db, term, recall_limit=recall_limit, recall=True):
-            if isinstance(source, _Fts):
-                together.setdefault(source.table, []).append(source.match)
-    return [
-        [_Fts(table, " OR ".join(f"({m})" for m in matches))] for table, matches in together.items()
-    ]
+        key = fold(term.text)
+        words = [word for word, _docs in forms.get(key, ())]
+        sources = _sources(db, term, recall_limit=recall_limit, recall=True, forms=words)
+        fts = [source for source in sources if isinstance(source, _Fts)]
+        if term.unspaced:
+            for source in fts:
+                unspaced.setdefault(source.table, []).append(source.match)
+        elif fts:
+            groups.append(list(fts))
+            docs = sum(doc for _word, doc in forms.get(key, ()))
+            weights.append(_rarity(docs, total))
+    if unspaced:
+        groups.append(
+            [_Fts(table, " OR ".join(f"({m})" for m in ms)) for table, ms in unspaced.items()]
+        )
+        weights.append(_rarity(0, total))
+    return groups, weights
+
+
+def _rarity(docs: int, total: int) -> float:
+    """A term's inverse document frequency (BM25's, never below zero)."""
+    return math.log(1 + (max(total, docs) - docs + 0.5) / (docs + 0.5))
 
 
 def _messages_indexed(db: Db) -> int:
@@ -206,22 +261,76 @@ def _messages_indexed(db: Db) -> int:
     return int(row["n"]) if row is not None else 0
 
 
-def _without_common_words(db: Db, terms: list[Term], total: int) -> list[Term]:
-    """Recall's terms without the spaced words that appear in too many messages to matter;
-    the two least common stay if all are common."""
+def _forms_of(db: Db, terms: Sequence[Term]) -> dict[str, list[tuple[str, int]]]:
+    """Each spaced term's forms in the vocabulary (folded), with how many messages hold each."""
+    return {fold(t.text): _word_forms(db, fold(t.text)) for t in terms if not t.unspaced}
+
+
+def _word_forms(db: Db, word: str) -> list[tuple[str, int]]:
+    """The indexed words that are forms of `word` (terms.same_stem), with their message counts:
+    the word itself first, then the nearest in length, STEM_EXPANSION at most. A number, or a
+    word too short to have a stem, is only itself."""
+    if not word.isalpha() or letters(word) < CONTENT_LETTERS:
+        rows = db.select("SELECT term, doc FROM message_word_terms WHERE term = ?", (word,))
+        return [(row["term"], int(row["doc"])) for row in rows]
+    # Each vocabulary row costs a read of its doclist (for its count): one range per distinct
+    # start, none inside another's ("walk" holds "walke"), exact reads outside every range.
+    ranges: set[str] = set()
+    exact: set[str] = set()
+    for form in stem_forms(word):
+        prefix, shorter = _vocabulary_reads(form)
+        ranges.add(prefix)
+        exact.update(shorter)
+    ranges = {r for r in ranges if not any(r != o and r.startswith(o) for o in ranges)}
+    exact = {e for e in exact if not any(e.startswith(r) for r in ranges)}
+    rows = []
+    for prefix in sorted(ranges):
+        rows += db.select(
+            "SELECT term, doc FROM message_word_terms WHERE term >= ? AND term < ? LIMIT ?",
+            (prefix, prefix + _LAST_CHAR, VOCABULARY_READ),
+        )
+    if exact:
+        marks = ",".join("?" * len(exact))
+        rows += db.select(
+            f"SELECT term, doc FROM message_word_terms WHERE term IN ({marks})", sorted(exact)
+        )
+    found: dict[str, int] = {}
+    for row in rows:
+        if same_stem(row["term"], word):
+            found[row["term"]] = int(row["doc"])
+    nearest = sorted(found, key=lambda t: (t != word, abs(len(t) - len(word)), t))
+    return [(term, found[term]) for term in nearest[:STEM_EXPANSION]]
+
+
+def _vocabulary_reads(form: str) -> tuple[str, list[str]]:
+    """Where the words `same_word` as `form` are in the vocabulary (sorted by code point): the
+    range of words that begin with its first STEM letters (decomposed; the whole form if
+    shorter), and the shorter starts of it, of CONTENT_LETTERS letters or more, that are words
+    of their own ("walk" for "walked")."""
+    cut = 1
+    for k in range(1, len(form) + 1):
+        if len(unicodedata.normalize("NFD", form[:k])) <= STEM:
+            cut = k
+    shorter = [
+        form[:k]
+        for k in range(1, cut)
+        if len(unicodedata.normalize("NFD", form[:k])) >= CONTENT_LETTERS
+    ]
+    return form[:cut], shorter
+
+
+def _without_common_words(
+    terms: list[Term], forms: dict[str, list[tuple[str, int]]], total: int
+) -> list[Term]:
+    """Recall's terms without the spaced words that appear (in any of their forms) in too many
+    messages to matter; the two least common stay if all are common."""
     spaced = [fold(t.text) for t in terms if not t.unspaced]
     if not spaced or total < COMMON_WORD_MIN_DOCS:
         return terms
-    marks = ",".join("?" * len(spaced))
-    docs = {
-        r["term"]: int(r["doc"])
-        for r in db.select(
-            f"SELECT term, doc FROM message_word_terms WHERE term IN ({marks})", spaced
-        )
-    }
-    common = {w for w in spaced if docs.get(w, 0) > total * COMMON_WORD_SHARE}
+    docs = {w: sum(doc for _form, doc in forms.get(w, ())) for w in spaced}
+    common = {w for w in spaced if docs[w] > total * COMMON_WORD_SHARE}
     if len(common) == len(spaced):
-        common -= set(sorted(spaced, key=lambda w: docs.get(w, 0))[:2])
+        common -= set(sorted(spaced, key=lambda w: docs[w])[:2])
     return [t for t in terms if t.unspaced or fold(t.text) not in common]
 
 
@@ -240,16 +349,23 @@ def _phrase(text: str) -> str:
 
 
 def _sources(
-    db: Db, term: Term, *, recall_limit: float | None, recall: bool = False
+    db: Db,
+    term: Term,
+    *,
+    recall_limit: float | None,
+    recall: bool = False,
+    forms: Sequence[str] = (),
 ) -> list[_Source]:
     """The lookups that find `term`; a message matches it when any of them finds it.
-    `recall`: whole words only, and a short Japanese or Chinese term in more than
-    `recall_limit` messages is left out like a common word."""
+    `recall`: whole words only, in any of their `forms` (indexed words), and a short Japanese
+    or Chinese term in more than `recall_limit` messages is left out like a common word."""
     text = term.text
     if not term.unspaced:
-        sources: list[_Source] = [
-            _Fts("message_words", _phrase(text) if recall else _phrase(text) + "*")
-        ]
+        if recall:
+            words = " OR ".join(_phrase(word) for word in dict.fromkeys([text, *forms]))
+        else:
+            words = _phrase(text) + "*"
+        sources: list[_Source] = [_Fts("message_words", words)]
         if len(text) >= 3 and _in_trigrams(db, text[:3]):
             sources.append(_Fts("message_trigrams", _phrase(text)))
         return sources
@@ -300,7 +416,10 @@ def _run(
     limit: int,
     mode: SearchMode,
     order: SearchOrder,
+    weights: Sequence[float] = (),
 ) -> list[SearchHit]:
+    """The `limit` best messages the lookups find; `weights`: each group's (recall), which
+    rank a message before its BM25 score does."""
     ordering = "score, id DESC" if order is SearchOrder.RANK else "id DESC"
     params: list[object] = []
     # Conversations deleted in the app stay stored until the session ends (undo): their
@@ -323,14 +442,18 @@ def _run(
         cap = RANKED_MATCHES if mode is SearchMode.ANY and not hidden else None
         lookups = []
         for k, group in enumerate(groups):
+            weight = float(weights[k]) if k < len(weights) else 0.0
             for source in group:
                 sql, source_params = _lookup(source, bounds, cap)
-                lookups.append(f"SELECT id, {k} AS k, r FROM ({sql})")
+                lookups.append(f"SELECT id, {k} AS k, {weight!r} AS w, r FROM ({sql})")
                 params += source_params
         having = f"HAVING count(*) = {len(groups)}" if mode is SearchMode.ALL else ""
-        # A message's score: the best of each group's lookups, summed over the groups.
-        scored = f"""SELECT id, sum(r) AS score FROM (
-                SELECT id, k, min(r) AS r FROM ({" UNION ALL ".join(lookups)}) GROUP BY id, k
+        # A message's score: the best of each group's lookups, summed over the groups, after
+        # the weights of the groups it is in (BM25 scores are a few units: the weights rank
+        # first, BM25 among equals).
+        scored = f"""SELECT id, sum(r) - {COVERAGE!r} * sum(w) AS score FROM (
+                SELECT id, k, min(r) AS r, max(w) AS w FROM ({" UNION ALL ".join(lookups)})
+                GROUP BY id, k
             ) GROUP BY id {having}"""
     in_conversation, conversation_params = bounds.conversation_sql()
     if hidden:

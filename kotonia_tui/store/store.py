@@ -384,11 +384,17 @@ class Store:
         )
 
     def recall(
-        self, conversation_id: int, query: str, older_than_id: int, limit: int
+        self,
+        conversation_id: int,
+        query: str,
+        older_than_id: int,
+        limit: int,
+        ignore: Iterable[str] = (),
     ) -> list[SearchHit]:
-        """Messages of one conversation older than `older_than_id` that share words with
-        `query`, best first (BM25; more shared words rank higher; words in too many messages
-        to tell them apart are left out). One call per turn (issue 16, recall)."""
+        """Messages of one conversation older than `older_than_id` that share content words
+        (in any of their forms) with `query`, best first (BM25; more shared words rank higher;
+        words in too many messages to tell them apart are left out, and the words of the
+        names in `ignore`, the speakers'). One call per turn (issue 16, recall)."""
         return search.search_messages(
             self._db,
             query,
@@ -396,11 +402,12 @@ class Store:
             before_id=older_than_id,
             limit=limit,
             mode=SearchMode.ANY,
+            ignore=ignore,
         )
 
-    def recall_terms(self, query: str) -> list[Term]:
+    def recall_terms(self, query: str, ignore: Iterable[str] = ()) -> list[Term]:
         """The terms `recall` looks for in `query` (the common words left out)."""
-        return search.recall_terms_used(self._db, query)
+        return search.recall_terms_used(self._db, query, ignore)
 
     def neighbours(
         self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None

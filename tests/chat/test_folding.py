@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+from dataclasses import replace
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
 from kotonia_tui.domain import FoldKind, FoldStatus, LedgerKind
@@ -108,10 +109,13 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     applying = await service.send(conv.id, "And then?")
     done = await applying.wait()
     assert done.error is None
-    # The turn's prompt is the previewed one and the new message after it.
+    # The turn's prompt is the previewed one and the new message after it (then the excerpts
+    # recall found for it, if any: the preview recalls nothing).
     sent = applying.prepared.request.messages
     assert sent[: len(preview.request.messages)] == preview.request.messages
-    assert len(sent) == len(preview.request.messages) + 1
+    assert sent[len(preview.request.messages)].content == "And then?"
+    notes = 1 if applying.prepared.recall.excerpts else 0
+    assert len(sent) == len(preview.request.messages) + 1 + notes
     state = applying.prepared.state
     assert chapter.text in state.memory_text
     assert state.verbatim_start_id == chapter.last_message_id + 1
@@ -122,7 +126,11 @@ async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     after = await service.send(conv.id, "Go on.")
     after_done = await after.wait()
     assert after.prepared.state.memory_text == state.memory_text
-    assert after_done.metrics.reused >= done.metrics.prompt_positions - 2
+    # All the applying turn sent but its notes (the recalled excerpts are the turn's own).
+    kept = replace(applying.prepared.request, messages=sent[: len(sent) - notes])
+    assert after_done.metrics.reused >= service.engine.prompt_cells(kept) - 2
+    if not notes:
+        assert after_done.metrics.reused >= done.metrics.prompt_positions - 2
     assert after_done.metrics.evaluated < after_done.metrics.prompt_positions / 4
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 
+from kotonia_tui.chat.recall import RECALL_CANDIDATES
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, Conversation, Message, Role
 from kotonia_tui.engine import GenerationRequest
 from kotonia_tui.memory.recall import RECALL_HEADER
+from kotonia_tui.memory.recall_forms import GAP
 from kotonia_tui.store import Store
 from tests.cards import SHORT_CARD_KEY, write_short_card
 from tests.chat_cli import chat_with_stats
@@ -109,6 +111,32 @@ async def test_a_fact_at_message_5_of_300_folded_away_is_recalled_when_asked(
     assert service.engine.count_tokens(prepared.recall.render()) <= int(2048 * 0.25)
 
 
+async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_quote_whole(
+    make_service, scripted_model
+):
+    """On the tiny GGUF: message 5 is a long letter with the fact in its
+    middle; the budget cannot hold it whole, so the turn quotes the sentence that holds the
+    question's words, with the speaker and marks where the letter goes on, and the reply."""
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    before = " ".join(f"The {tide} tide came in at dusk and the lamp burned." for tide in TIDES * 2)
+    after = " ".join(f"On {tide} days the boats stayed in the harbour." for tide in TIDES * 2)
+    letter = f"{before} {FACT} {after}"
+    conv_id, ids = folded_story(service.store)
+    service.store.update_message_text(ids[4], letter, [])
+
+    turn = await service.send(conv_id, "Do you remember my sister's name?")
+    assert (await turn.wait()).error is None
+    recall = turn.prepared.recall
+    assert recall.budget == int(2048 * 0.25)
+    assert service.engine.count_tokens(letter) > recall.budget  # it cannot come whole
+    notes = turn.prepared.request.messages[-1].content
+    assert f"Ann: {GAP} {FACT} " in notes
+    assert letter not in notes
+    assert f"Wren: {FACT_REPLY}" in notes  # the reply after it
+    assert recall.message_ids[:2] == [ids[4], ids[5]]
+    assert recall.tokens <= recall.budget
+
+
 async def test_the_cached_prefix_is_byte_stable_across_turns_with_recall(
     make_service, scripted_model
 ):
@@ -167,12 +195,16 @@ async def test_recall_reads_are_bounded_by_its_candidates_not_the_conversation(
         read = await service.prompter.read(conv_id, card, setup, service.persona)
         decision = service.prompter.plan(read, queue_by_trigger=False)
         before = service.store.rows_read
-        recall = await service.prompter.recall(read, decision)
+        names = (setup.display_name, service.persona.name)
+        recall = await service.prompter.recall(read, decision, names=names)
         rows[size] = service.store.rows_read - before
         assert ids[4] in recall.message_ids
         assert prepared.recall.message_ids == recall.message_ids
     print(f"\nrows read by recall: {rows[300]} at 300 messages, {rows[20_000]} at 20,000")
-    assert rows[20_000] <= 120 and rows[300] <= 120
+    # Per candidate: the hit, its two neighbours, their message numbers and its story time;
+    # and the vocabulary rows of the query's words. None of it grows with the conversation.
+    bound = 8 * RECALL_CANDIDATES
+    assert rows[20_000] <= bound and rows[300] <= bound
 
 
 def _big(store: Store, size: int) -> tuple[int, list[int]]:

@@ -14,7 +14,7 @@ from kotonia_tui.memory.recall import (
     recall_query,
     select,
 )
-from kotonia_tui.terms import recall_terms, split_terms
+from kotonia_tui.terms import recall_terms
 
 
 def line(number: int, role: Role, text: str, tokens: int = 10) -> ArchivedLine:
@@ -23,7 +23,7 @@ def line(number: int, role: Role, text: str, tokens: int = 10) -> ArchivedLine:
 
 
 def terms(query: str):
-    return recall_terms(split_terms(query))
+    return recall_terms(query)
 
 
 def choose(candidates, query, *, memory="", budget=1000):

@@ -16,7 +16,7 @@ from kotonia_tui.memory.recall import (
     select,
     why,
 )
-from kotonia_tui.terms import recall_terms, split_terms
+from kotonia_tui.terms import recall_terms
 
 
 def line(number: int, text: str) -> ArchivedLine:
@@ -48,7 +48,7 @@ def test_why_says_words_meaning_or_both() -> None:
 def test_the_header_says_meaning_only_when_vectors_took_part() -> None:
     hit = line(5, "Grandmother kept beehives.")
     candidates = [Candidate(hit, None, None, similarity=0.97, score=0.016)]
-    terms = recall_terms(split_terms("beekeeping grandma"))
+    terms = recall_terms("beekeeping grandma")
 
     def choose(candidates: list[Candidate], semantic: bool = False):
         return select(

@@ -237,3 +237,48 @@ def test_the_index_holds_the_messages_the_term_module_calls_unspaced(store: Stor
     finally:
         raw.close()
     assert {i for i, char in zip(ids, samples, strict=True) if terms.has_unspaced(char)} == indexed
+
+
+def test_recall_finds_other_forms_of_a_word_through_the_vocabulary(store: Store) -> None:
+    conv = new_conversation(store)
+    walking, _lighthouse, lights, _walkabout = _say(
+        store,
+        conv.id,
+        "We were walking along the cliffs.",
+        "The lighthouse stands on the rock.",
+        "The harbour lights came on.",
+        "The walkabout was long.",
+    )
+    (newer,) = _say(store, conv.id, "newer")
+    assert [h.message_id for h in store.recall(conv.id, "Where had we walked?", newer, 5)] == [
+        walking
+    ]
+    # "light" is a form of "lights", not of "lighthouse".
+    assert [h.message_id for h in store.recall(conv.id, "a light", newer, 5)] == [lights]
+    # What recall says matched: the query's own word.
+    assert [t.text for t in store.recall_terms("Where had we walked?")] == ["walked"]
+
+
+def test_recall_leaves_out_the_speakers_names_and_question_words(store: Store) -> None:
+    conv = new_conversation(store)
+    _say(store, conv.id, *(f"Mara looks at Corwin, line {i}." for i in range(20)))
+    (rum,) = _say(store, conv.id, "Mara: no rum in my tea, Corwin.")
+    (newer,) = _say(store, conv.id, "newer")
+    question = "What did Mara tell Corwin about the rum?"
+    # With the names the question matches every line, ranked by the names alone.
+    assert len(store.recall(conv.id, question, newer, 30)) == 21
+    hits = store.recall(conv.id, question, newer, 30, ignore=["Mara Lind", "Corwin"])
+    assert [h.message_id for h in hits] == [rum]
+    assert store.recall(conv.id, "What did you say then?", newer, 5) == []
+
+
+def test_recall_ranks_a_long_message_with_the_rarer_words_before_short_ones(store: Store) -> None:
+    """BM25 alone ranks a short line holding one query word above a long one holding three
+    (its length divides the score); recall ranks by how rare the words held are first."""
+    conv = new_conversation(store)
+    _say(store, conv.id, *(f"A grey morning, number {i}." for i in range(40)))
+    filler = " ".join(f"The tide came in at dusk, day {i}." for i in range(30))
+    (letter,) = _say(store, conv.id, f"{filler} My sister's name is Ilse. A grey day. {filler}")
+    (newer,) = _say(store, conv.id, "newer")
+    hits = store.recall(conv.id, "my sister's name, on a grey day", newer, 5)
+    assert hits[0].message_id == letter

@@ -42,15 +42,17 @@ async def test_the_inspector_lists_the_recalled_messages_and_the_words_they_matc
         await pilot.pause(0.3)
         view = chat.query_one(InspectorPane).view
         assert view is not None and view.recall is not None
-        assert view.recall.message_ids == ids[:2]
+        # The fact, the reply that names it again, and the line after that reply (recall
+        # brings the message after each hit).
+        assert view.recall.message_ids == ids[:3]
         total, found, quoted = recall_content(view).plain.splitlines()
         assert total.endswith(f"of {int(2048 * 0.25):,} tokens · 1 excerpt")
-        # The greeting is message #1: the archive's first two are #2 and #3.
-        assert found.startswith("✓ Messages #2-#3 on ")
+        # The greeting is message #1: the archive's first three are #2 to #4.
+        assert found.startswith("✓ Messages #2-#4 on ")
         assert "'sister'" in found and "'name'" in found
         assert quoted == f"  {name}: My sister's name is Ilse."
         inspector = chat.query_one(InspectorPane)
         inspector.scroll_to_widget(inspector.query_one("#recall"), animate=False, top=True)
         await pilot.pause()
         shown = screen_text(app)
-        assert "Recalled (last turn)" in shown and "✓ Messages #2-#3" in shown
+        assert "Recalled (last turn)" in shown and "✓ Messages #2-#4" in shown

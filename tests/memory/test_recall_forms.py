@@ -1,0 +1,158 @@
+"""Recall's compact forms (memory/recall_forms.py) and its three-pass choice within the budget
+(memory/recall.py): the pieces of a message that hold the query's words, marked where text is
+left out, and as many hits as the budget holds before any is quoted whole."""
+
+from __future__ import annotations
+
+from kotonia_tui.domain import Role
+from kotonia_tui.memory.recall import ArchivedLine, Candidate, Form, select
+from kotonia_tui.memory.recall_forms import (
+    GAP,
+    PIECE_CHARS,
+    PIECE_WORDS,
+    compact,
+    piece_spans,
+)
+from kotonia_tui.terms import recall_terms
+
+STORY = (
+    "It was a long night at the station. "
+    "The wind was up and the bell rang twice before dawn, and I sat by the lamp thinking of "
+    "the old days on the water when I was young and foolish. "
+    "My brother drowned near the point in 1887. "
+    "Then I slept until the gulls woke me."
+)
+
+
+def pieces(text: str) -> list[str]:
+    return [text[a:b] for a, b in piece_spans(text)]
+
+
+def test_pieces_are_sentences_cut_into_even_parts_of_at_most_sixteen_words() -> None:
+    found = pieces(STORY)
+    assert found[0] == "It was a long night at the station."
+    # The second sentence has 31 words: two parts of 16 and 15, nothing lost between them.
+    assert [len(p.split()) for p in found[1:3]] == [16, 15]
+    assert " ".join(found[1:3]) in STORY
+    assert found[3] == "My brother drowned near the point in 1887."
+    assert all(len(p.split()) <= PIECE_WORDS for p in found)
+    assert " ".join(found) == STORY
+
+
+def test_text_without_spaces_is_cut_into_parts_of_at_most_48_characters() -> None:
+    text = "東京でお茶を飲んだ。" + "あ" * 100 + "。猫の名前はモチです。"
+    found = pieces(text)
+    assert found[0] == "東京でお茶を飲んだ。"
+    assert found[-1] == "猫の名前はモチです。"
+    assert all(len(p) <= PIECE_CHARS for p in found)
+    assert "".join(found) == text  # every character in one piece, in order
+    forms = compact(text, recall_terms("猫の名前"))
+    assert forms.least == f"{GAP} 猫の名前はモチです。"
+
+
+def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out() -> None:
+    forms = compact(STORY, recall_terms("the bell and your brother"))
+    assert forms.short == (
+        f"{GAP} The wind was up and the bell rang twice before dawn, and I sat by the "
+        f"{GAP} My brother drowned near the point in 1887. {GAP}"
+    )
+    # The wide form adds the piece after each: an answer often follows its question's words.
+    assert compact(STORY, recall_terms("a long night")).wide == (
+        "It was a long night at the station. The wind was up and the bell rang twice before "
+        f"dawn, and I sat by the {GAP}"
+    )
+    # The least form is the one piece holding the most: a number weighs more than a word.
+    assert compact(STORY, recall_terms("the bell in 1887")).least == (
+        f"{GAP} My brother drowned near the point in 1887. {GAP}"
+    )
+    # Other forms of a word count ("drowning" holds "drowned").
+    assert "drowned" in compact(STORY, recall_terms("drowning")).least
+    # A line that matches no word (a reply brought along) is its first piece.
+    assert compact(STORY, recall_terms("lighthouse")).least == (
+        f"It was a long night at the station. {GAP}"
+    )
+    # A line of one piece is its own compact form.
+    assert compact("Never rum in my tea.", recall_terms("rum")).short == "Never rum in my tea."
+    assert compact("Rum. Never in my tea.", recall_terms("rum")).short == f"Rum. {GAP}"
+
+
+def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:
+    """An archived line with its forms, a token a word (the engine counts in chat/recall.py)."""
+    forms = compact(text, recall_terms(query))
+    speaker = "Ann" if role is Role.USER else "Wren"
+
+    def cost(shown: str) -> int:
+        return len(f"{speaker}: {shown}".split())
+
+    return ArchivedLine(
+        100 + number,
+        number,
+        role,
+        speaker,
+        text,
+        cost(text),
+        short=forms.short,
+        short_tokens=cost(forms.short),
+        least=forms.least,
+        least_tokens=cost(forms.least),
+    )
+
+
+def filler(topic: str) -> str:
+    return (
+        f"We talked for a long while that evening about the {topic} and the harbour, "
+        "the price of oil and the boats that came late, and the weather that would not "
+        "settle for anyone. "
+    )
+
+
+def test_a_small_budget_carries_every_hit_in_a_compact_form_before_any_whole() -> None:
+    query = "Where is the key to the cellar and who has the lantern?"
+    hits = [
+        (10, "The key hangs by the cellar door. " + filler("tides") * 2),
+        (40, filler("nets") + "Piet has the lantern now, he took it on Sunday. " + filler("nets")),
+        (70, filler("gulls") * 2 + "The cellar floods at spring tide."),
+    ]
+    candidates = []
+    for number, text in hits:
+        line = forms_line(number, Role.CHARACTER, text, query)
+        question = forms_line(number - 1, Role.USER, "What did you do today?", query)
+        reply = forms_line(number + 1, Role.USER, "That sounds like a long day.", query)
+        candidates.append(Candidate(line, question, None, following=reply))
+    whole = sum(c.line.tokens for c in candidates)
+    budget = 120
+    assert whole > budget
+    recall = select(
+        candidates,
+        recall_terms(query),
+        memory_text="",
+        budget=budget,
+        header_tokens=20,
+        marker_tokens=5,
+    )
+    # Every hit is quoted, with the sentence that holds its words; nothing over the budget.
+    assert {110, 140, 170} <= set(recall.message_ids)
+    text = recall.render()
+    assert "The key hangs by the cellar door." in text
+    assert "Piet has the lantern now, he took it on Sunday." in text
+    assert "The cellar floods at spring tide." in text
+    assert recall.left_out == ()
+    lines = [line for excerpt in recall.excerpts for line in excerpt.lines]
+    markers = 5 * len(recall.excerpts)
+    assert 20 + sum(line.cost() for line in lines) + markers <= budget
+    assert all(line.form is not Form.WHOLE for line in lines if line.message_id in (110, 140))
+    # Pass 2: the best hit brings the message after it.
+    assert 111 in recall.message_ids
+    # With room for all of it, every line is quoted whole.
+    roomy = select(
+        candidates,
+        recall_terms(query),
+        memory_text="",
+        budget=10_000,
+        header_tokens=20,
+        marker_tokens=5,
+    )
+    assert all(line.form is Form.WHOLE for e in roomy.excerpts for line in e.lines)
+    assert all(hit[1] in roomy.render() for hit in hits)
+    # Each hit with the line it answered and the message after it.
+    assert sorted(roomy.message_ids) == [109, 110, 111, 139, 140, 141, 169, 170, 171]
