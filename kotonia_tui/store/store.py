@@ -15,6 +15,7 @@ from types import TracebackType
 
 from kotonia_tui.domain import (
     Alternative,
+    CastMember,
     Chapter,
     ChatSettings,
     Conversation,
@@ -25,6 +26,8 @@ from kotonia_tui.domain import (
     Message,
     MessageStatus,
     NewChapter,
+    QuickReply,
+    ReplyOrder,
     Role,
     Segment,
     StoredChapter,
@@ -33,12 +36,14 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
+    StoredQuickReply,
     StoredSynopsis,
     Synopsis,
     TurnMetrics,
 )
 from kotonia_tui.store import (
     branching,
+    cast,
     chat_settings,
     conversations,
     fold_jobs,
@@ -49,6 +54,7 @@ from kotonia_tui.store import (
     metrics,
     migrations,
     personas,
+    quick_replies,
     search,
     vectors,
 )
@@ -193,6 +199,43 @@ class Store:
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
         return branching.branch_conversation(self._db, source_id, through_id, conv)
+
+    # Group casts and quick replies (issue 31) -------------------------------------------------
+
+    def cast(self, conv_id: int) -> list[CastMember]:
+        """The conversation's cards in their stable order (a one-card chat: its card)."""
+        return cast.cast(self._db, conv_id)
+
+    def is_group(self, conv_id: int) -> bool:
+        return cast.is_group(self._db, conv_id)
+
+    def set_cast(self, conv_id: int, members: Sequence[tuple[str, str]]) -> list[CastMember]:
+        return cast.set_cast(self._db, conv_id, list(members))
+
+    def add_cast_member(self, conv_id: int, key: str, name: str) -> list[CastMember]:
+        return cast.add_member(self._db, conv_id, key, name)
+
+    def remove_cast_member(self, conv_id: int, key: str) -> list[CastMember]:
+        return cast.remove_member(self._db, conv_id, key)
+
+    def set_cast_muted(self, conv_id: int, key: str, muted: bool) -> list[CastMember]:
+        return cast.set_muted(self._db, conv_id, key, muted)
+
+    def reply_order(self, conv_id: int) -> ReplyOrder:
+        return cast.reply_order(self._db, conv_id)
+
+    def set_reply_order(self, conv_id: int, order: ReplyOrder) -> None:
+        cast.set_reply_order(self._db, conv_id, order)
+
+    def quick_replies(self, character_keys: Sequence[str] = ()) -> list[StoredQuickReply]:
+        """The global quick replies, then those of each character named."""
+        return quick_replies.quick_replies(self._db, tuple(character_keys))
+
+    def add_quick_reply(self, reply: QuickReply) -> StoredQuickReply:
+        return quick_replies.add_quick_reply(self._db, reply)
+
+    def delete_quick_reply(self, reply_id: int) -> None:
+        quick_replies.delete_quick_reply(self._db, reply_id)
 
     # Personas ----------------------------------------------------------------------------------
 
