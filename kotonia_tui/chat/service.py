@@ -36,6 +36,7 @@ from kotonia_tui.chat.events import (
 )
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
+from kotonia_tui.chat.groups import GroupChats
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
@@ -45,6 +46,7 @@ from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
+    GroupTurn,
     Prompter,
     SetupTooLargeError,
 )
@@ -59,6 +61,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     Message,
     Persona,
+    ReplyOrder,
     Role,
     StoredConversation,
     StoredFoldJob,
@@ -114,6 +117,7 @@ class ChatService:
         self.manager = ConversationManager(store, library, self.personas)
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
+        self.groups = GroupChats(self)  # casts, who answers, runs of replies (chat/groups.py)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
@@ -239,6 +243,8 @@ class ChatService:
             return self.prompter.budgets, None
         try:
             setup = self.setup_for(card, self.persona_of(conv))
+            if self.groups.is_group(conv_id):  # the cast's shared setup
+                setup = self.groups.speaker(conv, self.persona_of(conv), card.key).setup
             settings = self.prompter.turn_settings(conv_id, card.key)
         except (ChatError, ChatSettingsError):
             return self.prompter.budgets, None
@@ -317,11 +323,9 @@ class ChatService:
         """Evaluate the post-fold prompt now, so the turn that applies the fold is cheap."""
         try:
             conv = self.store.get_conversation(conv_id)
-            card = self._card(conv)
             persona = self.persona_of(conv)
-            prepared = await self.prompter.preview(
-                conv_id, card, self.setup_for(card, persona), persona
-            )
+            card, setup, group = await self._speaking(conv, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
             if not prepared.plan.apply_landed:
                 return
             result = await self.engine.prewarm(prepared.request).result()
@@ -344,18 +348,19 @@ class ChatService:
         *,
         user_message: StoredMessage | None = None,
         target: StoredMessage | None = None,
+        speaker_key: str | None = None,
     ) -> Turn:
         """Prepare the prompt and start the turn's task (the service keeps it until it ends).
 
         A regenerated or continued reply (`target`) and what follows it are left out of the
-        prompt; a continuation starts from the reply's text.
+        prompt; a continuation starts from the reply's text. In a group, `speaker_key` (or the
+        target's speaker) says who writes the reply.
         """
-        card = self._card(conv)
         persona = self.persona_of(conv)
         self._active_conv = conv.id
-        # Rendering a big setup (macros filled in, up to the card bounds) is CPU work: off the
-        # event loop. The prompt itself is prepared asynchronously (counts and lore off-loop).
-        setup = await asyncio.to_thread(self.setup_for, card, persona)
+        if speaker_key is None and target is not None:
+            speaker_key = target.character_key
+        card, setup, group = await self._speaking(conv, persona, speaker_key)
         try:
             prepared = await self.prompter.prepare(
                 conv.id,
@@ -365,6 +370,7 @@ class ChatService:
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
                 wait=self._fold_waiter(conv.id),
+                group=group,
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -388,12 +394,42 @@ class ChatService:
             user_name=persona.name,
             user_message=user_message,
             target=target,
+            speaker_key=card.key if group is not None else None,
         )
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         turn.add_done_callback(self._settle)
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
+
+    async def _speaking(
+        self, conv: StoredConversation, persona: Persona, speaker_key: str | None = None
+    ) -> tuple[CharacterCard, CharacterSetup, GroupTurn | None]:
+        """Who writes the next reply: the card, its setup (in a group, over the cast's shared
+        text; a group's speaker is `speaker_key`, else the first its reply order picks, else
+        its first unmuted member) and the group (None: a one-card chat)."""
+        if not self.groups.is_group(conv.id):
+            card = self._card(conv)
+            # Rendering a big setup (macros filled in, up to the card bounds) is CPU work: off
+            # the event loop. The prompt is prepared asynchronously (counts and lore off-loop).
+            return card, await asyncio.to_thread(self.setup_for, card, persona), None
+        if speaker_key is None:
+            members = self.groups.cast(conv.id)
+            planned = self.groups.planned(conv)
+            speaker_key = next(
+                iter(planned),
+                next((m.character_key for m in members if not m.muted), members[0].character_key),
+            )
+        found = await asyncio.to_thread(self.groups.speaker, conv, persona, speaker_key)
+        return found.card, found.setup, found.group
+
+    async def group_turn(
+        self, conv: StoredConversation, speaker_key: str, *, user_message: StoredMessage | None
+    ) -> Turn:
+        """One group reply by `speaker_key` (chat/groups.py runs them)."""
+        return await self._turn(
+            conv, TurnKind.NEW, user_message=user_message, speaker_key=speaker_key
+        )
 
     def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
         """How one turn waits for folds: while the fold makes progress (chat/fold/wait.py),
@@ -465,10 +501,9 @@ class ChatService:
         types, so its first turn evaluates only the new message."""
         try:
             conv = self.store.get_conversation(conv_id)
-            card = self._card(conv)
             persona = self.persona_of(conv)
-            setup = await asyncio.to_thread(self.setup_for, card, persona)
-            prepared = await self.prompter.preview(conv_id, card, setup, persona)
+            card, setup, group = await self._speaking(conv, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
         except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
             log.info("conversation %s opened cold: %s", conv_id, exc)
             return
@@ -491,15 +526,33 @@ class ChatService:
         self._state_tasks.add(task)
         task.add_done_callback(self._state_tasks.discard)
 
-    async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
-        """Store the user's message, then return the turn that generates the reply."""
+    async def send(
+        self, conv_id: int, text: str, images: Sequence[str] = (), speaker: str | None = None
+    ) -> Turn:
+        """Store the user's message, then return the turn that generates the reply (in a
+        group: `speaker`'s, or the first the reply order picks; `groups.send` gives them all)."""
+        conv = self.store.get_conversation(conv_id)
+        if (
+            speaker is None
+            and self.groups.is_group(conv_id)
+            and self.store.reply_order(conv_id) is ReplyOrder.MANUAL
+        ):
+            raise ChatError(
+                "this group answers in manual order: pick who answers (nothing was sent)"
+            )
+        user = self.store_user_message(conv, text, images)
+        return await self._turn(conv, TurnKind.NEW, user_message=user, speaker_key=speaker)
+
+    def store_user_message(
+        self, conv: StoredConversation, text: str, images: Sequence[str] = ()
+    ) -> StoredMessage:
+        """The player's message, stored before anything else of its turn."""
         if not text.strip() and not images:
             raise ChatError("an empty message was not sent")
-        conv = self.store.get_conversation(conv_id)
         user_name = self.persona_of(conv).name
-        user = self.store.add_message(
+        return self.store.add_message(
             Message(
-                conversation_id=conv_id,
+                conversation_id=conv.id,
                 role=Role.USER,
                 speaker=user_name,
                 text=text,
@@ -507,7 +560,6 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        return await self._turn(conv, TurnKind.NEW, user_message=user)
 
     async def answer(self, conv_id: int) -> Turn:
         """The character's reply to the last message, when that message is not the
