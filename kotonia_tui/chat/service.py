@@ -210,12 +210,18 @@ class ChatService:
         card is gone), and the name the user goes by in the story: what the user's latest line
         is signed with (an imported chat keeps its own name for the user), else `persona_of`."""
         conv = self.store.get_conversation(conv_id)
-        card = self.library.card_of(conv.character_key, conv.character_name)
-        char = card.display_name if card is not None else conv.character_name
         user = self.persona_of(conv).name
         latest = self.store.last_message_by(conv_id, Role.USER)
         if latest is not None and latest.speaker.strip():
             user = latest.speaker.strip()
+        if self.groups.is_group(conv_id):  # every member, each by the name its lines carry
+            members = []
+            for member in self.groups.cast(conv_id):
+                card = self.library.card_of(member.character_key, member.character_name)
+                members.append(card.display_name if card is not None else member.character_name)
+            return Cast.group(members, user)
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        char = card.display_name if card is not None else conv.character_name
         return Cast(char=char, user=user)
 
     def budgets_for(self, conv_id: int) -> Budgets:

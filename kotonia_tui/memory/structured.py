@@ -283,6 +283,7 @@ def read_chapter(
     user: str,
     open_threads: Sequence[str],
     replaceable: Sequence[str],
+    members: Sequence[str] = (),
 ) -> StructuredChapter:
     """The answer checked against its source: speakers from the messages cited, items without
     evidence or text, or not grounded in the messages they cite, dropped (an ungrounded "in
@@ -291,7 +292,7 @@ def read_chapter(
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
-    cast = (char, user)
+    cast = (char, user, *members)  # a group's members by name, each whole
     texts = {i: m.text for i, m in by_id.items()}
     user_texts = {i: texts[i] for i in user_ids}
 

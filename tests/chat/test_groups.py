@@ -41,6 +41,8 @@ async def test_a_group_opens_with_each_members_greeting_and_lists_its_cast(make_
     ]
     names = [m.speaker for m in service.store.recent_messages(conv.id, 10)]
     assert names == ["Rowan Ashby", "紬", "林晚舟"]
+    # The chronicler is told the story is between all of them.
+    assert service.cast_of(conv.id).members == ("Rowan Ashby", "紬", "林晚舟")
     with pytest.raises(ChatError, match="two cards or more"):
         service.groups.new_group([service.library.get(ROWAN)])
 

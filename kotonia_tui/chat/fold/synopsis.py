@@ -219,7 +219,7 @@ async def _write(
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
-    names = (cast.char, cast.user)
+    names = (*cast.names, cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
     repeats = refusals = 0
     for _call in range(SYNOPSIS_CALLS):
