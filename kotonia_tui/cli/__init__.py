@@ -192,6 +192,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
     chat.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        default=[],
+        metavar="OTHER",
+        help="a group chat: OTHER card joins the cast (repeatable; each reply prints as "
+        "'Name: text'); with --conversation, joins it from now on",
+    )
+    chat.add_argument(
+        "--order",
+        choices=["natural", "list"],
+        help="who answers in a group: natural (a member named in the message first, then by "
+        "talkativeness) or list (every member in turn); kept for the conversation",
+    )
+    chat.add_argument(
         "--greeting", type=int, default=0, metavar="N", help="which greeting opens a new one (0)"
     )
     chat.add_argument(

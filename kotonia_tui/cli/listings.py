@@ -60,6 +60,7 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
             )
         else:
             convs = store.list_conversations()
+        casts = {c.id: store.cast(c.id) for c in convs}  # a one-card chat: its card
     rows = [
         {
             "id": c.id,
@@ -69,6 +70,10 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
             "updated": c.updated_at.isoformat(timespec="seconds"),
             "title": c.title,
             "persona": c.persona_name,
+            "cast": [
+                {"character": m.character_key, "name": m.character_name, "muted": m.muted}
+                for m in casts[c.id]
+            ],
         }
         for c in convs
     ]
