@@ -140,6 +140,15 @@ class CastMember(BaseModel):
     muted: bool = False  # a muted member is in the setup but is never picked to answer
 
 
+@dataclass(frozen=True)
+class GroupCast:
+    """An imported group's cast: (card key, name, muted) in order, and whose lines are whose
+    (the name a line is signed with -> its card key)."""
+
+    members: tuple[tuple[str, str, bool], ...]
+    speakers: dict[str, str]
+
+
 class QuickReply(BaseModel):
     """A snippet of the player's own: global (character_key None) or one character's."""
 

@@ -218,11 +218,12 @@ def export_chat(args: argparse.Namespace, settings: Settings) -> int:
         conv = store.get_conversation(args.id)
         messages = store.iter_messages(args.id)
         chat_settings = store.conversation_settings(args.id)
+        cast = store.cast(args.id)
         if args.output:
             out_path = Path(args.output)
             with replacing(out_path) as out:
-                count = write_sillytavern(conv, messages, out, store.get_image, chat_settings)
+                count = write_sillytavern(conv, messages, out, store.get_image, chat_settings, cast)
             say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, messages, sys.stdout, store.get_image, chat_settings)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image, chat_settings, cast)
     return 0

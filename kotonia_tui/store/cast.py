@@ -9,7 +9,7 @@ members after it keep their places (the setup's order never depends on who left)
 
 from __future__ import annotations
 
-from kotonia_tui.domain import CastMember, ReplyOrder, utcnow
+from kotonia_tui.domain import CastMember, GroupCast, ReplyOrder, utcnow
 from kotonia_tui.store import conversations
 from kotonia_tui.store.codec import ts_to_db
 from kotonia_tui.store.connection import Db
@@ -76,6 +76,30 @@ def set_cast(db: Db, conv_id: int, members: list[tuple[str, str]]) -> list[CastM
         for position, (key, name) in enumerate(members):
             _insert(db, conv_id, key, name, position, now)
         return cast(db, conv_id)
+
+
+def import_cast(db: Db, conv_id: int, group: GroupCast) -> None:
+    """An imported group's cast, inside the import's transaction; each member's lines get its
+    card key (by the name they are signed with)."""
+    members = group.members
+    set_cast(db, conv_id, [(key, name) for key, name, _muted in members])
+    for key, _name, muted in members:
+        if muted:
+            set_muted(db, conv_id, key, True)
+    for speaker, key in group.speakers.items():
+        db.execute(
+            """UPDATE messages SET character_key = ?
+               WHERE conversation_id = ? AND role = 'character' AND speaker = ?""",
+            (key, conv_id, speaker),
+        )
+    first_key, first_name, _muted = members[0]
+    if conversations.get_conversation(db, conv_id).character_key not in {m[0] for m in members}:
+        # Filed under the file's character name ("unused" in a SillyTavern group chat): the
+        # conversation's own card is the cast's first.
+        db.execute(
+            "UPDATE conversations SET character_key = ?, character_name = ? WHERE id = ?",
+            (first_key, first_name, conv_id),
+        )
 
 
 def _insert(db: Db, conv_id: int, key: str, name: str, position: int, now: str) -> None:

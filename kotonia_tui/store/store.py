@@ -21,6 +21,7 @@ from kotonia_tui.domain import (
     Conversation,
     FoldJob,
     FoldStatus,
+    GroupCast,
     LedgerEnding,
     LedgerEntry,
     Message,
@@ -280,6 +281,7 @@ class Store:
         *,
         described: Callable[[], Conversation] | None = None,
         settings: Callable[[], ChatSettings] | None = None,
+        cast_of: Callable[[], GroupCast] | None = None,
     ) -> StoredConversation:
         """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
         alternatives, chosen index and extra dicts are stored as given.
@@ -287,7 +289,8 @@ class Store:
         `msgs` may be a stream (a big chat file read line by line): it is stored in batches, so
         memory stays bounded. `described`, called once the stream is exhausted, gives the
         conversation's final fields (names, dates, extra) when they depend on the messages;
-        `settings`, called then too, the conversation's settings (a chat file's metadata).
+        `settings`, called then too, the conversation's settings (a chat file's metadata);
+        `cast_of`, then too, a group's cast (fewer than two members: not a group).
         """
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; import it as a new one")
@@ -301,6 +304,8 @@ class Store:
                 conversations.describe_conversation(self._db, created.id, described())
             if settings is not None and (chosen := settings()) != ChatSettings():
                 chat_settings.set_conversation_settings(self._db, created.id, chosen)
+            if cast_of is not None and len((group := cast_of()).members) > 1:
+                cast.import_cast(self._db, created.id, group)
             return conversations.get_conversation(self._db, created.id)
 
     # Settings over the model profile (a character's, a conversation's) -------------------------
