@@ -37,6 +37,7 @@ from kotonia_tui.chat.events import (
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.groups import GroupChats
+from kotonia_tui.chat.impersonate import impersonate
 from kotonia_tui.chat.images import store_image
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
@@ -68,6 +69,7 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
+    StoredQuickReply,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, prompt_message
@@ -330,7 +332,7 @@ class ChatService:
         try:
             conv = self.store.get_conversation(conv_id)
             persona = self.persona_of(conv)
-            card, setup, group = await self._speaking(conv, persona)
+            card, setup, group = await self.speaking(conv, persona)
             prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
             if not prepared.plan.apply_landed:
                 return
@@ -366,7 +368,7 @@ class ChatService:
         self._active_conv = conv.id
         if speaker_key is None and target is not None:
             speaker_key = target.character_key
-        card, setup, group = await self._speaking(conv, persona, speaker_key)
+        card, setup, group = await self.speaking(conv, persona, speaker_key)
         try:
             prepared = await self.prompter.prepare(
                 conv.id,
@@ -408,7 +410,7 @@ class ChatService:
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
 
-    async def _speaking(
+    async def speaking(
         self, conv: StoredConversation, persona: Persona, speaker_key: str | None = None
     ) -> tuple[CharacterCard, CharacterSetup, GroupTurn | None]:
         """Who writes the next reply: the card, its setup (in a group, over the cast's shared
@@ -428,6 +430,17 @@ class ChatService:
             )
         found = await asyncio.to_thread(self.groups.speaker, conv, persona, speaker_key)
         return found.card, found.setup, found.group
+
+    async def impersonate(self, conv_id: int) -> str:
+        """The player's next line in the persona's voice, for the input box: never stored,
+        never sent by itself (chat/impersonate.py)."""
+        return await impersonate(self, conv_id)
+
+    def quick_replies(self, conv_id: int) -> list[StoredQuickReply]:
+        """The player's quick replies for this conversation: the global ones, then those of
+        each card in its cast."""
+        keys = [m.character_key for m in self.store.cast(conv_id)]
+        return self.store.quick_replies(keys)
 
     async def group_turn(
         self, conv: StoredConversation, speaker_key: str, *, user_message: StoredMessage | None
@@ -508,7 +521,7 @@ class ChatService:
         try:
             conv = self.store.get_conversation(conv_id)
             persona = self.persona_of(conv)
-            card, setup, group = await self._speaking(conv, persona)
+            card, setup, group = await self.speaking(conv, persona)
             prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
         except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
             log.info("conversation %s opened cold: %s", conv_id, exc)

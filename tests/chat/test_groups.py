@@ -12,9 +12,10 @@ import pytest
 
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import TurnOutcome
+from kotonia_tui.chat.impersonate import IMPERSONATE_NOTE
 from kotonia_tui.chat.prompting import speaker_note
 from kotonia_tui.chat.turn import NOTHING_WRITTEN
-from kotonia_tui.domain import ReplyOrder
+from kotonia_tui.domain import QuickReply, ReplyOrder
 from tests.fake_engine import pieces, scripted
 from tests.settings import fake_settings
 
@@ -166,3 +167,26 @@ async def test_a_change_of_speaker_evaluates_no_more_than_a_one_card_turn(make_f
     assert (
         after.done.metrics.evaluated <= len(pieces(reply.text)) + len(pieces(notes.content)) + tail
     )
+
+
+async def test_impersonate_writes_the_players_line_and_stores_nothing(make_fake_service):
+    service = await make_fake_service(fake_settings(), scripted("I wave at everyone."))
+    conv = await _group(service)
+    before = service.store.message_count(conv.id)
+    line = await service.impersonate(conv.id)
+    assert line == "I wave at everyone."
+    assert service.store.message_count(conv.id) == before  # never stored, never sent
+    request = service.engine.requests[-1]
+    persona = service.persona_of(conv).name
+    assert request.reply_name == persona  # the model writes as the player
+    assert request.messages[-1].content == IMPERSONATE_NOTE.format(user=persona)
+    assert "\n林晚舟:" in request.extra_stops  # and stops where a character's line starts
+
+
+async def test_quick_replies_are_the_global_ones_then_each_members(make_fake_service):
+    service = await make_fake_service(fake_settings(), scripted("Hm."))
+    conv = await _group(service, (ROWAN, LIN))
+    service.store.add_quick_reply(QuickReply(label="Look", text="*looks around*"))
+    service.store.add_quick_reply(QuickReply(character_key=LIN, label="Tea", text="Tea, please."))
+    service.store.add_quick_reply(QuickReply(character_key=TSUMUGI, label="Other", text="x"))
+    assert [q.label for q in service.quick_replies(conv.id)] == ["Look", "Tea"]
