@@ -214,6 +214,11 @@ class GroupChats:
         wanted = speakers if speakers is not None else self.planned(conv, order)
         return GroupRun(self, conv_id, wanted, user_message=user)
 
+    def answer(self, conv_id: int) -> GroupRun:
+        """The replies the reply order gives to the last message (one left without any)."""
+        conv = self.service.store.get_conversation(conv_id)
+        return GroupRun(self, conv_id, self.planned(conv))
+
     def reply(self, conv_id: int, key: str) -> GroupRun:
         """One reply by the member the player picked (manual order, or any time)."""
         return GroupRun(self, conv_id, [key])

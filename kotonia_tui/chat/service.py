@@ -37,8 +37,8 @@ from kotonia_tui.chat.events import (
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.groups import GroupChats
-from kotonia_tui.chat.impersonate import impersonate
 from kotonia_tui.chat.images import store_image
+from kotonia_tui.chat.impersonate import impersonate
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import LoreTurn
