@@ -133,6 +133,12 @@ def _branch(args: argparse.Namespace, settings: Settings) -> int:
     return branch(args, settings)
 
 
+def _quick_replies(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.quick_replies import quick_replies
+
+    return quick_replies(args, settings)
+
+
 def _settings(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.settings import chat_settings
 
@@ -304,6 +310,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_eval_arguments(evaluate)
 
+    quick = sub.add_parser(
+        "quick-replies",
+        help="list, add, delete or import your quick replies (Alt+1-9 and Alt+Q in a chat)",
+    )
+    quick.add_argument("--character", metavar="KEY", help="one character's (default: global)")
+    quick.add_argument("--add", metavar="LABEL", help="add a quick reply with this label")
+    quick.add_argument("--text", metavar="TEXT", help="its text (with --add)")
+    quick.add_argument(
+        "--insert", action="store_true", help="put it into the message box instead of sending"
+    )
+    quick.add_argument("--delete", type=int, metavar="ID", help="delete quick reply ID")
+    quick.add_argument(
+        "--import",
+        dest="import_file",
+        metavar="FILE",
+        help="import a SillyTavern quick-reply set (.json); slash commands are left out",
+    )
+    quick.add_argument("--json", action="store_true", help="print a JSON list")
+
     doctor = sub.add_parser("doctor", help="check paths, model files, database and libraries")
     doctor.add_argument("--load", action="store_true", help="also load the model")
 
@@ -320,6 +345,7 @@ TEXT_ARGUMENTS = {
     "duplicate": {"title": "--title"},
     "branch": {"message": "the message number", "title": "--title"},
     "search": {"query": "the query"},
+    "quick-replies": {"add": "--add", "text": "--text", "character": "--character"},
 }
 
 
@@ -391,6 +417,7 @@ def _run(args: argparse.Namespace) -> int:
             "export": _export,
             "doctor": _doctor,
             "settings": _settings,
+            "quick-replies": _quick_replies,
             "personas": _personas,
             "rename": _rename,
             "delete": _delete,

@@ -114,8 +114,11 @@ class ChatScreen(ConversationActions):
         Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
         Binding("ctrl+b", "back", "Back", id="back"),
         # Group chats, impersonate and quick replies (issue 31).
-        Binding("f6", "pick_speaker", "Who speaks next", id="pick_speaker", show=False),
-        Binding("f7", "impersonate", "Impersonate", id="impersonate", show=False),
+        # Priority: the message box (a TextArea) binds F6 and F7, and types letters.
+        Binding(
+            "alt+p", "pick_speaker", "Who speaks next", id="pick_speaker", show=False, priority=True
+        ),
+        Binding("alt+i", "impersonate", "Impersonate", id="impersonate", show=False, priority=True),
         Binding(
             "alt+a", "auto_run", "Cast goes on (auto)", id="auto_run", show=False, priority=True
         ),
@@ -349,7 +352,7 @@ class ChatScreen(ConversationActions):
     async def _start(self, service: ChatService, ask: Ask, text: str) -> Turn | None:
         """Ask the service for the turn; a sent message is shown once it is stored. In a group
         the turn is the first of a run (the others follow it: `_next_in_run`); None: nobody
-        answers (manual order: the player picks with F6)."""
+        answers (manual order: the player picks with Alt+P)."""
         self.run, self._run_turns = None, None
         if ask is Ask.PICK:
             return await self._first_in_run(service.groups.reply(self.conv_id, text))
