@@ -16,6 +16,7 @@ from kotonia_tui.domain import QuickReply, ReplyOrder, Role
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import AUTO_REPLIES, ChatScreen
 from kotonia_tui.tui.screens.choose import ChoiceItem, ChooseScreen
+from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.characters.builders import v2_card
 from tests.tui.conftest import tiny_settings
@@ -135,3 +136,26 @@ async def test_members_are_muted_from_the_chat(tiny_model_path, mira_card, wren_
         screen.query_one(ChatInput).insert("Anyone?")
         await _ask(pilot, screen, "enter")
         assert _speakers(screen)[-2:] == ["User", "Wren"]  # Mira is muted
+
+
+async def test_a_group_starts_from_the_picker_with_the_cards_marked(
+    tiny_model_path, mira_card, wren_card
+):
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_service()
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        listing = app.screen.query_one("#card-list", ListView)
+        keys = [item.card.key for item in listing.query(CardItem)]
+        for key in ("wren", "mira"):  # the order marked is the cast's order
+            listing.index = keys.index(key)
+            await pilot.press("space")
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        assert _speakers(screen) == ["Wren", "Mira"]  # each member's greeting
+        assert app.service is not None
+        cast = app.service.groups.cast(screen.conv_id)
+        assert [m.character_key for m in cast] == ["wren", "mira"]
