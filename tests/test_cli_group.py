@@ -82,3 +82,30 @@ def test_a_group_turn_prints_each_reply_with_its_speaker(tiny_model_path: Path, 
     twice = _kotonia(env, "chat", "wren", "--with", "wren", "--say", "Hi")
     assert twice.returncode == 1
     assert "--with wren: Wren (wren) is in the group already" in twice.stderr
+
+
+def test_the_line_by_line_group_chat_prints_each_speaker(tiny_model_path: Path, kotonia_home):
+    env = {
+        **os.environ,
+        "KOTONIA_HOME": str(kotonia_home),
+        "KOTONIA_MODEL_PATH": str(tiny_model_path),
+        "KOTONIA_N_CTX": "8192",
+        "KOTONIA_FOLD_DELAY_S": "0",
+    }
+    _card("wren", "Wren", "Wren keeps the lighthouse.")
+    _card("mira", "Mira", "Mira mends nets.")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kotonia_tui", "chat", "wren", "--with", "mira", "--order", "list"],
+        env=env,
+        input="Hello, you two.\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # The prompt ("User: ") is written where the player types, before the first reply.
+    lines = [line.removeprefix("User: ") for line in proc.stdout.splitlines()]
+    # The greetings, then each member's reply under its name, in the cast's order.
+    assert lines[0] == "Wren: Wren nods." and "Mira: Mira nods." in lines
+    replies = [line.split(":")[0] for line in lines if line.startswith(("Wren: ", "Mira: "))]
+    assert replies[-2:] == ["Wren", "Mira"]

@@ -704,6 +704,8 @@ class ChatService:
         try:
             card = self._card(conv)
             setup = self.setup_for(card, self.persona_of(conv))
+            if self.groups.is_group(conv_id):  # the cast's shared setup, as the turns carry
+                setup = self.groups.speaker(conv, self.persona_of(conv), card.key).setup
             setup_tokens = prompter.setup_tokens(setup.system_text)
             name = setup.display_name
             settings = prompter.turn_settings(conv_id, card.key)

@@ -157,6 +157,9 @@ async def test_a_change_of_speaker_evaluates_no_more_than_a_one_card_turn(make_f
     assert changed.evaluated <= single.evaluated + note
     setup = len(pieces(turn.prepared.request.messages[0].content))
     assert changed.reused > setup  # the cast's setup and the history were not read again
+    # The inspector's budget counts the setup the group's turns carry: the whole cast's.
+    shared = turn.prepared.request.messages[0].content
+    assert service.memory_view(conv.id).budget.setup == service.prompter.setup_tokens(shared)
     # Rowan going on with no new message evaluates Lin's reply, Rowan's notes (the speaker's
     # note last) and the tail.
     (after,) = await service.groups.reply(conv.id, ROWAN).wait()

@@ -66,6 +66,7 @@ async def test_a_group_answers_in_turn_and_the_player_picks_who_speaks(
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_group(app, pilot)
         assert _speakers(screen) == ["Mira", "Wren"]  # each member's greeting
+        assert screen.title == "Mira, Wren"  # the whole cast
         screen.query_one(ChatInput).insert("Hello, both of you.")
         await _ask(pilot, screen, "enter")
         # List order: Mira, then Wren, each reply shown under its speaker's name.

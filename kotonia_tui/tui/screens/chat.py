@@ -200,6 +200,9 @@ class ChatScreen(ConversationActions):
     def on_mount(self) -> None:
         conv = self.conversation
         self.title = visible(conv.character_name, one_line=True)
+        if self.service is not None and self.service.groups.is_group(self.conv_id):
+            names = [m.character_name for m in self.service.groups.cast(self.conv_id)]
+            self.title = visible(", ".join(names), one_line=True)  # the whole cast
         self._show_sub_title()
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
