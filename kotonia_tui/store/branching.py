@@ -30,8 +30,8 @@ from kotonia_tui.store.messages import next_message_id
 from kotonia_tui.store.records import MemoryState
 
 _MESSAGE_FIELDS = (
-    "role, speaker, text, segments, images, created_at, edited, status, status_reason, "
-    "reasoning, chosen, extra, character_key"
+    "role, speaker, text, scene_date, segments, images, created_at, edited, status, "
+    "status_reason, reasoning, chosen, extra, character_key"
 )
 _ALTERNATIVE_FIELDS = "idx, text, segments, status, status_reason, reasoning, created_at, extra"
 

@@ -186,19 +186,28 @@ def chapters(
 
 
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
-    """For each message id, the in-story time of the newest chapter covering it that names
-    one (in the synopsis or not; a superseded chapter's refold speaks for it)."""
+    """For each message id, when it happened in the story: the date its scene's opening gave
+    (the newest dated message at or before it, `messages.scene_date`), else the in-story time
+    of the newest chapter covering it that names one (in the synopsis or not; a superseded
+    chapter's refold speaks for it). One indexed read or two per id."""
     out: dict[int, str] = {}
-    for msg_id in ids:
+    for msg_id in sorted(set(ids)):
         row = db.select_one(
-            "SELECT story_time FROM chapters WHERE conversation_id = ? "
-            "AND first_message_id <= ? AND last_message_id >= ? "
-            "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+            "SELECT scene_date FROM messages INDEXED BY messages_scene_dates "
+            "WHERE conversation_id = ? AND id <= ? AND scene_date IS NOT NULL "
             "ORDER BY id DESC LIMIT 1",
-            (conv_id, msg_id, msg_id),
+            (conv_id, msg_id),
         )
+        if row is None:
+            row = db.select_one(
+                "SELECT story_time AS scene_date FROM chapters WHERE conversation_id = ? "
+                "AND first_message_id <= ? AND last_message_id >= ? "
+                "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+                "ORDER BY id DESC LIMIT 1",
+                (conv_id, msg_id, msg_id),
+            )
         if row is not None:
-            out[msg_id] = str(row["story_time"])
+            out[msg_id] = str(row["scene_date"])
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
+from kotonia_tui import story_dates
 from kotonia_tui.domain import (
     Alternative,
     Message,
@@ -78,6 +79,7 @@ def _message_row(msg: Message, conv_id: int, msg_id: int) -> dict[str, object]:
         "role": msg.role.value,
         "speaker": msg.speaker,
         "text": msg.text,
+        "scene_date": story_dates.scene_date(msg.text),
         "segments": segments_to_db(msg.segments),
         "images": json_to_db(msg.images, f"{what} images"),
         "created_at": ts_to_db(msg.created_at),
@@ -213,10 +215,11 @@ def _set_version(
     chosen_idx = row["chosen"] if chosen is None else chosen
     seg_json = segments_to_db(segments)
     db.execute(
-        """UPDATE messages SET text = ?, segments = ?, status = ?, status_reason = ?,
-               reasoning = ?, edited = ?, chosen = ? WHERE id = ?""",
+        """UPDATE messages SET text = ?, scene_date = ?, segments = ?, status = ?,
+               status_reason = ?, reasoning = ?, edited = ?, chosen = ? WHERE id = ?""",
         (
             text,
+            story_dates.scene_date(text),
             seg_json,
             status.value,
             status_reason,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 
+from kotonia_tui import story_dates
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
 from kotonia_tui.terms import unspaced_ranges
@@ -454,6 +455,29 @@ def _search_by_script(db: Db) -> None:
     db.execute("INSERT INTO message_trigrams(message_trigrams) VALUES ('rebuild')")
 
 
+def _scene_dates(db: Db) -> None:
+    """Issue 28: each message's scene date (story_dates: a date its opening line gives), kept
+    beside its text, with an index of the dated messages alone, so "the date of the scene a
+    message belongs to" is one indexed read however long the conversation; stored messages
+    get theirs here."""
+    db.execute("ALTER TABLE messages ADD COLUMN scene_date TEXT")
+    db.execute(
+        "CREATE INDEX messages_scene_dates ON messages(conversation_id, id) "
+        "WHERE scene_date IS NOT NULL"
+    )
+    last = 0
+    while rows := db.select(  # in batches: a big archive is not held in memory at once
+        "SELECT id, substr(text, 1, ?) AS opening FROM messages WHERE id > ? ORDER BY id "
+        "LIMIT 1000",
+        (4 * story_dates.OPENING_CHARS, last),
+    ):
+        for row in rows:
+            date = story_dates.scene_date(str(row["opening"]))
+            if date is not None:
+                db.execute("UPDATE messages SET scene_date = ? WHERE id = ?", (date, row["id"]))
+        last = int(rows[-1]["id"])
+
+
 # Issue 31: group chats and quick replies.
 # - A group conversation's cast: its cards in a stable order (the shared setup joins them in
 #   it), each muted or not. A conversation with no cast rows is a one-card chat with
@@ -504,6 +528,7 @@ STEPS: list[Callable[[Db], None]] = [
     _fold_claims_and_targets,
     LEDGER_STEP := _run(_STEP_LEDGER),
     _search_by_script,
+    _scene_dates,
     _group_chats,
 ]
 SCHEMA_VERSION = len(STEPS)

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, Synopsis, TurnMetrics
+from kotonia_tui.domain import (
+    Chapter,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    Message,
+    Role,
+    Synopsis,
+    TurnMetrics,
+)
 from kotonia_tui.store import MemoryState, NotFoundError, Store, StoreError
+from kotonia_tui.store.migrations import SCHEMA_VERSION, _scene_dates
 
-from .conftest import make_messages, new_conversation
+from .conftest import make_messages, new_conversation, stored_before
 
 
 def _chapter(conv_id: int, first: int, last: int, text: str = "chapter") -> Chapter:
@@ -198,3 +210,49 @@ def test_the_current_synopsis_never_covers_less_than_before(store: Store) -> Non
         [],
     )
     assert not step.current and store.current_synopsis(conv.id).text == "s1"
+
+
+def test_a_message_happens_on_its_scene_s_date_before_any_chapter_s_word_for_it(
+    store: Store,
+) -> None:
+    """Recall marks excerpts with these times: a date the conversation wrote survives folding
+    whatever the chronicler put in its "When:" line."""
+    conv = new_conversation(store)
+    ids = store.add_messages(conv.id, make_messages(6))
+    dated = store.add_messages(
+        conv.id,
+        [
+            Message(
+                role=Role.CHARACTER, speaker="Seraphina", text="*Monday, 22 October 2018.* Hi."
+            ),
+            Message(role=Role.USER, speaker="Ann", text="My class was cancelled."),
+        ],
+    )
+    store.add_chapter(
+        _chapter(conv.id, ids[0], dated[-1], "They met.").model_copy(
+            update={"story_time": "the first week"}
+        )
+    )
+    times = store.story_times(conv.id, [ids[1], dated[1], dated[0]])
+    assert times == {
+        ids[1]: "the first week",  # no date opened its scene: the chapter's word
+        dated[0]: "Monday, 22 October 2018",
+        dated[1]: "Monday, 22 October 2018",
+    }
+
+
+def test_the_scene_date_step_dates_messages_stored_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "before.sqlite3"
+    stored_before(
+        path, _scene_dates, ["No date yet.", "*Friday, 19 October 2018.* Hello.", "Hi again."]
+    )
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert store.story_times(1, [1, 2, 3]) == {
+            2: "Friday, 19 October 2018",
+            3: "Friday, 19 October 2018",
+        }
+        store.update_message_text(2, "*Saturday, 20 October 2018.* Hello.", [])
+        assert store.story_times(1, [3]) == {3: "Saturday, 20 October 2018"}
+        store.update_message_text(2, "Hello.", [])  # an edit that takes the date away
+        assert store.story_times(1, [3]) == {}

@@ -1,0 +1,93 @@
+"""Scene dates: the calendar dates a conversation states at the opening of its messages.
+
+A story, or a chat imported with its sessions, says when a scene happens in the line that
+opens it ("*Friday, 19 October 2018, evening.*", "March 3rd, 1889. The fog has not lifted.").
+The scene keeps that date until a later opening names another one. Code finds these dates, so
+a recalled excerpt or a chapter can say when it happened without asking the model, and a date
+survives folding even when the chronicler leaves its "When:" line empty.
+
+Only a date in a message's opening line counts, outside quoted speech: a date someone
+mentions in passing ("my sister marries on 3 May") is not the day of the scene. The date is
+kept as the conversation wrote it, with its spaces tidied: nothing is computed or invented.
+English month and weekday names, and ISO dates; other calendars are not recognised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# How much of a message's first line is its opening: a scene header is short.
+OPENING_CHARS = 200
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_WEEKDAY = r"(?:Mon|Tues?|Wed(?:nes)?|Thu(?:rs)?|Fri|Sat(?:ur)?|Sun)(?:day)?\.?"
+_WEEKDAY_NAME = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
+_DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?:1\d{3}|2\d{3})"
+
+_DATE = re.compile(
+    rf"""
+    \b(?:
+        (?:{_WEEKDAY},?\s+)?
+        (?:
+            {_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+{_YEAR})?      # 19 October 2018, 3rd of May
+          | {_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR})?             # October 19, 2018
+          | {_MONTH}\s+{_YEAR}                                 # October 2018
+        )
+      | {_YEAR}-[01]\d-[0-3]\d                                 # 2018-10-19
+      | {_WEEKDAY_NAME}(?=[\s,.;:*_)]|$)                        # Friday (a scene's day alone)
+    )
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+# Quoted speech is left out of the opening; straight and curly quotes alike.
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
+# A weekday alone counts when written as a name, with its capital.
+_BARE_WEEKDAY = re.compile(rf"^{_WEEKDAY_NAME}$", re.IGNORECASE)
+_SPACES = re.compile(r"\s+")
+
+
+def opening(text: str) -> str:
+    """The part of a message that can hold its scene's date: its first non-empty line, at
+    most OPENING_CHARS characters, without quoted speech."""
+    first = text.lstrip()[:OPENING_CHARS].splitlines()[:1]
+    return _QUOTED.sub(" ", first[0]) if first else ""
+
+
+def scene_date(text: str) -> str | None:
+    """The date a message's opening gives its scene, as written; None when it gives none.
+    The longest date found wins ("Friday, 19 October 2018" over a later bare "Friday")."""
+    found: list[str] = []
+    for match in _DATE.finditer(opening(text)):
+        written = _SPACES.sub(" ", match.group(0)).strip(" ,.")
+        if _BARE_WEEKDAY.match(written) and not written[:1].isupper():
+            continue
+        found.append(written)
+    return max(found, key=len) if found else None
+
+
+def scene_dates(messages: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """For each (id, text) in story order, the date of the scene it belongs to: the date the
+    latest opening at or before it gave. Messages before any dated opening are left out."""
+    out: dict[int, str] = {}
+    current: str | None = None
+    for message_id, text in messages:
+        current = scene_date(text) or current
+        if current is not None:
+            out[message_id] = current
+    return out
+
+
+def span(dates: Iterable[str]) -> str | None:
+    """The dates of a run of messages as one phrase: one date, or "first to last"."""
+    ordered: list[str] = []
+    for date in dates:
+        if not ordered or ordered[-1] != date:
+            ordered.append(date)
+    if not ordered:
+        return None
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"

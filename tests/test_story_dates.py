@@ -1,0 +1,67 @@
+"""Scene dates found in message openings: what counts as a scene's date and how long it holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from kotonia_tui.story_dates import scene_date, scene_dates, span
+
+
+@pytest.mark.parametrize(
+    ("text", "date"),
+    [
+        (
+            '*Friday, 19 October 2018, 7:42 pm. Prompt: "Mozart?"*\nBeethoven!',
+            "Friday, 19 October 2018",
+        ),
+        ("March 3rd, 1889. The fog has not lifted.", "March 3rd, 1889"),
+        ("*The 3rd of May, at dawn.* She wakes.", "3rd of May"),
+        ("2024-02-29: the log's last entry.", "2024-02-29"),
+        ("*Monday morning.* The sea is calm.", "Monday"),
+        ("*Sept. 12, 1920* The train is late.", "Sept. 12, 1920"),
+        ("\n\n  *Oct 2019*  \nLater lines", "Oct 2019"),
+    ],
+)
+def test_a_date_opening_a_message_is_its_scene_date_as_written(text: str, date: str) -> None:
+    assert scene_date(text) == date
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"On 3 May my sister marries," she said.',  # a date in speech is not the scene's
+        "She sat down. Sun rose over the hills.",  # not weekdays
+        "I may go, if you march with me.",
+        "*Late that night* nothing moved.",  # a time without a date
+        "The harbour.\nFriday, 19 October 2018 was the day she left.",  # not the first line
+        "",
+    ],
+)
+def test_dates_outside_an_opening_or_words_that_only_look_like_them_are_not_scene_dates(
+    text: str,
+) -> None:
+    assert scene_date(text) is None
+
+
+def test_a_scene_keeps_its_date_until_an_opening_names_another() -> None:
+    dates = scene_dates(
+        [
+            (1, "No date yet."),
+            (2, "*Friday, 19 October 2018.* Hello."),
+            (3, "Hi! What did you do today?"),
+            (5, "*Saturday, 20 October 2018.* Back again."),
+            (6, "Yes."),
+        ]
+    )
+    assert dates == {
+        2: "Friday, 19 October 2018",
+        3: "Friday, 19 October 2018",
+        5: "Saturday, 20 October 2018",
+        6: "Saturday, 20 October 2018",
+    }
+
+
+def test_a_span_names_its_first_and_last_date() -> None:
+    assert span([]) is None
+    assert span(["Friday", "Friday"]) == "Friday"
+    assert span(["Friday", "Saturday", "Friday", "Sunday"]) == "Friday to Sunday"
