@@ -136,7 +136,14 @@ class ChatScreen(ConversationActions):
         ),
         Binding("alt+u", "mute_member", "Mute member", id="mute_member", show=False, priority=True),
         *(
-            Binding(f"alt+{n}", f"quick_reply({n})", f"Quick reply {n}", show=False, priority=True)
+            Binding(
+                f"alt+{n}",
+                f"quick_reply({n})",
+                f"Quick reply {n}",
+                id=f"quick_reply_{n}",
+                show=False,
+                priority=True,
+            )
             for n in range(1, 10)
         ),
     ]
