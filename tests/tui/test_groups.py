@@ -160,3 +160,26 @@ async def test_a_group_starts_from_the_picker_with_the_cards_marked(
         assert app.service is not None
         cast = app.service.groups.cast(screen.conv_id)
         assert [m.character_key for m in cast] == ["wren", "mira"]
+
+
+async def test_a_member_joins_and_leaves_mid_story(tiny_model_path, mira_card, wren_card):
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_group(app, pilot)
+        service = app.service
+        assert service is not None
+        for key, chosen in (("alt+g", "rowan-ashby"), ("alt+x", "wren")):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: isinstance(app.screen, ChooseScreen))
+            listing = app.screen.query_one("#choices", ListView)
+            values = [item.value for item in listing.query(ChoiceItem)]
+            listing.index = values.index(chosen)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+            await pilot.pause()
+        assert [m.character_key for m in service.groups.cast(screen.conv_id)] == [
+            "mira",
+            "rowan-ashby",
+        ]
+        # Wren's greeting stays in the story after Wren left.
+        assert "Wren" in _speakers(screen)
