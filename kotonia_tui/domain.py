@@ -89,6 +89,8 @@ class Message(BaseModel):
     chosen: int = 0
     token_counts: dict[str, int] = Field(default_factory=dict)  # model key -> exact token count
     extra: dict[str, object] = Field(default_factory=dict)  # import fields kept for round trips
+    # The card that spoke a group reply (its key); None for the user, a note, a one-card chat.
+    character_key: str | None = None
 
 
 class StoredMessage(Message):
@@ -117,6 +119,48 @@ class Conversation(BaseModel):
 class StoredConversation(Conversation):
     """A conversation as the store returns it."""
 
+    id: int
+
+
+class ReplyOrder(StrEnum):
+    """Who answers in a group (SillyTavern's activation strategies)."""
+
+    NATURAL = "natural"  # a member named in the last message first, then by talkativeness
+    LIST = "list"  # every unmuted member, in the cast's order
+    MANUAL = "manual"  # the player picks who speaks next
+
+
+class CastMember(BaseModel):
+    """One card in a group conversation's cast. The cast's order is stable: the shared setup
+    joins the cards in it, so a member's place never changes while it stays."""
+
+    character_key: str
+    character_name: str
+    position: int = 0
+    muted: bool = False  # a muted member is in the setup but is never picked to answer
+
+
+@dataclass(frozen=True)
+class GroupCast:
+    """An imported group's cast: (card key, name, muted) in order, and whose lines are whose
+    (the name a line is signed with -> its card key)."""
+
+    members: tuple[tuple[str, str, bool], ...]
+    speakers: dict[str, str]
+
+
+class QuickReply(BaseModel):
+    """A snippet of the player's own: global (character_key None) or one character's."""
+
+    id: int | None = None
+    character_key: str | None = None
+    label: str
+    text: str
+    send: bool = True  # sent at once; False: put into the input box to edit
+    position: int = 0
+
+
+class StoredQuickReply(QuickReply):
     id: int
 
 

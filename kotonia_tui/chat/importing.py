@@ -15,7 +15,7 @@ from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.errors import PersonaError
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chatfiles.sillytavern import ChatFile, ReadProgress
-from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
+from kotonia_tui.domain import Conversation, GroupCast, Message, Role, StoredConversation
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.store import Store
 
@@ -91,8 +91,33 @@ def import_chat_file(
         matched.append(card)
         return conv.model_copy(update={"character_key": card.key})
 
+    def card_for(text: str | None) -> CharacterCard | None:
+        return match(text) if match is not None and text else None
+
+    def group() -> GroupCast:
+        """A group chat's members: each one's card (by the key the file gives, else by its
+        name), or the name itself when no card matches (as a chat with no card is filed); and
+        whose lines are whose (by the card file a line names, else by its speaker's name)."""
+        members = chat.cast()
+        if len(members) < 2:
+            return GroupCast((), {})
+        cast: list[tuple[str, str, bool]] = []
+        for name, key, muted in members:
+            card = card_for(key) or card_for(name)
+            found = card.key if card is not None else key or name
+            if all(found != other for other, _name, _muted in cast):
+                cast.append((found, card.name if card is not None else name, muted))
+        keys = {key for key, _name, _muted in cast}
+        speakers: dict[str, str] = {}
+        for speaker, avatar in chat.speakers.items():
+            card = card_for(Path(avatar).stem if avatar else None) or card_for(speaker)
+            key = card.key if card is not None else speaker
+            if key in keys:
+                speakers[speaker] = key
+        return GroupCast(tuple(cast), speakers)
+
     stored = store.import_conversation(
-        placeholder, derived(), described=described, settings=chat.settings
+        placeholder, derived(), described=described, settings=chat.settings, cast_of=group
     )
     return ImportedChat(stored, count, tuple(chat.notes), matched[0] if matched else None)
 

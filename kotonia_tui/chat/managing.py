@@ -159,4 +159,5 @@ class ConversationManager:
                 out,
                 self.store.get_image,
                 self.store.conversation_settings(conv_id),
+                self.store.cast(conv_id),
             )

@@ -76,6 +76,23 @@ class ContinuationTooLongError(Exception):
 
 
 @dataclass(frozen=True)
+class GroupTurn:
+    """A group reply (issue 31): the cast's names in its order. The setup's name is the one
+    who speaks; the shared setup holds the whole cast (characters/group_setup.py)."""
+
+    names: tuple[str, ...]
+
+    def stops(self, speaker: str) -> tuple[str, ...]:
+        """A reply ends where the model starts another member's line."""
+        return tuple(f"\n{name}:" for name in self.names if name != speaker)
+
+
+def speaker_note(speaker: str) -> str:
+    """Names who answers, after the history: only these tokens differ between speakers."""
+    return f"[{speaker} answers next.]"
+
+
+@dataclass(frozen=True)
 class TurnRead:
     """What one turn reads (bounded reads, no writes): the plan and the prompt come from it."""
 
@@ -98,6 +115,7 @@ class TurnRead:
     fixed_tokens: int  # setup, notes, the note, picture, recall budget: never folded
     notices: list[str]
     warnings: list[str]  # said as warnings (a lorebook key turned off)
+    group: GroupTurn | None = None  # a group reply: who else may speak
 
 
 @dataclass(frozen=True)
@@ -291,6 +309,7 @@ class Prompter:
         before_id: int | None = None,
         prefill: str = "",
         wait: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]] | None = None,
+        group: GroupTurn | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
@@ -298,9 +317,10 @@ class Prompter:
         `prefill`: the text a continued reply goes on from; `wait(jobs)`: called (and awaited)
         when the turn should wait for those fold jobs first; the plan is made again after it,
         and waited again for the jobs that fold has queued (the rest of a range too large for
-        one call) as long as `wait` says the jobs finished (it bounds the time).
+        one call) as long as `wait` says the jobs finished (it bounds the time); `group`: a
+        group reply, `card` and `setup` the speaker's (`setup` over the group's shared text).
         """
-        read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+        read = await self.read(conv_id, card, setup, persona, before_id=before_id, group=group)
         decision = self.plan(read, queue_by_trigger=before_id is None)
         if wait is not None and self._cut_without_a_job(read, decision):
             # One long reply can carry the history from under the trigger past the ceiling:
@@ -308,7 +328,7 @@ class Prompter:
             # it instead of cutting first and folding after.
             assert decision.fold is not None
             self.store.enqueue_fold(decision.fold)
-            read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+            read = await self.read(conv_id, card, setup, persona, before_id=before_id, group=group)
             decision = self.plan(read, queue_by_trigger=before_id is None)
         started = self.clock.monotonic()
         waited: set[int] = set()
@@ -321,7 +341,7 @@ class Prompter:
             if not await wait(decision.wait_for):
                 break
             waited |= jobs
-            read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+            read = await self.read(conv_id, card, setup, persona, before_id=before_id, group=group)
             decision = self.plan(read, queue_by_trigger=before_id is None)
         waited_ms = (self.clock.monotonic() - started) * 1000 if asked else 0.0
         state, queued = self.commit(read, decision)
@@ -330,11 +350,16 @@ class Prompter:
         return replace(prepared, fold_wait_ms=waited_ms)
 
     async def preview(
-        self, conv_id: int, card: CharacterCard, setup: CharacterSetup, persona: Persona
+        self,
+        conv_id: int,
+        card: CharacterCard,
+        setup: CharacterSetup,
+        persona: Persona,
+        group: GroupTurn | None = None,
     ) -> PreparedTurn:
         """The prompt the next turn will start with (a landed fold applied), storing nothing
         and queueing nothing: the prewarm evaluates it, the evaluation measures it."""
-        read = await self.read(conv_id, card, setup, persona)
+        read = await self.read(conv_id, card, setup, persona, group=group)
         decision = self.plan(read, queue_by_trigger=False)
         return self._prepared(read, decision, decision.state, None, setup, persona, "", NO_RECALL)
 
@@ -346,6 +371,7 @@ class Prompter:
         persona: Persona,
         *,
         before_id: int | None = None,
+        group: GroupTurn | None = None,
     ) -> TurnRead:
         """Everything the turn's plan and prompt need, from bounded reads; nothing is written
         (token counts are cached on their rows, as always)."""
@@ -397,10 +423,14 @@ class Prompter:
         lore_text = lore.text
         note = _author_note_text(settings, setup, persona)
         deep = settings.author_note_depth > 0
+        # A group names who answers last of all, so the speaker is all that changes.
+        named = speaker_note(setup.display_name) if group is not None else ""
         notes = "\n\n".join(
-            part for part in (lore_text, "" if deep else note, setup.post_history) if part
+            part for part in (lore_text, "" if deep else note, setup.post_history, named) if part
         )
-        portrait = self.portrait(card)
+        # A group's shared prefix holds no one member's picture (it would change with the
+        # speaker and be evaluated again with everything after it).
+        portrait = self.portrait(card) if group is None else None
         fixed = await self.count_setup(setup.system_text)
         fixed += sum(await self.engine.count_tokens_many([notes, note if deep else ""]))
         if portrait is not None:
@@ -439,6 +469,7 @@ class Prompter:
             fixed_tokens=fixed,
             notices=notices,
             warnings=warnings,
+            group=group,
         )
 
     def plan(self, read: TurnRead, *, queue_by_trigger: bool) -> TurnDecision:
@@ -642,7 +673,10 @@ class Prompter:
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
-            extra_stops=(MEMORY_TITLE,),
+            extra_stops=(
+                MEMORY_TITLE,
+                *(read.group.stops(setup.display_name) if read.group is not None else ()),
+            ),
             state=self.state_ref(read.conv_id, read.portrait, setup.key, persona.name),
         )
         if prefill:

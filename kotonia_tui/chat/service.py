@@ -37,7 +37,9 @@ from kotonia_tui.chat.events import (
 )
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
+from kotonia_tui.chat.groups import GroupChats
 from kotonia_tui.chat.images import store_image
+from kotonia_tui.chat.impersonate import impersonate
 from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import LoreTurn
@@ -46,6 +48,7 @@ from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
     ContinuationTooLongError,
+    GroupTurn,
     Prompter,
     SetupTooLargeError,
 )
@@ -60,12 +63,14 @@ from kotonia_tui.domain import (
     FoldStatus,
     Message,
     Persona,
+    ReplyOrder,
     Role,
     StoredConversation,
     StoredFoldJob,
     StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
+    StoredQuickReply,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
 from kotonia_tui.memory.assembly import PromptLine, history_for_next_turn, prompt_message
@@ -118,6 +123,7 @@ class ChatService:
         DerivedCopies().forget_cards_except(card.key for card in library.cards)
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
+        self.groups = GroupChats(self)  # casts, who answers, runs of replies (chat/groups.py)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
         self._active_conv: int | None = None  # the conversation of the last turn
         self._prewarm_task: asyncio.Task[None] | None = None
@@ -212,12 +218,18 @@ class ChatService:
         card is gone), and the name the user goes by in the story: what the user's latest line
         is signed with (an imported chat keeps its own name for the user), else `persona_of`."""
         conv = self.store.get_conversation(conv_id)
-        card = self.library.card_of(conv.character_key, conv.character_name)
-        char = card.display_name if card is not None else conv.character_name
         user = self.persona_of(conv).name
         latest = self.store.last_message_by(conv_id, Role.USER)
         if latest is not None and latest.speaker.strip():
             user = latest.speaker.strip()
+        if self.groups.is_group(conv_id):  # every member, each by the name its lines carry
+            members = []
+            for member in self.groups.cast(conv_id):
+                card = self.library.card_of(member.character_key, member.character_name)
+                members.append(card.display_name if card is not None else member.character_name)
+            return Cast.group(members, user)
+        card = self.library.card_of(conv.character_key, conv.character_name)
+        char = card.display_name if card is not None else conv.character_name
         return Cast(char=char, user=user)
 
     def budgets_for(self, conv_id: int) -> Budgets:
@@ -245,6 +257,8 @@ class ChatService:
             return self.prompter.budgets, None
         try:
             setup = self.setup_for(card, self.persona_of(conv))
+            if self.groups.is_group(conv_id):  # the cast's shared setup
+                setup = self.groups.speaker(conv, self.persona_of(conv), card.key).setup
             settings = self.prompter.turn_settings(conv_id, card.key)
         except (ChatError, ChatSettingsError):
             return self.prompter.budgets, None
@@ -326,11 +340,9 @@ class ChatService:
         """Evaluate the post-fold prompt now, so the turn that applies the fold is cheap."""
         try:
             conv = self.store.get_conversation(conv_id)
-            card = self._card(conv)
             persona = self.persona_of(conv)
-            prepared = await self.prompter.preview(
-                conv_id, card, self.setup_for(card, persona), persona
-            )
+            card, setup, group = await self.speaking(conv, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
             if not prepared.plan.apply_landed:
                 return
             result = await self.engine.prewarm(prepared.request).result()
@@ -353,18 +365,19 @@ class ChatService:
         *,
         user_message: StoredMessage | None = None,
         target: StoredMessage | None = None,
+        speaker_key: str | None = None,
     ) -> Turn:
         """Prepare the prompt and start the turn's task (the service keeps it until it ends).
 
         A regenerated or continued reply (`target`) and what follows it are left out of the
-        prompt; a continuation starts from the reply's text.
+        prompt; a continuation starts from the reply's text. In a group, `speaker_key` (or the
+        target's speaker) says who writes the reply.
         """
-        card = self._card(conv)
         persona = self.persona_of(conv)
         self._active_conv = conv.id
-        # Rendering a big setup (macros filled in, up to the card bounds) is CPU work: off the
-        # event loop. The prompt itself is prepared asynchronously (counts and lore off-loop).
-        setup = await asyncio.to_thread(self.setup_for, card, persona)
+        if speaker_key is None and target is not None:
+            speaker_key = target.character_key
+        card, setup, group = await self.speaking(conv, persona, speaker_key)
         try:
             prepared = await self.prompter.prepare(
                 conv.id,
@@ -374,6 +387,7 @@ class ChatService:
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
                 wait=self._fold_waiter(conv.id),
+                group=group,
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -398,12 +412,53 @@ class ChatService:
             user_name=persona.name,
             user_message=user_message,
             target=target,
+            speaker_key=card.key if group is not None else None,
         )
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         turn.add_done_callback(self._settle)
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
+
+    async def speaking(
+        self, conv: StoredConversation, persona: Persona, speaker_key: str | None = None
+    ) -> tuple[CharacterCard, CharacterSetup, GroupTurn | None]:
+        """Who writes the next reply: the card, its setup (in a group, over the cast's shared
+        text; a group's speaker is `speaker_key`, else the first its reply order picks, else
+        its first unmuted member) and the group (None: a one-card chat)."""
+        if not self.groups.is_group(conv.id):
+            card = self._card(conv)
+            # Rendering a big setup (macros filled in, up to the card bounds) is CPU work: off
+            # the event loop. The prompt is prepared asynchronously (counts and lore off-loop).
+            return card, await asyncio.to_thread(self.setup_for, card, persona), None
+        if speaker_key is None:
+            members = self.groups.cast(conv.id)
+            planned = self.groups.planned(conv)
+            speaker_key = next(
+                iter(planned),
+                next((m.character_key for m in members if not m.muted), members[0].character_key),
+            )
+        found = await asyncio.to_thread(self.groups.speaker, conv, persona, speaker_key)
+        return found.card, found.setup, found.group
+
+    async def impersonate(self, conv_id: int) -> str:
+        """The player's next line in the persona's voice, for the input box: never stored,
+        never sent by itself (chat/impersonate.py)."""
+        return await impersonate(self, conv_id)
+
+    def quick_replies(self, conv_id: int) -> list[StoredQuickReply]:
+        """The player's quick replies for this conversation: the global ones, then those of
+        each card in its cast."""
+        keys = [m.character_key for m in self.store.cast(conv_id)]
+        return self.store.quick_replies(keys)
+
+    async def group_turn(
+        self, conv: StoredConversation, speaker_key: str, *, user_message: StoredMessage | None
+    ) -> Turn:
+        """One group reply by `speaker_key` (chat/groups.py runs them)."""
+        return await self._turn(
+            conv, TurnKind.NEW, user_message=user_message, speaker_key=speaker_key
+        )
 
     def _fold_waiter(self, conv_id: int) -> Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]:
         """How one turn waits for folds: while the fold makes progress (chat/fold/wait.py),
@@ -476,10 +531,9 @@ class ChatService:
         types, so its first turn evaluates only the new message."""
         try:
             conv = self.store.get_conversation(conv_id)
-            card = self._card(conv)
             persona = self.persona_of(conv)
-            setup = await asyncio.to_thread(self.setup_for, card, persona)
-            prepared = await self.prompter.preview(conv_id, card, setup, persona)
+            card, setup, group = await self.speaking(conv, persona)
+            prepared = await self.prompter.preview(conv_id, card, setup, persona, group)
         except (ChatError, StoreError, SetupTooLargeError, EngineError) as exc:
             log.info("conversation %s opened cold: %s", conv_id, exc)
             return
@@ -505,15 +559,33 @@ class ChatService:
         self._state_tasks.add(task)
         task.add_done_callback(self._state_tasks.discard)
 
-    async def send(self, conv_id: int, text: str, images: Sequence[str] = ()) -> Turn:
-        """Store the user's message, then return the turn that generates the reply."""
+    async def send(
+        self, conv_id: int, text: str, images: Sequence[str] = (), speaker: str | None = None
+    ) -> Turn:
+        """Store the user's message, then return the turn that generates the reply (in a
+        group: `speaker`'s, or the first the reply order picks; `groups.send` gives them all)."""
+        conv = self.store.get_conversation(conv_id)
+        if (
+            speaker is None
+            and self.groups.is_group(conv_id)
+            and self.store.reply_order(conv_id) is ReplyOrder.MANUAL
+        ):
+            raise ChatError(
+                "this group answers in manual order: pick who answers (nothing was sent)"
+            )
+        user = self.store_user_message(conv, text, images)
+        return await self._turn(conv, TurnKind.NEW, user_message=user, speaker_key=speaker)
+
+    def store_user_message(
+        self, conv: StoredConversation, text: str, images: Sequence[str] = ()
+    ) -> StoredMessage:
+        """The player's message, stored before anything else of its turn."""
         if not text.strip() and not images:
             raise ChatError("an empty message was not sent")
-        conv = self.store.get_conversation(conv_id)
         user_name = self.persona_of(conv).name
-        user = self.store.add_message(
+        return self.store.add_message(
             Message(
-                conversation_id=conv_id,
+                conversation_id=conv.id,
                 role=Role.USER,
                 speaker=user_name,
                 text=text,
@@ -521,7 +593,6 @@ class ChatService:
                 segments=parse_segments(text, speaker=user_name, listener=conv.character_name),
             )
         )
-        return await self._turn(conv, TurnKind.NEW, user_message=user)
 
     async def answer(self, conv_id: int) -> Turn:
         """The character's reply to the last message, when that message is not the
@@ -648,6 +719,8 @@ class ChatService:
         try:
             card = self._card(conv)
             setup = self.setup_for(card, self.persona_of(conv))
+            if self.groups.is_group(conv_id):  # the cast's shared setup, as the turns carry
+                setup = self.groups.speaker(conv, self.persona_of(conv), card.key).setup
             setup_tokens = prompter.setup_tokens(setup.system_text)
             name = setup.display_name
             settings = prompter.turn_settings(conv_id, card.key)

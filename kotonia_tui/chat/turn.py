@@ -68,6 +68,7 @@ class Turn:
         user_name: str,
         user_message: StoredMessage | None,
         target: StoredMessage | None = None,
+        speaker_key: str | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
@@ -78,6 +79,7 @@ class Turn:
         self.user_name = user_name
         self.user_message = user_message
         self.target = target  # the reply regenerated or continued
+        self.speaker_key = speaker_key  # a group reply's card (stored on the reply)
         self.notices = list(prepared.notices)
         self._stop: tuple[TurnOutcome, str] | None = None  # why it was asked to stop
         self._events: list[TurnEvent] = []
@@ -130,6 +132,7 @@ class Turn:
             "fold_applied": plan.apply_landed,
             "fold_wait_ms": round(self.prepared.fold_wait_ms, 1),
             "recalled": self.prepared.recall.message_ids,
+            **({"speaker": self.setup.display_name} if self.speaker_key is not None else {}),
         }
 
     async def wait(self) -> TurnDone:
@@ -284,6 +287,7 @@ class Turn:
                     status=status,
                     status_reason=reason,
                     reasoning=result.reasoning or None,
+                    character_key=self.speaker_key,
                 )
             )
         store.add_turn_metrics(self.conv.id, reply.id, result.metrics)

@@ -17,7 +17,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +29,7 @@ from kotonia_tui.chatfiles.errors import ImportFormatError
 from kotonia_tui.chatfiles.st_metadata import metadata_with_settings, settings_from_metadata
 from kotonia_tui.domain import (
     Alternative,
+    CastMember,
     ChatSettings,
     Conversation,
     Message,
@@ -51,7 +52,9 @@ ST = "sillytavern"  # the extra key holding SillyTavern fields Kotonia has no pl
 KOTONIA = "kotonia"  # our own block inside a SillyTavern message's `extra` (segments, status)
 
 _MAPPED = ("name", "is_user", "is_system", "send_date", "mes", "swipes", "swipe_id", "swipe_info")
-_HEADER_MAPPED = ("user_name", "character_name", "create_date")
+_HEADER_MAPPED = ("user_name", "character_name", "create_date", "kotonia_cast")
+# A group's cast in the header Kotonia writes: [{"name", "character", "muted"}, ...] in order.
+CAST_KEY = "kotonia_cast"
 _ST_STAMP = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2})\s*@\s*(\d{1,2})h\s*(\d{1,2})m\s*(\d{1,2})s(?:\s*(\d{1,3})ms)?$"
 )
@@ -199,6 +202,9 @@ class ChatFile:
         self._json_list = False
         self._base = utcnow()
         self._done = False
+        # The characters' names in the order they first speak, each with the card file
+        # SillyTavern's group chats name on its lines (`original_avatar`), when one does.
+        self.speakers: dict[str, str | None] = {}
         self.read = ReadProgress()  # how far the file has been read (lines, bytes, messages)
 
     def messages(self) -> Iterator[Message]:
@@ -304,7 +310,25 @@ class ChatFile:
             self._newest = message.created_at
         if self._character is None and message.role is Role.CHARACTER:
             self._character = message.speaker
+        if message.role is Role.CHARACTER and message.speaker not in self.speakers:
+            st = message.extra.get(ST)
+            fields = st.get("fields") if isinstance(st, dict) else None
+            avatar = fields.get("original_avatar") if isinstance(fields, dict) else None
+            self.speakers[message.speaker] = avatar if isinstance(avatar, str) else None
         return message
+
+    def cast(self) -> list[tuple[str, str | None, bool]]:
+        """A group chat's cast as the file gives it, (name, card key, muted) in order: the
+        header's `kotonia_cast` (what Kotonia wrote: the order, the cards and who was muted,
+        members who never spoke included), else every character who speaks, in the order they
+        first do (the card key from the card file the lines name). Fewer than two: not a
+        group. Call after `messages()` is exhausted."""
+        kept = self._header.get(CAST_KEY)
+        if isinstance(kept, list) and all(
+            isinstance(m, dict) and isinstance(m.get("name"), str) for m in kept
+        ):
+            return [(m["name"], _opt_str(m.get("character")), m.get("muted") is True) for m in kept]
+        return [(name, _avatar_key(avatar), False) for name, avatar in self.speakers.items()]
 
     def _parse(self, raw: bytes, where: str, *, first: bool, label: str) -> Any:
         decoded = decode_utf8(raw, bom=first)
@@ -416,6 +440,11 @@ def _lines(handle: BinaryIO, path: Path, read: ReadProgress) -> Iterator[bytes]:
             )
         read.advance(number, len(raw))
         yield raw
+
+
+def _avatar_key(avatar: str | None) -> str | None:
+    """The card a SillyTavern group line names by its file ("Rowan Ashby.png")."""
+    return Path(avatar).stem or None if avatar else None
 
 
 def _kind(value: object) -> str:
@@ -590,6 +619,7 @@ def write_sillytavern(
     out: IO[str],
     image_data: ImageData | None = None,
     settings: ChatSettings | None = None,
+    cast: Sequence[CastMember] = (),
 ) -> int:
     """Write a SillyTavern `.jsonl` chat (header, then one line per message); returns the count.
 
@@ -599,11 +629,23 @@ def write_sillytavern(
     One object per line, each line ended by a newline (the last one too, as text files end).
     With `image_data`, a message's attached images go into `extra`: the first as `image` (a
     data URL, which SillyTavern shows), all of them as `kotonia_images`.
+
+    A group's `cast` (two members or more) goes into the header as `kotonia_cast` (its order
+    and who is muted), and each member's line names its card file as SillyTavern's group
+    chats do (`original_avatar`, the card key with `.png`), unless the line came with one.
     """
-    out.write(_dumps(_header(conv, settings or ChatSettings())) + "\n")
+    header = _header(conv, settings or ChatSettings())
+    group = len(cast) > 1
+    if group:
+        header[CAST_KEY] = [
+            {"name": m.character_name, "character": m.character_key, "muted": m.muted} for m in cast
+        ]
+    out.write(_dumps(header) + "\n")
     count = 0
     for msg in messages:
         line = st_message(msg)
+        if group and msg.character_key and "original_avatar" not in line:
+            line["original_avatar"] = f"{msg.character_key}.png"
         if image_data is not None and msg.images:
             urls = [_data_url(*image_data(digest)) for digest in msg.images]
             extra = dict(line.get("extra") or {})

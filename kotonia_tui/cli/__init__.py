@@ -141,6 +141,12 @@ def _branch(args: argparse.Namespace, settings: Settings) -> int:
     return branch(args, settings)
 
 
+def _quick_replies(args: argparse.Namespace, settings: Settings) -> int:
+    from kotonia_tui.cli.quick_replies import quick_replies
+
+    return quick_replies(args, settings)
+
+
 def _settings(args: argparse.Namespace, settings: Settings) -> int:
     from kotonia_tui.cli.settings import chat_settings
 
@@ -199,6 +205,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="send TEXT and print only the reply; repeatable (several turns, in order)",
     )
     chat.add_argument("--conversation", type=int, metavar="ID", help="continue conversation ID")
+    chat.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        default=[],
+        metavar="OTHER",
+        help="a group chat: OTHER card joins the cast (repeatable; each reply prints as "
+        "'Name: text'); with --conversation, joins it from now on",
+    )
+    chat.add_argument(
+        "--order",
+        choices=["natural", "list"],
+        help="who answers in a group: natural (a member named in the message first, then by "
+        "talkativeness) or list (every member in turn); kept for the conversation",
+    )
     chat.add_argument(
         "--greeting", type=int, default=0, metavar="N", help="which greeting opens a new one (0)"
     )
@@ -297,6 +318,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_eval_arguments(evaluate)
 
+    quick = sub.add_parser(
+        "quick-replies",
+        help="list, add, delete or import your quick replies (Alt+1-9 and Alt+Q in a chat)",
+    )
+    quick.add_argument("--character", metavar="KEY", help="one character's (default: global)")
+    quick.add_argument("--add", metavar="LABEL", help="add a quick reply with this label")
+    quick.add_argument("--text", metavar="TEXT", help="its text (with --add)")
+    quick.add_argument(
+        "--insert", action="store_true", help="put it into the message box instead of sending"
+    )
+    quick.add_argument("--delete", type=int, metavar="ID", help="delete quick reply ID")
+    quick.add_argument(
+        "--import",
+        dest="import_file",
+        metavar="FILE",
+        help="import a SillyTavern quick-reply set (.json); slash commands are left out",
+    )
+    quick.add_argument("--json", action="store_true", help="print a JSON list")
+
     doctor = sub.add_parser("doctor", help="check paths, model files, database and libraries")
     doctor.add_argument("--load", action="store_true", help="also load the model")
 
@@ -313,6 +353,7 @@ TEXT_ARGUMENTS = {
     "duplicate": {"title": "--title"},
     "branch": {"message": "the message number", "title": "--title"},
     "search": {"query": "the query"},
+    "quick-replies": {"add": "--add", "text": "--text", "character": "--character"},
 }
 
 
@@ -397,6 +438,7 @@ def _run(args: argparse.Namespace) -> int:
             "export": _export,
             "doctor": _doctor,
             "settings": _settings,
+            "quick-replies": _quick_replies,
             "personas": _personas,
             "rename": _rename,
             "delete": _delete,

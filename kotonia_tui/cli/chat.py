@@ -10,7 +10,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -26,6 +26,7 @@ from kotonia_tui.chat.events import (
     ServiceEvent,
 )
 from kotonia_tui.chat.images import read_image
+from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.personas import PersonaBook, check_name
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import Turn
@@ -38,7 +39,7 @@ from kotonia_tui.cli.chat_commands import (
 )
 from kotonia_tui.cli.output import TypedText, UserError, progress, say
 from kotonia_tui.config import Settings
-from kotonia_tui.domain import Conversation, MessageStatus, Role, StoredPersona
+from kotonia_tui.domain import Conversation, MessageStatus, ReplyOrder, Role, StoredPersona
 from kotonia_tui.terminal_text import visible
 
 
@@ -46,7 +47,9 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
     typed = TypedText()  # for what is typed on standard input; the arguments are text already
     # Everything the user could have typed wrong is checked before the model loads.
-    card = open_library(settings).find(args.character)
+    library = open_library(settings)
+    card = library.find(args.character)
+    others = _others(library, card, args.with_)
     if args.persona is not None:
         args.persona = check_name(args.persona)
     for text in args.say:
@@ -56,13 +59,17 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
         read_image(Path(image))  # a FIFO, a device or a broken picture: said before the model
     if args.conversation is not None:
         with open_store(settings, args.db) as store:
-            _check_conversation(store.get_conversation(args.conversation), card, settings)
+            conv = store.get_conversation(args.conversation)
+            _check_conversation(
+                conv, [m.character_key for m in store.cast(conv.id)], card, settings
+            )
     service = await asyncio.to_thread(open_service, settings, db=args.db, progress=progress(err))
     closing = "the chat ended"
     try:
         await service.start()
         service.subscribe(lambda event: _print_event(event, err))
         card = service.library.find(args.character)
+        others = [service.library.find(other.key) for other in others]
         persona = _persona(service.personas, args.persona) if args.persona else None
         if args.conversation is not None:
             conv = service.store.get_conversation(args.conversation)
@@ -75,16 +82,35 @@ async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
                     "read again on this turn)",
                     stream=err,
                 )
+            cast = {m.character_key for m in service.store.cast(conv.id)}
+            for other in others:
+                if other.key not in cast:
+                    service.groups.add_member(conv.id, other)
+                    say(f"{other.name} joined conversation {conv.id}", stream=err)
+        elif others:
+            conv = service.groups.new_group([card, *others], persona=persona)
+            names = ", ".join(c.name for c in [card, *others])
+            say(f"conversation {conv.id} with {names}", stream=err)
+            if not args.say:
+                for greeting in service.store.recent_messages(conv.id, len(others) + 1):
+                    say(f"{greeting.speaker}: {greeting.text}\n")
         else:
             conv = service.new_conversation(card, greeting=args.greeting, persona=persona)
             say(f"conversation {conv.id} with {card.name}", stream=err)
             opening = service.store.last_message(conv.id)
             if opening is not None and not args.say:
                 say(f"{opening.speaker}: {opening.text}\n")
+        if args.order is not None:
+            service.store.set_reply_order(conv.id, ReplyOrder(args.order))
         images = [service.attach_image(Path(p)) for p in args.image]
-        if args.say:
+        if args.say and service.groups.is_group(conv.id):
+            for index, text in enumerate(args.say):
+                await _say_group(service, conv.id, text, images if index == 0 else [], args)
+        elif args.say:
             for index, text in enumerate(args.say):
                 await _say(service, conv.id, text, images if index == 0 else [], args)
+        elif service.groups.is_group(conv.id):
+            await _interactive_group(service, conv.id, images, args, typed)
         else:
             await _interactive(service, conv.id, card.display_name, images, args, typed)
         if args.wait_folds:
@@ -108,9 +134,31 @@ def _persona(book: PersonaBook, name: str) -> StoredPersona:
         return made
 
 
-def _check_conversation(conv: Conversation, card: CharacterCard, settings: Settings) -> None:
+def _others(
+    library: CharacterLibrary, card: CharacterCard, names: list[str]
+) -> list[CharacterCard]:
+    """The cards `--with` names, each once and none of them the conversation's own."""
+    others: list[CharacterCard] = []
+    for name in names:
+        other = library.find(name)
+        if other.key == card.key or other in others:
+            raise UserError(f"--with {name}: {other.name} ({other.key}) is in the group already")
+        others.append(other)
+    return others
+
+
+def _check_conversation(
+    conv: Conversation, cast: list[str], card: CharacterCard, settings: Settings
+) -> None:
     """A conversation is continued only with its own card (by key, or by name for a chat
-    filed under the character's name)."""
+    filed under the character's name), or in a group with one of its members."""
+    if len(cast) > 1:
+        if card.key not in cast:
+            raise UserError(
+                f"conversation {conv.id} is a group of {', '.join(cast)}; {card.name} "
+                f"(card {card.key}) is not in it (--with {card.key} adds it)"
+            )
+        return
     found = open_library(settings).card_of(conv.character_key, conv.character_name)
     if found is None or found.key != card.key:
         raise UserError(
@@ -133,6 +181,62 @@ async def _say(
         _print_stats(turn)
     if done.error:
         raise UserError(done.error)
+
+
+async def _say_group(
+    service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
+) -> None:
+    """The group's replies to `text`, each as "Name: text" on standard output."""
+    run = await service.groups.send(conv_id, text, tuple(images))
+    async for turn in run:
+        done = await turn.wait()
+        if done.reply is not None:
+            say(f"{done.reply.speaker}: {done.reply.text}")
+            if done.reply.status is not MessageStatus.COMPLETE:
+                say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+        if args.stats:
+            _print_stats(turn)
+        if done.error:
+            raise UserError(done.error)
+
+
+async def _interactive_group(
+    service: ChatService,
+    conv_id: int,
+    images: list[str],
+    args: argparse.Namespace,
+    typed: TypedText,
+) -> None:
+    print(
+        "Type a message and press Enter; the group answers by its order. Ctrl-C stops the "
+        "replies, Ctrl-D quits.",
+        file=sys.stderr,
+    )
+    user = visible(service.persona_of(service.store.get_conversation(conv_id)).name, one_line=True)
+    while True:
+        try:
+            text = typed(await _read_line(f"{user}: "), "standard input")
+        except EOFError:
+            print(file=sys.stderr)
+            return
+        if not text.strip() and not images:
+            continue
+        run = await service.groups.send(conv_id, text, tuple(images))
+        images = []
+        async for turn in run:
+            say(f"{turn.setup.display_name}: ", end="", one_line=True)
+            with _ctrl_c_stops(turn, run.stop):
+                async for event in turn:
+                    if isinstance(event, ReplyDelta):
+                        say(event.text, end="")
+            print()
+            done = await turn.wait()
+            if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
+                say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+            if done.error:
+                say(f"error: {done.error}", stream=sys.stderr)
+            if args.stats:
+                _print_stats(turn)
 
 
 async def _interactive(
@@ -228,13 +332,20 @@ async def _read_line(prompt: str) -> str:
 
 
 @contextmanager
-def _ctrl_c_stops(turn: Turn) -> Iterator[None]:
+def _ctrl_c_stops(turn: Turn, stop: Callable[[], None] | None = None) -> Iterator[None]:
     """While a reply streams, Ctrl-C stops it (what was written is stored, marked as stopped)
-    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program)."""
+    and the chat goes on; before and after, Ctrl-C is asyncio's own (it ends the program).
+    In a group, `stop` ends the run of replies too."""
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
+
+    def stopped() -> None:
+        if stop is not None:
+            stop()
+        turn.interrupt("Ctrl-C")
+
     try:
-        loop.add_signal_handler(signal.SIGINT, turn.interrupt, "Ctrl-C")
+        loop.add_signal_handler(signal.SIGINT, stopped)
     except (NotImplementedError, RuntimeError, ValueError):
         # No signal handling here (not the main thread, or no such support on the platform):
         # Ctrl-C ends the program, and closing the service still stores the reply.

@@ -60,6 +60,7 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
             )
         else:
             convs = store.list_conversations()
+        casts = {c.id: store.cast(c.id) for c in convs}  # a one-card chat: its card
     rows = [
         {
             "id": c.id,
@@ -69,6 +70,10 @@ def conversations(args: argparse.Namespace, settings: Settings) -> int:
             "updated": c.updated_at.isoformat(timespec="seconds"),
             "title": c.title,
             "persona": c.persona_name,
+            "cast": [
+                {"character": m.character_key, "name": m.character_name, "muted": m.muted}
+                for m in casts[c.id]
+            ],
         }
         for c in convs
     ]
@@ -213,11 +218,12 @@ def export_chat(args: argparse.Namespace, settings: Settings) -> int:
         conv = store.get_conversation(args.id)
         messages = store.iter_messages(args.id)
         chat_settings = store.conversation_settings(args.id)
+        cast = store.cast(args.id)
         if args.output:
             out_path = Path(args.output)
             with replacing(out_path, stream_ok=True) as out:
-                count = write_sillytavern(conv, messages, out, store.get_image, chat_settings)
+                count = write_sillytavern(conv, messages, out, store.get_image, chat_settings, cast)
             say(f"wrote {plural(count, 'message')} to {out_path}", stream=sys.stderr)
         else:
-            write_sillytavern(conv, messages, sys.stdout, store.get_image, chat_settings)
+            write_sillytavern(conv, messages, sys.stdout, store.get_image, chat_settings, cast)
     return 0

@@ -57,10 +57,23 @@ CHRONICLER = "Chronicler"
 
 @dataclass(frozen=True)
 class Cast:
-    """Who a story is between: the character's name and the name the user goes by in it."""
+    """Who a story is between: the character's name and the name the user goes by in it. A
+    group (issue 31) names every member in `members`, in the cast's order, and `char` joins
+    them ("Rowan, Mira, Lin"): the chronicler is told the story is between all of them, and
+    each line of its source is signed by the member who spoke it (`render_source`)."""
 
     char: str
     user: str
+    members: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The characters' names, each whole (a group's members, or the one character)."""
+        return self.members or (self.char,)
+
+    @classmethod
+    def group(cls, members: Sequence[str], user: str) -> Cast:
+        return cls(char=", ".join(members), user=user, members=tuple(members))
 
     def in_story(self, messages: Sequence[Message]) -> Cast:
         """The cast as these messages name it: the user is called what the user's own lines
@@ -548,7 +561,7 @@ class ChronicleReply:
             return None
         # The character's own name is not quoted for: a line that names them ("Goodnight,
         # Corwin.") tells memory nothing the story does not.
-        char = {word.casefold() for word in self.request.cast.char.split()}
+        char = {word.casefold() for name in self.request.cast.names for word in name.split()}
         misses = [m for m in self.misses if m.casefold() not in char]
         return with_quotes(self.structure, quoted_lines(self.request.messages, misses))
 
@@ -594,6 +607,7 @@ def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
         request.messages,
         char=request.cast.char,
         user=request.cast.user,
+        members=request.cast.members,
         open_threads=source.open_threads,
         replaceable=source.replaceable,
     )

@@ -387,6 +387,7 @@ def read_chapter(
     user: str,
     open_threads: Sequence[str],
     replaceable: Sequence[str],
+    members: Sequence[str] = (),
 ) -> StructuredChapter:
     """The answer checked against its source, item by item through its list's checks
     (`ITEM_CHECKS`, `CLAIM_CHECKS`, `RESOLVED_CHECKS`): an item with no text, not grounded in
@@ -397,7 +398,7 @@ def read_chapter(
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
-    cast = (char, user)
+    cast = (char, user, *members)  # a group's members by name, each whole
     texts = {i: m.text for i, m in by_id.items()}
     user_texts = {i: texts[i] for i in user_ids}
     dropped: list[Dropped] = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation, utcnow
-from kotonia_tui.store import conversations, fold_jobs, memory_rows
+from kotonia_tui.store import cast, conversations, fold_jobs, memory_rows
 from kotonia_tui.store.codec import ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import NotFoundError, StoreError
@@ -30,8 +30,8 @@ from kotonia_tui.store.messages import next_message_id
 from kotonia_tui.store.records import MemoryState
 
 _MESSAGE_FIELDS = (
-    "role, speaker, text, scene_date, segments, images, created_at, edited, status, status_reason, "
-    "reasoning, chosen, extra"
+    "role, speaker, text, scene_date, segments, images, created_at, edited, status, "
+    "status_reason, reasoning, chosen, extra, character_key"
 )
 _ALTERNATIVE_FIELDS = "idx, text, segments, status, status_reason, reasoning, created_at, extra"
 
@@ -73,6 +73,7 @@ def branch_conversation(
         chapter_ids, stale = _copy_chapters(db, source.id, created.id, through, synopsis_through)
         shared = _copy_state(db, state, created.id, through, chapter_ids, synopsis_ids)
         _copy_settings(db, source.id, created.id)
+        cast.copy_cast(db, source.id, created.id)
         if not shared:
             _fresh_state(db, created.id, synopsis_through)
         for first, last_id in stale:

@@ -38,7 +38,7 @@ from kotonia_tui.store.errors import NotFoundError, StoreError
 _IN_CHUNK = 500  # ids per `IN (...)` list; far below SQLite's parameter limit
 _MESSAGE_COLUMNS = (
     "id, conversation_id, role, speaker, text, segments, images, created_at, edited, status, "
-    "status_reason, reasoning, chosen, extra"
+    "status_reason, reasoning, chosen, extra, character_key"
 )
 
 
@@ -89,6 +89,7 @@ def _message_row(msg: Message, conv_id: int, msg_id: int) -> dict[str, object]:
         "reasoning": msg.reasoning,
         "chosen": msg.chosen,
         "extra": json_to_db(msg.extra, f"{what} extra"),
+        "character_key": msg.character_key,
     }
 
 
@@ -442,6 +443,7 @@ def _hydrate(
                     chosen=row["chosen"],
                     token_counts=tokens.get(row["id"], {}),
                     extra=dict_from_db(row["extra"]),
+                    character_key=row["character_key"],
                 )
             )
     return messages

@@ -517,6 +517,44 @@ def _provenance_columns(db: Db) -> None:
     )
 
 
+# Issue 31: group chats and quick replies.
+# - A group conversation's cast: its cards in a stable order (the shared setup joins them in
+#   it), each muted or not. A conversation with no cast rows is a one-card chat with
+#   conversations.character_key; a group lists every member, the first card included.
+# - Who spoke a group reply: the card's key on the message (the name stays in `speaker`).
+# - How the group picks who answers (domain.ReplyOrder), kept per conversation.
+# - Quick replies: the player's snippets, global (character_key NULL) or one character's.
+_STEP_GROUP_CHATS = [
+    """CREATE TABLE conversation_cast (
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        character_key TEXT NOT NULL,
+        character_name TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        muted INTEGER NOT NULL DEFAULT 0,
+        added_at TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, character_key),
+        UNIQUE (conversation_id, position)
+    ) WITHOUT ROWID""",
+    "ALTER TABLE messages ADD COLUMN character_key TEXT",
+    "ALTER TABLE conversations ADD COLUMN reply_order TEXT NOT NULL DEFAULT 'natural'",
+    """CREATE TABLE quick_replies (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        character_key TEXT,
+        label TEXT NOT NULL,
+        text TEXT NOT NULL,
+        send INTEGER NOT NULL DEFAULT 1,
+        position INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX quick_replies_by_character ON quick_replies(character_key, position, id)",
+]
+
+
+def _group_chats(db: Db) -> None:
+    """Issue 31: casts, the speaker's card on messages, the reply order, quick replies."""
+    _run(_STEP_GROUP_CHATS)(db)
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -531,6 +569,7 @@ STEPS: list[Callable[[Db], None]] = [
     _search_by_script,
     _scene_dates,
     _provenance_columns,
+    _group_chats,
 ]
 SCHEMA_VERSION = len(STEPS)
 

@@ -15,16 +15,20 @@ from types import TracebackType
 
 from kotonia_tui.domain import (
     Alternative,
+    CastMember,
     Chapter,
     ChatSettings,
     Conversation,
     FoldJob,
     FoldStatus,
+    GroupCast,
     LedgerEnding,
     LedgerEntry,
     Message,
     MessageStatus,
     NewChapter,
+    QuickReply,
+    ReplyOrder,
     Role,
     Segment,
     StoredChapter,
@@ -33,12 +37,14 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
     StoredPersona,
+    StoredQuickReply,
     StoredSynopsis,
     Synopsis,
     TurnMetrics,
 )
 from kotonia_tui.store import (
     branching,
+    cast,
     chat_settings,
     conversations,
     fold_jobs,
@@ -49,6 +55,7 @@ from kotonia_tui.store import (
     metrics,
     migrations,
     personas,
+    quick_replies,
     search,
     vectors,
 )
@@ -194,6 +201,43 @@ class Store:
             raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
         return branching.branch_conversation(self._db, source_id, through_id, conv)
 
+    # Group casts and quick replies (issue 31) -------------------------------------------------
+
+    def cast(self, conv_id: int) -> list[CastMember]:
+        """The conversation's cards in their stable order (a one-card chat: its card)."""
+        return cast.cast(self._db, conv_id)
+
+    def is_group(self, conv_id: int) -> bool:
+        return cast.is_group(self._db, conv_id)
+
+    def set_cast(self, conv_id: int, members: Sequence[tuple[str, str]]) -> list[CastMember]:
+        return cast.set_cast(self._db, conv_id, list(members))
+
+    def add_cast_member(self, conv_id: int, key: str, name: str) -> list[CastMember]:
+        return cast.add_member(self._db, conv_id, key, name)
+
+    def remove_cast_member(self, conv_id: int, key: str) -> list[CastMember]:
+        return cast.remove_member(self._db, conv_id, key)
+
+    def set_cast_muted(self, conv_id: int, key: str, muted: bool) -> list[CastMember]:
+        return cast.set_muted(self._db, conv_id, key, muted)
+
+    def reply_order(self, conv_id: int) -> ReplyOrder:
+        return cast.reply_order(self._db, conv_id)
+
+    def set_reply_order(self, conv_id: int, order: ReplyOrder) -> None:
+        cast.set_reply_order(self._db, conv_id, order)
+
+    def quick_replies(self, character_keys: Sequence[str] = ()) -> list[StoredQuickReply]:
+        """The global quick replies, then those of each character named."""
+        return quick_replies.quick_replies(self._db, tuple(character_keys))
+
+    def add_quick_reply(self, reply: QuickReply) -> StoredQuickReply:
+        return quick_replies.add_quick_reply(self._db, reply)
+
+    def delete_quick_reply(self, reply_id: int) -> None:
+        quick_replies.delete_quick_reply(self._db, reply_id)
+
     # Personas ----------------------------------------------------------------------------------
 
     def personas(self) -> list[StoredPersona]:
@@ -237,6 +281,7 @@ class Store:
         *,
         described: Callable[[], Conversation] | None = None,
         settings: Callable[[], ChatSettings] | None = None,
+        cast_of: Callable[[], GroupCast] | None = None,
     ) -> StoredConversation:
         """A whole conversation in one transaction: all of it or nothing. Timestamps, speakers,
         alternatives, chosen index and extra dicts are stored as given.
@@ -244,7 +289,8 @@ class Store:
         `msgs` may be a stream (a big chat file read line by line): it is stored in batches, so
         memory stays bounded. `described`, called once the stream is exhausted, gives the
         conversation's final fields (names, dates, extra) when they depend on the messages;
-        `settings`, called then too, the conversation's settings (a chat file's metadata).
+        `settings`, called then too, the conversation's settings (a chat file's metadata);
+        `cast_of`, then too, a group's cast (fewer than two members: not a group).
         """
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; import it as a new one")
@@ -258,6 +304,8 @@ class Store:
                 conversations.describe_conversation(self._db, created.id, described())
             if settings is not None and (chosen := settings()) != ChatSettings():
                 chat_settings.set_conversation_settings(self._db, created.id, chosen)
+            if cast_of is not None and len((group := cast_of()).members) > 1:
+                cast.import_cast(self._db, created.id, group)
             return conversations.get_conversation(self._db, created.id)
 
     # Settings over the model profile (a character's, a conversation's) -------------------------

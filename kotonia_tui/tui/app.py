@@ -417,6 +417,19 @@ class KotoniaApp(App[int]):
             return
         self.push_screen(ChatScreen(reader, conv, service))
 
+    def start_group(self, cards: list[CharacterCard]) -> None:
+        """A group conversation with `cards` as its cast, in this order (issue 31)."""
+        service, reader = self.service, self.reader
+        if service is None or reader is None:
+            notify(self, self._not_ready(), title="Not started", severity="warning")
+            return
+        try:
+            conv = service.groups.new_group(cards)
+        except Exception as exc:
+            notify(self, str(exc), title="Not started", severity="error")
+            return
+        self.push_screen(ChatScreen(reader, conv, service))
+
     # ---- help ----------------------------------------------------------------------------------
 
     def help_rows(self) -> list[tuple[str, str, str, str]]:

@@ -102,7 +102,7 @@ def seed(store: Store) -> int:
     return conv.id
 
 
-async def fold(store: Store, answer: str, job: FoldJob, **values: Any) -> None:
+async def fold(store: Store, answer: str, job: FoldJob, cast: Cast = CAST, **values: Any) -> None:
     """Run one fold job on the real worker, on the fake engine answering `answer`."""
     settings = fake_settings(n_ctx=2048, **values)
     engine = FakeEngine.for_settings(settings, scripted(answer))
@@ -110,7 +110,7 @@ async def fold(store: Store, answer: str, job: FoldJob, **values: Any) -> None:
         store,
         engine,
         settings,
-        cast=lambda _conv: CAST,
+        cast=lambda _conv: cast,
         notify=lambda _event: None,
     )
     store.enqueue_fold(job)

@@ -197,7 +197,7 @@ async def _batches(
 
 
 def _judged(
-    done: Chronicled, tokens: int, target: int | None, base: str | None, names: tuple[str, str]
+    done: Chronicled, tokens: int, target: int | None, base: str | None, names: tuple[str, ...]
 ) -> FoldFailure | None:
     """A usable draft's outcome: cut at the cap, only `base` again (given when the chapters say
     more than it), or far from its target; None when it can be stored."""
@@ -250,7 +250,7 @@ async def _write(
     target = request.target_tokens
     asked = request
     drafts: list[tuple[Chronicled, int]] = []
-    names = (cast.char, cast.user)
+    names = (*cast.names, cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
     repeats = refusals = 0
     # One model call per ask (a refusal is asked again here, not inside the call as well):

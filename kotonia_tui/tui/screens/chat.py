@@ -11,7 +11,7 @@ the model could not be loaded (`service` is None then, and sending says why it c
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
@@ -33,6 +33,7 @@ from kotonia_tui.chat.events import (
     ServiceEvent,
     TurnDone,
 )
+from kotonia_tui.chat.groups import GroupRun
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.chat.turn import NO_REPLY, NOTHING_WRITTEN, Turn, TurnKind
@@ -41,6 +42,7 @@ from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
 from kotonia_tui.tui.screens.chat_manage import ConversationActions
 from kotonia_tui.tui.screens.chat_settings import ChatSettingsScreen
+from kotonia_tui.tui.screens.choose import ChooseScreen
 from kotonia_tui.tui.screens.dialogs import (
     AttachScreen,
     ConfirmScreen,
@@ -67,6 +69,11 @@ class Ask(StrEnum):
     ANSWER = "answer"  # a reply to the user's last message, which has none
     REGENERATE = "regenerate"
     CONTINUE = "continue"
+    PICK = "pick"  # a group member the player picked answers (manual order, or any time)
+    AUTO = "auto"  # the group's cast goes on by itself for AUTO_REPLIES replies
+
+
+AUTO_REPLIES = 3
 
 
 WAITING = "waiting for the memory to fold…"
@@ -106,6 +113,39 @@ class ChatScreen(ConversationActions):
         # Priority: the message box has the focus and would type the "c" otherwise.
         Binding("alt+c", "copy_message", "Copy", id="copy", show=False, priority=True),
         Binding("ctrl+b", "back", "Back", id="back"),
+        # Group chats, impersonate and quick replies (issue 31).
+        # Priority: the message box (a TextArea) binds F6 and F7, and types letters.
+        Binding(
+            "alt+p", "pick_speaker", "Who speaks next", id="pick_speaker", show=False, priority=True
+        ),
+        Binding("alt+i", "impersonate", "Impersonate", id="impersonate", show=False, priority=True),
+        Binding(
+            "alt+a", "auto_run", "Cast goes on (auto)", id="auto_run", show=False, priority=True
+        ),
+        Binding(
+            "alt+q", "quick_replies", "Quick replies", id="quick_replies", show=False, priority=True
+        ),
+        Binding("alt+g", "add_member", "Add to group", id="add_member", show=False, priority=True),
+        Binding(
+            "alt+x",
+            "remove_member",
+            "Take out of group",
+            id="remove_member",
+            show=False,
+            priority=True,
+        ),
+        Binding("alt+u", "mute_member", "Mute member", id="mute_member", show=False, priority=True),
+        *(
+            Binding(
+                f"alt+{n}",
+                f"quick_reply({n})",
+                f"Quick reply {n}",
+                id=f"quick_reply_{n}",
+                show=False,
+                priority=True,
+            )
+            for n in range(1, 10)
+        ),
     ]
 
     FOOTER_FIRST = frozenset(
@@ -135,6 +175,8 @@ class ChatScreen(ConversationActions):
         self.conv_id = conversation.id
 
         self.turn: Turn | None = None
+        self.run: GroupRun | None = None  # a group's replies, one after another
+        self._run_turns: AsyncIterator[Turn] | None = None
         self.attachments: list[tuple[str, str]] = []  # (digest, file name)
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
@@ -142,6 +184,8 @@ class ChatScreen(ConversationActions):
         self.expressions: list[Expression] = []  # the card's expression pictures (if any)
         self._card_image: CardImage | None = None
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
+        self.runs_ended = 0  # asks that ran to their end (a group's: all its replies)
+        self.impersonated = 0  # lines impersonate wrote into the box
 
     # ---- layout --------------------------------------------------------------------------
 
@@ -163,6 +207,9 @@ class ChatScreen(ConversationActions):
     def on_mount(self) -> None:
         conv = self.conversation
         self.title = visible(conv.character_name, one_line=True)
+        if self.service is not None and self.service.groups.is_group(self.conv_id):
+            names = [m.character_name for m in self.service.groups.cast(self.conv_id)]
+            self.title = visible(", ".join(names), one_line=True)  # the whole cast
         self._show_sub_title()
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
@@ -260,6 +307,11 @@ class ChatScreen(ConversationActions):
             "undo_delete",
             "branch",
             "persona",
+            "pick_speaker",
+            "impersonate",
+            "auto_run",
+            "quick_replies",
+            "quick_reply",
         }:
             return None if self.streaming else True
         return True
@@ -283,6 +335,8 @@ class ChatScreen(ConversationActions):
             notify(self, "Type a message first (Ctrl+R writes another version of the reply).")
 
     def action_cancel(self) -> None:
+        if self.run is not None:
+            self.run.stop()  # a group's run: this reply and the ones after it
         if self.turn is not None:
             self.turn.cancel()
 
@@ -305,8 +359,30 @@ class ChatScreen(ConversationActions):
     def action_continue_reply(self) -> None:
         self.run_turn(Ask.CONTINUE)
 
-    async def _start(self, service: ChatService, ask: Ask, text: str) -> Turn:
-        """Ask the service for the turn; a sent message is shown once it is stored."""
+    async def _start(self, service: ChatService, ask: Ask, text: str) -> Turn | None:
+        """Ask the service for the turn; a sent message is shown once it is stored. In a group
+        the turn is the first of a run (the others follow it: `_next_in_run`); None: nobody
+        answers (manual order: the player picks with Alt+P)."""
+        self.run, self._run_turns = None, None
+        if ask is Ask.PICK:
+            return await self._first_in_run(service.groups.reply(self.conv_id, text))
+        if ask is Ask.AUTO:
+            return await self._first_in_run(service.groups.auto(self.conv_id, AUTO_REPLIES))
+        if ask is Ask.SEND and service.groups.is_group(self.conv_id):
+            attached = tuple(digest for digest, _name in self.attachments)
+            run = await service.groups.send(self.conv_id, text, attached)
+            self.query_one(ChatInput).clear()
+            self._set_attachments([])
+            self._remove_empty_note()
+            user = service.store.last_message(self.conv_id)
+            if user is not None:
+                await self.query_one("#log", VerticalScroll).mount(
+                    MessageView(user, number=self._next_number())
+                )
+            first = await self._first_in_run(run)
+            if first is None:
+                notify(self, f"Pick who answers: {self._key_for('pick_speaker')}.")
+            return first
         if ask is Ask.SEND:
             images = [digest for digest, _name in self.attachments]
             turn = await service.send(self.conv_id, text, images)
@@ -320,17 +396,46 @@ class ChatScreen(ConversationActions):
                 )
             return turn
         if ask is Ask.ANSWER:
+            if service.groups.is_group(self.conv_id):
+                return await self._first_in_run(service.groups.answer(self.conv_id))
             return await service.answer(self.conv_id)
         if ask is Ask.REGENERATE:
             return await service.regenerate(self.conv_id)
         return await service.continue_reply(self.conv_id)
 
+    async def _first_in_run(self, run: GroupRun) -> Turn | None:
+        self.run, self._run_turns = run, run.__aiter__()
+        return await self._next_in_run()
+
+    async def _next_in_run(self) -> Turn | None:
+        """The next reply of the group's run (after the last one ended), None at its end."""
+        if self._run_turns is None:
+            return None
+        try:
+            return await anext(self._run_turns)
+        except StopAsyncIteration:
+            self.run, self._run_turns = None, None
+            return None
+
     @work(exclusive=True, group="turn")
     async def run_turn(self, ask: Ask, text: str = "") -> None:
+        """A turn, and in a group every reply of its run, one after another."""
+        turn: Turn | None = None
+        try:
+            while True:
+                turn = await self._one_turn(ask, text, turn)
+                if turn is None or self._run_turns is None:
+                    return
+        finally:
+            self.run, self._run_turns = None, None
+            self.runs_ended += 1
+
+    async def _one_turn(self, ask: Ask, text: str, previous: Turn | None) -> Turn | None:
+        """Stream one reply: the turn `ask` starts, or (after `previous`) the run's next."""
         service = self.service
         if service is None:
             notify(self, self.unavailable, title="Read only", severity="warning", timeout=10)
-            return
+            return None
         log_view = self.query_one("#log", VerticalScroll)
         if not self._at_end:
             await self._reload()  # a page opened further back: the turn goes at the end
@@ -339,7 +444,16 @@ class ChatScreen(ConversationActions):
         target: MessageView | None = None
         view: MessageView
         try:
-            turn = await self._start(service, ask, text)
+            found = await self._start(service, ask, text) if previous is None else None
+            if previous is not None:
+                found = await self._next_in_run()
+            if found is None:
+                self.streaming = False
+                self.kotonia.turn_status = ""
+                if previous is None:
+                    self.turns_ended += 1
+                return None
+            turn = found
             if turn.target is None:
                 # A new reply (to a message just sent, or to one left without an answer).
                 self._remove_empty_note()
@@ -370,7 +484,7 @@ class ChatScreen(ConversationActions):
             if ask is Ask.SEND:
                 await self._reload()
             self.turns_ended += 1
-            return
+            return None
 
         self.turn = turn
         count = 0
@@ -394,6 +508,7 @@ class ChatScreen(ConversationActions):
             self.streaming = False
             self.kotonia.turn_status = ""
             self.refresh_memory()
+        return turn
 
     def _finish(self, view: MessageView, target: MessageView | None, done: TurnDone) -> None:
         if done.reply is not None:
@@ -480,6 +595,139 @@ class ChatScreen(ConversationActions):
             await log_view.mount_all(
                 self._views_for(older, first_number=first - len(older)), after=button
             )
+
+    # ---- actions: group chats, impersonate, quick replies (issue 31) -------------------------
+
+    def action_pick_speaker(self) -> None:
+        """The player picks who answers next (a group's manual order, or any time)."""
+        service = self._live_service()
+        if service is None:
+            return
+        members = [m for m in service.groups.cast(self.conv_id) if not m.muted]
+        if not service.groups.is_group(self.conv_id):
+            notify(self, "This chat has one character (Alt+G adds another to make a group).")
+            return
+        choices = [(m.character_key, m.character_name) for m in members]
+
+        def picked(key: str | None) -> None:
+            if key is not None:
+                self.run_turn(Ask.PICK, key)
+
+        self.app.push_screen(ChooseScreen("Who speaks next", choices), picked)
+
+    def action_auto_run(self) -> None:
+        service = self._live_service()
+        if service is not None and service.groups.is_group(self.conv_id):
+            self.run_turn(Ask.AUTO)
+
+    @work(exclusive=True, group="impersonate")
+    async def action_impersonate(self) -> None:
+        """The model writes the player's next line into the message box (never sent)."""
+        service = self._live_service()
+        if service is None:
+            return
+        self.kotonia.turn_status = "writing your line…"
+        try:
+            line = await service.impersonate(self.conv_id)
+        except Exception as exc:
+            notify(self, str(exc), title="Impersonate", severity="error")
+            return
+        finally:
+            self.kotonia.turn_status = ""
+        chat_input = self.query_one(ChatInput)
+        chat_input.clear()
+        chat_input.insert(line)
+        chat_input.focus()
+        self.impersonated += 1
+
+    def action_quick_replies(self) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        replies = service.quick_replies(self.conv_id)
+        if not replies:
+            notify(self, "No quick replies yet.")
+            return
+        choices = [(str(i), f"{i}. {q.label}") for i, q in enumerate(replies, start=1)]
+
+        def picked(number: str | None) -> None:
+            if number is not None:
+                self.action_quick_reply(int(number))
+
+        self.app.push_screen(ChooseScreen("Quick replies", choices), picked)
+
+    def action_quick_reply(self, number: int) -> None:
+        """The Nth quick reply: sent, or put into the message box to edit."""
+        service = self._live_service()
+        if service is None:
+            return
+        replies = service.quick_replies(self.conv_id)
+        if not 1 <= number <= len(replies):
+            notify(self, f"There is no quick reply {number} ({len(replies)} set).")
+            return
+        reply = replies[number - 1]
+        if reply.send:
+            self.run_turn(Ask.SEND, reply.text)
+        else:
+            chat_input = self.query_one(ChatInput)
+            chat_input.insert(reply.text)
+            chat_input.focus()
+
+    def action_add_member(self) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        cast = {m.character_key for m in service.groups.cast(self.conv_id)}
+        cards = [c for c in service.cards() if c.key not in cast]
+        if not cards:
+            notify(self, "Every card is in this chat already.")
+            return
+
+        def picked(key: str | None) -> None:
+            card = next((c for c in cards if c.key == key), None)
+            if card is not None:
+                service.groups.add_member(self.conv_id, card)
+                notify(self, f"{card.name} joined the chat.")
+
+        choices = [(c.key, c.name) for c in cards]
+        self.app.push_screen(ChooseScreen("Add to the group", choices), picked)
+
+    def action_remove_member(self) -> None:
+        self._member_action("Take out of the group", self._remove_member)
+
+    def action_mute_member(self) -> None:
+        self._member_action("Mute or unmute", self._toggle_mute)
+
+    def _member_action(self, title: str, act: Callable[[ChatService, str], str]) -> None:
+        service = self._live_service()
+        if service is None:
+            return
+        if not service.groups.is_group(self.conv_id):
+            notify(self, "This chat has one character.")
+            return
+        members = service.groups.cast(self.conv_id)
+        choices = [
+            (m.character_key, m.character_name + (" (muted)" if m.muted else "")) for m in members
+        ]
+
+        def picked(key: str | None) -> None:
+            if key is None:
+                return
+            try:
+                notify(self, act(service, key))
+            except Exception as exc:
+                notify(self, str(exc), title=title, severity="error")
+
+        self.app.push_screen(ChooseScreen(title, choices), picked)
+
+    def _remove_member(self, service: ChatService, key: str) -> str:
+        service.groups.remove_member(self.conv_id, key)
+        return f"{key} left the group (their lines stay in the story)."
+
+    def _toggle_mute(self, service: ChatService, key: str) -> str:
+        member = next(m for m in service.groups.cast(self.conv_id) if m.character_key == key)
+        service.groups.set_muted(self.conv_id, key, not member.muted)
+        return f"{member.character_name} is {'unmuted' if member.muted else 'muted'}."
 
     # ---- actions: versions, selection, edits -----------------------------------------------
 

@@ -34,6 +34,13 @@ class CardItem(ListItem):
         )
         super().__init__(Label(label))
         self.card = card
+        self.label = label
+        self.marked = False  # chosen for a group (Space), in the order marked
+
+    def mark(self, marked: bool) -> None:
+        self.marked = marked
+        shown = Content.assemble("✓ ", self.label) if marked else self.label
+        self.query_one(Label).update(shown)
 
 
 class PickerScreen(KotoniaScreen[None]):
@@ -43,12 +50,16 @@ class PickerScreen(KotoniaScreen[None]):
         Binding("enter", "choose", "Choose", id="choose_character", show=True),
         Binding("ctrl+l", "reload", "Reload cards", id="reload_cards"),
         Binding("f5", "personas", "Personas", id="personas"),
+        # Group chats (issue 31): mark several cards, then start one conversation with them all.
+        Binding("space", "mark", "Mark for a group", id="mark_for_group", show=False),
+        Binding("ctrl+g", "start_group", "Start a group", id="start_group", show=False),
     ]
 
     def __init__(self, cards: list[CharacterCard], problems: list[str]) -> None:
         super().__init__()
         self.cards = cards
         self.problems = problems
+        self.marked: list[CharacterCard] = []  # in the order marked: the group's cast order
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -126,6 +137,26 @@ class PickerScreen(KotoniaScreen[None]):
         item = listing.highlighted_child
         if isinstance(item, CardItem):
             self.kotonia.open_character(item.card)
+
+    def action_mark(self) -> None:
+        listing = self.query_one("#card-list", ListView)
+        item = listing.highlighted_child
+        if not isinstance(item, CardItem):
+            return
+        item.mark(not item.marked)
+        if item.marked:
+            self.marked.append(item.card)
+        else:
+            self.marked = [c for c in self.marked if c.key != item.card.key]
+        names = ", ".join(c.display_name for c in self.marked)
+        if names:
+            notify(self, f"For a group: {names} (Ctrl+G starts it).")
+
+    def action_start_group(self) -> None:
+        if len(self.marked) < 2:
+            notify(self, "Mark two cards or more with Space, then Ctrl+G starts the group.")
+            return
+        self.kotonia.start_group(list(self.marked))
 
     def action_personas(self) -> None:
         self.app.push_screen(PersonasScreen())

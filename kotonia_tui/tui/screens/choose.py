@@ -1,0 +1,52 @@
+"""A list to choose one item from (who speaks next, a quick reply): Enter picks, Esc cancels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, ListItem, ListView, Static
+
+from kotonia_tui.tui.literal import literal, literal_line
+
+
+class ChoiceItem(ListItem):
+    def __init__(self, value: str, label: str) -> None:
+        super().__init__(Label(literal(label)))
+        self.value = value
+
+
+class ChooseScreen(ModalScreen[str | None]):
+    """`choices` as (value, label); dismissed with the value picked, or None."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="choose_cancel"),
+    ]
+
+    def __init__(self, title: str, choices: Sequence[tuple[str, str]], hint: str = "") -> None:
+        super().__init__()
+        self.heading = title
+        self.choices = list(choices)
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as box:
+            box.border_title = literal_line(self.heading)
+            yield ListView(*(ChoiceItem(v, label) for v, label in self.choices), id="choices")
+            yield Static(self.hint or "Enter picks · Esc cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#choices", ListView).focus()
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        item = event.item
+        if isinstance(item, ChoiceItem):
+            self.dismiss(item.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
