@@ -42,6 +42,7 @@ NAMES = (
     "resume",
     "startup",
     "first_turns",
+    "fast_typist",
 )
 
 

@@ -129,9 +129,12 @@ QUOTED_SYNOPSIS_LEAD = (
 )
 # Every lead a stored quoted synopsis may begin with: the first one (only drafts that ran too
 # long were quoted then) is in existing stores.
+# A synopsis quoted at once for a turn that had no room (chat/fold/quote_first.py).
+QUOTED_FIRST_LEAD = "Quoted from the story so far (the chronicler's summary follows):"
 QUOTED_SYNOPSIS_LEADS = (
     QUOTED_SYNOPSIS_LEAD,
     "Quoted from the story so far (the chronicler's summaries ran too long):",
+    QUOTED_FIRST_LEAD,
 )
 
 

@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
 SETUP_COUNTS_KEPT = 16
+# Steps a turn takes to carry what it would cut by code only (chapters quoted, then the oldest
+# of them quoted into the synopsis, as often as the memory still does not fit).
+CARRY_ROUNDS = 8
 
 
 # Below this a continuation would be cut again at once: better to say so.
@@ -126,6 +129,16 @@ class TurnDecision:
     # Open fold jobs worth waiting for before this turn is built: without them messages leave
     # the prompt at the ceiling (or already left it) and are in neither prompt nor memory.
     wait_for: tuple[StoredFoldJob, ...] = ()
+
+
+@dataclass(frozen=True)
+class Carry:
+    """How a turn carries what it would cut by code only (chat/fold/quote_first.py): `chapters`
+    quotes chapter jobs now, `major(conv_id)` quotes the oldest chapters into the synopsis;
+    each says whether it stored anything."""
+
+    chapters: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]
+    major: Callable[[int], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -315,6 +328,7 @@ class Prompter:
         before_id: int | None = None,
         prefill: str = "",
         wait: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]] | None = None,
+        carry: Carry | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
@@ -322,10 +336,19 @@ class Prompter:
         `prefill`: the text a continued reply goes on from; `wait(jobs)`: called (and awaited)
         when the turn should wait for those fold jobs first; the plan is made again after it,
         and waited again for the jobs that fold has queued (the rest of a range too large for
-        one call) as long as `wait` says the jobs finished (it bounds the time).
+        one call) as long as `wait` says the jobs finished (it bounds the time). `carry`: what
+        the turn would cut is quoted at once instead (chat/fold/quote_first.py), and the plan
+        made again; the turn never waits for the chronicler then.
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id)
         decision = self.plan(read, queue_by_trigger=before_id is None)
+        if carry is not None:
+
+            async def again() -> tuple[TurnRead, TurnDecision]:
+                read = await self.read(conv_id, card, setup, persona, before_id=before_id)
+                return read, self.plan(read, queue_by_trigger=before_id is None)
+
+            read, decision = await self._carry_at_once(read, decision, carry, again)
         if wait is not None and self._cut_without_a_job(read, decision):
             # One long reply can carry the history from under the trigger past the ceiling:
             # the chapter for what this turn would cut is queued now, so the turn waits for
@@ -543,6 +566,47 @@ class Prompter:
             and (fold.last_message_id or 0) >= cut
         )
 
+    async def _carry_at_once(
+        self,
+        read: TurnRead,
+        decision: TurnDecision,
+        carry: Carry,
+        again: Callable[[], Awaitable[tuple[TurnRead, TurnDecision]]],
+    ) -> tuple[TurnRead, TurnDecision]:
+        """Carry what the turn would cut by code only: the chapter jobs that cover it quoted
+        now, and when the memory is then too large to apply (or still cuts), the oldest
+        chapters quoted into the synopsis; the plan made again after each step. Bounded by
+        CARRY_ROUNDS: what still does not fit leaves the prompt (recall reaches it)."""
+        for _round in range(CARRY_ROUNDS):
+            through = _cut_through(read, decision.plan)
+            if through is None and not decision.plan.landed_too_large:
+                break
+            quoted = False
+            if through is not None:
+                fold = decision.fold
+                if fold is not None and fold.kind is FoldKind.CHAPTER:
+                    # The chapter for what this turn would cut, queued now to be quoted.
+                    self.store.enqueue_fold(fold)
+                    read, decision = await again()
+                jobs = [
+                    job
+                    for job in read.open_jobs
+                    if job.kind is FoldKind.CHAPTER and (job.first_message_id or 0) <= through
+                ]
+                quoted = bool(jobs) and await carry.chapters(jobs)
+                if quoted:
+                    read, decision = await again()
+            if _cut_through(read, decision.plan) is None and not decision.plan.landed_too_large:
+                break
+            # The memory itself does not fit beside the window: its chapters go into the
+            # synopsis.
+            if not await carry.major(read.conv_id):
+                if not quoted:
+                    break
+                continue
+            read, decision = await again()
+        return read, decision
+
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
         """The open fold jobs this turn should wait for: it would cut messages at the ceiling,
         or messages cut before are not in the memory yet, or the memory that landed is too
@@ -729,6 +793,17 @@ class Prompter:
                 "unfolded ones are left out of the prompt until they are folded"
             )
         return rows
+
+
+def _cut_through(read: TurnRead, plan: TurnPlan) -> int | None:
+    """The newest message the turn cuts, or that an earlier turn cut and the memory does not
+    cover yet (None: nothing is out of both prompt and memory)."""
+    cut_before = read.state.forced_cut_through_id
+    if cut_before is not None and read.landed.covered_through >= cut_before:
+        cut_before = None
+    if plan.forced_cut_through is None and cut_before is None:
+        return None
+    return max(plan.forced_cut_through or 0, cut_before or 0)
 
 
 def _author_note_text(settings: TurnSettings, setup: CharacterSetup, persona: Persona) -> str:

@@ -34,6 +34,8 @@ from kotonia_tui.chat.events import (
     ServiceEvent,
     TurnPrepared,
 )
+from kotonia_tui.chat.fold.context import FoldFailed
+from kotonia_tui.chat.fold.quote_first import quote_chapter_jobs, quote_major_fold
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.images import store_image
@@ -44,6 +46,7 @@ from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
+    Carry,
     ContinuationTooLongError,
     Prompter,
     SetupTooLargeError,
@@ -364,7 +367,8 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
-                wait=self._fold_waiter(conv.id),
+                wait=None if self.settings.fold_quote_first else self._fold_waiter(conv.id),
+                carry=self._carrier(conv.id) if self.settings.fold_quote_first else None,
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
             raise ChatError(str(exc)) from exc
@@ -431,6 +435,50 @@ class ChatService:
             return end is WaitEnd.DONE
 
         return wait
+
+    def _carrier(self, conv_id: int) -> Carry:
+        """How one turn carries what it would cut without waiting (chat/fold/quote_first.py):
+        the chapter jobs quoted now (a running one stops first), the oldest chapters quoted
+        into the synopsis when the memory is too large; said as notices."""
+        ctx = self.worker.context
+
+        async def chapters(jobs: Sequence[StoredFoldJob]) -> bool:
+            self.worker.stop_jobs(job.id for job in jobs)
+            try:
+                stored = await quote_chapter_jobs(ctx, jobs)
+            except (FoldFailed, EngineError, StoreError) as exc:
+                log.warning("conversation %s: the cut range was not quoted: %s", conv_id, exc)
+                return False
+            if stored:
+                first, last = stored[0].first_message_id, stored[-1].last_message_id
+                self._emit(
+                    MemoryNotice(
+                        conv_id,
+                        f"messages #{first}-#{last} are quoted in the memory for now; the "
+                        "chronicler's chapters replace the quotes in the background",
+                    )
+                )
+                self.worker.wake()
+            return bool(stored)
+
+        async def major(conv: int) -> bool:
+            try:
+                done = await quote_major_fold(ctx, conv)
+            except (FoldFailed, EngineError, StoreError) as exc:
+                log.warning("conversation %s: the synopsis was not quoted: %s", conv, exc)
+                return False
+            if done:
+                self._emit(
+                    MemoryNotice(
+                        conv,
+                        "the oldest chapters are quoted in the synopsis for now; the chronicler "
+                        "rewrites it in the background",
+                    )
+                )
+                self.worker.wake()
+            return done
+
+        return Carry(chapters, major)
 
     def go_on_without_fold(self, conv_id: int) -> bool:
         """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold

@@ -89,7 +89,7 @@ async def fold_chapter_job(
         # The chapters this refold replaces wrote entries from the text before the edit.
         replaced = {c.id for c in _stale(ctx, job)}
         ledger = [e for e in ledger if e.chapter_id not in replaced]
-    pieces = await _pieces(ctx, job, cast, ledger)
+    pieces = await pieces_of(ctx, job, cast, ledger)
     if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
         # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
         # part of the story: the chronicler is not asked to write about them.
@@ -157,7 +157,7 @@ def _stored(chapter: Chapter) -> str:
     )
 
 
-async def _pieces(
+async def pieces_of(
     ctx: FoldContext, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry]
 ) -> list[Piece]:
     """The job's messages cut into pieces for one call each (oldest first). A refold needs all
@@ -214,13 +214,13 @@ async def _fold_piece(
     except FoldFailed as exc:
         # "the chronicler refused twice; the chapter was not stored": the part before ";" is why.
         why = str(exc).partition(";")[0]
-        return await _extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({why})")
+        return await extracted_piece(ctx, conv_id, piece, ledger, f"unusable ({why})")
     except BackendUnavailableError:
         raise
     except EngineError as exc:
         if not last_attempt:
             raise
-        return await _extracted_piece(
+        return await extracted_piece(
             ctx, conv_id, piece, ledger, f"not written: the model failed on every attempt ({exc})"
         )
 
@@ -254,27 +254,35 @@ async def _chronicled_piece(
     return NewChapter(chapter, tuple(entries), tuple(endings))
 
 
-async def _extracted_piece(
+async def extracted_piece(
     ctx: FoldContext,
     conv_id: int,
     piece: Piece,
     ledger: Sequence[StoredLedgerEntry],
     why: str,
+    *,
+    note: str | None = None,
 ) -> NewChapter:
     """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
     the user's sentences with names and numbers in the ledger (as a readback miss is kept).
 
     The chronicler is greedy, so asking it again later gives the same unusable answer; the
-    extract keeps the range in the memory now, and its note says why it is one. The ledger
-    keeps the user's own facts after a major fold has taken the extract into the synopsis."""
-    source_tokens = sum(piece.costs)
+    extract keeps the range in the memory now, and its note says why it is one (`note`: said
+    after the range instead of the chronicler's failure). The ledger keeps the user's own
+    facts after a major fold has taken the extract into the synopsis."""
+    # A message longer than one call reads is summarized down to a chapter of the piece's
+    # budget (`_fold_long_message`); its quote is no longer (a 100 KB letter quoted at 15% of
+    # itself would not fit the memory of an 8k window).
+    source_tokens = min(sum(piece.costs), piece.budget)
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
     text, tokens = await ctx.quote(message_passages(piece.messages), target)
     if not text:
         raise FoldFailed(f"the chronicler's chapter was {why} and the range has no lines to quote")
     first, last = piece.messages[0].id, piece.messages[-1].id
-    note = f"{QUOTED_NOTE} #{first}-#{last}: the chronicler's chapter was {why}"
-    log.warning("conversation %s: %s", conv_id, note)
+    said = note or f"the chronicler's chapter was {why}"
+    note = f"{QUOTED_NOTE} #{first}-#{last}: {said}"
+    # A quote stored for a turn at the ceiling (`note` given) is the plan, not a failure.
+    log.log(logging.INFO if said is note else logging.WARNING, "conversation %s: %s", conv_id, note)
     quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
     facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
     entries, _ends = ledger_changes(facts, conv_id, ledger)
