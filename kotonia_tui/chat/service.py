@@ -118,7 +118,9 @@ class ChatService:
         self.semantic = semantic or SemanticRecall(store)  # vectors (chat/semantic.py)
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
-        self._active_conv: int | None = None  # the conversation of the last turn
+        # The conversation the user is in (opened, edited or played last): a fold that lands
+        # for it is prewarmed, so the turn that applies it does not read the whole prompt.
+        self._active_conv: int | None = None
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
@@ -511,6 +513,7 @@ class ChatService:
     async def open_conversation(self, conv_id: int) -> None:
         """Load the conversation's saved KV state in the background while the user reads and
         types, so its first turn evaluates only the new message."""
+        self._active_conv = conv_id
         try:
             conv = self.store.get_conversation(conv_id)
             card = self._card(conv)
@@ -630,8 +633,10 @@ class ChatService:
         return None
 
     def _refold_if_folded(self, message: StoredMessage) -> None:
-        """An edit inside a folded range marks its chapter stale and re-folds that range only."""
+        """An edit inside a folded range marks its chapter stale and re-folds that range only;
+        the refold is prewarmed when it lands (the user is in this conversation)."""
         conv_id = message.conversation_id
+        self._active_conv = conv_id
         self.semantic.wake()  # the changed text needs a new vector
         stale = self.store.mark_chapters_stale(conv_id, message.id)
         for chapter_id in stale:
