@@ -143,13 +143,17 @@ class KvSlot:
         on_mark: Callable[[], None] | None = None,
         count_restored: bool = True,
         on_evaluated: Callable[[int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> Generator[None, None, PrefillStats]:
         """Make the KV hold exactly `items`, evaluating only what differs; a step per batch.
 
         `on_mark()` runs when the slot holds exactly the first `mark` items on the way (a
         batch ends there), never when the slot already held more of them. The cells a saved
         state brought are reported by the first call that reuses them (`count_restored`).
-        `on_evaluated(cells)` is told each batch's cells as they are evaluated.
+        `on_evaluated(cells)` is told each batch's cells as they are evaluated. When `stop()`
+        says so between two batches (the user pressed Esc while the prompt was read), the
+        prefill ends there: the slot holds the batches evaluated so far (a consistent prefix
+        the next prompt reuses), and the figures say how many were.
         """
         if self._dirty:
             self.reset()
@@ -191,6 +195,8 @@ class KvSlot:
                 yield from self._step()
                 if on_mark is not None and index == mark:
                     on_mark()
+                if stop is not None and index < len(items) and stop():
+                    break
         except SlotTakenError:
             raise  # the slot is consistent: whoever took it left it so
         except BaseException:
@@ -201,7 +207,9 @@ class KvSlot:
             self._dirty = True
             raise
         total = cells_of(items)
-        return PrefillStats(total, reused, total - reused, images, restored)
+        # Stopped part way, only what was evaluated counts (all of it otherwise).
+        evaluated = self.cells - reused if index < len(items) else total - reused
+        return PrefillStats(total, reused, evaluated, images, restored)
 
     def _step(self) -> Generator[None, None, None]:
         """A step boundary; after it, stop if another call changed the slot meanwhile."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,42 @@ async def test_cancel_stops_within_a_token_and_the_engine_stays_usable(engine):
     again = await engine.generate(request(SYSTEM, ChatMessage("user", "Still there?")))
     assert again.finish_reason is FinishReason.LENGTH
     assert again.metrics.generated == 16
+
+
+async def test_cancel_while_the_prompt_is_read_stops_between_two_batches(
+    tmp_path, tiny_noeos_model_path
+):
+    """Esc while a long prompt is read: the call stops after the batch it is in, not after the
+    whole prompt; nothing is written, and the batches evaluated stay for the next call."""
+    with open_engine(tmp_path, tiny_noeos_model_path, n_ctx=2048) as engine:
+        long = request(SYSTEM, ChatMessage("user", "the harbour and the boats " * 130))
+        positions = engine.prompt_cells(long)
+        assert 3 * 512 < positions < 2048 - 16  # four batches of 512 (llama_engine n_batch)
+        batches: list[int] = []
+        first, cancelled = threading.Event(), threading.Event()
+        counted = engine._add_work
+
+        def count(slot: Slot, *, evaluated: int = 0, generated: int = 0) -> None:
+            counted(slot, evaluated=evaluated, generated=generated)
+            if slot is Slot.CHAT and evaluated:
+                batches.append(evaluated)
+                if len(batches) == 1:  # the owner thread waits here until Esc is pressed
+                    first.set()
+                    cancelled.wait(10)
+
+        engine._add_work = count
+        call = engine.start(long)
+        assert await asyncio.to_thread(first.wait, 10)
+        call.cancel()
+        cancelled.set()
+        result = await call.result()
+        assert result.finish_reason is FinishReason.CANCELLED
+        assert batches == [512]  # one batch read, the other three never
+        assert result.metrics.evaluated == 512 < result.metrics.prompt_positions == positions
+        assert result.metrics.generated == 0 and result.text == ""
+        again = await engine.generate(long)
+        assert again.metrics.reused == 512  # the batch read before Esc is not read again
+        assert again.metrics.evaluated == positions - 512
 
 
 async def test_overflow_is_refused_before_anything_is_sent(engine):

@@ -70,6 +70,7 @@ class Ask(StrEnum):
 
 
 WAITING = "waiting for the memory to fold…"
+STOPPING = "stopping…"  # Esc was pressed; the reply ends after the current batch or token
 
 
 class ChatScreen(ConversationActions):
@@ -285,6 +286,9 @@ class ChatScreen(ConversationActions):
     def action_cancel(self) -> None:
         if self.turn is not None:
             self.turn.cancel()
+            # Said at once: the engine stops after the batch of the prompt it is reading (or
+            # the token it is writing), which can take a moment on a long prompt.
+            self.kotonia.turn_status = STOPPING
 
     def action_go_on(self) -> None:
         """The turn waiting for a fold goes on without it (the fold lands on a later turn)."""
@@ -380,7 +384,7 @@ class ChatScreen(ConversationActions):
                 if isinstance(event, ReplyDelta):
                     count += 1
                     view.append(event.text)
-                    if count % 16 == 0:
+                    if count % 16 == 0 and not turn.stopping:
                         self.kotonia.turn_status = f"writing… {count} tokens (Esc stops)"
                 elif isinstance(event, TurnDone):
                     self._finish(view, target, event)
