@@ -594,7 +594,9 @@ class Prompter:
                     if job.kind is FoldKind.CHAPTER and (job.first_message_id or 0) <= through
                 ]
                 quoted = bool(jobs) and await carry.chapters(jobs)
-                if quoted:
+                if jobs:
+                    # Read again even when nothing was quoted: the worker may have landed one
+                    # of these chapters meanwhile.
                     read, decision = await again()
             if _cut_through(read, decision.plan) is None and not decision.plan.landed_too_large:
                 break

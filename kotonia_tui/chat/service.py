@@ -445,12 +445,15 @@ class ChatService:
         ctx = self.worker.context
 
         async def chapters(jobs: Sequence[StoredFoldJob]) -> bool:
-            self.worker.stop_jobs(job.id for job in jobs)
             try:
                 stored = await quote_chapter_jobs(ctx, jobs)
             except (FoldFailed, EngineError, StoreError) as exc:
+                # A job the worker finished meanwhile is done already: its chapter landed.
                 log.warning("conversation %s: the cut range was not quoted: %s", conv_id, exc)
                 return False
+            # Stopped once the quote is stored (its job is done then): the worker sees it
+            # done and neither releases nor runs it again.
+            self.worker.stop_jobs(job.id for job in jobs)
             if stored:
                 first, last = stored[0].first_message_id, stored[-1].last_message_id
                 self._emit(

@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
-from kotonia_tui.chat.events import FoldWait
+from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait
 from kotonia_tui.chat.service import ChatService
-from kotonia_tui.domain import QUOTED_FIRST_LEAD, FoldKind
+from kotonia_tui.domain import QUOTED_FIRST_LEAD, FoldKind, FoldStatus
 from kotonia_tui.engine import GenerationRequest, Slot
 from tests.cards import write_short_card
 from tests.fake_engine import FakeEngine, scripted
@@ -146,6 +146,16 @@ async def test_a_fast_typist_at_the_ceiling_never_waits_for_a_chronicler_call(ma
     assert [t for t in turns if t.prepared.plan.apply_landed]
     quoted = service.store.chapters(conv_id, include_in_synopsis=True)
     assert quoted and all(c.quoted and c.stale for c in quoted)
+    # The chapter jobs the quotes cover (the first was running, its call held) are done by
+    # their quotes: stopped, never failed, never run again. A later range's job stays open.
+    covered = max(c.last_message_id for c in quoted)
+    chapter_jobs = [
+        j
+        for j in service.store.fold_jobs(conv_id)
+        if j.kind is FoldKind.CHAPTER and (j.last_message_id or 0) <= covered
+    ]
+    assert chapter_jobs and all(j.status is FoldStatus.DONE for j in chapter_jobs)
+    assert not [e for e in events if isinstance(e, FoldProgress) and e.state is FoldState.FAILED]
     refolds = [j for j in service.open_folds(conv_id) if j.kind is FoldKind.REFOLD]
     assert {(j.first_message_id, j.last_message_id) for j in refolds} >= {
         (c.first_message_id, c.last_message_id) for c in quoted if not c.in_synopsis
