@@ -43,6 +43,7 @@ NAMES = (
     "startup",
     "first_turns",
     "fast_typist",
+    "prompt_steps",
 )
 
 

@@ -34,6 +34,14 @@ from kotonia_tui.engine.items import (
 )
 from kotonia_tui.engine.multimodal import Projector
 
+# Prompt tokens evaluated per step of the owner thread. Between two steps a cancel is seen and
+# a more urgent call (a reply) goes first, so a step is how long Esc, or a reply arriving
+# during a background fold's prompt, waits. A step of 512 (llama_engine's n_batch) took 4.5 s
+# on a shared 2-core machine (embedded default); steps of 64 read the prompt no slower there
+# (benchmarks/prompt_steps.py: median 131 tokens/s against 114 for 512 and 107 for 128, so
+# 0.5 s a step; at a load of 9-10, 81-84 against 33-50 for 512).
+STEP_TOKENS = 64
+
 
 @dataclass(frozen=True)
 class PrefillStats:
@@ -57,6 +65,7 @@ class KvSlot:
     ) -> None:
         self.ctx = ctx
         self.n_batch = n_batch
+        self.step_tokens = min(n_batch, STEP_TOKENS)  # prompt tokens per owner-thread step
         self.projector = projector
         self.n_swa = n_swa  # the sliding window of a SWA model (0: none)
         self._batch = internals.LlamaBatch(n_tokens=n_batch, embd=0, n_seq_max=1, verbose=False)
@@ -183,7 +192,7 @@ class KvSlot:
                     while (
                         run_end < len(items)
                         and not isinstance(items[run_end], ImageItem)
-                        and run_end - index < self.n_batch
+                        and run_end - index < self.step_tokens
                         and (run_end != mark or run_end == index)
                     ):
                         run_end += 1
