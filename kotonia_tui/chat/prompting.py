@@ -103,6 +103,10 @@ class TurnRead:
     counts: list[WindowMessage]  # their exact token costs
     landed: LandedMemory
     landed_pending: bool  # landed memory the prompt does not carry yet
+    # That memory as the prompt would carry it, and its tokens ("" and 0 when none is pending):
+    # counted in `read`, off the event loop (a server backend's count is a request).
+    landed_text: str
+    landed_tokens: int
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
     open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
@@ -157,8 +161,13 @@ class PreparedTurn:
     fold_wait_ms: float = 0.0  # how long the turn waited for a fold before it was built
 
 
+def memory_count_text(text: str) -> str:
+    """What a memory block costs in the prompt: its text and the reply that acknowledges it."""
+    return f"{text}\n{MEMORY_ACK}"
+
+
 def memory_tokens(engine: Engine, text: str) -> int:
-    return engine.count_tokens(f"{text}\n{MEMORY_ACK}") if text else 0
+    return engine.count_tokens(memory_count_text(text)) if text else 0
 
 
 def _in_backoff(job: StoredFoldJob) -> bool:
@@ -464,13 +473,20 @@ class Prompter:
         room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
         recall_budget = max(0, min(budgets.recall, room))
         fixed += recall_budget
+        pending = landed.pending(state)
+        landed_text = landed.block.render() if pending else ""
+        landed_tokens = 0
+        if landed_text:
+            (landed_tokens,) = await self.engine.count_tokens_many([memory_count_text(landed_text)])
         return TurnRead(
             conv_id=conv_id,
             state=state,
             window=window,
             counts=counts,
             landed=landed,
-            landed_pending=landed.pending(state),
+            landed_pending=pending,
+            landed_text=landed_text,
+            landed_tokens=landed_tokens,
             open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
             fold_in_flight=_fold_in_flight(chapter_jobs),
             open_jobs=open_jobs,
@@ -491,7 +507,7 @@ class Prompter:
         verbatim window starts, and which chapter job to queue (`queue_by_trigger`: a new
         message crossing the trigger queues one; a forced cut always does)."""
         landed, state = read.landed, read.state
-        landed_text = landed.block.render() if read.landed_pending else ""
+        landed_text = read.landed_text
         covered = landed.covered_through
         plan = plan_turn(
             TurnInputs(
@@ -499,9 +515,7 @@ class Prompter:
                 verbatim_start_id=state.verbatim_start_id,
                 window=read.counts,
                 applied_memory_tokens=state.memory_tokens,
-                landed_memory_tokens=(
-                    memory_tokens(self.engine, landed_text) if read.landed_pending else None
-                ),
+                landed_memory_tokens=(read.landed_tokens if read.landed_pending else None),
                 landed_covered_through=covered if read.landed_pending else None,
                 # A new range starts after what is stored and what open jobs will fold.
                 covered_through=max(covered, read.open_through) or None,
