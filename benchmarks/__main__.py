@@ -42,6 +42,8 @@ NAMES = (
     "resume",
     "startup",
     "first_turns",
+    "fast_typist",
+    "prompt_steps",
 )
 
 

@@ -226,6 +226,10 @@ class Settings(BaseSettings):
     # ceiling, or after they were cut) while the fold makes progress: it gives up when the fold
     # has not moved for fold_wait_s (0: never wait) or after fold_wait_max_s in all. In the app
     # the user can go on without it at any moment (chat/fold/wait.py).
+    # A turn that would cut messages at the ceiling quotes them into the memory at once (code
+    # only), and the chronicler's chapters replace the quotes in the background: the turn never
+    # waits (chat/fold/quote_first.py). Off: the turn waits for the chronicler, as below.
+    fold_quote_first: bool = True
     fold_wait_s: float = Field(default=120.0, ge=0.0)
     fold_wait_max_s: float = Field(default=1200.0, ge=0.0)
     fold_trigger_ratio: float = Field(default=0.47, gt=0.0, lt=1.0)

@@ -170,6 +170,9 @@ class StoredQuickReply(QuickReply):
 QUOTED_SYNOPSIS_LEAD = (
     "Quoted from the story so far (the chronicler's summaries could not be used):"
 )
+# A synopsis quoted at once for a turn that had no room (chat/fold/quote_first.py): said to
+# the model and the user; that it is quoted is its `origin`.
+QUOTED_FIRST_LEAD = "Quoted from the story so far (the chronicler's summary follows):"
 
 
 class ChapterOrigin(StrEnum):

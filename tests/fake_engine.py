@@ -18,7 +18,8 @@ What it models, and how:
   steps stops with `SlotTakenError`, as in engine/llama_engine.py and engine/kv_slot.py.
 * **Calls.** Step generators on the real owner thread (engine/owner.py), so the priorities (a
   user turn before a prewarm before a fold), the one-call-at-a-time lock, cancellation within a
-  token and the `work()` counters behave as in the real engine. A step evaluates `BATCH` pieces
+  token (and between two batches of a prompt) and the `work()` counters behave as in the real
+  engine. A step evaluates `BATCH` pieces
   of a prompt, or writes one token. `on_step` (if set) hears each step, on the owner thread: a
   test that drives a clock makes a step cost clock time there; `hold(which)` makes the calls it
   picks take steps that do nothing (a stuck or very slow call) until `release`.
@@ -598,7 +599,9 @@ class FakeEngine(EngineBase):
             self._add_work(request.slot, evaluated=len(batch))
             self._step(request, "prompt")
             yield from self._boundary(context)
-        return {"positions": len(items), "reused": keep, "evaluated": len(items) - keep}
+            if call.cancel_flag.is_set() and index < len(items):
+                break  # Esc while the prompt is read: stopped between two batches
+        return {"positions": len(items), "reused": keep, "evaluated": index - keep}
 
     @staticmethod
     def _boundary(context: _Context) -> Iterator[None]:

@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
 SETUP_COUNTS_KEPT = 16
+# Steps a turn takes to carry what it would cut by code only (chapters quoted, then the oldest
+# of them quoted into the synopsis, as often as the memory still does not fit).
+CARRY_ROUNDS = 8
 
 
 # Below this a continuation would be cut again at once: better to say so.
@@ -102,6 +105,10 @@ class TurnRead:
     counts: list[WindowMessage]  # their exact token costs
     landed: LandedMemory
     landed_pending: bool  # landed memory the prompt does not carry yet
+    # That memory as the prompt would carry it, and its tokens ("" and 0 when none is pending):
+    # counted in `read`, off the event loop (a server backend's count is a request).
+    landed_text: str
+    landed_tokens: int
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
     open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
@@ -132,6 +139,16 @@ class TurnDecision:
 
 
 @dataclass(frozen=True)
+class Carry:
+    """How a turn carries what it would cut by code only (chat/fold/quote_first.py): `chapters`
+    quotes chapter jobs now, `major(conv_id)` quotes the oldest chapters into the synopsis;
+    each says whether it stored anything."""
+
+    chapters: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]
+    major: Callable[[int], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
     history: tuple[ChatMessage, ...]  # the request's messages without this turn's notes
@@ -148,8 +165,13 @@ class PreparedTurn:
     author_note_depth: int = 0  # where `history` holds the Author's Note (0: not in it)
 
 
+def memory_count_text(text: str) -> str:
+    """What a memory block costs in the prompt: its text and the reply that acknowledges it."""
+    return f"{text}\n{MEMORY_ACK}"
+
+
 def memory_tokens(engine: Engine, text: str) -> int:
-    return engine.count_tokens(f"{text}\n{MEMORY_ACK}") if text else 0
+    return engine.count_tokens(memory_count_text(text)) if text else 0
 
 
 def _in_backoff(job: StoredFoldJob) -> bool:
@@ -310,6 +332,7 @@ class Prompter:
         prefill: str = "",
         wait: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]] | None = None,
         group: GroupTurn | None = None,
+        carry: Carry | None = None,
     ) -> PreparedTurn:
         """The prompt for the next reply, with the memory state saved and folds queued.
 
@@ -318,10 +341,21 @@ class Prompter:
         when the turn should wait for those fold jobs first; the plan is made again after it,
         and waited again for the jobs that fold has queued (the rest of a range too large for
         one call) as long as `wait` says the jobs finished (it bounds the time); `group`: a
-        group reply, `card` and `setup` the speaker's (`setup` over the group's shared text).
+        group reply, `card` and `setup` the speaker's (`setup` over the group's shared text);
+        `carry`: what the turn would cut is quoted at once instead (chat/fold/quote_first.py),
+        and the plan made again; the turn never waits for the chronicler then.
         """
         read = await self.read(conv_id, card, setup, persona, before_id=before_id, group=group)
         decision = self.plan(read, queue_by_trigger=before_id is None)
+        if carry is not None:
+
+            async def again() -> tuple[TurnRead, TurnDecision]:
+                read = await self.read(
+                    conv_id, card, setup, persona, before_id=before_id, group=group
+                )
+                return read, self.plan(read, queue_by_trigger=before_id is None)
+
+            read, decision = await self._carry_at_once(read, decision, carry, again)
         if wait is not None and self._cut_without_a_job(read, decision):
             # One long reply can carry the history from under the trigger past the ceiling:
             # the chapter for what this turn would cut is queued now, so the turn waits for
@@ -449,13 +483,20 @@ class Prompter:
         room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
         recall_budget = max(0, min(budgets.recall, room))
         fixed += recall_budget
+        pending = snapshot.pending
+        landed_text = landed.block.render() if pending else ""
+        landed_tokens = 0
+        if landed_text:
+            (landed_tokens,) = await self.engine.count_tokens_many([memory_count_text(landed_text)])
         return TurnRead(
             conv_id=conv_id,
             state=state,
             window=window,
             counts=counts,
             landed=landed,
-            landed_pending=snapshot.pending,
+            landed_pending=pending,
+            landed_text=landed_text,
+            landed_tokens=landed_tokens,
             open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
             fold_in_flight=_fold_in_flight(chapter_jobs),
             open_jobs=open_jobs,
@@ -477,7 +518,7 @@ class Prompter:
         verbatim window starts, and which chapter job to queue (`queue_by_trigger`: a new
         message crossing the trigger queues one; a forced cut always does)."""
         landed, state = read.landed, read.state
-        landed_text = landed.block.render() if read.landed_pending else ""
+        landed_text = read.landed_text
         covered = landed.covered_through
         plan = plan_turn(
             TurnInputs(
@@ -485,9 +526,7 @@ class Prompter:
                 verbatim_start_id=state.verbatim_start_id,
                 window=read.counts,
                 applied_memory_tokens=state.memory_tokens,
-                landed_memory_tokens=(
-                    memory_tokens(self.engine, landed_text) if read.landed_pending else None
-                ),
+                landed_memory_tokens=(read.landed_tokens if read.landed_pending else None),
                 landed_covered_through=covered if read.landed_pending else None,
                 # A new range starts after what is stored and what open jobs will fold.
                 covered_through=max(covered, read.open_through) or None,
@@ -551,6 +590,49 @@ class Prompter:
             and fold.kind is FoldKind.CHAPTER
             and (fold.last_message_id or 0) >= cut
         )
+
+    async def _carry_at_once(
+        self,
+        read: TurnRead,
+        decision: TurnDecision,
+        carry: Carry,
+        again: Callable[[], Awaitable[tuple[TurnRead, TurnDecision]]],
+    ) -> tuple[TurnRead, TurnDecision]:
+        """Carry what the turn would cut by code only: the chapter jobs that cover it quoted
+        now, and when the memory is then too large to apply (or still cuts), the oldest
+        chapters quoted into the synopsis; the plan made again after each step. Bounded by
+        CARRY_ROUNDS: what still does not fit leaves the prompt (recall reaches it)."""
+        for _round in range(CARRY_ROUNDS):
+            through = _cut_through(read, decision.plan)
+            if through is None and not decision.plan.landed_too_large:
+                break
+            quoted = False
+            if through is not None:
+                fold = decision.fold
+                if fold is not None and fold.kind is FoldKind.CHAPTER:
+                    # The chapter for what this turn would cut, queued now to be quoted.
+                    self.store.enqueue_fold(fold)
+                    read, decision = await again()
+                jobs = [
+                    job
+                    for job in read.open_jobs
+                    if job.kind is FoldKind.CHAPTER and (job.first_message_id or 0) <= through
+                ]
+                quoted = bool(jobs) and await carry.chapters(jobs)
+                if jobs:
+                    # Read again even when nothing was quoted: the worker may have landed one
+                    # of these chapters meanwhile.
+                    read, decision = await again()
+            if _cut_through(read, decision.plan) is None and not decision.plan.landed_too_large:
+                break
+            # The memory itself does not fit beside the window: its chapters go into the
+            # synopsis.
+            if not await carry.major(read.conv_id):
+                if not quoted:
+                    break
+                continue
+            read, decision = await again()
+        return read, decision
 
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
         """The open fold jobs this turn should wait for: it would cut messages at the ceiling,
@@ -746,6 +828,17 @@ class Prompter:
                 "unfolded ones are left out of the prompt until they are folded"
             )
         return rows
+
+
+def _cut_through(read: TurnRead, plan: TurnPlan) -> int | None:
+    """The newest message the turn cuts, or that an earlier turn cut and the memory does not
+    cover yet (None: nothing is out of both prompt and memory)."""
+    cut_before = read.state.forced_cut_through_id
+    if cut_before is not None and read.landed.covered_through >= cut_before:
+        cut_before = None
+    if plan.forced_cut_through is None and cut_before is None:
+        return None
+    return max(plan.forced_cut_through or 0, cut_before or 0)
 
 
 def _author_note_text(settings: TurnSettings, setup: CharacterSetup, persona: Persona) -> str:

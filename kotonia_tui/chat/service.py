@@ -35,6 +35,8 @@ from kotonia_tui.chat.events import (
     ServiceEvent,
     TurnPrepared,
 )
+from kotonia_tui.chat.fold.outcomes import FoldFailed
+from kotonia_tui.chat.fold.quote_first import quote_chapter_jobs, quote_major_fold
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock, Patience, WaitEnd, WaitProgress
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.chat.groups import GroupChats
@@ -47,6 +49,7 @@ from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
+    Carry,
     ContinuationTooLongError,
     GroupTurn,
     Prompter,
@@ -125,7 +128,9 @@ class ChatService:
         self.prompter = Prompter(store, engine, settings, self.semantic, clock)
         self.groups = GroupChats(self)  # casts, who answers, runs of replies (chat/groups.py)
         self._listeners: list[Callable[[ServiceEvent], object]] = []
-        self._active_conv: int | None = None  # the conversation of the last turn
+        # The conversation the user is in (opened, edited or played last): a fold that lands
+        # for it is prewarmed, so the turn that applies it does not read the whole prompt.
+        self._active_conv: int | None = None
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
@@ -386,7 +391,8 @@ class ChatService:
                 persona,
                 before_id=target.id if target is not None else None,
                 prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
-                wait=self._fold_waiter(conv.id),
+                wait=None if self.settings.fold_quote_first else self._fold_waiter(conv.id),
+                carry=self._carrier(conv.id) if self.settings.fold_quote_first else None,
                 group=group,
             )
         except (SetupTooLargeError, ContinuationTooLongError) as exc:
@@ -497,6 +503,53 @@ class ChatService:
 
         return wait
 
+    def _carrier(self, conv_id: int) -> Carry:
+        """How one turn carries what it would cut without waiting (chat/fold/quote_first.py):
+        the chapter jobs quoted now (a running one stops first), the oldest chapters quoted
+        into the synopsis when the memory is too large; said as notices."""
+        ctx = self.worker.context
+
+        async def chapters(jobs: Sequence[StoredFoldJob]) -> bool:
+            try:
+                stored = await quote_chapter_jobs(ctx, jobs)
+            except (FoldFailed, EngineError, StoreError) as exc:
+                # A job the worker finished meanwhile is done already: its chapter landed.
+                log.warning("conversation %s: the cut range was not quoted: %s", conv_id, exc)
+                return False
+            # Stopped once the quote is stored (its job is done then): the worker sees it
+            # done and neither releases nor runs it again.
+            self.worker.stop_jobs(job.id for job in jobs)
+            if stored:
+                first, last = stored[0].first_message_id, stored[-1].last_message_id
+                self._emit(
+                    MemoryNotice(
+                        conv_id,
+                        f"messages #{first}-#{last} are quoted in the memory for now; the "
+                        "chronicler's chapters replace the quotes in the background",
+                    )
+                )
+                self.worker.wake()
+            return bool(stored)
+
+        async def major(conv: int) -> bool:
+            try:
+                done = await quote_major_fold(ctx, conv)
+            except (FoldFailed, EngineError, StoreError) as exc:
+                log.warning("conversation %s: the synopsis was not quoted: %s", conv, exc)
+                return False
+            if done:
+                self._emit(
+                    MemoryNotice(
+                        conv,
+                        "the oldest chapters are quoted in the synopsis for now; the chronicler "
+                        "rewrites it in the background",
+                    )
+                )
+                self.worker.wake()
+            return done
+
+        return Carry(chapters, major)
+
     def go_on_without_fold(self, conv_id: int) -> bool:
         """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold
         goes on in the background and lands on a later turn). False when none waits."""
@@ -529,6 +582,7 @@ class ChatService:
     async def open_conversation(self, conv_id: int) -> None:
         """Load the conversation's saved KV state in the background while the user reads and
         types, so its first turn evaluates only the new message."""
+        self._active_conv = conv_id
         try:
             conv = self.store.get_conversation(conv_id)
             persona = self.persona_of(conv)
@@ -667,8 +721,10 @@ class ChatService:
         return None
 
     def _refold_if_folded(self, message: StoredMessage) -> None:
-        """An edit inside a folded range marks its chapter stale and re-folds that range only."""
+        """An edit inside a folded range marks its chapter stale and re-folds that range only;
+        the refold is prewarmed when it lands (the user is in this conversation)."""
         conv_id = message.conversation_id
+        self._active_conv = conv_id
         self.semantic.wake()  # the changed text needs a new vector
         stale = self.store.mark_chapters_stale(conv_id, message.id)
         for chapter_id in stale:

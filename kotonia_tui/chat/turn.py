@@ -108,6 +108,11 @@ class Turn:
         self._ask_stop(TurnOutcome.INTERRUPTED, f"stopped: {why}")
 
     @property
+    def stopping(self) -> bool:
+        """It was asked to stop (Esc, or its caller went away) and has not ended yet."""
+        return self._stop is not None and self.done is None
+
+    @property
     def call(self) -> Call | None:
         """The model call (None when it could not start)."""
         return self._call

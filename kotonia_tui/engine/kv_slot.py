@@ -34,6 +34,14 @@ from kotonia_tui.engine.items import (
 )
 from kotonia_tui.engine.multimodal import Projector
 
+# Prompt tokens evaluated per step of the owner thread. Between two steps a cancel is seen and
+# a more urgent call (a reply) goes first, so a step is how long Esc, or a reply arriving
+# during a background fold's prompt, waits. A step of 512 (llama_engine's n_batch) took 4.5 s
+# on a shared 2-core machine (embedded default); steps of 64 read the prompt no slower there
+# (benchmarks/prompt_steps.py: median 131 tokens/s against 114 for 512 and 107 for 128, so
+# 0.5 s a step; at a load of 9-10, 81-84 against 33-50 for 512).
+STEP_TOKENS = 64
+
 
 @dataclass(frozen=True)
 class PrefillStats:
@@ -57,6 +65,7 @@ class KvSlot:
     ) -> None:
         self.ctx = ctx
         self.n_batch = n_batch
+        self.step_tokens = min(n_batch, STEP_TOKENS)  # prompt tokens per owner-thread step
         self.projector = projector
         self.n_swa = n_swa  # the sliding window of a SWA model (0: none)
         self._batch = internals.LlamaBatch(n_tokens=n_batch, embd=0, n_seq_max=1, verbose=False)
@@ -143,13 +152,17 @@ class KvSlot:
         on_mark: Callable[[], None] | None = None,
         count_restored: bool = True,
         on_evaluated: Callable[[int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> Generator[None, None, PrefillStats]:
         """Make the KV hold exactly `items`, evaluating only what differs; a step per batch.
 
         `on_mark()` runs when the slot holds exactly the first `mark` items on the way (a
         batch ends there), never when the slot already held more of them. The cells a saved
         state brought are reported by the first call that reuses them (`count_restored`).
-        `on_evaluated(cells)` is told each batch's cells as they are evaluated.
+        `on_evaluated(cells)` is told each batch's cells as they are evaluated. When `stop()`
+        says so between two batches (the user pressed Esc while the prompt was read), the
+        prefill ends there: the slot holds the batches evaluated so far (a consistent prefix
+        the next prompt reuses), and the figures say how many were.
         """
         if self._dirty:
             self.reset()
@@ -179,7 +192,7 @@ class KvSlot:
                     while (
                         run_end < len(items)
                         and not isinstance(items[run_end], ImageItem)
-                        and run_end - index < self.n_batch
+                        and run_end - index < self.step_tokens
                         and (run_end != mark or run_end == index)
                     ):
                         run_end += 1
@@ -191,6 +204,8 @@ class KvSlot:
                 yield from self._step()
                 if on_mark is not None and index == mark:
                     on_mark()
+                if stop is not None and index < len(items) and stop():
+                    break
         except SlotTakenError:
             raise  # the slot is consistent: whoever took it left it so
         except BaseException:
@@ -201,7 +216,9 @@ class KvSlot:
             self._dirty = True
             raise
         total = cells_of(items)
-        return PrefillStats(total, reused, total - reused, images, restored)
+        # Stopped part way, only what was evaluated counts (all of it otherwise).
+        evaluated = self.cells - reused if index < len(items) else total - reused
+        return PrefillStats(total, reused, evaluated, images, restored)
 
     def _step(self) -> Generator[None, None, None]:
         """A step boundary; after it, stop if another call changed the slot meanwhile."""

@@ -388,7 +388,10 @@ class LlamaEngine(SavedStates, EngineBase):
         rendered = self.render(request)
         with self._items_of(rendered) as items:
             slot = self._choose_slot(request.slot, items)
-            stats = yield from self._prefill(slot, items, request)
+            # Esc while the prompt is read stops between two of its batches, not after the
+            # whole prompt (a 4,000-token prompt is minutes on a loaded 2-core machine);
+            # sampling then ends at once, cancelled, with nothing written.
+            stats = yield from self._prefill(slot, items, request, stop=call.cancel_flag.is_set)
         if request.prefill_only:
             metrics = call_metrics(request, FinishReason.STOP, **stats)
             result = GenerationResult("", "", FinishReason.STOP, metrics)
@@ -437,7 +440,11 @@ class LlamaEngine(SavedStates, EngineBase):
         )
 
     def _prefill(
-        self, slot: KvSlot, items: list[PromptItem], request: GenerationRequest
+        self,
+        slot: KvSlot,
+        items: list[PromptItem],
+        request: GenerationRequest,
+        stop: Callable[[], bool] | None = None,
     ) -> Generator[None, None, dict[str, Any]]:
         """Evaluate the prompt into the slot, from a saved state when one gives it a longer
         prefix than the slot holds; returns its figures (`call_metrics` fields)."""
@@ -477,7 +484,9 @@ class LlamaEngine(SavedStates, EngineBase):
         def evaluated(cells: int) -> None:
             self._add_work(request.slot, evaluated=cells)
 
-        stats = yield from slot.prefill(items, mark=mark, on_mark=on_mark, on_evaluated=evaluated)
+        stats = yield from slot.prefill(
+            items, mark=mark, on_mark=on_mark, on_evaluated=evaluated, stop=stop
+        )
         return {
             "positions": stats.prompt_cells,
             "reused": stats.reused,

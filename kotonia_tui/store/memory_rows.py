@@ -308,7 +308,9 @@ def add_synopsis(
                     "current": int(synopsis.current),
                     "target_tokens": synopsis.target_tokens,
                     "origin": synopsis.origin.value,
-                    "stale": 0,
+                    # A quoted version stored for a turn (chat/fold/quote_first.py) is stale
+                    # from the start: the next major fold rebuilds it with the chronicler.
+                    "stale": int(synopsis.stale),
                 },
             )
         except sqlite3.IntegrityError as exc:

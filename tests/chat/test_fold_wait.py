@@ -81,8 +81,11 @@ async def chat_until_a_turn_waits(service: ChatService, conv_id: int) -> list[Tu
 async def open_folding_chat(
     make_fake_service, script: str, **values
 ) -> tuple[ChatService, int, FakeClock]:
-    """A chat whose chapter jobs run only when a turn waits for them, on a clock of its own."""
+    """A chat whose chapter jobs run only when a turn waits for them, on a clock of its own.
+    The turn waits for the chronicler (quote first is off: tests/chat/test_quote_first.py has
+    the turns that never wait)."""
     values.setdefault("fold_delay_s", 3600)
+    values.setdefault("fold_quote_first", False)
     key = write_short_card()
     clock = FakeClock()
     service = await make_fake_service(fake_settings_for(**values), scripted(script), clock=clock)

@@ -217,7 +217,8 @@ async def test_past_the_ceiling_the_oldest_messages_leave_the_prompt_but_stay_st
     """Fake engine: this test is about the ceiling and the store, which do not depend on the
     model."""
     key = write_short_card()
-    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    # Quote first off: a turn at the ceiling would carry the range at once instead of cutting.
+    service = await make_fake_service(fake_settings_for(fold_quote_first=False), scripted(CHAPTER))
     conv = service.new_conversation(service.library.get(key))
     service.worker.pause()  # the summarizer "keeps failing": nothing lands
     turns = await chat_until(

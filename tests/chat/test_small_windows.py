@@ -218,6 +218,7 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(mak
         CHAPTER,
         write_short_card(),
         fold_delay_s=3600,  # the chapter job is queued but would not run for an hour
+        fold_quote_first=False,  # the turn waits for the chronicler (test_quote_first.py: not)
     )
     events = events_of(service)
     turns = await chat_until(service, conv_id, lambda t: t.prepared.plan.apply_landed)
@@ -241,7 +242,10 @@ async def test_after_a_forced_cut_the_next_turn_carries_the_cut_messages_in_memo
 ):
     """Fake engine: this test is about what a turn carries after a forced cut, which does not
     depend on the model."""
-    service, conv_id = await open_chat(make_fake_service, CHAPTER, write_short_card())
+    # Quote first off: a turn at the ceiling would carry the range at once instead of cutting.
+    service, conv_id = await open_chat(
+        make_fake_service, CHAPTER, write_short_card(), fold_quote_first=False
+    )
     service.worker.pause()  # the chronicler cannot run: the ceiling cuts
     turns = await chat_until(
         service, conv_id, lambda t: t.prepared.plan.forced_cut_through is not None
@@ -768,8 +772,13 @@ async def test_a_turn_waits_for_the_major_fold_when_the_memory_that_landed_canno
 
     from kotonia_tui.domain import Chapter, FoldJob, utcnow
 
+    # Quote first off (the turn waits for the chronicler; test_quote_first.py: it never waits).
     service, conv_id = await open_chat(
-        make_fake_service, ON_TARGET["en"], write_short_card(), fold_delay_s=3600
+        make_fake_service,
+        ON_TARGET["en"],
+        write_short_card(),
+        fold_delay_s=3600,
+        fold_quote_first=False,
     )
     store = service.store
     ids = store.add_messages(
@@ -826,8 +835,13 @@ async def test_a_turn_past_the_ceiling_with_nothing_queued_queues_its_chapter_an
 
     Fake engine: this test is about which chapter a turn queues and waits for, which does
     not depend on the model."""
+    # Quote first off (the turn waits for the chronicler; test_quote_first.py: it never waits).
     service, conv_id = await open_chat(
-        make_fake_service, ON_TARGET["en"], write_short_card(), fold_delay_s=3600
+        make_fake_service,
+        ON_TARGET["en"],
+        write_short_card(),
+        fold_delay_s=3600,
+        fold_quote_first=False,
     )
     line = "Ann and Wren walked the gallery and counted the lamps again, one by one. " * 3
     service.store.add_messages(

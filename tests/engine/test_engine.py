@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from kotonia_tui.engine import (
     Slot,
     TextDelta,
 )
+from kotonia_tui.engine.kv_slot import STEP_TOKENS
 from tests.tiny_models import png_bytes
 
 
@@ -106,6 +108,43 @@ async def test_cancel_stops_within_a_token_and_the_engine_stays_usable(engine):
     again = await engine.generate(request(SYSTEM, ChatMessage("user", "Still there?")))
     assert again.finish_reason is FinishReason.LENGTH
     assert again.metrics.generated == 16
+
+
+async def test_cancel_while_the_prompt_is_read_stops_between_two_batches(
+    tmp_path, tiny_noeos_model_path
+):
+    """Esc while a long prompt is read: the call stops after the batch it is in, not after the
+    whole prompt; nothing is written, and the batches evaluated stay for the next call."""
+    with open_engine(tmp_path, tiny_noeos_model_path, n_ctx=2048) as engine:
+        long = request(SYSTEM, ChatMessage("user", "the harbour and the boats " * 130))
+        positions = engine.prompt_cells(long)
+        assert 3 * STEP_TOKENS < positions < 2048 - 16  # many steps of the prompt
+        batches: list[int] = []
+        first, cancelled = threading.Event(), threading.Event()
+        counted = engine._add_work
+
+        def count(slot: Slot, *, evaluated: int = 0, generated: int = 0) -> None:
+            counted(slot, evaluated=evaluated, generated=generated)
+            if slot is Slot.CHAT and evaluated:
+                batches.append(evaluated)
+                if len(batches) == 1:  # the owner thread waits here until Esc is pressed
+                    first.set()
+                    cancelled.wait(10)
+
+        engine._add_work = count
+        call = engine.start(long)
+        assert await asyncio.to_thread(first.wait, 10)
+        call.cancel()
+        cancelled.set()
+        result = await call.result()
+        assert result.finish_reason is FinishReason.CANCELLED
+        assert batches == [STEP_TOKENS]  # one step of the prompt read, the others never
+        assert result.metrics.evaluated == STEP_TOKENS < result.metrics.prompt_positions
+        assert result.metrics.prompt_positions == positions
+        assert result.metrics.generated == 0 and result.text == ""
+        again = await engine.generate(long)
+        assert again.metrics.reused == STEP_TOKENS  # what was read before Esc is kept
+        assert again.metrics.evaluated == positions - STEP_TOKENS
 
 
 async def test_overflow_is_refused_before_anything_is_sent(engine):
@@ -415,7 +454,7 @@ async def test_a_turn_takes_over_a_prewarm_part_way_and_it_is_never_redone(
         for _batch in range(2):
             engine._owner.call(lambda: next(steps)).result()
         prewarmed = engine._slots[Slot.PREWARM].cells
-        assert prewarmed >= 1000  # two batches of the prompt are in the spare context
+        assert prewarmed == 2 * STEP_TOKENS  # two steps of the prompt are in the spare context
 
         turn = await engine.generate(
             request(*folded, ChatMessage("assistant", "ok"), ChatMessage("user", "New words."))

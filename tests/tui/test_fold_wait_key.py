@@ -60,6 +60,7 @@ async def test_the_key_to_go_on_without_the_fold_is_shown_and_works(scripted_mod
         reply_max_tokens=32,
         fold_delay_s=3600,  # the chapter job waits until a turn needs it
         fold_wait_s=600,  # only the key ends this wait
+        fold_quote_first=False,  # the turn waits for the chronicler (quote first: it never does)
         prewarm_after_fold=False,
     )
     app = KotoniaApp(settings)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, TurnPrepared
-from kotonia_tui.domain import Conversation, FoldKind, StoredFoldJob
+from kotonia_tui.domain import Conversation, FoldKind, Role, StoredFoldJob
+from kotonia_tui.engine import Slot
 from kotonia_tui.tui.app import KotoniaApp, fold_status
+from kotonia_tui.tui.screens.chat import STOPPING
+from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, wait_for
 from tests.tui.screen_text import screen_text
@@ -61,3 +67,42 @@ async def test_a_chat_shows_its_own_conversations_notices_and_a_new_turn_clears_
         await send(pilot, screen, "Hello again.")
         text = screen_text(app)
         assert "lorebook entries left out" not in text and "fold #10" not in text
+
+
+async def test_esc_while_the_prompt_is_read_says_stopping_and_stops_between_batches(
+    tiny_noeos_model_path, mira_card
+):
+    """Esc while a long message's prompt is read: the status says "stopping" at once, and the
+    engine stops after the batch it is in (counted in batches: the owner thread is held in its
+    first batch until Esc is pressed); nothing is written."""
+    app = KotoniaApp(tiny_settings(tiny_noeos_model_path, reply_max_tokens=64))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_new_chat(app, pilot)
+        assert app.service is not None
+        engine: Any = app.service.engine  # the real engine: its per-batch count is wrapped
+        batches: list[int] = []
+        first, pressed = threading.Event(), threading.Event()
+        counted = engine._add_work
+
+        def count(slot: Slot, *, evaluated: int = 0, generated: int = 0) -> None:
+            counted(slot, evaluated=evaluated, generated=generated)
+            if slot is Slot.CHAT and evaluated:
+                batches.append(evaluated)
+                if len(batches) == 1:
+                    first.set()
+                    pressed.wait(10)
+
+        engine._add_work = count
+        ended = screen.turns_ended
+        screen.query_one(ChatInput).insert("the harbour and the boats " * 60)
+        await pilot.press("enter")
+        await wait_for(pilot, first.is_set)
+        await pilot.press("escape")
+        assert app.turn_status == STOPPING
+        await wait_for(pilot, lambda: STOPPING in screen_text(app))
+        pressed.set()
+        await wait_for(pilot, lambda: screen.turns_ended > ended and not screen.streaming)
+        assert len(batches) == 1  # the rest of the prompt (the long message) was never read
+        assert app.turn_status == ""
+        last = app.service.store.last_message(screen.conv_id)
+        assert last is not None and last.role is Role.USER  # no reply was stored

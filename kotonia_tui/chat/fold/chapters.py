@@ -92,7 +92,7 @@ async def fold_chapter_job(
         # The chapters this refold replaces wrote entries from the text before the edit.
         replaced = {c.id for c in _stale(ctx, job)}
         ledger = [e for e in ledger if e.chapter_id not in replaced]
-    pieces = await _pieces(ctx, job, cast, ledger)
+    pieces = await pieces_of(ctx, job, cast, ledger)
     if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
         # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
         # part of the story: the chronicler is not asked to write about them.
@@ -160,7 +160,7 @@ def _stored(chapter: Chapter) -> str:
     )
 
 
-async def _pieces(
+async def pieces_of(
     ctx: FoldContext, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry]
 ) -> list[Piece]:
     """The job's messages cut into pieces for one call each (oldest first). A refold needs all
@@ -227,7 +227,7 @@ async def _fold_piece(
         )
         failed = exc
     if then(Step.CHAPTER, outcome, last_attempt=last_attempt) is Then.QUOTE:
-        return await _extracted_piece(ctx, conv_id, piece, ledger, why)
+        return await extracted_piece(ctx, conv_id, piece, ledger, why)
     raise failed  # deferred or failed by the worker (the same table, Step.JOB)
 
 
@@ -247,7 +247,7 @@ async def _chronicled_piece(
             f"not asked for: message #{messages[0].id} is {piece.costs[0]:,} tokens, more "
             f"than {MAX_MESSAGE_PARTS} chronicler calls read ({piece.budget:,} each)"
         )
-        return await _extracted_piece(ctx, conv_id, piece, ledger, why)
+        return await extracted_piece(ctx, conv_id, piece, ledger, why)
     if len(messages) == 1 and piece.costs[0] > piece.budget:
         return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
     done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
@@ -269,19 +269,22 @@ async def _chronicled_piece(
     return NewChapter(chapter, tuple(entries), tuple(endings))
 
 
-async def _extracted_piece(
+async def extracted_piece(
     ctx: FoldContext,
     conv_id: int,
     piece: Piece,
     ledger: Sequence[StoredLedgerEntry],
     why: str,
+    *,
+    note: str | None = None,
 ) -> NewChapter:
     """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
     the user's sentences with names and numbers in the ledger (as a readback miss is kept).
 
     The chronicler is greedy, so asking it again later gives the same unusable answer; the
-    extract keeps the range in the memory now, and its note says why it is one. The ledger
-    keeps the user's own facts after a major fold has taken the extract into the synopsis."""
+    extract keeps the range in the memory now, and its note says why it is one (`note`: said
+    after the range instead of the chronicler's failure). The ledger keeps the user's own
+    facts after a major fold has taken the extract into the synopsis."""
     # Bounded by the call the piece was cut for, whatever the source: a 400,000-token message
     # became a 400,005-token chapter, 50 times the window.
     source_tokens = min(sum(piece.costs), piece.budget)
@@ -293,8 +296,10 @@ async def _extracted_piece(
             f"the chronicler's chapter was {why} and the range has no lines to quote",
         )
     first, last = piece.messages[0].id, piece.messages[-1].id
-    note = f"quoted from messages #{first}-#{last}: the chronicler's chapter was {why}"
-    log.warning("conversation %s: %s", conv_id, note)
+    said = note or f"the chronicler's chapter was {why}"
+    note = f"quoted from messages #{first}-#{last}: {said}"
+    # A quote stored for a turn at the ceiling (`note` given) is the plan, not a failure.
+    log.log(logging.INFO if said is note else logging.WARNING, "conversation %s: %s", conv_id, note)
     quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
     facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
     entries, _ends = ledger_changes(facts, conv_id, ledger)

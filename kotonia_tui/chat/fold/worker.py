@@ -237,6 +237,15 @@ class FoldWorker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(go_on.wait(), WAIT_POLL_S)
 
+    def stop_jobs(self, ids: Iterable[int]) -> None:
+        """The running job, when it is one of `ids`, stops (not a failed attempt): a turn
+        quotes its range instead (chat/fold/quote_first.py), and its chronicler call would
+        only write what the refold after the quote writes."""
+        running, task = self._running, self._job_task
+        if running is not None and task is not None and running.id in set(ids):
+            self._giving_way = True
+            task.cancel()
+
     def _give_way(self, ids: list[int]) -> None:
         """A major fold running while a turn waits for chapters stops and goes back to pending
         (not a failed attempt): the chapters bring messages back into the memory, the major

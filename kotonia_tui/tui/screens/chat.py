@@ -77,6 +77,7 @@ AUTO_REPLIES = 3
 
 
 WAITING = "waiting for the memory to fold…"
+STOPPING = "stopping…"  # Esc was pressed; the reply ends after the current batch or token
 
 
 class ChatScreen(ConversationActions):
@@ -339,6 +340,9 @@ class ChatScreen(ConversationActions):
             self.run.stop()  # a group's run: this reply and the ones after it
         if self.turn is not None:
             self.turn.cancel()
+            # Said at once: the engine stops after the batch of the prompt it is reading (or
+            # the token it is writing), which can take a moment on a long prompt.
+            self.kotonia.turn_status = STOPPING
 
     def action_go_on(self) -> None:
         """The turn waiting for a fold goes on without it (the fold lands on a later turn)."""
@@ -494,7 +498,7 @@ class ChatScreen(ConversationActions):
                 if isinstance(event, ReplyDelta):
                     count += 1
                     view.append(event.text)
-                    if count % 16 == 0:
+                    if count % 16 == 0 and not turn.stopping:
                         self.kotonia.turn_status = f"writing… {count} tokens (Esc stops)"
                 elif isinstance(event, TurnDone):
                     self._finish(view, target, event)

@@ -1,0 +1,129 @@
+"""Quote first, summarise later: a turn never waits for the chronicler to keep its messages.
+
+A turn at the ceiling used to wait for the chapter that covers the messages it would cut (on a
+loaded 2-core machine a 300-message import waited over 200 s for its first chapter, and a fast
+typist waited turn after turn). Here those messages are carried at once, by code only: each
+chapter job the turn needs is quoted now (memory/extract.py, the same extract a fold stores
+when the chronicler's answer is unusable), piece by piece as the chronicler would read it, and
+stored as stale chapters with a refold job each. The worker's refolds then replace them with
+the chronicler's chapters in the background (chat/fold/chapters.py, as after an edit), and the
+turn after one lands applies it like any fold.
+
+When the quoted chapters are more than the memory can hold beside the window (a long import
+at a small window), the oldest are folded the same way into a quoted synopsis, stored stale:
+the next major fold rebuilds it with the chronicler from the chapters it holds. What is still
+left out of the prompt is reached by recall (chat/recall.py), which needs no model either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from kotonia_tui.chat.fold.chapters import extracted_piece, pieces_of
+from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.domain import (
+    QUOTED_FIRST_LEAD,
+    FoldJob,
+    FoldKind,
+    NewChapter,
+    StoredChapter,
+    StoredFoldJob,
+    Synopsis,
+    SynopsisOrigin,
+)
+from kotonia_tui.memory.assembly import in_prompt
+from kotonia_tui.memory.extract import synopsis_passages
+
+log = logging.getLogger(__name__)
+
+QUOTED_AT_ONCE = "quoted at once for a turn at the ceiling; the chronicler's chapter follows"
+
+
+async def quote_chapter_jobs(
+    ctx: FoldContext, jobs: Sequence[StoredFoldJob]
+) -> list[StoredChapter]:
+    """Store each chapter job's range quoted, as stale chapters (one per piece a chronicler
+    call would read), with a refold job per chapter that writes the chronicler's in its place;
+    each job is done with its chapters, in one transaction. Returns the chapters stored."""
+    stored: list[StoredChapter] = []
+    for job in sorted(jobs, key=lambda j: j.first_message_id or 0):
+        if job.kind is not FoldKind.CHAPTER:
+            continue
+        conv_id = job.conversation_id
+        ledger = ctx.store.ledger(conv_id)
+        pieces = await pieces_of(ctx, job, ctx.cast_of(conv_id), ledger)
+        pieces = [p for p in pieces if any(in_prompt(m.role) for m in p.messages)]
+        if not pieces:
+            ctx.store.finish_fold(job.id)
+            continue
+        chapters: list[NewChapter] = []
+        for piece in pieces:
+            quoted = await extracted_piece(ctx, conv_id, piece, ledger, "", note=QUOTED_AT_ONCE)
+            stale = quoted.chapter.model_copy(update={"stale": True})
+            chapters.append(NewChapter(stale, quoted.entries, quoted.endings))
+        # The refolds are queued first: were the process to stop before the chapters are
+        # stored, a refold finds nothing stale and the chapter job is still open.
+        for new in chapters:
+            ctx.store.enqueue_fold(
+                FoldJob(
+                    conversation_id=conv_id,
+                    kind=FoldKind.REFOLD,
+                    first_message_id=new.chapter.first_message_id,
+                    last_message_id=new.chapter.last_message_id,
+                )
+            )
+        stored += ctx.store.store_refold([], chapters, job.id)
+        log.info(
+            "conversation %s: messages #%s-#%s quoted at once in %s chapters",
+            conv_id,
+            pieces[0].messages[0].id,
+            pieces[-1].messages[-1].id,
+            len(chapters),
+        )
+    return stored
+
+
+async def quote_major_fold(ctx: FoldContext, conv_id: int) -> bool:
+    """Fold every live chapter but the newest into a quoted synopsis now (stored stale: the
+    next major fold rebuilds it with the chronicler). It is asked for when the memory does not
+    fit beside the window, so it does not wait for the chapters a major fold would want at
+    once. False when there is nothing to fold (one chapter or none)."""
+    store = ctx.store
+    chapters = store.chapters(conv_id)
+    count = len(chapters) - 1
+    if count < 1:
+        return False
+    older = chapters[:count]
+    current = store.current_synopsis(conv_id)
+    budgets = await ctx.budgets_for(conv_id)
+    target = ctx.synopsis_target(budgets)
+    (lead,) = await ctx.count([QUOTED_FIRST_LEAD])
+    quoted, _tokens = await ctx.quote(
+        synopsis_passages(current.text if current else None, older), max(1, target - lead)
+    )
+    text = f"{QUOTED_FIRST_LEAD}\n{quoted}"
+    (tokens,) = await ctx.count([text])
+    through = max(older[-1].last_message_id, current.through_message_id if current else 0)
+    stored = store.add_synopsis(
+        Synopsis(
+            conversation_id=conv_id,
+            version=0,  # numbered by the store
+            text=text,
+            through_message_id=through,
+            tokens=tokens,
+            target_tokens=target,
+            stale=True,
+            origin=SynopsisOrigin.QUOTED,
+        ),
+        [c.id for c in older],
+    )
+    await ctx.queue_major_fold(conv_id)  # the rebuild with the chronicler
+    log.info(
+        "conversation %s: synopsis version %s quoted at once from %s chapters (%s tokens)",
+        conv_id,
+        stored.version,
+        count,
+        tokens,
+    )
+    return True
