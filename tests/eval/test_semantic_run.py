@@ -19,10 +19,11 @@ from kotonia_tui.eval.dataset import DatasetError, EvalConversation, EvalQuestio
 from kotonia_tui.eval.results import GradedAnswer
 from tests.eval.conftest import ScriptedEngine, short_conversation
 
-# Archived early, asked about at the end in other words: every word is misspelled, so no word
-# (nor its stem) is shared, while the characters, and so the tiny model's vectors, nearly are.
+# Archived early, asked about at the end in other words: every word is misspelled within its
+# first letters, so no word (nor a form of it) is shared, while the characters, and so the
+# tiny model's vectors, nearly are.
 ARCHIVED = "Grandmother Ilsebill kept beehives beside Bergenhus."
-ASKED = "Grandmorther Ilsebrill kelpt beehivres besride Bergenhrus?"
+ASKED = "Garndmother Iselbill kpet ebehives bseide Bregenhus?"
 ARM = "truncation+recall"
 
 
