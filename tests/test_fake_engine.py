@@ -119,12 +119,14 @@ async def test_what_a_context_holds_is_reused_and_a_prewarm_it_holds_is_skipped(
 async def test_a_user_turn_goes_before_background_work_and_cancel_stops_within_a_token() -> None:
     engine = engine_for(by_kind(chat="Yes.", prose=" ".join(["lamp"] * 400)))
     try:
+        # The fold is held from its first written token on, for as long as it takes (held
+        # before it starts: set after, a busy machine let the fold finish all 400 first).
+        engine.hold(lambda held: held.slot is Slot.FOLD and engine.work(Slot.FOLD).generated > 0)
         fold = engine.start(
             request("Fold.", max_tokens=500, slot=Slot.FOLD, priority=Priority.BACKGROUND)
         )
         while engine.work(Slot.FOLD).generated == 0:  # until the fold is writing
             await asyncio.sleep(0.001)
-        engine.hold(lambda held: held.slot is Slot.FOLD)  # and then for as long as it takes
         turn = await engine.generate(request("Quick?"))
         assert turn.text == "Yes."
         assert not fold._result.done()  # the turn went first: the fold is still writing
