@@ -19,12 +19,9 @@ from dataclasses import dataclass
 
 from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role
+from kotonia_tui.sentences import sentences
 
 ELISION = " … "
-# A sentence ends after . ! ? … with any closing quotes or marks, before a space; after 。！？
-# with theirs (no space follows in Japanese or Chinese); or at a line break (a chapter's items,
-# a quote's lines).
-_SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*|\n")
 # What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ") or a message id
 # ("(#3 #4)"). A reference, not the story: no fact's number, no name in a sentence.
 _LABEL = r"#\d+(?:-#\d+)?(?: [^:\n]{1,60})?: "
@@ -48,13 +45,6 @@ class _Sentence:
     text: str
     score: int
     last: int  # the last position it covers (the ids it cites may follow it)
-
-
-def sentences(text: str) -> list[str]:
-    """`text` cut into sentences (each keeps its closing marks), whitespace collapsed."""
-    cuts = [0, *(match.end() for match in _SENTENCE_END.finditer(text)), len(text)]
-    parts = (" ".join(text[start:end].split()) for start, end in itertools.pairwise(cuts))
-    return [part for part in parts if part]
 
 
 def without_references(text: str) -> str:
