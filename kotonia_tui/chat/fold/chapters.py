@@ -240,9 +240,9 @@ async def _chronicled_piece(
 ) -> NewChapter:
     messages = piece.messages
     if len(messages) == 1 and piece.costs[0] > piece.budget * MAX_MESSAGE_PARTS:
-        # Summarized part by part, a 1.5 MB message took hundreds of calls while the next
-        # turn waited for it (554 s); past this many calls it is quoted instead, bounded
-        # like any chapter, and the whole message stays in the archive.
+        # Summarized part by part, a huge message takes hundreds of calls while the next
+        # turn waits (docs/decisions.md D-22); past this many calls it is quoted instead,
+        # bounded like any chapter, and the whole message stays in the archive.
         why = (
             f"not asked for: message #{messages[0].id} is {piece.costs[0]:,} tokens, more "
             f"than {MAX_MESSAGE_PARTS} chronicler calls read ({piece.budget:,} each)"

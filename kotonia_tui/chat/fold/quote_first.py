@@ -1,11 +1,10 @@
 """Quote first, summarise later: a turn never waits for the chronicler to keep its messages.
 
-A turn at the ceiling used to wait for the chapter that covers the messages it would cut (on a
-loaded 2-core machine a 300-message import waited over 200 s for its first chapter, and a fast
-typist waited turn after turn). Here those messages are carried at once, by code only: each
-chapter job the turn needs is quoted now (memory/extract.py, the same extract a fold stores
-when the chronicler's answer is unusable), piece by piece as the chronicler would read it, and
-stored as stale chapters with a refold job each. The worker's refolds then replace them with
+A turn at the ceiling used to wait for the chapter that covers the messages it would cut, for
+minutes on a small machine (docs/decisions.md D-21). Here those messages are carried at once,
+by code only: each chapter job the turn needs is quoted now (memory/extract.py, the same
+extract a fold stores when the chronicler's answer is unusable), piece by piece as the
+chronicler would read it, and stored as stale chapters with a refold job each. The worker's refolds then replace them with
 the chronicler's chapters in the background (chat/fold/chapters.py, as after an edit), and the
 turn after one lands applies it like any fold.
 
