@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role
+from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
 from kotonia_tui.sentences import sentences
 
 ELISION = " … "
@@ -142,6 +143,26 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             parts.append(" …")
         lines.append(f"{passage.label}: {''.join(parts)}")
     return "\n".join(lines)
+
+
+# Many texts' token counts, in order (the engine's counter, batched off the event loop).
+Count = Callable[[list[str]], Awaitable[list[int]]]
+QUOTE_FITS = 3  # tries at a quote's character limit before its size is taken as it is
+
+
+async def quote_passages(passages: Sequence[Passage], target: int, count: Count) -> tuple[str, int]:
+    """The passages quoted (`extract_passages`) in about `target` tokens as `count` measures
+    them, and that size: what a fold stores when the chronicler's answer cannot be stored."""
+    # About four characters a token in English; a denser script is fitted below.
+    limit = target * 4
+    text, tokens = "", 0
+    for _try in range(QUOTE_FITS):
+        text = extract_passages(passages, limit)
+        (tokens,) = await count([text])
+        if tokens <= target * (1 + LENGTH_TOLERANCE):
+            break
+        limit = max(1, int(limit * target / tokens * 0.95))
+    return text, tokens
 
 
 def extract_mark(label: str) -> str:
