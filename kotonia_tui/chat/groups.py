@@ -24,7 +24,6 @@ from kotonia_tui.chat.turn import Turn
 from kotonia_tui.domain import (
     CastMember,
     Conversation,
-    Message,
     Persona,
     ReplyOrder,
     Role,
@@ -32,7 +31,7 @@ from kotonia_tui.domain import (
     StoredMessage,
     StoredPersona,
 )
-from kotonia_tui.memory.segments import FORMAT_INSTRUCTION, parse_segments
+from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
 
 if TYPE_CHECKING:
     from kotonia_tui.chat.service import ChatService
@@ -93,18 +92,12 @@ class GroupChats:
         service.store.set_cast(conv.id, [(card.key, card.name) for card in cards])
         for card, setup in zip(cards, setups, strict=True):
             if setup.greetings:
-                text = setup.greetings[0]
-                service.store.add_message(
-                    Message(
-                        conversation_id=conv.id,
-                        role=Role.CHARACTER,
-                        speaker=setup.display_name,
-                        text=text,
-                        segments=parse_segments(
-                            text, speaker=setup.display_name, listener=persona.name
-                        ),
-                        character_key=card.key,
-                    )
+                service.add_greeting(
+                    conv.id,
+                    setup,
+                    setup.greetings[0],
+                    listener=persona.name,
+                    character_key=card.key,
                 )
         return service.store.get_conversation(conv.id)
 

@@ -28,15 +28,13 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
+from kotonia_tui.sentences import sentence_ends
 from kotonia_tui.terms import Searchable, Term, fold, is_number
 
 PIECE_WORDS = 16
 PIECE_CHARS = 48
 HEAVY = 2  # the weight of a name or a number among the query's terms: they answer questions
 GAP = "…"
-# Where a sentence ends: its closing marks (and quotes, brackets or emphasis after them) before
-# a space or the end; a full stop of a script without spaces; a line break.
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]*_`]*(?=\s|$)|[。！？]+|\n+")
 _WORD = re.compile(r"\S+")
 
 
@@ -56,7 +54,7 @@ def piece_spans(text: str) -> list[tuple[int, int]]:
     """Where `text`'s pieces are (start, end), in order, without the spaces between them."""
     spans: list[tuple[int, int]] = []
     start = 0
-    for end in [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]:
+    for end in sentence_ends(text):
         spans.extend(_sentence_pieces(text, start, end))
         start = end
     return spans
