@@ -470,6 +470,12 @@ class Store:
         with self._db.read():
             return memory_rows.story_times(self._db, conv_id, ids)
 
+    def scene_dates(self, conv_id: int, first_id: int, last_id: int) -> list[str]:
+        """The scene dates of a range of messages in story order (the one in force at its
+        first message, then those its openings give): a chapter's in-story time."""
+        with self._db.read():
+            return memory_rows.scene_dates(self._db, conv_id, first_id, last_id)
+
     # Semantic recall: message vectors (store/vectors.py) -------------------------------------
 
     def vector_search_unavailable(self) -> str | None:

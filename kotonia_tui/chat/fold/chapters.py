@@ -26,6 +26,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui import story_dates
 from kotonia_tui.chat.fold.context import FoldContext
 from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
 from kotonia_tui.domain import (
@@ -153,6 +154,16 @@ def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
     )
 
 
+def story_time(
+    ctx: FoldContext, messages: Sequence[StoredMessage], chronicled: str | None
+) -> str | None:
+    """A chapter's in-story time: the chronicler's, or the dates its range's scenes were
+    given when the chronicler gave none or a vaguer one (story_dates.chapter_time)."""
+    first, last = messages[0], messages[-1]
+    dates = ctx.store.scene_dates(first.conversation_id, first.id, last.id)
+    return story_dates.chapter_time(chronicled, dates)
+
+
 def _stored(chapter: Chapter) -> str:
     return (
         f"chapter for messages #{chapter.first_message_id}-#{chapter.last_message_id} "
@@ -262,7 +273,7 @@ async def _chronicled_piece(
         model=ctx.engine.info.model_name,
         gen_ms=done.gen_ms,
         tokens=tokens,
-        story_time=done.reply.story_time,
+        story_time=story_time(ctx, messages, done.reply.story_time),
         structure=structure.to_json() if structure else None,
         readback_misses=list(done.reply.misses),
     )
@@ -309,6 +320,7 @@ async def extracted_piece(
         last_message_id=last,
         text=text,
         tokens=tokens,
+        story_time=story_time(ctx, piece.messages, None),
         note=note,
         origin=ChapterOrigin.QUOTED,
     )
@@ -395,7 +407,9 @@ async def _fold_long_message(
         model=ctx.engine.info.model_name,
         gen_ms=gen_ms + merge_ms,
         tokens=tokens,
-        story_time=next((n.story_time for n in notes if n.story_time), None),
+        story_time=story_time(
+            ctx, [message], next((n.story_time for n in notes if n.story_time), None)
+        ),
         note=note,
         origin=ChapterOrigin.PARTS,
         structure=whole.to_json() if whole is not None and not merges else None,
