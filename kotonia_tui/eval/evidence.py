@@ -6,7 +6,11 @@ the reader: a small reader may fail with the evidence there; the memory failed w
 Each evidence message is found in one or more places of the prompt:
 
 - `window`: verbatim in the history the prompt carries;
-- `recalled`: quoted in the excerpts recalled for the question (recall arms);
+- `recalled`: quoted in the excerpts recalled for the question (recall arms): whole, or in a
+  part that holds every word of the reference answer the whole message holds;
+- `recalled_part`: recalled, but only a part of it that leaves out some of the answer's words
+  the message holds (recall quotes a long message by its pieces): not present, since what of
+  the message reached the prompt is what counts;
 - `cited`: named by a memory item, the `(#12 #14)` a structured chapter's event or claim and a
   ledger entry end with (memory/structured.py, memory/ledger.py), also where a quoted synopsis
   quotes such an item with its ids;
@@ -23,7 +27,7 @@ are in the prompt at all (`answer_words`) is the second figure, and tells those 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,6 +37,7 @@ from kotonia_tui.eval.grading import answer_tokens
 class Place(StrEnum):
     WINDOW = "window"
     RECALLED = "recalled"
+    RECALLED_PART = "recalled_part"  # a part of it, without the answer's words it holds
     CITED = "cited"
     QUOTED = "quoted"
     ABSENT = "absent"
@@ -71,20 +76,33 @@ def places(
     window: Collection[int],
     recalled: Collection[int],
     refs: MemoryRefs,
+    recalled_short: Collection[int] = (),
 ) -> list[Place]:
     """Where message `message_id` stands in the prompt (`[ABSENT]` when nowhere); every id in
-    one numbering (the evaluation passes the input's own ids)."""
+    one numbering (the evaluation passes the input's own ids). `recalled_short`: the recalled
+    messages whose quoted part leaves out the answer's words (`carries_answer`)."""
     found = [
         place
         for place, ids in (
             (Place.WINDOW, window),
-            (Place.RECALLED, recalled),
+            (Place.RECALLED, set(recalled) - set(recalled_short)),
+            (Place.RECALLED_PART, set(recalled) & set(recalled_short)),
             (Place.CITED, refs.cited),
             (Place.QUOTED, refs.quoted),
         )
         if message_id in ids
     ]
     return found or [Place.ABSENT]
+
+
+def carries_answer(part: str, whole: str, reference: str) -> bool:
+    """Whether a part of a message quoted in the prompt holds every content word of the
+    reference answer that the whole message holds (the same tokens as `answer_words`). A
+    message that holds none of them (the answer is said in other words, or lies in another
+    message) has nothing a part could leave out: any part of it counts."""
+    whole_tokens = set(answer_tokens(whole))
+    held = set(answer_tokens(part))
+    return all(word in held for word in content_words(reference) if word in whole_tokens)
 
 
 # Short words that say nothing about which answer it is (the tokens already lose articles and
@@ -140,10 +158,15 @@ class Located:
 
     message: int
     where: tuple[Place, ...]
+    carried: str | None = None  # the part of it recalled, when not the whole message
 
     @property
     def present(self) -> bool:
-        return Place.ABSENT not in self.where
+        return any(place in PRESENT for place in self.where)
+
+
+# The places where a message is in front of the reader (a part without the answer is not).
+PRESENT = frozenset((Place.WINDOW, Place.RECALLED, Place.CITED, Place.QUOTED))
 
 
 def locate(
@@ -152,7 +175,19 @@ def locate(
     window: Collection[int],
     recalled: Collection[int],
     refs: MemoryRefs,
+    parts: Mapping[int, tuple[str, str]] | None = None,
+    reference: str = "",
 ) -> list[Located]:
+    """Where each evidence message stands. `parts`: the recalled messages quoted in part, as
+    (the part quoted, the whole message); such a message is `recalled` only when its part
+    carries the `reference` answer's words the whole holds (`carries_answer`)."""
+    parts = parts or {}
+    short = {m for m, (part, whole) in parts.items() if not carries_answer(part, whole, reference)}
     return [
-        Located(m, tuple(places(m, window=window, recalled=recalled, refs=refs))) for m in evidence
+        Located(
+            m,
+            tuple(places(m, window=window, recalled=recalled, refs=refs, recalled_short=short)),
+            parts[m][0] if m in parts and m in recalled else None,
+        )
+        for m in evidence
     ]
