@@ -588,9 +588,13 @@ async def _prompts(
             item.notes = recall.render()
             item.recalled = [to_source.get(i, i) for i in recall.message_ids]
             item.recalled_tokens = recall.tokens
-            # What of each message the excerpts quote: a part counts only by what it holds.
+            # What of each message the excerpts quote: a part counts only by what it holds,
+            # with what the excerpt says of it (its speaker, its marker's in-story time).
             item.parts = {
-                to_source.get(line.message_id, line.message_id): (line.shown(), line.text)
+                to_source.get(line.message_id, line.message_id): (
+                    f"{excerpt.marker()}\n{line.render()}",
+                    line.text,
+                )
                 for excerpt in recall.excerpts
                 for line in excerpt.lines
                 if line.shown() != line.text
