@@ -15,7 +15,8 @@ Each evidence message is found in one or more places of the prompt:
   ledger entry end with (memory/structured.py, memory/ledger.py), also where a quoted synopsis
   quotes such an item with its ids;
 - `quoted`: its own sentences quoted under its label, `#12 Mara: ...`, in a chapter quoted from
-  its range or a synopsis quoted from its chapters (memory/extract.py);
+  its range or a synopsis quoted from its chapters (memory/extract.py), when they hold the
+  answer's words the message holds; `quoted_part` (not present) when they leave them out;
 - `absent`: none of these.
 
 The memory is read as the prompt carries it (its text), not from the rows that made it: whatever
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kotonia_tui.eval.grading import answer_tokens
@@ -40,6 +41,7 @@ class Place(StrEnum):
     RECALLED_PART = "recalled_part"  # a part of it, without the answer's words it holds
     CITED = "cited"
     QUOTED = "quoted"
+    QUOTED_PART = "quoted_part"  # its sentences quoted, without the answer's words it holds
     ABSENT = "absent"
 
 
@@ -59,15 +61,26 @@ class MemoryRefs:
 
     cited: frozenset[int]
     quoted: frozenset[int]
+    # What is quoted of each message: its sentences under its labels, joined.
+    quoted_text: Mapping[int, str] = field(default_factory=dict)
 
 
 def memory_refs(memory_text: str) -> MemoryRefs:
-    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts)."""
+    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts),
+    and the text quoted under each label (up to the next label or the line's end)."""
     cited = {
         int(number) for group in _CITATION.findall(memory_text) for number in _ID.findall(group)
     }
-    quoted = {int(number) for number in _QUOTED_LABEL.findall(memory_text)}
-    return MemoryRefs(frozenset(cited), frozenset(quoted))
+    quoted_text: dict[int, str] = {}
+    for line in memory_text.splitlines():
+        labels = list(_QUOTED_LABEL.finditer(line))
+        for k, label in enumerate(labels):
+            end = labels[k + 1].start() if k + 1 < len(labels) else len(line)
+            number = int(label.group(1))
+            quoted_text[number] = " ".join(
+                filter(None, (quoted_text.get(number, ""), line[label.end() : end].strip()))
+            )
+    return MemoryRefs(frozenset(cited), frozenset(quoted_text), quoted_text)
 
 
 def places(
@@ -77,10 +90,12 @@ def places(
     recalled: Collection[int],
     refs: MemoryRefs,
     recalled_short: Collection[int] = (),
+    quoted_short: Collection[int] = (),
 ) -> list[Place]:
     """Where message `message_id` stands in the prompt (`[ABSENT]` when nowhere); every id in
-    one numbering (the evaluation passes the input's own ids). `recalled_short`: the recalled
-    messages whose quoted part leaves out the answer's words (`carries_answer`)."""
+    one numbering (the evaluation passes the input's own ids). `recalled_short`,
+    `quoted_short`: the messages whose recalled or quoted part leaves out the answer's words
+    (`carries_answer`)."""
     found = [
         place
         for place, ids in (
@@ -88,7 +103,8 @@ def places(
             (Place.RECALLED, set(recalled) - set(recalled_short)),
             (Place.RECALLED_PART, set(recalled) & set(recalled_short)),
             (Place.CITED, refs.cited),
-            (Place.QUOTED, refs.quoted),
+            (Place.QUOTED, refs.quoted - set(quoted_short)),
+            (Place.QUOTED_PART, refs.quoted & set(quoted_short)),
         )
         if message_id in ids
     ]
@@ -166,7 +182,7 @@ class Located:
 
 
 # The places where a message is in front of the reader (a part without the answer is not).
-PRESENT = frozenset((Place.WINDOW, Place.RECALLED, Place.CITED, Place.QUOTED))
+PRESENT = frozenset((Place.WINDOW, Place.RECALLED, Place.CITED, Place.QUOTED))  # no parts
 
 
 def locate(
@@ -177,16 +193,33 @@ def locate(
     refs: MemoryRefs,
     parts: Mapping[int, tuple[str, str]] | None = None,
     reference: str = "",
+    wholes: Mapping[int, str] | None = None,
 ) -> list[Located]:
     """Where each evidence message stands. `parts`: the recalled messages quoted in part, as
     (the part quoted, the whole message); such a message is `recalled` only when its part
-    carries the `reference` answer's words the whole holds (`carries_answer`)."""
+    carries the `reference` answer's words the whole holds (`carries_answer`). `wholes`: the
+    evidence messages' texts, against which what the memory quotes of them (`refs`) is read
+    the same way (without them, a quote counts whatever it holds)."""
     parts = parts or {}
     short = {m for m, (part, whole) in parts.items() if not carries_answer(part, whole, reference)}
+    quoted_short = {
+        m
+        for m, whole in (wholes or {}).items()
+        if m in refs.quoted_text and not carries_answer(refs.quoted_text[m], whole, reference)
+    }
     return [
         Located(
             m,
-            tuple(places(m, window=window, recalled=recalled, refs=refs, recalled_short=short)),
+            tuple(
+                places(
+                    m,
+                    window=window,
+                    recalled=recalled,
+                    refs=refs,
+                    recalled_short=short,
+                    quoted_short=quoted_short,
+                )
+            ),
             parts[m][0] if m in parts and m in recalled else None,
         )
         for m in evidence

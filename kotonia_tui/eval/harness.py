@@ -104,7 +104,8 @@ METHOD = [
     "reference's words the whole message holds, else recalled_part: not present), cited by a "
     "memory item ('(#12 #14)': a "
     "structured chapter's event or claim, a ledger entry), quoted under its label ('#12 "
-    "Mara: ...': a quoted chapter or synopsis), or absent; a prose summary names no message. "
+    "Mara: ...': a quoted chapter or synopsis; by the same rule, else quoted_part), or absent; "
+    "a prose summary names no message. "
     "answer_in_prompt: the reference's content words are all somewhere in the prompt",
     "positions: reader_prompt_tokens is the reader's whole prompt (the arm's, the recalled "
     "excerpts, the question); evaluated_per_question what of it lies past the arm's own "
@@ -570,7 +571,14 @@ async def _prompts(
     refs = MemoryRefs(
         cited=frozenset(to_source.get(i, i) for i in refs.cited),
         quoted=frozenset(to_source.get(i, i) for i in refs.quoted),
+        quoted_text={to_source.get(i, i): text for i, text in refs.quoted_text.items()},
     )
+    # The evidence messages as said, to read what the memory quotes of them against.
+    wholes = {
+        m: replayed.store.get_message(replayed.to_stored[m]).text
+        for m in {m for item in graded for m in item.question.evidence}
+        if m in refs.quoted and m in replayed.to_stored
+    }
     arm_texts = [message.content for message in arm.messages]
     requests = []
     for item in graded:
@@ -613,6 +621,7 @@ async def _prompts(
             refs=refs,
             parts=item.parts,
             reference=item.question.answer,
+            wholes=wholes,
         )
         # The prompt as the reader reads it, without the question (it must not count as
         # holding its own answer's words).

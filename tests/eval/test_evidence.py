@@ -110,6 +110,22 @@ def test_the_block_names_what_it_cites_and_what_it_quotes():
     assert refs.cited == {1, 2, 3, 4, 9}
     # Quoted extracts quote messages under their labels, also inside the quoted synopsis.
     assert refs.quoted == {5, 6, 10}
+    # What is quoted of each, up to the next label.
+    assert refs.quoted_text[5] == "The storm lasted three days."
+    assert refs.quoted_text[6] == '"The boat came late, with forty crowns of oil."'
+    assert "The cat is called Soot." in refs.quoted_text[10]
+
+
+def test_a_quote_that_leaves_out_the_answer_is_not_present():
+    refs = memory_refs("#5 Ann: The storm lasted … and then we slept.\n#6 Bo: The boat came.")
+    wholes = {5: "The storm lasted three days, and then we slept.", 6: "The boat came."}
+    found = locate(
+        [5, 6], window=set(), recalled=set(), refs=refs, reference="three days", wholes=wholes
+    )
+    assert [(f.message, f.where, f.present) for f in found] == [
+        (5, (Place.QUOTED_PART,), False),  # "three" is in the message, not in its quote
+        (6, (Place.QUOTED,), True),  # holds none of the answer's words: nothing to leave out
+    ]
 
 
 def test_a_summary_in_prose_names_no_message():

@@ -187,7 +187,8 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
             if cell is not None:
                 assert (cell.any, cell.all) == _share(asked)
         found = [f.where for q in arm.questions for f in q.found]
-        for place in ("window", "recalled", "recalled_part", "cited", "quoted", "absent"):
+        places = ("window", "recalled", "recalled_part", "cited", "quoted", "quoted_part")
+        for place in (*places, "absent"):
             assert arm.evidence_places[place] == round(
                 sum(place in w for w in found) / len(found), 4
             )
