@@ -7,8 +7,8 @@ that hold the query's words. So each message recall may quote has three forms:
 - `whole`: the message as it was said;
 - `short`: the sentences of the fewest pieces that together hold every query term the message
   holds (a greedy cover, the pieces with the most weight first), in story order;
-- `least`: the sentence of the one piece that holds the most weight of them (a number or a
-  name weighs `HEAVY`, any other word 1);
+- `least`: the sentence of the one piece that holds the most weight of them (a word weighs its
+  rarity in the archive, a number or a name `HEAVY` times that);
 - `wide`: the short form with the piece before and the piece after each of its sentences (a
   question's words are often in one sentence and its answer in the next or the one before:
   "I learned a song on the piano. It's the Interstellar theme.").
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.terms import Searchable, Term, fold, is_number
@@ -101,9 +101,16 @@ def _even_runs(units: Sequence[tuple[int, int]], most: int) -> list[tuple[int, i
     return [(units[i * size][0], units[end][1]) for i, end in enumerate(ends)]
 
 
-def compact(text: str, terms: Sequence[Term], heavy: Collection[str] = ()) -> Compact:
+def compact(
+    text: str,
+    terms: Sequence[Term],
+    heavy: Collection[str] = (),
+    rarity: Mapping[str, float] | None = None,
+) -> Compact:
     """`text`'s short and least forms for the query `terms`; `heavy`: folded words that weigh
-    HEAVY (the query's names)."""
+    HEAVY (the query's names); `rarity`: each folded term's rarity in the archive (inverse
+    document frequency), by which a term weighs (a term it does not name weighs as the
+    rarest: the pairs of characters of unspaced text)."""
     pieces = _pieces(text)
     spans = [span for span, _sentence in pieces]
     if len(spans) <= 1:
@@ -123,8 +130,11 @@ def compact(text: str, terms: Sequence[Term], heavy: Collection[str] = ()) -> Co
     if not matched:
         return forms([0], 0)
 
-    def weight(keys: Collection[str]) -> int:
-        return sum(HEAVY if k in heavy or is_number(k) else 1 for k in keys)
+    rare = dict(rarity or {})
+    rarest = max(rare.values(), default=1.0)
+
+    def weight(keys: Collection[str]) -> float:
+        return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
 
     def length(i: int) -> int:
         return spans[i][1] - spans[i][0]

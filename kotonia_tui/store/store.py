@@ -457,6 +457,11 @@ class Store:
         """The terms `recall` looks for in `query` (the common words left out)."""
         return search.recall_terms_used(self._db, query, ignore)
 
+    def recall_rarity(self, terms: Sequence[Term]) -> dict[str, float]:
+        """How rare each of recall's spaced terms is in the archive (folded term -> its
+        inverse document frequency): recall quotes the pieces that hold the rarest."""
+        return search.recall_term_rarity(self._db, terms)
+
     def neighbours(
         self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
     ) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:

@@ -108,6 +108,18 @@ def test_a_quoted_piece_comes_with_its_sentence_and_the_answer_beside_it() -> No
     assert "free pizza" not in forms.wide  # only the sentences beside it
 
 
+def test_the_best_piece_holds_the_rarest_words_not_the_most() -> None:
+    text = "We walked down to the harbour that day. Later my uncle sold his old harpoon."
+    terms = recall_terms("Which day did you walk to the harpoon shop?")
+    # Counted alike, two common words beat one rare one.
+    assert compact(text, terms).least == f"We walked down to the harbour that day. {GAP}"
+    # Weighed by rarity in the archive (inverse document frequency), the rare one wins.
+    rarity = {"day": 0.4, "walk": 0.6, "harpoon": 4.2, "shop": 1.0}
+    assert compact(text, terms, rarity=rarity).least == (
+        f"{GAP} Later my uncle sold his old harpoon."
+    )
+
+
 def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:
     """An archived line with its forms, a token a word (the engine counts in chat/recall.py)."""
     forms = compact(text, recall_terms(query))
