@@ -31,6 +31,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui import story_dates
 from kotonia_tui.chat.fold.chronicle import ask
 from kotonia_tui.chat.fold.context import FoldContext
 from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
@@ -86,6 +87,8 @@ class Piece:
     messages: list[StoredMessage]
     costs: list[int]  # each message as the chronicler reads it, in tokens
     budget: int
+    # The scene dates of the piece's range in story order (Store.scene_dates): its time.
+    scene_dates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,12 @@ def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
     )
 
 
+def story_time(piece: Piece, chronicled: str | None) -> str | None:
+    """A chapter's in-story time: the chronicler's, or the dates its range's scenes were
+    given when the chronicler gave none or a vaguer one (story_dates.chapter_time)."""
+    return story_dates.chapter_time(chronicled, piece.scene_dates)
+
+
 def _stored(chapter: Chapter) -> str:
     return (
         f"chapter for messages #{chapter.first_message_id}-#{chapter.last_message_id} "
@@ -230,7 +239,8 @@ async def pieces_of(ctx: FoldContext, job: StoredFoldJob, work: Chronicling) -> 
     pieces = []
     for first_id, last_id in split_source(costs, budget):
         chosen = [by_id[i] for i in sorted(by_id) if first_id <= i <= last_id]
-        pieces.append(Piece([m for m, _ in chosen], [c for _, c in chosen], budget))
+        dates = ctx.store.scene_dates(job.conversation_id, first_id, last_id)
+        pieces.append(Piece([m for m, _ in chosen], [c for _, c in chosen], budget, tuple(dates)))
     return pieces
 
 
@@ -289,7 +299,7 @@ async def _chronicled_piece(work: Chronicling, piece: Piece) -> NewChapter:
         model=work.model,
         gen_ms=done.gen_ms,
         tokens=tokens,
-        story_time=done.reply.story_time,
+        story_time=story_time(piece, done.reply.story_time),
         structure=structure.to_json() if structure else None,
         readback_misses=list(done.reply.misses),
     )
@@ -331,6 +341,7 @@ async def extracted_piece(
         last_message_id=last,
         text=text,
         tokens=tokens,
+        story_time=story_time(piece, None),
         note=note,
         origin=ChapterOrigin.QUOTED,
     )
@@ -412,7 +423,7 @@ async def _fold_long_message(work: Chronicling, message: StoredMessage, piece: P
         model=work.model,
         gen_ms=gen_ms + merge_ms,
         tokens=tokens,
-        story_time=next((n.story_time for n in notes if n.story_time), None),
+        story_time=story_time(piece, next((n.story_time for n in notes if n.story_time), None)),
         note=note,
         origin=ChapterOrigin.PARTS,
         structure=whole.to_json() if whole is not None and not merges else None,
