@@ -14,7 +14,8 @@ from textual.widgets import ListView
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import QuickReply, ReplyOrder, Role
 from kotonia_tui.tui.app import KotoniaApp
-from kotonia_tui.tui.screens.chat import AUTO_REPLIES, ChatScreen
+from kotonia_tui.tui.screens.chat import ChatScreen
+from kotonia_tui.tui.screens.chat_base import AUTO_REPLIES
 from kotonia_tui.tui.screens.choose import ChoiceItem, ChooseScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
