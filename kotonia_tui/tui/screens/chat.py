@@ -20,8 +20,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static
 
-from kotonia_tui.characters.card import CardImage
-from kotonia_tui.characters.expressions import Expression
 from kotonia_tui.chat.groups import GroupRun
 from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.chat.service import ChatService
@@ -29,7 +27,7 @@ from kotonia_tui.chat.turn import Turn
 from kotonia_tui.domain import StoredConversation, StoredMessage
 from kotonia_tui.terminal_text import visible
 from kotonia_tui.tui.literal import literal, literal_line, notify
-from kotonia_tui.tui.screens.chat_expressions import ExpressionActions
+from kotonia_tui.tui.screens.chat_expressions import ExpressionActions, Pictures
 from kotonia_tui.tui.screens.chat_group import GroupActions
 from kotonia_tui.tui.screens.chat_inspector import InspectorActions
 from kotonia_tui.tui.screens.chat_manage import ConversationActions
@@ -64,6 +62,9 @@ class ChatScreen(
         Binding("ctrl+o", "go_on", "Go on without memory", id="go_on_without_fold", priority=True),
         Binding("f2", "toggle_inspector", "Memory", id="inspector"),
         Binding("f3", "attach", "Attach", id="attach"),
+        Binding(
+            "alt+w", "cast_memory", "Memory by speaker", id="cast_memory", show=False, priority=True
+        ),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("ctrl+g", "continue_reply", "Continue", id="continue"),
         # ← and → on an empty message box do the same for the last reply (chat_input.py).
@@ -94,6 +95,7 @@ class ChatScreen(
         Binding(
             "alt+p", "pick_speaker", "Who speaks next", id="pick_speaker", show=False, priority=True
         ),
+        Binding("alt+o", "reply_order", "Reply order", id="reply_order", show=False, priority=True),
         Binding("alt+i", "impersonate", "Impersonate", id="impersonate", show=False, priority=True),
         Binding(
             "alt+a", "auto_run", "Cast goes on (auto)", id="auto_run", show=False, priority=True
@@ -157,8 +159,7 @@ class ChatScreen(
         self.selected: MessageView | None = None
         self._oldest_id: int | None = None
         self._at_end = True  # the newest messages are shown (not a page opened further back)
-        self.expressions: list[Expression] = []  # the card's expression pictures (if any)
-        self._card_image: CardImage | None = None
+        self.pictures: dict[str, Pictures] = {}  # each member's expressions (if any), by key
         self.turns_ended = 0  # turns that ran to their end (tests and scripts wait on it)
         self.runs_ended = 0  # asks that ran to their end (a group's: all its replies)
         self.impersonated = 0  # lines impersonate wrote into the box
@@ -182,10 +183,7 @@ class ChatScreen(
 
     def on_mount(self) -> None:
         conv = self.conversation
-        self.title = visible(conv.character_name, one_line=True)
-        if self.service is not None and self.service.groups.is_group(self.conv_id):
-            names = [m.character_name for m in self.service.groups.cast(self.conv_id)]
-            self.title = visible(", ".join(names), one_line=True)  # the whole cast
+        self.show_cast()
         self._show_sub_title()
         inspector = self.query_one(InspectorPane)
         inspector.display = self.kotonia.inspector_open
@@ -227,8 +225,12 @@ class ChatScreen(
     def _show_sub_title(self) -> None:
         conv = self.conversation
         played = f" · as {conv.persona_name}" if conv.persona_name else ""
+        order = ""
+        if self.service is not None and self.service.groups.is_group(self.conv_id):
+            # Who answers is part of how a group plays: said where the cast is (Alt+O changes it).
+            order = f" · {self.service.groups.reply_order(self.conv_id).value} order"
         self.sub_title = visible(
-            f"{conv.title or f'conversation {conv.id}'}{played}", one_line=True
+            f"{conv.title or f'conversation {conv.id}'}{played}{order}", one_line=True
         )
 
     def _views_for(
@@ -259,6 +261,7 @@ class ChatScreen(
             "branch",
             "persona",
             "pick_speaker",
+            "reply_order",
             "impersonate",
             "auto_run",
             "quick_replies",

@@ -113,6 +113,9 @@ class ChatParts(KotoniaScreen[None]):
     def show_expression(self) -> Worker[None]:
         raise NotImplementedError  # chat_expressions.py
 
+    def load_expressions(self) -> Worker[None]:
+        raise NotImplementedError  # chat_expressions.py
+
     def refresh_memory(self) -> None:
         raise NotImplementedError  # chat_inspector.py
 

@@ -1,6 +1,6 @@
 """The chat screen's memory inspector: shown and hidden (F2), refreshed as folds land, and the
 pages it opens (a chapter with its source, a ledger entry with its evidence, the synopsis's
-versions)."""
+versions, the memory by speaker)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, FoldWait, ServiceEvent
 from kotonia_tui.tui.literal import notify
+from kotonia_tui.tui.screens.cast_memory import cast_memory_page
 from kotonia_tui.tui.screens.chat_base import WAITING, ChatParts
 from kotonia_tui.tui.screens.dialogs import chapter_page, ledger_page, synopsis_page
 from kotonia_tui.tui.widgets.chat_input import ChatInput
@@ -116,3 +117,23 @@ class InspectorActions(ChatParts):
         view = inspector.view
         if view is not None:
             self.app.push_screen(synopsis_page(view.synopsis_versions, view))
+
+    def on_inspector_pane_open_cast_memory(self, event: InspectorPane.OpenCastMemory) -> None:
+        event.stop()
+        self.action_cast_memory()
+
+    def action_cast_memory(self) -> None:
+        """What the memory holds of each cast member and the player (Alt+W)."""
+        service = self._live_service()
+        if service is None:
+            return
+        try:
+            memory = service.groups.memory(self.conv_id)
+        except Exception as exc:
+            notify(self, str(exc), title="Memory by speaker", severity="error")
+            return
+        ids = sorted(
+            {i for s in memory.speakers for item in (*s.said, *s.about) for i in item.evidence}
+        )
+        numbers = self.reader.message_numbers(self.conv_id, ids)
+        self.app.push_screen(cast_memory_page(memory, numbers))
