@@ -103,6 +103,14 @@ class ChatScreen(
         Binding(
             "alt+q", "quick_replies", "Quick replies", id="quick_replies", show=False, priority=True
         ),
+        Binding(
+            "alt+k",
+            "edit_quick_replies",
+            "Edit quick replies",
+            id="edit_quick_replies",
+            show=False,
+            priority=True,
+        ),
         Binding("alt+g", "add_member", "Add to group", id="add_member", show=False, priority=True),
         Binding(
             "alt+x",

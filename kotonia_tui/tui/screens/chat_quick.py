@@ -1,11 +1,12 @@
 """The chat screen's quick replies (issue 31): the player's own snippets on Alt+1..9 and in a
-list (Alt+Q), each sent at once or put into the message box to edit."""
+list (Alt+Q), each sent at once or put into the message box to edit; Alt+K edits them."""
 
 from __future__ import annotations
 
 from kotonia_tui.tui.literal import notify
 from kotonia_tui.tui.screens.chat_base import Ask, ChatParts
 from kotonia_tui.tui.screens.choose import ChooseScreen
+from kotonia_tui.tui.screens.quick_replies import QuickRepliesScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 
 
@@ -18,7 +19,7 @@ class QuickReplyActions(ChatParts):
             return
         replies = service.quick_replies(self.conv_id)
         if not replies:
-            notify(self, "No quick replies yet.")
+            notify(self, f"No quick replies yet ({self._key_for('edit_quick_replies')} adds one).")
             return
         choices = [(str(i), f"{i}. {q.label}") for i, q in enumerate(replies, start=1)]
 
@@ -44,3 +45,9 @@ class QuickReplyActions(ChatParts):
             chat_input = self.query_one(ChatInput)
             chat_input.insert(reply.text)
             chat_input.focus()
+
+    def action_edit_quick_replies(self) -> None:
+        """Add, edit and delete quick replies (global, or one of the cast's own)."""
+        service = self._live_service()
+        if service is not None:
+            self.app.push_screen(QuickRepliesScreen(service, self.conv_id))
