@@ -9,6 +9,7 @@ stops the reply being written and starts no other.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ from kotonia_tui.domain import (
     StoredMessage,
     StoredPersona,
 )
+from kotonia_tui.memory.attribution import CastMemory, cast_memory, chapter_items
 from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
+from kotonia_tui.store import NotFoundError
 
 if TYPE_CHECKING:
     from kotonia_tui.chat.service import ChatService
@@ -140,6 +143,34 @@ class GroupChats:
 
     def set_muted(self, conv_id: int, key: str, muted: bool) -> list[CastMember]:
         return self.service.store.set_cast_muted(conv_id, key, muted)
+
+    def reply_order(self, conv_id: int) -> ReplyOrder:
+        return self.service.store.reply_order(conv_id)
+
+    def set_reply_order(self, conv_id: int, order: ReplyOrder) -> None:
+        """Who answers from the next message on (stored on the conversation, as `--order`)."""
+        self.service.store.set_reply_order(conv_id, order)
+
+    def memory(self, conv_id: int) -> CastMemory:
+        """What the memory holds of each member and the player, by the lines it cites (the
+        inspector's "by speaker" page). Bounded: the chapters' items and the ledger, and the
+        messages they cite."""
+        store = self.service.store
+        conv = store.get_conversation(conv_id)
+        chapters = store.chapters(conv_id, include_in_synopsis=True)
+        ledger = store.ledger(conv_id, include_ended=True)
+        ids = {i for c in chapters for item in chapter_items(c) for i in item.evidence}
+        ids |= {i for entry in ledger for i in entry.evidence}
+        cited: dict[int, StoredMessage] = {}
+        for message_id in sorted(ids):
+            with contextlib.suppress(NotFoundError):
+                cited[message_id] = store.get_message(message_id)
+        try:
+            # The names the story calls them (a card's display name), as their lines are signed.
+            names = [speaker.name for speaker in self.speakers(conv)]
+        except ChatError:  # a member's card is gone: the names the cast was made with
+            names = [m.character_name for m in self.cast(conv_id)]
+        return cast_memory(names, conv.persona_name or "User", chapters, ledger, cited)
 
     # ---- the setup ------------------------------------------------------------------------
 

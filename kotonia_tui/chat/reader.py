@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.search import SearchResult, search
-from kotonia_tui.domain import StoredConversation, StoredMessage
+from kotonia_tui.domain import CastMember, StoredConversation, StoredMessage
 from kotonia_tui.store import SearchOrder, Store
 
 
@@ -25,6 +25,10 @@ class ConversationReader:
 
     def conversation(self, conv_id: int) -> StoredConversation:
         return self.store.get_conversation(conv_id)
+
+    def cast(self, conv_id: int) -> list[CastMember]:
+        """A group's members in their order; a one-card chat's card alone."""
+        return self.store.cast(conv_id)
 
     def conversations_of(self, card: CharacterCard) -> list[StoredConversation]:
         """The card's conversations, newest first, including chats filed under its name."""

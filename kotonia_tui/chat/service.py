@@ -66,6 +66,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     Message,
     Persona,
+    QuickReply,
     ReplyOrder,
     Role,
     StoredConversation,
@@ -469,6 +470,16 @@ class ChatService:
         each card in its cast."""
         keys = [m.character_key for m in self.store.cast(conv_id)]
         return self.store.quick_replies(keys)
+
+    def save_quick_reply(self, reply: QuickReply) -> StoredQuickReply:
+        """A new quick reply (no id) or an edited one; `StoreError` names what is wrong (an
+        empty label or text), and nothing is stored then."""
+        if reply.id is None:
+            return self.store.add_quick_reply(reply)
+        return self.store.update_quick_reply(StoredQuickReply(**reply.model_dump()))
+
+    def delete_quick_reply(self, reply_id: int) -> None:
+        self.store.delete_quick_reply(reply_id)
 
     async def group_turn(
         self, conv: StoredConversation, speaker_key: str, *, user_message: StoredMessage | None

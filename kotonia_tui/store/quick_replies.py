@@ -33,11 +33,15 @@ def quick_replies(db: Db, character_keys: tuple[str, ...] = ()) -> list[StoredQu
     return [_from_row(row) for row in rows]
 
 
-def add_quick_reply(db: Db, reply: QuickReply) -> StoredQuickReply:
+def _check(reply: QuickReply) -> None:
     if not reply.label.strip():
         raise StoreError("a quick reply needs a label: it is empty")
     if not reply.text.strip():
         raise StoreError(f"quick reply {reply.label!r}: its text is empty")
+
+
+def add_quick_reply(db: Db, reply: QuickReply) -> StoredQuickReply:
+    _check(reply)
     with db.write():
         new_id = db.insert(
             "quick_replies",
@@ -51,6 +55,27 @@ def add_quick_reply(db: Db, reply: QuickReply) -> StoredQuickReply:
             },
         )
         return StoredQuickReply(**{**reply.model_dump(), "id": new_id})
+
+
+def update_quick_reply(db: Db, reply: StoredQuickReply) -> StoredQuickReply:
+    """Its label, text, whether it is sent, and whose it is (global or a character's)."""
+    _check(reply)
+    with db.write():
+        cursor = db.execute(
+            """UPDATE quick_replies SET character_key = ?, label = ?, text = ?, send = ?,
+                   position = ? WHERE id = ?""",
+            (
+                reply.character_key,
+                reply.label,
+                reply.text,
+                int(reply.send),
+                reply.position,
+                reply.id,
+            ),
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"quick reply {reply.id} does not exist in {db.path}")
+    return reply
 
 
 def delete_quick_reply(db: Db, reply_id: int) -> None:

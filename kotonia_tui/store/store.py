@@ -235,6 +235,9 @@ class Store:
     def add_quick_reply(self, reply: QuickReply) -> StoredQuickReply:
         return quick_replies.add_quick_reply(self._db, reply)
 
+    def update_quick_reply(self, reply: StoredQuickReply) -> StoredQuickReply:
+        return quick_replies.update_quick_reply(self._db, reply)
+
     def delete_quick_reply(self, reply_id: int) -> None:
         quick_replies.delete_quick_reply(self._db, reply_id)
 

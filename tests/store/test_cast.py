@@ -122,6 +122,25 @@ def test_quick_replies_global_then_the_characters_own_in_order(store: Store) -> 
         store.delete_quick_reply(999)
 
 
+def test_a_quick_reply_is_edited_in_place_and_can_change_whose_it_is(store: Store) -> None:
+    wave = store.add_quick_reply(QuickReply(label="Wave", text="*waves*"))
+    store.add_quick_reply(QuickReply(label="Look", text="*looks*", position=1))
+    edited = wave.model_copy(update={"text": "*waves back*", "send": False, "label": "Wave!"})
+    store.update_quick_reply(edited)
+    assert [(q.label, q.text, q.send) for q in store.quick_replies()] == [
+        ("Wave!", "*waves back*", False),
+        ("Look", "*looks*", True),
+    ]
+    store.update_quick_reply(edited.model_copy(update={"character_key": "sera"}))
+    assert [q.label for q in store.quick_replies()] == ["Look"]
+    assert [q.label for q in store.quick_replies(["sera"])] == ["Look", "Wave!"]
+    with pytest.raises(StoreError, match="its text is empty"):
+        store.update_quick_reply(edited.model_copy(update={"text": ""}))
+    assert store.quick_replies(["sera"])[1].text == "*waves back*"  # nothing stored
+    with pytest.raises(NotFoundError, match="quick reply 999"):
+        store.update_quick_reply(edited.model_copy(update={"id": 999}))
+
+
 def test_the_group_step_keeps_a_stored_chat_a_one_card_chat(tmp_path: Path) -> None:
     path = tmp_path / "before.sqlite3"
     stored_before(path, _group_chats, ["Hello there", "Still here?"])

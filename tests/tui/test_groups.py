@@ -14,7 +14,8 @@ from textual.widgets import ListView
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import QuickReply, ReplyOrder, Role
 from kotonia_tui.tui.app import KotoniaApp
-from kotonia_tui.tui.screens.chat import AUTO_REPLIES, ChatScreen
+from kotonia_tui.tui.screens.chat import ChatScreen
+from kotonia_tui.tui.screens.chat_base import AUTO_REPLIES
 from kotonia_tui.tui.screens.choose import ChoiceItem, ChooseScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
@@ -183,3 +184,44 @@ async def test_a_member_joins_and_leaves_mid_story(tiny_model_path, mira_card, w
         ]
         # Wren's greeting stays in the story after Wren left.
         assert "Wren" in _speakers(screen)
+
+
+async def _choose_order(pilot, app: KotoniaApp, order: ReplyOrder) -> list[str]:
+    """Alt+O, then `order`; the values the list offered, the highlighted one first."""
+    await pilot.press("alt+o")
+    await wait_for(pilot, lambda: isinstance(app.screen, ChooseScreen))
+    listing = app.screen.query_one("#choices", ListView)
+    values = [item.value for item in listing.query(ChoiceItem)]
+    highlighted = values[listing.index or 0]
+    listing.index = values.index(order.value)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+    await pilot.pause()
+    return [highlighted, *values]
+
+
+async def test_the_reply_order_is_chosen_in_the_chat_and_stored(
+    tiny_model_path, mira_card, wren_card
+):
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_group(app, pilot)
+        service = app.service
+        assert service is not None
+        offered = await _choose_order(pilot, app, ReplyOrder.MANUAL)
+        assert offered == ["list", "natural", "list", "manual"]  # the one in force highlighted
+        assert service.store.reply_order(screen.conv_id) is ReplyOrder.MANUAL
+        assert "manual order" in (screen.sub_title or "")
+        before = len(views(screen))
+        screen.query_one(ChatInput).insert("Who will answer?")
+        await _ask(pilot, screen, "enter")
+        assert _speakers(screen)[before:] == ["User"]  # manual: nobody until the player picks
+
+        offered = await _choose_order(pilot, app, ReplyOrder.NATURAL)
+        assert offered[0] == "manual"
+        assert service.store.reply_order(screen.conv_id) is ReplyOrder.NATURAL
+        assert "natural order" in (screen.sub_title or "")
+        screen.query_one(ChatInput).insert("Wren, what do you think?")
+        await _ask(pilot, screen, "enter")
+        # Natural order: the member the message names answers first.
+        assert _speakers(screen)[before + 1 : before + 3] == ["User", "Wren"]

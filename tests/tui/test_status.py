@@ -11,7 +11,7 @@ from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, TurnP
 from kotonia_tui.domain import Conversation, FoldKind, Role, StoredFoldJob
 from kotonia_tui.engine import Slot
 from kotonia_tui.tui.app import KotoniaApp, fold_status
-from kotonia_tui.tui.screens.chat import STOPPING
+from kotonia_tui.tui.screens.chat_base import STOPPING
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, wait_for

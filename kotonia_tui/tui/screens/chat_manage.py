@@ -4,51 +4,17 @@ another persona, rename and export it, and bring back a message deleted this ses
 from __future__ import annotations
 
 from kotonia_tui.chat.managing import conversation_title
-from kotonia_tui.chat.reader import ConversationReader
-from kotonia_tui.chat.service import ChatService
-from kotonia_tui.chat.turn import Turn
 from kotonia_tui.domain import StoredConversation
 from kotonia_tui.tui.literal import notify
-from kotonia_tui.tui.screens.base import KotoniaScreen
+from kotonia_tui.tui.screens.chat_base import ChatParts
 from kotonia_tui.tui.screens.conversations import export_conversation, rename_conversation
 from kotonia_tui.tui.screens.dialogs import ConfirmScreen
 from kotonia_tui.tui.screens.personas import PersonasScreen, persona_change_note
 from kotonia_tui.tui.widgets.chat_input import ChatInput
-from kotonia_tui.tui.widgets.message_view import MessageView
 
 
-class ConversationActions(KotoniaScreen[None]):
-    """Mixed into ChatScreen, which provides what is declared here."""
-
-    conversation: StoredConversation
-    conv_id: int
-    reader: ConversationReader
-    service: ChatService | None
-    unavailable: str
-    turn: Turn | None
-    streaming: bool
-
-    def _target(self) -> MessageView | None:
-        raise NotImplementedError
-
-    def _view_of(self, message_id: int | None) -> MessageView | None:
-        raise NotImplementedError
-
-    async def _reload(self) -> None:
-        raise NotImplementedError
-
-    def _live_service(self) -> ChatService | None:
-        raise NotImplementedError
-
-    def _show_sub_title(self) -> None:
-        raise NotImplementedError
-
-    def refresh_memory(self) -> None:
-        raise NotImplementedError
-
-    def _open_instead(self, conv: StoredConversation) -> None:
-        """Show `conv` in place of this conversation."""
-        raise NotImplementedError
+class ConversationActions(ChatParts):
+    """Mixed into ChatScreen: branch, persona, rename, export, undo a delete."""
 
     async def on_chat_input_undo_delete(self, event: ChatInput.UndoDelete) -> None:
         event.stop()

@@ -1,4 +1,5 @@
-"""A list to choose one item from (who speaks next, a quick reply): Enter picks, Esc cancels."""
+"""A list to choose one item from (who speaks next, a quick reply, the reply order): Enter
+picks, Esc cancels."""
 
 from __future__ import annotations
 
@@ -27,11 +28,19 @@ class ChooseScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="choose_cancel"),
     ]
 
-    def __init__(self, title: str, choices: Sequence[tuple[str, str]], hint: str = "") -> None:
+    def __init__(
+        self,
+        title: str,
+        choices: Sequence[tuple[str, str]],
+        hint: str = "",
+        *,
+        current: str | None = None,
+    ) -> None:
         super().__init__()
         self.heading = title
         self.choices = list(choices)
         self.hint = hint
+        self.current = current  # the value highlighted first (the one in force), if any
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
@@ -40,7 +49,11 @@ class ChooseScreen(ModalScreen[str | None]):
             yield Static(self.hint or "Enter picks · Esc cancels", classes="hint")
 
     def on_mount(self) -> None:
-        self.query_one("#choices", ListView).focus()
+        listing = self.query_one("#choices", ListView)
+        values = [value for value, _label in self.choices]
+        if self.current in values:
+            listing.index = values.index(self.current)
+        listing.focus()
 
     def on_list_view_selected(self, event: ListView.Selected) -> None:
         event.stop()

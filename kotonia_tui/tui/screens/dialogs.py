@@ -281,7 +281,8 @@ class HelpScreen(ModalScreen[None]):
                     "Expressions: a card with expression pictures shows, beside the chat, the "
                     "one the last reply calls for: the word closest to the reply's end that "
                     "names an expression or a mood (smiles → joy or happy, tears → sad, "
-                    "glares → angry, 笑 → joy, …); with none, neutral."
+                    "glares → angry, 笑 → joy, …); with none, neutral. In a group the "
+                    "picture is the last speaker's own."
                 ),
                 classes="hint",
             )

@@ -136,6 +136,7 @@ class InspectorPane(VerticalScroll):
     InspectorPane > #ledger { height: auto; max-height: 12; background: $surface; }
     InspectorPane > #ledger > ListItem { padding: 0 0; }
     InspectorPane > #synopsis-versions { width: auto; min-width: 20; height: 1; }
+    InspectorPane > #by-speaker { width: auto; min-width: 20; height: 1; }
     """
 
     class OpenChapter(TextualMessage):
@@ -145,6 +146,9 @@ class InspectorPane(VerticalScroll):
 
     class OpenSynopsisVersions(TextualMessage):
         pass
+
+    class OpenCastMemory(TextualMessage):
+        """The memory by speaker (each cast member and the player)."""
 
     class OpenLedgerEntry(TextualMessage):
         def __init__(self, entry: StoredLedgerEntry) -> None:
@@ -186,6 +190,7 @@ class InspectorPane(VerticalScroll):
         yield Static("Ledger", classes="section")
         yield Static(id="ledger-empty")
         yield ListView(id="ledger")
+        yield Button("By speaker (Alt+W)", id="by-speaker", variant="default", compact=True)
         yield Static("Lorebook (last turn)", classes="section")
         yield Static(id="lore")
         yield Static("Settings (F9)", classes="section")
@@ -202,6 +207,7 @@ class InspectorPane(VerticalScroll):
     def show(self, view: MemoryView, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
         self.view = view
+        self.query_one("#by-speaker", Button).display = True
         self._paint_budget(view)
         self._paint_metrics(view)
         self.query_one("#generation", Static).update(settings_content(view))
@@ -233,6 +239,7 @@ class InspectorPane(VerticalScroll):
         self.query_one("#chapters", ListView).display = False
         self.query_one("#ledger", ListView).display = False
         self.query_one("#synopsis-versions", Button).display = False
+        self.query_one("#by-speaker", Button).display = False
 
     def tick(self, running: tuple[FoldJob, float] | None) -> None:
         """The running fold's elapsed time, without re-reading the memory."""
@@ -480,3 +487,6 @@ class InspectorPane(VerticalScroll):
         if event.button.id == "synopsis-versions":
             event.stop()
             self.post_message(self.OpenSynopsisVersions())
+        elif event.button.id == "by-speaker":
+            event.stop()
+            self.post_message(self.OpenCastMemory())
