@@ -133,6 +133,10 @@ class ChatService:
         self._active_conv: int | None = None
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
+        # After a reply, what the next turn would cut is carried at once (`_look_ahead`); that
+        # turn waits for it (it is code only), never for the prewarm that follows it.
+        self._ahead: dict[int, asyncio.Task[None]] = {}
+        self._closing = False
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
@@ -158,6 +162,7 @@ class ChatService:
     async def close(self, why: str = "the app was closed") -> None:
         """Stop the turns still running (their replies are stored as stopped, with `why`) and
         the worker, then release the model and the database."""
+        self._closing = True  # the replies stopped now are not looked ahead from
         running = list(self._turns)
         for turn in running:
             turn.interrupt(why)
@@ -378,6 +383,10 @@ class ChatService:
         prompt; a continuation starts from the reply's text. In a group, `speaker_key` (or the
         target's speaker) says who writes the reply.
         """
+        ahead = self._ahead.pop(conv.id, None)
+        if ahead is not None:
+            # Quoting what this turn would cut is under way: this turn's plan sees it done.
+            await asyncio.gather(ahead, return_exceptions=True)
         persona = self.persona_of(conv)
         self._active_conv = conv.id
         if speaker_key is None and target is not None:
@@ -423,6 +432,7 @@ class ChatService:
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         turn.add_done_callback(self._settle)
+        turn.add_done_callback(self._after_reply)
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
 
@@ -549,6 +559,50 @@ class ChatService:
             return done
 
         return Carry(chapters, major)
+
+    def _after_reply(self, turn: Turn) -> None:
+        """Once a reply is stored, carry what the next turn would cut (quote first), so the
+        prompt that carries it is prewarmed while the player reads and types."""
+        done = turn.done
+        if done is None or done.reply is None or self._closing:
+            return
+        if not self.settings.fold_quote_first:
+            return
+        conv_id = turn.conv.id
+        task = asyncio.get_running_loop().create_task(
+            self._look_ahead(conv_id), name=f"kotonia-look-ahead {conv_id}"
+        )
+        self._ahead[conv_id] = task
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
+
+    async def looked_ahead(self) -> None:
+        """Wait until the look-ahead after the replies so far has run, and the prewarm it
+        started (tests, benchmarks: the player reading the reply; settles may still wait
+        behind a fold)."""
+        while self._ahead:
+            await asyncio.gather(*self._ahead.values(), return_exceptions=True)
+        while self._prewarm_task is not None and not self._prewarm_task.done():
+            await asyncio.gather(self._prewarm_task, return_exceptions=True)
+
+    async def _look_ahead(self, conv_id: int) -> None:
+        """Plan the next turn with a stand-in for the player's message (Prompter.carry_ahead);
+        when it would cut, quote now what it cuts and prewarm the prompt that carries it."""
+        try:
+            conv = self.store.get_conversation(conv_id)
+            persona = self.persona_of(conv)
+            card, setup, group = await self.speaking(conv, persona)
+            carried = await self.prompter.carry_ahead(
+                conv_id, card, setup, persona, self._carrier(conv_id), group
+            )
+        except (ChatError, StoreError, EngineError, SetupTooLargeError) as exc:
+            log.info("conversation %s: the next turn was not looked ahead at: %s", conv_id, exc)
+            return
+        finally:
+            if self._ahead.get(conv_id) is asyncio.current_task():
+                del self._ahead[conv_id]
+        if carried and self.settings.prewarm_after_fold and conv_id == self._active_conv:
+            self._prewarm_task = asyncio.get_running_loop().create_task(self._prewarm(conv_id))
 
     def go_on_without_fold(self, conv_id: int) -> bool:
         """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold
