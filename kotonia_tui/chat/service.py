@@ -76,6 +76,7 @@ from kotonia_tui.domain import (
     StoredQuickReply,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
+from kotonia_tui.engine.foreground import FOREGROUND
 from kotonia_tui.memory.assembly import PromptLine, history_for_next_turn, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
@@ -369,6 +370,27 @@ class ChatService:
             log.warning("prewarm of conversation %s skipped: %s", conv_id, exc)
 
     async def _turn(
+        self,
+        conv: StoredConversation,
+        kind: TurnKind,
+        *,
+        user_message: StoredMessage | None = None,
+        target: StoredMessage | None = None,
+        speaker_key: str | None = None,
+    ) -> Turn:
+        """`_prepare_and_start`, the turn announced to the engine (engine/foreground.py): no
+        background model step (a refold, a major fold) starts while its prompt is prepared,
+        so the reply finds the cores free. Not while a turn may wait for a fold (that needs
+        the background steps)."""
+        hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.settings.fold_quote_first:
+            hold = FOREGROUND.announce_turn()
+        with hold:
+            return await self._prepare_and_start(
+                conv, kind, user_message=user_message, target=target, speaker_key=speaker_key
+            )
+
+    async def _prepare_and_start(
         self,
         conv: StoredConversation,
         kind: TurnKind,
