@@ -588,11 +588,14 @@ class ChatService:
         done = turn.done
         if done is None or done.reply is None or self._closing:
             return
+        self._start_look_ahead(turn.conv.id)
+
+    def _start_look_ahead(self, conv_id: int) -> None:
         if not self.settings.fold_quote_first:
             return
-        conv_id = turn.conv.id
+        previous = self._ahead.get(conv_id)  # one look-ahead at a time per conversation
         task = asyncio.get_running_loop().create_task(
-            self._look_ahead(conv_id), name=f"kotonia-look-ahead {conv_id}"
+            self._look_ahead(conv_id, previous), name=f"kotonia-look-ahead {conv_id}"
         )
         self._ahead[conv_id] = task
         self._state_tasks.add(task)
@@ -607,9 +610,11 @@ class ChatService:
         while self._prewarm_task is not None and not self._prewarm_task.done():
             await asyncio.gather(self._prewarm_task, return_exceptions=True)
 
-    async def _look_ahead(self, conv_id: int) -> None:
+    async def _look_ahead(self, conv_id: int, after: asyncio.Task[None] | None = None) -> None:
         """Plan the next turn with a stand-in for the player's message (Prompter.carry_ahead);
         when it would cut, quote now what it cuts and prewarm the prompt that carries it."""
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
         try:
             conv = self.store.get_conversation(conv_id)
             persona = self.persona_of(conv)
@@ -671,6 +676,9 @@ class ChatService:
         history = history_for_next_turn(prepared.history, prepared.author_note_depth)
         request = replace(prepared.request, messages=history)
         self._in_background(self.engine.restore(request), f"restore {conv_id}")
+        # A long import (or a window made smaller) would cut at its first turn: that is quoted
+        # now and its prompt prewarmed while the player writes.
+        self._start_look_ahead(conv_id)
 
     async def states_settled(self) -> None:
         """Wait until the settles and restores asked for so far have run (tests, benchmarks:

@@ -19,6 +19,7 @@ from tests.cards import write_short_card
 from tests.fake_engine import FakeEngine, scripted
 
 from .test_folding import CHAPTER, fake_settings_for
+from .test_quote_first import _from_the_source, _long_chat
 from .test_small_windows import events_of
 
 
@@ -118,3 +119,37 @@ async def test_a_reply_far_from_the_ceiling_quotes_nothing_ahead(make_fake_servi
 
     assert _quoted(service, conv_id) == 0
     assert service.store.fold_jobs(conv_id) == []
+
+
+async def test_a_long_import_opened_is_quoted_and_prewarmed_before_its_first_turn(
+    make_fake_service, tmp_path
+):
+    """300 imported messages at n_ctx 2048, opened as the app opens a conversation: the
+    backlog is quoted and the first turn's prompt prewarmed while the player writes, so the
+    first turn evaluates a small part of its prompt (the figures are printed; the turn
+    sent at once after the import reads it all, as the contrast shows)."""
+    write_short_card()
+    service = await make_fake_service(
+        fake_settings_for(fold_delay_s=0, prewarm_after_fold=True), _from_the_source
+    )
+    _held_service(service)
+    opened = service.manager.import_file(_long_chat(tmp_path / "long.jsonl", 300)).conversation
+    at_once = service.manager.import_file(_long_chat(tmp_path / "again.jsonl", 300)).conversation
+
+    await service.open_conversation(opened.id)
+    await service.looked_ahead()
+    first = await service.answer(opened.id)
+    done = await first.wait()
+    cold = await (await service.answer(at_once.id)).wait()
+
+    assert done.error is None and done.metrics is not None
+    assert cold.error is None and cold.metrics is not None
+    assert first.prepared.plan.apply_landed and first.prepared.plan.forced_cut_through is None
+    assert first.prepared.fold_wait_ms == 0.0
+    print(
+        f"\nfirst turn after opening: {done.metrics.evaluated} of "
+        f"{done.metrics.prompt_positions} evaluated; sent at once: {cold.metrics.evaluated} "
+        f"of {cold.metrics.prompt_positions}"
+    )
+    assert done.metrics.evaluated < done.metrics.prompt_positions / 4
+    assert cold.metrics.evaluated > cold.metrics.prompt_positions / 2
