@@ -44,6 +44,7 @@ NAMES = (
     "first_turns",
     "fast_typist",
     "prompt_steps",
+    "long_import",
 )
 
 

@@ -10,6 +10,9 @@ Two arms in one run, on the embedded default at n_ctx 2048, each in a new conver
 the benchmark card, the same 40 lines, no delay between turns, short replies:
 
     memory       the default settings: folds queued at the trigger, quote first at the ceiling
+                 (quoted when a reply ends, for the next turn, and that prompt prewarmed)
+    typing       the same, with TYPING_S between a reply's end and the next line (a fast
+                 typist still takes that long to write one): the time the prewarm has
     truncation   no memory: the fold worker paused and no waiting, so the history is cut at
                  the ceiling (a sliding window); the baseline a turn cannot beat on time
 
@@ -44,7 +47,8 @@ from kotonia_tui.config import Settings
 N_CTX = 2048
 TURNS = 40
 REPLY_TOKENS = 24  # short replies: the benchmark is about the waits, not the writing
-ARMS = ("memory", "truncation")
+TYPING_S = 3.0  # the typing arm's pause between a reply's end and the next line
+ARMS = ("memory", "typing", "truncation")
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,11 @@ async def _arm(arm: str) -> tuple[list[TurnFigures], dict[str, int]]:
         if arm == "truncation":
             service.worker.pause()
         conv = service.new_conversation(service.library.get(key))
-        rows = [
-            await _turn(service, conv.id, user_line(index), arm, index) for index in range(TURNS)
-        ]
+        rows = []
+        for index in range(TURNS):
+            rows.append(await _turn(service, conv.id, user_line(index), arm, index))
+            if arm == "typing":
+                await asyncio.sleep(TYPING_S)
         chapters = service.store.chapters(conv.id, include_in_synopsis=True)
         counts = {
             "chapters": len(chapters),
@@ -149,6 +155,8 @@ def _result(
             "wait p50 ms",
             "wait p95 ms",
             "wait max ms",
+            "evaluated p50",
+            "evaluated p95",
             "turns waited",
             "forced cuts",
             "folds applied",
@@ -167,6 +175,8 @@ def _result(
             "fold_wait_p50_ms": median(wait),
             "fold_wait_p95_ms": percentile(wait, 0.95),
             "fold_wait_max_ms": max(wait, default=0.0),
+            "evaluated_p50": median(r.evaluated for r in mine),
+            "evaluated_p95": percentile([r.evaluated for r in mine], 0.95),
             "turns_waited": sum(1 for w in wait if w >= 1.0),
             "forced_cuts": sum(1 for r in mine if r.forced_cut),
             "folds_applied": sum(1 for r in mine if r.fold_applied),
@@ -181,6 +191,8 @@ def _result(
             round(summary["fold_wait_p50_ms"]),
             round(summary["fold_wait_p95_ms"]),
             round(summary["fold_wait_max_ms"]),
+            round(summary["evaluated_p50"]),
+            round(summary["evaluated_p95"]),
             summary["turns_waited"],
             summary["forced_cuts"],
             summary["folds_applied"],
@@ -188,8 +200,11 @@ def _result(
         )
     load = [round(x, 2) for x in os.getloadavg()]
     table.notes = [
-        "memory: default settings (quote first at the ceiling); truncation: the fold worker "
-        "paused and no waiting, so the ceiling cuts (a sliding window, no memory)",
+        "memory: default settings (quote first at the ceiling), lines sent back to back; "
+        f"typing: the same with {TYPING_S:g} s between a reply and the next line; truncation: "
+        "the fold worker paused and no waiting, so the ceiling cuts (a sliding window, no "
+        "memory)",
+        "evaluated: prompt positions each turn read (the rest came from the KV cache)",
         "ttft: from sending to the first text; wait: fold_wait_ms, the time the turn waited "
         "for a fold before its prompt was built; turns waited: those that waited 1 ms or more",
         "chapters (quoted): chapters stored by the end of the arm, and how many of them are "

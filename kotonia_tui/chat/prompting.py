@@ -32,6 +32,7 @@ from kotonia_tui.domain import (
     ImageInput,
     Message,
     Persona,
+    Role,
     StoredFoldJob,
     StoredLedgerEntry,
     StoredMessage,
@@ -49,6 +50,7 @@ from kotonia_tui.memory.assembly import (
 )
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.ledger import LedgerFit, fit_ledger
+from kotonia_tui.memory.lookahead import expected_next_tokens, with_next_message
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
 from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
 from kotonia_tui.store import Store
@@ -633,6 +635,40 @@ class Prompter:
                 continue
             read, decision = await again()
         return read, decision
+
+    async def carry_ahead(
+        self,
+        conv_id: int,
+        card: CharacterCard,
+        setup: CharacterSetup,
+        persona: Persona,
+        carry: Carry,
+        group: GroupTurn | None = None,
+    ) -> bool:
+        """After a reply: carry now what the next turn would cut, planned with a stand-in for
+        the player's next message (memory/lookahead.py), so the prompt that carries it can be
+        prewarmed before that message arrives. Nothing else is stored (the next turn stores
+        its own state). True when the next turn would have cut (something was carried, or
+        tried)."""
+
+        async def ahead() -> tuple[TurnRead, TurnDecision]:
+            read = await self.read(conv_id, card, setup, persona, group=group)
+            users = [
+                count.tokens
+                for message, count in zip(read.window, read.counts, strict=True)
+                if message.role is Role.USER
+            ]
+            counts = with_next_message(read.counts, expected_next_tokens(users))
+            read = replace(read, counts=counts)
+            return read, self.plan(read, queue_by_trigger=False)
+
+        read, decision = await ahead()
+        if not read.window:
+            return False
+        if _cut_through(read, decision.plan) is None and not decision.plan.landed_too_large:
+            return False
+        await self._carry_at_once(read, decision, carry, ahead)
+        return True
 
     def _worth_waiting_for(self, read: TurnRead, plan: TurnPlan) -> tuple[StoredFoldJob, ...]:
         """The open fold jobs this turn should wait for: it would cut messages at the ceiling,

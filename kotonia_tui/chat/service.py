@@ -77,6 +77,7 @@ from kotonia_tui.domain import (
     StoredQuickReply,
 )
 from kotonia_tui.engine import Call, Engine, EngineError, SlotTakenError
+from kotonia_tui.engine.foreground import FOREGROUND
 from kotonia_tui.memory.assembly import PromptLine, history_for_next_turn, prompt_message
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.memory.chronicler import Cast
@@ -134,6 +135,10 @@ class ChatService:
         self._active_conv: int | None = None
         self._prewarm_task: asyncio.Task[None] | None = None
         self._state_tasks: set[asyncio.Task[None]] = set()  # settles and restores in flight
+        # After a reply, what the next turn would cut is carried at once (`_look_ahead`); that
+        # turn waits for it (it is code only), never for the prewarm that follows it.
+        self._ahead: dict[int, asyncio.Task[None]] = {}
+        self._closing = False
         self._turns: set[Turn] = set()  # turns running now; each stores its reply when it ends
         self._lore: dict[int, LoreTurn] = {}  # the last turn's lore, per conversation
         self._deleted: list[StoredMessage] = []  # this session's deleted messages (undo)
@@ -159,6 +164,7 @@ class ChatService:
     async def close(self, why: str = "the app was closed") -> None:
         """Stop the turns still running (their replies are stored as stopped, with `why`) and
         the worker, then release the model and the database."""
+        self._closing = True  # the replies stopped now are not looked ahead from
         running = list(self._turns)
         for turn in running:
             turn.interrupt(why)
@@ -385,12 +391,37 @@ class ChatService:
         target: StoredMessage | None = None,
         speaker_key: str | None = None,
     ) -> Turn:
+        """`_prepare_and_start`, the turn announced to the engine (engine/foreground.py): no
+        background model step (a refold, a major fold) starts while its prompt is prepared,
+        so the reply finds the cores free. Not while a turn may wait for a fold (that needs
+        the background steps)."""
+        hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.settings.fold_quote_first:
+            hold = FOREGROUND.announce_turn()
+        with hold:
+            return await self._prepare_and_start(
+                conv, kind, user_message=user_message, target=target, speaker_key=speaker_key
+            )
+
+    async def _prepare_and_start(
+        self,
+        conv: StoredConversation,
+        kind: TurnKind,
+        *,
+        user_message: StoredMessage | None = None,
+        target: StoredMessage | None = None,
+        speaker_key: str | None = None,
+    ) -> Turn:
         """Prepare the prompt and start the turn's task (the service keeps it until it ends).
 
         A regenerated or continued reply (`target`) and what follows it are left out of the
         prompt; a continuation starts from the reply's text. In a group, `speaker_key` (or the
         target's speaker) says who writes the reply.
         """
+        ahead = self._ahead.pop(conv.id, None)
+        if ahead is not None:
+            # Quoting what this turn would cut is under way: this turn's plan sees it done.
+            await asyncio.gather(ahead, return_exceptions=True)
         persona = self.persona_of(conv)
         self._active_conv = conv.id
         if speaker_key is None and target is not None:
@@ -436,6 +467,7 @@ class ChatService:
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         turn.add_done_callback(self._settle)
+        turn.add_done_callback(self._after_reply)
         turn.add_done_callback(lambda _turn: self.semantic.wake())
         return turn
 
@@ -573,6 +605,55 @@ class ChatService:
 
         return Carry(chapters, major)
 
+    def _after_reply(self, turn: Turn) -> None:
+        """Once a reply is stored, carry what the next turn would cut (quote first), so the
+        prompt that carries it is prewarmed while the player reads and types."""
+        done = turn.done
+        if done is None or done.reply is None or self._closing:
+            return
+        self._start_look_ahead(turn.conv.id)
+
+    def _start_look_ahead(self, conv_id: int) -> None:
+        if not self.settings.fold_quote_first:
+            return
+        previous = self._ahead.get(conv_id)  # one look-ahead at a time per conversation
+        task = asyncio.get_running_loop().create_task(
+            self._look_ahead(conv_id, previous), name=f"kotonia-look-ahead {conv_id}"
+        )
+        self._ahead[conv_id] = task
+        self._state_tasks.add(task)
+        task.add_done_callback(self._state_tasks.discard)
+
+    async def looked_ahead(self) -> None:
+        """Wait until the look-ahead after the replies so far has run, and the prewarm it
+        started (tests, benchmarks: the player reading the reply; settles may still wait
+        behind a fold)."""
+        while self._ahead:
+            await asyncio.gather(*self._ahead.values(), return_exceptions=True)
+        while self._prewarm_task is not None and not self._prewarm_task.done():
+            await asyncio.gather(self._prewarm_task, return_exceptions=True)
+
+    async def _look_ahead(self, conv_id: int, after: asyncio.Task[None] | None = None) -> None:
+        """Plan the next turn with a stand-in for the player's message (Prompter.carry_ahead);
+        when it would cut, quote now what it cuts and prewarm the prompt that carries it."""
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
+        try:
+            conv = self.store.get_conversation(conv_id)
+            persona = self.persona_of(conv)
+            card, setup, group = await self.speaking(conv, persona)
+            carried = await self.prompter.carry_ahead(
+                conv_id, card, setup, persona, self._carrier(conv_id), group
+            )
+        except (ChatError, StoreError, EngineError, SetupTooLargeError) as exc:
+            log.info("conversation %s: the next turn was not looked ahead at: %s", conv_id, exc)
+            return
+        finally:
+            if self._ahead.get(conv_id) is asyncio.current_task():
+                del self._ahead[conv_id]
+        if carried and self.settings.prewarm_after_fold and conv_id == self._active_conv:
+            self._prewarm_task = asyncio.get_running_loop().create_task(self._prewarm(conv_id))
+
     def go_on_without_fold(self, conv_id: int) -> bool:
         """The turn of `conv_id` that waits for a fold goes on at once, without it (the fold
         goes on in the background and lands on a later turn). False when none waits."""
@@ -618,6 +699,9 @@ class ChatService:
         history = history_for_next_turn(prepared.history, prepared.author_note_depth)
         request = replace(prepared.request, messages=history)
         self._in_background(self.engine.restore(request), f"restore {conv_id}")
+        # A long import (or a window made smaller) would cut at its first turn: that is quoted
+        # now and its prompt prewarmed while the player writes.
+        self._start_look_ahead(conv_id)
 
     async def states_settled(self) -> None:
         """Wait until the settles and restores asked for so far have run (tests, benchmarks:

@@ -10,6 +10,12 @@ of the CPU (engine/threads.py says why). So such work asks this gate before each
 that starts waits for the unit in progress, never for more. A reply is a job of the most
 urgent priority on an owner thread, from its first step to its last.
 
+A user turn is announced before its reply starts (`turn_coming`): while its prompt is being
+prepared (reading, planning, quoting what it would cut, recall) the owner thread starts no
+background step, so a refold or a major fold does not take the cores from the preparation,
+and the reply does not wait for a step begun meanwhile. The announcement lapses after
+TURN_COMING_MAX_S, so a preparation that waits for background work is slowed, never stuck.
+
 `FOREGROUND` is the process's gate: the cores are the process's, whatever engine uses them.
 
 For tests, the gate can keep an `ActivityLog`: when each reply and each unit of background
@@ -24,6 +30,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+# An announced turn holds background model steps back at most this long (its preparation is
+# code and counting: well under a second; a turn that waits for a fold releases them).
+TURN_COMING_MAX_S = 10.0
 
 REPLY = "reply"
 STATE_WRITE = "state write"
@@ -81,6 +91,8 @@ class Foreground:
         self._replies = 0
         self._units = 0
         self._reply_since = 0.0
+        self._coming = 0  # user turns announced and not started yet
+        self._coming_since = 0.0
         self.log: ActivityLog | None = None
 
     @property
@@ -91,6 +103,27 @@ class Foreground:
     def working(self) -> bool:
         """A unit of background work is in progress."""
         return self._units > 0
+
+    @property
+    def turn_coming(self) -> bool:
+        """A user turn is being prepared (announced less than TURN_COMING_MAX_S ago): the
+        owner thread holds its background steps until the reply starts."""
+        with self._changed:
+            return self._coming > 0 and time.monotonic() - self._coming_since < TURN_COMING_MAX_S
+
+    @contextmanager
+    def announce_turn(self) -> Iterator[None]:
+        """A user turn is prepared inside this block and its reply call queued before it
+        ends (background model steps wait meanwhile, see `turn_coming`)."""
+        with self._changed:
+            if self._coming == 0:
+                self._coming_since = time.monotonic()
+            self._coming += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._coming -= 1
 
     def begin_reply(self) -> None:
         """A reply starts (on an owner thread): wait until the unit in progress ends."""

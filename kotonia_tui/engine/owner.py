@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 Steps = Generator[Any, None, Any]
 
 FOREGROUND_PRIORITY = 0  # Priority.INTERACTIVE: a user's turn (types.py)
+TURN_POLL_S = 0.02  # how often a held background step looks again for the announced reply
 
 
 @dataclass(order=True)
@@ -105,7 +106,11 @@ class OwnerThread:
     def _run(self) -> None:
         active: list[_Job] = []
         while True:
-            arrived = self._arrivals(block=not active)
+            # A user turn is being prepared: no background step starts until its reply comes
+            # (foreground.py), so the loop waits for arrivals a moment at a time.
+            held = bool(active) and self._held_for_turn(active[0])
+            poll = TURN_POLL_S if held else None
+            arrived = self._arrivals(block=not active or held, timeout=poll)
             if None in arrived:
                 active.extend(job for job in arrived if job is not None)
                 self._shutdown(active)
@@ -113,7 +118,7 @@ class OwnerThread:
             for job in arrived:
                 if job is not None:
                     heapq.heappush(active, job)
-            if not active:
+            if not active or self._held_for_turn(active[0]):
                 continue
             self._busy.set()
             job = active[0]
@@ -132,11 +137,16 @@ class OwnerThread:
             if not active:
                 self._busy.clear()
 
-    def _arrivals(self, *, block: bool) -> list[_Job | None]:
-        """Everything in the inbox now; with `block`, wait for the first item."""
+    def _held_for_turn(self, job: _Job) -> bool:
+        """`job` is background work and a user turn is announced: it waits."""
+        return job.priority > FOREGROUND_PRIORITY and self._foreground.turn_coming
+
+    def _arrivals(self, *, block: bool, timeout: float | None = None) -> list[_Job | None]:
+        """Everything in the inbox now; with `block`, wait for the first item (at most
+        `timeout` seconds when given)."""
         arrived: list[_Job | None] = []
         try:
-            arrived.append(self._inbox.get(block=block))
+            arrived.append(self._inbox.get(block=block, timeout=timeout))
             while True:
                 arrived.append(self._inbox.get_nowait())
         except queue.Empty:
