@@ -155,7 +155,7 @@ async def run() -> BenchResult:
         await service.looked_ahead()
         await asyncio.sleep(TYPING_S)
         rows.append(await _timed("ordinary", service.send(opened, "I warm my hands by the lamp.")))
-        rows.append(await _timed("at once", service.answer(at_once)))
+        rows.append(await _timed("at once", service.send(at_once, line)))
         chapters = service.store.chapters(opened, include_in_synopsis=True)
         extra["chapters"] = len(chapters)
         extra["quoted"] = sum(1 for c in chapters if c.quoted)

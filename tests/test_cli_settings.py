@@ -95,3 +95,25 @@ def test_an_empty_value_clears_a_setting_and_the_character_layer_is_its_own(caps
     run(capsys, "settings", str(conv_id), "--set", "temperature=")
     code, out, _ = run(capsys, "settings", str(conv_id), "--json")
     assert json.loads(out)["effective"]["temperature"] == {"value": 0.9, "layer": "character"}
+
+
+def test_a_world_info_file_named_without_its_extension_is_named_back(capsys, tmp_path):
+    """`world_info=forest` with forest.json in the folder (a slip made in the issue-30 tmux
+    run): the error names the file meant; a name matching nothing lists what is there."""
+    conv_id = _imported(capsys, tmp_path)
+    code, _out, err = run(capsys, "settings", str(conv_id), "--set", "world_info=forest")
+    assert code == 1
+    assert "the folder has no .json files" in err
+    worlds = app_dirs().data / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    for name in ("forest", "harbour"):
+        (worlds / f"{name}.json").write_text(
+            json.dumps({"entries": {"0": {"uid": 0, "key": ["bridge"], "content": "A bridge."}}}),
+            encoding="utf-8",
+        )
+    code, _out, err = run(capsys, "settings", str(conv_id), "--set", "world_info=forest")
+    assert code == 1
+    assert "did you mean 'forest.json'?" in err and "nothing was saved" in err
+    code, _out, err = run(capsys, "settings", str(conv_id), "--set", "world_info=lake")
+    assert code == 1
+    assert "it has 'forest.json', 'harbour.json'" in err

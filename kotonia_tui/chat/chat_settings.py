@@ -160,8 +160,26 @@ def check(effective: TurnSettings, n_ctx: int, world_files: list[str]) -> None:
     for name, layer in effective.world_info:
         if name not in world_files:
             raise ChatSettingsError(
-                "world_info", f"World Info file {name!r} (the {layer.value}'s) is not in the folder"
+                "world_info",
+                f"World Info file {name!r} (the {layer.value}'s) is not in the folder; "
+                + _world_files_said(name, world_files),
             )
+
+
+WORLD_FILES_SAID = 8  # the most file names an error lists
+
+
+def _world_files_said(name: str, world_files: list[str]) -> str:
+    """What the folder holds, for an error about `name` (a name given without its `.json`
+    is the usual slip: that file is named first)."""
+    if not world_files:
+        return "the folder has no .json files"
+    meant = f"{name}.json"
+    if meant in world_files:
+        return f"did you mean {meant!r}?"
+    shown = ", ".join(repr(n) for n in world_files[:WORLD_FILES_SAID])
+    more = len(world_files) - WORLD_FILES_SAID
+    return f"it has {shown}" + (f" and {more} more" if more > 0 else "")
 
 
 def validated(

@@ -644,12 +644,14 @@ class Prompter:
         persona: Persona,
         carry: Carry,
         group: GroupTurn | None = None,
+        *,
+        stand_in: bool = True,
     ) -> bool:
         """After a reply: carry now what the next turn would cut, planned with a stand-in for
-        the player's next message (memory/lookahead.py), so the prompt that carries it can be
-        prewarmed before that message arrives. Nothing else is stored (the next turn stores
-        its own state). True when the next turn would have cut (something was carried, or
-        tried)."""
+        the player's next message (memory/lookahead.py; without `stand_in`, what the history
+        cuts already), so the prompt that carries it can be prewarmed before that message
+        arrives. Nothing else is stored (the next turn stores its own state). True when the
+        next turn would have cut (something was carried, or tried)."""
 
         async def ahead() -> tuple[TurnRead, TurnDecision]:
             read = await self.read(conv_id, card, setup, persona, group=group)
@@ -658,8 +660,9 @@ class Prompter:
                 for message, count in zip(read.window, read.counts, strict=True)
                 if message.role is Role.USER
             ]
-            counts = with_next_message(read.counts, expected_next_tokens(users))
-            read = replace(read, counts=counts)
+            if stand_in:
+                counts = with_next_message(read.counts, expected_next_tokens(users))
+                read = replace(read, counts=counts)
             return read, self.plan(read, queue_by_trigger=False)
 
         read, decision = await ahead()

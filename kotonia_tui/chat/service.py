@@ -613,12 +613,13 @@ class ChatService:
             return
         self._start_look_ahead(turn.conv.id)
 
-    def _start_look_ahead(self, conv_id: int) -> None:
+    def _start_look_ahead(self, conv_id: int, *, stand_in: bool = True) -> None:
         if not self.settings.fold_quote_first:
             return
         previous = self._ahead.get(conv_id)  # one look-ahead at a time per conversation
         task = asyncio.get_running_loop().create_task(
-            self._look_ahead(conv_id, previous), name=f"kotonia-look-ahead {conv_id}"
+            self._look_ahead(conv_id, previous, stand_in=stand_in),
+            name=f"kotonia-look-ahead {conv_id}",
         )
         self._ahead[conv_id] = task
         self._state_tasks.add(task)
@@ -633,7 +634,9 @@ class ChatService:
         while self._prewarm_task is not None and not self._prewarm_task.done():
             await asyncio.gather(self._prewarm_task, return_exceptions=True)
 
-    async def _look_ahead(self, conv_id: int, after: asyncio.Task[None] | None = None) -> None:
+    async def _look_ahead(
+        self, conv_id: int, after: asyncio.Task[None] | None = None, *, stand_in: bool = True
+    ) -> None:
         """Plan the next turn with a stand-in for the player's message (Prompter.carry_ahead);
         when it would cut, quote now what it cuts and prewarm the prompt that carries it."""
         if after is not None:
@@ -643,7 +646,7 @@ class ChatService:
             persona = self.persona_of(conv)
             card, setup, group = await self.speaking(conv, persona)
             carried = await self.prompter.carry_ahead(
-                conv_id, card, setup, persona, self._carrier(conv_id), group
+                conv_id, card, setup, persona, self._carrier(conv_id), group, stand_in=stand_in
             )
         except (ChatError, StoreError, EngineError, SetupTooLargeError) as exc:
             log.info("conversation %s: the next turn was not looked ahead at: %s", conv_id, exc)
@@ -699,9 +702,10 @@ class ChatService:
         history = history_for_next_turn(prepared.history, prepared.author_note_depth)
         request = replace(prepared.request, messages=history)
         self._in_background(self.engine.restore(request), f"restore {conv_id}")
-        # A long import (or a window made smaller) would cut at its first turn: that is quoted
-        # now and its prompt prewarmed while the player writes.
-        self._start_look_ahead(conv_id)
+        # A long import (or a window made smaller) cuts at its first turn: that is quoted now
+        # and its prompt prewarmed while the player writes. Only what the history cuts as it
+        # is: a guess at the player's message would change a prompt a saved state holds.
+        self._start_look_ahead(conv_id, stand_in=False)
 
     async def states_settled(self) -> None:
         """Wait until the settles and restores asked for so far have run (tests, benchmarks:
