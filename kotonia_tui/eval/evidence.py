@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kotonia_tui.eval.grading import answer_tokens
+from kotonia_tui.sentences import sentences
 
 
 class Place(StrEnum):
@@ -122,7 +123,7 @@ def carries_answer(part: str, whole: str, reference: str) -> bool:
     words = content_words(reference)
     held = set(answer_tokens(part))
     answering: list[set[str]] = []
-    for sentence in _SENTENCES.split(whole):
+    for sentence in sentences(whole):
         found = {word for word in words if word in set(answer_tokens(sentence))}
         if found:
             answering.append(found)
@@ -130,10 +131,6 @@ def carries_answer(part: str, whole: str, reference: str) -> bool:
         return True
     most = max(len(found) for found in answering)
     return any(found <= held for found in answering if len(found) == most)
-
-
-# Where the sentences of a message end, to find the one that answers (`carries_answer`).
-_SENTENCES = re.compile(r"(?<=[.!?…。！？])\s+|\n+")
 
 
 # Short words that say nothing about which answer it is (the tokens already lose articles and
