@@ -3,7 +3,8 @@
 The readback quotes the user's sentences that hold a name or a number a chapter left out
 (memory/readback.py), the extract quotes a range's best sentences when no chapter can be stored
 (memory/extract.py), recall quotes a long message by its sentences (memory/recall_forms.py), and
-the memory audit judges a memory text sentence by sentence (eval/audit.py). They cut the same
+the memory audit judges a memory text sentence by sentence (eval/audit.py), and the evaluation
+finds the sentence of an evidence message that answers (eval/evidence.py). They cut the same
 text at the same places. (A long message cut into parts for the chronicler, memory/oversized.py,
 keeps every character and prefers coarser seams: it is no sentence list.)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kotonia_tui.eval.grading import answer_tokens
+from kotonia_tui.sentences import sentences
 
 
 class Place(StrEnum):
@@ -112,13 +113,24 @@ def places(
 
 
 def carries_answer(part: str, whole: str, reference: str) -> bool:
-    """Whether a part of a message quoted in the prompt holds every content word of the
-    reference answer that the whole message holds (the same tokens as `answer_words`). A
-    message that holds none of them (the answer is said in other words, or lies in another
-    message) has nothing a part could leave out: any part of it counts."""
-    whole_tokens = set(answer_tokens(whole))
+    """Whether a part of a message quoted in the prompt holds the answer as the message says
+    it: the reference's content words (the same tokens as `answer_words`) that the message's
+    answering sentence holds, the sentence holding the most of them (any one, on a tie). Read
+    by sentence, so a common word of the reference that the message also uses elsewhere ("so
+    he doesn't get addicted": "get" in another line) is not asked of the part. A message
+    none of whose sentences holds any of them (the answer is said in other words, or lies in
+    another message) has nothing a part could leave out: any part of it counts."""
+    words = content_words(reference)
     held = set(answer_tokens(part))
-    return all(word in held for word in content_words(reference) if word in whole_tokens)
+    answering: list[set[str]] = []
+    for sentence in sentences(whole):
+        found = {word for word in words if word in set(answer_tokens(sentence))}
+        if found:
+            answering.append(found)
+    if not answering:
+        return True
+    most = max(len(found) for found in answering)
+    return any(found <= held for found in answering if len(found) == most)
 
 
 # Short words that say nothing about which answer it is (the tokens already lose articles and

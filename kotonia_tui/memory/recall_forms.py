@@ -134,32 +134,43 @@ def compact(
     def weight(keys: Collection[str]) -> float:
         return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
 
-    def length(i: int) -> int:
-        return spans[i][1] - spans[i][0]
+    # Each piece is judged as it is quoted: with the rest of its sentence (its unit), so the
+    # sentence that holds the most weight wins, the shorter on a tie ("Taylor and I went to
+    # Vegas once and we got canes." over a fragment of a longer one holding the same words).
+    units = [_with_sentences(sentence, [i]) for i in range(len(spans))]
+    unit_held = [set().union(*(held[j] for j in unit)) for unit in units]
 
-    best = max(range(len(spans)), key=lambda i: (weight(held[i]), -length(i), -i))
+    def length(i: int) -> int:
+        return spans[units[i][-1]][1] - spans[units[i][0]][0]
+
+    best = max(range(len(spans)), key=lambda i: (weight(unit_held[i]), -length(i), -i))
     chosen: list[int] = []
     uncovered = set(matched)
     while uncovered:
         i = max(
             range(len(spans)),
-            key=lambda i: (weight(uncovered & held[i]), -length(i), -i),
+            key=lambda i: (weight(uncovered & unit_held[i]), -length(i), -i),
         )
         chosen.append(i)
-        uncovered -= held[i]
+        uncovered -= unit_held[i]
     return forms(chosen, best)
 
 
 def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[int]:
     """The chosen pieces with the rest of their sentence, ascending: the whole sentence when
-    it has at most SENTENCE_PIECES pieces, else the piece and those beside it within it."""
+    it has at most SENTENCE_PIECES pieces, else the piece and those beside it within it.
+    (`sentence`: each piece's sentence number, ascending.)"""
     out: set[int] = set()
     for i in chosen:
-        same = [j for j, number in enumerate(sentence) if number == sentence[i]]
-        if len(same) <= SENTENCE_PIECES:
-            out.update(same)
+        first, last = i, i
+        while first > 0 and sentence[first - 1] == sentence[i]:
+            first -= 1
+        while last + 1 < len(sentence) and sentence[last + 1] == sentence[i]:
+            last += 1
+        if last - first + 1 <= SENTENCE_PIECES:
+            out.update(range(first, last + 1))
         else:
-            out.update(j for j in (i - 1, i, i + 1) if j in same)
+            out.update(range(max(first, i - 1), min(last, i + 1) + 1))
     return sorted(out)
 
 

@@ -163,6 +163,15 @@ def test_a_message_recalled_in_part_counts_only_by_what_the_part_holds():
     assert carries_answer(with_it, whole, reference)
     # A message that holds none of the answer's words: any part of it counts.
     assert carries_answer(without, whole, "a film score")
+    # Read by the sentence that answers: a common word of the reference used elsewhere in
+    # the message is not asked of the part.
+    letter = (
+        "I want to get better at chess. "
+        "We would not give the tablet to Ollie, we don't want him addicted to technology."
+    )
+    reason = "so he doesn't get addicted to technology"
+    assert carries_answer("… we don't want him addicted to technology.", letter, reason)
+    assert not carries_answer("I want to get better at chess. …", letter, reason)
     refs = MemoryRefs(frozenset(), frozenset())
     found = locate(
         [3, 4, 5],

@@ -120,6 +120,20 @@ def test_the_best_piece_holds_the_rarest_words_not_the_most() -> None:
     )
 
 
+def test_the_best_piece_is_judged_with_its_sentence() -> None:
+    """Two sentences hold the same words; the shorter sentence wins, not the shorter piece (a
+    fragment of a long sentence that holds the words but not what happened)."""
+    text = (
+        "That reminds me of a story. Mia and I went to Lyon once in the spring and we ate the "
+        "best crepes. Then later when we told her parents all about the long trip south, her "
+        "dad said that Mia hates crepes."
+    )
+    least = compact(text, recall_terms("Where did Mia eat crepes?")).least
+    assert least == (
+        f"{GAP} Mia and I went to Lyon once in the spring and we ate the best crepes. {GAP}"
+    )
+
+
 def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:
     """An archived line with its forms, a token a word (the engine counts in chat/recall.py)."""
     forms = compact(text, recall_terms(query))
