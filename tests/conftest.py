@@ -18,6 +18,7 @@ from kotonia_tui.chat.fold.wait import Clock
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings
 from tests.fake_engine import Answer, open_fake_service
+from tests.settings import engine_threads
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 
@@ -27,10 +28,14 @@ def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
     Tests create the app's folders and files with the umask the app itself runs with (077,
     see cli.main), so a `kotonia` subprocess finds them private and has nothing to tighten.
+    The app's engines run `engine_threads()` threads (KOTONIA_THREADS, read by the settings in
+    this process and in `kotonia` subprocesses): the workers that run tests side by side share
+    the cores instead of each taking them all.
     """
     home = tmp_path / "kotonia_home"
     home.mkdir()
     monkeypatch.setenv("KOTONIA_HOME", str(home))
+    monkeypatch.setenv("KOTONIA_THREADS", str(engine_threads()))
     umask = os.umask(0o077)
     try:
         yield home
