@@ -15,7 +15,7 @@ run: install
 	@$(VENV)/bin/kotonia
 
 # One pytest-xdist worker per core (tests/settings.py `engine_threads` gives each worker's
-# engines its share of the cores); `--dist` chosen by measurement (docs/architecture.md, Tests).
+# engines its share of the cores); worksteal chosen by measurement (docs/decisions.md D-23).
 test: install-test lint
 	@$(PY) -m pytest -q -ra -n auto --dist worksteal
 
