@@ -14,8 +14,10 @@ install-test:
 run: install
 	@$(VENV)/bin/kotonia
 
+# One pytest-xdist worker per core (tests/settings.py `engine_threads` gives each worker's
+# engines its share of the cores); worksteal chosen by measurement (docs/decisions.md D-23).
 test: install-test lint
-	@$(PY) -m pytest -q -ra
+	@$(PY) -m pytest -q -ra -n auto --dist worksteal
 
 lint: install-test
 	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks scripts

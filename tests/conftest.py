@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,32 @@ from kotonia_tui.chat.fold.wait import Clock
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import Settings
 from tests.fake_engine import Answer, open_fake_service
+from tests.settings import engine_threads
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
+
+_BYTECODE_CACHE = "KOTONIA_TEST_PYCACHE"  # set by the process that started the run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), every `kotonia`
+    subprocess and every pytest-xdist worker would compile the app's modules from source again:
+    about 0.4 s of CPU each, hundreds of times a run. The run keeps their bytecode in one
+    temporary folder of its own instead (removed at its end), so nothing is written beside the
+    sources and each module is compiled once a run."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or _BYTECODE_CACHE in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="kotonia-test-pycache-")
+    os.environ[_BYTECODE_CACHE] = folder
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.pycache_prefix = folder
+    sys.dont_write_bytecode = False
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.get(_BYTECODE_CACHE)
+    if folder and not hasattr(config, "workerinput"):  # the run's first process, not a worker
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +55,14 @@ def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
     Tests create the app's folders and files with the umask the app itself runs with (077,
     see cli.main), so a `kotonia` subprocess finds them private and has nothing to tighten.
+    The app's engines run `engine_threads()` threads (KOTONIA_THREADS, read by the settings in
+    this process and in `kotonia` subprocesses): the workers that run tests side by side share
+    the cores instead of each taking them all.
     """
     home = tmp_path / "kotonia_home"
     home.mkdir()
     monkeypatch.setenv("KOTONIA_HOME", str(home))
+    monkeypatch.setenv("KOTONIA_THREADS", str(engine_threads()))
     umask = os.umask(0o077)
     try:
         yield home

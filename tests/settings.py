@@ -7,6 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui.config import ModelProfile, PromptFormat, Settings, load_settings
+from kotonia_tui.engine.threads import usable_cores
+
+
+def engine_threads() -> int:
+    """The llama.cpp threads of every engine a test opens: the cores this process may use,
+    shared among the pytest-xdist workers (`make test` runs one per core, so one thread each:
+    two workers with two threads each would make four on two cores). tests/conftest.py puts it
+    in KOTONIA_THREADS, which the app's settings read (in-process and in `kotonia`
+    subprocesses); a test that builds a ModelProfile by hand passes it as `threads`."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, usable_cores() // max(1, workers))
 
 
 def _split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -25,7 +36,7 @@ def tiny_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     profile.setdefault("temperature", 0.0)
     profile.setdefault("reply_max_tokens", 32)
     profile.setdefault("prompt_format", PromptFormat.TEMPLATE)
-    profile.setdefault("threads", 2)
+    profile.setdefault("threads", engine_threads())
     profile.setdefault("seed", 7)
     rest.setdefault("fold_delay_s", 0.0)
     return profile, rest
@@ -51,7 +62,7 @@ def default_model_settings(**values: Any) -> Settings:
     profile, rest = _split(values)
     profile.setdefault("temperature", 0.0)
     profile.setdefault("seed", 7)
-    profile.setdefault("threads", os.cpu_count() or 2)
+    profile.setdefault("threads", engine_threads())
     profile.setdefault("n_ctx", 2048)
     profile.setdefault("reply_max_tokens", 40)
     shipped = load_settings().all_profiles()["default"]

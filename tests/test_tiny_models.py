@@ -16,6 +16,7 @@ import pytest
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
+from tests.settings import engine_threads
 from tests.tiny_models import (
     EOS_ID,
     MEDIA_MARKER,
@@ -50,7 +51,9 @@ IMAGE_PROMPT = f"<|user|>\nWhat is in this picture? {MEDIA_MARKER}</s>\n<|assist
 
 
 def _load(path: Path, n_ctx: int = 512) -> Llama:
-    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=2, verbose=False)
+    return llama_cpp.Llama(
+        model_path=str(path), n_ctx=n_ctx, n_threads=engine_threads(), verbose=False
+    )
 
 
 @contextmanager
@@ -58,7 +61,7 @@ def _mtmd(llm: Llama, mmproj: Path) -> Iterator[int | None]:
     params = mtmd_cpp.mtmd_context_params_default()
     params.use_gpu = False
     params.print_timings = False
-    params.n_threads = 2
+    params.n_threads = engine_threads()
     ctx = mtmd_cpp.mtmd_init_from_file(str(mmproj).encode(), llm.model, params)
     try:
         yield ctx

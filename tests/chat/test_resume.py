@@ -41,7 +41,6 @@ def write_config(home: Path, model: Path, mmproj: Path | None) -> None:
         "n_ctx = 8192",
         "temperature = 0.0",
         "seed = 7",
-        "threads = 2",
         "reply_max_tokens = 32",
     ]
     if mmproj is not None:

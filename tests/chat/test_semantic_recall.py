@@ -219,10 +219,21 @@ async def test_the_worker_waits_while_a_turn_runs(tmp_path, tiny_embedding_path)
         _conv_id, ids = folded_story(store)
         semantic = SemanticRecall.open(store, tiny_embedding_path)
         turn_running = True
-        semantic.start(busy=lambda: turn_running)
+        asked = 0
+
+        def busy() -> bool:
+            nonlocal asked
+            asked += 1
+            return turn_running
+
+        semantic.start(busy=busy)
         try:
-            await asyncio.sleep(1.0)
-            # Nothing embedded while the turn runs, however long it takes.
+            # The worker has found the turn running again and again (not a pause of a fixed
+            # length, which a loaded machine can spend before the worker even starts) ...
+            async with asyncio.timeout(SETTLE_S):
+                while asked < 3:
+                    await asyncio.sleep(0.01)
+            # ... and nothing is embedded while the turn runs, however long it takes.
             assert store.vector_counts(semantic.model_key).stored == 0
             turn_running = False
             await asyncio.wait_for(semantic.settled(), SETTLE_S)

@@ -23,6 +23,7 @@ from kotonia_tui.engine import (
     TextDelta,
 )
 from kotonia_tui.engine.kv_slot import STEP_TOKENS
+from tests.settings import engine_threads
 from tests.tiny_models import png_bytes
 
 
@@ -33,7 +34,7 @@ def profile(model: Path, mmproj: Path | None = None, **extra: object) -> ModelPr
         "n_ctx": 1024,
         "prompt_format": PromptFormat.TEMPLATE,
         "temperature": 0.0,
-        "threads": 2,
+        "threads": engine_threads(),
     }
     values.update(extra)
     return ModelProfile.model_validate(values)

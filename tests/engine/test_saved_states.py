@@ -26,7 +26,7 @@ from kotonia_tui.engine.state_file import (
     read_state,
     write_state,
 )
-from tests.settings import default_model_settings
+from tests.settings import default_model_settings, engine_threads
 from tests.tiny_models import png_bytes, write_tiny_llama
 
 SYSTEM = ChatMessage("system", "You are Wren, who keeps the old lighthouse on a stormy coast.")
@@ -53,7 +53,7 @@ def open_engine(
         n_ctx=2048,
         prompt_format=PromptFormat.TEMPLATE,
         temperature=0.0,
-        threads=2,
+        threads=engine_threads(),
         seed=7,
     )
     config = states(tmp_path, cap_bytes=cap_bytes, profile=profile)

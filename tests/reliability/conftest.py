@@ -40,7 +40,8 @@ def write_card() -> str:
 
 
 # Smaller than the other tests' defaults: the reliability tests run subprocesses side by side.
-RELIABILITY_DEFAULTS: dict[str, Any] = {"n_ctx": 2048, "threads": 1}
+# (The engines' threads are the suite's own, tests/settings.py `engine_threads`.)
+RELIABILITY_DEFAULTS: dict[str, Any] = {"n_ctx": 2048}
 
 
 def profile_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:

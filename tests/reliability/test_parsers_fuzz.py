@@ -106,9 +106,16 @@ def _load(path: Path) -> None:
         assert str(path) in one_line(exc) or "profile" in str(exc)
 
 
+@pytest.fixture
+def file_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's KOTONIA_THREADS (tests/conftest.py) would win over a file's `threads`: the
+    file's own value must be read and checked."""
+    monkeypatch.delenv("KOTONIA_THREADS")
+
+
 @SETTINGS
 @given(text=toml_documents())
-def test_settings_toml_shapes(tmp_path_factory, text):
+def test_settings_toml_shapes(tmp_path_factory, file_threads, text):
     path = tmp_path_factory.mktemp("toml") / "config.toml"
     path.write_text(text, encoding="utf-8")
     _load(path)
@@ -116,7 +123,7 @@ def test_settings_toml_shapes(tmp_path_factory, text):
 
 @SETTINGS
 @given(data=st.binary(max_size=300) | st.text(max_size=200).map(str.encode))
-def test_settings_toml_arbitrary_bytes(tmp_path_factory, data):
+def test_settings_toml_arbitrary_bytes(tmp_path_factory, file_threads, data):
     path = tmp_path_factory.mktemp("toml") / "config.toml"
     path.write_bytes(data)
     _load(path)

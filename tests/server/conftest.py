@@ -27,6 +27,7 @@ import pytest
 from kotonia_tui.config import ModelProfile, PromptFormat, Settings, app_dirs, load_settings
 from kotonia_tui.engine import LlamaEngine
 from tests.chat.conftest import make_service  # noqa: F401  (a fixture the tests here use)
+from tests.settings import engine_threads
 from tests.tiny_models import write_tiny_llama
 
 pytest.importorskip("uvicorn", reason="llama-cpp-python's server extra is not installed")
@@ -161,7 +162,11 @@ def write_server_config(url: str) -> None:
 def local_tokenizer(scripted_model_file: Path) -> Iterator[LlamaEngine]:
     """The scripted model in-process: the counts the server's tokenizer must match."""
     profile = server_profile("unused", n_ctx=256).model_copy(
-        update={"backend": "inprocess", "model_path": scripted_model_file}
+        update={
+            "backend": "inprocess",
+            "model_path": scripted_model_file,
+            "threads": engine_threads(),
+        }
     )
     engine = LlamaEngine.open(profile, cache_dir=scripted_model_file.parent)
     yield engine

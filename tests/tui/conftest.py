@@ -10,6 +10,7 @@ import pytest
 
 from kotonia_tui.config import app_dirs
 from tests.characters.builders import v2_card
+from tests.settings import engine_threads
 
 MIRA_GREETING = '*Mira sets down her lantern.* "You made it through the storm, {{user}}."'
 MIRA_ALTERNATE = "*The lighthouse door creaks open.* `Another visitor, at this hour?`"
@@ -44,6 +45,7 @@ def tiny_settings(model: Path, *, reply_max_tokens: int = 256, n_ctx: int = 2048
         reply_max_tokens=reply_max_tokens,
         temperature=0.8,
         seed=1234,
+        threads=engine_threads(),
     )
     extra.setdefault("fold_delay_s", 0)
     return load_settings(profile="tiny", profiles={"tiny": profile}, **extra)
