@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kotonia_tui.file_kinds import kind_of
+
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -45,19 +47,6 @@ class FileTooLarge(ReadError):
     def __init__(self, path: Path, limit: int) -> None:
         super().__init__(path, f"is larger than {limit:,} bytes")
         self.limit = limit
-
-
-def kind_of(mode: int) -> str:
-    """What a file that is not a regular file is, for a message ("a FIFO")."""
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (a named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _not_regular(path: Path, mode: int) -> NotRegularFile:
@@ -115,4 +104,4 @@ def read_regular(path: Path, limit: int) -> bytes:
     return data
 
 
-__all__ = ["FileTooLarge", "NotRegularFile", "ReadError", "kind_of", "open_regular", "read_regular"]
+__all__ = ["FileTooLarge", "NotRegularFile", "ReadError", "open_regular", "read_regular"]

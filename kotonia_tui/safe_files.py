@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from kotonia_tui.file_kinds import kind_of
+
 # How long a FIFO may wait for its reader (`cat pipe & kotonia export 1 -o pipe`).
 READER_WAIT_S = 10.0
 
@@ -90,20 +92,6 @@ def replacing(path: Path, *, binary: bool = False, stream_ok: bool = False) -> I
         if isinstance(exc, OSError) and not isinstance(exc, WriteError):
             raise WriteError(f"{path}: cannot be written ({_reason(exc)})") from exc
         raise
-
-
-def kind_of(mode: int) -> str:
-    """What a file that is not a regular file is (as `regular_files.kind_of` says it: the two
-    modules sit side by side in the layers, so neither imports the other)."""
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (a named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _names_a_descriptor(path: Path) -> bool:

@@ -15,7 +15,7 @@ English month and weekday names, and ISO dates; other calendars are not recognis
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # How much of a message's first line is its opening: a scene header is short.
 OPENING_CHARS = 200
@@ -58,15 +58,22 @@ def opening(text: str) -> str:
     return _QUOTED.sub(" ", first[0]) if first else ""
 
 
-def scene_date(text: str) -> str | None:
-    """The date a message's opening gives its scene, as written; None when it gives none.
-    The longest date found wins ("Friday, 19 October 2018" over a later bare "Friday")."""
+def dates_in(text: str) -> list[str]:
+    """The dates `text` writes anywhere, as written, in order (a bare weekday only as a
+    capitalised name)."""
     found: list[str] = []
-    for match in _DATE.finditer(opening(text)):
+    for match in _DATE.finditer(text):
         written = _SPACES.sub(" ", match.group(0)).strip(" ,.")
         if _BARE_WEEKDAY.match(written) and not written[:1].isupper():
             continue
         found.append(written)
+    return found
+
+
+def scene_date(text: str) -> str | None:
+    """The date a message's opening gives its scene, as written; None when it gives none.
+    The longest date found wins ("Friday, 19 October 2018" over a later bare "Friday")."""
+    found = dates_in(opening(text))
     return max(found, key=len) if found else None
 
 
@@ -91,3 +98,25 @@ def span(dates: Iterable[str]) -> str | None:
     if not ordered:
         return None
     return ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"
+
+
+def chapter_time(chronicled: str | None, dates: Sequence[str]) -> str | None:
+    """A chapter's in-story time: the chronicler's "When:" (`chronicled`) or the `span` of
+    the scene dates of its range (`dates`, in story order, the first being the date in
+    force when the range begins).
+
+    The chronicler's stays when it names the range's first and last dates in full (it may add
+    the hour or the part of the day). When it names none, only vaguer words ("that evening",
+    a weekday where the range has a full date), part of the range, or a date the conversation
+    does not write for these messages, the range's span is the chapter's time: a date the
+    conversation wrote is a fact, the chronicler's a reading of it (a small model invents
+    dates, or leaves "When:" empty)."""
+    written = span(dates)
+    said = (chronicled or "").strip()
+    if written is None:
+        return said or None
+    named = [d.casefold() for d in dates_in(said)]
+    ends = {_SPACES.sub(" ", d).casefold() for d in (dates[0], dates[-1])}
+    if all(any(end in date for date in named) for end in ends):
+        return said
+    return written

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kotonia_tui.chat.bootstrap import open_engine
-from kotonia_tui.chat.fold.context import chronicle
+from kotonia_tui.chat.fold.chronicle import chronicle
 from kotonia_tui.config import load_settings
 from kotonia_tui.domain import LedgerEnd, Message, StoredLedgerEntry
 from kotonia_tui.engine import Engine
@@ -99,7 +99,7 @@ async def probe_story(
         reply = done.reply
         added: list[str] = []
         ended: list[str] = []
-        if reply.ok and (kept := reply.kept()) is not None:
+        if reply.ok and (kept := reply.kept) is not None:
             added, ended = ledger.apply(kept, number)
         row = {
             "story": story.title,

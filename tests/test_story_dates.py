@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.story_dates import scene_date, scene_dates, span
+from kotonia_tui.story_dates import chapter_time, dates_in, scene_date, scene_dates, span
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,38 @@ def test_a_span_names_its_first_and_last_date() -> None:
     assert span([]) is None
     assert span(["Friday", "Friday"]) == "Friday"
     assert span(["Friday", "Saturday", "Friday", "Sunday"]) == "Friday to Sunday"
+
+
+@pytest.mark.parametrize(
+    ("chronicled", "dates", "time"),
+    [
+        (None, ["Friday, 19 October 2018"], "Friday, 19 October 2018"),
+        ("  ", ["Friday, 19 October 2018"], "Friday, 19 October 2018"),
+        ("evening", ["Friday, 19 October 2018"], "Friday, 19 October 2018"),
+        ("Friday", ["Friday, 19 October 2018"], "Friday, 19 October 2018"),
+        ("19 October 2018", ["Friday, 19 October 2018"], "Friday, 19 October 2018"),
+        ("Friday, 19 October 2018 at 7 pm", ["Friday, 19 October 2018"], None),
+        (
+            "Friday, 19 October 2018",
+            ["Friday, 19 October 2018", "Saturday"],
+            "Friday, 19 October 2018 to Saturday",
+        ),
+        ("Friday and Saturday", ["Friday", "Saturday"], None),
+        ("May 3rd, 1999", ["March 3rd, 1889"], "March 3rd, 1889"),  # not the story's date
+        ("dawn", [], None),
+        (None, [], None),
+    ],
+)
+def test_a_chapter_keeps_the_chroniclers_time_only_when_it_names_the_ranges_dates(
+    chronicled: str | None, dates: list[str], time: str | None
+) -> None:
+    """`time` None: the chronicler's, as it wrote it (stripped)."""
+    expected = time if time is not None else (chronicled or "").strip() or None
+    assert chapter_time(chronicled, dates) == expected
+
+
+def test_dates_anywhere_in_a_text_as_written() -> None:
+    assert dates_in("From Friday, 19 October 2018 to the 3rd of May; then friday.") == [
+        "Friday, 19 October 2018",
+        "3rd of May",
+    ]

@@ -25,7 +25,6 @@ from kotonia_tui.chat.turn import Turn
 from kotonia_tui.domain import (
     CastMember,
     Conversation,
-    Message,
     Persona,
     ReplyOrder,
     Role,
@@ -34,7 +33,7 @@ from kotonia_tui.domain import (
     StoredPersona,
 )
 from kotonia_tui.memory.attribution import CastMemory, cast_memory, chapter_items
-from kotonia_tui.memory.segments import FORMAT_INSTRUCTION, parse_segments
+from kotonia_tui.memory.segments import FORMAT_INSTRUCTION
 from kotonia_tui.store import NotFoundError
 
 if TYPE_CHECKING:
@@ -96,18 +95,12 @@ class GroupChats:
         service.store.set_cast(conv.id, [(card.key, card.name) for card in cards])
         for card, setup in zip(cards, setups, strict=True):
             if setup.greetings:
-                text = setup.greetings[0]
-                service.store.add_message(
-                    Message(
-                        conversation_id=conv.id,
-                        role=Role.CHARACTER,
-                        speaker=setup.display_name,
-                        text=text,
-                        segments=parse_segments(
-                            text, speaker=setup.display_name, listener=persona.name
-                        ),
-                        character_key=card.key,
-                    )
+                service.add_greeting(
+                    conv.id,
+                    setup,
+                    setup.greetings[0],
+                    listener=persona.name,
+                    character_key=card.key,
                 )
         return service.store.get_conversation(conv.id)
 

@@ -185,7 +185,8 @@ class Recaller:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        forms = {i: compact(text, terms, heavy) for i, (_r, _s, text) in messages.items()}
+        rarity = self.store.recall_rarity(terms)
+        forms = {i: compact(text, terms, heavy, rarity) for i, (_r, _s, text) in messages.items()}
         # Every form of every line, each distinct text counted once.
         shown = {
             i: [line_cost_text(PromptLine(role, speaker, form)) for form in (text, *forms[i])]

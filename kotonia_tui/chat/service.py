@@ -312,19 +312,31 @@ class ChatService:
             )
         )
         if setup.greetings:
-            text = setup.greetings[greeting]
-            self.store.add_message(
-                Message(
-                    conversation_id=conv.id,
-                    role=Role.CHARACTER,
-                    speaker=setup.display_name,
-                    text=text,
-                    segments=parse_segments(
-                        text, speaker=setup.display_name, listener=persona.name
-                    ),
-                )
-            )
+            self.add_greeting(conv.id, setup, setup.greetings[greeting], listener=persona.name)
         return self.store.get_conversation(conv.id)
+
+    def add_greeting(
+        self,
+        conv_id: int,
+        setup: CharacterSetup,
+        text: str,
+        *,
+        listener: str,
+        character_key: str | None = None,
+    ) -> None:
+        """Store a greeting that opens a conversation: the character's message to `listener`
+        (the persona), its segments read as the character speaking (`character_key`: which
+        member of a group said it)."""
+        self.store.add_message(
+            Message(
+                conversation_id=conv_id,
+                role=Role.CHARACTER,
+                speaker=setup.display_name,
+                text=text,
+                segments=parse_segments(text, speaker=setup.display_name, listener=listener),
+                character_key=character_key,
+            )
+        )
 
     def conversations(self, character_key: str | None = None) -> list[StoredConversation]:
         return self.store.list_conversations(character_key)

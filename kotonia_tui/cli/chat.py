@@ -224,19 +224,7 @@ async def _interactive_group(
         run = await service.groups.send(conv_id, text, tuple(images))
         images = []
         async for turn in run:
-            say(f"{turn.setup.display_name}: ", end="", one_line=True)
-            with _ctrl_c_stops(turn, run.stop):
-                async for event in turn:
-                    if isinstance(event, ReplyDelta):
-                        say(event.text, end="")
-            print()
-            done = await turn.wait()
-            if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
-                say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-            if done.error:
-                say(f"error: {done.error}", stream=sys.stderr)
-            if args.stats:
-                _print_stats(turn)
+            await _stream_reply(turn, turn.setup.display_name, stats=args.stats, stop=run.stop)
 
 
 async def _interactive(
@@ -279,19 +267,28 @@ async def _interactive(
             if last is not None and last.role is Role.CHARACTER:
                 continue
             turn = await service.answer(conv_id)  # an empty line answers the user's last message
-        say(f"{name}: ", end="", one_line=True)
-        with _ctrl_c_stops(turn):
-            async for event in turn:
-                if isinstance(event, ReplyDelta):
-                    say(event.text, end="")
-        print()
-        done = await turn.wait()
-        if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
-            say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-        if done.error:
-            say(f"error: {done.error}", stream=sys.stderr)
-        if args.stats:
-            _print_stats(turn)
+        await _stream_reply(turn, name, stats=args.stats)
+
+
+async def _stream_reply(
+    turn: Turn, name: str, *, stats: bool, stop: Callable[[], None] | None = None
+) -> None:
+    """One reply of an interactive chat as it streams: "Name: " and the text on standard
+    output, Ctrl-C stopping it (`stop`: the group's run too), then on standard error how it
+    ended when it did not complete, its error, and with `stats` its figures."""
+    say(f"{name}: ", end="", one_line=True)
+    with _ctrl_c_stops(turn, stop):
+        async for event in turn:
+            if isinstance(event, ReplyDelta):
+                say(event.text, end="")
+    print()
+    done = await turn.wait()
+    if done.reply is not None and done.reply.status is not MessageStatus.COMPLETE:
+        say(f"[{done.reply.status_reason}]", stream=sys.stderr)
+    if done.error:
+        say(f"error: {done.error}", stream=sys.stderr)
+    if stats:
+        _print_stats(turn)
 
 
 def _print_stats(turn: Turn) -> None:

@@ -36,10 +36,8 @@ from kotonia_tui.engine.multimodal import Projector
 
 # Prompt tokens evaluated per step of the owner thread. Between two steps a cancel is seen and
 # a more urgent call (a reply) goes first, so a step is how long Esc, or a reply arriving
-# during a background fold's prompt, waits. A step of 512 (llama_engine's n_batch) took 4.5 s
-# on a shared 2-core machine (embedded default); steps of 64 read the prompt no slower there
-# (benchmarks/prompt_steps.py: median 131 tokens/s against 114 for 512 and 107 for 128, so
-# 0.5 s a step; at a load of 9-10, 81-84 against 33-50 for 512).
+# during a background fold's prompt, waits: small steps, which read a prompt no slower
+# (docs/decisions.md D-18, benchmarks/prompt_steps.py).
 STEP_TOKENS = 64
 
 

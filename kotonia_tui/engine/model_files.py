@@ -4,7 +4,8 @@
 aborts the whole process on some (a `block_count` past its 512 layers, more experts used than
 exist, a projector whose patch is larger than its image), so they are checked here against the
 file itself, naming the key. `check_context` bounds `n_ctx` by the model's trained window and
-by the machine's memory before a context is allocated (10^23 took 43 s and 16.5 GB to fail).
+by the machine's memory before a context is allocated (an absurd one fails only after minutes
+and gigabytes: docs/decisions.md D-19).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ render stops with `TemplateLimitError` once it has run `RENDER_DEADLINE_S`; the 
 The limits hold inside what a template calls, too: a width written in a format string
 (`"{:>999999999}".format(x)`, `"%0999999999d" % 1`, `"%09999999d"|format(1)`) is a number
 like any other; `lipsum` builds its paragraphs one at a time against the budget; `wordwrap`
-counts every piece it places (textwrap on a long text with a width of 1 ran 35 s).
+counts every piece it places (textwrap with a width of 1 is quadratic: docs/decisions.md D-20).
 """
 
 from __future__ import annotations
@@ -260,8 +260,8 @@ class _SteppingWrapper(textwrap.TextWrapper):
     def _handle_long_word(
         self, reversed_chunks: list[str], cur_line: list[str], cur_len: int, width: int
     ) -> None:
-        # A word longer than the width is cut one line at a time (a copy of the rest each
-        # time): with width 1, a 900,000-letter word took 35 s without a look at the clock.
+        # A word longer than the width is cut one line at a time, a copy of the rest each
+        # time: quadratic, so each cut is a step of the budget (D-20).
         self._environment.step()
         super()._handle_long_word(reversed_chunks, cur_line, cur_len, width)
 

@@ -1,13 +1,10 @@
 """How llama.cpp lays out a model's weights in memory: its AMX repacking is left off.
 
 A llama.cpp built for a CPU with AMX (Sapphire Rapids and later Xeons) repacks quantized
-weights into an "AMX" buffer at load, and its matrix product over that buffer crashed the
-whole process here (SIGSEGV in `ggml_backend_amx_mul_mat` on the first prompt batch of the
-embedded default, Gemma 3 270M Q4_K_M, at any n_ctx and thread count; llama.cpp issue 20824
-reports the same crash, machine-dependent, with Q4_K_M). A crash loses the reply and the
-session, so on such a build the weights stay in llama.cpp's plain CPU layout (its "extra
-buffer types", which the AMX buffer is one of, are not used). Builds without AMX keep their
-repacking.
+weights into an "AMX" buffer at load, and its matrix product over that buffer can crash the
+whole process (docs/decisions.md D-17). A crash loses the reply and the session, so on such a
+build the weights stay in llama.cpp's plain CPU layout (its "extra buffer types", which the AMX
+buffer is one of, are not used). Builds without AMX keep their repacking.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kotonia_tui.chat.fold.context import NoRoomError, chronicle
+from kotonia_tui.chat.fold.chronicle import NoRoomError, chronicle
 from kotonia_tui.chat.fold.worker import MAX_ATTEMPTS
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.domain import ChatMessage, Message

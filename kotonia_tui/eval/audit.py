@@ -56,6 +56,7 @@ from kotonia_tui.memory.chronicler import CHRONICLER
 from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.memory.structured import dropped_of
+from kotonia_tui.sentences import sentences as split_sentences
 
 ESTABLISHED = re.compile(
     r"established fact|as an? (?:established |known )?fact|it is a fact that|"
@@ -71,7 +72,6 @@ ATTRIBUTION = re.compile(
     r"说|声称|表示|告诉",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 # "Open: ...", also as Markdown writes it: "- **Open:** ...", "**Open**: ...", "__Open__: ...".
 _EMPHASIS = r"(?:\*\*|__|\*|_)?"
 _OPEN = re.compile(
@@ -102,7 +102,9 @@ class MemoryPiece:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip(" -*•\t") for s in _SENTENCE.split(text) if s and len(s.strip()) > 3]
+    """The memory text's sentences (kotonia_tui/sentences.py) that can be judged: without a
+    list item's bullet, longer than three characters."""
+    return [s.strip(" -*•\t") for s in split_sentences(text) if len(s.strip()) > 3]
 
 
 def _segments(message: Message, user: str, char: str) -> list[tuple[SegmentKind, str, Role]]:

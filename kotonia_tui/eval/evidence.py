@@ -6,12 +6,17 @@ the reader: a small reader may fail with the evidence there; the memory failed w
 Each evidence message is found in one or more places of the prompt:
 
 - `window`: verbatim in the history the prompt carries;
-- `recalled`: quoted in the excerpts recalled for the question (recall arms);
+- `recalled`: quoted in the excerpts recalled for the question (recall arms): whole, or in a
+  part that holds every word of the reference answer the whole message holds;
+- `recalled_part`: recalled, but only a part of it that leaves out some of the answer's words
+  the message holds (recall quotes a long message by its pieces): not present, since what of
+  the message reached the prompt is what counts;
 - `cited`: named by a memory item, the `(#12 #14)` a structured chapter's event or claim and a
   ledger entry end with (memory/structured.py, memory/ledger.py), also where a quoted synopsis
   quotes such an item with its ids;
 - `quoted`: its own sentences quoted under its label, `#12 Mara: ...`, in a chapter quoted from
-  its range or a synopsis quoted from its chapters (memory/extract.py);
+  its range or a synopsis quoted from its chapters (memory/extract.py), when they hold the
+  answer's words the message holds; `quoted_part` (not present) when they leave them out;
 - `absent`: none of these.
 
 The memory is read as the prompt carries it (its text), not from the rows that made it: whatever
@@ -23,8 +28,8 @@ are in the prompt at all (`answer_words`) is the second figure, and tells those 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kotonia_tui.eval.grading import answer_tokens
@@ -33,8 +38,10 @@ from kotonia_tui.eval.grading import answer_tokens
 class Place(StrEnum):
     WINDOW = "window"
     RECALLED = "recalled"
+    RECALLED_PART = "recalled_part"  # a part of it, without the answer's words it holds
     CITED = "cited"
     QUOTED = "quoted"
+    QUOTED_PART = "quoted_part"  # its sentences quoted, without the answer's words it holds
     ABSENT = "absent"
 
 
@@ -54,15 +61,26 @@ class MemoryRefs:
 
     cited: frozenset[int]
     quoted: frozenset[int]
+    # What is quoted of each message: its sentences under its labels, joined.
+    quoted_text: Mapping[int, str] = field(default_factory=dict)
 
 
 def memory_refs(memory_text: str) -> MemoryRefs:
-    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts)."""
+    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts),
+    and the text quoted under each label (up to the next label or the line's end)."""
     cited = {
         int(number) for group in _CITATION.findall(memory_text) for number in _ID.findall(group)
     }
-    quoted = {int(number) for number in _QUOTED_LABEL.findall(memory_text)}
-    return MemoryRefs(frozenset(cited), frozenset(quoted))
+    quoted_text: dict[int, str] = {}
+    for line in memory_text.splitlines():
+        labels = list(_QUOTED_LABEL.finditer(line))
+        for k, label in enumerate(labels):
+            end = labels[k + 1].start() if k + 1 < len(labels) else len(line)
+            number = int(label.group(1))
+            quoted_text[number] = " ".join(
+                filter(None, (quoted_text.get(number, ""), line[label.end() : end].strip()))
+            )
+    return MemoryRefs(frozenset(cited), frozenset(quoted_text), quoted_text)
 
 
 def places(
@@ -71,20 +89,36 @@ def places(
     window: Collection[int],
     recalled: Collection[int],
     refs: MemoryRefs,
+    recalled_short: Collection[int] = (),
+    quoted_short: Collection[int] = (),
 ) -> list[Place]:
     """Where message `message_id` stands in the prompt (`[ABSENT]` when nowhere); every id in
-    one numbering (the evaluation passes the input's own ids)."""
+    one numbering (the evaluation passes the input's own ids). `recalled_short`,
+    `quoted_short`: the messages whose recalled or quoted part leaves out the answer's words
+    (`carries_answer`)."""
     found = [
         place
         for place, ids in (
             (Place.WINDOW, window),
-            (Place.RECALLED, recalled),
+            (Place.RECALLED, set(recalled) - set(recalled_short)),
+            (Place.RECALLED_PART, set(recalled) & set(recalled_short)),
             (Place.CITED, refs.cited),
-            (Place.QUOTED, refs.quoted),
+            (Place.QUOTED, refs.quoted - set(quoted_short)),
+            (Place.QUOTED_PART, refs.quoted & set(quoted_short)),
         )
         if message_id in ids
     ]
     return found or [Place.ABSENT]
+
+
+def carries_answer(part: str, whole: str, reference: str) -> bool:
+    """Whether a part of a message quoted in the prompt holds every content word of the
+    reference answer that the whole message holds (the same tokens as `answer_words`). A
+    message that holds none of them (the answer is said in other words, or lies in another
+    message) has nothing a part could leave out: any part of it counts."""
+    whole_tokens = set(answer_tokens(whole))
+    held = set(answer_tokens(part))
+    return all(word in held for word in content_words(reference) if word in whole_tokens)
 
 
 # Short words that say nothing about which answer it is (the tokens already lose articles and
@@ -140,10 +174,15 @@ class Located:
 
     message: int
     where: tuple[Place, ...]
+    carried: str | None = None  # the part of it recalled, when not the whole message
 
     @property
     def present(self) -> bool:
-        return Place.ABSENT not in self.where
+        return any(place in PRESENT for place in self.where)
+
+
+# The places where a message is in front of the reader (a part without the answer is not).
+PRESENT = frozenset((Place.WINDOW, Place.RECALLED, Place.CITED, Place.QUOTED))  # no parts
 
 
 def locate(
@@ -152,7 +191,36 @@ def locate(
     window: Collection[int],
     recalled: Collection[int],
     refs: MemoryRefs,
+    parts: Mapping[int, tuple[str, str]] | None = None,
+    reference: str = "",
+    wholes: Mapping[int, str] | None = None,
 ) -> list[Located]:
+    """Where each evidence message stands. `parts`: the recalled messages quoted in part, as
+    (the part quoted, the whole message); such a message is `recalled` only when its part
+    carries the `reference` answer's words the whole holds (`carries_answer`). `wholes`: the
+    evidence messages' texts, against which what the memory quotes of them (`refs`) is read
+    the same way (without them, a quote counts whatever it holds)."""
+    parts = parts or {}
+    short = {m for m, (part, whole) in parts.items() if not carries_answer(part, whole, reference)}
+    quoted_short = {
+        m
+        for m, whole in (wholes or {}).items()
+        if m in refs.quoted_text and not carries_answer(refs.quoted_text[m], whole, reference)
+    }
     return [
-        Located(m, tuple(places(m, window=window, recalled=recalled, refs=refs))) for m in evidence
+        Located(
+            m,
+            tuple(
+                places(
+                    m,
+                    window=window,
+                    recalled=recalled,
+                    refs=refs,
+                    recalled_short=short,
+                    quoted_short=quoted_short,
+                )
+            ),
+            parts[m][0] if m in parts and m in recalled else None,
+        )
+        for m in evidence
     ]

@@ -100,9 +100,12 @@ METHOD = [
     "judge_only_recall and token F1 (character-level for CJK) are reported beside it",
     "sampling: the chronicler at the profile's temperature; examiner, reader and judge greedy",
     "evidence: each evidence message is found in the reader's prompt verbatim in the window, "
-    "in the excerpts recalled for the question, cited by a memory item ('(#12 #14)': a "
+    "in the excerpts recalled for the question (a part of it counts only when it holds the "
+    "reference's words the whole message holds, else recalled_part: not present), cited by a "
+    "memory item ('(#12 #14)': a "
     "structured chapter's event or claim, a ledger entry), quoted under its label ('#12 "
-    "Mara: ...': a quoted chapter or synopsis), or absent; a prose summary names no message. "
+    "Mara: ...': a quoted chapter or synopsis; by the same rule, else quoted_part), or absent; "
+    "a prose summary names no message. "
     "answer_in_prompt: the reference's content words are all somewhere in the prompt",
     "positions: reader_prompt_tokens is the reader's whole prompt (the arm's, the recalled "
     "excerpts, the question); evaluated_per_question what of it lies past the arm's own "
@@ -159,6 +162,8 @@ class Graded:
     judge_text: str = ""
     recalled: list[int] = field(default_factory=list)  # input message ids (recall arms)
     notes: str = ""  # the recalled excerpts as the prompt carries them
+    # The recalled messages quoted in part: (the part, the whole message), by input id.
+    parts: dict[int, tuple[str, str]] = field(default_factory=dict)
     located: list[Located] = field(default_factory=list)
     words: AnswerWords = field(default_factory=lambda: AnswerWords((), ()))
     prompt_tokens: int = 0
@@ -190,7 +195,7 @@ class Graded:
             recalled=self.recalled,
             evidence=list(self.question.evidence),
             found=[
-                EvidenceFound(found.message, [str(place) for place in found.where])
+                EvidenceFound(found.message, [str(place) for place in found.where], found.carried)
                 for found in self.located
             ],
             answer_words=list(self.words.words),
@@ -566,7 +571,14 @@ async def _prompts(
     refs = MemoryRefs(
         cited=frozenset(to_source.get(i, i) for i in refs.cited),
         quoted=frozenset(to_source.get(i, i) for i in refs.quoted),
+        quoted_text={to_source.get(i, i): text for i, text in refs.quoted_text.items()},
     )
+    # The evidence messages as said, to read what the memory quotes of them against.
+    wholes = {
+        m: replayed.store.get_message(replayed.to_stored[m]).text
+        for m in {m for item in graded for m in item.question.evidence}
+        if m in refs.quoted and m in replayed.to_stored
+    }
     arm_texts = [message.content for message in arm.messages]
     requests = []
     for item in graded:
@@ -584,6 +596,17 @@ async def _prompts(
             item.notes = recall.render()
             item.recalled = [to_source.get(i, i) for i in recall.message_ids]
             item.recalled_tokens = recall.tokens
+            # What of each message the excerpts quote: a part counts only by what it holds,
+            # with what the excerpt says of it (its speaker, its marker's in-story time).
+            item.parts = {
+                to_source.get(line.message_id, line.message_id): (
+                    f"{excerpt.marker()}\n{line.render()}",
+                    line.text,
+                )
+                for excerpt in recall.excerpts
+                for line in excerpt.lines
+                if line.shown() != line.text
+            }
         request = reader_request(
             arm.messages,
             item.question.question,
@@ -592,7 +615,13 @@ async def _prompts(
         )
         requests.append(request)
         item.located = locate(
-            item.question.evidence, window=window, recalled=set(item.recalled), refs=refs
+            item.question.evidence,
+            window=window,
+            recalled=set(item.recalled),
+            refs=refs,
+            parts=item.parts,
+            reference=item.question.answer,
+            wholes=wholes,
         )
         # The prompt as the reader reads it, without the question (it must not count as
         # holding its own answer's words).

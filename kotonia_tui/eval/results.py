@@ -101,6 +101,7 @@ class EvidenceFound:
 
     message: int
     where: list[str]
+    carried: str | None = None  # the part of it recalled, when only a part was quoted
 
 
 @dataclass(frozen=True)

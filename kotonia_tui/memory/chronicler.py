@@ -7,11 +7,12 @@ story about their past must come out of memory as what they *said*, with "on the
 in fact" where the narration or their thoughts show otherwise. What the user says about
 themselves is taken as fact (over-doubting it lost most of an everyday conversation's memory).
 
-The fold worker talks to the chronicler by request and reply: it builds a `ChronicleRequest`
-(a chapter of messages, a synopsis of chapters, or the evaluation's rolling summary), the
+A fold job talks to the chronicler by request and reply: it builds a `ChronicleRequest` (a
+chapter of messages, a synopsis of chapters, or the evaluation's rolling summary), the
 chronicler turns it into a `ChroniclerPrompt` (messages, lead, stop strings) for the one place
-that calls the model (chat/fold/context.py), and reads what the model wrote into a
-`ChronicleReply`: the text to store, or why it cannot be stored and whether to ask again.
+that calls the model (chat/fold/chronicle.py), and reads what the model wrote into a
+`ChronicleReply`: the text and structure to store, or why it cannot be stored and whether to
+ask again. It is a leaf: prompt in, parsed answer out; it calls nothing above memory/.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kotonia_tui.domain import (
     SegmentKind,
     StoredLedgerEntry,
 )
+from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
 from kotonia_tui.memory.chapter_schema import (
     ChapterSource,
     chapter_schema,
@@ -38,7 +40,7 @@ from kotonia_tui.memory.chapter_schema import (
 )
 from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
-from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
+from kotonia_tui.memory.readback import missing, user_specifics
 from kotonia_tui.memory.refusal import Prose, is_refusal
 from kotonia_tui.memory.segments import parse_segments
 from kotonia_tui.memory.structured import (
@@ -238,14 +240,6 @@ def length_words(tokens: int, sample: str, sample_tokens: int) -> str:
     if sample and unspaced > len(sample) * 0.3:
         return f"{chars} characters"
     return f"{max(1, round(chars / CHARS_PER_WORD))} words"
-
-
-# A synopsis holds its target length within this share either way (enforced by the worker).
-# When no call lands within it, the longest short draft is stored, however short: a short
-# synopsis never grows the memory, and refusing one held every major fold of a small model that
-# cannot count words (docs/decisions.md D-8). A draft too long is never stored: it is asked
-# again with the draft, and at the end the synopsis is quoted (chat/fold/synopsis.py).
-LENGTH_TOLERANCE = 0.2
 
 
 class LengthFit(StrEnum):
@@ -490,6 +484,7 @@ class ChroniclerPrompt:
     messages: tuple[ChatMessage, ...]
     lead: str  # the words the answer starts with (the prompt's last words; "" for none)
     stops: tuple[str, ...]
+    source: str = ""  # a structured chapter's source as the prompt shows it (sizes its schema)
 
 
 def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> ChroniclerPrompt:
@@ -508,13 +503,24 @@ def chronicler_prompt(request: ChronicleRequest, profile: ModelProfile) -> Chron
             part=request.part,
             hollow=request.hollow,
         )
-        return ChroniclerPrompt(messages, "", ())
+        source = render_source(request.messages, char=char, user=user)
+        return ChroniclerPrompt(messages, "", (), source)
     if request.kind is ChronicleKind.SYNOPSIS:
         messages = synopsis_prompt(request)
     else:
         messages = _rolling_prompt(request.previous, request.messages, char=char, user=user)
     lead = chronicler_lead(profile, request.kind)
     return ChroniclerPrompt(messages, lead, chronicler_stops(profile))
+
+
+MIN_SUMMARY_ROOM = 48  # tokens; less than this cannot hold a useful chapter
+
+
+def source_room(fold_n_ctx: int, max_output: int, instructions: int) -> int:
+    """Tokens of source one chronicler call can read beside its instructions (`instructions`
+    tokens), keeping room for the answer in a fold context of `fold_n_ctx`."""
+    reserve = min(max_output, max(4 * MIN_SUMMARY_ROOM, fold_n_ctx // 4))
+    return max(1, fold_n_ctx - instructions - reserve - 64)
 
 
 def chronicler_instructions(kind: ChronicleKind, cast: Cast) -> str:
@@ -548,22 +554,13 @@ class ChronicleReply:
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
     structure: StructuredChapter | None = None  # a structured chapter, as read
     misses: tuple[str, ...] = ()  # the readback's misses (names and numbers left out)
+    # The structured chapter as stored: what the chronicler wrote, and in the ledger the
+    # user's sentences that hold the names and numbers it left out (`_kept`).
+    kept: StructuredChapter | None = None
 
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.OK
-
-    def kept(self) -> StructuredChapter | None:
-        """The structured chapter as stored: what the chronicler wrote, and in the ledger the
-        user's sentences that hold the names and numbers it left out (in their own words, so
-        memory keeps them whatever the model; the misses stay recorded as the chronicler's)."""
-        if self.structure is None:
-            return None
-        # The character's own name is not quoted for: a line that names them ("Goodnight,
-        # Corwin.") tells memory nothing the story does not.
-        char = {word.casefold() for name in self.request.cast.names for word in name.split()}
-        misses = [m for m in self.misses if m.casefold() not in char]
-        return with_quotes(self.structure, quoted_lines(self.request.messages, misses))
 
 
 def read_reply(
@@ -625,7 +622,21 @@ def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
         retry=retry,
         structure=chapter,
         misses=misses,
+        kept=_kept(request, chapter, misses),
     )
+
+
+def _kept(
+    request: ChronicleRequest, chapter: StructuredChapter, misses: Sequence[str]
+) -> StructuredChapter:
+    """The chapter with, in the ledger, the user's sentences that hold the names and numbers
+    it left out (in their own words, so memory keeps them whatever the model; the misses stay
+    recorded as the chronicler's)."""
+    # The character's own name is not quoted for: a line that names them ("Goodnight,
+    # Corwin.") tells memory nothing the story does not.
+    char = {word.casefold() for name in request.cast.names for word in name.split()}
+    left_out = [m for m in misses if m.casefold() not in char]
+    return with_quotes(chapter, request.messages, left_out)
 
 
 def _rolling_prompt(

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role
+from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
+from kotonia_tui.sentences import sentences
 
 ELISION = " … "
-# A sentence ends after . ! ? … with any closing quotes or marks, before a space; after 。！？
-# with theirs (no space follows in Japanese or Chinese); or at a line break (a chapter's items,
-# a quote's lines).
-_SENTENCE_END = re.compile(r"[.!?…][\"'”」』*)\]]*(?=\s)|[。！？][」』”]*|\n")
 # What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ") or a message id
 # ("(#3 #4)"). A reference, not the story: no fact's number, no name in a sentence.
 _LABEL = r"#\d+(?:-#\d+)?(?: [^:\n]{1,60})?: "
@@ -48,13 +46,6 @@ class _Sentence:
     text: str
     score: int
     last: int  # the last position it covers (the ids it cites may follow it)
-
-
-def sentences(text: str) -> list[str]:
-    """`text` cut into sentences (each keeps its closing marks), whitespace collapsed."""
-    cuts = [0, *(match.end() for match in _SENTENCE_END.finditer(text)), len(text)]
-    parts = (" ".join(text[start:end].split()) for start, end in itertools.pairwise(cuts))
-    return [part for part in parts if part]
 
 
 def without_references(text: str) -> str:
@@ -152,6 +143,26 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             parts.append(" …")
         lines.append(f"{passage.label}: {''.join(parts)}")
     return "\n".join(lines)
+
+
+# Many texts' token counts, in order (the engine's counter, batched off the event loop).
+Count = Callable[[list[str]], Awaitable[list[int]]]
+QUOTE_FITS = 3  # tries at a quote's character limit before its size is taken as it is
+
+
+async def quote_passages(passages: Sequence[Passage], target: int, count: Count) -> tuple[str, int]:
+    """The passages quoted (`extract_passages`) in about `target` tokens as `count` measures
+    them, and that size: what a fold stores when the chronicler's answer cannot be stored."""
+    # About four characters a token in English; a denser script is fitted below.
+    limit = target * 4
+    text, tokens = "", 0
+    for _try in range(QUOTE_FITS):
+        text = extract_passages(passages, limit)
+        (tokens,) = await count([text])
+        if tokens <= target * (1 + LENGTH_TOLERANCE):
+            break
+        limit = max(1, int(limit * target / tokens * 0.95))
+    return text, tokens
 
 
 def extract_mark(label: str) -> str:

@@ -18,10 +18,8 @@ import re
 from collections.abc import Sequence
 
 from kotonia_tui.domain import LedgerEntry, Message, Role
+from kotonia_tui.sentences import sentences
 from kotonia_tui.terms import holds_specific, specifics
-
-# Where a sentence ends: after its mark and a space, or at a line break.
-_SENTENCES = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
 def user_specifics(messages: Sequence[Message]) -> list[str]:
@@ -68,8 +66,7 @@ def quoted_lines(messages: Sequence[Message], misses: Sequence[str]) -> list[tup
     for message in messages:
         if message.role is not Role.USER or not left:
             continue
-        for sentence in _SENTENCES.split(message.text):
-            sentence = " ".join(sentence.split())
+        for sentence in sentences(message.text):
             held = [item for item in left if holds_specific(sentence, item)]
             if sentence and held:
                 quotes.append((message, sentence))

@@ -33,7 +33,7 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
 )
 from kotonia_tui.memory.grounding import content, evidence, grounded
-from kotonia_tui.memory.readback import quote
+from kotonia_tui.memory.readback import quote, quoted_lines, user_specifics
 from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -506,10 +506,14 @@ def dropped_of(structure: str | None) -> list[Dropped]:
 
 
 def with_quotes(
-    chapter: StructuredChapter, quotes: Sequence[tuple[Message, str]]
+    chapter: StructuredChapter, messages: Sequence[Message], misses: Sequence[str] | None = None
 ) -> StructuredChapter:
-    """The chapter with the user's sentences that hold what it left out, as facts the user
-    stated, in their own words (readback.quoted_lines): each names the message it is from."""
+    """The chapter with the user's sentences in `messages` that hold what it left out
+    (`misses`; None: every name and number of the user's lines), as facts the user stated, in
+    their own words (readback.quoted_lines): each names the message it is from."""
+    if misses is None:
+        misses = user_specifics(messages)
+    quotes = quoted_lines(messages, misses)
     quoted = tuple(
         LedgerItem(
             LedgerKind.USER_FACT,

@@ -221,6 +221,25 @@ def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
     return out
 
 
+def scene_dates(db: Db, conv_id: int, first_id: int, last_id: int) -> list[str]:
+    """The scene dates of messages `first_id`..`last_id`, in story order: the date in force
+    at the first (the newest dated message at or before it), then each date an opening
+    inside the range gives. Empty when none is dated. Two indexed reads."""
+    rows = db.select(
+        "SELECT scene_date FROM messages INDEXED BY messages_scene_dates "
+        "WHERE conversation_id = ? AND id <= ? AND scene_date IS NOT NULL "
+        "ORDER BY id DESC LIMIT 1",
+        (conv_id, first_id),
+    )
+    rows += db.select(
+        "SELECT scene_date FROM messages INDEXED BY messages_scene_dates "
+        "WHERE conversation_id = ? AND id > ? AND id <= ? AND scene_date IS NOT NULL "
+        "ORDER BY id",
+        (conv_id, first_id, last_id),
+    )
+    return [str(row["scene_date"]) for row in rows]
+
+
 def mark_chapters_stale(db: Db, conv_id: int, message_id: int) -> list[int]:
     """Mark the live chapters whose range covers the message (after an edit); returns their ids."""
     with db.write():

@@ -197,6 +197,15 @@ def recall_terms_used(db: Db, query: str, ignore: Iterable[str] = ()) -> list[Te
         return _without_common_words(terms, _forms_of(db, terms), total)
 
 
+def recall_term_rarity(db: Db, terms: Sequence[Term]) -> dict[str, float]:
+    """Each spaced term's rarity (folded): the inverse document frequency of its forms
+    together, as recall ranks messages by it. Unspaced terms are left out."""
+    with db.read():
+        total = _messages_indexed(db)
+        forms = _forms_of(db, terms)
+    return {key: _rarity(sum(doc for _w, doc in found), total) for key, found in forms.items()}
+
+
 def _every_term(db: Db, terms: Sequence[Term]) -> list[list[_Source]]:
     """Groups of lookups, all of which a message must match. Terms that each need one lookup
     in the same index become one lookup (FTS5 intersects them itself)."""

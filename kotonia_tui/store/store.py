@@ -460,6 +460,11 @@ class Store:
         """The terms `recall` looks for in `query` (the common words left out)."""
         return search.recall_terms_used(self._db, query, ignore)
 
+    def recall_rarity(self, terms: Sequence[Term]) -> dict[str, float]:
+        """How rare each of recall's spaced terms is in the archive (folded term -> its
+        inverse document frequency): recall quotes the pieces that hold the rarest."""
+        return search.recall_term_rarity(self._db, terms)
+
     def neighbours(
         self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
     ) -> dict[int, tuple[StoredMessage | None, StoredMessage | None]]:
@@ -472,6 +477,12 @@ class Store:
         """Each message's in-story time, from the chapter that covers it (where one says)."""
         with self._db.read():
             return memory_rows.story_times(self._db, conv_id, ids)
+
+    def scene_dates(self, conv_id: int, first_id: int, last_id: int) -> list[str]:
+        """The scene dates of a range of messages in story order (the one in force at its
+        first message, then those its openings give): a chapter's in-story time."""
+        with self._db.read():
+            return memory_rows.scene_dates(self._db, conv_id, first_id, last_id)
 
     # Semantic recall: message vectors (store/vectors.py) -------------------------------------
 

@@ -38,7 +38,8 @@ from kotonia_tui.domain import (
     utcnow,
 )
 from kotonia_tui.engine import Slot
-from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE, ChronicleRequest
+from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
+from kotonia_tui.memory.chronicler import ChronicleRequest
 from tests.cards import write_short_card
 from tests.fake_engine import FakeEngine, open_fake_service, scripted
 from tests.scripted_chapters import written_by_script

@@ -18,7 +18,7 @@ import asyncio
 import json
 from typing import Any
 
-from kotonia_tui.chat.fold.context import chronicle
+from kotonia_tui.chat.fold.chronicle import chronicle
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.domain import (
     Conversation,

@@ -13,8 +13,10 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
 )
 from kotonia_tui.eval.evidence import (
+    MemoryRefs,
     Place,
     answer_words,
+    carries_answer,
     content_words,
     locate,
     memory_refs,
@@ -108,6 +110,22 @@ def test_the_block_names_what_it_cites_and_what_it_quotes():
     assert refs.cited == {1, 2, 3, 4, 9}
     # Quoted extracts quote messages under their labels, also inside the quoted synopsis.
     assert refs.quoted == {5, 6, 10}
+    # What is quoted of each, up to the next label.
+    assert refs.quoted_text[5] == "The storm lasted three days."
+    assert refs.quoted_text[6] == '"The boat came late, with forty crowns of oil."'
+    assert "The cat is called Soot." in refs.quoted_text[10]
+
+
+def test_a_quote_that_leaves_out_the_answer_is_not_present():
+    refs = memory_refs("#5 Ann: The storm lasted … and then we slept.\n#6 Bo: The boat came.")
+    wholes = {5: "The storm lasted three days, and then we slept.", 6: "The boat came."}
+    found = locate(
+        [5, 6], window=set(), recalled=set(), refs=refs, reference="three days", wholes=wholes
+    )
+    assert [(f.message, f.where, f.present) for f in found] == [
+        (5, (Place.QUOTED_PART,), False),  # "three" is in the message, not in its quote
+        (6, (Place.QUOTED,), True),  # holds none of the answer's words: nothing to leave out
+    ]
 
 
 def test_a_summary_in_prose_names_no_message():
@@ -129,6 +147,42 @@ def test_places_of_each_evidence_message():
     assert [f.present for f in found] == [True, True, True, False, True]
     both = locate([7], window={7}, recalled={7}, refs=refs)
     assert both[0].where == (Place.WINDOW, Place.RECALLED)
+
+
+def test_a_message_recalled_in_part_counts_only_by_what_the_part_holds():
+    """A long message quoted by its pieces is in front of the reader only as far as they go:
+    the piece that shares the question's words may leave the answer out."""
+    whole = (
+        "I finally learned a new song on the piano last week. "
+        "It is the theme from Interstellar, and it took me a month."
+    )
+    without = "I finally learned a new song on the piano last week. …"
+    with_it = "… It is the theme from Interstellar, and it took me a month."
+    reference = "the Interstellar theme"
+    assert not carries_answer(without, whole, reference)
+    assert carries_answer(with_it, whole, reference)
+    # A message that holds none of the answer's words: any part of it counts.
+    assert carries_answer(without, whole, "a film score")
+    refs = MemoryRefs(frozenset(), frozenset())
+    found = locate(
+        [3, 4, 5],
+        window=set(),
+        recalled={3, 4, 5},
+        refs=refs,
+        parts={3: (without, whole), 4: (with_it, whole)},
+        reference=reference,
+    )
+    assert [(f.message, f.where, f.carried) for f in found] == [
+        (3, (Place.RECALLED_PART,), without),
+        (4, (Place.RECALLED,), with_it),
+        (5, (Place.RECALLED,), None),  # quoted whole
+    ]
+    assert [f.present for f in found] == [False, True, True]
+    # In the window as well: present whatever the excerpt cut.
+    (both,) = locate(
+        [3], window={3}, recalled={3}, refs=refs, parts={3: (without, whole)}, reference=reference
+    )
+    assert both.where == (Place.WINDOW, Place.RECALLED_PART) and both.present
 
 
 def test_the_answer_words_in_the_prompt():

@@ -85,8 +85,11 @@ def _window(arm: ArmResult, messages: int) -> set[int]:
     return set(range(messages - arm.verbatim_messages + 1, messages + 1))
 
 
+PRESENT = {"window", "recalled", "cited", "quoted"}  # not "recalled_part", not "absent"
+
+
 def _share(questions: Sequence[GradedAnswer]) -> tuple[float, float]:
-    present = [[where != ["absent"] for where in (f.where for f in q.found)] for q in questions]
+    present = [[bool(PRESENT & set(f.where)) for f in q.found] for q in questions]
     return (
         round(sum(any(p) for p in present) / len(present), 4),
         round(sum(all(p) for p in present) / len(present), 4),
@@ -184,7 +187,8 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
             if cell is not None:
                 assert (cell.any, cell.all) == _share(asked)
         found = [f.where for q in arm.questions for f in q.found]
-        for place in ("window", "recalled", "cited", "quoted", "absent"):
+        places = ("window", "recalled", "recalled_part", "cited", "quoted", "quoted_part")
+        for place in (*places, "absent"):
             assert arm.evidence_places[place] == round(
                 sum(place in w for w in found) / len(found), 4
             )
@@ -211,6 +215,64 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
     text = table(report)
     assert "evidence any/all" in text and "evidence only" in text
     assert "evidence messages by place" in text
+
+
+# A made-up letter, long gone from the window, longer than the recall budget: the words the
+# questions share with it are in its first sentence; one answer is there, the other far away.
+LETTER = (
+    "My cousin Marguerite runs a bakery in Quimper, by the harbour. "
+    + " ".join(
+        f"On day {n} the wind came from the {side} and the boats stayed in, so we walked "
+        f"along the {place} and counted {bird} until the light went."
+        for n, side, place, bird in [
+            (1, "north", "dunes", "gulls"),
+            (2, "west", "cliffs", "terns"),
+            (3, "south", "quay", "herons"),
+            (4, "east", "marsh", "geese"),
+            (5, "north", "pier", "swans"),
+            (6, "west", "beach", "crows"),
+            (7, "south", "canal", "ducks"),
+        ]
+    )
+    + " Everyone in town queues for her kouign amann."
+)
+
+
+async def test_a_message_recalled_in_part_counts_by_what_the_part_holds(eval_settings_for):
+    """The eval is honest about pieces: an evidence message quoted by the part that shares
+    the question's words is present when that part holds the answer, and `recalled_part` (not
+    present) when the answer is elsewhere in the message; the JSON keeps the part."""
+    conv = one_question_per_message()
+    messages = list(conv.messages)
+    messages[2] = messages[2].model_copy(update={"text": LETTER})
+    questions = [
+        EvalQuestion(
+            id="where",
+            question="Where does Marguerite run her bakery?",
+            answer="Quimper",
+            evidence=[3],
+        ),
+        EvalQuestion(
+            id="pastry",
+            question="Which pastry made Marguerite famous?",
+            answer="kouign amann",
+            evidence=[3],
+        ),
+    ]
+    conv = conv.model_copy(update={"messages": messages, "questions": questions})
+    settings = _settings(eval_settings_for)
+    report, _ = await _run(settings, conv, ("truncation+recall",))
+    arm = report.runs[0].arms["truncation+recall"]
+    found = {q.id: q.found[0] for q in arm.questions}
+    assert all(3 in q.recalled for q in arm.questions)  # both quote the letter, in part
+    assert found["where"].where == ["recalled"]
+    assert found["where"].carried is not None and "Quimper" in found["where"].carried
+    assert found["pastry"].where == ["recalled_part"]
+    carried = found["pastry"].carried
+    assert carried is not None and "Marguerite" in carried and "kouign" not in carried
+    assert arm.evidence_in_prompt is not None
+    assert (arm.evidence_in_prompt.any, arm.evidence_in_prompt.all) == (0.5, 0.5)
+    assert arm.evidence_places["recalled_part"] == 0.5
 
 
 async def test_without_an_arm_that_carries_memory_no_fold_runs(eval_settings_for):

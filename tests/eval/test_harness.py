@@ -15,7 +15,7 @@ from kotonia_tui.eval import EvalOptions, run_eval
 from kotonia_tui.eval.plot_png import write_png
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
 from kotonia_tui.eval.results import ArmStatus, EvalReport
-from kotonia_tui.memory.chronicler import LENGTH_TOLERANCE
+from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
 from tests.eval.conftest import ScriptedEngine, short_conversation
 
 

@@ -7,9 +7,9 @@ from kotonia_tui.memory.extract import (
     Passage,
     extract_passages,
     message_passages,
-    sentences,
     synopsis_passages,
 )
+from kotonia_tui.sentences import sentences
 
 
 def extract(messages: list[Message], limit_chars: int) -> str:

@@ -52,11 +52,14 @@ def test_text_without_spaces_is_cut_into_parts_of_at_most_48_characters() -> Non
 
 def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out() -> None:
     forms = compact(STORY, recall_terms("the bell and your brother"))
+    # Each piece with the rest of its sentence (the 31-word sentence is two pieces).
     assert forms.short == (
-        f"{GAP} The wind was up and the bell rang twice before dawn, and I sat by the "
-        f"{GAP} My brother drowned near the point in 1887. {GAP}"
+        f"{GAP} The wind was up and the bell rang twice before dawn, and I sat by the lamp "
+        "thinking of the old days on the water when I was young and foolish. "
+        f"My brother drowned near the point in 1887. {GAP}"
     )
-    # The wide form adds the piece after each: an answer often follows its question's words.
+    # The wide form adds the piece before and after each: an answer often sits beside its
+    # question's words.
     assert compact(STORY, recall_terms("a long night")).wide == (
         "It was a long night at the station. The wind was up and the bell rang twice before "
         f"dawn, and I sat by the {GAP}"
@@ -64,6 +67,10 @@ def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out
     # The least form is the one piece holding the most: a number weighs more than a word.
     assert compact(STORY, recall_terms("the bell in 1887")).least == (
         f"{GAP} My brother drowned near the point in 1887. {GAP}"
+    )
+    assert compact(STORY, recall_terms("in 1887")).wide == (
+        f"{GAP} lamp thinking of the old days on the water when I was young and foolish. "
+        f"My brother drowned near the point in 1887. Then I slept until the gulls woke me."
     )
     # Other forms of a word count ("drowning" holds "drowned").
     assert "drowned" in compact(STORY, recall_terms("drowning")).least
@@ -74,6 +81,43 @@ def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out
     # A line of one piece is its own compact form.
     assert compact("Never rum in my tea.", recall_terms("rum")).short == "Never rum in my tea."
     assert compact("Rum. Never in my tea.", recall_terms("rum")).short == f"Rum. {GAP}"
+
+
+# A made-up chat: the words a question shares with a message and the words that answer it are
+# in the same long sentence past a piece's 16 words, or in the sentence before.
+CHAT = (
+    "ok so I finally went back to that old club meeting on campus last night with my roommate "
+    "and honestly the only reason I stayed was the free pizza they handed out at the end. "
+    "Also my cousin Marguerite sent me a recipe. "
+    "She swears by it. "
+    "It is the lemon tart from her bakery in Quimper. "
+    "I tried making the tart on Sunday and it was a disaster lol."
+)
+
+
+def test_a_quoted_piece_comes_with_its_sentence_and_the_answer_beside_it() -> None:
+    # "Why did I stay at the club meeting?" -> the reason ends the sentence, past 16 words.
+    assert pieces(CHAT)[0].split()[-1] != "pizza"  # the piece alone would leave it out
+    least = compact(CHAT, recall_terms("Why did you stay at the club meeting?")).least
+    assert "the free pizza they handed out at the end." in least
+    assert least.startswith("ok so I finally went back") and least.endswith(GAP)
+    # "Which tart did you try making?" -> the sentence that names it is the one before.
+    forms = compact(CHAT, recall_terms("Which tart did you try making on Sunday?"))
+    assert forms.least == f"{GAP} I tried making the tart on Sunday and it was a disaster lol."
+    assert "the lemon tart from her bakery in Quimper" in forms.wide
+    assert "free pizza" not in forms.wide  # only the sentences beside it
+
+
+def test_the_best_piece_holds_the_rarest_words_not_the_most() -> None:
+    text = "We walked down to the harbour that day. Later my uncle sold his old harpoon."
+    terms = recall_terms("Which day did you walk to the harpoon shop?")
+    # Counted alike, two common words beat one rare one.
+    assert compact(text, terms).least == f"We walked down to the harbour that day. {GAP}"
+    # Weighed by rarity in the archive (inverse document frequency), the rare one wins.
+    rarity = {"day": 0.4, "walk": 0.6, "harpoon": 4.2, "shop": 1.0}
+    assert compact(text, terms, rarity=rarity).least == (
+        f"{GAP} Later my uncle sold his old harpoon."
+    )
 
 
 def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:

@@ -223,7 +223,7 @@ def test_the_users_names_and_numbers_a_chapter_left_out_are_kept_in_their_words(
     thin = {"events": [{"event": "Ann told Rowan her sister lands", "ids": [3]}]}
     reply = read_reply(request, prompt, json.dumps(thin), cut=False)
     assert reply.misses == ("Mia", "14", "3.50")
-    kept = reply.kept()
+    kept = reply.kept
     assert kept is not None and reply.structure is not None
     quotes = [(item.kind, item.subject, item.text, item.evidence) for item in kept.ledger]
     assert quotes == [
@@ -242,7 +242,7 @@ def test_a_line_that_only_names_the_character_is_not_quoted():
     thin = {"events": [{"event": "Ann said goodnight to the keeper", "ids": [8]}]}
     reply = read_reply(request, prompt, json.dumps(thin), cut=False)
     assert reply.misses == ("Rowan",)
-    kept = reply.kept()
+    kept = reply.kept
     assert kept is not None and kept.ledger == ()
 
 

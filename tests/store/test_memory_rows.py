@@ -241,6 +241,31 @@ def test_a_message_happens_on_its_scene_s_date_before_any_chapter_s_word_for_it(
     }
 
 
+def test_a_ranges_scene_dates_start_with_the_one_in_force_at_its_first_message(
+    store: Store,
+) -> None:
+    """A chapter's in-story time is read from these (chat/fold/chapters.py)."""
+    conv = new_conversation(store)
+    texts = [
+        "No date yet.",
+        "*Friday, 19 October 2018.* Hello.",
+        "Hi again.",
+        "*Saturday, 20 October 2018.* Back.",
+        "*Sunday.* Later.",
+        "*Monday, 22 October 2018.* After the range.",
+    ]
+    ids = store.add_messages(
+        conv.id, [Message(role=Role.USER, speaker="Ann", text=text) for text in texts]
+    )
+    assert store.scene_dates(conv.id, ids[0], ids[0]) == []
+    assert store.scene_dates(conv.id, ids[2], ids[4]) == [
+        "Friday, 19 October 2018",
+        "Saturday, 20 October 2018",
+        "Sunday",
+    ]
+    assert store.scene_dates(conv.id, ids[1], ids[2]) == ["Friday, 19 October 2018"]
+
+
 def test_the_scene_date_step_dates_messages_stored_before_it(tmp_path: Path) -> None:
     path = tmp_path / "before.sqlite3"
     stored_before(

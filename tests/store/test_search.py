@@ -282,3 +282,13 @@ def test_recall_ranks_a_long_message_with_the_rarer_words_before_short_ones(stor
     (newer,) = _say(store, conv.id, "newer")
     hits = store.recall(conv.id, "my sister's name, on a grey day", newer, 5)
     assert hits[0].message_id == letter
+
+
+def test_a_rarer_term_weighs_more(store: Store) -> None:
+    """Recall quotes the piece of a message that holds the rarest of the query's words."""
+    conv = new_conversation(store)
+    _say(store, conv.id, *[f"The boat came in on day {n}." for n in range(1, 9)])
+    _say(store, conv.id, "He sold the old harpoon.")
+    rarity = store.recall_rarity(store.recall_terms("the boat and the harpoon"))
+    assert set(rarity) == {"boat", "harpoon"}
+    assert rarity["harpoon"] > rarity["boat"] > 0

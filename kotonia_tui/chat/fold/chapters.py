@@ -18,6 +18,11 @@ merged until they are the size of a chapter; the chapter records that it was mad
 Each part is a structured chapter: their items together are the chapter's structure and its
 ledger changes; when the parts had to be merged (prose), the merged text is the chapter's text
 and only the ledger keeps the structure's items.
+
+The job is the only orchestrator: it reads the store once for the job's ledger and its pieces,
+builds the `Chronicling` every piece is written with, asks the chronicler through its call
+(chat/fold/chronicle.py), decides what is stored from the reply (the chronicler's chapter, or
+the piece quoted), and writes it.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui import story_dates
+from kotonia_tui.chat.fold.chronicle import ask
 from kotonia_tui.chat.fold.context import FoldContext
 from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
+from kotonia_tui.chat.fold.synopsis import queue_major_fold
 from kotonia_tui.domain import (
     Chapter,
     ChapterOrigin,
@@ -40,7 +48,7 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredMessage,
 )
-from kotonia_tui.engine import BackendUnavailableError, EngineError
+from kotonia_tui.engine import BackendUnavailableError, Engine, EngineError
 from kotonia_tui.memory.assembly import in_prompt
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -49,11 +57,12 @@ from kotonia_tui.memory.chronicler import (
     chronicler_instructions,
     ledger_prompt,
     render_source,
+    source_room,
 )
-from kotonia_tui.memory.extract import message_passages
+from kotonia_tui.memory.extract import message_passages, quote_passages
 from kotonia_tui.memory.oversized import split_text
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO, WindowMessage, split_source
-from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
+from kotonia_tui.memory.readback import missing, user_specifics
 from kotonia_tui.memory.structured import (
     StructuredChapter,
     combine,
@@ -78,6 +87,39 @@ class Piece:
     messages: list[StoredMessage]
     costs: list[int]  # each message as the chronicler reads it, in tokens
     budget: int
+    # The scene dates of the piece's range in story order (Store.scene_dates): its time.
+    scene_dates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chronicling:
+    """What every piece of a chapter job is written with, built once for the job: the model
+    call's engine and output ceiling, the conversation, who its story is between, the live
+    ledger a chapter may end, and whether a failing call quotes (the job's last attempt)."""
+
+    engine: Engine
+    max_output: int
+    conv_id: int
+    cast: Cast
+    ledger: tuple[StoredLedgerEntry, ...]
+    last_attempt: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        ctx: FoldContext,
+        conv_id: int,
+        ledger: Sequence[StoredLedgerEntry],
+        *,
+        last_attempt: bool = False,
+    ) -> Chronicling:
+        return cls(
+            ctx.engine, ctx.max_output, conv_id, ctx.cast_of(conv_id), tuple(ledger), last_attempt
+        )
+
+    @property
+    def model(self) -> str:
+        return self.engine.info.model_name
 
 
 async def fold_chapter_job(
@@ -86,64 +128,63 @@ async def fold_chapter_job(
     """Run a chapter or refold job; returns what it stored, in words. On the job's
     `last_attempt`, a model call that fails quotes the range instead of failing it for good."""
     conv_id = job.conversation_id
-    cast = ctx.cast_of(conv_id)
-    ledger = ctx.store.ledger(conv_id)
-    if job.kind is FoldKind.REFOLD:
+    store = ctx.store
+    ledger = store.ledger(conv_id)
+    refold = job.kind is FoldKind.REFOLD
+    if refold:
         # The chapters this refold replaces wrote entries from the text before the edit.
         replaced = {c.id for c in _stale(ctx, job)}
         ledger = [e for e in ledger if e.chapter_id not in replaced]
-    pieces = await pieces_of(ctx, job, cast, ledger)
+    work = Chronicling.of(ctx, conv_id, ledger, last_attempt=last_attempt)
+    pieces = await pieces_of(ctx, job, work)
     if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
         # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
         # part of the story: the chronicler is not asked to write about them.
-        ctx.store.finish_fold(job.id)
+        store.finish_fold(job.id)
         return "nothing left to fold"
-    if job.kind is FoldKind.REFOLD:
-        return await _refold(ctx, job, cast, pieces, ledger, last_attempt)
-    folded = await _fold_piece(ctx, conv_id, cast, pieces[0], ledger, last_attempt)
-    chapter = folded.chapter
-    ctx.store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
-    last_id = chapter.last_message_id
-    if job.last_message_id is not None and last_id < job.last_message_id:
-        # A range too large for one call becomes several chapters, oldest first.
-        ctx.store.enqueue_fold(
-            FoldJob(
-                conversation_id=conv_id,
-                kind=job.kind,
-                first_message_id=last_id + 1,
-                last_message_id=job.last_message_id,
+    # A refold writes its whole range; a chapter job its first piece, and queues the rest.
+    chapters = await _written(work, pieces if refold else pieces[:1])
+    if refold:
+        # Read again after the calls: a chapter made stale meanwhile is replaced too.
+        stale = _stale(ctx, job)
+        stored = store.store_refold([c.id for c in stale], chapters, job.id)
+        words = ", ".join(_stored(c) for c in stored)
+        if any(c.in_synopsis for c in stale):
+            words += "; the synopsis will be rebuilt from the current chapters"
+    else:
+        (folded,) = chapters
+        chapter = folded.chapter
+        store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
+        words = _stored(chapter)
+        last_id = chapter.last_message_id
+        if job.last_message_id is not None and last_id < job.last_message_id:
+            # A range too large for one call becomes several chapters, oldest first.
+            store.enqueue_fold(
+                FoldJob(
+                    conversation_id=conv_id,
+                    kind=job.kind,
+                    first_message_id=last_id + 1,
+                    last_message_id=job.last_message_id,
+                )
             )
-        )
-    await ctx.queue_major_fold(conv_id)
-    return _stored(chapter)
+    # A major fold when the chapters are due for one, or a rebuild when the synopsis held a
+    # chapter this refold replaced.
+    await queue_major_fold(ctx, conv_id)
+    return words
 
 
-async def _refold(
-    ctx: FoldContext,
-    job: StoredFoldJob,
-    cast: Cast,
-    pieces: list[Piece],
-    ledger: Sequence[StoredLedgerEntry],
-    last_attempt: bool,
-) -> str:
-    conv_id = job.conversation_id
+async def _written(work: Chronicling, pieces: list[Piece]) -> list[NewChapter]:
+    """A chapter for each piece, oldest first."""
     chapters: list[NewChapter] = []
     ended: set[int] = set()
     for piece in pieces:
-        folded = await _fold_piece(ctx, conv_id, cast, piece, ledger, last_attempt)
+        folded = await _fold_piece(work, piece)
         # Each piece reads the ledger as it stood before the range: an entry two pieces both
         # end is ended by the first.
         endings = tuple(e for e in folded.endings if e.entry_id not in ended)
         ended.update(e.entry_id for e in endings)
         chapters.append(NewChapter(folded.chapter, folded.entries, endings))
-    # Read again after the calls: a chapter made stale meanwhile is replaced too.
-    stale = _stale(ctx, job)
-    stored = ctx.store.store_refold([c.id for c in stale], chapters, job.id)
-    await ctx.queue_major_fold(conv_id)  # a rebuild, when the synopsis held a stale chapter
-    words = ", ".join(_stored(c) for c in stored)
-    if any(c.in_synopsis for c in stale):
-        return f"{words}; the synopsis will be rebuilt from the current chapters"
-    return words
+    return chapters
 
 
 def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
@@ -153,6 +194,12 @@ def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
     )
 
 
+def story_time(piece: Piece, chronicled: str | None) -> str | None:
+    """A chapter's in-story time: the chronicler's, or the dates its range's scenes were
+    given when the chronicler gave none or a vaguer one (story_dates.chapter_time)."""
+    return story_dates.chapter_time(chronicled, piece.scene_dates)
+
+
 def _stored(chapter: Chapter) -> str:
     return (
         f"chapter for messages #{chapter.first_message_id}-#{chapter.last_message_id} "
@@ -160,9 +207,7 @@ def _stored(chapter: Chapter) -> str:
     )
 
 
-async def pieces_of(
-    ctx: FoldContext, job: StoredFoldJob, cast: Cast, ledger: Sequence[StoredLedgerEntry]
-) -> list[Piece]:
+async def pieces_of(ctx: FoldContext, job: StoredFoldJob, work: Chronicling) -> list[Piece]:
     """The job's messages cut into pieces for one call each (oldest first). A refold needs all
     of them; a chapter job folds the first and queues the rest.
 
@@ -177,34 +222,29 @@ async def pieces_of(
     rows = [m for m in rows if m.id <= last]
     if not rows:
         return []
-    story = cast.in_story(rows)
+    story = work.cast.in_story(rows)
     # One batch for the instructions and every message: up to SOURCE_READ_LIMIT counts,
     # which a server backend answers without blocking the loop.
-    instructions, *message_costs = await ctx.count(
+    instructions, *message_costs = await ctx.engine.count_tokens_many(
         # The ledger the chapter prompt carries (open threads, facts it may replace) is part
         # of its fixed cost.
-        [chronicler_instructions(ChronicleKind.CHAPTER, story) + ledger_prompt(ledger)]
+        [chronicler_instructions(ChronicleKind.CHAPTER, story) + ledger_prompt(work.ledger)]
         + [render_source([m], char=story.char, user=story.user) for m in rows]
     )
     budgets = await ctx.budgets_for(job.conversation_id)
-    budget = max(1, min(budgets.chapter_source, ctx.input_room(instructions)))
+    room = source_room(ctx.engine.info.fold_n_ctx, ctx.max_output, instructions)
+    budget = max(1, min(budgets.chapter_source, room))
     costs = [WindowMessage(m.id, cost) for m, cost in zip(rows, message_costs, strict=True)]
     by_id = {m.id: (m, cost) for m, cost in zip(rows, message_costs, strict=True)}
     pieces = []
     for first_id, last_id in split_source(costs, budget):
         chosen = [by_id[i] for i in sorted(by_id) if first_id <= i <= last_id]
-        pieces.append(Piece([m for m, _ in chosen], [c for _, c in chosen], budget))
+        dates = ctx.store.scene_dates(job.conversation_id, first_id, last_id)
+        pieces.append(Piece([m for m, _ in chosen], [c for _, c in chosen], budget, tuple(dates)))
     return pieces
 
 
-async def _fold_piece(
-    ctx: FoldContext,
-    conv_id: int,
-    cast: Cast,
-    piece: Piece,
-    ledger: Sequence[StoredLedgerEntry],
-    last_attempt: bool,
-) -> NewChapter:
+async def _fold_piece(work: Chronicling, piece: Piece) -> NewChapter:
     """The piece's chapter: the chronicler's, or an extract of the piece's own lines when the
     chronicler's answer cannot be stored (a range never stays out of the memory).
 
@@ -215,7 +255,7 @@ async def _fold_piece(
     follows each outcome is the table's (chat/fold/outcomes.py)."""
     failed: Exception
     try:
-        return await _chronicled_piece(ctx, conv_id, cast, piece, ledger)
+        return await _chronicled_piece(work, piece)
     except FoldFailed as exc:
         outcome, why, failed = exc.reason, f"unusable ({exc.why})", exc
     except BackendUnavailableError as exc:
@@ -226,43 +266,40 @@ async def _fold_piece(
             f"not written: the model failed on every attempt ({exc})",
         )
         failed = exc
-    if then(Step.CHAPTER, outcome, last_attempt=last_attempt) is Then.QUOTE:
-        return await extracted_piece(ctx, conv_id, piece, ledger, why)
+    if then(Step.CHAPTER, outcome, last_attempt=work.last_attempt) is Then.QUOTE:
+        return await extracted_piece(work, piece, why)
     raise failed  # deferred or failed by the worker (the same table, Step.JOB)
 
 
-async def _chronicled_piece(
-    ctx: FoldContext,
-    conv_id: int,
-    cast: Cast,
-    piece: Piece,
-    ledger: Sequence[StoredLedgerEntry],
-) -> NewChapter:
+async def _chronicled_piece(work: Chronicling, piece: Piece) -> NewChapter:
     messages = piece.messages
     if len(messages) == 1 and piece.costs[0] > piece.budget * MAX_MESSAGE_PARTS:
-        # Summarized part by part, a 1.5 MB message took hundreds of calls while the next
-        # turn waited for it (554 s); past this many calls it is quoted instead, bounded
-        # like any chapter, and the whole message stays in the archive.
+        # Summarized part by part, a huge message takes hundreds of calls while the next
+        # turn waits (docs/decisions.md D-22); past this many calls it is quoted instead,
+        # bounded like any chapter, and the whole message stays in the archive.
         why = (
             f"not asked for: message #{messages[0].id} is {piece.costs[0]:,} tokens, more "
             f"than {MAX_MESSAGE_PARTS} chronicler calls read ({piece.budget:,} each)"
         )
-        return await extracted_piece(ctx, conv_id, piece, ledger, why)
+        return await extracted_piece(work, piece, why)
     if len(messages) == 1 and piece.costs[0] > piece.budget:
-        return await _fold_long_message(ctx, conv_id, cast, messages[0], piece, ledger)
-    done = await ctx.ask(ChronicleRequest.chapter(messages, cast, ledger))
-    (tokens,) = await ctx.count([done.reply.text])
-    structure = done.reply.kept()
-    entries, endings = ledger_changes(structure, conv_id, ledger) if structure else ([], [])
+        return await _fold_long_message(work, messages[0], piece)
+    request = ChronicleRequest.chapter(messages, work.cast, work.ledger)
+    done = await ask(work.engine, request, max_output=work.max_output)
+    (tokens,) = await work.engine.count_tokens_many([done.reply.text])
+    structure = done.reply.kept
+    entries, endings = (
+        ledger_changes(structure, work.conv_id, work.ledger) if structure else ([], [])
+    )
     chapter = Chapter(
-        conversation_id=conv_id,
+        conversation_id=work.conv_id,
         first_message_id=messages[0].id,
         last_message_id=messages[-1].id,
         text=done.reply.text,
-        model=ctx.engine.info.model_name,
+        model=work.model,
         gen_ms=done.gen_ms,
         tokens=tokens,
-        story_time=done.reply.story_time,
+        story_time=story_time(piece, done.reply.story_time),
         structure=structure.to_json() if structure else None,
         readback_misses=list(done.reply.misses),
     )
@@ -270,13 +307,7 @@ async def _chronicled_piece(
 
 
 async def extracted_piece(
-    ctx: FoldContext,
-    conv_id: int,
-    piece: Piece,
-    ledger: Sequence[StoredLedgerEntry],
-    why: str,
-    *,
-    note: str | None = None,
+    work: Chronicling, piece: Piece, why: str, *, note: str | None = None
 ) -> NewChapter:
     """The piece quoted (memory/extract.py) at about the size a chapter of it would have, and
     the user's sentences with names and numbers in the ledger (as a readback miss is kept).
@@ -289,47 +320,42 @@ async def extracted_piece(
     # became a 400,005-token chapter, 50 times the window.
     source_tokens = min(sum(piece.costs), piece.budget)
     target = max(EXTRACT_MIN_TOKENS, int(source_tokens * EXPECTED_CHAPTER_RATIO))
-    text, tokens = await ctx.quote(message_passages(piece.messages), target)
+    passages = message_passages(piece.messages)
+    text, tokens = await quote_passages(passages, target, work.engine.count_tokens_many)
     if not text:
         raise FoldFailed(
             FoldFailure.NOTHING_TO_FOLD,
             f"the chronicler's chapter was {why} and the range has no lines to quote",
         )
     first, last = piece.messages[0].id, piece.messages[-1].id
+    # A quote stored for a turn at the ceiling (`note` given) is the plan, not a failure.
+    level = logging.INFO if note is not None else logging.WARNING
     said = note or f"the chronicler's chapter was {why}"
     note = f"quoted from messages #{first}-#{last}: {said}"
-    # A quote stored for a turn at the ceiling (`note` given) is the plan, not a failure.
-    log.log(logging.INFO if said is note else logging.WARNING, "conversation %s: %s", conv_id, note)
-    quotes = quoted_lines(piece.messages, user_specifics(piece.messages))
-    facts = with_quotes(StructuredChapter("", (), (), (), ()), quotes)
-    entries, _ends = ledger_changes(facts, conv_id, ledger)
+    log.log(level, "conversation %s: %s", work.conv_id, note)
+    facts = with_quotes(StructuredChapter("", (), (), (), ()), piece.messages)
+    entries, _ends = ledger_changes(facts, work.conv_id, work.ledger)
     chapter = Chapter(
-        conversation_id=conv_id,
+        conversation_id=work.conv_id,
         first_message_id=first,
         last_message_id=last,
         text=text,
         tokens=tokens,
+        story_time=story_time(piece, None),
         note=note,
         origin=ChapterOrigin.QUOTED,
     )
     return NewChapter(chapter, tuple(entries))
 
 
-async def _fold_long_message(
-    ctx: FoldContext,
-    conv_id: int,
-    cast: Cast,
-    message: StoredMessage,
-    piece: Piece,
-    ledger: Sequence[StoredLedgerEntry],
-) -> NewChapter:
+async def _fold_long_message(work: Chronicling, message: StoredMessage, piece: Piece) -> NewChapter:
     """One message too long for a call: a structured note on each part, their items together
     the chapter's; notes too long together are merged into prose."""
-    story = cast.in_story([message])
+    story = work.cast.in_story([message])
 
     async def costs(texts: list[str]) -> list[int]:
         # Each part as the chronicler reads it; counted in batches, off the event loop.
-        return await ctx.count(
+        return await work.engine.count_tokens_many(
             [
                 render_source(
                     [message.model_copy(update={"text": text, "segments": []})],
@@ -346,15 +372,17 @@ async def _fold_long_message(
     gen_ms = 0.0
     for number, text in enumerate(parts, start=1):
         part: Message = message.model_copy(update={"text": text, "segments": []})
-        request = ChronicleRequest.chapter([part], cast, ledger, part=(number, len(parts)))
-        done = await ctx.ask(request)
+        request = ChronicleRequest.chapter(
+            [part], work.cast, work.ledger, part=(number, len(parts))
+        )
+        done = await ask(work.engine, request, max_output=work.max_output)
         gen_ms += done.gen_ms
         if done.reply.structure is not None:
             structures.append(done.reply.structure)
-        (tokens,) = await ctx.count([done.reply.text])
+        (tokens,) = await work.engine.count_tokens_many([done.reply.text])
         notes.append(
             Chapter(
-                conversation_id=conv_id,
+                conversation_id=work.conv_id,
                 first_message_id=message.id,
                 last_message_id=message.id,
                 text=done.reply.text,
@@ -363,13 +391,13 @@ async def _fold_long_message(
             )
         )
     limit = max(1, int(piece.budget * EXPECTED_CHAPTER_RATIO))
-    notes, merges, merge_ms = await _merge(ctx, story, notes, limit, piece.budget)
+    notes, merges, merge_ms = await _merge(work, story, notes, limit, piece.budget)
     whole = combine(structures) if structures else None
     if whole is not None and not merges:
         text = render_chapter(whole)
     else:
         text = "\n\n".join(n.text.strip() for n in notes)
-    (tokens,) = await ctx.count([text])
+    (tokens,) = await work.engine.count_tokens_many([text])
     note = (
         f"message #{message.id} is {piece.costs[0]:,} tokens, more than one chronicler call "
         f"reads ({piece.budget:,}): summarized on its own in {len(parts)} parts"
@@ -379,23 +407,23 @@ async def _fold_long_message(
             else ""
         )
     )
-    log.info("conversation %s: %s", conv_id, note)
+    log.info("conversation %s: %s", work.conv_id, note)
     # Read back against the whole message, not part by part: a name one part's note left out
     # may be in another's.
     kept = "\n".join([text, *(item.text for item in whole.ledger)] if whole else [text])
     misses = missing(user_specifics([message]), kept)
     if whole is not None:
-        whole = with_quotes(whole, quoted_lines([message], misses))
-    entries, endings = ledger_changes(whole, conv_id, ledger) if whole else ([], [])
+        whole = with_quotes(whole, [message], misses)
+    entries, endings = ledger_changes(whole, work.conv_id, work.ledger) if whole else ([], [])
     chapter = Chapter(
-        conversation_id=conv_id,
+        conversation_id=work.conv_id,
         first_message_id=message.id,
         last_message_id=message.id,
         text=text,
-        model=ctx.engine.info.model_name,
+        model=work.model,
         gen_ms=gen_ms + merge_ms,
         tokens=tokens,
-        story_time=next((n.story_time for n in notes if n.story_time), None),
+        story_time=story_time(piece, next((n.story_time for n in notes if n.story_time), None)),
         note=note,
         origin=ChapterOrigin.PARTS,
         structure=whole.to_json() if whole is not None and not merges else None,
@@ -405,7 +433,7 @@ async def _fold_long_message(
 
 
 async def _merge(
-    ctx: FoldContext, cast: Cast, notes: list[Chapter], limit: int, budget: int
+    work: Chronicling, cast: Cast, notes: list[Chapter], limit: int, budget: int
 ) -> tuple[list[Chapter], int, float]:
     """Merge consecutive notes (as a synopsis of them) until they fit `limit` tokens together
     or stop shrinking; returns the notes, the calls made and their time."""
@@ -425,10 +453,11 @@ async def _merge(
             if len(group) == 1:
                 merged.append(group[0])
                 continue
-            done = await ctx.ask(ChronicleRequest.synopsis(None, group, cast))
+            request = ChronicleRequest.synopsis(None, group, cast)
+            done = await ask(work.engine, request, max_output=work.max_output)
             calls += 1
             gen_ms += done.gen_ms
-            (tokens,) = await ctx.count([done.reply.text])
+            (tokens,) = await work.engine.count_tokens_many([done.reply.text])
             merged.append(group[0].model_copy(update={"text": done.reply.text, "tokens": tokens}))
         if sum(n.tokens for n in merged) >= total:
             raise FoldFailed(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from kotonia_tui.engine import BackendUnavailableError
-from kotonia_tui.memory.chronicler import Verdict
+from kotonia_tui.memory.chronicler import ChronicleReply, Verdict
 
 
 class FoldFailure(StrEnum):
@@ -129,3 +129,37 @@ def outcome_of(exc: Exception) -> FoldFailure:
     if isinstance(exc, BackendUnavailableError):
         return FoldFailure.SERVER_DOWN
     return FoldFailure.MODEL_FAILED
+
+
+def reply_problem(reply: ChronicleReply, calls: int, cap: int) -> tuple[str, str]:
+    """What was wrong with the chronicler's last reply after `calls` calls with an output cap
+    of `cap` tokens, and what follows from it ("" when nothing)."""
+    what = reply.request.kind.value
+    match reply.verdict:
+        case Verdict.OK:
+            return "", ""
+        case Verdict.EMPTY:
+            return f"the chronicler wrote an empty {what}", ""
+        case Verdict.CUT:
+            return (
+                f"the {what} hit the output cap ({cap} tokens) and was cut",
+                "a cut summary is never stored",
+            )
+        case Verdict.REFUSED:
+            times = "twice" if calls == 2 else f"{calls} times"
+            return f"the chronicler refused {times}", f"the {what} was not stored"
+        case Verdict.HOLLOW:
+            messages = reply.request.messages
+            return (
+                f"the {what} holds nothing from messages #{messages[0].id}-#{messages[-1].id}",
+                "it was not stored",
+            )
+        case Verdict.MALFORMED:
+            start = reply.text[:80]
+            return f"the chronicler's {what} did not follow its JSON schema: {start!r}", ""
+
+
+def reply_failure(reply: ChronicleReply, calls: int, cap: int) -> FoldFailed:
+    """The failure an unusable reply is (for a usable one, a bug: it is not a failure)."""
+    why, then = reply_problem(reply, calls, cap)
+    return FoldFailed(VERDICT_FAILURES[reply.verdict], why, then)

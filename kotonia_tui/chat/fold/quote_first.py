@@ -1,13 +1,13 @@
 """Quote first, summarise later: a turn never waits for the chronicler to keep its messages.
 
-A turn at the ceiling used to wait for the chapter that covers the messages it would cut (on a
-loaded 2-core machine a 300-message import waited over 200 s for its first chapter, and a fast
-typist waited turn after turn). Here those messages are carried at once, by code only: each
-chapter job the turn needs is quoted now (memory/extract.py, the same extract a fold stores
-when the chronicler's answer is unusable), piece by piece as the chronicler would read it, and
-stored as stale chapters with a refold job each. The worker's refolds then replace them with
-the chronicler's chapters in the background (chat/fold/chapters.py, as after an edit), and the
-turn after one lands applies it like any fold.
+A turn at the ceiling used to wait for the chapter that covers the messages it would cut, for
+minutes on a small machine (docs/decisions.md D-21). Here those messages are carried at once,
+by code only: each chapter job the turn needs is quoted now (memory/extract.py, the same
+extract a fold stores when the chronicler's answer is unusable), piece by piece as the
+chronicler would read it, and stored as stale chapters with a refold job each. The worker's
+refolds then replace them with the chronicler's chapters in the background
+(chat/fold/chapters.py, as after an edit), and the turn after one lands applies it like any
+fold.
 
 When the quoted chapters are more than the memory can hold beside the window (a long import
 at a small window), the oldest are folded the same way into a quoted synopsis, stored stale:
@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from kotonia_tui.chat.fold.chapters import extracted_piece, pieces_of
+from kotonia_tui.chat.fold.chapters import Chronicling, extracted_piece, pieces_of
 from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.chat.fold.synopsis import queue_major_fold
 from kotonia_tui.domain import (
     QUOTED_FIRST_LEAD,
     FoldJob,
@@ -33,7 +34,7 @@ from kotonia_tui.domain import (
     SynopsisOrigin,
 )
 from kotonia_tui.memory.assembly import in_prompt
-from kotonia_tui.memory.extract import synopsis_passages
+from kotonia_tui.memory.extract import quote_passages, synopsis_passages
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,15 @@ async def quote_chapter_jobs(
         if job.kind is not FoldKind.CHAPTER:
             continue
         conv_id = job.conversation_id
-        ledger = ctx.store.ledger(conv_id)
-        pieces = await pieces_of(ctx, job, ctx.cast_of(conv_id), ledger)
+        work = Chronicling.of(ctx, conv_id, ctx.store.ledger(conv_id))
+        pieces = await pieces_of(ctx, job, work)
         pieces = [p for p in pieces if any(in_prompt(m.role) for m in p.messages)]
         if not pieces:
             ctx.store.finish_fold(job.id)
             continue
         chapters: list[NewChapter] = []
         for piece in pieces:
-            quoted = await extracted_piece(ctx, conv_id, piece, ledger, "", note=QUOTED_AT_ONCE)
+            quoted = await extracted_piece(work, piece, "", note=QUOTED_AT_ONCE)
             stale = quoted.chapter.model_copy(update={"stale": True})
             chapters.append(NewChapter(stale, quoted.entries, quoted.endings))
         # The refolds are queued first: were the process to stop before the chapters are
@@ -98,12 +99,14 @@ async def quote_major_fold(ctx: FoldContext, conv_id: int) -> bool:
     current = store.current_synopsis(conv_id)
     budgets = await ctx.budgets_for(conv_id)
     target = ctx.synopsis_target(budgets)
-    (lead,) = await ctx.count([QUOTED_FIRST_LEAD])
-    quoted, _tokens = await ctx.quote(
-        synopsis_passages(current.text if current else None, older), max(1, target - lead)
+    (lead,) = await ctx.engine.count_tokens_many([QUOTED_FIRST_LEAD])
+    quoted, _tokens = await quote_passages(
+        synopsis_passages(current.text if current else None, older),
+        max(1, target - lead),
+        ctx.engine.count_tokens_many,
     )
     text = f"{QUOTED_FIRST_LEAD}\n{quoted}"
-    (tokens,) = await ctx.count([text])
+    (tokens,) = await ctx.engine.count_tokens_many([text])
     through = max(older[-1].last_message_id, current.through_message_id if current else 0)
     stored = store.add_synopsis(
         Synopsis(
@@ -118,7 +121,7 @@ async def quote_major_fold(ctx: FoldContext, conv_id: int) -> bool:
         ),
         [c.id for c in older],
     )
-    await ctx.queue_major_fold(conv_id)  # the rebuild with the chronicler
+    await queue_major_fold(ctx, conv_id)  # the rebuild with the chronicler
     log.info(
         "conversation %s: synopsis version %s quoted at once from %s chapters (%s tokens)",
         conv_id,

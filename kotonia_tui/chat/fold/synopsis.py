@@ -26,11 +26,22 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kotonia_tui.chat.fold.context import Chronicled, FoldContext
-from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
+from kotonia_tui.chat.fold.chronicle import Chronicled, ask
+from kotonia_tui.chat.fold.context import FoldContext
+from kotonia_tui.chat.fold.outcomes import (
+    FoldFailed,
+    FoldFailure,
+    Step,
+    Then,
+    reply_failure,
+    then,
+)
 from kotonia_tui.domain import (
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
     StoredChapter,
     StoredFoldJob,
     StoredSynopsis,
@@ -46,9 +57,11 @@ from kotonia_tui.memory.chronicler import (
     chapter_heading,
     chronicler_instructions,
     length_fit,
+    source_room,
 )
-from kotonia_tui.memory.extract import synopsis_passages
+from kotonia_tui.memory.extract import quote_passages, synopsis_passages
 from kotonia_tui.memory.grounding import says_again
+from kotonia_tui.memory.policy import major_gc_split
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +79,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
     if current is not None and current.stale:
         return await _rebuild(ctx, job, cast, ctx.synopsis_target(budgets), current)
     chapters = store.chapters(conv_id)
-    count = await ctx.major_fold_count(conv_id, chapters)
+    count = await major_fold_count(ctx, conv_id, chapters)
     if count == 0:
         store.finish_fold(job.id)
         return "chapters no longer need folding"
@@ -83,7 +96,7 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         through,
         [c.id for c in older],
     )
-    await ctx.queue_major_fold(conv_id)
+    await queue_major_fold(ctx, conv_id)
     how = f", quoted: {why}" if why else ""
     return (
         f"synopsis version {stored.version} from {count} chapters "
@@ -179,11 +192,11 @@ async def _batches(
 ) -> list[list[StoredChapter]]:
     """The chapters in groups that fit one call each beside the synopsis they are folded into
     (the first group beside `base`, the next beside a synopsis of the target's size)."""
-    instructions, base_tokens, *headings = await ctx.count(
+    instructions, base_tokens, *headings = await ctx.engine.count_tokens_many(
         [chronicler_instructions(ChronicleKind.SYNOPSIS, cast), base or ""]
         + [chapter_heading(c) for c in chapters]
     )
-    room = ctx.input_room(instructions)
+    room = source_room(ctx.engine.info.fold_n_ctx, ctx.max_output, instructions)
     batches: list[list[StoredChapter]] = [[]]
     used = base_tokens
     for chapter, heading in zip(chapters, headings, strict=True):
@@ -213,7 +226,7 @@ def _judged(
 def failure_of_draft(done: Chronicled | None, outcome: FoldFailure) -> FoldFailed:
     """The failure of a draft that cannot be stored and cannot be asked for again."""
     if done is not None and not done.reply.ok:
-        return done.failure()
+        return reply_failure(done.reply, done.calls, done.cap)
     return FoldFailed(outcome, f"the synopsis draft was not stored: {outcome}")
 
 
@@ -240,7 +253,7 @@ async def _write(
     cast: Cast,
 ) -> Draft:
     """A synopsis within +-20% of its target, asked again with the draft when it is not; the
-    longest short draft when no call got within 20% (memory/chronicler.py LENGTH_TOLERANCE).
+    longest short draft when no call got within 20% (memory/budgets.py LENGTH_TOLERANCE).
     A draft the output cap stopped is too long: never stored, it is shown to the chronicler to
     shorten (the cap holds more than the target's +20%, `FoldContext.synopsis_target`). A draft
     that says nothing `base` did not, when `chapters` do, or that the chronicler refused
@@ -258,14 +271,14 @@ async def _write(
     for _call in range(SYNOPSIS_CALLS):
         done: Chronicled | None = None
         try:
-            done = await ctx.ask(asked, cut_ok=True, calls=1)
+            done = await ask(ctx.engine, asked, max_output=ctx.max_output, cut_ok=True, calls=1)
         except FoldFailed as exc:
             failed: FoldFailed | None = exc
         else:
             failed = None
         tokens = 0
         if done is not None:
-            (tokens,) = await ctx.count([done.reply.text])
+            (tokens,) = await ctx.engine.count_tokens_many([done.reply.text])
             outcome = _judged(done, tokens, target, base if news else None, names)
         else:
             assert failed is not None
@@ -327,8 +340,10 @@ async def _write(
     else:
         why = "no room to ask for a draft"
     passages = synopsis_passages(base, chapters, base_quoted=base_quoted)
-    (lead_tokens,) = await ctx.count([QUOTED_SYNOPSIS_LEAD])
-    quoted, tokens = await ctx.quote(passages, max(1, target - lead_tokens))
+    (lead_tokens,) = await ctx.engine.count_tokens_many([QUOTED_SYNOPSIS_LEAD])
+    quoted, tokens = await quote_passages(
+        passages, max(1, target - lead_tokens), ctx.engine.count_tokens_many
+    )
     log.warning(
         "the synopsis for a target of %s tokens was quoted (%s tokens): %s (%s calls%s)",
         target,
@@ -338,5 +353,33 @@ async def _write(
         f"; drafts of {lengths} tokens" if lengths else "",
     )
     text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"
-    (tokens,) = await ctx.count([text])
+    (tokens,) = await ctx.engine.count_tokens_many([text])
     return Draft(text, tokens, sum(d.gen_ms for d, _ in drafts), why=why)
+
+
+async def major_fold_count(
+    ctx: FoldContext, conv_id: int, chapters: Sequence[StoredChapter]
+) -> int:
+    """How many of the oldest live `chapters` a major fold takes now (0: not yet)."""
+    budgets = await ctx.budgets_for(conv_id)
+    return major_gc_split(
+        [c.tokens for c in chapters],
+        budgets.major_gc,
+        budgets.major_gc_min_chapters,
+        budgets.chapters_cap,
+    )
+
+
+async def queue_major_fold(ctx: FoldContext, conv_id: int) -> None:
+    """Queue a major fold when the synopsis must be rebuilt (a chapter it holds was refolded)
+    or the live chapters are due for one; not when one is already queued. Every job that
+    stores chapters or a synopsis ends with it."""
+    store = ctx.store
+    current = store.current_synopsis(conv_id)
+    due = await major_fold_count(ctx, conv_id, store.chapters(conv_id))
+    if not due and not (current is not None and current.stale):
+        return
+    open_jobs = store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+    if any(j.kind is FoldKind.MAJOR_GC for j in open_jobs):
+        return
+    store.enqueue_fold(FoldJob(conversation_id=conv_id, kind=FoldKind.MAJOR_GC))

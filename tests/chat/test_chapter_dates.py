@@ -1,0 +1,131 @@
+"""A chapter carries the in-story time of its range: the dates the conversation's scene openings
+gave, when the chronicler gave none or a vaguer one.
+
+Fake engine (tests/fake_engine.py) answering a given chapter JSON, on the real fold worker and a
+real SQLite file: what is tested is which time the stored chapter, and so the memory the next
+prompt carries, says, which does not depend on the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.domain import ChapterOrigin, Conversation, Message, Role
+from kotonia_tui.memory.chronicler import chapter_heading
+from kotonia_tui.store import Store
+from tests.chat.test_structured_folding import chapter_job, fold
+
+# Two scenes: the first opened before the range that is folded, the second inside it.
+LINES = [
+    (Role.USER, "*Friday, 19 October 2018, evening.* Someone took the brass key."),
+    (Role.CHARACTER, "Then we look for it."),
+    (Role.USER, "Can you look in the tower?"),
+    (Role.CHARACTER, "I will look for it in the tower."),
+    (Role.USER, "*Saturday, 20 October 2018.* Where is the key now?"),
+    (Role.CHARACTER, "I had it all along, in my coat."),
+]
+
+
+EVENTS = {
+    6: "Wren said the key was in his coat all along.",
+    4: "Wren said he will look for it in the tower.",
+}
+
+
+def answer_with(time: str | None, event: int = 6) -> str:
+    """A chapter answer as the schema spells it, an event citing message `event`, with `time`
+    as its "When:" (None: none)."""
+    when = "" if time is None else f',"time":"{time}"'
+    return (
+        f'{{"events":[{{"event":"{EVENTS[event]}","ids":[{event}]}}],'
+        '"user_facts":[],"rules": [],"open_threads" : [],"resolved" :[ ]' + when + "}"
+    )
+
+
+def seeded(tmp_path: Path) -> tuple[Store, int]:
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    messages = [
+        Message(role=role, speaker="Ann" if role is Role.USER else "Wren", text=text)
+        for role, text in LINES
+    ]
+    store.add_messages(conv.id, messages)
+    return store, conv.id
+
+
+SPAN = "Friday, 19 October 2018 to Saturday, 20 October 2018"
+
+
+@pytest.mark.parametrize(
+    ("chronicled", "stored"),
+    [
+        (None, SPAN),  # the chronicler gave no time
+        ("that evening", SPAN),  # vaguer than the dates the conversation wrote
+        ("Saturday", SPAN),  # a weekday where the range has full dates
+        ("Saturday, 20 October 2018, dawn", SPAN),  # only part of the range
+        ("3 May 1999", SPAN),  # a date the conversation does not write here
+    ],
+)
+def test_a_chapter_takes_its_ranges_scene_dates_unless_the_chronicler_names_them(
+    tmp_path: Path, chronicled: str | None, stored: str
+) -> None:
+    store, conv_id = seeded(tmp_path)
+    # Messages 3-6: the range starts inside Friday's scene (opened at message 1).
+    asyncio.run(fold(store, answer_with(chronicled), chapter_job(conv_id, 3, 6)))
+    (chapter,) = store.chapters(conv_id)
+    assert chapter.origin is not ChapterOrigin.QUOTED
+    assert chapter.story_time == stored
+    # What the memory block says of it.
+    assert f"in-story time: {stored}" in chapter_heading(chapter)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("chronicled", "stored"),
+    [
+        (None, "Friday, 19 October 2018"),
+        ("late evening", "Friday, 19 October 2018"),
+        # The range's date in full, and more: the chronicler's stays.
+        ("Friday, 19 October 2018, dusk", "Friday, 19 October 2018, dusk"),
+    ],
+)
+def test_a_range_inside_one_scene_is_dated_by_the_opening_before_it(
+    tmp_path: Path, chronicled: str | None, stored: str
+) -> None:
+    store, conv_id = seeded(tmp_path)
+    asyncio.run(fold(store, answer_with(chronicled, event=4), chapter_job(conv_id, 2, 4)))
+    (chapter,) = store.chapters(conv_id)
+    assert chapter.origin is not ChapterOrigin.QUOTED
+    assert chapter.story_time == stored
+    store.close()
+
+
+def test_a_chapter_quoted_from_its_range_is_dated_too(tmp_path: Path) -> None:
+    store, conv_id = seeded(tmp_path)
+    asyncio.run(fold(store, "", chapter_job(conv_id, 3, 6)))  # an empty answer: quoted
+    (chapter,) = store.chapters(conv_id)
+    assert chapter.origin is ChapterOrigin.QUOTED
+    assert chapter.story_time == SPAN
+    store.close()
+
+
+def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    store.add_messages(
+        conv.id,
+        [
+            Message(role=Role.USER, speaker="Ann", text="Someone took the brass key."),
+            Message(role=Role.CHARACTER, speaker="Wren", text="I had it in my coat."),
+        ],
+    )
+    asyncio.run(fold(store, answer_with("dawn"), chapter_job(conv.id, 1, 2)))
+    assert [c.story_time for c in store.chapters(conv.id)] == ["dawn"]
+    store.close()
