@@ -113,6 +113,15 @@ async def test_impersonate_fills_the_box_and_quick_replies_send_or_insert(
         assert box.text == "*waves*"  # inserted, not sent
         assert service.store.message_count(screen.conv_id) == stored
         box.clear()
+        # The list and a number: the way that works where a terminal turns Alt+1 into "¡".
+        await pilot.press("alt+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChooseScreen))
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.screen is screen
+        assert box.text == "*waves*"
+        assert service.store.message_count(screen.conv_id) == stored
+        box.clear()
         await _ask(pilot, screen, "alt+2")  # Wren's own quick reply, sent
         user = next(v for v in views(screen) if v.role is Role.USER)
         assert user.text == "How are the nets?"

@@ -1,11 +1,12 @@
 """A list to choose one item from (who speaks next, a quick reply, the reply order): Enter
-picks, Esc cancels."""
+or the item's number (1-9) picks, Esc cancels."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -46,7 +47,7 @@ class ChooseScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog") as box:
             box.border_title = literal_line(self.heading)
             yield ListView(*(ChoiceItem(v, label) for v, label in self.choices), id="choices")
-            yield Static(self.hint or "Enter picks · Esc cancels", classes="hint")
+            yield Static(self.hint or "Enter or 1-9 picks · Esc cancels", classes="hint")
 
     def on_mount(self) -> None:
         listing = self.query_one("#choices", ListView)
@@ -60,6 +61,15 @@ class ChooseScreen(ModalScreen[str | None]):
         item = event.item
         if isinstance(item, ChoiceItem):
             self.dismiss(item.value)
+
+    def on_key(self, event: events.Key) -> None:
+        # A number picks the item at once: Alt+Q then 1 works in every terminal, where Alt+1
+        # does not (tmux and macOS's Option key turn it into a character such as "¡").
+        if event.character and event.character in "123456789" and len(event.character) == 1:
+            number = int(event.character)
+            if number <= len(self.choices):
+                event.stop()
+                self.dismiss(self.choices[number - 1][0])
 
     def action_cancel(self) -> None:
         self.dismiss(None)
