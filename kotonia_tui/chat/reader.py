@@ -31,11 +31,17 @@ class ConversationReader:
         return self.store.cast(conv_id)
 
     def conversations_of(self, card: CharacterCard) -> list[StoredConversation]:
-        """The card's conversations, newest first, including chats filed under its name."""
+        """The card's conversations, newest first, including chats filed under its name and
+        the groups it is a member of (a group is listed under each of its cards)."""
+        casts = self.store.casts()
 
         def is_its(conv: StoredConversation) -> bool:
-            found = self.library.card_of(conv.character_key, conv.character_name)
-            return found is not None and found.key == card.key
+            members = [(m.character_key, m.character_name) for m in casts.get(conv.id, [])]
+            for key, name in members or [(conv.character_key, conv.character_name)]:
+                found = self.library.card_of(key, name)
+                if found is not None and found.key == card.key:
+                    return True
+            return False
 
         return [conv for conv in self.store.list_conversations() if is_its(conv)]
 

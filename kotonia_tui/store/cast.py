@@ -38,6 +38,27 @@ def cast(db: Db, conv_id: int) -> list[CastMember]:
         return [CastMember(character_key=conv.character_key, character_name=conv.character_name)]
 
 
+def casts(db: Db) -> dict[int, list[CastMember]]:
+    """Every group's members in their order, by conversation id, in one read (a conversation
+    list files a group under each of its cards)."""
+    with db.read():
+        rows = db.select(
+            """SELECT conversation_id, character_key, character_name, position, muted
+               FROM conversation_cast ORDER BY conversation_id, position"""
+        )
+    found: dict[int, list[CastMember]] = {}
+    for row in rows:
+        found.setdefault(row["conversation_id"], []).append(
+            CastMember(
+                character_key=row["character_key"],
+                character_name=row["character_name"],
+                position=row["position"],
+                muted=bool(row["muted"]),
+            )
+        )
+    return found
+
+
 def is_group(db: Db, conv_id: int) -> bool:
     row = db.select_one(
         "SELECT count(*) AS n FROM conversation_cast WHERE conversation_id = ?", (conv_id,)

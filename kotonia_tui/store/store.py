@@ -207,6 +207,10 @@ class Store:
         """The conversation's cards in their stable order (a one-card chat: its card)."""
         return cast.cast(self._db, conv_id)
 
+    def casts(self) -> dict[int, list[CastMember]]:
+        """Every group conversation's cards in their order, by conversation id."""
+        return cast.casts(self._db)
+
     def is_group(self, conv_id: int) -> bool:
         return cast.is_group(self._db, conv_id)
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import ListView
+from textual.widgets import Label, ListView
 
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import QuickReply, ReplyOrder, Role
@@ -17,6 +17,7 @@ from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.chat_base import AUTO_REPLIES
 from kotonia_tui.tui.screens.choose import ChoiceItem, ChooseScreen
+from kotonia_tui.tui.screens.conversations import ConversationItem, ConversationsScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from tests.characters.builders import v2_card
@@ -234,3 +235,26 @@ async def test_the_reply_order_is_chosen_in_the_chat_and_stored(
         await _ask(pilot, screen, "enter")
         # Natural order: the member the message names answers first.
         assert _speakers(screen)[before + 1 : before + 3] == ["User", "Wren"]
+
+
+async def test_a_group_is_listed_under_each_of_its_cards_with_its_cast(
+    tiny_model_path, mira_card, wren_card
+):
+    """Seen in the issue-31 tmux run: a group was filed under its first card only, so a player
+    who picked another member found "No conversations yet"."""
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    async with app.run_test(size=SIZE) as pilot:
+        service = await app.wait_service()
+        assert service is not None
+        group = service.groups.new_group([service.library.get("mira"), service.library.get("wren")])
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        listing = app.screen.query_one("#card-list", ListView)
+        keys = [item.card.key for item in listing.query(CardItem)]
+        listing.index = keys.index("wren")  # the second member
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConversationsScreen))
+        conversations = app.screen.query_one("#conv-list", ListView)
+        await wait_for(pilot, lambda: len(conversations.query(ConversationItem)) == 1)
+        item = conversations.query_one(ConversationItem)
+        assert item.conversation.id == group.id
+        assert "group: Mira, Wren" in str(item.query_one(Label).render())

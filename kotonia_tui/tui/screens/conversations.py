@@ -3,7 +3,7 @@ persona; rename, duplicate, delete (undo until the app closes), import and expor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,7 +32,7 @@ GREETINGS_AT_ONCE = 25  # rows mounted per batch (about 5 ms each)
 
 
 class ConversationItem(ListItem):
-    def __init__(self, conv: StoredConversation, preview: str) -> None:
+    def __init__(self, conv: StoredConversation, preview: str, cast: Sequence[str] = ()) -> None:
         title = conv.title or f"Conversation {conv.id}"
         label = Content.assemble(
             literal_line(title, "bold"),
@@ -41,6 +41,8 @@ class ConversationItem(ListItem):
                 "$text-muted",
             ),
             literal_line(f" · as {conv.persona_name}" if conv.persona_name else "", "$text-muted"),
+            # A group is listed under each of its cards: say whom it is with.
+            literal_line(f" · group: {', '.join(cast)}" if len(cast) > 1 else "", "$text-muted"),
             "\n",
             literal_line(short_text(preview, 80) or "(no messages)", "$text-muted"),
         )
@@ -171,7 +173,8 @@ class ConversationsScreen(KotoniaScreen[None]):
         for conv in convs:
             last = reader.messages(conv.id, limit=1)
             preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
-            await listing.append(ConversationItem(conv, preview))
+            cast = [member.character_name for member in reader.cast(conv.id)]
+            await listing.append(ConversationItem(conv, preview, cast))
         listing.display = bool(convs)
         empty = self.query_one("#conv-empty", Static)
         empty.update(
