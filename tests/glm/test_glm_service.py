@@ -3,6 +3,8 @@ template for replies and for the chronicler. Scripted models fix the text where 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kotonia_tui.chat.events import ReplyDelta
 from kotonia_tui.chat.turn import NO_REPLY
 from kotonia_tui.domain import MessageStatus
@@ -14,10 +16,10 @@ from tests.settings import tiny_settings
 from tests.tiny_models import write_tiny_png
 
 
-async def open_chat(make_service, settings):
-    """A service on `settings` and a new conversation with the short test card."""
+async def open_chat(make_service, settings, db: Path | None = None):
+    """A service on `settings` (and `db`) and a new conversation with the short test card."""
     key = write_short_card()
-    service = await make_service(settings)
+    service = await make_service(settings, db)
     return service, service.new_conversation(service.library.get(key))
 
 
@@ -102,7 +104,7 @@ async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, glm_endles
 
 
 async def test_a_fold_through_the_chat_template_lands_and_the_prewarm_makes_it_cheap(
-    make_service, scripted_glm
+    make_service, scripted_glm, tmp_path
 ):
     model = scripted_glm(CHAPTER)
     figures = {}
@@ -116,7 +118,9 @@ async def test_a_fold_through_the_chat_template_lands_and_the_prewarm_makes_it_c
             prewarm_after_fold=prewarm,
             recall_budget_ratio=0.0,
         )
-        service, conv = await open_chat(make_service, settings)
+        # Each round on its own database: the first round's worker (prewarm off) is still
+        # running and would otherwise take the second round's folds, and their landing.
+        service, conv = await open_chat(make_service, settings, tmp_path / f"round-{prewarm}.db")
         # The user says what the scripted chronicler records: a chapter's items must rest on
         # the messages they cite.
         await chat_until(

@@ -175,7 +175,10 @@ class FoldWorker:
         while True:
             jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
             waiting = [j for j in jobs if j.status is FoldStatus.RUNNING or j.attempts == 0]
-            if not waiting or self._paused:
+            # A job's result is stored before its landing is announced (and prewarmed): this
+            # worker's job of the conversation is settled once its run has ended.
+            running = self._running is not None and self._running.conversation_id == conv_id
+            if (not waiting and not running) or self._paused:
                 return
             self.wake()
             await asyncio.sleep(poll_s)
