@@ -30,6 +30,10 @@ class ConversationReader:
         """A group's members in their order; a one-card chat's card alone."""
         return self.store.cast(conv_id)
 
+    def casts(self) -> dict[int, list[CastMember]]:
+        """Every group conversation's cards in their order, by conversation id (one read)."""
+        return self.store.casts()
+
     def conversations_of(self, card: CharacterCard) -> list[StoredConversation]:
         """The card's conversations, newest first, including chats filed under its name and
         the groups it is a member of (a group is listed under each of its cards)."""

@@ -65,7 +65,7 @@ class ChooseScreen(ModalScreen[str | None]):
     def on_key(self, event: events.Key) -> None:
         # A number picks the item at once: Alt+Q then 1 works in every terminal, where Alt+1
         # does not (tmux and macOS's Option key turn it into a character such as "¡").
-        if event.character and event.character in "123456789" and len(event.character) == 1:
+        if event.character is not None and event.character in tuple("123456789"):
             number = int(event.character)
             if number <= len(self.choices):
                 event.stop()

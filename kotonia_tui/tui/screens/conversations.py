@@ -170,10 +170,11 @@ class ConversationsScreen(KotoniaScreen[None]):
         if select is None and isinstance(highlighted, ConversationItem):
             select = highlighted.conversation.id
         await listing.clear()
+        casts = reader.casts()  # one read for the whole list, not one a conversation
         for conv in convs:
             last = reader.messages(conv.id, limit=1)
             preview = f"{last[-1].speaker}: {last[-1].text}" if last else ""
-            cast = [member.character_name for member in reader.cast(conv.id)]
+            cast = [member.character_name for member in casts.get(conv.id, [])]
             await listing.append(ConversationItem(conv, preview, cast))
         listing.display = bool(convs)
         empty = self.query_one("#conv-empty", Static)
