@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Label, ListView
 
+from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import QuickReply, ReplyOrder, Role
-from kotonia_tui.tui import app as app_module
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.chat_base import AUTO_REPLIES
@@ -181,13 +181,12 @@ async def test_a_group_asked_for_while_the_model_loads_starts_once_it_is_ready(
     """The model's load is held on an event so that Ctrl+G comes before it ends; the load
     itself is the real one."""
     loading = threading.Event()
-    real_open = app_module.open_service
 
     def held_open(*args, **kwargs):
         loading.wait(30)
-        return real_open(*args, **kwargs)
+        return open_service(*args, **kwargs)
 
-    monkeypatch.setattr(app_module, "open_service", held_open)
+    monkeypatch.setattr("kotonia_tui.tui.app.open_service", held_open)
     app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
