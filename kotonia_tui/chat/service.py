@@ -391,85 +391,71 @@ class ChatService:
         target: StoredMessage | None = None,
         speaker_key: str | None = None,
     ) -> Turn:
-        """`_prepare_and_start`, the turn announced to the engine (engine/foreground.py): no
-        background model step (a refold, a major fold) starts while its prompt is prepared,
-        so the reply finds the cores free. Not while a turn may wait for a fold (that needs
-        the background steps)."""
-        hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if self.settings.fold_quote_first:
-            hold = FOREGROUND.announce_turn()
-        with hold:
-            return await self._prepare_and_start(
-                conv, kind, user_message=user_message, target=target, speaker_key=speaker_key
-            )
-
-    async def _prepare_and_start(
-        self,
-        conv: StoredConversation,
-        kind: TurnKind,
-        *,
-        user_message: StoredMessage | None = None,
-        target: StoredMessage | None = None,
-        speaker_key: str | None = None,
-    ) -> Turn:
         """Prepare the prompt and start the turn's task (the service keeps it until it ends).
 
         A regenerated or continued reply (`target`) and what follows it are left out of the
         prompt; a continuation starts from the reply's text. In a group, `speaker_key` (or the
-        target's speaker) says who writes the reply.
+        target's speaker) says who writes the reply. The turn is announced to the engine
+        (engine/foreground.py): no background model step (a refold, a major fold) starts while
+        its prompt is prepared, so the reply finds the cores free; not while a turn may wait
+        for a fold (that needs the background steps).
         """
-        ahead = self._ahead.pop(conv.id, None)
-        if ahead is not None:
-            # Quoting what this turn would cut is under way: this turn's plan sees it done.
-            await asyncio.gather(ahead, return_exceptions=True)
-        persona = self.persona_of(conv)
-        self._active_conv = conv.id
-        if speaker_key is None and target is not None:
-            speaker_key = target.character_key
-        card, setup, group = await self.speaking(conv, persona, speaker_key)
-        try:
-            prepared = await self.prompter.prepare(
-                conv.id,
-                card,
+        hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.settings.fold_quote_first:
+            hold = FOREGROUND.announce_turn()
+        with hold:
+            ahead = self._ahead.pop(conv.id, None)
+            if ahead is not None:
+                # Quoting what this turn would cut is under way: this turn's plan sees it done.
+                await asyncio.gather(ahead, return_exceptions=True)
+            persona = self.persona_of(conv)
+            self._active_conv = conv.id
+            if speaker_key is None and target is not None:
+                speaker_key = target.character_key
+            card, setup, group = await self.speaking(conv, persona, speaker_key)
+            try:
+                prepared = await self.prompter.prepare(
+                    conv.id,
+                    card,
+                    setup,
+                    persona,
+                    before_id=target.id if target is not None else None,
+                    prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
+                    wait=None if self.settings.fold_quote_first else self._fold_waiter(conv.id),
+                    carry=self._carrier(conv.id) if self.settings.fold_quote_first else None,
+                    group=group,
+                )
+            except (SetupTooLargeError, ContinuationTooLongError) as exc:
+                raise ChatError(str(exc)) from exc
+            self._lore[conv.id] = prepared.lore
+            self._recall[conv.id] = prepared.recall
+            self._emit(TurnPrepared(conv.id, prepared.plan.apply_landed))
+            for notice in prepared.notices:
+                self._emit(MemoryNotice(conv.id, notice))
+            for warning in [*prepared.warnings, self.semantic.notice_once()]:
+                if warning:
+                    self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
+            if prepared.queued is not None:
+                self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
+                self.worker.wake()
+            turn = Turn(
+                self.engine,
+                self.store,
+                conv,
                 setup,
-                persona,
-                before_id=target.id if target is not None else None,
-                prefill=target.text if kind is TurnKind.CONTINUE and target is not None else "",
-                wait=None if self.settings.fold_quote_first else self._fold_waiter(conv.id),
-                carry=self._carrier(conv.id) if self.settings.fold_quote_first else None,
-                group=group,
+                prepared,
+                kind=kind,
+                user_name=persona.name,
+                user_message=user_message,
+                target=target,
+                speaker_key=card.key if group is not None else None,
             )
-        except (SetupTooLargeError, ContinuationTooLongError) as exc:
-            raise ChatError(str(exc)) from exc
-        self._lore[conv.id] = prepared.lore
-        self._recall[conv.id] = prepared.recall
-        self._emit(TurnPrepared(conv.id, prepared.plan.apply_landed))
-        for notice in prepared.notices:
-            self._emit(MemoryNotice(conv.id, notice))
-        for warning in [*prepared.warnings, self.semantic.notice_once()]:
-            if warning:
-                self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
-        if prepared.queued is not None:
-            self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
-            self.worker.wake()
-        turn = Turn(
-            self.engine,
-            self.store,
-            conv,
-            setup,
-            prepared,
-            kind=kind,
-            user_name=persona.name,
-            user_message=user_message,
-            target=target,
-            speaker_key=card.key if group is not None else None,
-        )
-        self._turns.add(turn)
-        turn.add_done_callback(self._turns.discard)
-        turn.add_done_callback(self._settle)
-        turn.add_done_callback(self._after_reply)
-        turn.add_done_callback(lambda _turn: self.semantic.wake())
-        return turn
+            self._turns.add(turn)
+            turn.add_done_callback(self._turns.discard)
+            turn.add_done_callback(self._settle)
+            turn.add_done_callback(self._after_reply)
+            turn.add_done_callback(lambda _turn: self.semantic.wake())
+            return turn
 
     async def speaking(
         self, conv: StoredConversation, persona: Persona, speaker_key: str | None = None

@@ -171,10 +171,15 @@ def _check_conversation(
 async def _say(
     service: ChatService, conv_id: int, text: str, images: list[str], args: argparse.Namespace
 ) -> None:
-    turn = await service.send(conv_id, text, images)
+    await _print_turn(await service.send(conv_id, text, images), args, named=False)
+
+
+async def _print_turn(turn: Turn, args: argparse.Namespace, *, named: bool) -> None:
+    """One reply on standard output ("Name: text" when `named`), a cut reply's reason on
+    standard error; a turn that failed raises its error."""
     done = await turn.wait()
     if done.reply is not None:
-        say(done.reply.text)
+        say(f"{done.reply.speaker}: {done.reply.text}" if named else done.reply.text)
         if done.reply.status is not MessageStatus.COMPLETE:
             say(f"[{done.reply.status_reason}]", stream=sys.stderr)
     if args.stats:
@@ -189,15 +194,7 @@ async def _say_group(
     """The group's replies to `text`, each as "Name: text" on standard output."""
     run = await service.groups.send(conv_id, text, tuple(images))
     async for turn in run:
-        done = await turn.wait()
-        if done.reply is not None:
-            say(f"{done.reply.speaker}: {done.reply.text}")
-            if done.reply.status is not MessageStatus.COMPLETE:
-                say(f"[{done.reply.status_reason}]", stream=sys.stderr)
-        if args.stats:
-            _print_stats(turn)
-        if done.error:
-            raise UserError(done.error)
+        await _print_turn(turn, args, named=True)
 
 
 async def _interactive_group(

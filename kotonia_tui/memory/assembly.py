@@ -28,13 +28,17 @@ from kotonia_tui.memory.ledger import render_ledger
 # A reply that reaches this line has left the story for the prompt's own framing: the reply
 # stops there (chat/prompting.py; docs/decisions.md D-14).
 MEMORY_TITLE = "[The story so far]"
+# The block's framing is paid for in verbatim messages: at n_ctx 2048 the earlier two-sentence
+# header, the ledger's explanation and a long acknowledgement took 86 of a 389-token block
+# (assets/eval/README.md, "A memory block that earns its tokens"), nearly three messages of the
+# window. So the framing says only what a reader needs: what the block is, its order, and
+# that a statement recorded here is not necessarily the truth.
 MEMORY_HEADER = (
     f"{MEMORY_TITLE}\n"
-    "This is the record of the story before the messages that follow: the synopsis of the "
-    "oldest part, then the chapters, oldest first. A character's statement recorded here is "
-    "a record that it was said, not necessarily the truth."
+    "Oldest first. A character's statement recorded here is a record that it was said, not "
+    "necessarily the truth."
 )
-MEMORY_ACK = "[I remember the story so far and continue from where it stands.]"
+MEMORY_ACK = "[I remember the story so far.]"
 PORTRAIT_NOTE = "[This is what {char} looks like.]"
 PORTRAIT_ACK = "[I see.]"
 

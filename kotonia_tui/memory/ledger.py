@@ -29,9 +29,9 @@ from enum import StrEnum
 from kotonia_tui.domain import LedgerKind, StoredLedgerEntry
 from kotonia_tui.memory.readback import asks
 
-LEDGER_HEADING = (
-    "## Ledger\nWhat holds until a later chapter changes it; each line names its messages."
-)
+# Only the heading: what the ledger is needs no explanation in the prompt, where every token
+# of it is one the verbatim window or the ledger's own entries lose (memory/assembly.py).
+LEDGER_HEADING = "## Ledger"
 KIND_HEADINGS = {
     LedgerKind.USER_FACT: "Facts the user stated about themselves:",
     LedgerKind.CONSTRAINT: "Rules the user set:",

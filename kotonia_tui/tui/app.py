@@ -418,7 +418,12 @@ class KotoniaApp(App[int]):
         self.push_screen(ChatScreen(reader, conv, service))
 
     def start_group(self, cards: list[CharacterCard]) -> None:
-        """A group conversation with `cards` as its cast, in this order (issue 31)."""
+        """A group conversation with `cards` as its cast, in this order (issue 31); asked for
+        while the model loads, it starts once the model is ready."""
+        if not self._service_ready:
+            notify(self, "The model is still loading: the group starts when it is ready.")
+            self._start_group_when_ready(cards, self.screen)
+            return
         service, reader = self.service, self.reader
         if service is None or reader is None:
             notify(self, self._not_ready(), title="Not started", severity="warning")
@@ -429,6 +434,15 @@ class KotoniaApp(App[int]):
             notify(self, str(exc), title="Not started", severity="error")
             return
         self.push_screen(ChatScreen(reader, conv, service))
+
+    @work(group="start-group", exclusive=True)
+    async def _start_group_when_ready(
+        self, cards: list[CharacterCard], asked_on: Screen[object]
+    ) -> None:
+        await self.wait_service()
+        if self.screen is not asked_on:
+            return  # the player went on elsewhere in the meantime; a chat would jump at them
+        self.start_group(cards)
 
     # ---- help ----------------------------------------------------------------------------------
 

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from kotonia_tui.config import ModelProfile, PromptFormat
-from kotonia_tui.domain import Chapter, ChatMessage, Message, Role, SegmentKind
+from kotonia_tui.domain import (
+    Chapter,
+    ChatMessage,
+    LedgerKind,
+    Message,
+    Role,
+    SegmentKind,
+    StoredLedgerEntry,
+)
 from kotonia_tui.engine.formats import TemplateFormat, TranscriptFormat
 from kotonia_tui.memory.assembly import (
+    MEMORY_ACK,
     MEMORY_HEADER,
     MemoryBlock,
     PromptLine,
@@ -23,6 +32,7 @@ from kotonia_tui.memory.chronicler import (
     render_source,
     structured_chapter_prompt,
 )
+from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.refusal import is_refusal
 from kotonia_tui.memory.segments import parse_segments
 
@@ -92,6 +102,39 @@ def test_the_memory_sits_after_the_setup_as_an_exchange_with_its_header():
     assert messages[2].role == "assistant"
     assert "SETUP" not in messages[1].content
     assert "Saltmere" not in messages[0].content  # memory never goes into the system prompt
+
+
+def test_the_block_spends_its_tokens_on_memory_not_on_its_framing():
+    """At n_ctx 2048 a whole memory block is 300-450 tokens (the eval's replay of
+    lighthouse.json) and every token of it is one the verbatim window loses. The framing
+    (header, section headings, the acknowledgement) took 86 of a 389-token block with a
+    two-sentence header and an explanation under the ledger's heading; what is left of it
+    still tells the reader what the block is, its order, and that statements are claims."""
+    fact = StoredLedgerEntry(
+        id=1,
+        conversation_id=1,
+        kind=LedgerKind.USER_FACT,
+        text='said "I call it Old Brass."',
+        subject="Mara",
+        evidence=[12],
+        chapter_id=1,
+    )
+    chapter = Chapter(
+        conversation_id=1,
+        first_message_id=43,
+        last_message_id=52,
+        text="- Mara will buy a barrel of oil for the Margery. (#45)",
+    )
+    synopsis = "Mara came to Gull's Reach to survey the light."
+    text = MemoryBlock(synopsis, (chapter,), (fact,)).render()
+    contents = (entry_line(fact), synopsis, chapter.text)
+    assert all(part in text for part in contents)
+    framing = len(text) + len(MEMORY_ACK) - sum(len(part) for part in contents)
+    # Section headings and the chapter's range stay; the old framing here was 482 characters.
+    assert framing <= 260, framing
+    assert text.startswith(MEMORY_HEADER) and "not necessarily the truth" in MEMORY_HEADER
+    assert "Oldest first" in MEMORY_HEADER
+    assert text.index("## Ledger") < text.index("## Synopsis") < text.index("## Chapter")
 
 
 def test_segments_tell_narration_dialogue_and_thoughts_apart():

@@ -6,11 +6,13 @@ replies."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 from textual.widgets import Label, ListView
 
+from kotonia_tui.chat.bootstrap import open_service
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import QuickReply, ReplyOrder, Role
 from kotonia_tui.tui.app import KotoniaApp
@@ -171,6 +173,39 @@ async def test_a_group_starts_from_the_picker_with_the_cards_marked(
         assert app.service is not None
         cast = app.service.groups.cast(screen.conv_id)
         assert [m.character_key for m in cast] == ["wren", "mira"]
+
+
+async def test_a_group_asked_for_while_the_model_loads_starts_once_it_is_ready(
+    tiny_model_path, mira_card, wren_card, monkeypatch
+):
+    """The model's load is held on an event so that Ctrl+G comes before it ends; the load
+    itself is the real one."""
+    loading = threading.Event()
+
+    def held_open(*args, **kwargs):
+        loading.wait(30)
+        return open_service(*args, **kwargs)
+
+    monkeypatch.setattr("kotonia_tui.tui.app.open_service", held_open)
+    app = KotoniaApp(tiny_settings(tiny_model_path, reply_max_tokens=16))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        listing = app.screen.query_one("#card-list", ListView)
+        keys = [item.card.key for item in listing.query(CardItem)]
+        for key in ("mira", "wren"):
+            listing.index = keys.index(key)
+            await pilot.press("space")
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert app.service is None  # still loading
+        messages = " ".join(str(n.message) for n in app._notifications)
+        assert "the group starts when it is ready" in messages
+        loading.set()
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen), timeout=60)
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ChatScreen)
+        assert _speakers(screen) == ["Mira", "Wren"]
 
 
 async def test_a_member_joins_and_leaves_mid_story(tiny_model_path, mira_card, wren_card):
