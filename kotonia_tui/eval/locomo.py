@@ -219,10 +219,10 @@ def _cast(a: str, b: str, wanted: str | None, where: str) -> tuple[str, str, str
         )
         return b, a, note
     picked = wanted.strip().casefold()
-    if picked in {a.casefold(), "a", "speaker_a"} and picked not in {b.casefold()}:
-        return a, b, None
     if picked in {b.casefold(), "b", "speaker_b"}:
         return b, a, None
+    if picked in {a.casefold(), "a", "speaker_a"}:
+        return a, b, None
     raise LayoutError(
         f"{where}: --character-speaker {wanted!r} is neither speaker_a ({a!r}) nor "
         f"speaker_b ({b!r})"

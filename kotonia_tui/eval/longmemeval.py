@@ -103,7 +103,8 @@ def read_longmemeval(
     path: Path, raw: Any, choice: PublishedChoice, user_name: str = "User"
 ) -> EvalConversation:
     """The records sharing one haystack as an `EvalConversation` (see the module docstring)."""
-    if choice.character_speaker not in (None, "assistant", ASSISTANT):
+    wanted = choice.character_speaker
+    if wanted is not None and wanted.strip().casefold() != ASSISTANT.casefold():
         raise LayoutError(
             f"{path}: --character-speaker {choice.character_speaker!r}: in LongMemEval the "
             "assistant plays the character"

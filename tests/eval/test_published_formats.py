@@ -418,3 +418,15 @@ def test_cli_evidence_only_on_a_locomo_file(tiny_model_path: Path, tmp_path: Pat
     }
     asked = report["runs"][0]["arms"]["truncation"]["questions"]
     assert {q["id"]: q["evidence"] for q in asked}["qa2"] == [1, 3]
+
+
+def test_a_single_locomo_sample_with_a_date_in_another_format(tmp_path: Path):
+    sample = _locomo_sample("conv-1")
+    sample["conversation"]["session_2_date_time"] = "the  evening after"
+    conv = load_file(_write(tmp_path, sample), choice=PublishedChoice(character_speaker="a"))
+    assert conv.title == "LoCoMo conv-1: Ann and Bo"
+    assert (conv.character.name, conv.user.name) == ("Ann", "Bo")
+    # Kept as written (spaces tidied): no date is made up.
+    assert conv.messages[2].text == "*Session 2: the evening after.*\nI went sailing last week."
+    assert scene_dates((m.id, m.text) for m in conv.messages)[3] == "Monday, 8 May 2023"
+    assert not any("samples; evaluating" in n for n in conv.notes)
