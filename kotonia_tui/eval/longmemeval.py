@@ -129,7 +129,14 @@ def read_longmemeval(
             f"this one holds {len(group)} question{'s' if len(group) != 1 else ''}"
         )
 
+    notes = [chosen_note] if chosen_note else []
     order = _session_order(first)
+    if order is None:
+        order = list(range(len(first.haystack_sessions)))
+        notes.append(
+            f"{path}: {first.question_id}: haystack_dates not all in LongMemEval's format "
+            "(2023/05/20 (Sat) 02:21): sessions kept in file order, dates shown as written"
+        )
     messages: list[EvalMessage] = []
     at: dict[tuple[int, int], int] = {}  # (session index in the file, turn) -> message id
     by_session: dict[str, list[int]] = {}
@@ -208,7 +215,8 @@ def read_longmemeval(
             )
         )
     name = first.question_id
-    notes = [n for n in (chosen_note, left_out_note(path, name, left_out)) if n]
+    if counted := left_out_note(path, name, left_out):
+        notes.append(counted)
     if whole_sessions:
         notes.append(
             f"{path}: {name}: {whole_sessions} question{'s' if whole_sessions != 1 else ''} "
@@ -247,14 +255,13 @@ def _haystack_key(record: _Record) -> tuple[tuple[str, str, int], ...]:
     )
 
 
-def _session_order(record: _Record) -> list[int]:
-    """Session indices by date when every date parses (a stable sort), else as in the file."""
-    indices = list(range(len(record.haystack_sessions)))
+def _session_order(record: _Record) -> list[int] | None:
+    """Session indices by date (a stable sort); None when a date does not parse."""
     moments = [parse_when(d) for d in record.haystack_dates]
     known = [m for m in moments if m is not None]
     if len(known) != len(moments):
-        return indices
-    return sorted(indices, key=known.__getitem__)
+        return None
+    return sorted(range(len(known)), key=known.__getitem__)
 
 
 def _kind(record: _Record) -> str:

@@ -430,3 +430,16 @@ def test_a_single_locomo_sample_with_a_date_in_another_format(tmp_path: Path):
     assert conv.messages[2].text == "*Session 2: the evening after.*\nI went sailing last week."
     assert scene_dates((m.id, m.text) for m in conv.messages)[3] == "Monday, 8 May 2023"
     assert not any("samples; evaluating" in n for n in conv.notes)
+
+
+def test_longmemeval_dates_in_another_format_keep_the_file_order(tmp_path: Path):
+    records = _longmemeval()[:1]
+    records[0]["haystack_dates"] = ["day three", "day two", "day one"]
+    conv = load_file(_write(tmp_path, records))
+    assert [m.text.splitlines()[0] for m in conv.messages if m.text.startswith("*")] == [
+        "*Session 1: day three.*",
+        "*Session 2: day two.*",
+        "*Session 3: day one.*",
+    ]
+    assert conv.questions[0].evidence == [5]  # the marked turn, in its file position
+    assert any("sessions kept in file order, dates shown as written" in n for n in conv.notes)
