@@ -31,9 +31,11 @@ from kotonia_tui.memory.recall import (
     Recall,
     RecalledExcerpt,
     fuse,
+    matching_words,
     select,
+    time_heading,
 )
-from kotonia_tui.memory.recall_forms import compact
+from kotonia_tui.memory.recall_forms import compact, term_weight
 from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
 from kotonia_tui.terms import Term, name_words
 
@@ -103,13 +105,16 @@ class Recaller:
         if semantic not in self._header_tokens:
             header = RECALL_HEADER_SEMANTIC if semantic else RECALL_HEADER
             (self._header_tokens[semantic],) = await self.engine.count_tokens_many([header])
-        # An excerpt's marker names its first and last message ("Messages #5-#6 (...):"), and
-        # a blank line parts it from the one before: both are counted, or a budget filled with
-        # many excerpts overflows by more than the fitting rounds take back.
-        markers = [
-            "\n\n" + RecalledExcerpt(_span(c), (), (), c.story_time).marker() for c in candidates
+        # An excerpt's label names its first and last message ("Messages #5-#6:"), and a
+        # blank line parts it from the one before; where the in-story time changes, a line
+        # gives it. All are counted, or a budget filled with many excerpts overflows by more
+        # than the fitting rounds take back.
+        labels = [
+            "\n\n" + RecalledExcerpt(_span(c), (), (), None).label() + ":" for c in candidates
         ]
-        marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
+        marker_tokens = max(await self.engine.count_tokens_many(labels), default=0)
+        headings = [time_heading(c.story_time) + "\n" for c in candidates if c.story_time]
+        time_tokens = max(await self.engine.count_tokens_many(headings), default=0)
         limit = budget
         chosen, used = Recall(budget=budget), 0
         for _round in range(MAX_FITTING_ROUNDS):
@@ -120,6 +125,7 @@ class Recaller:
                 budget=limit,
                 header_tokens=self._header_tokens[semantic],
                 marker_tokens=marker_tokens,
+                time_tokens=time_tokens,
                 semantic=semantic,
             )
             (used,) = await self.engine.count_tokens_many([chosen.render()])
@@ -129,7 +135,12 @@ class Recaller:
             limit -= used - budget
             chosen, used = Recall(budget=budget, semantic=semantic), 0
         return Recall(
-            chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0, semantic
+            chosen.excerpts,
+            chosen.left_out,
+            budget,
+            used if chosen.excerpts else 0,
+            semantic,
+            tuple(hit.message_id for hit in hits),
         )
 
     async def _similar(self, conv_id: int, query: str, older_than: int) -> list[SimilarHit]:
@@ -221,6 +232,7 @@ class Recaller:
                 line_of(neighbour[hit.message_id]),
                 times.get(hit.message_id),
                 following=line_of(following[hit.message_id]),
+                weight=term_weight(matching_words(hit.text, terms), heavy, rarity),
             )
             for hit in hits
         ]
