@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -79,6 +79,15 @@ class Recaller:
         hits: list[SearchHit] = self.store.recall(
             conv_id, query, older_than, RECALL_CANDIDATES, ignore=names
         )
+        terms = self.store.recall_terms(query, ignore=names)
+        heavy = name_words(query) - name_words(" ".join(names), known=names)
+        rarity = self.store.recall_rarity(terms)
+        # The store ranks by the rarity of the words held; a name or a number of the query
+        # weighs more (what a question is about): the same weight the pieces are chosen by.
+        weight = {
+            h.message_id: term_weight(matching_words(h.text, terms), heavy, rarity) for h in hits
+        }
+        hits.sort(key=lambda h: -weight[h.message_id])
         similar = await self._similar(conv_id, query, older_than)
         semantic = self.semantic is not None and self.semantic.active
         scores: dict[int, float] = {}
@@ -89,10 +98,8 @@ class Recaller:
             scores = dict(fused)
         if not hits:
             return Recall(budget=budget, semantic=semantic)
-        terms = self.store.recall_terms(query, ignore=names)
         similarity = {h.message_id: h.similarity for h in similar}
-        heavy = name_words(query) - name_words(" ".join(names), known=names)
-        candidates = await self._candidates(conv_id, hits, older_than, terms, heavy)
+        candidates = await self._candidates(conv_id, hits, older_than, terms, heavy, rarity, weight)
         if semantic:
             candidates = [
                 replace(
@@ -173,6 +180,8 @@ class Recaller:
         older_than: int,
         terms: Sequence[Term],
         heavy: Collection[str],
+        rarity: Mapping[str, float],
+        weight: Mapping[int, float],
     ) -> list[Candidate]:
         """The hits with their neighbours, every line in its forms with their token counts."""
         ids = [hit.message_id for hit in hits]
@@ -196,7 +205,6 @@ class Recaller:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        rarity = self.store.recall_rarity(terms)
         forms = {i: compact(text, terms, heavy, rarity) for i, (_r, _s, text) in messages.items()}
         # Every form of every line, each distinct text counted once.
         shown = {
@@ -232,7 +240,7 @@ class Recaller:
                 line_of(neighbour[hit.message_id]),
                 times.get(hit.message_id),
                 following=line_of(following[hit.message_id]),
-                weight=term_weight(matching_words(hit.text, terms), heavy, rarity),
+                weight=weight.get(hit.message_id, 0.0),
             )
             for hit in hits
         ]

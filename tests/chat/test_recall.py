@@ -140,6 +140,28 @@ async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_
     assert recall.tokens <= recall.budget
 
 
+async def test_a_name_the_question_asks_about_ranks_before_a_rarer_plain_word(
+    make_service, scripted_model
+):
+    """On the tiny GGUF: the store ranks by how rare the words held are ("lantern", in one
+    message, before "Piet", in six); recall weighs the question's names double (what it is
+    about), so the messages about Piet come first."""
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    conv_id, ids = folded_story(service.store)
+    for k in range(6):
+        service.store.update_message_text(ids[20 + 2 * k], f"Piet mended net {k} by the slip.", [])
+    service.store.update_message_text(ids[60], "The lantern is cracked along its seam.", [])
+    question = "Did Piet take the lantern?"
+    by_store = service.store.recall(conv_id, question, ids[270], RECALL_CANDIDATES, ignore=())
+    assert by_store[0].message_id == ids[60]  # the rarer word first, by the store alone
+
+    turn = await service.send(conv_id, question)
+    assert (await turn.wait()).error is None
+    ranked = turn.prepared.recall.ranked
+    assert set(ranked[:6]) == {ids[20 + 2 * k] for k in range(6)}
+    assert ranked[6] == ids[60]
+
+
 async def test_the_cached_prefix_is_byte_stable_across_turns_with_recall(
     make_service, scripted_model
 ):
