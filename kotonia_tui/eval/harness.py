@@ -161,6 +161,7 @@ class Graded:
     f1: float | None = None
     judge_text: str = ""
     recalled: list[int] = field(default_factory=list)  # input message ids (recall arms)
+    ranked: list[int] = field(default_factory=list)  # what recall's ranking found, best first
     notes: str = ""  # the recalled excerpts as the prompt carries them
     # The recalled messages quoted in part: (the part, the whole message), by input id.
     parts: dict[int, tuple[str, str]] = field(default_factory=dict)
@@ -193,6 +194,7 @@ class Graded:
             exact=self.exact,
             f1=self.f1,
             recalled=self.recalled,
+            ranked=self.ranked,
             evidence=list(self.question.evidence),
             found=[
                 EvidenceFound(found.message, [str(place) for place in found.where], found.carried)
@@ -597,6 +599,7 @@ async def _prompts(
             item.notes = recall.render()
             item.recalled = [to_source.get(i, i) for i in recall.message_ids]
             item.recalled_tokens = recall.tokens
+            item.ranked = [to_source.get(i, i) for i in recall.ranked]
             # What of each message the excerpts quote: a part counts only by what it holds,
             # with what the excerpt says of it (its speaker, its marker's in-story time).
             item.parts = {

@@ -121,6 +121,9 @@ class GradedAnswer:
     exact: bool | None
     f1: float | None
     recalled: list[int] = field(default_factory=list)  # input message ids quoted (recall arms)
+    # The messages recall's ranking found, best first (input ids; recall arms): an evidence
+    # message ranked but not quoted was left out by the budget, one not ranked was not found.
+    ranked: list[int] = field(default_factory=list)
     evidence: list[int] = field(default_factory=list)  # input message ids
     found: list[EvidenceFound] = field(default_factory=list)
     # The reference's content words, and those the prompt does not hold anywhere.

@@ -128,11 +128,8 @@ def compact(
     if not matched:
         return forms([0], 0)
 
-    rare = dict(rarity or {})
-    rarest = max(rare.values(), default=1.0)
-
     def weight(keys: Collection[str]) -> float:
-        return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
+        return term_weight(keys, heavy, rarity)
 
     # Each piece is judged as it is quoted: with the rest of its sentence (its unit), so the
     # sentence that holds the most weight wins, the shorter on a tie ("Taylor and I went to
@@ -154,6 +151,16 @@ def compact(
         chosen.append(i)
         uncovered -= unit_held[i]
     return forms(chosen, best)
+
+
+def term_weight(
+    keys: Collection[str], heavy: Collection[str] = (), rarity: Mapping[str, float] | None = None
+) -> float:
+    """What folded query terms weigh together: each its rarity in the archive (a term
+    `rarity` does not name weighs as the rarest), a name (`heavy`) or a number HEAVY times."""
+    rare = rarity or {}
+    rarest = max(rare.values(), default=1.0)
+    return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
 
 
 def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[int]:

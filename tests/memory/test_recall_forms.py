@@ -153,6 +153,8 @@ def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:
         short_tokens=cost(forms.short),
         least=forms.least,
         least_tokens=cost(forms.least),
+        wide=forms.wide,
+        wide_tokens=cost(forms.wide),
     )
 
 
