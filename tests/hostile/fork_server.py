@@ -12,7 +12,6 @@ command started by `exec` does. The server waits for the child and answers its e
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import runpy
@@ -22,16 +21,6 @@ from typing import Any
 
 # What every command imports, and what most of the hostile runs add (a chat, a listing).
 PRELOADED = ("kotonia_tui.cli", "kotonia_tui.cli.chat", "kotonia_tui.cli.listings")
-_PR_CAPBSET_DROP = 24
-_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
-
-
-def _drop_override() -> None:
-    """What a root test run's `as_plain_user` asks: root meets the walls of permissions."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "cannot drop the DAC override capability")
 
 
 def _serve(server: socket.socket) -> dict[str, Any] | None:
@@ -72,8 +61,6 @@ def _become(request: dict[str, Any]) -> None:
     from kotonia_tui.engine import threads
 
     threads.wait_briefly()  # what importing the engine does with the child's environment
-    if request["plain_user"]:
-        _drop_override()
     if request["stdout_path"] is not None:
         out = os.open(request["stdout_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         os.dup2(out, 1)

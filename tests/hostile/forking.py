@@ -7,7 +7,7 @@ standard streams (pipes, or a file or device for standard output) are its own. W
 interpreter would add is starting Python and importing the app: about 0.7 s of CPU, hundreds of
 times a run. tests/hostile/fork_server.py says what the child does to be the process `exec`
 would start; the harness keeps `exec` for the runs where the difference could matter (peak
-memory, another copy of the code).
+memory, a plain user's run, another copy of the code).
 """
 
 from __future__ import annotations
@@ -90,7 +90,6 @@ def run_forked(
     stdin: bytes,
     timeout: float,
     cwd: Path | None = None,
-    as_plain_user: bool = False,
     stdout_path: Path | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run `python -m kotonia_tui.cli ARGS` in a forked child; (exit status, stdout, stderr).
@@ -101,7 +100,6 @@ def run_forked(
         "env": dict(env),
         "cwd": str(cwd or os.getcwd()),
         "umask": _umask(),
-        "plain_user": as_plain_user,
         "stdout_path": None if stdout_path is None else str(stdout_path),
     }
     in_r, in_w = os.pipe()

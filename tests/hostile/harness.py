@@ -10,7 +10,7 @@ process, a hang is cut by a timeout) and judged the same way:
 
 The process is forked from a server that has imported the app once (tests/hostile/forking.py:
 the same process boundary without starting Python again each time); a run that measures peak
-memory, or another version of the code, is a new interpreter (`exec`).
+memory, runs as a plain user or runs another version of the code is a new interpreter (`exec`).
 
 Read-only data dirs are made with plain permissions; when the tests run as root (which ignores
 permissions) the subprocess gives up CAP_DAC_OVERRIDE first, so root meets the same walls.
@@ -106,7 +106,10 @@ def kotonia(
     environment, folder = code_under_test()
     environment.update(env or {})
     started = time.perf_counter()
-    if not measure_peak and not _OTHER_CODE:
+    # A capability dropped from the bounding set takes effect at `exec`: a plain user's run
+    # is a new interpreter.
+    plain_user = as_plain_user and os.geteuid() == 0
+    if not measure_peak and not _OTHER_CODE and not plain_user:
         waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
         try:
             code, out, err_bytes = run_forked(
@@ -115,7 +118,6 @@ def kotonia(
                 stdin=stdin if stdin is not None else b"",
                 timeout=waited,
                 cwd=cwd,
-                as_plain_user=as_plain_user and os.geteuid() == 0,
                 stdout_path=stdout_path,
             )
         except Timeout:
@@ -138,7 +140,7 @@ def kotonia(
             timeout=min(timeout or TIMEOUT_S, TIMEOUT_S),
             env=environment,
             cwd=cwd or folder,
-            preexec_fn=_without_override if as_plain_user and os.geteuid() == 0 else None,
+            preexec_fn=_without_override if plain_user else None,
         )
     except subprocess.TimeoutExpired as exc:
         waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
