@@ -252,7 +252,8 @@ class Settings(BaseSettings):
     lore_budget_ratio: float = Field(default=0.12, ge=0.0, lt=1.0)
     # The live ledger the memory block carries; past it the newest entries leave the prompt
     # (never the store), user facts and rules last, each kind keeping its oldest longest
-    # (memory/ledger.py).
+    # (memory/ledger.py). Larger shares were measured at n_ctx 2048 (assets/eval/README.md,
+    # "A memory block that earns its tokens"): no more answers than the verbatim they displace.
     ledger_budget_ratio: float = Field(default=0.05, ge=0.0, lt=1.0)
     # Recalled archive excerpts per turn, after the history (0 turns recall off). Swept on
     # the shipped conversations at n_ctx 2048 (assets/eval/README.md, issue 28): 5% put an

@@ -29,7 +29,7 @@ from kotonia_tui.memory.ledger import render_ledger
 # stops there (chat/prompting.py; docs/decisions.md D-14).
 MEMORY_TITLE = "[The story so far]"
 # The block's framing is paid for in verbatim messages: at n_ctx 2048 the earlier two-sentence
-# header, the ledger's explanation and a long acknowledgement took 86 of a 389-token block
+# header, the ledger's explanation and a long acknowledgement took 86 of a 392-token block
 # (assets/eval/README.md, "A memory block that earns its tokens"), nearly three messages of the
 # window. So the framing says only what a reader needs: what the block is, its order, and
 # that a statement recorded here is not necessarily the truth.

@@ -133,7 +133,9 @@ async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_
     notes = turn.prepared.request.messages[-1].content
     (quoted,) = [line for line in notes.splitlines() if FACT in line]
     assert quoted.startswith(f"Ann: {GAP} ") and quoted.endswith(f" {GAP}")
-    assert quoted.count(".") <= 3 + FACT.count(".")  # the fact and a sentence each side
+    # The fact with the sentences beside it (16 words a side at least), not the letter.
+    assert f"{FACT} On grey days the boats stayed in the harbour." in quoted
+    assert len(quoted) < len(letter) / 2
     assert letter not in notes
     assert f"Wren: {FACT_REPLY}" in notes  # the reply after it
     assert recall.message_ids[:2] == [ids[4], ids[5]]

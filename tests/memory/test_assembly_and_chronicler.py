@@ -107,7 +107,7 @@ def test_the_memory_sits_after_the_setup_as_an_exchange_with_its_header():
 def test_the_block_spends_its_tokens_on_memory_not_on_its_framing():
     """At n_ctx 2048 a whole memory block is 300-450 tokens (the eval's replay of
     lighthouse.json) and every token of it is one the verbatim window loses. The framing
-    (header, section headings, the acknowledgement) took 86 of a 389-token block with a
+    (header, section headings, the acknowledgement) took 86 of a 392-token block with a
     two-sentence header and an explanation under the ledger's heading; what is left of it
     still tells the reader what the block is, its order, and that statements are claims."""
     fact = StoredLedgerEntry(
