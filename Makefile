@@ -15,9 +15,10 @@ run: install
 	@$(VENV)/bin/kotonia
 
 # One pytest-xdist worker per core (tests/settings.py `engine_threads` gives each worker's
-# engines its share of the cores); worksteal chosen by measurement (docs/decisions.md D-23).
+# engines its share of the cores); worksteal chosen by measurement (docs/decisions.md D-23);
+# the ten slowest tests are listed at the end (the issue-29 closing note reports them).
 test: install-test lint
-	@$(PY) -m pytest -q -ra -n auto --dist worksteal
+	@$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=10
 
 lint: install-test
 	@$(VENV)/bin/ruff check kotonia_tui tests benchmarks scripts

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("llama_cpp", "numpy")
+# What only a turn needs: the chat service and the prompt assembly (a third of a second of
+# imports that a listing, an import or an export never uses).
+TURN_MACHINERY = ("kotonia_tui.chat.service", "kotonia_tui.memory.assembly")
 
 # Runs a `kotonia` command in-process, then reports which heavy modules it loaded (stderr).
 RUN_COMMAND = """
@@ -29,9 +32,11 @@ print("LOADED " + json.dumps({{"code": code, "loaded": loaded}}), file=sys.stder
 """
 
 
-def run_kotonia(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+def run_kotonia(
+    *args: str, heavy: tuple[str, ...] = HEAVY
+) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     done = subprocess.run(
-        [sys.executable, "-c", RUN_COMMAND.format(heavy=HEAVY), *args],
+        [sys.executable, "-c", RUN_COMMAND.format(heavy=heavy), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -52,6 +57,18 @@ def test_characters_lists_the_cards_without_the_model_library(kotonia_home: Path
     assert report == {"code": 0, "loaded": []}
     keys = [line.split("\t")[0] for line in done.stdout.splitlines()]
     assert "rowan-ashby" in keys  # a real listing, not an early exit
+
+
+@pytest.mark.parametrize(
+    "command", [["characters"], ["conversations"], ["personas"], ["export", "1"]]
+)
+def test_commands_without_a_turn_do_not_import_the_turn_machinery(
+    command: list[str], kotonia_home: Path
+):
+    done, report = run_kotonia(*command, heavy=HEAVY + TURN_MACHINERY)
+    assert report["loaded"] == [], done.stderr
+    # `export 1` on an empty store is refused: the command ran, not an early exit.
+    assert report["code"] == (1 if command[0] == "export" else 0), done.stderr
 
 
 @pytest.mark.parametrize("module", ["kotonia_tui.tui.app", "kotonia_tui.chat.service"])

@@ -1,23 +1,30 @@
-"""Opening everything a session needs: settings -> store, character library, engine, service."""
+"""Opening everything a session needs: settings -> store, character library, engine, service.
+
+The service and the memory code are imported where they are used, not at the top: a listing,
+an import or an export opens only the store and the cards, and a `kotonia conversations`
+process should not spend half its start importing the turn machinery it never runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kotonia_tui.chat.library import CharacterLibrary, shipped_characters_dir
-from kotonia_tui.chat.memory_snapshot import LedgerFitter
-from kotonia_tui.chat.semantic import SemanticRecall
-from kotonia_tui.chat.service import ChatService
 from kotonia_tui.config import AppDirs, Settings, app_dirs
-from kotonia_tui.domain import StoredLedgerEntry
-from kotonia_tui.engine import Engine
-from kotonia_tui.engine.default_model import Progress
 from kotonia_tui.engine.state_cache import FOLDER_NAME, StateCacheConfig
 from kotonia_tui.memory.budgets import Budgets
-from kotonia_tui.memory.ledger import LedgerFit, fit_ledger, render_ledger
 from kotonia_tui.store import Store
+
+if TYPE_CHECKING:
+    from kotonia_tui.chat.memory_snapshot import LedgerFitter
+    from kotonia_tui.chat.service import ChatService
+    from kotonia_tui.domain import StoredLedgerEntry
+    from kotonia_tui.engine import Engine
+    from kotonia_tui.engine.default_model import Progress
+    from kotonia_tui.memory.ledger import LedgerFit
 
 FOLD_PROMPT_OVERHEAD = 1024  # the chronicler's instructions and the chapter header
 
@@ -87,6 +94,8 @@ def ledger_fitter(settings: Settings) -> Iterator[LedgerFitter]:
     """Fits a live ledger to its share of the window as a turn of this profile would, opening
     the model's vocabulary (or the server) only when first asked: a command that finds no
     landed memory to fit never loads anything."""
+    from kotonia_tui.memory.ledger import LedgerFit, fit_ledger, render_ledger
+
     profile = settings.active_profile()
     opened: list[Callable[[], None]] = []
     counter: list[tuple[Callable[[str], int], int]] = []
@@ -133,6 +142,9 @@ def open_service(
     progress: Progress | None = None,
 ) -> ChatService:
     """Open the store, the cards and the model (blocking: call from a worker in a UI)."""
+    from kotonia_tui.chat.semantic import SemanticRecall
+    from kotonia_tui.chat.service import ChatService
+
     store = open_store(settings, db)
     try:
         library = open_library(settings)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -31,9 +31,11 @@ from kotonia_tui.memory.recall import (
     Recall,
     RecalledExcerpt,
     fuse,
+    matching_words,
     select,
+    time_heading,
 )
-from kotonia_tui.memory.recall_forms import compact
+from kotonia_tui.memory.recall_forms import compact, term_weight
 from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
 from kotonia_tui.terms import Term, name_words
 
@@ -77,6 +79,15 @@ class Recaller:
         hits: list[SearchHit] = self.store.recall(
             conv_id, query, older_than, RECALL_CANDIDATES, ignore=names
         )
+        terms = self.store.recall_terms(query, ignore=names)
+        heavy = name_words(query) - name_words(" ".join(names), known=names)
+        rarity = self.store.recall_rarity(terms)
+        # The store ranks by the rarity of the words held; a name or a number of the query
+        # weighs more (what a question is about): the same weight the pieces are chosen by.
+        weight = {
+            h.message_id: term_weight(matching_words(h.text, terms), heavy, rarity) for h in hits
+        }
+        hits.sort(key=lambda h: -weight[h.message_id])
         similar = await self._similar(conv_id, query, older_than)
         semantic = self.semantic is not None and self.semantic.active
         scores: dict[int, float] = {}
@@ -87,10 +98,8 @@ class Recaller:
             scores = dict(fused)
         if not hits:
             return Recall(budget=budget, semantic=semantic)
-        terms = self.store.recall_terms(query, ignore=names)
         similarity = {h.message_id: h.similarity for h in similar}
-        heavy = name_words(query) - name_words(" ".join(names), known=names)
-        candidates = await self._candidates(conv_id, hits, older_than, terms, heavy)
+        candidates = await self._candidates(conv_id, hits, older_than, terms, heavy, rarity, weight)
         if semantic:
             candidates = [
                 replace(
@@ -103,13 +112,16 @@ class Recaller:
         if semantic not in self._header_tokens:
             header = RECALL_HEADER_SEMANTIC if semantic else RECALL_HEADER
             (self._header_tokens[semantic],) = await self.engine.count_tokens_many([header])
-        # An excerpt's marker names its first and last message ("Messages #5-#6 (...):"), and
-        # a blank line parts it from the one before: both are counted, or a budget filled with
-        # many excerpts overflows by more than the fitting rounds take back.
-        markers = [
-            "\n\n" + RecalledExcerpt(_span(c), (), (), c.story_time).marker() for c in candidates
+        # An excerpt's label names its first and last message ("Messages #5-#6:"), and a
+        # blank line parts it from the one before; where the in-story time changes, a line
+        # gives it. All are counted, or a budget filled with many excerpts overflows by more
+        # than the fitting rounds take back.
+        labels = [
+            "\n\n" + RecalledExcerpt(_span(c), (), (), None).label() + ":" for c in candidates
         ]
-        marker_tokens = max(await self.engine.count_tokens_many(markers), default=0)
+        marker_tokens = max(await self.engine.count_tokens_many(labels), default=0)
+        headings = [time_heading(c.story_time) + "\n" for c in candidates if c.story_time]
+        time_tokens = max(await self.engine.count_tokens_many(headings), default=0)
         limit = budget
         chosen, used = Recall(budget=budget), 0
         for _round in range(MAX_FITTING_ROUNDS):
@@ -120,6 +132,7 @@ class Recaller:
                 budget=limit,
                 header_tokens=self._header_tokens[semantic],
                 marker_tokens=marker_tokens,
+                time_tokens=time_tokens,
                 semantic=semantic,
             )
             (used,) = await self.engine.count_tokens_many([chosen.render()])
@@ -129,7 +142,12 @@ class Recaller:
             limit -= used - budget
             chosen, used = Recall(budget=budget, semantic=semantic), 0
         return Recall(
-            chosen.excerpts, chosen.left_out, budget, used if chosen.excerpts else 0, semantic
+            chosen.excerpts,
+            chosen.left_out,
+            budget,
+            used if chosen.excerpts else 0,
+            semantic,
+            tuple(hit.message_id for hit in hits),
         )
 
     async def _similar(self, conv_id: int, query: str, older_than: int) -> list[SimilarHit]:
@@ -162,6 +180,8 @@ class Recaller:
         older_than: int,
         terms: Sequence[Term],
         heavy: Collection[str],
+        rarity: Mapping[str, float],
+        weight: Mapping[int, float],
     ) -> list[Candidate]:
         """The hits with their neighbours, every line in its forms with their token counts."""
         ids = [hit.message_id for hit in hits]
@@ -185,7 +205,6 @@ class Recaller:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        rarity = self.store.recall_rarity(terms)
         forms = {i: compact(text, terms, heavy, rarity) for i, (_r, _s, text) in messages.items()}
         # Every form of every line, each distinct text counted once.
         shown = {
@@ -221,6 +240,7 @@ class Recaller:
                 line_of(neighbour[hit.message_id]),
                 times.get(hit.message_id),
                 following=line_of(following[hit.message_id]),
+                weight=weight.get(hit.message_id, 0.0),
             )
             for hit in hits
         ]

@@ -5,9 +5,11 @@ are asked of four memory designs built on the same fold points (`arms`), graded 
 as judge and by exact/F1 match (`examiner`, `grading`), and the chronicler's output is audited
 (`audit`); `evidence` finds where each question's evidence stands in the prompt the reader got
 (window, recalled, cited, quoted, absent), with or without the reader (`--evidence-only`).
-`harness.run_eval` ties it together; `command` is the CLI; `report` and `plot_png` render the
-results; `pinning` hashes the model file; `meter` counts model calls; `arguments` declares the
-command's options (imported by the CLI's parser without the rest).
+`dataset` reads the input (with `published`, `locomo` and `longmemeval`: public benchmarks
+in their own layouts); `harness.run_eval` ties it together; `command` is the CLI; `report`
+and `plot_png` render the results; `pinning` hashes the model file; `meter` counts model
+calls; `arguments` declares the command's options (imported by the CLI's parser without the
+rest).
 """
 
 from typing import TYPE_CHECKING

@@ -27,6 +27,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dataset or chat file, or a stored conversation id (default: the shipped dataset)",
     )
     parser.add_argument("--character", help="card to play the character (file or stored input)")
+    parser.add_argument(
+        "--sample",
+        metavar="ID",
+        help="the sample of a LoCoMo file (sample_id or number) or the question of a "
+        "LongMemEval file (question_id) to evaluate (default: the first, named on standard "
+        "error)",
+    )
+    parser.add_argument(
+        "--character-speaker",
+        metavar="NAME",
+        help="the LoCoMo speaker who plays the character, by name or a/b (default: speaker_b; "
+        "speaker_a is the user)",
+    )
+    parser.add_argument(
+        "--skip-bad-evidence",
+        action="store_true",
+        help="leave out a LoCoMo or LongMemEval question whose evidence names no message "
+        "(counted on standard error) instead of stopping",
+    )
     parser.add_argument("--model", type=Path, help="a GGUF model (default: the active profile)")
     parser.add_argument(
         "--prompt-format", choices=[f.value for f in PromptFormat], help="template or transcript"

@@ -4,8 +4,11 @@
                  [--arms generational,rolling,truncation,full,generational+recall,...]
                  [--evidence-only] [--json OUT] [--plot OUT.png]
 
-SOURCE is a dataset file, a SillyTavern `.jsonl` / JSON list chat, or a stored conversation id;
-without it, the shipped dataset (`assets/eval/lighthouse.json`). The table, the terminal plot
+SOURCE is a dataset file, a LoCoMo or LongMemEval file in its published layout (`--sample`,
+`--character-speaker`, `--skip-bad-evidence`), a SillyTavern `.jsonl` / JSON list chat, or a
+stored conversation id; without it, the shipped dataset (`assets/eval/lighthouse.json`).
+What the loader chose or left out is printed as `note:` lines on standard error, even with
+`--quiet`, and kept in the report's `input.notes`. The table, the terminal plot
 and the audit go to standard output, progress to standard error.
 """
 
@@ -28,6 +31,7 @@ from kotonia_tui.eval.dataset import DatasetError, EvalConversation, load_file, 
 from kotonia_tui.eval.harness import EvalOptions, run_eval
 from kotonia_tui.eval.pinning import file_sha256
 from kotonia_tui.eval.plot_png import write_png
+from kotonia_tui.eval.published import PublishedChoice
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
 from kotonia_tui.eval.results import EvalReport, ModelPin
 from kotonia_tui.terminal_text import visible
@@ -66,13 +70,26 @@ def _input(
     args: argparse.Namespace, settings: Settings
 ) -> tuple[EvalConversation, CharacterCard | None]:
     source = args.source
+    choice = PublishedChoice(
+        sample=getattr(args, "sample", None),
+        character_speaker=getattr(args, "character_speaker", None),
+        skip_bad_evidence=bool(getattr(args, "skip_bad_evidence", False)),
+    )
     if source is None:
-        conv = load_file(SHIPPED_DATASET, settings.persona.name)
+        conv = load_file(SHIPPED_DATASET, settings.persona.name, choice)
     elif source.isdigit() and not Path(source).exists():
+        if choice.given:
+            raise DatasetError(
+                "--sample, --character-speaker and --skip-bad-evidence apply to a LoCoMo or "
+                "LongMemEval file, not to a stored conversation"
+            )
         with open_store(settings, getattr(args, "db", None)) as store:
             conv = load_stored(store, int(source))
     else:
-        conv = load_file(Path(source), settings.persona.name)
+        conv = load_file(Path(source), settings.persona.name, choice)
+    for note in conv.notes:
+        # What was chosen or left out: said even with --quiet, so nothing is silent.
+        print(visible(f"note: {note}", one_line=True), file=sys.stderr, flush=True)
     card = None
     wanted = args.character or conv.character.key
     if wanted:

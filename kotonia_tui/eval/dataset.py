@@ -1,9 +1,11 @@
 """What an evaluation reads: a conversation, who is in it, and optionally its question set.
 
-Three inputs become one `EvalConversation`:
+Four inputs become one `EvalConversation`:
 - a dataset file (JSON object with `character`, `user`, `messages`, `questions`, `threads`), as
   shipped under `assets/eval/`: the questions carry the ids of the messages that hold the
   evidence, so no question has to be generated;
+- a public benchmark in its published layout, recognised by content: LoCoMo (`locomo`) or
+  LongMemEval (`longmemeval`); `published` holds what they share;
 - a chat file (SillyTavern `.jsonl`, or a JSON list of `{speaker, text}`), read by the store's
   own parser: no questions, so the examiner writes them per range;
 - a stored conversation by id, read through the Store API.
@@ -22,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from kotonia_tui.characters import CharacterCard, SpecVersion
 from kotonia_tui.chatfiles import read_chat_file
 from kotonia_tui.domain import Role
+from kotonia_tui.eval.published import LayoutError, PublishedChoice, recognise
 from kotonia_tui.store import Store
 
 
@@ -107,6 +110,9 @@ class EvalConversation(BaseModel):
     questions: list[EvalQuestion] = Field(default_factory=list)
     threads: list[EvalThread] = Field(default_factory=list)
     lies: list[EvalLie] = Field(default_factory=list)
+    # What the loader chose for the user (a sample, a cast) or left out (questions, counted):
+    # printed by the command and kept in the report, never silent.
+    notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check_ids(self) -> EvalConversation:
@@ -130,26 +136,40 @@ def _slug(name: str) -> str:
     return slug or "character"
 
 
-def load_file(path: Path, persona_name: str = "User") -> EvalConversation:
-    """A dataset file (JSON object), a SillyTavern `.jsonl` chat or a JSON list of messages."""
+def load_file(
+    path: Path, persona_name: str = "User", choice: PublishedChoice | None = None
+) -> EvalConversation:
+    """A dataset file (JSON object), a LoCoMo or LongMemEval file in its published layout, a
+    SillyTavern `.jsonl` chat or a JSON list of messages. `choice` (sample, cast) applies to
+    the published layouts only."""
     path = Path(path)
+    choice = choice or PublishedChoice()
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise DatasetError(f"{path}: cannot be read: {exc.strerror}") from exc
-    if text.lstrip().startswith("{") and '"messages"' in text[:200_000]:
+    raw: object = None
+    if text.lstrip()[:1] in ("[", "{"):
         try:
             raw = json.loads(text)
         except json.JSONDecodeError:
-            raw = None  # perhaps a one-line SillyTavern file; the chat parser says what is wrong
-        if isinstance(raw, dict) and "messages" in raw:
-            raw.setdefault("source", str(path))
-            try:
-                return EvalConversation.model_validate(raw)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise DatasetError(f"{path}: {where}: {first['msg']}") from exc
+            raw = None  # perhaps a SillyTavern file; the chat parser says what is wrong
+    layout = recognise(raw)
+    if layout is not None:
+        return _published(path, raw, layout, choice, persona_name)
+    if choice.given:
+        raise DatasetError(
+            f"{path}: --sample, --character-speaker and --skip-bad-evidence apply to a LoCoMo "
+            "or LongMemEval file; this is not one"
+        )
+    if isinstance(raw, dict) and "messages" in raw:
+        raw.setdefault("source", str(path))
+        try:
+            return EvalConversation.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise DatasetError(f"{path}: {where}: {first['msg']}") from exc
     conv, messages = read_chat_file(path, persona_name)
     return _from_messages(
         [(m.role, m.speaker, m.text) for m in messages],
@@ -158,6 +178,21 @@ def load_file(path: Path, persona_name: str = "User") -> EvalConversation:
         title=conv.title,
         source=str(path),
     )
+
+
+def _published(
+    path: Path, raw: object, layout: str, choice: PublishedChoice, persona_name: str
+) -> EvalConversation:
+    # Imported here: these modules build on the models above.
+    from kotonia_tui.eval.locomo import read_locomo
+    from kotonia_tui.eval.longmemeval import read_longmemeval
+
+    try:
+        if layout == "locomo":
+            return read_locomo(path, raw, choice)
+        return read_longmemeval(path, raw, choice, persona_name)
+    except LayoutError as exc:
+        raise DatasetError(str(exc)) from exc
 
 
 def load_stored(store: Store, conv_id: int) -> EvalConversation:

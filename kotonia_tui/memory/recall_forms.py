@@ -122,17 +122,14 @@ def compact(
         return Compact(
             _render(text, spans, short),
             _render(text, spans, _with_sentences(sentence, [best])),
-            _render(text, spans, _widened(spans, short)),
+            _render(text, spans, _widened(text, spans, short)),
         )
 
     if not matched:
         return forms([0], 0)
 
-    rare = dict(rarity or {})
-    rarest = max(rare.values(), default=1.0)
-
     def weight(keys: Collection[str]) -> float:
-        return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
+        return term_weight(keys, heavy, rarity)
 
     # Each piece is judged as it is quoted: with the rest of its sentence (its unit), so the
     # sentence that holds the most weight wins, the shorter on a tie ("Taylor and I went to
@@ -156,6 +153,16 @@ def compact(
     return forms(chosen, best)
 
 
+def term_weight(
+    keys: Collection[str], heavy: Collection[str] = (), rarity: Mapping[str, float] | None = None
+) -> float:
+    """What folded query terms weigh together: each its rarity in the archive (a term
+    `rarity` does not name weighs as the rarest), a name (`heavy`) or a number HEAVY times."""
+    rare = rarity or {}
+    rarest = max(rare.values(), default=1.0)
+    return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
+
+
 def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[int]:
     """The chosen pieces with the rest of their sentence, ascending: the whole sentence when
     it has at most SENTENCE_PIECES pieces, else the piece and those beside it within it.
@@ -174,14 +181,30 @@ def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[in
     return sorted(out)
 
 
-def _widened(spans: Sequence[tuple[int, int]], chosen: Collection[int]) -> list[int]:
-    """The chosen pieces and the piece before and after each run of them, ascending."""
+def _widened(text: str, spans: Sequence[tuple[int, int]], chosen: Collection[int]) -> list[int]:
+    """The chosen pieces and, beside each run of them, the pieces before and after it until
+    each side holds PIECE_WORDS words (or the message ends): a run of short lines ("Wiche",
+    "Not witches haha") gives as much context as one long sentence. (Measured, issue 28: one
+    piece each side left the answer out of chitchat's multi-line messages more often.)"""
     out = set(chosen)
+
+    def words(i: int) -> int:
+        a, b = spans[i]
+        return max(1, len(_WORD.findall(text, a, b)))
+
     for i in chosen:
-        if i - 1 not in chosen and i > 0:
-            out.add(i - 1)
-        if i + 1 not in chosen and i + 1 < len(spans):
-            out.add(i + 1)
+        if i - 1 not in chosen:
+            k, taken = i - 1, 0
+            while k >= 0 and taken < PIECE_WORDS:
+                out.add(k)
+                taken += words(k)
+                k -= 1
+        if i + 1 not in chosen:
+            k, taken = i + 1, 0
+            while k < len(spans) and taken < PIECE_WORDS:
+                out.add(k)
+                taken += words(k)
+                k += 1
     return sorted(out)
 
 

@@ -39,6 +39,7 @@ def chapter_words_of(chapter: StoredChapter, entries: list[StoredLedgerEntry]) -
     return "\n".join([chapter.text, chapter.story_time or "", *(e.text for e in entries)])
 
 
+@pytest.mark.slow
 async def test_the_embedded_model_writes_a_chapter_that_is_not_a_copy_of_its_source(
     make_service,
 ):

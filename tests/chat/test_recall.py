@@ -101,7 +101,7 @@ async def test_a_fact_at_message_5_of_300_folded_away_is_recalled_when_asked(
     assert notes.role == "system"
     assert notes.content.startswith(RECALL_HEADER)
     assert (
-        f"Messages #5-#6 (in-story time: the first week):\nAnn: {FACT}\nWren: {FACT_REPLY}"
+        f"In-story time: the first week\nMessages #5-#6:\nAnn: {FACT}\nWren: {FACT_REPLY}"
         in notes.content
     )
     # The history (memory, then the window ending with the question) comes before it, whole.
@@ -116,7 +116,8 @@ async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_
 ):
     """On the tiny GGUF: message 5 is a long letter with the fact in its
     middle; the budget cannot hold it whole, so the turn quotes the sentence that holds the
-    question's words, with the speaker and marks where the letter goes on, and the reply."""
+    question's words with the sentences beside it (a strong hit is quoted wide), with the
+    speaker and marks where the letter goes on, and the reply."""
     service = await make_service(settings_for(scripted_model(REPLY)))
     before = " ".join(f"The {tide} tide came in at dusk and the lamp burned." for tide in TIDES * 2)
     after = " ".join(f"On {tide} days the boats stayed in the harbour." for tide in TIDES * 2)
@@ -130,11 +131,37 @@ async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_
     assert recall.budget == int(2048 * 0.25)
     assert service.engine.count_tokens(letter) > recall.budget  # it cannot come whole
     notes = turn.prepared.request.messages[-1].content
-    assert f"Ann: {GAP} {FACT} " in notes
+    (quoted,) = [line for line in notes.splitlines() if FACT in line]
+    assert quoted.startswith(f"Ann: {GAP} ") and quoted.endswith(f" {GAP}")
+    # The fact with the sentences beside it (16 words a side at least), not the letter.
+    assert f"{FACT} On grey days the boats stayed in the harbour." in quoted
+    assert len(quoted) < len(letter) / 2
     assert letter not in notes
     assert f"Wren: {FACT_REPLY}" in notes  # the reply after it
     assert recall.message_ids[:2] == [ids[4], ids[5]]
     assert recall.tokens <= recall.budget
+
+
+async def test_a_name_the_question_asks_about_ranks_before_a_rarer_plain_word(
+    make_service, scripted_model
+):
+    """On the tiny GGUF: the store ranks by how rare the words held are ("lantern", in one
+    message, before "Piet", in six); recall weighs the question's names double (what it is
+    about), so the messages about Piet come first."""
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    conv_id, ids = folded_story(service.store)
+    for k in range(6):
+        service.store.update_message_text(ids[20 + 2 * k], f"Piet mended net {k} by the slip.", [])
+    service.store.update_message_text(ids[60], "The lantern is cracked along its seam.", [])
+    question = "Did Piet take the lantern?"
+    by_store = service.store.recall(conv_id, question, ids[270], RECALL_CANDIDATES, ignore=())
+    assert by_store[0].message_id == ids[60]  # the rarer word first, by the store alone
+
+    turn = await service.send(conv_id, question)
+    assert (await turn.wait()).error is None
+    ranked = turn.prepared.recall.ranked
+    assert set(ranked[:6]) == {ids[20 + 2 * k] for k in range(6)}
+    assert ranked[6] == ids[60]
 
 
 async def test_the_cached_prefix_is_byte_stable_across_turns_with_recall(

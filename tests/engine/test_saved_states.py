@@ -334,6 +334,7 @@ def test_a_sliding_window_state_is_only_extended(tmp_path):
 
 
 @pytest.mark.default_model
+@pytest.mark.slow
 async def test_a_sliding_window_model_starts_a_new_conversation_from_the_setup(tmp_path):
     """Gemma 3 (the embedded default): a saved state holds its sliding-window layers only for
     the last 512 positions. A context loaded from a long conversation's state cannot be cut

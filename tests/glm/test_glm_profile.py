@@ -132,6 +132,7 @@ def test_chat_with_an_image_on_the_stand_ins(
     assert second["reused"] >= first["prompt_positions"]
 
 
+@pytest.mark.slow
 def test_eval_on_a_few_messages(capsys, glm_profile, scripted_glm, mmproj_for, tmp_path):
     stand_ins(glm_profile / "models", scripted_glm, mmproj_for, CHAPTER)
     data = tmp_path / "conv.json"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kotonia_tui.chat.events import ReplyDelta
 from kotonia_tui.chat.turn import NO_REPLY
 from kotonia_tui.domain import MessageStatus
@@ -103,6 +105,7 @@ async def test_a_cancelled_reply_is_stored_as_cancelled(make_service, glm_endles
     assert after.error is None and after.metrics.reused > 0
 
 
+@pytest.mark.slow
 async def test_a_fold_through_the_chat_template_lands_and_the_prewarm_makes_it_cheap(
     make_service, scripted_glm, tmp_path
 ):

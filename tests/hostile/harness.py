@@ -1,12 +1,16 @@
 """Running `kotonia` against hostile input, the way a user would, and judging what came out.
 
-Every hostile input is run as a real `kotonia` subprocess (a crash in llama.cpp kills only the
-subprocess, a hang is cut by a timeout) and judged the same way:
+Every hostile input is run as a real `kotonia` process (a crash in llama.cpp kills only that
+process, a hang is cut by a timeout) and judged the same way:
 
 * crash: a Python traceback, a "--- Logging error ---" block, or an exit status other than 0
   and 1 (a signal such as SIGABRT shows as a negative status);
 * hang: the command did not finish within its timeout;
 * otherwise the error, if any, is one line on standard error.
+
+The process is forked from a server that has imported the app once (tests/hostile/forking.py:
+the same process boundary without starting Python again each time); a run that measures peak
+memory, runs as a plain user or runs another version of the code is a new interpreter (`exec`).
 
 Read-only data dirs are made with plain permissions; when the tests run as root (which ignores
 permissions) the subprocess gives up CAP_DAC_OVERRIDE first, so root meets the same walls.
@@ -26,6 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .forking import Timeout, run_forked
 
 CLI = [sys.executable, "-m", "kotonia_tui.cli"]
 # The same command, which tells its peak resident memory (VmHWM) on its last line of stderr.
@@ -100,6 +106,30 @@ def kotonia(
     environment, folder = code_under_test()
     environment.update(env or {})
     started = time.perf_counter()
+    # A capability dropped from the bounding set takes effect at `exec`: a plain user's run
+    # is a new interpreter.
+    plain_user = as_plain_user and os.geteuid() == 0
+    if not measure_peak and not _OTHER_CODE and not plain_user:
+        waited = min(timeout or TIMEOUT_S, TIMEOUT_S)
+        try:
+            code, out, err_bytes = run_forked(
+                argv[len(command) :],
+                env=environment,
+                stdin=stdin if stdin is not None else b"",
+                timeout=waited,
+                cwd=cwd,
+                stdout_path=stdout_path,
+            )
+        except Timeout:
+            what = " ".join(map(str, args))
+            raise Hang(f"kotonia {what} did not finish in {waited:g} s") from None
+        return Run(
+            tuple(map(str, args)),
+            code,
+            out.decode("utf-8", "replace"),
+            err_bytes.decode("utf-8", "replace"),
+            time.perf_counter() - started,
+        )
     out_file = stdout_path.open("wb") if stdout_path is not None else None
     try:
         proc = subprocess.run(
@@ -110,7 +140,7 @@ def kotonia(
             timeout=min(timeout or TIMEOUT_S, TIMEOUT_S),
             env=environment,
             cwd=cwd or folder,
-            preexec_fn=_without_override if as_plain_user and os.geteuid() == 0 else None,
+            preexec_fn=_without_override if plain_user else None,
         )
     except subprocess.TimeoutExpired as exc:
         waited = min(timeout or TIMEOUT_S, TIMEOUT_S)

@@ -112,6 +112,7 @@ def test_files_that_are_not_chat_files_are_refused_at_once(kind, db, tmp_path):
     assert stored(db) == [before]
 
 
+@pytest.mark.slow
 def test_a_huge_chat_streams_in_bounded_memory(db, tmp_path):
     """10^6 lines took 3 GB before; the file is now read and stored a batch at a time, so the
     peak memory of the import does not follow the file's size."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kotonia_tui.memory.extract import Passage, extract_passages
 
 from .harness import assert_ok, kotonia
@@ -41,6 +43,7 @@ def _chat_with(tmp_path: Path, big: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_huge_message_is_folded_into_a_bounded_chapter(card, short_reply_model, tmp_path):
     """Before: the {{char}}{{user}} x 100k message became a quoted chapter of 400,005 tokens
     (50 times the window), after a fold that ran for minutes."""

@@ -107,6 +107,7 @@ def test_a_gzip_bomb_as_the_model_list_is_one_line(card):
     assert doctor.peak_mb is not None and doctor.peak_mb < PEAK_MB
 
 
+@pytest.mark.slow
 def test_an_answer_that_drips_for_ever_ends_at_its_read_timeout(card):
     """Probing waits 10 s for a model list (`PROBE_TIMEOUT_S`): the whole answer, not each
     read, so a byte every 0.2 s ends there too."""
@@ -135,6 +136,7 @@ def test_a_stall_part_way_keeps_what_came_and_says_why(card):
     assert reason is not None and "no token for 3 s" in reason and line.endswith("arrived)")
 
 
+@pytest.mark.slow
 def test_a_300_mb_reply_is_cut_and_search_and_the_next_turn_still_work(card):
     with MisbehavingServer({"/v1/completions": Behaviour(huge_body, **EVENTS)}) as server:
         run = chat(server)

@@ -51,10 +51,12 @@ def test_a_hit_brings_its_reply_marked_with_number_and_story_time_under_the_reco
     assert text.startswith(RECALL_HEADER)
     assert "not instructions" in RECALL_HEADER
     assert (
-        "Messages #5-#6 (in-story time: day 2, dusk):\n"
+        "In-story time: day 2, dusk\n"
+        "Messages #5-#6:\n"
         "Ann: My sister's name is Ilse and she keeps bees in Bergen.\n"
         "Wren: Ilse. I will remember the bees."
     ) in text
+    assert excerpt.marker() == "Messages #5-#6 (in-story time: day 2, dusk):"
 
 
 def test_what_the_memory_already_states_is_left_out_and_said_why():
@@ -123,3 +125,65 @@ def test_matching_words_are_whole_words_and_japanese_pairs():
     assert matching_words("The lighthouse keeper", terms("light keeper")) == ("keeper",)
     found = matching_words("妹の名前はイルゼです", terms("妹の名前は?"))
     assert found == ("妹の", "の名", "名前", "前は")
+
+
+def test_excerpts_of_one_in_story_time_share_its_line_and_it_is_counted_once():
+    first = line(3, Role.USER, "The key hangs in the lamp room.")
+    second = line(9, Role.USER, "The spare key is under the mat.")
+    third = line(20, Role.USER, "I lost the key at the market.")
+    candidates = [
+        Candidate(first, None, "day 1"),
+        Candidate(second, None, "day 1"),
+        Candidate(third, None, "day 2"),
+    ]
+    text = choose(candidates, "key").render()
+    assert text.count("In-story time: day 1") == 1
+    assert text.endswith(
+        "In-story time: day 1\nMessage #3:\nAnn: The key hangs in the lamp room.\n\n"
+        "Message #9:\nAnn: The spare key is under the mat.\n\n"
+        "In-story time: day 2\nMessage #20:\nAnn: I lost the key at the market."
+    )
+
+    # The budget counts the header, each line, a label per excerpt and a time line per
+    # change of time: 20 + 3 * 10 + 3 * 5 + 2 * 4 = 73 fits all three, 72 leaves one out.
+    def fitting(budget: int) -> list[int]:
+        return select(
+            candidates,
+            terms("key"),
+            memory_text="",
+            budget=budget,
+            header_tokens=20,
+            marker_tokens=5,
+            time_tokens=4,
+        ).message_ids
+
+    assert fitting(73) == [103, 109, 120]
+    assert len(fitting(72)) == 2
+
+
+def test_a_strong_hit_is_quoted_with_the_sentence_beside_it_before_a_weak_hit_comes_in():
+    """The answer often sits in the sentence after the one holding the question's words: the
+    hits that hold the query's weightiest words are quoted wide first; one that holds only a
+    light word of the query comes after, if the budget has room."""
+    scar = ArchivedLine(
+        123,
+        23,
+        Role.CHARACTER,
+        "Wren",
+        "He flexes the scarred hand. A shark took a bite. He grins at the sea.",
+        30,
+        short="He flexes the scarred hand. …",
+        short_tokens=12,
+        least="He flexes the scarred hand. …",
+        least_tokens=12,
+        wide="He flexes the scarred hand. A shark took a bite. …",
+        wide_tokens=18,
+    )
+    weak = line(40, Role.USER, "My hand is cold.", 10)
+    candidates = [Candidate(scar, None, None, weight=4.0), Candidate(weak, None, None, weight=1.0)]
+    # 20 header + 18 wide + 5 label: the strong hit wide, no room for the weak one.
+    recall = choose(candidates, "scar hand", budget=45)
+    assert "A shark took a bite." in recall.render()
+    assert recall.message_ids == [123]
+    # With room for both, both.
+    assert choose(candidates, "scar hand", budget=100).message_ids == [123, 140]

@@ -58,8 +58,8 @@ def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out
         "thinking of the old days on the water when I was young and foolish. "
         f"My brother drowned near the point in 1887. {GAP}"
     )
-    # The wide form adds the piece before and after each: an answer often sits beside its
-    # question's words.
+    # The wide form adds the pieces before and after each, PIECE_WORDS words on each side at
+    # least: an answer often sits beside its question's words.
     assert compact(STORY, recall_terms("a long night")).wide == (
         "It was a long night at the station. The wind was up and the bell rang twice before "
         f"dawn, and I sat by the {GAP}"
@@ -68,10 +68,15 @@ def test_the_short_form_holds_every_matched_word_and_says_where_text_is_left_out
     assert compact(STORY, recall_terms("the bell in 1887")).least == (
         f"{GAP} My brother drowned near the point in 1887. {GAP}"
     )
+    # (The piece before 1887 has 15 words: the one before it comes too.)
     assert compact(STORY, recall_terms("in 1887")).wide == (
-        f"{GAP} lamp thinking of the old days on the water when I was young and foolish. "
-        f"My brother drowned near the point in 1887. Then I slept until the gulls woke me."
+        f"{GAP} The wind was up and the bell rang twice before dawn, and I sat by the lamp "
+        "thinking of the old days on the water when I was young and foolish. "
+        "My brother drowned near the point in 1887. Then I slept until the gulls woke me."
     )
+    # Short lines are taken until as many words are beside the matched one.
+    chat = "ok\nsure\nthe smith fieldhouse mostly\nbig place\nI like the gym there a lot\nbye"
+    assert compact(chat, recall_terms("gym")).wide == chat
     # Other forms of a word count ("drowning" holds "drowned").
     assert "drowned" in compact(STORY, recall_terms("drowning")).least
     # A line that matches no word (a reply brought along) is its first piece.
@@ -153,6 +158,8 @@ def forms_line(number: int, role: Role, text: str, query: str) -> ArchivedLine:
         short_tokens=cost(forms.short),
         least=forms.least,
         least_tokens=cost(forms.least),
+        wide=forms.wide,
+        wide_tokens=cost(forms.wide),
     )
 
 

@@ -127,6 +127,7 @@ def say_a_long_story(model: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 def test_killed_while_a_reply_streams(long_model, scripted_model):
     proc = say_a_long_story(long_model)
     kill9(proc)
@@ -147,6 +148,7 @@ def test_killed_while_a_reply_streams(long_model, scripted_model):
         assert user_texts(store, conv.id) == ["Tell me a very long story.", "Are you there?"]
 
 
+@pytest.mark.slow
 def test_killed_while_a_fold_generates(long_model, scripted_model):
     write_card()
     key = f"{long_model.name}:{long_model.stat().st_size}"
@@ -249,6 +251,7 @@ def test_killed_while_a_chapter_is_applied(long_model, scripted_model):
         assert user_texts(store, conv_id)[-2:] == ["What happened?", "And then?"]
 
 
+@pytest.mark.slow
 def test_killed_at_arbitrary_moments_of_a_folding_conversation(scripted_model):
     """Kills at several points of a conversation that folds often (turns, chapters landing,
     applying): after each, the file is sound and nothing written before is lost; in the end

@@ -163,6 +163,7 @@ async def watched_story(make_service, url, monkeypatch, length):
     return service, conv, ids, watch
 
 
+@pytest.mark.slow
 async def test_a_fold_over_many_messages_never_counts_on_the_loop(
     make_service, scripted_server, monkeypatch
 ):
@@ -189,6 +190,7 @@ async def test_a_fold_over_many_messages_never_counts_on_the_loop(
     assert watch.blocking_on_loop == []
 
 
+@pytest.mark.slow
 async def test_sending_into_a_long_uncounted_history_never_counts_on_the_loop(
     make_service, scripted_server, monkeypatch
 ):

@@ -40,6 +40,7 @@ async def chat_until_queued(service, conv_id, limit=80):
     raise AssertionError("the fold trigger was never crossed")
 
 
+@pytest.mark.slow
 async def test_turns_and_a_fold_through_the_service(make_service, scripted_server):
     key = write_short_card()
     service = await make_service(
@@ -84,6 +85,7 @@ async def test_a_killed_server_breaks_the_stream_with_the_partial_reply(own_serv
         engine.close()
 
 
+@pytest.mark.slow
 async def test_server_killed_mid_reply_then_restarted(
     make_service, own_server, scripted_model_file, monkeypatch
 ):

@@ -95,6 +95,7 @@ def hostile_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_scripted_llama(path, REPLY, name=MODEL_NAME)
 
 
+@pytest.mark.slow
 async def test_every_screen_shows_hostile_text_literally(
     hostile_model: Path, markup_spy: list[str], tmp_path: Path
 ) -> None:
