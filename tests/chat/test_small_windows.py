@@ -613,6 +613,7 @@ async def test_the_chronicler_knows_the_user_by_the_name_their_lines_carry(make_
     assert service.cast_of(conv_id).user == "Ann"
 
 
+@pytest.mark.slow
 async def test_a_100_kb_message_is_folded_on_its_own_and_never_blocks_the_queue(make_fake_service):
     """It failed with "leave -18278 tokens ... for the summary", every attempt.
 
