@@ -115,32 +115,61 @@ def _import_progress(path: Path) -> Callable[[ReadProgress], None]:
     return report
 
 
+class _StopRequest:
+    """A stop asked for by a signal, taken between two lines of the file.
+
+    The handler only notes the signal: an exception raised from a handler surfaces wherever
+    the main thread is, and inside pydantic's serializer it came out wrapped as a
+    serialization error, a traceback instead of "interrupted". A second signal raises at
+    once, for a user who does not want to wait for the next line."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def note(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            raise Interrupted(signum)
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
 @contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (`timeout`, a service manager) stops the import as Ctrl-C does: the transaction
-    is rolled back and the user is told how far it got, instead of a silent death."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
+def _stop_between_lines() -> Iterator[_StopRequest]:
+    """SIGTERM (`timeout`, a service manager) and Ctrl-C stop the import at the next line: the
+    transaction is rolled back and the user is told how far it got, instead of a silent death
+    or a traceback."""
+    request = _StopRequest()
     try:
-        previous = signal.signal(signal.SIGTERM, stop)
+        previous = {
+            sig: signal.signal(sig, request.note) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
     except ValueError:  # not the main thread: no handler here
-        yield
+        yield request
         return
     try:
-        yield
+        yield request
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def import_chat(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
     library = open_library(settings)
     card = library.find(args.character) if args.character else None
-    read = ReadProgress(on_advance=_import_progress(path))
+    read = ReadProgress()
+    report = _import_progress(path)
     try:
-        with _terminate_as_interrupt(), open_store(settings, args.db) as store:
+        with _stop_between_lines() as stop, open_store(settings, args.db) as store:
+
+            def advance(read: ReadProgress) -> None:
+                stop.check()
+                report(read)
+
+            read.on_advance = advance
             personas = PersonaBook(store, settings.persona)
             imported = import_chat_file(
                 store,

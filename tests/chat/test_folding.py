@@ -36,6 +36,10 @@ def _defaults(values):
     values.setdefault("n_ctx", 2048)
     values.setdefault("reply_max_tokens", 32)
     values.setdefault("prewarm_after_fold", False)
+    # The scenarios' bounds on evaluated positions (a warm turn reads less than a quarter of
+    # its prompt) were set with recall at 10% of the window; recalled tokens are read again
+    # every turn, so at the 20% default (D-28) they alone are a fifth of the prompt.
+    values.setdefault("recall_budget_ratio", 0.1)
     return values
 
 
