@@ -43,7 +43,7 @@ prefix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -335,13 +335,7 @@ class _Choice:
         self.used = header_tokens
 
     def _total(self, lines: Sequence[ArchivedLine], times: Mapping[int, str | None]) -> int:
-        ordered = sorted(lines, key=lambda line: line.number)
-        runs: list[list[ArchivedLine]] = []
-        for line in ordered:
-            if runs and runs[-1][-1].number + 1 >= line.number:
-                runs[-1].append(line)
-            else:
-                runs.append([line])
+        runs = _runs(lines)
         shown = [
             next((times[x.message_id] for x in run if times.get(x.message_id)), None)
             for run in runs
@@ -472,16 +466,21 @@ def _best(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _excerpts(lines: dict[int, ArchivedLine], hits: Sequence[_Hit]) -> list[RecalledExcerpt]:
-    """The chosen lines as excerpts: runs of consecutive messages, in story order, each with
-    the hits it holds (in rank order: the words, time and scores of the best come first)."""
-    ordered = sorted(lines.values(), key=lambda line: line.number)
+def _runs(lines: Iterable[ArchivedLine]) -> list[list[ArchivedLine]]:
+    """The lines in story order, grouped into runs of consecutive (or repeated) messages."""
     runs: list[list[ArchivedLine]] = []
-    for line in ordered:
+    for line in sorted(lines, key=lambda line: line.number):
         if runs and runs[-1][-1].number + 1 >= line.number:
             runs[-1].append(line)
         else:
             runs.append([line])
+    return runs
+
+
+def _excerpts(lines: dict[int, ArchivedLine], hits: Sequence[_Hit]) -> list[RecalledExcerpt]:
+    """The chosen lines as excerpts: runs of consecutive messages, in story order, each with
+    the hits it holds (in rank order: the words, time and scores of the best come first)."""
+    runs = _runs(lines.values())
     excerpts = []
     for run in runs:
         ids = {line.message_id for line in run}
