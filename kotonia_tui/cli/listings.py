@@ -165,9 +165,9 @@ def import_chat(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with _stop_between_lines() as stop, open_store(settings, args.db) as store:
 
-            def advance(read: ReadProgress) -> None:
+            def advance(now: ReadProgress) -> None:
                 stop.check()
-                report(read)
+                report(now)
 
             read.on_advance = advance
             personas = PersonaBook(store, settings.persona)

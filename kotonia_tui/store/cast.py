@@ -9,6 +9,8 @@ members after it keep their places (the setup's order never depends on who left)
 
 from __future__ import annotations
 
+import sqlite3
+
 from kotonia_tui.domain import CastMember, GroupCast, ReplyOrder, utcnow
 from kotonia_tui.store import conversations
 from kotonia_tui.store.codec import ts_to_db
@@ -25,15 +27,7 @@ def cast(db: Db, conv_id: int) -> list[CastMember]:
             (conv_id,),
         )
         if rows:
-            return [
-                CastMember(
-                    character_key=row["character_key"],
-                    character_name=row["character_name"],
-                    position=row["position"],
-                    muted=bool(row["muted"]),
-                )
-                for row in rows
-            ]
+            return [_member(row) for row in rows]
         conv = conversations.get_conversation(db, conv_id)
         return [CastMember(character_key=conv.character_key, character_name=conv.character_name)]
 
@@ -48,15 +42,17 @@ def casts(db: Db) -> dict[int, list[CastMember]]:
         )
     found: dict[int, list[CastMember]] = {}
     for row in rows:
-        found.setdefault(row["conversation_id"], []).append(
-            CastMember(
-                character_key=row["character_key"],
-                character_name=row["character_name"],
-                position=row["position"],
-                muted=bool(row["muted"]),
-            )
-        )
+        found.setdefault(row["conversation_id"], []).append(_member(row))
     return found
+
+
+def _member(row: sqlite3.Row) -> CastMember:
+    return CastMember(
+        character_key=row["character_key"],
+        character_name=row["character_name"],
+        position=row["position"],
+        muted=bool(row["muted"]),
+    )
 
 
 def is_group(db: Db, conv_id: int) -> bool:
