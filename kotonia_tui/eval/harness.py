@@ -205,6 +205,7 @@ class Graded:
             prompt_tokens=self.prompt_tokens,
             new_positions=self.new_positions,
             recalled_tokens=self.recalled_tokens,
+            recalled_text=self.notes,
             evaluated=self.evaluated,
         )
 

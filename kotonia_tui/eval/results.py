@@ -132,6 +132,7 @@ class GradedAnswer:
     prompt_tokens: int = 0  # the reader's whole prompt: the arm's, recalled excerpts, question
     new_positions: int = 0  # of them, past the arm's own prompt: what a warm cache evaluates
     recalled_tokens: int = 0  # what the recalled excerpts cost
+    recalled_text: str = ""  # the recalled excerpts as the reader read them (recall arms)
     evaluated: int | None = None  # positions the reader's call evaluated (None: not asked)
 
 

@@ -232,6 +232,8 @@ LETTER = (
             (5, "north", "pier", "swans"),
             (6, "west", "beach", "crows"),
             (7, "south", "canal", "ducks"),
+            (8, "east", "harbour wall", "cormorants"),
+            (9, "north", "lighthouse path", "plovers"),
         ]
     )
     + " Everyone in town queues for her kouign amann."
@@ -268,6 +270,9 @@ async def test_a_message_recalled_in_part_counts_by_what_the_part_holds(eval_set
     assert found["where"].where == ["recalled"]
     assert found["where"].carried is not None and "Quimper" in found["where"].carried
     assert found["pastry"].where == ["recalled_part"]
+    # The record keeps the excerpts as the reader read them: the part, not the whole letter.
+    recalled_text = {q.id: q.recalled_text for q in arm.questions}
+    assert "Quimper" in recalled_text["where"] and "kouign" not in recalled_text["pastry"]
     carried = found["pastry"].carried
     assert carried is not None and "Marguerite" in carried and "kouign" not in carried
     assert arm.evidence_in_prompt is not None
