@@ -138,8 +138,10 @@ class Recaller:
             (used,) = await self.engine.count_tokens_many([chosen.render()])
             if used <= budget:
                 break
-            # Lines counted apart tokenize a little differently joined: ask for less.
-            limit -= used - budget
+            # Lines counted apart tokenize a little differently joined: ask for less, by what
+            # the choice's own count missed (asking for only the overshoot less can choose the
+            # same lines again, and then the turn recalled nothing: seen, issue 28).
+            limit = min(limit - (used - budget), budget - (used - chosen.tokens))
             chosen, used = Recall(budget=budget, semantic=semantic), 0
         return Recall(
             chosen.excerpts,

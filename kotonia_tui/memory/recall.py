@@ -243,7 +243,9 @@ class Recall:
     excerpts: tuple[RecalledExcerpt, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
     budget: int = 0  # tokens; 0: recall is off
-    tokens: int = 0  # what the rendered excerpts cost (counted by the engine)
+    # What the rendered excerpts cost (counted by the engine; from `select`, its count line by
+    # line, which the joined text can exceed by a few tokens).
+    tokens: int = 0
     semantic: bool = False  # vectors took part (the header then says "words or meaning")
     ranked: tuple[int, ...] = ()  # the ids of the messages the ranking found, best first
 
@@ -449,7 +451,13 @@ def select(
             current = choice.lines[line.message_id]
             if current.form is not Form.WHOLE and current.cost(form) > current.cost():
                 choice.add(current, form)
-    return Recall(tuple(_excerpts(choice.lines, hits)), tuple(left_out), budget, semantic=semantic)
+    return Recall(
+        tuple(_excerpts(choice.lines, hits)),
+        tuple(left_out),
+        budget,
+        choice.used,  # counted line by line: the caller counts the rendered text
+        semantic=semantic,
+    )
 
 
 def _left_out(candidate: Candidate, words: tuple[str, ...], reason: LeftOutReason) -> LeftOut:

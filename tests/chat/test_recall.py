@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from kotonia_tui.chat.recall import RECALL_CANDIDATES
+from kotonia_tui.chat.recall import RECALL_CANDIDATES, Recaller
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, Conversation, Message, Role
 from kotonia_tui.engine import GenerationRequest
@@ -275,3 +275,46 @@ def test_chat_stats_list_the_recalled_message_ids(scripted_model, kotonia_home):
     assert all(isinstance(i, int) for i in stats[0]["recalled"])
     assert stats[1]["recalled"] == []  # "Nice weather." shares no word with the archive
     assert proc.stdout == f"{REPLY}\n{REPLY}\n"
+
+
+class _JoinedCostsMore:
+    """Counts a text's tokens as its words, except that the recall as rendered (header and
+    excerpts joined) costs `extra` more than its lines counted apart. A fake for what a real
+    tokenizer does only now and then (a word joined across a line break tokenizes differently:
+    seen on the embedded model, a 410-token recall for a 409-token budget, and then the turn
+    recalled nothing) and cannot be made to do on demand; words make every count exact."""
+
+    def __init__(self, extra: int) -> None:
+        self.extra = extra
+
+    async def count_tokens_many(self, texts):
+        return [len(t.split()) + (self.extra if _joined(t) else 0) for t in texts]
+
+
+def _joined(text: str) -> bool:
+    return text.startswith(RECALL_HEADER) and text != RECALL_HEADER
+
+
+async def test_a_recall_whose_joined_text_costs_more_than_its_lines_still_fits_and_quotes(
+    make_service, scripted_model
+):
+    """Whatever the joined text costs over the lines' own counts, the turn still quotes what
+    fits within the budget: never nothing because the count came out over by a few tokens."""
+    service = await make_service(settings_for(scripted_model(REPLY)))
+    conv_id, ids = folded_story(service.store)
+    # The fact alone (header, time line, label, line) is 46 words, with its reply 56: each
+    # budget leaves room for the fact however much more the joined text costs.
+    for budget in range(60, 72):
+        for extra in range(1, budget - 46):
+            engine = _JoinedCostsMore(extra)
+            recall = await Recaller(service.store, engine).recall(
+                conv_id,
+                "Do you remember my sister's name?",
+                older_than=ids[270],
+                memory_text="",
+                budget=budget,
+                names=("Wren", "Ann"),
+            )
+            assert recall.excerpts, f"nothing recalled in {budget} when joined costs {extra} more"
+            assert ids[4] in recall.message_ids
+            assert (await engine.count_tokens_many([recall.render()]))[0] <= budget
