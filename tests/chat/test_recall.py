@@ -4,11 +4,12 @@ back into the turn that asks about it, after the history, without changing the c
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from kotonia_tui.chat.recall import RECALL_CANDIDATES, Recaller
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Chapter, Conversation, Message, Role
-from kotonia_tui.engine import GenerationRequest
+from kotonia_tui.engine import Engine, GenerationRequest
 from kotonia_tui.memory.recall import RECALL_HEADER
 from kotonia_tui.memory.recall_forms import GAP
 from kotonia_tui.store import Store
@@ -307,7 +308,8 @@ async def test_a_recall_whose_joined_text_costs_more_than_its_lines_still_fits_a
     for budget in range(60, 72):
         for extra in range(1, budget - 46):
             engine = _JoinedCostsMore(extra)
-            recall = await Recaller(service.store, engine).recall(
+            # Recall asks its engine for token counts only.
+            recall = await Recaller(service.store, cast(Engine, engine)).recall(
                 conv_id,
                 "Do you remember my sister's name?",
                 older_than=ids[270],
