@@ -12,7 +12,7 @@ words does not count) by why:
   stemming, names);
 - `memory`: held by the window or the memory only in a way that does not count (a quoted part).
 
-    .venv/bin/python scripts/recall_misses.py REPORT.json [--arm truncation+recall] [-v]
+    .venv/bin/python scripts/recall_misses.py REPORT.json [--arm truncation+recall] [-v] [--show ID]
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ def main() -> None:
     parser.add_argument("report", type=Path)
     parser.add_argument("--arm", default="truncation+recall")
     parser.add_argument("-v", "--verbose", action="store_true", help="list each miss")
+    parser.add_argument(
+        "--show", metavar="ID", action="append", default=[], help="print what a question recalled"
+    )
     args = parser.parse_args()
     report = json.loads(args.report.read_text(encoding="utf-8"))
     counts: Counter[str] = Counter()
@@ -57,6 +60,10 @@ def main() -> None:
             total += 1
             why = classify(question)
             counts[why or "present"] += 1
+            if question["id"] in args.show:
+                print(f"== {question['id']} ({why or 'present'}): {question['question']}")
+                print(f"   reference {question['reference']!r}, evidence {question['evidence']}")
+                print(question.get("recalled_text") or "   (nothing recalled)")
             if why and args.verbose:
                 ranks = [
                     question["ranked"].index(e) + 1 if e in question.get("ranked", []) else None
