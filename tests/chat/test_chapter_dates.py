@@ -1,5 +1,6 @@
 """A chapter carries the in-story time of its range: the dates the conversation's scene openings
-gave, when the chronicler gave none or a vaguer one.
+gave, when the chronicler gave none or a vaguer one; a synopsis that quotes the chapters keeps
+their times.
 
 Fake engine (tests/fake_engine.py) answering a given chapter JSON, on the real fold worker and a
 real SQLite file: what is tested is which time the stored chapter, and so the memory the next
@@ -13,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import ChapterOrigin, Conversation, Message, Role
+from kotonia_tui.domain import (
+    QUOTED_SYNOPSIS_LEAD,
+    Chapter,
+    ChapterOrigin,
+    Conversation,
+    FoldJob,
+    FoldKind,
+    Message,
+    Role,
+)
+from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.chronicler import chapter_heading
 from kotonia_tui.store import Store
 from tests.chat.test_structured_folding import chapter_job, fold
@@ -128,4 +139,68 @@ def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(tmp_path: Pa
     )
     asyncio.run(fold(store, answer_with("dawn"), chapter_job(conv.id, 1, 2)))
     assert [c.story_time for c in store.chapters(conv.id)] == ["dawn"]
+    store.close()
+
+
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def test_a_quoted_synopsis_keeps_its_chapters_in_story_times_in_the_prompt(
+    tmp_path: Path,
+) -> None:
+    """A major fold whose synopsis the chronicler refuses quotes its chapters: the prompt then
+    holds each chapter's in-story time beside its line (once for a run of the same time), so
+    "when did Ann find the key?" still has its date after the chapters went into the synopsis.
+    A time with ": " and a line break in it stays one label ("Day 3 - dawn at the pier")."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    store.add_messages(
+        conv.id,
+        [Message(role=Role.USER, speaker="Ann", text=f"Line {i}.") for i in range(1, 41)],
+    )
+    times = [
+        "Friday, 19 October 2018",
+        "Friday, 19 October 2018",
+        "Day 3: dawn\nat the pier",
+        "Wednesday, 31 October 2018",
+        "Wednesday, 31 October 2018",
+    ]
+    events = [
+        "Ann said someone took the brass key.",
+        "Wren lit the storm lamps.",
+        "Ann found the key in the boathouse.",
+        "Wren sailed to Tarn with 12 crates.",
+        "Ann wrote to her sister Mia.",
+    ]
+    for n, (time, event) in enumerate(zip(times, events, strict=True)):
+        first = 8 * n + 1
+        store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=first,
+                last_message_id=first + 7,
+                text=f"- {event} (#{first + 1})",
+                story_time=time,
+                tokens=40,
+            )
+        )
+    asyncio.run(fold(store, REFUSAL, FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC)))
+    synopsis = store.current_synopsis(conv.id)
+    assert synopsis is not None and synopsis.quoted
+    live = store.chapters(conv.id)
+    prompt = MemoryBlock(synopsis.text, tuple(live)).render()
+    assert f"## Synopsis\n{QUOTED_SYNOPSIS_LEAD}\n" in prompt
+    quoted = synopsis.text.splitlines()[1:]
+    folded = len(quoted)
+    assert folded >= 3 and len(live) == 5 - folded, synopsis.text
+    expected = [
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)",
+        "#9-#16: - Wren lit the storm lamps. (#10)",
+        "#17-#24, Day 3 - dawn at the pier: - Ann found the key in the boathouse. (#18)",
+        "#25-#32, Wednesday, 31 October 2018: - Wren sailed to Tarn with 12 crates. (#26)",
+        "#33-#40: - Ann wrote to her sister Mia. (#34)",
+    ]
+    assert quoted == expected[:folded]
     store.close()
