@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from kotonia_tui.chat.fold.quote_first import quote_major_fold
 from kotonia_tui.domain import (
+    QUOTED_FIRST_LEAD,
     QUOTED_SYNOPSIS_LEAD,
     Chapter,
     ChapterOrigin,
@@ -23,11 +25,16 @@ from kotonia_tui.domain import (
     FoldKind,
     Message,
     Role,
+    Synopsis,
+    SynopsisOrigin,
 )
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.chronicler import chapter_heading
 from kotonia_tui.store import Store
+from tests.cards import write_short_card
+from tests.chat.test_folding import fake_settings_for
 from tests.chat.test_structured_folding import chapter_job, fold
+from tests.fake_engine import scripted
 
 # Two scenes: the first opened before the range that is folded, the second inside it.
 LINES = [
@@ -204,3 +211,61 @@ def test_a_quoted_synopsis_keeps_its_chapters_in_story_times_in_the_prompt(
     ]
     assert quoted == expected[:folded]
     store.close()
+
+
+async def test_quoting_the_oldest_chapters_over_a_quoted_synopsis_keeps_its_lines_and_times(
+    make_fake_service,
+) -> None:
+    """Quote first (a long import at a small window, chat/fold/quote_first.py) folds the oldest
+    chapters into a quoted synopsis over the current one, which may be quoted itself: its lines
+    are quoted again under their own ranges and times, not as one "So far" passage whose labels
+    become words of the quote. Fake engine: no model call is made (the quote is code only)."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(REFUSAL))
+    conv = service.new_conversation(service.library.get(key))
+    store = service.store
+    store.add_messages(
+        conv.id,
+        [Message(role=Role.USER, speaker="Ann", text=f"Line {i}.") for i in range(1, 33)],
+    )
+    earlier = (
+        f"{QUOTED_FIRST_LEAD}\n"
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)\n"
+        "#9-#16: - Wren lit the storm lamps. (#10)"
+    )
+    store.add_synopsis(
+        Synopsis(
+            conversation_id=conv.id,
+            version=0,
+            text=earlier,
+            through_message_id=16,
+            tokens=40,
+            target_tokens=80,
+            stale=True,
+            origin=SynopsisOrigin.QUOTED,
+        ),
+        [],
+    )
+    for first, time, event in (
+        (17, "Saturday, 20 October 2018", "Ann found the key in the boathouse."),
+        (25, "Sunday, 21 October 2018", "Wren sailed to Tarn with 12 crates."),
+    ):
+        store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=first,
+                last_message_id=first + 7,
+                text=f"- {event} (#{first + 1})",
+                story_time=time,
+                tokens=20,
+            )
+        )
+    assert await quote_major_fold(service.worker.context, conv.id)
+    synopsis = store.current_synopsis(conv.id)
+    assert synopsis is not None and synopsis.through_message_id == 24
+    assert synopsis.text.splitlines() == [
+        QUOTED_FIRST_LEAD,
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)",
+        "#9-#16: - Wren lit the storm lamps. (#10)",
+        "#17-#24, Saturday, 20 October 2018: - Ann found the key in the boathouse. (#18)",
+    ]
