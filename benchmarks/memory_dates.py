@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ MESSAGES = 200  # as the issue's measurement: the first 200 messages
 CHAPTER_MESSAGES = 10  # 19-20 chapters of 200 messages, as the run made
 N_CTX = 2048
 EXTRACT_MIN_TOKENS = 32  # chat/fold/chapters.py
+_DATED_LABEL = re.compile(r"#\d+-#\d+, ")  # a quoted line under its range and time
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,10 @@ async def _block(
     shown = tuple(timed(c, arm.heading_dates) for c in live)
     text = MemoryBlock(synopsis, shown).render()
     lines = quoted.splitlines()
-    times = {label_time(c.story_time) for c in older if c.story_time}
+    times = {t for c in older if (t := label_time(c.story_time))}
     # The same block without its dates: what the dates themselves cost in it.
     undated = text
-    for time in sorted(times - {None}, key=lambda t: -len(t or "")):
+    for time in sorted(times, key=len, reverse=True):
         undated = undated.replace(f", {time}: ", ": ")
     for chapter in shown:
         undated = undated.replace(f"; in-story time: {chapter.story_time})", ")")
@@ -130,7 +132,7 @@ async def _block(
         "date_tokens": counter.count_tokens(text) - counter.count_tokens(undated),
         "synopsis_tokens": counter.count_tokens(synopsis),
         "synopsis_lines": len(lines),
-        "synopsis_dated_lines": sum(1 for line in lines if any(t in line for t in times)),
+        "synopsis_dated_lines": sum(1 for line in lines if _DATED_LABEL.match(line)),
         "headings_dated": sum(1 for line in text.splitlines() if "in-story time:" in line),
         "chapters_live": len(live),
         "chapters_folded": len(older),
