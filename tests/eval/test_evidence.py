@@ -132,7 +132,7 @@ def test_a_dated_label_of_the_quoted_synopsis_names_no_message():
     assert "#9-#9, Friday, 19 October 2018, 7:42 pm: " in text
     assert "#10-#10, Day 2 - noon: " in text
     refs = memory_refs(f"{QUOTED_SYNOPSIS_LEAD}\n{text}")
-    assert (refs.cited, refs.quoted) == ({9}, {10})
+    assert (refs.cited, refs.quoted) == (frozenset({9}), frozenset({10}))
     assert "The cat is called Soot." in refs.quoted_text[10]
 
 
