@@ -45,6 +45,7 @@ NAMES = (
     "fast_typist",
     "prompt_steps",
     "long_import",
+    "memory_dates",
 )
 
 

@@ -187,7 +187,13 @@ async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, 
     ids = [m.id for m in service.store.recent_messages(conv.id, 10)]
     service.delete_message(ids[1])
     chapter = service.store.store_chapter(
-        Chapter(conversation_id=conv.id, first_message_id=ids[3], last_message_id=ids[4], text="x"),
+        Chapter(
+            conversation_id=conv.id,
+            first_message_id=ids[3],
+            last_message_id=ids[4],
+            text="x",
+            story_time="Friday, 19 October 2018",
+        ),
         [ledger_entry(conv.id, LedgerKind.THREAD, "Whether five follows four", ids[3])],
     )
     view = service.memory_view(conv.id)
@@ -202,5 +208,6 @@ async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, 
     assert report["ledger"][0]["evidence_numbers"] == [3]
     assert main(["--db", db, "memory", str(conv.id)]) == 0
     out = capsys.readouterr().out
-    assert f"chapter {chapter.id}: #3-#4" in out
+    # With its in-story time, as the memory block heads it.
+    assert f"chapter {chapter.id}: #3-#4 (prose), in-story time: Friday, 19 October 2018" in out
     assert "Whether five follows four  #3  " in out

@@ -151,7 +151,9 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         told = "structured" if c["structure"] is not None else "prose"
         kind = "quoted" if c["quoted"] else told
         first, last = c["first_message_number"], c["last_message_number"]
-        lines.append(f"  chapter {c['id']}: #{first}-#{last} ({kind})")
+        # Its in-story time, as the memory block heads it.
+        when = f", in-story time: {c['story_time']}" if c["story_time"] else ""
+        lines.append(f"  chapter {c['id']}: #{first}-#{last} ({kind}){when}")
         if c["quoted"] and c["note"]:
             lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())

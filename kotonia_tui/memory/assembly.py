@@ -3,8 +3,9 @@
 1. system: the character setup only, shared by every conversation with that character;
 2. the character's picture as a fixed exchange, when the model can see (also shared);
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
-   (the ledger, the synopsis, then chapters oldest first, under a header that says a
-   character's statement is a record that it was said, not necessarily the truth);
+   (the ledger, the synopsis, then chapters oldest first, each under its range and its
+   in-story time, the time said once for a run of chapters with the same one; under a header
+   that says a character's statement is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
    SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
    Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
@@ -63,8 +64,14 @@ class MemoryBlock:
             parts.append(ledger)
         if self.synopsis:
             parts.append(f"## Synopsis\n{self.synopsis.strip()}")
+        shown: str | None = None  # the in-story time of the chapters before
         for chapter in self.chapters:
-            parts.append(f"## {chapter_heading(chapter)}\n{chapter.text.strip()}")
+            # A time once for a run of chapters with the same one: the block is small (about
+            # 390 tokens at n_ctx 2048) and a date said again tells the reader nothing new.
+            new_time = chapter.story_time != shown
+            heading = chapter_heading(chapter, time=new_time)
+            parts.append(f"## {heading}\n{chapter.text.strip()}")
+            shown = chapter.story_time or shown
         return "\n\n".join(parts)
 
 

@@ -361,8 +361,10 @@ def synopsis_prompt(request: ChronicleRequest) -> tuple[ChatMessage, ...]:
     )
 
 
-def chapter_heading(chapter: Chapter) -> str:
-    when = f"; in-story time: {chapter.story_time}" if chapter.story_time else ""
+def chapter_heading(chapter: Chapter, *, time: bool = True) -> str:
+    """ "Chapter (messages #33-#51; in-story time: ...)", without the time when `time` is
+    False (the memory block says a time once for a run of chapters with the same one)."""
+    when = f"; in-story time: {chapter.story_time}" if chapter.story_time and time else ""
     return f"Chapter (messages #{chapter.first_message_id}-#{chapter.last_message_id}{when})"
 
 

@@ -23,9 +23,12 @@ from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
 from kotonia_tui.sentences import sentences
 
 ELISION = " … "
-# What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ") or a message id
-# ("(#3 #4)"). A reference, not the story: no fact's number, no name in a sentence.
-_LABEL = r"#\d+(?:-#\d+)?(?: [^:\n]{1,60})?: "
+# What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ", with the in-story
+# time of its chapter "#33-#51, Wednesday, 31 October 2018: ") or a message id ("(#3 #4)"). A
+# reference, not the story: no fact's number, no name in a sentence. A time may hold a colon
+# ("at 10:30") but never ": " (`label_time` writes it so), so a label ends at its first ": ".
+_TIME = r"(?:[^:\n]|:(?! )){1,100}"
+_LABEL = rf"#\d+(?:-#\d+)?(?: [^:\n]{{1,60}}|, {_TIME})?: "
 _REFERENCE = re.compile(f"{_LABEL}|#\\d+")
 _LEADING_LABEL = re.compile(f"^{_LABEL}")
 
@@ -37,6 +40,9 @@ class Passage:
     label: str
     text: str
     by_user: bool = False  # the user's own words: quoted before the same sentence of others
+    # When it happened in the story (a chapter's in-story time, as `label_time` writes it):
+    # said after the label, once for a run of quoted lines with the same time.
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
         chosen = [_Sentence(best.message, best.index, short, 0, best.last)]
     counts = [len(texts) for texts in split]
     lines = []
+    shown: str | None = None  # the time the lines quoted so far are under
     for position, passage in enumerate(story):
         mine = sorted((s for s in chosen if s.message == position), key=lambda s: s.index)
         if not mine:
@@ -141,7 +148,13 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             parts += [ELISION if sentence.index > previous.last + 1 else " ", sentence.text]
         if mine[-1].last < counts[position] - 1:
             parts.append(" …")
-        lines.append(f"{passage.label}: {''.join(parts)}")
+        label = passage.label
+        if passage.time and passage.time != shown:
+            # Once for a run of lines with the same time (a line without one is read back
+            # under the time before it: `synopsis_passages`): tokens are the block's cost.
+            label = f"{label}, {passage.time}"
+            shown = passage.time
+        lines.append(f"{label}: {''.join(parts)}")
     return "\n".join(lines)
 
 
@@ -189,24 +202,54 @@ def _shorten(text: str, limit_chars: int, label: str) -> str:
 
 
 SO_FAR = "So far"  # the label of an earlier synopsis's lines in a quoted synopsis
+_RANGE = re.compile(r"#\d+-#\d+")  # a chapter's label in a quoted synopsis
+
+
+def label_time(story_time: str | None) -> str | None:
+    """A chapter's in-story time as a quoted line's label carries it ("#33-#51, <time>: "), or
+    None when it has none. The time is free text (the chronicler's, or a scene's date): its
+    line breaks and runs of spaces become one space, and a ": " inside it becomes " - ", so
+    the label stays one line and ends at its first ": " when the quote is read back
+    (`synopsis_passages`). A colon with no space after it ("10:30") stays."""
+    if story_time is None:
+        return None
+    time = " ".join(story_time.split()).replace(": ", " - ").rstrip(":").strip()
+    return time or None
 
 
 def synopsis_passages(
     base: str | None, chapters: Sequence[Chapter], *, base_quoted: bool = False
 ) -> list[Passage]:
-    """What a synopsis quotes: the earlier synopsis (`base`), then each chapter under its range.
+    """What a synopsis quotes: the earlier synopsis (`base`), then each chapter under its range
+    and its in-story time ("#33-#51, Wednesday, 31 October 2018").
 
     A quoted earlier synopsis (`base_quoted`: its origin says so) is quoted by its own lines
     after its first (the line that tells the reader it is quoted), each under the label it has
-    ("So far", "#33-#51"), not under a label of its own: labelled again, it read "So far: So
-    far: #1-#32: ..." after two quoted major folds."""
+    ("So far", "#33-#51") and the time it was under, not under a label of its own: labelled
+    again, it read "So far: So far: #1-#32: ..." after two quoted major folds. A quoted line
+    says its time once for a run of lines (`extract_passages`), so a chapter's line without a
+    time is under the time of the line before it."""
     passages: list[Passage] = []
     quoted = base.partition("\n")[2].strip() if base and base_quoted else None
     if quoted is not None:
+        time: str | None = None
         for line in quoted.splitlines():
             label, colon, text = line.partition(": ")
-            passages.append(Passage(label, text) if colon else Passage(SO_FAR, line))
+            if not colon:
+                passages.append(Passage(SO_FAR, line))
+                continue
+            where, comma, when = label.partition(", ")
+            if _RANGE.fullmatch(where):
+                time = label_time(when) if comma else time
+                passages.append(Passage(where, text, time=time))
+            else:
+                passages.append(Passage(label, text))
     elif base and base.strip():
         passages.append(Passage(SO_FAR, base))
-    passages += [Passage(f"#{c.first_message_id}-#{c.last_message_id}", c.text) for c in chapters]
+    passages += [
+        Passage(
+            f"#{c.first_message_id}-#{c.last_message_id}", c.text, time=label_time(c.story_time)
+        )
+        for c in chapters
+    ]
     return passages

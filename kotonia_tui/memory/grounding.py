@@ -70,6 +70,29 @@ def _threshold(item: Content) -> float:
     return BIGRAM_SHARE if len(item.grams) > len(item.words) + len(item.numbers) else WORD_SHARE
 
 
+def only_names_the_cast(item: str, cast: Iterable[str]) -> bool:
+    """Whether the only words of substance in `item` (its labels and message ids left out) are
+    the cast's names: "Corwin and Mara (#81)", "Mara met Corwin", "Bo and Ann". The names are
+    in any message of the range, so such an item passes `grounded` and `evidence` (it has
+    nothing to check) while it tells the reader nothing. A word of substance is a content term
+    (terms.content) or a capitalized word that is no name of the cast and no common word
+    ("Ann and Mia" names someone else: it is checked as any item is)."""
+    names = tuple(n.strip() for n in cast if n.strip())
+    text = without_references(item)
+    if _terms(text, names):
+        return False
+    name_words = {terms.fold(word) for name in names for word in terms.tokens(name)}
+    words = [(word, terms.fold(word)) for word in terms.tokens(text)]
+    if any(w[:1].isupper() and f not in name_words | terms.STOP_WORDS for w, f in words):
+        return False
+    # It names one of the cast: a word of a name ("Bo", "Ann": too short to be content
+    # terms), or a name written without spaces ("月島").
+    folded = text.casefold()
+    return any(f in name_words for _w, f in words) or any(
+        name.casefold() in folded for name in names if terms.has_unspaced(name)
+    )
+
+
 def grounded(item: str, sources: Sequence[str], cast: Iterable[str] = ()) -> bool:
     """Whether enough of `item`'s content is in the texts of `sources` (every number, WORD_SHARE
     of its words and numbers, BIGRAM_SHARE of its bigrams in scripts without spaces). An item

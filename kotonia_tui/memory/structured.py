@@ -3,8 +3,8 @@
 The model writes only what it must: what happened, what was said, what holds. Who said it, to
 whom, and the message it rests on come from the source (the model names a message id; its
 speaker is looked up), so a small model cannot swap speakers. Items that cite no message of the
-source, say nothing, or repeat an earlier item of their list are dropped here (small models
-repeat one item to fill an array).
+source, say nothing, only name the cast ("Corwin and Mara"), or repeat an earlier item of their
+list are dropped here (small models repeat one item to fill an array), each with its reason.
 
 The text a chapter puts in the prompt is rendered from the structure by `render_chapter`, one
 line per item in a fixed order, so the same structure always gives the same bytes. The ledger
@@ -32,7 +32,7 @@ from kotonia_tui.domain import (
     Role,
     StoredLedgerEntry,
 )
-from kotonia_tui.memory.grounding import content, evidence, grounded
+from kotonia_tui.memory.grounding import content, evidence, grounded, only_names_the_cast
 from kotonia_tui.memory.readback import quote, quoted_lines, user_specifics
 from kotonia_tui.terms import has_unspaced, is_number
 
@@ -265,6 +265,7 @@ class DropReason(StrEnum):
     inspector and counted by the audit)."""
 
     NO_TEXT = "it has no text"
+    ONLY_CAST = "it only names the cast"
     NOT_GROUNDED = "no message it cites, or of its range, holds it"
     ONLY_NUMBERS = "a number with nothing said about it"
     SAYS_NOTHING = "it says nothing (a key, a bare list, a loop)"
@@ -314,6 +315,14 @@ def has_text(item: _Candidate, _reading: _Reading) -> DropReason | None:
     return None if item.text else DropReason.NO_TEXT
 
 
+def says_more_than_the_cast(item: _Candidate, reading: _Reading) -> DropReason | None:
+    """Not an item whose only words of substance are the cast's names ("Corwin and Mara",
+    cited to a message): the names are in every range, so grounding cannot tell it from a
+    record, and it tells the reader nothing (grounding.only_names_the_cast)."""
+    main = item.main or item.text
+    return DropReason.ONLY_CAST if only_names_the_cast(main, reading.cast) else None
+
+
 def rests_on_its_messages(item: _Candidate, reading: _Reading) -> DropReason | None:
     """Grounding (memory/grounding.py): the ids it cites that hold it, or the message of its
     pool that does."""
@@ -359,10 +368,16 @@ def resolves_an_open_thread(item: _Candidate, reading: _Reading) -> DropReason |
 
 
 # The checks each list's items pass, in order; the first that fails drops the item.
-ITEM_CHECKS: tuple[Check, ...] = (has_text, rests_on_its_messages, says_something_new)
+ITEM_CHECKS: tuple[Check, ...] = (
+    has_text,
+    says_more_than_the_cast,
+    rests_on_its_messages,
+    says_something_new,
+)
 CLAIM_CHECKS: tuple[Check, ...] = (
     has_text,
     not_an_event_again,
+    says_more_than_the_cast,
     rests_on_its_messages,
     says_something_new,
 )
@@ -390,11 +405,11 @@ def read_chapter(
     members: Sequence[str] = (),
 ) -> StructuredChapter:
     """The answer checked against its source, item by item through its list's checks
-    (`ITEM_CHECKS`, `CLAIM_CHECKS`, `RESOLVED_CHECKS`): an item with no text, not grounded in
-    the messages it cites, saying nothing or what a kept item says is dropped, with the reason
-    recorded (`StructuredChapter.dropped`). Speakers come from the messages cited; an
-    ungrounded "in fact", "because" or "rejected" is left out of its item; a "replaces" label
-    that names no replaceable entry is left out."""
+    (`ITEM_CHECKS`, `CLAIM_CHECKS`, `RESOLVED_CHECKS`): an item with no text, naming only the
+    cast, not grounded in the messages it cites, saying nothing or what a kept item says is
+    dropped, with the reason recorded (`StructuredChapter.dropped`). Speakers come from the
+    messages cited; an ungrounded "in fact", "because" or "rejected" is left out of its item;
+    a "replaces" label that names no replaceable entry is left out."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}

@@ -1,5 +1,6 @@
 """A chapter carries the in-story time of its range: the dates the conversation's scene openings
-gave, when the chronicler gave none or a vaguer one.
+gave, when the chronicler gave none or a vaguer one; a synopsis that quotes the chapters keeps
+their times.
 
 Fake engine (tests/fake_engine.py) answering a given chapter JSON, on the real fold worker and a
 real SQLite file: what is tested is which time the stored chapter, and so the memory the next
@@ -13,10 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.domain import ChapterOrigin, Conversation, Message, Role
+from kotonia_tui.chat.fold.quote_first import quote_major_fold
+from kotonia_tui.domain import (
+    QUOTED_FIRST_LEAD,
+    QUOTED_SYNOPSIS_LEAD,
+    Chapter,
+    ChapterOrigin,
+    Conversation,
+    FoldJob,
+    FoldKind,
+    Message,
+    Role,
+    Synopsis,
+    SynopsisOrigin,
+)
+from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.chronicler import chapter_heading
 from kotonia_tui.store import Store
+from tests.cards import write_short_card
+from tests.chat.test_folding import fake_settings_for
 from tests.chat.test_structured_folding import chapter_job, fold
+from tests.fake_engine import scripted
 
 # Two scenes: the first opened before the range that is folded, the second inside it.
 LINES = [
@@ -129,3 +147,125 @@ def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(tmp_path: Pa
     asyncio.run(fold(store, answer_with("dawn"), chapter_job(conv.id, 1, 2)))
     assert [c.story_time for c in store.chapters(conv.id)] == ["dawn"]
     store.close()
+
+
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def test_a_quoted_synopsis_keeps_its_chapters_in_story_times_in_the_prompt(
+    tmp_path: Path,
+) -> None:
+    """A major fold whose synopsis the chronicler refuses quotes its chapters: the prompt then
+    holds each chapter's in-story time beside its line (once for a run of the same time), so
+    "when did Ann find the key?" still has its date after the chapters went into the synopsis.
+    A time with ": " and a line break in it stays one label ("Day 3 - dawn at the pier")."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv = store.create_conversation(
+        Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+    )
+    store.add_messages(
+        conv.id,
+        [Message(role=Role.USER, speaker="Ann", text=f"Line {i}.") for i in range(1, 41)],
+    )
+    times = [
+        "Friday, 19 October 2018",
+        "Friday, 19 October 2018",
+        "Day 3: dawn\nat the pier",
+        "Wednesday, 31 October 2018",
+        "Wednesday, 31 October 2018",
+    ]
+    events = [
+        "Ann said someone took the brass key.",
+        "Wren lit the storm lamps.",
+        "Ann found the key in the boathouse.",
+        "Wren sailed to Tarn with 12 crates.",
+        "Ann wrote to her sister Mia.",
+    ]
+    for n, (time, event) in enumerate(zip(times, events, strict=True)):
+        first = 8 * n + 1
+        store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=first,
+                last_message_id=first + 7,
+                text=f"- {event} (#{first + 1})",
+                story_time=time,
+                tokens=40,
+            )
+        )
+    asyncio.run(fold(store, REFUSAL, FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC)))
+    synopsis = store.current_synopsis(conv.id)
+    assert synopsis is not None and synopsis.quoted
+    live = store.chapters(conv.id)
+    prompt = MemoryBlock(synopsis.text, tuple(live)).render()
+    assert f"## Synopsis\n{QUOTED_SYNOPSIS_LEAD}\n" in prompt
+    quoted = synopsis.text.splitlines()[1:]
+    folded = len(quoted)
+    assert folded >= 3 and len(live) == 5 - folded, synopsis.text
+    expected = [
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)",
+        "#9-#16: - Wren lit the storm lamps. (#10)",
+        "#17-#24, Day 3 - dawn at the pier: - Ann found the key in the boathouse. (#18)",
+        "#25-#32, Wednesday, 31 October 2018: - Wren sailed to Tarn with 12 crates. (#26)",
+        "#33-#40: - Ann wrote to her sister Mia. (#34)",
+    ]
+    assert quoted == expected[:folded]
+    store.close()
+
+
+async def test_quoting_the_oldest_chapters_over_a_quoted_synopsis_keeps_its_lines_and_times(
+    make_fake_service,
+) -> None:
+    """Quote first (a long import at a small window, chat/fold/quote_first.py) folds the oldest
+    chapters into a quoted synopsis over the current one, which may be quoted itself: its lines
+    are quoted again under their own ranges and times, not as one "So far" passage whose labels
+    become words of the quote. Fake engine: no model call is made (the quote is code only)."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(REFUSAL))
+    conv = service.new_conversation(service.library.get(key))
+    store = service.store
+    store.add_messages(
+        conv.id,
+        [Message(role=Role.USER, speaker="Ann", text=f"Line {i}.") for i in range(1, 33)],
+    )
+    earlier = (
+        f"{QUOTED_FIRST_LEAD}\n"
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)\n"
+        "#9-#16: - Wren lit the storm lamps. (#10)"
+    )
+    store.add_synopsis(
+        Synopsis(
+            conversation_id=conv.id,
+            version=0,
+            text=earlier,
+            through_message_id=16,
+            tokens=40,
+            target_tokens=80,
+            stale=True,
+            origin=SynopsisOrigin.QUOTED,
+        ),
+        [],
+    )
+    for first, time, event in (
+        (17, "Saturday, 20 October 2018", "Ann found the key in the boathouse."),
+        (25, "Sunday, 21 October 2018", "Wren sailed to Tarn with 12 crates."),
+    ):
+        store.store_chapter(
+            Chapter(
+                conversation_id=conv.id,
+                first_message_id=first,
+                last_message_id=first + 7,
+                text=f"- {event} (#{first + 1})",
+                story_time=time,
+                tokens=20,
+            )
+        )
+    assert await quote_major_fold(service.worker.context, conv.id)
+    synopsis = store.current_synopsis(conv.id)
+    assert synopsis is not None and synopsis.through_message_id == 24
+    assert synopsis.text.splitlines() == [
+        QUOTED_FIRST_LEAD,
+        "#1-#8, Friday, 19 October 2018: - Ann said someone took the brass key. (#2)",
+        "#9-#16: - Wren lit the storm lamps. (#10)",
+        "#17-#24, Saturday, 20 October 2018: - Ann found the key in the boathouse. (#18)",
+    ]

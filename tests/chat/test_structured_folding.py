@@ -21,6 +21,7 @@ from typing import Any
 from kotonia_tui.chat.fold.chronicle import chronicle
 from kotonia_tui.chat.fold.worker import FoldWorker
 from kotonia_tui.domain import (
+    ChapterOrigin,
     Conversation,
     FoldJob,
     FoldKind,
@@ -301,4 +302,31 @@ def test_a_user_fact_the_chronicler_invented_does_not_reach_the_ledger(tmp_path)
         (LedgerKind.USER_FACT, "Ann has a sister, Mia, who lands on the 14th.", [5]),
         (LedgerKind.USER_FACT, 'said "I grew up in Oslo, you know."', [7]),
     ]
+    store.close()
+
+
+# Chapter 1 with an item that only names the cast (as a 270M base model wrote "Corwin and
+# Mara (#81)"): the names are in the message it cites, so grounding alone passed it.
+NAMES_ONLY = (
+    '{"events":[{"event":"Ann said someone took the brass key.","ids":[1]},'
+    '{"event":"Wren and Ann","ids":[2]}],"user_facts":[],' + NONE + ',"open_threads" : []}'
+)
+ONLY_NAMES = '{"events":[{"event":"Wren and Ann","ids":[2]}],"user_facts":[],' + NONE + "}"
+
+
+def test_an_item_that_only_names_the_cast_is_left_out_of_the_stored_chapter(tmp_path):
+    """The stored chapter keeps its other items and says what it left out and why (the
+    inspector's chapter page shows it); a chapter of such items holds nothing and is quoted
+    from its range, as any answer that keeps nothing."""
+    store = Store.open(tmp_path / "kotonia.sqlite3")
+    conv_id = seed(store)
+    asyncio.run(fold(store, NAMES_ONLY, chapter_job(conv_id, 1, 4)))
+    (first,) = store.chapters(conv_id)
+    assert first.text == "- Ann said someone took the brass key. (#1)"
+    assert dropped_of(first.structure) == [Dropped("events", "Wren and Ann", DropReason.ONLY_CAST)]
+
+    asyncio.run(fold(store, ONLY_NAMES, chapter_job(conv_id, 5, 8)))
+    second = store.chapters(conv_id)[1]
+    assert second.origin is ChapterOrigin.QUOTED and "Wren and Ann" not in second.text
+    assert "holds nothing" in (second.note or "")
     store.close()

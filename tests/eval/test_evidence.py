@@ -116,6 +116,26 @@ def test_the_block_names_what_it_cites_and_what_it_quotes():
     assert "The cat is called Soot." in refs.quoted_text[10]
 
 
+def test_a_dated_label_of_the_quoted_synopsis_names_no_message():
+    """A chapter's line in a quoted synopsis says its in-story time after its range
+    ("#9-#9, Friday, 19 October 2018: "): the time is no quoted message's label, and what the
+    line quotes and cites is found as without it."""
+    older = Chapter(
+        conversation_id=1,
+        first_message_id=9,
+        last_message_id=9,
+        text=structured(("Bo lit the lamp at dusk.", (9,))),
+        story_time="Friday, 19 October 2018, 7:42 pm",
+    )
+    quoted = quoted_chapter(10, 10).model_copy(update={"story_time": "Day 2: noon"})
+    text = extract_passages(synopsis_passages(None, [older, quoted]), 2000)
+    assert "#9-#9, Friday, 19 October 2018, 7:42 pm: " in text
+    assert "#10-#10, Day 2 - noon: " in text
+    refs = memory_refs(f"{QUOTED_SYNOPSIS_LEAD}\n{text}")
+    assert (refs.cited, refs.quoted) == (frozenset({9}), frozenset({10}))
+    assert "The cat is called Soot." in refs.quoted_text[10]
+
+
 def test_a_quote_that_leaves_out_the_answer_is_not_present():
     refs = memory_refs("#5 Ann: The storm lasted … and then we slept.\n#6 Bo: The boat came.")
     wholes = {5: "The storm lasted three days, and then we slept.", 6: "The boat came."}

@@ -264,3 +264,39 @@ def test_an_authors_note_depth_counts_only_the_lines_the_model_reads():
             assert contents[at - 1] == "Third." and contents[at + 1] == "LORE"  # after the history
         else:
             assert contents[at + 1] == before, depth
+
+
+def test_the_memory_block_says_a_chapters_time_once_for_a_run_of_the_same_time():
+    """A temporal question is answered from the chapters' in-story times; the block is small
+    (about 390 tokens at n_ctx 2048), so a time is said once for a run of chapters with the
+    same one and again where it changes."""
+
+    def chapter(first: int, time: str | None) -> Chapter:
+        return Chapter(
+            conversation_id=1,
+            first_message_id=first,
+            last_message_id=first + 9,
+            text=f"- Event {first}.",
+            story_time=time,
+        )
+
+    block = MemoryBlock(
+        None,
+        (
+            chapter(1, "Wednesday, 31 October 2018"),
+            chapter(11, "Wednesday, 31 October 2018"),
+            chapter(21, "Friday, 2 November 2018"),
+            chapter(31, None),
+            chapter(41, "Friday, 2 November 2018"),
+            chapter(51, "Wednesday, 31 October 2018"),  # a flashback: said again
+        ),
+    )
+    headings = [line for line in block.render().splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Chapter (messages #1-#10; in-story time: Wednesday, 31 October 2018)",
+        "## Chapter (messages #11-#20)",
+        "## Chapter (messages #21-#30; in-story time: Friday, 2 November 2018)",
+        "## Chapter (messages #31-#40)",
+        "## Chapter (messages #41-#50)",
+        "## Chapter (messages #51-#60; in-story time: Wednesday, 31 October 2018)",
+    ]

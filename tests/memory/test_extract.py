@@ -6,8 +6,10 @@ from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
 from kotonia_tui.memory.extract import (
     Passage,
     extract_passages,
+    label_time,
     message_passages,
     synopsis_passages,
+    without_references,
 )
 from kotonia_tui.sentences import sentences
 
@@ -90,6 +92,78 @@ def test_a_quoted_synopsis_quoted_again_keeps_its_lines_labels_once() -> None:
     assert again == "#33-#51: - Mara met Soot. (#34)\n#52-#60: - The lamp failed."
     prose = extract_passages(synopsis_passages("Mara came to the Reach.", [later]), 400)
     assert prose == "So far: Mara came to the Reach.\n#52-#60: - The lamp failed."
+
+
+def dated(first: int, last: int, text: str, time: str | None) -> Chapter:
+    return Chapter(
+        conversation_id=1, first_message_id=first, last_message_id=last, text=text, story_time=time
+    )
+
+
+def test_a_quoted_synopsis_says_each_chapters_in_story_time_once_per_run() -> None:
+    """A temporal question ("when did Mara meet Soot?") has its answer in the chapter's time:
+    quoted into a synopsis, each chapter's line says it, once for a run of the same time."""
+    chapters = [
+        dated(1, 8, "- Mara met Soot at the mill. (#3)", "Wednesday, 31 October 2018"),
+        dated(9, 20, "- Soot stole the lamp. (#12)", "Wednesday, 31 October 2018"),
+        dated(21, 32, "- The lamp was found. (#25)", "Friday, 2 November 2018"),
+        dated(33, 40, "- Rowan left for Tarn. (#35)", None),
+    ]
+    quoted = extract_passages(synopsis_passages(None, chapters), 1000)
+    assert quoted.splitlines() == [
+        "#1-#8, Wednesday, 31 October 2018: - Mara met Soot at the mill. (#3)",
+        "#9-#20: - Soot stole the lamp. (#12)",
+        "#21-#32, Friday, 2 November 2018: - The lamp was found. (#25)",
+        "#33-#40: - Rowan left for Tarn. (#35)",
+    ]
+    # A label with its time is still a reference, not the story: a line of it alone says
+    # nothing (what the extract's scoring and the quote-again split rely on).
+    assert without_references("#1-#8, Wednesday, 31 October 2018: ").strip() == ""
+    assert without_references("#1-#8, at 10:30 on Monday: ").strip() == ""
+
+
+def test_a_chapters_time_quoted_again_keeps_its_date_when_the_line_before_is_left_out() -> None:
+    """Quoted again, each earlier line keeps the time it was under, also a line that said it
+    only once for its run when the line that said it is not quoted this time."""
+    chapters = [
+        dated(1, 8, "- Mara met Soot at the mill. (#3)", "Wednesday, 31 October 2018"),
+        dated(9, 20, "- Soot stole 3 lamps at Halden's. (#12)", "Wednesday, 31 October 2018"),
+    ]
+    first = f"{QUOTED_SYNOPSIS_LEAD}\n" + extract_passages(synopsis_passages(None, chapters), 1000)
+    later = dated(41, 50, "- The ferry ran again. (#44)", "Saturday, 3 November 2018")
+    passages = synopsis_passages(first, [later], base_quoted=True)
+    assert [(p.label, p.time) for p in passages] == [
+        ("#1-#8", "Wednesday, 31 October 2018"),
+        ("#9-#20", "Wednesday, 31 October 2018"),
+        ("#41-#50", "Saturday, 3 November 2018"),
+    ]
+    # Room for one line: the line that said the date is left out, the one quoted says it.
+    tight = extract_passages(passages, 45)
+    assert tight == "#9-#20, Wednesday, 31 October 2018: - Soot stole 3 lamps at Halden's. (#12)"
+    again = extract_passages(passages, 1000)
+    assert again.splitlines() == [
+        "#1-#8, Wednesday, 31 October 2018: - Mara met Soot at the mill. (#3)",
+        "#9-#20: - Soot stole 3 lamps at Halden's. (#12)",
+        "#41-#50, Saturday, 3 November 2018: - The ferry ran again. (#44)",
+    ]
+
+
+def test_a_time_with_a_colon_or_a_line_break_keeps_the_label_readable() -> None:
+    """A story time is free text (the chronicler's "When:"): a ": " in it would end the label
+    there when the quote is read back, a line break would end the line."""
+    assert label_time("Day 3: dawn\n at the  pier") == "Day 3 - dawn at the pier"
+    assert label_time("10:30, Monday") == "10:30, Monday"  # no space after it: a clock time
+    assert label_time("Evening:") == "Evening"
+    assert label_time(" \n ") is None and label_time(None) is None
+    chapter = dated(1, 8, "- Mara met Soot. (#3)", "Day 3: dawn\nat 10:30")
+    first = f"{QUOTED_SYNOPSIS_LEAD}\n" + extract_passages(synopsis_passages(None, [chapter]), 400)
+    assert first.splitlines()[1:] == ["#1-#8, Day 3 - dawn at 10:30: - Mara met Soot. (#3)"]
+    (again,) = synopsis_passages(first, [], base_quoted=True)
+    assert (again.label, again.time, again.text) == (
+        "#1-#8",
+        "Day 3 - dawn at 10:30",
+        "- Mara met Soot. (#3)",
+    )
 
 
 def test_a_quote_quoted_again_quotes_words_not_its_marks() -> None:

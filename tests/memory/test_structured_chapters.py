@@ -28,6 +28,8 @@ from kotonia_tui.memory.chronicler import (
 )
 from kotonia_tui.memory.readback import missing, user_specifics
 from kotonia_tui.memory.structured import (
+    Dropped,
+    DropReason,
     StructuredChapter,
     chapter_words,
     parse_answer,
@@ -206,6 +208,49 @@ def test_items_that_say_nothing_are_dropped_and_a_chapter_of_them_is_not_stored(
     reply = read_reply(request, prompt, json.dumps({"events": junk}), cut=False)
     assert reply.verdict is Verdict.HOLLOW and not reply.ok
     assert reply.retry == replace(request, hollow=True)
+
+
+def test_an_item_that_only_names_the_cast_is_dropped_and_says_why():
+    """ "Rowan and Ann (#4)": its only words of substance are the cast's names, which any
+    message of the range holds, so grounding passed it; it tells the reader nothing. The
+    chapter keeps its other items; a group member counts as cast, anyone else does not."""
+    good = {"event": "Ann said her sister Mia lands on the 14th", "ids": [3]}
+    cast_only = ["Rowan and Ann", "Ann met Rowan (#4)", "Rowan, Ann", "Bo and Ann"]
+    chapter = read_chapter(
+        parse_answer(
+            json.dumps(
+                {
+                    "events": [*({"event": t, "ids": [4]} for t in cast_only), good],
+                    "claims": [{"said": "Rowan and Bo", "in_fact": "", "ids": [4]}],
+                    "user_facts": [{"fact": "Ann and Rowan", "ids": [3]}],
+                }
+            )
+        ),
+        SOURCE,
+        char="Rowan",
+        user="Ann",
+        members=("Bo",),
+        open_threads=(),
+        replaceable=(),
+    )
+    assert [e.text for e in chapter.events] == [good["event"]]
+    assert chapter.claims == () and chapter.ledger == ()
+    assert [d for d in chapter.dropped if d.reason is DropReason.ONLY_CAST] == [
+        *(Dropped("events", t, DropReason.ONLY_CAST) for t in cast_only),
+        Dropped("claims", "Rowan and Bo", DropReason.ONLY_CAST),
+        Dropped("user_facts", "Ann and Rowan", DropReason.ONLY_CAST),
+    ]
+    # A name from outside the cast is something said: checked against the source as before.
+    mia = read({"events": [{"event": "Ann and Mia", "ids": [3]}]})
+    assert [e.text for e in mia.events] == ["Ann and Mia"]
+
+    # Every item only names the cast: the chapter holds nothing, and is asked for again
+    # (then quoted from its range, as any hollow answer: chat/fold/outcomes.py).
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    only = {"events": [{"event": "Rowan and Ann", "ids": [4]}]}
+    reply = read_reply(request, prompt, json.dumps(only), cut=False)
+    assert reply.verdict is Verdict.HOLLOW and reply.retry == replace(request, hollow=True)
 
 
 def test_sentences_that_say_something_are_kept():

@@ -1,7 +1,8 @@
 """The inspector shows a chapter's text: select a chapter in the memory pane (F2, Tab to the
-list, Enter) and its page gives the text, the range of messages it covers and where the text
-came from, then the source messages. Real engine on a tiny GGUF for the turns; the chapter is
-stored through the store, as a fold would store it (the chronicler's output is not the point)."""
+list, Enter) and its page gives the text, the range of messages it covers, its in-story time and
+where the text came from, then the source messages. Real engine on a tiny GGUF for the turns;
+the chapter is stored through the store, as a fold would store it (the chronicler's output is
+not the point)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ async def test_selecting_a_chapter_shows_its_text_range_and_origin(tiny_model_pa
                 first_message_id=1,
                 last_message_id=3,
                 text=TEXT,
+                story_time="Wednesday, 31 October 2018",
                 model="chronicler-test",
                 gen_ms=2500.0,
             ),
@@ -50,4 +52,6 @@ async def test_selecting_a_chapter_shows_its_text_range_and_origin(tiny_model_pa
     assert TEXT in page
     assert "messages #1–#3 (3 messages)" in page
     assert "origin: written by the chronicler (chronicler-test, 2.5 s)" in page
+    # When it happened, as the memory block says it (a temporal question rests on it).
+    assert "in-story time: Wednesday, 31 October 2018" in page
     assert "Source messages" in page and "Hello, Mira." in page

@@ -101,7 +101,12 @@ async def quote_major_fold(ctx: FoldContext, conv_id: int) -> bool:
     target = ctx.synopsis_target(budgets)
     (lead,) = await ctx.engine.count_tokens_many([QUOTED_FIRST_LEAD])
     quoted, _tokens = await quote_passages(
-        synopsis_passages(current.text if current else None, older),
+        # A quoted current synopsis is quoted by its own lines, under their ranges and times.
+        synopsis_passages(
+            current.text if current else None,
+            older,
+            base_quoted=current is not None and current.quoted,
+        ),
         max(1, target - lead),
         ctx.engine.count_tokens_many,
     )

@@ -184,6 +184,8 @@ def chapter_page(
         (f" · {age(chapter.created_at)} · {tokens(chapter.tokens)} · {state}", "$text-muted"),
         (" · stale (an edit inside; re-folding)" if chapter.stale else "", "bold $error"),
         literal(f"\n{chapter_origin(chapter)}", "$text-muted"),
+        # As the memory block heads the chapter: a temporal question is answered from it.
+        literal(f"\nin-story time: {chapter.story_time}" if chapter.story_time else ""),
         literal(f"\n{chapter.note}" if chapter.note else "", "$text-muted"),
         *(
             literal(f"\nleft out of the answer ({d.field}): {d.text} ({d.reason})", "$warning")
