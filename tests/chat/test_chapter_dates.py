@@ -182,17 +182,7 @@ def test_a_quoted_synopsis_keeps_its_chapters_in_story_times_in_the_prompt(
         "Ann wrote to her sister Mia.",
     ]
     for n, (time, event) in enumerate(zip(times, events, strict=True)):
-        first = 8 * n + 1
-        store.store_chapter(
-            Chapter(
-                conversation_id=conv.id,
-                first_message_id=first,
-                last_message_id=first + 7,
-                text=f"- {event} (#{first + 1})",
-                story_time=time,
-                tokens=40,
-            )
-        )
+        _store_dated(store, conv.id, 8 * n + 1, time, event, tokens=40)
     asyncio.run(fold(store, REFUSAL, FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC)))
     synopsis = store.current_synopsis(conv.id)
     assert synopsis is not None and synopsis.quoted
@@ -250,16 +240,7 @@ async def test_quoting_the_oldest_chapters_over_a_quoted_synopsis_keeps_its_line
         (17, "Saturday, 20 October 2018", "Ann found the key in the boathouse."),
         (25, "Sunday, 21 October 2018", "Wren sailed to Tarn with 12 crates."),
     ):
-        store.store_chapter(
-            Chapter(
-                conversation_id=conv.id,
-                first_message_id=first,
-                last_message_id=first + 7,
-                text=f"- {event} (#{first + 1})",
-                story_time=time,
-                tokens=20,
-            )
-        )
+        _store_dated(store, conv.id, first, time, event, tokens=20)
     assert await quote_major_fold(service.worker.context, conv.id)
     synopsis = store.current_synopsis(conv.id)
     assert synopsis is not None and synopsis.through_message_id == 24
@@ -269,3 +250,18 @@ async def test_quoting_the_oldest_chapters_over_a_quoted_synopsis_keeps_its_line
         "#9-#16: - Wren lit the storm lamps. (#10)",
         "#17-#24, Saturday, 20 October 2018: - Ann found the key in the boathouse. (#18)",
     ]
+
+
+def _store_dated(store, conv_id: int, first: int, time: str, event: str, *, tokens: int) -> None:
+    """A chapter of messages `first`..`first + 7` at in-story `time`: one event citing its
+    second message."""
+    store.store_chapter(
+        Chapter(
+            conversation_id=conv_id,
+            first_message_id=first,
+            last_message_id=first + 7,
+            text=f"- {event} (#{first + 1})",
+            story_time=time,
+            tokens=tokens,
+        )
+    )
