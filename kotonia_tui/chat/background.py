@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 
@@ -13,5 +12,12 @@ async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
     if task is None:
         return
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await task
+    except asyncio.CancelledError:
+        # The task's own cancellation ends here; the caller's (Ctrl-C cancels the main task,
+        # which may be the one waiting) must go on up, or the program carries on as if the
+        # signal was never sent.
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise

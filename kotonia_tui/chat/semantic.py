@@ -157,7 +157,8 @@ class SemanticRecall:
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), IDLE_POLL_S)
+                async with asyncio.timeout(IDLE_POLL_S):  # not wait_for: chat/fold/wait.py
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self._embed_pending()

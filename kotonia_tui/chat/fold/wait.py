@@ -47,7 +47,10 @@ class Clock:
     async def wait(self, event: asyncio.Event, timeout: float) -> bool:
         """Until `event` is set (True) or `timeout` seconds have passed (False)."""
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            # Not wait_for: on Python 3.11 it swallows a cancellation that lands as the event
+            # is set (the caller would go on after Ctrl-C); a timeout scope never does.
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             return False
         return True

@@ -164,7 +164,8 @@ class FoldWorker:
         """Wait until no job is due or running (a script waits for the memory to settle)."""
         self.wake()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: chat/fold/wait.py says why
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True
@@ -238,7 +239,8 @@ class FoldWorker:
                 await asyncio.sleep(WAIT_POLL_S)
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(go_on.wait(), WAIT_POLL_S)
+                    async with asyncio.timeout(WAIT_POLL_S):  # not wait_for: see fold/wait.py
+                        await go_on.wait()
 
     def stop_jobs(self, ids: Iterable[int]) -> None:
         """The running job, when it is one of `ids`, stops (not a failed attempt): a turn
