@@ -454,6 +454,18 @@ def recall_terms(text: str, ignore: Iterable[str] = ()) -> list[Term]:
     return list(unique.values())
 
 
+def substance(text: str) -> list[Term]:
+    """The terms of `text` that carry its specifics: spaced words of CONTENT_LETTERS letters
+    or more or with a digit, and every pair of characters of a script written without spaces."""
+    return [
+        term
+        for term in recall_terms(text)
+        if term.unspaced
+        or letters(fold(term.text)) >= CONTENT_LETTERS
+        or any(c.isdecimal() for c in term.text)
+    ]
+
+
 def name_words(text: str, known: Iterable[str] = ()) -> frozenset[str]:
     """The folded words of the names in `text` (capitalised words that are not merely a
     sentence's first, `names`) and the words of `known` names it holds, in any case: what a

@@ -4,18 +4,20 @@ A small model sometimes cannot write a usable chapter for a range: it loops unti
 cap, refuses twice, or writes nothing. Asking again later gives the same answer (the chronicler
 is greedy), and a range with no chapter is a hole: once the window moves past it, it is in
 neither the prompt nor the memory. So the fold stores an extract instead, marked as one: the
-range's sentences that carry the most (each message's opening, names, numbers, the user's own
-statements), quoted in their order with the speaker and message id, and " … " where sentences
-were left out. A major fold whose synopsis cannot be stored quotes its chapters the same way
+range's sentences that say most per character (words the rest of the range does not repeat,
+names and numbers above all, the user's own statements a little more; `_Worth`), quoted in
+their order with the speaker and message id, and " … " where sentences were left out. A major fold whose synopsis cannot be stored quotes its chapters the same way
 (`extract_passages`). Pure and deterministic: the same input and limit give the same bytes.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role
@@ -31,6 +33,16 @@ _TIME = r"(?:[^:\n]|:(?! )){1,100}"
 _LABEL = rf"#\d+(?:-#\d+)?(?: [^:\n]{{1,60}}|, {_TIME})?: "
 _REFERENCE = re.compile(f"{_LABEL}|#\\d+")
 _LEADING_LABEL = re.compile(f"^{_LABEL}")
+# What a sentence's words weigh (`_Worth`): a name or a number against a plain word, a word
+# the extract already quotes against a new one, the user's sentences against the others'.
+SPECIFIC = 2.0
+REPEATED = 0.25
+BY_USER = 1.5
+# Every pair of characters of a script without spaces is a term (terms.recall_terms): a
+# two-character word is about one of them and the pairs across its ends, so a pair weighs
+# a share of a word, or Japanese would outweigh English three to one per character.
+PAIR = 0.35
+EMPTY_WORTH = 1e-3  # a sentence with no word of substance: chosen only where room is left
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,7 @@ class _Sentence:
     message: int  # position of its passage
     index: int  # position in its message
     text: str
-    score: int
+    by_user: bool
     last: int  # the last position it covers (the ids it cites may follow it)
 
 
@@ -88,15 +100,52 @@ def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
     return kept
 
 
-def _score(text: str, *, first: bool, by_user: bool) -> int:
-    score = 2 if first else 0
-    if by_user:
-        score += 1  # what users say about themselves is what a summary most often drops
+def _keys(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """A sentence's words of substance (folded; its labels and ids left out), which of them
+    are names or numbers, and which are pairs of characters of a script without spaces."""
     text = without_references(text)
-    if terms.numbers(text):
-        score += 2  # dates, prices, counts: facts a later question asks for
-    score += min(2, len(terms.names(text)))  # most often a person or a place
-    return score
+    found = terms.substance(text)
+    words = frozenset(terms.fold(t.text) for t in found)
+    named = {terms.fold(word) for _at, name in terms.names(text) for word in terms.tokens(name)}
+    return (
+        words,
+        frozenset(w for w in words if w in named or terms.is_number(w)),
+        frozenset(terms.fold(t.text) for t in found if t.unspaced),
+    )
+
+
+class _Worth:
+    """What quoting a sentence adds, given what the sentences chosen before it hold.
+
+    Each word of substance weighs its rarity among the sentences quoted from (a word most of
+    them repeat, a name said in every line, tells the reader little), a name or a number
+    SPECIFIC times (what later questions ask for: who, where, when, how many), and a word the
+    extract already holds REPEATED of that (said once, it is there); the user's own sentences
+    weigh BY_USER more (what users say about themselves is what a summary most often drops)."""
+
+    def __init__(self, candidates: Sequence[_Sentence]) -> None:
+        self.keys = [_keys(c.text) for c in candidates]
+        count = len(candidates)
+        held: dict[str, int] = {}
+        for words, _specific, _pairs in self.keys:
+            for word in words:
+                held[word] = held.get(word, 0) + 1
+        self.rarity = {w: math.log(1 + count / n) for w, n in held.items()}
+        self.quoted: set[str] = set()
+
+    def of(self, position: int, by_user: bool) -> float:
+        words, specific, pairs = self.keys[position]
+        worth = sum(
+            self.rarity[w]
+            * (SPECIFIC if w in specific else 1.0)
+            * (PAIR if w in pairs else 1.0)
+            * (REPEATED if w in self.quoted else 1.0)
+            for w in words
+        )
+        return worth * (BY_USER if by_user else 1.0)
+
+    def take(self, position: int) -> None:
+        self.quoted.update(self.keys[position][0])
 
 
 def message_passages(messages: Sequence[Message]) -> list[Passage]:
@@ -117,25 +166,21 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     story = [p for p in passages if p.text.strip()]
     split = [sentences(p.text) for p in story]
     candidates = [
-        _Sentence(position, index, text, _score(text, first=index == 0, by_user=p.by_user), last)
+        _Sentence(position, index, text, p.by_user, last)
         for position, (p, texts) in enumerate(zip(story, split, strict=True))
         for index, last, text in _quotable(texts)
     ]
     if not candidates:
         return ""
-    # Best first; among equals the earlier one, so the choice never depends on dict order.
-    ranked = sorted(candidates, key=lambda s: (-s.score, s.message, s.index))
-    chosen: list[_Sentence] = []
-    used = 0
-    for sentence in ranked:
-        cost = len(sentence.text) + len(ELISION)
-        if used + cost <= limit_chars:
-            chosen.append(sentence)
-            used += cost
+    chosen = _choose(candidates, limit_chars)
     if not chosen:
-        best = ranked[0]
+        # Not even one sentence fits: the one worth most, shortened.
+        worth = _Worth(candidates)
+        best = max(enumerate(candidates), key=lambda pc: (worth.of(pc[0], pc[1].by_user), -pc[0]))[
+            1
+        ]
         short = _shorten(best.text, limit_chars, story[best.message].label)
-        chosen = [_Sentence(best.message, best.index, short, 0, best.last)]
+        chosen = [replace(best, text=short)]
     counts = [len(texts) for texts in split]
     lines = []
     shown: str | None = None  # the time the lines quoted so far are under
@@ -156,6 +201,40 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
             shown = passage.time
         lines.append(f"{label}: {''.join(parts)}")
     return "\n".join(lines)
+
+
+def _choose(candidates: Sequence[_Sentence], limit_chars: int) -> list[_Sentence]:
+    """The sentences to quote within `limit_chars`: greedily, the one that adds most per
+    character (`_Worth`) among those that still fit, until none does. What a sentence adds
+    only falls as others are chosen, so a sentence is looked at again only when its stale
+    worth still leads (a lazy greedy: a huge message stays fast). Ties go to the earlier
+    sentence, so the same input always gives the same bytes."""
+    worth = _Worth(candidates)
+
+    def cost(position: int) -> int:
+        return len(candidates[position].text) + len(ELISION)
+
+    def density(position: int) -> float:
+        # A sentence with no word of substance still fills room that nothing else wants.
+        value = worth.of(position, candidates[position].by_user) or EMPTY_WORTH
+        return value / cost(position)
+
+    heap = [(-density(i), i) for i in range(len(candidates))]
+    heapq.heapify(heap)
+    chosen: list[_Sentence] = []
+    used = 0
+    while heap:
+        _stale, position = heapq.heappop(heap)
+        if used + cost(position) > limit_chars:
+            continue  # it never fits again: the room only shrinks
+        fresh = -density(position)
+        if heap and fresh > heap[0][0] + 1e-12:
+            heapq.heappush(heap, (fresh, position))  # worth less now: look again in its place
+            continue
+        chosen.append(candidates[position])
+        worth.take(position)
+        used += cost(position)
+    return chosen
 
 
 # Many texts' token counts, in order (the engine's counter, batched off the event loop).

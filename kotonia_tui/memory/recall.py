@@ -49,12 +49,10 @@ from enum import StrEnum
 
 from kotonia_tui.domain import Message, Role
 from kotonia_tui.terms import (
-    CONTENT_LETTERS,
     Searchable,
     Term,
     fold,
-    letters,
-    recall_terms,
+    substance,
 )
 
 # One line (measured, issue 28: the two-sentence header took 54 of a 409-token budget, this
@@ -287,18 +285,6 @@ def matching_words(text: str, terms: Sequence[Term]) -> tuple[str, ...]:
     Chinese pairs of characters as substrings), folded, in the query's order."""
     found = Searchable.of(text)
     return tuple(dict.fromkeys(fold(term.text) for term in terms if found.holds(term)))
-
-
-def substance(text: str) -> list[Term]:
-    """The terms of `text` that carry its specifics: spaced words of CONTENT_LETTERS letters
-    or more or with a digit, and every pair of characters of a script written without spaces."""
-    return [
-        term
-        for term in recall_terms(text)
-        if term.unspaced
-        or letters(fold(term.text)) >= CONTENT_LETTERS
-        or any(c.isdecimal() for c in term.text)
-    ]
 
 
 def already_stated(text: str, memory_text: str) -> bool:

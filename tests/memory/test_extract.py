@@ -185,3 +185,38 @@ def test_a_quote_quoted_again_quotes_words_not_its_marks() -> None:
     # price outranks the nod that cites more ids).
     assert "#41-#52: … #44 Rowan: … Hello there, traveller. …" in roomy
     assert extract_passages(passages, 40) == "#53-#60: - Ann paid 40 crowns. (#54) …"
+
+
+def _range(lines: list[tuple[str, str]]) -> list[Message]:
+    return [
+        Message(id=number, role=Role.CHARACTER, speaker=speaker, text=text)
+        for number, (speaker, text) in enumerate(lines, start=40)
+    ]
+
+
+def test_a_tight_extract_quotes_what_is_said_once_over_openings_every_line_repeats() -> None:
+    # Every line opens alike and names the cast; one states a specific the story never says
+    # again. The old extract took each message's opening first and kept none of it.
+    lines = [
+        ("Corwin", "Mara, the lamp is lit again tonight. The weather turns cold."),
+        ("Corwin", "Mara, the lamp is lit again. The clapper of the fog bell was cracked."),
+        ("Corwin", "Mara, the lamp is lit again tonight. The weather turns grey."),
+        ("Corwin", "Mara, the lamp is lit again. Piet will name his boat the Albatross."),
+        ("Corwin", "Mara, the lamp is lit again tonight. The weather holds."),
+    ]
+    text = extract(_range(lines), 120)
+    assert "The clapper of the fog bell was cracked." in text
+    assert "Piet will name his boat the Albatross." in text
+    assert text.count("the lamp is lit again") <= 1  # said once, it is there
+
+
+def test_a_sentence_that_repeats_what_is_quoted_gives_way_to_one_that_adds() -> None:
+    lines = [
+        ("Mara", "The Albatross drew fourteen feet loaded."),
+        ("Corwin", "The Albatross drew fourteen feet, loaded, that winter."),
+        ("Mara", "Nineteen hands were lost off Pellmouth."),
+    ]
+    text = extract(_range(lines), 100)
+    assert "fourteen feet loaded." in text
+    assert "Nineteen hands were lost off Pellmouth." in text
+    assert "that winter" not in text
