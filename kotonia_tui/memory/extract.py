@@ -6,8 +6,9 @@ is greedy), and a range with no chapter is a hole: once the window moves past it
 neither the prompt nor the memory. So the fold stores an extract instead, marked as one: the
 range's sentences that say most per character (words the rest of the range does not repeat,
 names and numbers above all, the user's own statements a little more; `_Worth`), quoted in
-their order with the speaker and message id, and " … " where sentences were left out. A major fold whose synopsis cannot be stored quotes its chapters the same way
-(`extract_passages`). Pure and deterministic: the same input and limit give the same bytes.
+their order with the speaker and message id, and " … " where sentences were left out. A major
+fold whose synopsis cannot be stored quotes its chapters the same way (`extract_passages`). Pure
+and deterministic: the same input and limit give the same bytes.
 """
 
 from __future__ import annotations
