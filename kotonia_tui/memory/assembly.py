@@ -3,8 +3,9 @@
 1. system: the character setup only, shared by every conversation with that character;
 2. the character's picture as a fixed exchange, when the model can see (also shared);
 3. the memory as a synthetic exchange at the head of the history: "the story so far"
-   (the ledger, the synopsis, then chapters oldest first, each under its range and its
-   in-story time, the time said once for a run of chapters with the same one; under a header
+   (the ledger, the synopsis, then the chapters oldest first under one heading, each under
+   its range and its in-story time, the time said once for a run of chapters with the same
+   one: `render_chapters`; under a header
    that says a character's statement is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
    SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role, StoredLedgerEntry
-from kotonia_tui.memory.chronicler import chapter_heading
+from kotonia_tui.memory.extract import label_time
 from kotonia_tui.memory.ledger import render_ledger
 
 # A reply that reaches this line has left the story for the prompt's own framing: the reply
@@ -39,6 +40,7 @@ MEMORY_HEADER = (
     "Oldest first. A character's statement recorded here is a record that it was said, not "
     "necessarily the truth."
 )
+CHAPTERS_HEADING = "## Chapters"
 MEMORY_ACK = "[I remember the story so far.]"
 PORTRAIT_NOTE = "[This is what {char} looks like.]"
 PORTRAIT_ACK = "[I see.]"
@@ -64,15 +66,29 @@ class MemoryBlock:
             parts.append(ledger)
         if self.synopsis:
             parts.append(f"## Synopsis\n{self.synopsis.strip()}")
-        shown: str | None = None  # the in-story time of the chapters before
-        for chapter in self.chapters:
-            # A time once for a run of chapters with the same one: the block is small (about
-            # 390 tokens at n_ctx 2048) and a date said again tells the reader nothing new.
-            new_time = chapter.story_time != shown
-            heading = chapter_heading(chapter, time=new_time)
-            parts.append(f"## {heading}\n{chapter.text.strip()}")
-            shown = chapter.story_time or shown
+        if self.chapters:
+            parts.append(render_chapters(self.chapters))
         return "\n\n".join(parts)
+
+
+def render_chapters(chapters: Sequence[Chapter]) -> str:
+    """The chapters under one heading, oldest first, each under its range and in-story time
+    ("#33-#51, Wednesday, 31 October 2018:"), labelled as a quoted synopsis labels its lines.
+
+    One heading, not one per chapter: "## Chapter (messages #33-#51; in-story time: ...)" and
+    the blank line before it cost about 13 tokens a chapter, and the embedded chronicler's
+    chapters hold 10-30 (issue 28: 59-121 of a 350-420-token block at n_ctx 2048 were
+    headings). A time once for a run of chapters with the same one: a date said again tells
+    the reader nothing new."""
+    lines = [CHAPTERS_HEADING]
+    shown: str | None = None  # the in-story time of the chapters before
+    for chapter in chapters:
+        when = label_time(chapter.story_time) if chapter.story_time != shown else None
+        span = f"#{chapter.first_message_id}-#{chapter.last_message_id}"
+        lines.append(f"{span}, {when}:" if when else f"{span}:")
+        lines.append(chapter.text.strip())
+        shown = chapter.story_time or shown
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

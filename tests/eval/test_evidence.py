@@ -104,7 +104,7 @@ def memory_text() -> str:
 def test_the_block_names_what_it_cites_and_what_it_quotes():
     text = memory_text()
     # The block as the prompt carries it: headings with ranges, range labels in the synopsis.
-    assert "## Chapter (messages #1-#3)" in text and "#9-#9: " in text
+    assert "## Chapters\n#1-#3:\n" in text and "#9-#9: " in text
     refs = memory_refs(text)
     # Items and ledger entries cite by their ids, also an item the quoted synopsis quotes.
     assert refs.cited == {1, 2, 3, 4, 9}
