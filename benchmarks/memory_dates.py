@@ -50,6 +50,7 @@ CHAPTER_MESSAGES = 10  # 19-20 chapters of 200 messages, as the issue's run made
 N_CTX = 2048
 EXTRACT_MIN_TOKENS = 32  # chat/fold/chapters.py
 _DATED_LABEL = re.compile(r"#\d+-#\d+, ")  # a quoted line under its range and time
+_DATED_CHAPTER = re.compile(r"#\d+-#\d+, .+:$")  # a chapter's label in the block, with its time
 
 
 @dataclass(frozen=True)
@@ -126,14 +127,15 @@ async def _block(
     for time in sorted(times, key=len, reverse=True):
         undated = undated.replace(f", {time}: ", ": ")
     for chapter in shown:
-        undated = undated.replace(f"; in-story time: {chapter.story_time})", ")")
+        span = f"#{chapter.first_message_id}-#{chapter.last_message_id}"
+        undated = undated.replace(f"{span}, {label_time(chapter.story_time)}:\n", f"{span}:\n")
     return {
         "block_tokens": counter.count_tokens(text),
         "date_tokens": counter.count_tokens(text) - counter.count_tokens(undated),
         "synopsis_tokens": counter.count_tokens(synopsis),
         "synopsis_lines": len(lines),
         "synopsis_dated_lines": sum(1 for line in lines if _DATED_LABEL.match(line)),
-        "headings_dated": sum(1 for line in text.splitlines() if "in-story time:" in line),
+        "headings_dated": sum(1 for line in text.splitlines() if _DATED_CHAPTER.match(line)),
         "chapters_live": len(live),
         "chapters_folded": len(older),
         "text": text,
