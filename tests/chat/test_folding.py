@@ -16,10 +16,16 @@ import threading
 from dataclasses import replace
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, MemoryNotice, ServiceEvent
-from kotonia_tui.domain import FoldKind, FoldStatus, LedgerKind
+from kotonia_tui.domain import (
+    QUOTED_SYNOPSIS_LEAD,
+    FoldKind,
+    FoldStatus,
+    LedgerKind,
+    SynopsisOrigin,
+)
 from kotonia_tui.engine import Slot
 from tests.cards import write_short_card
-from tests.fake_engine import Step, scripted
+from tests.fake_engine import Step, by_kind, scripted
 from tests.scripted_chapters import written_by_script
 from tests.settings import fake_settings
 
@@ -418,3 +424,35 @@ def test_a_profile_in_the_transcript_format_leads_its_chronicler_unless_told_oth
     assert chronicler_lead(chat) == ""
     assert chronicler_lead(base.model_copy(update={"chronicler_lead": ""})) == ""
     assert chronicler_lead(chat.model_copy(update={"chronicler_lead": " So far: "})) == "So far:"
+
+
+async def test_a_synopsis_that_keeps_nothing_of_its_chapters_is_quoted_instead(make_fake_service):
+    """Seen on the embedded chronicler (issue 28): "So far in the story, the chronicler is not
+    saying anything." was stored as the synopsis and replaced every line of the story before
+    it. A draft that keeps almost nothing of the chapters it folds is never stored: the
+    synopsis quotes them, and they stay in the memory.
+
+    Fake engine: this test is about what a major fold stores for a given draft, which does not
+    depend on the model."""
+    key = write_short_card()
+    service = await make_fake_service(
+        fake_settings_for(major_gc_ratio=0.03, synopsis_target_ratio=0.04),
+        by_kind(
+            chat="Wren nods.",
+            chapter=CHAPTER,
+            prose="So far in the story, the chronicler is not saying anything.",
+        ),
+    )
+    conv = service.new_conversation(service.library.get(key))
+    for _ in range(30):
+        await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
+        await service.worker.wait_settled(conv.id)
+        if service.store.synopsis_versions(conv.id):
+            break
+    (first, *_rest) = service.store.synopsis_versions(conv.id)
+    assert first.origin is SynopsisOrigin.QUOTED
+    assert first.text.startswith(QUOTED_SYNOPSIS_LEAD)
+    assert "not saying anything" not in first.text
+    folded = service.store.chapters(conv.id, include_in_synopsis=True)
+    said = [line.split(": ", 1)[1] for c in folded if c.in_synopsis for line in c.text.splitlines()]
+    assert any(words.rstrip(" …") in first.text for words in said)  # the chapters' own words

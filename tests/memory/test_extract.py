@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from kotonia_tui.domain import QUOTED_SYNOPSIS_LEAD, Chapter, Message, Role
 from kotonia_tui.memory.extract import (
+    THIN_SHARE,
     Passage,
     extract_passages,
+    kept_share,
     label_time,
     message_passages,
     synopsis_passages,
@@ -220,3 +222,20 @@ def test_a_sentence_that_repeats_what_is_quoted_gives_way_to_one_that_adds() -> 
     assert "fourteen feet loaded." in text
     assert "Nineteen hands were lost off Pellmouth." in text
     assert "that winter" not in text
+
+
+def test_a_summary_that_keeps_nothing_of_its_sources_is_thin_and_a_fair_one_is_not() -> None:
+    passages = message_passages(
+        _range(
+            [
+                ("Corwin", "The Albatross went down in the gale of '87 with nineteen hands."),
+                ("Mara", "I surveyed the north cove first: the lowest tides fall on the 4th."),
+                ("Corwin", "The clapper of the fog bell was cracked, so I rang it by hand."),
+            ]
+        )
+    )
+    fair = "The Albatross sank in '87 with nineteen hands; the fog bell's clapper cracked."
+    assert kept_share(fair, passages) >= THIN_SHARE
+    nothing = "So far in the story, the chronicler is not saying anything."
+    assert kept_share(nothing, passages) < THIN_SHARE
+    assert kept_share("anything", []) == 1.0  # nothing to keep: never thin

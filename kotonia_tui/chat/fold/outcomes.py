@@ -23,6 +23,7 @@ class FoldFailure(StrEnum):
     EMPTY = "it was empty"
     CUT = "it hit the output cap"
     HOLLOW = "it holds nothing from its messages"
+    THIN = "it keeps almost nothing of what it folds"
     MALFORMED = "it did not follow its JSON schema"
     NO_ROOM = "the fold context had no room for it"
     NOT_SHORTER = "its notes did not get shorter when merged"
@@ -62,6 +63,7 @@ AFTER: dict[tuple[Step, FoldFailure | None], Then] = {
             FoldFailure.EMPTY,
             FoldFailure.CUT,
             FoldFailure.HOLLOW,
+            FoldFailure.THIN,
             FoldFailure.MALFORMED,
             FoldFailure.NO_ROOM,
             FoldFailure.NOT_SHORTER,
@@ -77,6 +79,7 @@ AFTER: dict[tuple[Step, FoldFailure | None], Then] = {
     (Step.SYNOPSIS, FoldFailure.CUT): Then.REDRAFT,
     (Step.SYNOPSIS, FoldFailure.OFF_LENGTH): Then.REDRAFT,
     (Step.SYNOPSIS, FoldFailure.NO_ROOM): Then.QUOTE,  # asked again, the draft leaves no room
+    (Step.SYNOPSIS, FoldFailure.THIN): Then.QUOTE,  # asked again, a greedy model writes it again
     (Step.SYNOPSIS, FoldFailure.MODEL_FAILED): Then.FAIL,
     (Step.SYNOPSIS, FoldFailure.SERVER_DOWN): Then.DEFER,
     (Step.SYNOPSIS, FoldFailure.NOTHING_TO_FOLD): Then.FAIL,

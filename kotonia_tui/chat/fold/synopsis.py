@@ -59,7 +59,13 @@ from kotonia_tui.memory.chronicler import (
     length_fit,
     source_room,
 )
-from kotonia_tui.memory.extract import quote_passages, synopsis_passages
+from kotonia_tui.memory.extract import (
+    THIN_SHARE,
+    Passage,
+    kept_share,
+    quote_passages,
+    synopsis_passages,
+)
 from kotonia_tui.memory.grounding import says_again
 from kotonia_tui.memory.policy import major_gc_split
 
@@ -210,14 +216,23 @@ async def _batches(
 
 
 def _judged(
-    done: Chronicled, tokens: int, target: int | None, base: str | None, names: tuple[str, ...]
+    done: Chronicled,
+    tokens: int,
+    target: int | None,
+    base: str | None,
+    names: tuple[str, ...],
+    sources: Sequence[Passage] = (),
 ) -> FoldFailure | None:
     """A usable draft's outcome: cut at the cap, only `base` again (given when the chapters say
-    more than it), or far from its target; None when it can be stored."""
+    more than it), keeping almost nothing of `sources` (what it folds: a quote of them as long
+    keeps THIN_SHARE or more of what it would), or far from its target; None when it can be
+    stored."""
     if done.reply.verdict is Verdict.CUT:
         return FoldFailure.CUT
     if base is not None and says_again(done.reply.text, base, names):
         return FoldFailure.SAYS_AGAIN
+    if sources and kept_share(done.reply.text, sources) < THIN_SHARE:
+        return FoldFailure.THIN
     if target is not None and length_fit(tokens, target) is not LengthFit.OK:
         return FoldFailure.OFF_LENGTH
     return None
@@ -265,7 +280,8 @@ async def _write(
     drafts: list[tuple[Chronicled, int]] = []
     names = (*cast.names, cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
-    repeats = refusals = 0
+    passages = synopsis_passages(base, chapters, base_quoted=base_quoted)
+    repeats = refusals = thin = 0
     # One model call per ask (a refusal is asked again here, not inside the call as well):
     # at most SYNOPSIS_CALLS calls in an attempt.
     for _call in range(SYNOPSIS_CALLS):
@@ -279,7 +295,8 @@ async def _write(
         tokens = 0
         if done is not None:
             (tokens,) = await ctx.engine.count_tokens_many([done.reply.text])
-            outcome = _judged(done, tokens, target, base if news else None, names)
+            sources = passages if target is not None else ()
+            outcome = _judged(done, tokens, target, base if news else None, names, sources)
         else:
             assert failed is not None
             outcome = failed.reason
@@ -303,6 +320,12 @@ async def _write(
                 drafts.append((done, tokens))
                 log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
                 asked = request.again_with(done.reply.text, tokens)
+            case Then.QUOTE if outcome is FoldFailure.THIN:
+                # It would replace every line before it with almost nothing of them; asked
+                # again, a greedy chronicler writes it again.
+                thin += 1
+                log.info("synopsis draft keeps almost nothing of what it folds: quoted")
+                break
             case Then.QUOTE:
                 # Asked again, the prompt shows the draft as well: a long draft of a full batch
                 # can leave no room for the answer. What the drafts gave so far, or the quote,
@@ -331,7 +354,9 @@ async def _write(
         f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
         for draft, tokens in drafts
     )
-    if drafts:
+    if thin:
+        why = "its draft kept almost nothing of what it folds"
+    elif drafts:
         why = "its drafts ran too long"
     elif repeats:
         why = "its drafts only said the old synopsis again"
@@ -339,7 +364,6 @@ async def _write(
         why = "the chronicler refused it or wrote nothing"
     else:
         why = "no room to ask for a draft"
-    passages = synopsis_passages(base, chapters, base_quoted=base_quoted)
     (lead_tokens,) = await ctx.engine.count_tokens_many([QUOTED_SYNOPSIS_LEAD])
     quoted, tokens = await quote_passages(
         passages, max(1, target - lead_tokens), ctx.engine.count_tokens_many
@@ -349,7 +373,7 @@ async def _write(
         target,
         tokens,
         why,
-        len(drafts) + repeats + refusals,
+        len(drafts) + repeats + refusals + thin,
         f"; drafts of {lengths} tokens" if lengths else "",
     )
     text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"
