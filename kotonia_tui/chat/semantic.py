@@ -183,7 +183,11 @@ class SemanticRecall:
             )
             batch = [item for item in pending if item.message_id not in self._failed][:BATCH]
             if not batch:
-                self._settled.set()
+                # Settled only if nothing was stored since the read began: a wake() during
+                # it cleared the flag for messages this read may not have seen, and the next
+                # round (the wake is set) reads again.
+                if not self._wake.is_set():
+                    self._settled.set()
                 return
             done = []
             for item in batch:
