@@ -60,3 +60,18 @@ async def test_a_wait_ends_on_its_event_or_its_timeout():
     assert await SYSTEM_CLOCK.wait(event, 0.01) is False
     event.set()
     assert await SYSTEM_CLOCK.wait(event, 30) is True
+
+
+async def test_a_caller_already_cancelled_still_waits_for_the_task_and_goes_on():
+    """Closing after Ctrl-C: the main task is already cancelled, and its `finally` stops the
+    background tasks one by one; each stop must finish, not raise the old cancellation."""
+    task = asyncio.create_task(asyncio.sleep(60))
+    await asyncio.sleep(0)
+    closing = asyncio.current_task()
+    assert closing is not None
+    closing.cancel()  # the Ctrl-C that began the closing, already delivered
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.sleep(1)
+    await cancel_and_wait(task)  # no exception: the closing goes on to the next step
+    assert task.cancelled()
+    closing.uncancel()
