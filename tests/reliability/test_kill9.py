@@ -35,7 +35,16 @@ from .conftest import (
     write_config,
 )
 
-CLI = [sys.executable, "-c", "import sys; from kotonia_tui.cli import main; sys.exit(main())"]
+# The program as a terminal starts it: Ctrl-C not ignored. A child inherits an ignored SIGINT,
+# and then asyncio never installs its handler: the fresh-clone suite twice ran the Ctrl-C test
+# in a worker where an earlier test had left SIGINT ignored (the reply ran to its cap, exit 0;
+# reproduced by ignoring SIGINT in the test process).
+CLI = [
+    sys.executable,
+    "-c",
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from kotonia_tui.cli import main; sys.exit(main())",
+]
 LONG_REPLY = 3000  # tokens; the no-EOS model writes until this cap, long enough to be killed
 
 
