@@ -197,11 +197,12 @@ def kept_share(text: str, passages: Sequence[Passage]) -> float:
     quote keeps nothing. A summary far under THIN_SHARE keeps almost nothing of what it
     replaces."""
     story = [p for p in passages if p.text.strip()]
-    candidates = _candidates(story, [sentences(p.text) for p in story])
+    split = [sentences(p.text) for p in story]
+    candidates = _candidates(story, split)
     if not candidates:
         return 1.0
-    worth = _Worth(candidates)
-    quoted = worth.held(extract_passages(passages, len(text)))
+    worth = _Worth(candidates)  # one weighing for the quote and the text it is held against
+    quoted = worth.held(_extract(story, split, candidates, worth, len(text)))
     return worth.held(text) / quoted if quoted > 0 else 1.0
 
 
@@ -216,12 +217,23 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     candidates = _candidates(story, split)
     if not candidates:
         return ""
-    chosen = _choose(candidates, limit_chars)
+    return _extract(story, split, candidates, _Worth(candidates), limit_chars)
+
+
+def _extract(
+    story: Sequence[Passage],
+    split: Sequence[Sequence[str]],
+    candidates: Sequence[_Sentence],
+    worth: _Worth,
+    limit_chars: int,
+) -> str:
+    """`extract_passages` for the story's sentences (`candidates`, not empty), weighed by
+    `worth` (its quoted words are taken as the sentences are chosen)."""
+    chosen = _choose(candidates, worth, limit_chars)
     if not chosen:
-        # Not even one sentence fits: the one worth most, shortened.
-        worth = _Worth(candidates)
-        best = max(enumerate(candidates), key=lambda pc: (worth.of(pc[0], pc[1].by_user), -pc[0]))[
-            1
+        # Not even one sentence fits: the one worth most (the earliest of equals), shortened.
+        best = candidates[
+            max(range(len(candidates)), key=lambda i: (worth.of(i, candidates[i].by_user), -i))
         ]
         short = _shorten(best.text, limit_chars, story[best.message].label)
         chosen = [replace(best, text=short)]
@@ -247,13 +259,12 @@ def extract_passages(passages: Sequence[Passage], limit_chars: int) -> str:
     return "\n".join(lines)
 
 
-def _choose(candidates: Sequence[_Sentence], limit_chars: int) -> list[_Sentence]:
+def _choose(candidates: Sequence[_Sentence], worth: _Worth, limit_chars: int) -> list[_Sentence]:
     """The sentences to quote within `limit_chars`: greedily, the one that adds most per
     character (`_Worth`) among those that still fit, until none does. What a sentence adds
     only falls as others are chosen, so a sentence is looked at again only when its stale
     worth still leads (a lazy greedy: a huge message stays fast). Ties go to the earlier
     sentence, so the same input always gives the same bytes."""
-    worth = _Worth(candidates)
 
     def cost(position: int) -> int:
         return len(candidates[position].text) + len(ELISION)
