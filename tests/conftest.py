@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -76,6 +77,19 @@ def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         yield home
     finally:
         os.umask(umask)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_handler_kept() -> Iterator[None]:
+    """A test that leaves Ctrl-C ignored in its worker makes every `kotonia` child that worker
+    starts later ignore it too (a child inherits an ignored SIGINT, and asyncio then installs
+    no handler): the test that does it fails here, named, and the handler is put back."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"this test left the SIGINT handler changed: {before!r} became {after!r}")
 
 
 @pytest.fixture(scope="session")
