@@ -262,6 +262,14 @@ class Settings(BaseSettings):
     # 20%, 0.84/0.76 at 30%. Every recalled token is read again each turn; 20% is the knee
     # (10 -> 20% gained 16 questions of 125, 20 -> 30% 4, and 30% squeezes the window).
     recall_budget_ratio: float = Field(default=0.20, ge=0.0, lt=1.0)
+    # Recall also takes the room the history leaves under the fold trigger (after a fold the
+    # window is short), up to its share again (memory/budgets.py, `recall_with_room`). Off by
+    # measurement (issue 28, reader runs at n_ctx 2048 on the embedded default): the evidence
+    # was in the prompt for more questions (lighthouse 0.78 -> 0.83, chitchat 0.68 -> 0.70)
+    # but the 270M reader answered fewer (0.43 -> 0.41, 0.36 -> 0.32), and a turn read 640-744
+    # positions instead of 438. For a reader that uses more evidence, at the cost of the
+    # positions it reads again every turn.
+    recall_free_room: bool = False
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
     # Room for saved KV states in the cache dir (a restart resumes warm); the least recently
     # used go first past it. 0: nothing is saved or loaded. See docs/architecture.md.

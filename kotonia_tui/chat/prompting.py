@@ -729,14 +729,18 @@ class Prompter:
         is said by one of them, so recall does not look for them."""
         start = decision.plan.verbatim_start_id
         verbatim = [m for m in read.window if start is None or m.id >= start]
+        budget = read.recall_budget
+        fitted = decision.plan.budgets
+        if self.settings.recall_free_room and fitted is not None:
+            budget = fitted.recall_with_room(budget, decision.plan.history_tokens)
         if not verbatim:
-            return Recall(budget=read.recall_budget)
+            return Recall(budget=budget)
         return await self.recaller.recall(
             read.conv_id,
             recall_query(verbatim),
             older_than=verbatim[0].id,
             memory_text=decision.state.memory_text,
-            budget=read.recall_budget,
+            budget=budget,
             names=names,
         )
 

@@ -294,6 +294,18 @@ async def run_eval(
     )
 
 
+def _recall_budget(arm: ArmPrompt, replayed: Replay, settings: Settings) -> int:
+    """What a chat turn would recall beside the arm's history at the conversation's end
+    (chat/prompting.py `Prompter.recall`): the recall share, and with `recall_free_room` the
+    room that history leaves under the trigger. The truncation arm's history is as long as
+    the generational arm's, so both recall the same amount."""
+    budgets = replayed.service.prompter.budgets
+    fitted = replayed.final.plan.budgets or budgets
+    if not settings.recall_free_room:
+        return budgets.recall
+    return fitted.recall_with_room(budgets.recall, arm.memory_tokens + arm.verbatim_tokens)
+
+
 async def _one_run(
     run: int,
     conv: EvalConversation,
@@ -334,7 +346,7 @@ async def _one_run(
                 if base not in built:
                     built[base] = _base_arm(base, replayed, meter)
                 arm = arm_builders.with_recall(
-                    built[base], replayed.service.prompter.budgets.recall
+                    built[base], _recall_budget(built[base], replayed, settings)
                 )
             elif name == "generational":
                 arm = arm_builders.generational(replayed, meter)

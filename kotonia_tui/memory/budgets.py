@@ -139,6 +139,17 @@ class Budgets:
             scale=scale,
         )
 
+    def recall_with_room(self, recall: int, history_tokens: int) -> int:
+        """A turn's recall budget: its share (`recall`), and the room a history of
+        `history_tokens` leaves under the trigger, up to as much again. Right after a fold the
+        window is at its shortest and the archive has just grown; the prompt then has room that
+        nothing uses until the window grows back, and the recalled lines use it. The prompt is
+        never larger than at the trigger, where it always fits (`with_setup`); what it costs is
+        positions evaluated each turn (recalled lines are read again every turn)."""
+        if recall <= 0:
+            return 0
+        return recall + min(recall, max(0, self.trigger - history_tokens))
+
     def room_note(self, who: str) -> str:
         """One line saying how the setup squeezes the story ("" when it does not)."""
         if not self.squeezed:

@@ -82,6 +82,8 @@ def settings_for(model, **values):
     values.setdefault("persona", {"name": "Ann"})
     # The tiny model's tokenizer spends a token per byte: the recall header alone is ~230.
     values.setdefault("recall_budget_ratio", 0.25)
+    # What recall chooses within its share (the room under the trigger is tested apart).
+    values.setdefault("recall_free_room", False)
     return tiny_settings(model, **values)
 
 
@@ -198,6 +200,35 @@ def assert_prefix_kept(service, second, third, done3) -> None:
     assert done3.metrics is not None
     assert done3.metrics.reused >= prefix_cells - 8
     assert done3.metrics.evaluated < done3.metrics.prompt_positions - prefix_cells + 8
+
+
+async def test_after_a_fold_recall_takes_the_room_the_short_window_leaves(
+    make_service, scripted_model
+):
+    """Right after a fold the window is short and the prompt has room nothing uses until it
+    grows back: the turn recalls into it (up to its share again), and the prompt is still no
+    larger than at the trigger, so the reply always fits. With `recall_free_room` off, the
+    share alone."""
+    share = int(2048 * 0.25)
+    for free in (True, False):
+        service = await make_service(settings_for(scripted_model(REPLY), recall_free_room=free))
+        conv_id, _ids = folded_story(service.store)
+        turn = await service.send(conv_id, "Do you remember my sister's name?")
+        assert (await turn.wait()).error is None
+        prepared = turn.prepared
+        budgets = prepared.plan.budgets
+        assert budgets is not None
+        room = budgets.trigger - prepared.plan.history_tokens
+        assert room > 0  # the folded story's window is well under the trigger
+        recall = prepared.recall
+        if free:
+            assert recall.budget == share + min(share, room)
+            assert share < recall.tokens <= recall.budget  # more lines than the share holds
+        else:
+            assert recall.budget == share
+            assert recall.tokens <= share
+        cells = service.engine.prompt_cells(prepared.request)
+        assert cells + prepared.request.max_tokens <= 2048
 
 
 async def test_recall_off_at_budget_zero(make_service, scripted_model):

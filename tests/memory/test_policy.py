@@ -233,3 +233,14 @@ def test_a_major_fold_waits_until_it_can_take_the_minimum_number_of_chapters() -
     assert major_gc_split([80] * 8, 122, min_chapters=3) == 4  # the older half, when more
     # Chapters past the memory's room fold without waiting for company.
     assert major_gc_split([400, 400], 122, min_chapters=3, cap=600) == 1
+
+
+def test_recall_takes_the_room_under_the_trigger_up_to_its_share_again() -> None:
+    fitted = budgets()
+    share = fitted.recall
+    assert fitted.recall_with_room(share, fitted.trigger) == share  # at the trigger: none
+    assert fitted.recall_with_room(share, fitted.ceiling) == share  # past it: none
+    after_fold = fitted.settle  # the history right after a fold
+    assert fitted.recall_with_room(share, after_fold) == share + fitted.headroom
+    assert fitted.recall_with_room(share, 0) == 2 * share  # never more than its share again
+    assert fitted.recall_with_room(0, 0) == 0  # recall off stays off
