@@ -145,9 +145,8 @@ class Budgets:
         window is at its shortest and the archive has just grown; the prompt then has room that
         nothing uses until the window grows back, and the recalled lines use it. The prompt is
         never larger than at the trigger, where it always fits (`with_setup`); what it costs is
-        positions evaluated each turn (recalled lines are read again every turn)."""
-        if recall <= 0:
-            return 0
+        positions evaluated each turn (recalled lines are read again every turn). Recall off
+        (0) stays off."""
         return recall + min(recall, max(0, self.trigger - history_tokens))
 
     def room_note(self, who: str) -> str:
