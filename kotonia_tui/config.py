@@ -263,13 +263,16 @@ class Settings(BaseSettings):
     # (10 -> 20% gained 16 questions of 125, 20 -> 30% 4, and 30% squeezes the window).
     recall_budget_ratio: float = Field(default=0.20, ge=0.0, lt=1.0)
     # Recall also takes the room the history leaves under the fold trigger (after a fold the
-    # window is short), up to its share again (memory/budgets.py, `recall_with_room`). Off by
-    # measurement (issue 28, reader runs at n_ctx 2048 on the embedded default): the evidence
-    # was in the prompt for more questions (lighthouse 0.78 -> 0.83, chitchat 0.68 -> 0.70)
-    # but the 270M reader answered fewer (0.43 -> 0.41, 0.36 -> 0.32), and a turn read 640-744
-    # positions instead of 438. For a reader that uses more evidence, at the cost of the
-    # positions it reads again every turn.
-    recall_free_room: bool = False
+    # window is short), up to its share again (memory/budgets.py, `recall_with_room`). Unset:
+    # on when semantic recall is active (an embedding model is set), off by words alone.
+    # Measured (issue 28, reader runs at n_ctx 2048 on the embedded default, D-40, D-41): by
+    # words the room put little more evidence in the prompt (lighthouse 0.78 -> 0.83, chitchat
+    # 0.68 -> 0.70) and the 270M reader answered fewer (chitchat 0.36 -> 0.23); with MiniLM
+    # the evidence found by meaning and ranked past the share's reach came in (lighthouse
+    # 0.79/0.76 -> 0.84/0.83, chitchat 0.73 -> 0.80) and the answers came out even
+    # (0.38/0.48 -> 0.45/0.48, 0.38/0.38 -> 0.36/0.32). Either way a turn reads 50-70% more
+    # positions (recalled lines are read again every turn).
+    recall_free_room: bool | None = None
     prewarm_after_fold: bool = True  # a spare full-size KV context for the fold turn
     # Room for saved KV states in the cache dir (a restart resumes warm); the least recently
     # used go first past it. 0: nothing is saved or loaded. See docs/architecture.md.
@@ -294,7 +297,7 @@ class Settings(BaseSettings):
                     )
         return value
 
-    @field_validator("embedding_model_path", mode="before")
+    @field_validator("embedding_model_path", "recall_free_room", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: Any) -> Any:
         return _none_when_empty(value)

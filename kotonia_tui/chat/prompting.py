@@ -720,6 +720,15 @@ class Prompter:
             )
         return None
 
+    def recall_takes_room(self) -> bool:
+        """Whether recall also takes the room the history leaves under the trigger
+        (`recall_free_room`; unset: when semantic recall is active, whose hits found by
+        meaning rank past what the share alone holds: docs/decisions.md D-41)."""
+        if self.settings.recall_free_room is not None:
+            return self.settings.recall_free_room
+        semantic = self.recaller.semantic
+        return semantic is not None and semantic.active
+
     async def recall(
         self, read: TurnRead, decision: TurnDecision, *, names: Sequence[str] = ()
     ) -> Recall:
@@ -731,7 +740,7 @@ class Prompter:
         verbatim = [m for m in read.window if start is None or m.id >= start]
         budget = read.recall_budget
         fitted = decision.plan.budgets
-        if self.settings.recall_free_room and fitted is not None:
+        if self.recall_takes_room() and fitted is not None:
             budget = fitted.recall_with_room(budget, decision.plan.history_tokens)
         if not verbatim:
             return Recall(budget=budget)

@@ -294,14 +294,16 @@ async def run_eval(
     )
 
 
-def _recall_budget(arm: ArmPrompt, replayed: Replay, settings: Settings) -> int:
+def _recall_budget(arm: ArmPrompt, replayed: Replay) -> int:
     """What a chat turn would recall beside the arm's history at the conversation's end
-    (chat/prompting.py `Prompter.recall`): the recall share, and with `recall_free_room` the
-    room that history leaves under the trigger. The truncation arm's history is as long as
-    the generational arm's, so both recall the same amount."""
-    budgets = replayed.service.prompter.budgets
+    (chat/prompting.py `Prompter.recall`): the recall share, and where recall takes the room
+    (`Prompter.recall_takes_room`) the room that history leaves under the trigger. The
+    truncation arm's history is as long as the generational arm's, so both recall the same
+    amount."""
+    prompter = replayed.service.prompter
+    budgets = prompter.budgets
     fitted = replayed.final.plan.budgets or budgets
-    if not settings.recall_free_room:
+    if not prompter.recall_takes_room():
         return budgets.recall
     return fitted.recall_with_room(budgets.recall, arm.memory_tokens + arm.verbatim_tokens)
 
@@ -345,9 +347,7 @@ async def _one_run(
                 base = name.removesuffix(RECALL)
                 if base not in built:
                     built[base] = _base_arm(base, replayed, meter)
-                arm = arm_builders.with_recall(
-                    built[base], _recall_budget(built[base], replayed, settings)
-                )
+                arm = arm_builders.with_recall(built[base], _recall_budget(built[base], replayed))
             elif name == "generational":
                 arm = arm_builders.generational(replayed, meter)
                 arm.build_calls, arm.build_seconds = fold_stats.calls, fold_stats.seconds

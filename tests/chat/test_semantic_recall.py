@@ -126,6 +126,42 @@ async def test_a_line_sharing_no_word_with_the_question_is_recalled_by_meaning(
     assert ARCHIVED in recall.render()
 
 
+async def test_unset_the_room_under_the_trigger_goes_to_recall_only_with_semantic_recall(
+    make_service, scripted_model, tiny_embedding_path, tmp_path
+):
+    """`recall_free_room` unset: recall by meaning takes the room a folded story's short window
+    leaves (its hits rank past what the share holds), recall by words keeps to its share; set,
+    the setting decides. The prompt stays within the window either way."""
+    share = int(2048 * 0.25)
+    cases = [
+        ("meaning, unset", tiny_embedding_path, None, True),
+        ("words, unset", None, None, False),
+        ("meaning, off", tiny_embedding_path, False, False),
+    ]
+    for number, (name, embedding, free, takes_room) in enumerate(cases):
+        settings = settings_for(
+            scripted_model(REPLY), embedding_model_path=embedding, recall_free_room=free
+        )
+        assert settings.recall_free_room is free
+        service = await make_service(settings, db=tmp_path / f"{number}.sqlite3")
+        conv_id, _ids = folded_story(service.store)
+        service.semantic.wake()
+        await settled(service)
+        turn = await service.send(conv_id, "Do you remember my sister's name?")
+        assert (await turn.wait()).error is None, name
+        prepared = turn.prepared
+        assert prepared.plan.budgets is not None
+        room = prepared.plan.budgets.trigger - prepared.plan.history_tokens
+        assert room > 0, name
+        expected = share + min(share, room) if takes_room else share
+        assert prepared.recall.budget == expected, name
+        assert prepared.recall.tokens <= expected, name
+        if takes_room:
+            assert prepared.recall.tokens > share, name  # more lines than the share holds
+        cells = service.engine.prompt_cells(prepared.request)
+        assert cells + prepared.request.max_tokens <= 2048, name
+
+
 async def test_an_edit_is_embedded_again_and_the_old_vector_never_used(
     make_service, scripted_model, tiny_embedding_path
 ):
