@@ -23,6 +23,8 @@ def test_doctor_without_the_setting_says_recall_is_by_words(capsys):
     assert code == 0
     assert "embedding_model_path not set" in _row(out, "embedding model")
     assert "sqlite-vec" not in out
+    # Recall by words keeps to its share (docs/decisions.md D-40).
+    assert _row(out, "recall").endswith("20% of the window (1,638 tokens) a turn, by words")
 
 
 def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
@@ -40,6 +42,14 @@ def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
     assert _row(out, "sqlite-vec").endswith("available")
     assert _row(out, "vectors").endswith("0 stored, 3 pending for this model")
     assert "  yes, dimension 64, in " in _row(out, "embedding loaded")
+    # By meaning too, recall also takes the room after a fold unless told not to (D-41).
+    recall = _row(out, "recall")
+    assert "by words and meaning, and the room a short window leaves after a fold" in recall
+    assert recall.endswith("(recall_free_room unset: on with recall by meaning)")
+    monkeypatch.setenv("KOTONIA_RECALL_FREE_ROOM", "false")
+    code, out, err = run(capsys, "doctor")
+    assert code == 0, err
+    assert _row(out, "recall").endswith("a turn, by words and meaning")
 
 
 def test_doctor_names_a_missing_embedding_model(capsys, monkeypatch, tmp_path):

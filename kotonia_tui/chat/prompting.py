@@ -48,7 +48,7 @@ from kotonia_tui.memory.assembly import (
     shared_setup_messages,
     with_notes,
 )
-from kotonia_tui.memory.budgets import Budgets
+from kotonia_tui.memory.budgets import Budgets, recall_takes_room
 from kotonia_tui.memory.ledger import LedgerFit, fit_ledger
 from kotonia_tui.memory.lookahead import expected_next_tokens, with_next_message
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
@@ -724,10 +724,10 @@ class Prompter:
         """Whether recall also takes the room the history leaves under the trigger
         (`recall_free_room`; unset: when semantic recall is active, whose hits found by
         meaning rank past what the share alone holds: docs/decisions.md D-41)."""
-        if self.settings.recall_free_room is not None:
-            return self.settings.recall_free_room
         semantic = self.recaller.semantic
-        return semantic is not None and semantic.active
+        return recall_takes_room(
+            self.settings.recall_free_room, semantic is not None and semantic.active
+        )
 
     async def recall(
         self, read: TurnRead, decision: TurnDecision, *, names: Sequence[str] = ()

@@ -27,6 +27,7 @@ from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.engine.state_cache import StateCacheConfig, usage
+from kotonia_tui.memory.budgets import recall_takes_room
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -68,6 +69,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
     else:
         rows.append(("mmproj", "none (no image input)"))
     embedding_dim = _embedding_rows(profile.embedding_model_path, rows, problems)
+    rows.append(("recall", _recall_line(settings, profile.n_ctx, embedding_dim is not None)))
     db_path = settings.db_path(dirs) if args.db is None else args.db
     try:
         with open_store(settings, args.db, read_only=args.read_only) as store:
@@ -149,6 +151,27 @@ def _embedding_rows(
     size = path.stat().st_size / 1e6
     rows.append(("embedding model", f"{path} ({size:,.0f} MB, dimension {dimension})"))
     return dimension
+
+
+def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
+    """What a turn may recall from the archive: its share of the window, by what, and whether
+    it also takes the room a short window leaves after a fold."""
+    if settings.recall_budget_ratio <= 0:
+        return "off (recall_budget_ratio is 0)"
+    share = int(n_ctx * settings.recall_budget_ratio)
+    line = f"{settings.recall_budget_ratio:.0%} of the window ({share:,} tokens) a turn, by " + (
+        "words and meaning" if semantic else "words"
+    )
+    why = (
+        "recall_free_room = true"
+        if settings.recall_free_room is not None
+        else "recall_free_room unset: on with recall by meaning"
+    )
+    if recall_takes_room(settings.recall_free_room, semantic):
+        return (
+            f"{line}, and the room a short window leaves after a fold, up to as much again ({why})"
+        )
+    return line
 
 
 def _vector_rows(store: Store, path: Path, dimension: int) -> list[tuple[str, str]]:

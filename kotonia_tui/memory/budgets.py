@@ -36,6 +36,14 @@ LENGTH_TOLERANCE = 0.2
 SAFETY_TOKENS = 16
 
 
+def recall_takes_room(setting: bool | None, semantic: bool) -> bool:
+    """Whether recall also takes the room a short window leaves under the trigger
+    (`Budgets.recall_with_room`): as `recall_free_room` says, and unset, when recall is by
+    meaning too (`semantic`), whose hits rank past what the share alone holds (docs/decisions.md
+    D-40, D-41)."""
+    return semantic if setting is None else setting
+
+
 @dataclass(frozen=True)
 class Budgets:
     n_ctx: int
