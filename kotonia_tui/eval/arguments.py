@@ -52,7 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--n-ctx", type=int, help="context window; small enough to force folds")
     parser.add_argument("--threads", type=int)
-    parser.add_argument("--seed", type=int, help="sampling seed of the model (chronicler)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="sampling seed of the model (chronicler); with --runs, run k draws with seed + k - 1",
+    )
     parser.add_argument(
         "--set",
         action="append",

@@ -16,7 +16,8 @@ evidence stands does not depend on the answers, so recall designs and budgets ar
 seconds. The replay folds only when an arm needs its memory (generational, rolling).
 
 Runs differ only where the model samples: the chronicler writes at the profile's temperature
-(as in production), while the examiner, the reader and the judge are greedy. The spread over
+(as in production), while the examiner, the reader and the judge are greedy; with a seed set,
+run k draws with seed + k - 1 (one seed for all would make every run the same). The spread over
 runs is therefore the spread of the memory itself (seed 002 saw 4,785 to 7,016 characters on
 one conversation).
 """
@@ -247,8 +248,14 @@ async def run_eval(
     started = time.monotonic()
     runs: list[RunResult] = []
     budgets: Budgets | None = None
+    profile = engine.profile
     try:
         for run in range(options.runs):
+            # A fixed seed gives every sampled call the same draw for the same prompt, so K
+            # runs at one seed are K copies with no spread (seen: three identical runs). Run k
+            # draws with seed + k - 1: each run reproducible, the runs different.
+            seed = None if profile.seed is None else profile.seed + run
+            engine.profile = profile.model_copy(update={"seed": seed})
             progress(f"run {run + 1}/{options.runs}: replaying {len(conv.messages)} messages")
             result, budgets = await _one_run(
                 run,
@@ -261,8 +268,9 @@ async def run_eval(
                 progress,
                 card,
             )
-            runs.append(result)
+            runs.append(replace(result, seed=seed))
     finally:
+        engine.profile = profile
         for big in state.big_engines.values():
             big.close()
     return EvalReport(

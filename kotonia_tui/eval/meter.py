@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import ImageInput
 from kotonia_tui.engine import (
     Call,
@@ -47,7 +48,15 @@ class EngineWrapper(Engine):
 
     def __init__(self, inner: Engine) -> None:
         self.inner = inner
-        self.profile = inner.profile
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self.inner.profile
+
+    @profile.setter
+    def profile(self, value: ModelProfile) -> None:
+        # The inner engine samples with its own profile: a copy here would change nothing.
+        self.inner.profile = value
 
     @property
     def info(self) -> ModelInfo:

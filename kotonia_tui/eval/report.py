@@ -8,9 +8,16 @@ point. The same figures are in the JSON, and `plot_png.py` draws them as an imag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from kotonia_tui.eval.results import ArmStatus, ArmSummary, EvalReport, EvidenceSpread, Spread
+from kotonia_tui.eval.results import (
+    ArmStatus,
+    ArmSummary,
+    EvalReport,
+    EvidenceSpread,
+    RunResult,
+    Spread,
+)
 
 MARKERS = {
     "generational": "G",
@@ -72,6 +79,7 @@ def table(report: EvalReport) -> str:
         f"{report.input.title or report.input.source}: "
         f"{report.input.messages} messages, {len(ranges)} ranges "
         f"({sum(1 for r in ranges if r.folded)} {points}), {len(runs)} run(s)"
+        + _seeds(runs)
         + (" · evidence only: the reader was not asked" if report.evidence_only else "")
     )
     lines.append(f"ranges (message ids, oldest first): {spans}")
@@ -204,3 +212,13 @@ def audit_text(report: EvalReport) -> str:
     for refusal in refusals.examples[:2]:
         lines.append(f"  e.g. refusal: {refusal[:120]!r}")
     return "\n".join(lines)
+
+
+def _seeds(runs: Sequence[RunResult]) -> str:
+    """The seeds the runs drew with (" at seed 1", " at seeds 1-3"; "" when random)."""
+    seeds = [r.seed for r in runs if r.seed is not None]
+    if not seeds:
+        return ""
+    if len(seeds) == 1:
+        return f" at seed {seeds[0]}"
+    return f" at seeds {seeds[0]}-{seeds[-1]}"

@@ -303,6 +303,8 @@ class RunResult:
     arms: dict[str, ArmResult]
     audit: AuditResult
     seconds: float
+    # The seed the run's sampling (the chronicler) drew with; None: a random one per call.
+    seed: int | None = None
 
 
 # ---- over runs ----------------------------------------------------------------------------

@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 
 from kotonia_tui.chat.bootstrap import open_engine
-from kotonia_tui.engine import Engine
+from kotonia_tui.engine import ChatMessage, Engine, GenerationRequest, GenerationResult
 from kotonia_tui.eval import EvalOptions, run_eval
+from kotonia_tui.eval.meter import EngineWrapper
 from kotonia_tui.eval.plot_png import write_png
 from kotonia_tui.eval.report import audit_text, table, terminal_plot
 from kotonia_tui.eval.results import ArmStatus, EvalReport
@@ -191,6 +192,50 @@ async def test_runs_report_the_spread_and_generated_questions(eval_settings_for)
     spread = report.summary["generational"].mean_recall
     assert spread.min <= spread.mean <= spread.max
     assert report.summary["generational"].runs == 2
+
+
+class _SeedLog(EngineWrapper):
+    """The real engine, noting the seed it samples each call with."""
+
+    def __init__(self, inner: Engine) -> None:
+        super().__init__(inner)
+        self.seeds: list[int | None] = []
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        self.seeds.append(self.inner.profile.seed)
+        return await self.inner.generate(request)
+
+
+async def test_runs_at_a_seed_draw_each_with_its_own(eval_settings_for):
+    """`--seed` with `--runs`: run k samples with seed + k - 1, so the runs are not copies of
+    one another (at one seed for all, three runs of the shipped story were identical: no
+    spread), each run can be repeated, and the engine keeps its own seed after. (The tiny
+    model's chapters are all quoted, so the runs' stored memory cannot show the difference:
+    the calls' seeds, and what another seed does to the same call, do.)"""
+    settings = eval_settings_for()
+    conv = short_conversation(12)
+    engine = open_engine(settings)
+    try:
+        engine.profile = engine.profile.model_copy(update={"seed": 5, "temperature": 1.0})
+        logged = _SeedLog(engine)
+        options = EvalOptions(questions_per_range=1, runs=2, arms=("generational",))
+        report = await run_eval(conv, settings, logged, options)
+        assert [run.seed for run in report.runs] == [5, 6]
+        assert "2 run(s) at seeds 5-6" in table(report)
+        assert engine.profile.seed == 5
+        first = logged.seeds.index(6)
+        assert first > 0 and set(logged.seeds[:first]) == {5} and set(logged.seeds[first:]) == {6}
+        # What the seed changes: the same sampled call draws other tokens.
+        request = GenerationRequest(
+            messages=(ChatMessage("user", "Tell me about the lighthouse."),), max_tokens=24
+        )
+        draws = {}
+        for seed in (5, 6, 5):
+            engine.profile = engine.profile.model_copy(update={"seed": seed})
+            draws.setdefault(seed, []).append((await engine.generate(request)).text)
+        assert draws[5][0] == draws[5][1] != draws[6][0]
+    finally:
+        engine.close()
 
 
 @pytest.mark.slow
