@@ -229,7 +229,7 @@ async def test_runs_at_a_seed_draw_each_with_its_own(eval_settings_for):
         request = GenerationRequest(
             messages=(ChatMessage("user", "Tell me about the lighthouse."),), max_tokens=24
         )
-        draws = {}
+        draws: dict[int, list[str]] = {}
         for seed in (5, 6, 5):
             engine.profile = engine.profile.model_copy(update={"seed": seed})
             draws.setdefault(seed, []).append((await engine.generate(request)).text)
