@@ -69,7 +69,8 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
     else:
         rows.append(("mmproj", "none (no image input)"))
     embedding_dim = _embedding_rows(profile.embedding_model_path, rows, problems)
-    rows.append(("recall", _recall_line(settings, profile.n_ctx, embedding_dim is not None)))
+    # Recall is by meaning too only where the model reads and sqlite-vec loads (the store says).
+    semantic = False
     db_path = settings.db_path(dirs) if args.db is None else args.db
     try:
         with open_store(settings, args.db, read_only=args.read_only) as store:
@@ -77,11 +78,13 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("conversations", str(len(store.list_conversations()))))
             if profile.embedding_model_path is not None and embedding_dim is not None:
                 rows.extend(_vector_rows(store, profile.embedding_model_path, embedding_dim))
+                semantic = store.vector_search_unavailable() is None
     except StoreError as exc:
         problems.append(str(exc))
         rows.append(
             ("database", f"{db_path} (cannot open; this app knows schema {SCHEMA_VERSION})")
         )
+    rows.append(("recall", _recall_line(settings, profile.n_ctx, semantic)))
     library = open_library(settings)
     rows.append(("character folders", ", ".join(str(f) for f in library.folders)))
     rows.append(("characters", f"{len(library.cards)} cards, {len(library.errors)} broken"))
