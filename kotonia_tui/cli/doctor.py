@@ -77,8 +77,11 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("database", f"{db_path} (schema {store.schema_version})"))
             rows.append(("conversations", str(len(store.list_conversations()))))
             if profile.embedding_model_path is not None and embedding_dim is not None:
-                rows.extend(_vector_rows(store, profile.embedding_model_path, embedding_dim))
-                semantic = store.vector_search_unavailable() is None
+                unavailable = store.vector_search_unavailable()
+                rows.extend(
+                    _vector_rows(store, profile.embedding_model_path, embedding_dim, unavailable)
+                )
+                semantic = unavailable is None
     except StoreError as exc:
         problems.append(str(exc))
         rows.append(
@@ -177,9 +180,11 @@ def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
     return line
 
 
-def _vector_rows(store: Store, path: Path, dimension: int) -> list[tuple[str, str]]:
-    """Whether sqlite-vec loads here, and how many messages have a vector for this model."""
-    unavailable = store.vector_search_unavailable()
+def _vector_rows(
+    store: Store, path: Path, dimension: int, unavailable: str | None
+) -> list[tuple[str, str]]:
+    """Whether sqlite-vec loads here (`unavailable`: why not), and how many messages have a
+    vector for this model."""
     counts = store.vector_counts(embedding_key(path, dimension))
     return [
         ("sqlite-vec", "available" if unavailable is None else f"unavailable: {unavailable}"),
