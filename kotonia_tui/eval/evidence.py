@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kotonia_tui.eval.grading import answer_tokens
+from kotonia_tui.eval.grading import answer_tokens, content_words
 from kotonia_tui.sentences import sentences
 
 
@@ -131,32 +131,6 @@ def carries_answer(part: str, whole: str, reference: str) -> bool:
         return True
     most = max(len(found) for found in answering)
     return any(found <= held for found in answering if len(found) == most)
-
-
-# Short words that say nothing about which answer it is (the tokens already lose articles and
-# punctuation): "her brother Tom" is found by "brother" and "tom".
-_FUNCTION_WORDS = frozenset(
-    (
-        *("and", "but", "for", "nor", "not", "the", "with", "from", "into", "onto", "that"),
-        *("this", "his", "her", "hers", "him", "she", "they", "them", "their", "its", "our"),
-        *("you", "your", "was", "were", "are", "has", "had", "have", "been", "who", "what"),
-    )
-)
-_MIN_LETTERS = 3
-
-
-def content_words(reference: str) -> list[str]:
-    """The reference answer's words that name something: numbers (number words as digits),
-    each CJK character, and Latin words of three letters or more that are not function words;
-    in order, each once."""
-    kept = [
-        token
-        for token in answer_tokens(reference)
-        if any(c.isdigit() for c in token)
-        or not token.isascii()
-        or (len(token) >= _MIN_LETTERS and token not in _FUNCTION_WORDS)
-    ]
-    return list(dict.fromkeys(kept))
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,32 @@ def answer_tokens(text: str) -> list[str]:
     return [t for t in terms.tokens(normalize(text), unspaced_gram=1) if t not in ARTICLES]
 
 
+# Short words that say nothing about which answer it is (the tokens already lose articles and
+# punctuation): "her brother Tom" is found by "brother" and "tom".
+_FUNCTION_WORDS = frozenset(
+    (
+        *("and", "but", "for", "nor", "not", "the", "with", "from", "into", "onto", "that"),
+        *("this", "his", "her", "hers", "him", "she", "they", "them", "their", "its", "our"),
+        *("you", "your", "was", "were", "are", "has", "had", "have", "been", "who", "what"),
+    )
+)
+_MIN_LETTERS = 3
+
+
+def content_words(reference: str) -> list[str]:
+    """The reference answer's words that name something: numbers (number words as digits),
+    each CJK character, and Latin words of three letters or more that are not function words;
+    in order, each once."""
+    kept = [
+        token
+        for token in answer_tokens(reference)
+        if any(c.isdigit() for c in token)
+        or not token.isascii()
+        or (len(token) >= _MIN_LETTERS and token not in _FUNCTION_WORDS)
+    ]
+    return list(dict.fromkeys(kept))
+
+
 def exact_match(answer: str, reference: str) -> bool:
     """Equal after normalisation (token sequences), or the reference appears whole in it."""
     got, want = answer_tokens(answer), answer_tokens(reference)
@@ -121,12 +147,21 @@ def says_unknown(answer: str) -> bool:
 class LexicalGrade:
     exact: bool | None  # None: the reference is not short, so lexical scores are not used
     f1: float | None
+    # The answer holds one of the reference's content words; None when the reference is not
+    # short or has none ("to her", "in it"), where only the F1 can tell.
+    shares_content: bool | None = None
 
 
 def lexical_grade(answer: str, reference: str) -> LexicalGrade:
     if not is_short(reference):
         return LexicalGrade(None, None)
-    return LexicalGrade(exact_match(answer, reference), round(token_f1(answer, reference), 4))
+    words = content_words(reference)
+    held = set(answer_tokens(answer))
+    return LexicalGrade(
+        exact_match(answer, reference),
+        round(token_f1(answer, reference), 4),
+        any(word in held for word in words) if words else None,
+    )
 
 
 def parse_verdict(text: str) -> bool | None:

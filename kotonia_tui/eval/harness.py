@@ -97,7 +97,8 @@ METHOD = [
     "full: the whole conversation; a wider load of the same model when it does not fit",
     "grading: correct when the answer states a short reference (exact match after "
     "normalisation) or the judge (few-shot) says yes, but a yes for a short reference with no "
-    "token in common is overruled; an empty or 'unknown' answer is wrong without a call; "
+    "content word in common (no token when it has none) is overruled; an empty or 'unknown' "
+    "answer is wrong without a call; "
     "judge_only_recall and token F1 (character-level for CJK) are reported beside it",
     "sampling: the chronicler at the profile's temperature; examiner, reader and judge greedy",
     "evidence: each evidence message is found in the reader's prompt verbatim in the window, "
@@ -699,12 +700,15 @@ def evidence_share(graded: Sequence[Graded]) -> EvidenceShare | None:
 
 def combine(verdict: bool | None, lexical: LexicalGrade) -> bool:
     """The grade: the reference stated in the answer, or the judge's yes, except that a yes
-    for a short reference with no token in common is overruled (small judges say yes to
-    almost anything; "14" is not "twenty" whatever the judge says)."""
+    for a short reference with no content word in common is overruled (small judges say yes
+    to almost anything; "14" is not "twenty" whatever the judge says, and "Mara is a good
+    woman" is not "she is afraid of heights" for sharing "is")."""
     if lexical.exact:
         return True
     if verdict is not True:
         return False
+    if lexical.shares_content is not None:
+        return lexical.shares_content
     return lexical.f1 is None or lexical.f1 > 0
 
 

@@ -160,6 +160,15 @@ def test_combined_grade_overrules_a_yes_with_nothing_in_common():
     assert not combine(True, lexical_grade("14.", "twenty"))  # a yes for nothing in common
     assert combine(True, lexical_grade("a cook", "the cook on the steamer"))  # shares a token
     assert not combine(False, lexical_grade("a cook", "the cook on the steamer"))
+    # A word like "is" or "of" in common is nothing in common: a yes needs a content word.
+    assert not combine(True, lexical_grade("Mara is a good woman.", "she is afraid of heights"))
+    assert not combine(True, lexical_grade("in the 1890s.", "in the boathouse under the net"))
+    assert combine(True, lexical_grade("Heights scare her.", "she is afraid of heights"))
+    assert combine(True, lexical_grade("Fourteen, loaded.", "14 feet"))  # a number word
+    # A reference without a content word: any token in common lets the yes stand.
+    assert lexical_grade("It went to her.", "to her").shares_content is None
+    assert combine(True, lexical_grade("It went to her.", "to her"))
+    assert not combine(True, lexical_grade("no", "to her"))
     assert combine(True, LexicalGrade(None, None))  # a long reference: the judge decides
     assert not combine(None, LexicalGrade(None, None))
 
