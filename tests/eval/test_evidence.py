@@ -17,10 +17,10 @@ from kotonia_tui.eval.evidence import (
     Place,
     answer_words,
     carries_answer,
-    content_words,
     locate,
     memory_refs,
 )
+from kotonia_tui.eval.grading import content_words
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.extract import extract_passages, message_passages, synopsis_passages
 from kotonia_tui.memory.structured import Line, StructuredChapter, render_chapter
