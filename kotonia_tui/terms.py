@@ -401,12 +401,36 @@ def specifics(text: str) -> list[str]:
     return [item for _, item in sorted(found + names(text))]
 
 
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+
+def _name_base(word: str) -> str:
+    """A name-shaped word as names are compared: folded, without a possessive ending
+    ("Gull's" is "gull", "Hélène’s" is "helene")."""
+    return _POSSESSIVE.sub("", fold(word))
+
+
+@functools.lru_cache(maxsize=256)
+def _written_names(text: str) -> frozenset[str]:
+    """The words of `text` written as names could be (a capital first), as `_name_base`, and
+    the parts of a hyphenated one ("Mara-san" keeps "Mara")."""
+    written: set[str] = set()
+    for _at, word in _name_shapes(text):
+        if word[0].isupper() or word[0].istitle():
+            base = _name_base(word)
+            written.add(base)
+            written.update(part for part in base.split("-") if part)
+    return frozenset(written)
+
+
 def holds_specific(text: str, item: str) -> bool:
-    """Whether `text` keeps a name (regardless of case and Latin accents) or a number (whole,
-    in any digits)."""
+    """Whether `text` keeps a name or a number. A name is kept as a whole word with its capital
+    (Latin accents and a possessive aside: "Helene's" keeps "Hélène"): "Old" is not kept by
+    "told" or "the old keeper", nor "Brass" by "the brass instrument". A number is kept whole,
+    in any digits."""
     if item[0].isdecimal():
         return holds_number(text, _ascii_digits(item))
-    return fold(item) in fold(text)
+    return _name_base(item) in _written_names(text)
 
 
 # Search and recall: the query's terms.

@@ -16,7 +16,7 @@ import pytest
 from kotonia_tui import terms
 from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.memory.grounding import grounded
-from kotonia_tui.memory.readback import missing, user_specifics
+from kotonia_tui.memory.readback import missing, quoted_lines, user_specifics
 from kotonia_tui.memory.recall import matching_words
 from kotonia_tui.search_text import term_spans
 from kotonia_tui.store import Store
@@ -241,3 +241,24 @@ def test_search_finds_and_highlights_the_name(
     start = case.sentence.index(case.name)
     spans = term_spans(case.sentence, terms.split_terms(case.name))
     assert (start, start + len(case.name)) in spans
+
+
+def test_readback_keeps_a_name_only_as_a_word_with_its_capital() -> None:
+    """A name the chapter left out is not "kept" by a word that merely contains its letters
+    ("told" for "Old") or by the same word as a common noun ("the brass instrument" for the
+    theodolite called Old Brass), and the ledger quotes the sentence that names it, not the
+    first one with its letters. Accents, a possessive, capitals and a hyphenated form still
+    keep it."""
+    line = (
+        "One more thing before I forget, my theodolite. The brass instrument in the long "
+        "case. I call it Old Brass. Nobody touches it but me."
+    )
+    message = Message(id=12, role=Role.USER, speaker="Mara", text=line)
+    found = user_specifics([message])
+    assert found == ["Old", "Brass"]
+    chapter = "- Mara told Corwin about the brass instrument in her old case (#12)"
+    assert missing(found, chapter) == ["Old", "Brass"]
+    assert [quoted for _m, quoted in quoted_lines([message], found)] == ["I call it Old Brass."]
+
+    assert missing(["Hélène", "Gull's", "Mara"], "Helene's lamp; GULL'S REACH; Mara-san") == []
+    assert missing(["Soot"], "The cat soothes her.") == ["Soot"]
