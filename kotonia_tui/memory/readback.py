@@ -9,7 +9,8 @@ missing after it is stored with the chapter, where the inspector and the audit s
 Names and numbers are the term module's (kotonia_tui/terms.py): a name is a capitalized word that
 is not merely the first word of a sentence (unless the same word is also capitalized inside one);
 a number is a run of digits with its separators ("3.50", "14:30"). Scripts without capitals
-(Japanese, Chinese, Arabic, ...) give numbers only.
+(Japanese, Chinese, Arabic, ...) give numbers only. A name is kept where the text writes it as
+a word with its capital ("told" does not keep "Old", nor "the brass case" "Brass": D-43).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def user_specifics(messages: Sequence[Message]) -> list[str]:
 
 
 def missing(items: Sequence[str], kept: str) -> list[str]:
-    """The specifics that do not appear in `kept` (names regardless of case and accents;
-    numbers whole, in any digits)."""
+    """The specifics that do not appear in `kept` (names as words with their capital, accents
+    aside; numbers whole, in any digits)."""
     return [item for item in items if not holds_specific(kept, item)]
 
 
