@@ -251,6 +251,9 @@ class Synopsis(BaseModel):
     target_tokens: int = 0  # the length it was written to hold (0: none recorded)
     stale: bool = False  # it folded a chapter that was refolded since: never a rebuild's base
     origin: SynopsisOrigin = SynopsisOrigin.SUMMARY
+    # Sentences of the chronicler's draft left out: none of them rests on what it folds
+    # (memory/grounding.py `ground_prose`); kept for the inspector, never in the prompt.
+    dropped: tuple[str, ...] = ()
 
     @property
     def quoted(self) -> bool:

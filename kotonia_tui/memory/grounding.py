@@ -15,9 +15,11 @@ without spaces (Japanese, Chinese, Thai, ...).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kotonia_tui import terms
 from kotonia_tui.memory.extract import without_references
+from kotonia_tui.sentences import sentences
 from kotonia_tui.terms import Content
 
 # The share of an item's terms its source must hold. Words: a capable model's paraphrase keeps
@@ -130,3 +132,36 @@ def evidence(
     if best is None or best[0] < threshold:
         return ()
     return (best[1],)
+
+
+@dataclass(frozen=True)
+class GroundedProse:
+    """A prose text without its sentences that rest on nothing it summarizes (`ground_prose`)."""
+
+    text: str  # the grounded sentences, line by line as written ("" when none is)
+    dropped: tuple[str, ...] = ()  # the sentences left out, in their order
+
+
+def ground_prose(text: str, sources: Sequence[str], cast: Iterable[str] = ()) -> GroundedProse:
+    """`text` (a synopsis draft) keeping only the sentences `grounded` in `sources` (what it
+    folds), as a chapter keeps only its grounded items (D-5). A small chronicler writes
+    sentences about itself or about nothing in the story ("So far in the story, I have not
+    found a single word of this story."): stored beside a grounded line, such a sentence passes
+    every check of the draft as a whole and takes the synopsis's room from the story. Labels
+    and message ids do not count as content; a line whose every sentence is dropped is left
+    out, and the lines kept keep their order and their sentences' order."""
+    names = tuple(cast)
+    checked = [
+        (line, [(s, grounded(without_references(s), sources, names)) for s in sentences(line)])
+        for line in text.splitlines()
+    ]
+    dropped = tuple(s for _line, said in checked for s, ok in said if not ok)
+    if not dropped:
+        return GroundedProse(text.strip())  # the usual case: the draft as written
+    lines: list[str] = []
+    for line, said in checked:
+        kept = [s for s, ok in said if ok]
+        left = line if len(kept) == len(said) else " ".join(kept)
+        if left.strip() or (lines and lines[-1].strip()):  # one blank line between paragraphs
+            lines.append(left)
+    return GroundedProse("\n".join(lines).strip(), dropped)

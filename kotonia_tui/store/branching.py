@@ -206,19 +206,14 @@ def _copy_synopses(db: Db, source_id: int, new_id: int, through: int) -> tuple[d
             break
         kept.append(synopsis)
     for index, synopsis in enumerate(kept):
+        # Every column as the original has it (origin, target, what was left out, stale):
+        # a branch's memory is the original's up to the branch point.
+        copy = synopsis.model_copy(update={"current": index == len(kept) - 1})
         copied[synopsis.id] = db.insert(
             "synopses",
-            {
-                "conversation_id": new_id,
-                "version": synopsis.version,
-                "text": synopsis.text,
-                "through_message_id": _new_id(db, synopsis.through_message_id),
-                "created_at": ts_to_db(synopsis.created_at),
-                "model": synopsis.model,
-                "gen_ms": synopsis.gen_ms,
-                "tokens": synopsis.tokens,
-                "current": int(index == len(kept) - 1),
-            },
+            memory_rows.synopsis_row(
+                copy, new_id, synopsis.version, _new_id(db, synopsis.through_message_id)
+            ),
         )
         newest = synopsis.through_message_id
     return copied, newest

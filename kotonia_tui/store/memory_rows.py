@@ -271,7 +271,30 @@ def synopsis_from_row(row: sqlite3.Row) -> StoredSynopsis:
         target_tokens=row["target_tokens"],
         stale=bool(row["stale"]),
         origin=SynopsisOrigin(row["origin"]),
+        dropped=tuple(json.loads(row["dropped"])),
     )
+
+
+def synopsis_row(synopsis: Synopsis, conv_id: int, version: int, through: int) -> dict[str, object]:
+    """The columns of `synopsis` stored as version `version` of conversation `conv_id`, through
+    message `through` (a branch stores a copy under its own ids)."""
+    return {
+        "conversation_id": conv_id,
+        "version": version,
+        "text": synopsis.text,
+        "through_message_id": through,
+        "created_at": ts_to_db(synopsis.created_at),
+        "model": synopsis.model,
+        "gen_ms": synopsis.gen_ms,
+        "tokens": synopsis.tokens,
+        "current": int(synopsis.current),
+        "target_tokens": synopsis.target_tokens,
+        "origin": synopsis.origin.value,
+        # A quoted version stored for a turn (chat/fold/quote_first.py) is stale from the
+        # start: the next major fold rebuilds it with the chronicler.
+        "stale": int(synopsis.stale),
+        "dropped": json.dumps(list(synopsis.dropped), ensure_ascii=False),
+    }
 
 
 def add_synopsis(
@@ -315,22 +338,7 @@ def add_synopsis(
         try:
             new_id = db.insert(
                 "synopses",
-                {
-                    "conversation_id": conv_id,
-                    "version": version,
-                    "text": synopsis.text,
-                    "through_message_id": synopsis.through_message_id,
-                    "created_at": ts_to_db(synopsis.created_at),
-                    "model": synopsis.model,
-                    "gen_ms": synopsis.gen_ms,
-                    "tokens": synopsis.tokens,
-                    "current": int(synopsis.current),
-                    "target_tokens": synopsis.target_tokens,
-                    "origin": synopsis.origin.value,
-                    # A quoted version stored for a turn (chat/fold/quote_first.py) is stale
-                    # from the start: the next major fold rebuilds it with the chronicler.
-                    "stale": int(synopsis.stale),
-                },
+                synopsis_row(synopsis, conv_id, version, synopsis.through_message_id),
             )
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(f"conversation {conv_id} does not exist in {db.path}") from exc

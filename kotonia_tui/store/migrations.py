@@ -555,6 +555,12 @@ def _group_chats(db: Db) -> None:
     _run(_STEP_GROUP_CHATS)(db)
 
 
+def _synopsis_dropped(db: Db) -> None:
+    """Issue 28: the sentences of a synopsis draft left out because none of them rests on what
+    it folds (a JSON list; versions stored before have none recorded)."""
+    db.execute("ALTER TABLE synopses ADD COLUMN dropped TEXT NOT NULL DEFAULT '[]'")
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -570,6 +576,7 @@ STEPS: list[Callable[[Db], None]] = [
     _scene_dates,
     _provenance_columns,
     _group_chats,
+    _synopsis_dropped,
 ]
 SCHEMA_VERSION = len(STEPS)
 

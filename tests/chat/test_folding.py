@@ -392,6 +392,40 @@ async def test_moving_to_a_narrow_window_folds_the_backlog_into_several_chapters
     assert following.prepared.plan.forced_cut_through is None
 
 
+async def test_a_synopsis_sentence_that_rests_on_nothing_it_folds_is_left_out(make_fake_service):
+    """Seen on the embedded chronicler (issue 28): "So far in the story, I have not found a
+    single word of this story." was stored beside a line that kept names, and took more than
+    half of the synopsis. The sentence is left out of the synopsis, which keeps the rest, and
+    the version records it for the inspector.
+
+    Fake engine: this test is about what a major fold stores for a given draft, which does not
+    depend on the model."""
+    key = write_short_card()
+    kept = "Ann and Wren talked about the storm lamps at the lighthouse."
+    self_talk = "So far in the story, I have not found a single word of this story."
+    service = await make_fake_service(
+        fake_settings_for(major_gc_ratio=0.03, synopsis_target_ratio=0.04),
+        by_kind(chat="Wren nods.", chapter=CHAPTER, prose=f"{self_talk} {kept}"),
+    )
+    conv = service.new_conversation(service.library.get(key))
+    for _ in range(30):
+        await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
+        await service.worker.wait_settled(conv.id)
+        if service.store.synopsis_versions(conv.id):
+            break
+    (first, *_rest) = service.store.synopsis_versions(conv.id)
+    assert (first.origin, first.text, first.dropped) == (
+        SynopsisOrigin.SUMMARY,
+        kept,
+        (self_talk,),
+    )
+    (shown,) = await chat_until(
+        service, conv.id, lambda t: t.prepared.state.applied_synopsis_id is not None
+    )
+    memory = shown.prepared.state.memory_text
+    assert kept in memory and self_talk not in memory
+
+
 async def test_a_base_models_chapter_keeps_only_its_paragraph(make_fake_service):
     """Fake engine: this test is about what a chapter's schema lets in, which the fake applies
     to the script as a grammar does; it does not depend on the model."""

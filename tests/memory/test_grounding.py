@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 
 from kotonia_tui.domain import LedgerKind, Message, Role
-from kotonia_tui.memory.grounding import grounded, says_again
+from kotonia_tui.memory.grounding import GroundedProse, ground_prose, grounded, says_again
 from kotonia_tui.memory.structured import (
     Dropped,
     DropReason,
@@ -267,3 +267,53 @@ def test_an_item_that_holds_a_number_and_nothing_said_about_it_is_dropped() -> N
     )
     assert [e.text for e in chapter.events] == ["Piet says he was a sailor once"]
     assert chapter.ledger == ()
+
+
+# What a major fold folds (the earlier synopsis, then chapters under their ranges), as the
+# synopsis draft is checked against it.
+FOLDED = [
+    "Mara Lind came to Gull's Reach to survey the light for the Board. (#2 #8)",
+    "- Mara calls her theodolite Old Brass and lets nobody else touch it (#12)",
+    "- Corwin's cat Soot has one white paw (#26)",
+    "#300 Mara: I'm going to go to Pellmouth on Jory's ferry.",
+]
+SYNOPSIS_CAST = ("Mara", "Corwin")
+
+
+def test_a_synopsis_draft_keeps_only_the_sentences_that_rest_on_what_it_folds() -> None:
+    """Seen on the embedded 270M chronicler (issue 28): a draft's self-talk beside a line that
+    keeps names passed every check of the draft as a whole and took 43 of its 81 tokens."""
+    draft = (
+        "So far in the story, I have not found a single word of this story. Mara surveys "
+        "Gull's Reach for the Board.\n"
+        "Mara: ... I'm going to go to Pellmouth on Jory's ferry (#300)\n"
+        "The chronicler will write more about the story later."
+    )
+    assert ground_prose(draft, FOLDED, SYNOPSIS_CAST) == GroundedProse(
+        "Mara surveys Gull's Reach for the Board.\n"
+        "Mara: ... I'm going to go to Pellmouth on Jory's ferry (#300)",
+        (
+            "So far in the story, I have not found a single word of this story.",
+            "The chronicler will write more about the story later.",
+        ),
+    )
+
+
+def test_a_grounded_draft_is_kept_as_written_and_an_invented_number_is_not() -> None:
+    draft = "Mara calls her theodolite Old Brass.\n\nCorwin's cat Soot has one white paw.\n"
+    assert ground_prose(draft, FOLDED, SYNOPSIS_CAST) == GroundedProse(draft.strip())
+    invented = "Mara calls her theodolite Old Brass. Soot has 3 white paws."
+    assert ground_prose(invented, FOLDED, SYNOPSIS_CAST) == GroundedProse(
+        "Mara calls her theodolite Old Brass.", ("Soot has 3 white paws.",)
+    )
+    # Nothing rests on what it folds: nothing is kept (the fold quotes its chapters instead).
+    assert ground_prose("I will now summarize.", FOLDED, SYNOPSIS_CAST).text == ""
+
+
+def test_a_synopsis_in_a_script_without_spaces_is_grounded_by_its_pairs() -> None:
+    folded = ["- 美羽は灯台で猫のスートに会った (#4)", "- 美羽は測量を終えた (#9)"]
+    draft = "美羽は灯台で猫のスートに会った。美羽は測量を終えた。"
+    assert ground_prose(draft, folded, ("美羽",)) == GroundedProse(draft)
+    assert ground_prose(draft + "私は何も見つけられなかった。", folded, ("美羽",)).dropped == (
+        "私は何も見つけられなかった。",
+    )

@@ -17,6 +17,7 @@ from kotonia_tui.domain import (
     Role,
     StoredConversation,
     Synopsis,
+    SynopsisOrigin,
 )
 from kotonia_tui.store import MemoryState, NotFoundError, Store
 
@@ -122,6 +123,42 @@ def test_a_branch_shares_messages_chapters_synopsis_and_the_memory_text(store: S
     assert state.verbatim_start_id is not None
     assert store.get_message(state.verbatim_start_id).text == store.get_message(ids[13]).text
     assert store.integrity_check() == "ok"
+
+
+def test_a_branch_keeps_how_each_synopsis_version_was_made(store: Store) -> None:
+    """A branch's synopsis versions are the original's in every column: a quoted version stays
+    quoted (the next major fold reads its lines as quoted lines, not as one summary), its
+    target stays its target, and what the chronicler's draft left out is still shown."""
+    conv = new_conversation(store)
+    ids = store.add_messages(conv.id, make_messages(12))
+    chapter = store.add_chapter(_chapter(conv.id, ids[0], ids[5], "They met."))
+    later = store.add_chapter(_chapter(conv.id, ids[6], ids[9], "They talked."))
+    made = [
+        Synopsis(
+            conversation_id=conv.id,
+            version=0,
+            text="Quoted from the story so far:\n#1-#6: They met.",
+            through_message_id=ids[5],
+            target_tokens=64,
+            origin=SynopsisOrigin.QUOTED,
+        ),
+        Synopsis(
+            conversation_id=conv.id,
+            version=0,
+            text="Ann met Bo and they talked.",
+            through_message_id=ids[9],
+            target_tokens=64,
+            dropped=("So far I have found nothing of this story.",),
+        ),
+    ]
+    store.add_synopsis(made[0], [chapter.id])
+    store.add_synopsis(made[1], [later.id])
+    new = store.branch_conversation(conv.id, ids[11], _branch_conv(conv, "Again")).conversation
+    copies = store.synopsis_versions(new.id)
+    assert [(s.text, s.origin, s.target_tokens, s.dropped, s.current) for s in copies] == [
+        (made[0].text, SynopsisOrigin.QUOTED, 64, (), False),
+        (made[1].text, SynopsisOrigin.SUMMARY, 64, made[1].dropped, True),
+    ]
 
 
 def test_what_happens_in_one_branch_never_reaches_the_other(store: Store) -> None:

@@ -18,6 +18,7 @@ from kotonia_tui.domain import (
     LedgerSource,
     MessageStatus,
     Role,
+    Synopsis,
     SynopsisOrigin,
 )
 from kotonia_tui.memory.assembly import MemoryBlock
@@ -28,6 +29,7 @@ from kotonia_tui.store.migrations import (
     STEPS,
     _fold_claims_and_targets,
     _provenance_columns,
+    _synopsis_dropped,
     _turn_metrics_restored,
     migrate,
 )
@@ -420,3 +422,26 @@ def test_the_provenance_step_turns_the_old_text_leads_into_columns(tmp_path: Pat
         )
         assert store.get_chapter(stored.id).origin is ChapterOrigin.SUMMARY
         assert store.integrity_check() == "ok"
+
+
+def test_the_dropped_step_keeps_old_synopses_with_nothing_left_out(tmp_path: Path) -> None:
+    """Versions stored before the synopsis kept what its draft left out have nothing recorded;
+    a new version keeps its left-out sentences as written, any script."""
+    path = tmp_path / "before-dropped.sqlite3"
+    _data_before(path, _synopsis_dropped).close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (old,) = store.synopsis_versions(1)
+        assert old.dropped == ()
+        left_out = ("So far I have found nothing.", "物語はまだ何も。")
+        store.add_synopsis(
+            Synopsis(
+                conversation_id=1,
+                version=0,
+                text="Ann met Bo.",
+                through_message_id=old.through_message_id,
+                dropped=left_out,
+            ),
+            [],
+        )
+        assert store.current_synopsis(1).dropped == left_out

@@ -175,6 +175,7 @@ async def test_every_screen_shows_hostile_text_literally(
                     version=version,
                     text=f"{HOSTILE['bidi']} synopsis {version}",
                     through_message_id=ids[0],
+                    dropped=(f"{HOSTILE['osc-52']} left out",) if version == 1 else (),
                 ),
                 [],
             )
@@ -200,7 +201,8 @@ async def test_every_screen_shows_hostile_text_literally(
         chat.query_one("#synopsis-versions", Button).press()
         await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
         await pilot.pause()
-        check(app, expected(f"{HOSTILE['bidi']} synopsis 1"))
+        check(app, expected(f"{HOSTILE['bidi']} synopsis 1"), "left out of the draft")
+        check(app, expected(f"{HOSTILE['osc-52']} left out"))
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is chat)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kotonia_tui.chat.fold.chronicle import Chronicled, ask
 from kotonia_tui.chat.fold.context import FoldContext
@@ -66,7 +66,7 @@ from kotonia_tui.memory.extract import (
     quote_passages,
     synopsis_passages,
 )
-from kotonia_tui.memory.grounding import says_again
+from kotonia_tui.memory.grounding import ground_prose, says_again
 from kotonia_tui.memory.policy import major_gc_split
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,7 @@ async def _fold(
             current=last,
             target_tokens=target,
             origin=SynopsisOrigin.QUOTED if draft.quoted else SynopsisOrigin.SUMMARY,
+            dropped=draft.dropped,
         )
         if last:
             stored = ctx.store.add_synopsis(synopsis, folded_ids, job.id)
@@ -229,6 +230,8 @@ def _judged(
     stored."""
     if done.reply.verdict is Verdict.CUT:
         return FoldFailure.CUT
+    if sources and not done.reply.text.strip():
+        return FoldFailure.THIN  # none of its sentences rests on what it folds
     if base is not None and says_again(done.reply.text, base, names):
         return FoldFailure.SAYS_AGAIN
     if sources and kept_share(done.reply.text, sources) < THIN_SHARE:
@@ -253,6 +256,7 @@ class Draft:
     tokens: int
     gen_ms: float
     why: str = ""  # why the synopsis is quoted ("" for a summary)
+    dropped: tuple[str, ...] = ()  # sentences of the draft left out (`ground_prose`)
 
     @property
     def quoted(self) -> bool:
@@ -277,7 +281,7 @@ async def _write(
     the target's length."""
     target = request.target_tokens
     asked = request
-    drafts: list[tuple[Chronicled, int]] = []
+    drafts: list[tuple[Chronicled, int, tuple[str, ...]]] = []
     names = (*cast.names, cast.char, cast.user)
     news = base is None or not says_again("\n".join(c.text for c in chapters), base, names)
     passages = synopsis_passages(base, chapters, base_quoted=base_quoted)
@@ -293,6 +297,9 @@ async def _write(
         else:
             failed = None
         tokens = 0
+        dropped: tuple[str, ...] = ()
+        if done is not None and done.reply.ok and target is not None:
+            done, dropped = _grounded(done, passages, names)
         if done is not None:
             (tokens,) = await ctx.engine.count_tokens_many([done.reply.text])
             sources = passages if target is not None else ()
@@ -306,7 +313,7 @@ async def _write(
         match then(Step.SYNOPSIS, outcome):
             case Then.STORE:
                 assert done is not None
-                return Draft(done.reply.text, tokens, done.gen_ms)
+                return Draft(done.reply.text, tokens, done.gen_ms, dropped=dropped)
             case Then.ASK_AGAIN if outcome is FoldFailure.SAYS_AGAIN:
                 repeats += 1
                 log.info("synopsis draft says only the old synopsis again: asked again")
@@ -317,7 +324,7 @@ async def _write(
                 log.info("synopsis not written (%s): asked again", failed)
             case Then.REDRAFT:
                 assert done is not None
-                drafts.append((done, tokens))
+                drafts.append((done, tokens, dropped))
                 log.info("synopsis of %s tokens for a target of %s: asked again", tokens, target)
                 asked = request.again_with(done.reply.text, tokens)
             case Then.QUOTE if outcome is FoldFailure.THIN:
@@ -337,22 +344,22 @@ async def _write(
                 raise failed if failed is not None else failure_of_draft(done, outcome)
     assert target is not None  # without a target the first draft was taken
     short = [
-        (draft, tokens)
-        for draft, tokens in drafts
+        (draft, tokens, dropped)
+        for draft, tokens, dropped in drafts
         if draft.reply.ok and length_fit(tokens, target) is LengthFit.SHORT
     ]
     if short:
-        draft, tokens = max(short, key=lambda pair: pair[1])
+        draft, tokens, dropped = max(short, key=lambda kept: kept[1])
         log.info(
             "synopsis of %s tokens for a target of %s: the longest short draft of %s calls, stored",
             tokens,
             target,
             len(drafts),
         )
-        return Draft(draft.reply.text, tokens, draft.gen_ms)
+        return Draft(draft.reply.text, tokens, draft.gen_ms, dropped=dropped)
     lengths = ", ".join(
         f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
-        for draft, tokens in drafts
+        for draft, tokens, _dropped in drafts
     )
     if thin:
         why = "its draft kept almost nothing of what it folds"
@@ -378,7 +385,23 @@ async def _write(
     )
     text = f"{QUOTED_SYNOPSIS_LEAD}\n{quoted}"
     (tokens,) = await ctx.engine.count_tokens_many([text])
-    return Draft(text, tokens, sum(d.gen_ms for d, _ in drafts), why=why)
+    return Draft(text, tokens, sum(d.gen_ms for d, _t, _d in drafts), why=why)
+
+
+def _grounded(
+    done: Chronicled, passages: Sequence[Passage], names: Sequence[str]
+) -> tuple[Chronicled, tuple[str, ...]]:
+    """The draft without its sentences that rest on nothing it folds (`ground_prose`), and
+    those sentences: judged, counted, stored and shown to the chronicler again as kept."""
+    grounded = ground_prose(done.reply.text, [p.text for p in passages], names)
+    if not grounded.dropped:
+        return done, ()
+    log.info(
+        "synopsis draft: %s sentences rest on nothing it folds, left out: %s",
+        len(grounded.dropped),
+        " | ".join(grounded.dropped),
+    )
+    return replace(done, reply=replace(done.reply, text=grounded.text)), grounded.dropped
 
 
 async def major_fold_count(

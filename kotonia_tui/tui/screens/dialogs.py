@@ -247,6 +247,12 @@ def synopsis_page(versions: Sequence[Synopsis], memory: MemoryView) -> TextScree
                     "$text-muted",
                 ),
                 literal(synopsis.text),
+                *(
+                    literal(
+                        f"\nleft out of the draft (it rests on nothing it folds): {s}", "$warning"
+                    )
+                    for s in synopsis.dropped
+                ),
             )
         )
     return TextScreen("Synopsis versions", blocks or [Content("no synopsis yet")])
