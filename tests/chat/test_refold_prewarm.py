@@ -15,7 +15,7 @@ from tests.cards import write_short_card
 from tests.fake_engine import scripted
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for
-from .test_small_windows import ON_TARGET, fold_until
+from .test_small_windows import ON_TARGET, fold_until, telling, told_in_chapters
 
 
 async def _applying_turn(service: ChatService, conv_id: int, text: str) -> tuple[Turn, TurnMetrics]:
@@ -98,10 +98,15 @@ async def test_a_refold_in_a_conversation_only_opened_and_edited_is_prewarmed(ma
 async def test_the_turn_after_a_major_fold_evaluates_what_a_warm_turn_does(make_fake_service):
     key = write_short_card()
     service = await make_fake_service(
-        fake_settings_for(prewarm_after_fold=True), scripted(ON_TARGET["en"])
+        fake_settings_for(prewarm_after_fold=True), told_in_chapters(ON_TARGET["en"])
     )
     conv_id = service.new_conversation(service.library.get(key)).id
-    await fold_until(service, conv_id, lambda: service.store.current_synopsis(conv_id) is not None)
+    await fold_until(
+        service,
+        conv_id,
+        lambda: service.store.current_synopsis(conv_id) is not None,
+        say=telling(ON_TARGET["en"]),
+    )
     turn, after = await _applying_turn(service, conv_id, "I pour the tea.")
 
     assert turn.prepared.plan.apply_landed
