@@ -190,19 +190,21 @@ def _candidates(story: Sequence[Passage], split: Sequence[Sequence[str]]) -> lis
     ]
 
 
-def kept_share(text: str, passages: Sequence[Passage]) -> float:
+def kept_share(text: str, passages: Sequence[Passage], room_chars: int = 0) -> float:
     """What of `passages` `text` keeps against what a quote of them as long as `text` keeps
-    (`extract_passages`), as the extract weighs words (`_Worth`: their rare words, names and
-    numbers; in any of their forms): 1.0 or more when `text` keeps as much, and 1.0 when the
-    quote keeps nothing. A summary far under THIN_SHARE keeps almost nothing of what it
-    replaces."""
+    (`extract_passages`), or as long as `room_chars` when that is longer (the room a summary
+    was given: a short one is held against what its room would quote), as the extract weighs
+    words (`_Worth`: their rare words, names and numbers; in any of their forms): 1.0 or more
+    when `text` keeps as much, and 1.0 when the quote keeps nothing. A summary far under
+    THIN_SHARE keeps almost nothing of what it replaces."""
     story = [p for p in passages if p.text.strip()]
     split = [sentences(p.text) for p in story]
     candidates = _candidates(story, split)
     if not candidates:
         return 1.0
     worth = _Worth(candidates)  # one weighing for the quote and the text it is held against
-    quoted = worth.held(_extract(story, split, candidates, worth, len(text)))
+    limit = max(len(text), room_chars)
+    quoted = worth.held(_extract(story, split, candidates, worth, limit))
     return worth.held(text) / quoted if quoted > 0 else 1.0
 
 

@@ -405,7 +405,7 @@ async def test_a_synopsis_sentence_that_rests_on_nothing_it_folds_is_left_out(ma
     self_talk = "So far in the story, I have not found a single word of this story."
     service = await make_fake_service(
         fake_settings_for(major_gc_ratio=0.03, synopsis_target_ratio=0.04),
-        by_kind(chat="Wren nods.", chapter=CHAPTER, prose=f"{self_talk} {kept}"),
+        by_kind(chat=CHAPTER, chapter=CHAPTER, prose=f"{self_talk} {kept}"),
     )
     conv = service.new_conversation(service.library.get(key))
     for _ in range(30):

@@ -36,6 +36,7 @@ from kotonia_tui.domain import (
     FoldStatus,
     Message,
     Role,
+    SynopsisOrigin,
     utcnow,
 )
 from kotonia_tui.engine import GenerationRequest, Slot
@@ -126,12 +127,13 @@ def telling(script: str) -> Callable[[int], str]:
     return lambda index: f"{script} ({index})"
 
 
-def told_in_chapters(script: str) -> Answer:
+def told_in_chapters(script: str, synopsis: str | None = None) -> Answer:
     """Every call writes `script`, and the chapters record all of it between them, each the
     next pieces of it its schema holds (in a small window, a few short items): a synopsis
     written from those chapters rests on them, as a chronicler's rests on the chapters it is
     shown (a sentence that rests on nothing they say is left out, D-44). A chapter of the
-    script alone would hold only the start of it, in every chapter."""
+    script alone would hold only the start of it, in every chapter. `synopsis`: what the
+    chronicler writes for a synopsis instead of `script`."""
     size = 44 if " " in script.strip() else 20  # characters of a piece, in spaced words or not
     pieces = (
         textwrap.wrap(script, size)
@@ -143,7 +145,7 @@ def told_in_chapters(script: str) -> Answer:
 
     def answer(request: GenerationRequest) -> str:
         if request.json_schema is None:
-            return script
+            return synopsis if synopsis is not None and request.slot is Slot.FOLD else script
         events = json.loads(request.json_schema)["properties"]["events"]
         room = int(events["maxItems"])
         ids = events["items"]["properties"]["ids"]["items"]["enum"]
@@ -632,6 +634,42 @@ async def test_a_short_synopsis_is_stored_after_its_calls_however_short(
         and e.job.kind is FoldKind.MAJOR_GC
     ]
     assert landed and f"({synopsis.tokens} tokens, target 81)" in landed[0].detail
+
+
+async def test_a_short_draft_that_keeps_almost_nothing_of_its_room_is_quoted(make_fake_service):
+    """The embedded 270M writes synopses of a third of their target ("So far in the story, we
+    have seen Mara's first ship, the Albatross.", 15 tokens for 122, lighthouse seed 1) that
+    replace the chapters' names, places and dates. A short draft is held against what a quote
+    as long as its target keeps: one that keeps almost nothing of it leaves the room to the
+    quote, and the user is told why; a short draft that keeps enough is stored as before
+    (`test_a_short_synopsis_is_stored_after_its_calls_however_short`).
+
+    Fake engine: this test is about what a major fold stores for a given draft, which does not
+    depend on the model."""
+    key = write_short_card()
+    service = await make_fake_service(
+        fake_settings_for(), told_in_chapters(FAR_TOO_LONG, synopsis=FAR_TOO_SHORT)
+    )
+    conv_id = service.new_conversation(service.library.get(key)).id
+    events = events_of(service)
+    await fold_until(
+        service,
+        conv_id,
+        lambda: service.store.current_synopsis(conv_id) is not None,
+        say=telling(FAR_TOO_LONG),
+    )
+    (synopsis, *_later) = service.store.synopsis_versions(conv_id)
+    assert synopsis.origin is SynopsisOrigin.QUOTED and FAR_TOO_SHORT not in synopsis.text
+    assert "Heron" in synopsis.text  # the chapters' own words: a name the draft left out
+    assert synopsis.tokens <= synopsis.target_tokens * (1 + LENGTH_TOLERANCE)
+    landed = [
+        e
+        for e in events
+        if isinstance(e, FoldProgress)
+        and e.state is FoldState.LANDED
+        and e.job.kind is FoldKind.MAJOR_GC
+    ]
+    assert "quoted: its drafts were short and kept almost nothing" in landed[0].detail
 
 
 # ---- 8. the small ones --------------------------------------------------------------------

@@ -239,3 +239,9 @@ def test_a_summary_that_keeps_nothing_of_its_sources_is_thin_and_a_fair_one_is_n
     nothing = "So far in the story, the chronicler is not saying anything."
     assert kept_share(nothing, passages) < THIN_SHARE
     assert kept_share("anything", []) == 1.0  # nothing to keep: never thin
+    # Held against its room: a short line that keeps one fact is fair for its own length and
+    # thin against the quote its room holds, which keeps every name, number and date.
+    short = "The Albatross went down."
+    assert kept_share(short, passages) >= THIN_SHARE
+    assert kept_share(short, passages, room_chars=len(fair) * 2) < THIN_SHARE
+    assert kept_share(fair, passages, room_chars=len(fair)) == kept_share(fair, passages)

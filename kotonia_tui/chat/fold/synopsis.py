@@ -13,6 +13,12 @@ refused), the synopsis quotes the old synopsis and the chapters instead (memory/
 its target length, under a line that says so: asking a greedy chronicler again writes the same
 drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
 
+Before a draft is judged, its sentences that rest on nothing it folds (the old synopsis and the
+chapters hold too few of their words: memory/grounding.py `ground_prose`) are left out, as a
+chapter's items are (D-5): a small chronicler writes about itself beside a line of the story
+("So far in the story, I have not found a single word of this story."). The version keeps what
+was left out (`Synopsis.dropped`), which the inspector shows (docs/decisions.md D-44).
+
 When a chapter the synopsis took in is refolded (an edit), the versions that folded the old text
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
 folding the current chapters after it again, in as few calls as the fold context allows. The
@@ -348,21 +354,31 @@ async def _write(
         for draft, tokens, dropped in drafts
         if draft.reply.ok and length_fit(tokens, target) is LengthFit.SHORT
     ]
+    short_thin = False
     if short:
         draft, tokens, dropped = max(short, key=lambda kept: kept[1])
-        log.info(
-            "synopsis of %s tokens for a target of %s: the longest short draft of %s calls, stored",
-            tokens,
-            target,
-            len(drafts),
-        )
-        return Draft(draft.reply.text, tokens, draft.gen_ms, dropped=dropped)
+        # Held against what a quote as long as its target keeps: the room is the synopsis's
+        # either way, and a short draft that keeps almost nothing of it would leave the room
+        # to a quote that keeps more (D-44).
+        room = round(len(draft.reply.text) * target / max(tokens, 1))
+        if kept_share(draft.reply.text, passages, room) >= THIN_SHARE:
+            log.info(
+                "synopsis of %s tokens for a target of %s: the longest short draft of %s "
+                "calls, stored",
+                tokens,
+                target,
+                len(drafts),
+            )
+            return Draft(draft.reply.text, tokens, draft.gen_ms, dropped=dropped)
+        short_thin = True
     lengths = ", ".join(
         f"{tokens} (cut at the cap)" if not draft.reply.ok else str(tokens)
         for draft, tokens, _dropped in drafts
     )
     if thin:
         why = "its draft kept almost nothing of what it folds"
+    elif short_thin:
+        why = "its drafts were short and kept almost nothing of what its length would quote"
     elif drafts:
         why = "its drafts ran too long"
     elif repeats:
