@@ -178,6 +178,33 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
     assert "synopsis: version 1 through #2 (quoted)" in out
 
 
+def test_memory_shows_what_a_synopsis_draft_left_out(capsys, tmp_path):
+    path = tmp_path / "k.sqlite3"
+    left_out = "So far in the story, I have not found a single word of this story."
+    with Store.open(path) as store:
+        conv = ann_and_wren(store, "My name is Ann Ruiz.", "Welcome, Ann.")
+        store.add_synopsis(
+            Synopsis(
+                conversation_id=conv.id,
+                version=0,
+                text="Ann Ruiz came to the lighthouse.",
+                through_message_id=2,
+                dropped=(left_out,),
+            ),
+            [],
+        )
+        conv_id = conv.id
+    assert main(["--db", str(path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  Ann Ruiz came to the lighthouse.\n"
+        f"  (left out of the draft: it rests on nothing it folds) {left_out}\n" in out
+    )
+    assert main(["--db", str(path), "memory", str(conv_id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["synopsis"]["dropped"] == [left_out]
+
+
 async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, make_fake_service):
     """A message deleted before a chapter's range: ids and places part. `kotonia memory` shows
     the places, the numbers the app shows on the messages and in its inspector (it showed the

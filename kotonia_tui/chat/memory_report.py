@@ -83,6 +83,8 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
             "text": synopsis.text,
             "quoted": synopsis.quoted,
             "origin": synopsis.origin.value,
+            # The draft's sentences left out: none rests on what it folds (D-44).
+            "dropped": list(synopsis.dropped),
         },
         "chapters": [
             {
@@ -145,6 +147,10 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
             f"#{synopsis['through_message_number']}{quoted}"
         )
         lines.extend(f"  {line}" for line in synopsis["text"].splitlines())
+        lines.extend(
+            f"  (left out of the draft: it rests on nothing it folds) {sentence}"
+            for sentence in synopsis["dropped"]
+        )
     lines.append("")
     lines.append(f"chapters: {len(report['chapters'])}")
     for c in report["chapters"]:

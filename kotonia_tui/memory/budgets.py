@@ -27,8 +27,9 @@ MIN_GAP_SHARE = 0.1
 MIN_SYNOPSIS_TOKENS = 32
 # A synopsis (and a quote in its place) holds its target length within this share either way
 # (enforced by the fold's synopsis job). When no call lands within it, the longest short draft
-# is stored, however short: a short synopsis never grows the memory, and refusing one held
-# every major fold of a small model that cannot count words (docs/decisions.md D-8). A draft
+# is stored, however short, as long as it keeps THIN_SHARE of what a quote of its target keeps
+# (else the quote is stored: D-44): a short synopsis never grows the memory, and refusing one
+# held every major fold of a small model that cannot count words (docs/decisions.md D-8). A draft
 # too long is never stored: it is asked again with the draft, and at the end the synopsis is
 # quoted (chat/fold/synopsis.py).
 LENGTH_TOLERANCE = 0.2

@@ -5,13 +5,14 @@ current synopsis and writes the next version. Its length is held in code: the sy
 for in about its target (a share of the window, said in words or characters of the story's
 language), measured in tokens, and asked again with its draft when it is more than 20% off, up
 to SYNOPSIS_CALLS calls. When none is within 20%, the longest short draft is stored, however
-short (it keeps the memory within its plan). A draft that only says the old synopsis again while
-its chapters say more is never stored: it would fold the chapters into nothing
-(docs/decisions.md D-9). When no draft can be
-used (every one too long, as a small model loops to its cap, only the old synopsis again, or
-refused), the synopsis quotes the old synopsis and the chapters instead (memory/extract.py), in
-its target length, under a line that says so: asking a greedy chronicler again writes the same
-drafts, and a memory that never folds grows past its ceiling and cuts the recent messages.
+short (it keeps the memory within its plan), when it keeps THIN_SHARE of what a quote as long as
+its target keeps; else the quote takes its room (D-44). A draft that only says the old
+synopsis again while its chapters say more is never stored: it would fold the chapters into
+nothing (docs/decisions.md D-9). When no draft can be used (every one too long, as a small
+model loops to its cap, only the old synopsis again, or refused), the synopsis quotes the old
+synopsis and the chapters instead (memory/extract.py), in its target length, under a line that
+says so: asking a greedy chronicler again writes the same drafts, and a memory that never folds
+grows past its ceiling and cuts the recent messages.
 
 Before a draft is judged, its sentences that rest on nothing it folds (the old synopsis and the
 chapters hold too few of their words: memory/grounding.py `ground_prose`) are left out, as a
