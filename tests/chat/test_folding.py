@@ -74,6 +74,17 @@ async def chat_until(service, conv_id, predicate, limit=200, say=None):
     raise AssertionError("the condition never held")
 
 
+async def first_synopsis(service, conv_id):
+    """Chat and let the folds settle until a major fold has stored a synopsis; its first
+    version."""
+    for _ in range(30):
+        await chat_until(service, conv_id, lambda t: t.prepared.queued is not None)
+        await service.worker.wait_settled(conv_id)
+        if versions := service.store.synopsis_versions(conv_id):
+            return versions[0]
+    raise AssertionError("no major fold stored a synopsis")
+
+
 async def test_crossing_queues_the_fold_and_only_the_next_turn_applies_it(
     make_service, scripted_model
 ):
@@ -408,12 +419,7 @@ async def test_a_synopsis_sentence_that_rests_on_nothing_it_folds_is_left_out(ma
         by_kind(chat=CHAPTER, chapter=CHAPTER, prose=f"{self_talk} {kept}"),
     )
     conv = service.new_conversation(service.library.get(key))
-    for _ in range(30):
-        await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
-        await service.worker.wait_settled(conv.id)
-        if service.store.synopsis_versions(conv.id):
-            break
-    (first, *_rest) = service.store.synopsis_versions(conv.id)
+    first = await first_synopsis(service, conv.id)
     assert (first.origin, first.text, first.dropped) == (
         SynopsisOrigin.SUMMARY,
         kept,
@@ -483,12 +489,7 @@ async def test_a_synopsis_that_keeps_nothing_of_its_chapters_is_quoted_instead(m
         ),
     )
     conv = service.new_conversation(service.library.get(key))
-    for _ in range(30):
-        await chat_until(service, conv.id, lambda t: t.prepared.queued is not None)
-        await service.worker.wait_settled(conv.id)
-        if service.store.synopsis_versions(conv.id):
-            break
-    (first, *_rest) = service.store.synopsis_versions(conv.id)
+    first = await first_synopsis(service, conv.id)
     assert first.origin is SynopsisOrigin.QUOTED
     assert first.text.startswith(QUOTED_SYNOPSIS_LEAD)
     assert "not saying anything" not in first.text

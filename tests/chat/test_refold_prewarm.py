@@ -98,7 +98,8 @@ async def test_a_refold_in_a_conversation_only_opened_and_edited_is_prewarmed(ma
 async def test_the_turn_after_a_major_fold_evaluates_what_a_warm_turn_does(make_fake_service):
     key = write_short_card()
     service = await make_fake_service(
-        fake_settings_for(prewarm_after_fold=True), told_in_chapters(ON_TARGET["en"])
+        fake_settings_for(prewarm_after_fold=True, fold_quote_first=False),
+        told_in_chapters(ON_TARGET["en"]),
     )
     conv_id = service.new_conversation(service.library.get(key)).id
     await fold_until(
