@@ -151,8 +151,9 @@ def ground_prose(text: str, sources: Sequence[str], cast: Iterable[str] = ()) ->
     and message ids do not count as content; a line whose every sentence is dropped is left
     out, and the lines kept keep their order and their sentences' order."""
     names = tuple(cast)
+    folded = ["\n".join(sources)]  # joined once, not for every sentence
     checked = [
-        (line, [(s, grounded(without_references(s), sources, names)) for s in sentences(line)])
+        (line, [(s, grounded(without_references(s), folded, names)) for s in sentences(line)])
         for line in text.splitlines()
     ]
     dropped = tuple(s for _line, said in checked for s, ok in said if not ok)

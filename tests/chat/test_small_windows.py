@@ -111,17 +111,24 @@ def write_long_card(setup_chars: int) -> str:
 
 
 async def open_chat(
-    make_fake_service, script: str, key: str, *, told: bool = False, **values
+    make_fake_service,
+    script: str,
+    key: str,
+    *,
+    told: bool = False,
+    synopsis: str | None = None,
+    **values,
 ) -> tuple[ChatService, int]:
     """A chat with the card `key` on the fake engine, whose every call writes `script`; with
-    `told`, its chapters record all of it (`told_in_chapters`)."""
+    `told`, its chapters record all of it and the chronicler's synopsis is `synopsis` when
+    given (`told_in_chapters`)."""
     if told:
         # The user tells the whole story at every turn, so the window fills fast: the turn
         # waits for the chronicler rather than quote first, which stores a synopsis of its own
         # when the folds fall behind (chat/fold/quote_first.py) and makes the versions depend
         # on timing.
         values.setdefault("fold_quote_first", False)
-    answer = told_in_chapters(script) if told else scripted(script)
+    answer = told_in_chapters(script, synopsis) if told else scripted(script)
     service = await make_fake_service(fake_settings_for(**values), answer)
     conv = service.new_conversation(service.library.get(key))
     return service, conv.id
@@ -140,14 +147,12 @@ def told_in_chapters(script: str, synopsis: str | None = None) -> Answer:
     shown (a sentence that rests on nothing they say is left out, D-44). A chapter of the
     script alone would hold only the start of it, in every chapter. `synopsis`: what the
     chronicler writes for a synopsis instead of `script`."""
-    size = 44 if " " in script.strip() else 20  # characters of a piece, in spaced words or not
-    pieces = (
-        textwrap.wrap(script, size)
-        if " " in script.strip()
-        else [script[i : i + size] for i in range(0, len(script), size)]
-    )
+    if " " in script.strip():
+        pieces = textwrap.wrap(script, 44)  # characters of a piece, at spaces
+    else:
+        pieces = [script[i : i + 20] for i in range(0, len(script), 20)]
     starts: dict[int, int] = {}  # a range's first message -> its first piece
-    told = [0]  # the pieces the ranges asked so far take
+    rooms: dict[int, int] = {}  # ... and how many pieces it took
 
     def answer(request: GenerationRequest) -> str:
         if request.json_schema is None:
@@ -155,9 +160,9 @@ def told_in_chapters(script: str, synopsis: str | None = None) -> Answer:
         events = json.loads(request.json_schema)["properties"]["events"]
         room = int(events["maxItems"])
         ids = events["items"]["properties"]["ids"]["items"]["enum"]
-        if min(ids) not in starts:  # asked again: the same pieces
-            starts[min(ids)] = told[0]
-            told[0] += room
+        if min(ids) not in starts:  # a new range takes the next pieces; asked again, the same
+            starts[min(ids)] = sum(rooms.values()) if rooms else 0
+            rooms[min(ids)] = room
         start = starts[min(ids)]
         pieces_now = [pieces[(start + k) % len(pieces)] for k in range(room)]
         return json.dumps({"events": [{"event": piece, "ids": ids[:2]} for piece in pieces_now]})
@@ -646,12 +651,9 @@ async def test_a_short_draft_that_keeps_almost_nothing_of_its_room_is_quoted(mak
 
     Fake engine: this test is about what a major fold stores for a given draft, which does not
     depend on the model."""
-    key = write_short_card()
-    service = await make_fake_service(
-        fake_settings_for(fold_quote_first=False),  # as `open_chat` with `told`
-        told_in_chapters(FAR_TOO_LONG, synopsis=FAR_TOO_SHORT),
+    service, conv_id = await open_chat(
+        make_fake_service, FAR_TOO_LONG, write_short_card(), told=True, synopsis=FAR_TOO_SHORT
     )
-    conv_id = service.new_conversation(service.library.get(key)).id
     events = events_of(service)
     await fold_until(
         service,
