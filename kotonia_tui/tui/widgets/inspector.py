@@ -467,11 +467,21 @@ class InspectorPane(VerticalScroll):
                         "$text-muted",
                     ),
                     literal(short_text(synopsis.text, 600)),
+                    (
+                        f"\n{len(synopsis.dropped)} sentences of the draft left out: they rest"
+                        " on nothing it folds"
+                        if synopsis.dropped
+                        else "",
+                        "italic $text-muted",
+                    ),
                 )
             )
         earlier = max(0, len(view.synopsis_versions) - 1)
-        button.label = literal_line(f"Earlier versions ({earlier})")
-        button.display = earlier > 0
+        left_out = len(synopsis.dropped) if synopsis is not None else 0
+        # The versions page is also where the current version's left-out sentences are read.
+        label = f"Earlier versions ({earlier})" if earlier else f"Left out ({left_out})"
+        button.label = literal_line(label)
+        button.display = earlier > 0 or left_out > 0
 
     # ---- events ------------------------------------------------------------------------------
 
