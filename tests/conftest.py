@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import hashlib
 import os
@@ -26,9 +27,18 @@ from tests.settings import engine_threads
 from tests.tiny_models import write_tiny_llama, write_tiny_mmproj
 
 _BYTECODE_CACHE = "KOTONIA_TEST_PYCACHE"  # set by the process that started the run
+_CRASH_DUMPS = "KOTONIA_TEST_CRASHES"  # the folder where each worker's fatal-error dump goes
+_crash_dump: Any = None  # this worker's dump file, open as long as the worker lives
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _CRASH_DUMPS not in os.environ:
+        # Before pytest-xdist starts its workers, which inherit the folder's name.
+        os.environ[_CRASH_DUMPS] = tempfile.mkdtemp(prefix="kotonia-test-crashes-")
+    keep_bytecode()
+
+
+def keep_bytecode() -> None:
     """Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), every `kotonia`
     subprocess and every pytest-xdist worker would compile the app's modules from source again:
     about 0.4 s of CPU each, hundreds of times a run. The run keeps their bytecode in one
@@ -45,9 +55,53 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = os.environ.get(_BYTECODE_CACHE)
-    if folder and not hasattr(config, "workerinput"):  # the run's first process, not a worker
-        shutil.rmtree(folder, ignore_errors=True)
+    if hasattr(config, "workerinput"):
+        return  # the run's first process removes the run's folders, not a worker
+    for name in (_BYTECODE_CACHE, _CRASH_DUMPS):
+        if folder := os.environ.get(name):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A worker that dies in native code (a segfault in a library) takes its Python traceback
+    with it: pytest-xdist says only "worker crashed", and the dump faulthandler writes to the
+    worker's stderr scrolls far above the end of a CI log. Each worker writes its dump to a file
+    of its own instead, and the first process prints them at the end of the run."""
+    global _crash_dump
+    folder, worker = os.environ.get(_CRASH_DUMPS), os.environ.get("PYTEST_XDIST_WORKER")
+    if folder and worker:
+        _crash_dump = open(Path(folder) / f"{worker}.txt", "a", encoding="utf-8")  # noqa: SIM115
+        faulthandler.enable(file=_crash_dump, all_threads=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    folder = os.environ.get(_CRASH_DUMPS)
+    if not folder or "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    for dump in sorted(Path(folder).glob("*.txt")):
+        if text := dump.read_text(encoding="utf-8", errors="replace").strip():
+            terminalreporter.section(f"fatal error in worker {dump.stem}", sep="!")
+            terminalreporter.line("\n".join(_condensed(text)))
+
+
+_RUNNER_FRAMES = ("/_pytest/", "/pluggy/", "/xdist/", "/execnet/", 'File "<string>"')
+
+
+def _condensed(dump: str, frames: int = 8) -> Iterator[str]:
+    """A faulthandler dump with each thread's innermost frames of its own (the test runner's
+    are left out): short enough to stay in the tail of a CI log."""
+    kept = 0
+    for line in dump.splitlines():
+        if line.startswith("Extension modules:"):
+            continue
+        if not line.startswith("  File "):
+            kept = 0
+            yield line
+        elif kept < frames and not any(mark in line for mark in _RUNNER_FRAMES):
+            kept += 1
+            yield line
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -52,6 +52,7 @@ class Db:
         self.utils = sqlite_utils.Database(conn)
         self.rows_read = 0
         self.read_only = False
+        self.closed = False
         self.lock = threading.RLock()
 
     @classmethod
@@ -150,7 +151,16 @@ class Db:
             raise StoreError(f"{self.path}: cannot switch to WAL mode (journal mode is {mode})")
 
     def close(self) -> None:
-        self.conn.close()
+        # A thread still in a statement (a prompt prepared for a turn the app is stopping)
+        # finishes it first: sqlite3 closed under a running statement crashes the process.
+        # A statement that comes after gets "Cannot operate on a closed database" (an error).
+        with self.lock:
+            self.conn.close()
+            self.closed = True
+
+    def _still_open(self) -> None:
+        if self.closed:  # a thread that outlived the app's close (it finished its statement)
+            raise StoreError(f"{self.path}: the database was closed")
 
     def error(self, exc: sqlite3.Error) -> StoreError:
         """A sqlite3 error as a StoreError naming the file (callers never import sqlite3)."""
@@ -197,6 +207,7 @@ class Db:
     def select(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Every SELECT goes through here so `rows_read` counts what each call costs."""
         with self.lock:
+            self._still_open()
             cursor = self.conn.cursor()
             cursor.row_factory = sqlite3.Row
             try:
@@ -236,7 +247,8 @@ class Db:
 
     def insert(self, table: str, row: dict[str, object]) -> int:
         """Insert one row (sqlite-utils) and return its new rowid."""
-        new_id = self.utils.table(table).insert(row).last_pk
+        with self.lock:
+            new_id = self.utils.table(table).insert(row).last_pk
         if not isinstance(new_id, int):
             raise StoreError(f"{self.path}: a row inserted into {table} got no id")
         return new_id
@@ -252,6 +264,7 @@ class Db:
     def write(self) -> Iterator[None]:
         """One write transaction (nested calls become savepoints of the outer one)."""
         with self.lock:
+            self._still_open()
             yield from self._write()
 
     def _write(self) -> Iterator[None]:
@@ -278,6 +291,7 @@ class Db:
     def read(self) -> Iterator[None]:
         """A read snapshot for several SELECTs; inside a write it is that write's view."""
         with self.lock:
+            self._still_open()
             yield from self._read()
 
     def _read(self) -> Iterator[None]:

@@ -119,10 +119,11 @@ class Store:
         return cls(db)
 
     def close(self) -> None:
-        if self._vector_search is not None:
-            self._vector_search.close()
-            self._vector_search = None
-        self._db.close()
+        with self._db.lock:  # no thread is searching or reading while the files close
+            if self._vector_search is not None:
+                self._vector_search.close()
+                self._vector_search = None
+            self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -511,10 +512,10 @@ class Store:
         """Messages of one conversation older than `older_than_id` whose vectors (for
         `model_key`) are closest to `query`, closest first; none when sqlite-vec is not
         available. A vector of a text since changed is never used."""
-        if self.vector_search_unavailable() is not None or self._vector_search is None:
-            return []
-        nearest = self._vector_search.nearest(model_key, conv_id, query, older_than_id, limit)
         with self._db.read():
+            if self.vector_search_unavailable() is not None or self._vector_search is None:
+                return []
+            nearest = self._vector_search.nearest(model_key, conv_id, query, older_than_id, limit)
             return vectors.similar_hits(self._db, nearest)
 
     def vectors_pending(self, model_key: str, limit: int) -> list[PendingText]:
