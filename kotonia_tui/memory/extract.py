@@ -35,6 +35,9 @@ _TIME = r"(?:[^:\n]|:(?! )){1,100}"
 _LABEL = rf"#\d+(?:-#\d+)?(?: [^:\n]{{1,60}}|, {_TIME})?: "
 _REFERENCE = re.compile(f"{_LABEL}|#\\d+")
 _LEADING_LABEL = re.compile(f"^{_LABEL}")
+# Who speaks, with no id: "Mara: " (a draft writes its lines so, a chat line's name). Before
+# nothing, it says who and not what: "Mara: …" alone took a tight quote's room for a name.
+_SPEAKER = re.compile(r"^[^\W\d_][^\W_]*(?: [^\W\d_][^\W_]*){0,3}: ")
 # What a sentence's words weigh (`_Worth`): a name or a number against a plain word, a word
 # the extract already quotes against a new one, the user's sentences against the others'.
 SPECIFIC = 2.0
@@ -83,9 +86,10 @@ def without_references(text: str) -> str:
 
 
 def _says_something(text: str) -> bool:
-    """A sentence with a word or a number besides what it cites: "…", "(#3)" or "#42 Ann: …"
-    alone, the pieces of a quote quoted again, would fill a tight extract with nothing."""
-    return bool(terms.tokens(without_references(text)))
+    """A sentence with a word or a number besides what it cites and who speaks: "…", "(#3)",
+    "#42 Ann: …" or "Ann: …" alone, the pieces of a quote quoted again or a draft's empty
+    line, would fill a tight extract with nothing."""
+    return bool(terms.tokens(_SPEAKER.sub("", without_references(text).strip(), count=1)))
 
 
 def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -94,19 +98,20 @@ def _quotable(texts: Sequence[str]) -> list[tuple[int, int, str]]:
     it quotes still says who said it. The ids an item cites ("- Mara met Soot. (#34)") stay
     with the sentence before them."""
     kept: list[tuple[int, int, str]] = []  # (first position, last position, text)
-    label = ""
+    label, label_at = "", 0
     for index, text in enumerate(texts):
         if not _says_something(text):
-            found = _LEADING_LABEL.match(text)
+            found = _LEADING_LABEL.match(text) or _SPEAKER.match(text.strip())
             if found:
-                label = found.group(0)
+                label, label_at = found.group(0), index
             elif kept and kept[-1][1] == index - 1 and _REFERENCE.search(text):
                 first, _last, before = kept[-1]
                 kept[-1] = (first, index, f"{before} {text}")
             continue
+        first = index
         if label and not _LEADING_LABEL.match(text):
-            text = f"{label}… {text}"
-        kept.append((index, index, text))
+            text, first = f"{label}… {text}", label_at  # the label's line is quoted with it
+        kept.append((first, index, text))
         label = ""
     return kept
 
@@ -315,8 +320,9 @@ async def quote_passages(passages: Sequence[Passage], target: int, count: Count)
 
 
 def extract_mark(label: str) -> str:
-    """What ends a sentence cut to fit: it is an extract, and where the whole text is."""
-    where = label.split(" ", 1)[0]
+    """What ends a sentence cut to fit: it is an extract, and where the whole text is (a
+    message's or a chapter's id, "#12" of "#12 Mara"; a label with none, "So far", whole)."""
+    where = label.split(" ", 1)[0] if label.startswith("#") else label
     return f" … [extract of {where}]"
 
 

@@ -189,6 +189,30 @@ def test_a_quote_quoted_again_quotes_words_not_its_marks() -> None:
     assert extract_passages(passages, 40) == "#53-#60: - Ann paid 40 crowns. (#54) …"
 
 
+def test_a_speakers_name_with_nothing_after_it_is_not_quoted() -> None:
+    # Lighthouse, seed 2: a draft's line "Mara: … …" was quoted again as "So far: … Mara: … …",
+    # a name (worth double) in a few characters outweighing every sentence of the story.
+    draft = "So far in the story, Mara says the Reach is wrong.\nMara: … …\nCorwin: …"
+    passages = [Passage("So far", draft), Passage("#40-#52", "- Ann paid 40 crowns. (#44)")]
+    for limit in (20, 60, 400):
+        quoted = extract_passages(passages, limit)
+        assert "Mara: …" not in quoted and "Corwin" not in quoted, quoted
+    assert extract_passages(passages, 400) == (
+        "So far: So far in the story, Mara says the Reach is wrong. …\n"
+        "#40-#52: - Ann paid 40 crowns. (#44)"
+    )
+    # Said before a sentence, the name stays with it, as a message's label does.
+    said = [Passage("So far", "Mara: …\nI measured the bar twice.")]
+    assert extract_passages(said, 400) == "So far: Mara: … I measured the bar twice."
+
+
+def test_a_line_cut_to_fit_says_which_text_it_is_an_extract_of() -> None:
+    line = "So far in the story, Mara surveyed the north cove and found the bar moved."
+    assert extract_passages([Passage("So far", line)], 40).endswith("[extract of So far]")
+    shortened = extract_passages([Passage("#12 Mara", line)], 40)
+    assert shortened.startswith("#12 Mara: So far") and shortened.endswith("[extract of #12]")
+
+
 def _range(lines: list[tuple[str, str]]) -> list[Message]:
     return [
         Message(id=number, role=Role.CHARACTER, speaker=speaker, text=text)
