@@ -56,6 +56,7 @@ from kotonia_tui.eval.examiner import (
 )
 from kotonia_tui.eval.grading import LexicalGrade, lexical_grade, parse_verdict, says_unknown
 from kotonia_tui.eval.meter import MeteredEngine
+from kotonia_tui.eval.paired import paired_counts
 from kotonia_tui.eval.replay import Range, Replay, replay
 from kotonia_tui.eval.results import (
     ArmResult,
@@ -300,6 +301,7 @@ async def run_eval(
         runs=runs,
         summary=summarize(runs, options.arms),
         seconds=round(time.monotonic() - started, 2),
+        paired=paired_counts(runs, options.arms),
     )
 
 

@@ -16,6 +16,7 @@ from kotonia_tui.eval.results import (
     EvalReport,
     EvidenceSpread,
     RunResult,
+    Split,
     Spread,
 )
 
@@ -46,6 +47,10 @@ def _share(cell: EvidenceSpread | None) -> str:
     if cell is None:
         return "-"
     return "/".join(_fmt(None if part is None else part.mean) for part in (cell.any, cell.all))
+
+
+def _split(split: Split) -> str:
+    return f"{split.here} / {split.there} (p {split.p:.2f})"
 
 
 def _columns(report: EvalReport) -> list[tuple[str, Callable[[ArmSummary], str]]]:
@@ -128,6 +133,17 @@ def table(report: EvalReport) -> str:
                     for cell in row.evidence_by_range
                 ]
                 lines.append(f"  {name:<{width}} " + " ".join(_fmt(v) for v in cells))
+    if report.paired:
+        lines.append(
+            "question by question, every run pooled: only this arm / only the other "
+            "(sign test p); a split near even says neither is better"
+        )
+        for pair in report.paired:
+            right = "" if pair.right is None else f"right {_split(pair.right)}, "
+            lines.append(
+                f"  {pair.arm} against {pair.against} ({pair.questions} questions): "
+                f"{right}evidence in prompt {_split(pair.evidence)}"
+            )
     lines.append("evidence messages by place (share of all evidence messages, mean over runs):")
     for name, row in report.summary.items():
         if row.evidence_places:

@@ -375,6 +375,27 @@ class ArmSummary:
 
 
 @dataclass(frozen=True)
+class Split:
+    """Of the questions compared, how many went `arm`'s way only, the other's only, and the
+    two-sided sign test's p of that split (1.0 when the arms never differ)."""
+
+    here: int
+    there: int
+    p: float
+
+
+@dataclass(frozen=True)
+class PairedCount:
+    """`arm` against `against` over the questions both were asked in every run."""
+
+    arm: str
+    against: str
+    questions: int
+    right: Split | None  # None: the reader was not asked (evidence only)
+    evidence: Split
+
+
+@dataclass(frozen=True)
 class EvalInput:
     title: str
     source: str
@@ -426,6 +447,8 @@ class EvalReport:
     model: ModelPin | None = None
     command: list[str] = field(default_factory=list)
     wall_seconds: float | None = None
+    # Arms against each other question by question, pooled over runs (eval/paired.py).
+    paired: list[PairedCount] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)

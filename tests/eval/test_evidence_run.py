@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -88,6 +90,10 @@ def _window(arm: ArmResult, messages: int) -> set[int]:
 PRESENT = {"window", "recalled", "cited", "quoted"}  # not "recalled_part", not "absent"
 
 
+def _any_of(question: GradedAnswer) -> bool:
+    return any(PRESENT & set(f.where) for f in question.found)
+
+
 def _share(questions: Sequence[GradedAnswer]) -> tuple[float, float]:
     present = [[bool(PRESENT & set(f.where)) for f in q.found] for q in questions]
     return (
@@ -103,7 +109,7 @@ def _settings(eval_settings_for):
     return eval_settings_for(n_ctx=4096, recall_budget_ratio=0.15, major_gc_ratio=0.2)
 
 
-async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
+async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for, tmp_path: Path):
     conv = one_question_per_message()
     count = len(conv.messages)
     arms = ("generational", "truncation", "truncation+recall")
@@ -202,6 +208,17 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
     assert (multihop.any, multihop.all, multihop.questions) == (1.0, 0.0, 1)
     # Recall only adds: what truncation holds, truncation with recall holds too.
     assert _any(recalled) > _any(truncation)
+    # Question by question: the questions only recall's prompt holds, none the other way.
+    pairs = {(p.arm, p.against): p for p in report.paired}
+    gained = sum(
+        _any_of(mine) and not _any_of(theirs)
+        for mine, theirs in zip(recalled.questions, truncation.questions, strict=True)
+    )
+    versus = pairs[("truncation+recall", "truncation")]
+    assert versus.questions == len(truncation.questions) and versus.right is None
+    assert (versus.evidence.here, versus.evidence.there) == (gained, 0) and gained > 0
+    assert versus.evidence.p == round(2 / 2**gained, 4)  # every split question went one way
+    assert ("generational", "truncation") in pairs
 
     # The JSON carries the same, one record per question.
     data = json.loads(json.dumps(report.to_json()))
@@ -215,6 +232,21 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for):
     text = table(report)
     assert "evidence any/all" in text and "evidence only" in text
     assert "evidence messages by place" in text
+    # Reports of separate commands (one per seed) are pooled by scripts/paired_runs.py the
+    # same way: two copies of this report count every question twice.
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report.to_json()), encoding="utf-8")
+    script = Path(__file__).parents[2] / "scripts" / "paired_runs.py"
+    pooled = subprocess.run(
+        [sys.executable, str(script), str(saved), str(saved), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    twice = {(c["arm"], c["against"]): c for c in json.loads(pooled.stdout)}
+    both = twice[("truncation+recall", "truncation")]
+    assert both["questions"] == 2 * versus.questions and both["right"] is None
+    assert (both["evidence"]["here"], both["evidence"]["there"]) == (2 * gained, 0)
 
 
 # A made-up letter, long gone from the window, longer than the recall budget: the words the

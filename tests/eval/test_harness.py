@@ -160,6 +160,15 @@ async def test_recall_arms_answer_from_the_archive_what_their_window_lost(
     assert 2 * int(day) - 1 in answered[0].recalled  # the user's line that said it
     assert all(not q.recalled for q in got["truncation"].questions)
     assert "g=generational+recall" in terminal_plot(report)
+    # Question by question: the answers only the recall arm got right, and the other way.
+    pairs = {(p.arm, p.against): p for p in report.paired}
+    versus = pairs[("truncation+recall", "truncation")]
+    mine, theirs = got["truncation+recall"].questions, got["truncation"].questions
+    here = sum(bool(a.correct and not b.correct) for a, b in zip(mine, theirs, strict=True))
+    there = sum(bool(b.correct and not a.correct) for a, b in zip(mine, theirs, strict=True))
+    assert versus.right is not None and versus.right.here >= len(answered) > 0
+    assert (versus.right.here, versus.right.there) == (here, there)
+    assert f"truncation+recall against truncation ({len(mine)} questions): right " in table(report)
 
 
 async def test_full_arm_is_skipped_when_it_cannot_fit(eval_settings_for):
