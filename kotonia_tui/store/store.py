@@ -119,11 +119,10 @@ class Store:
         return cls(db)
 
     def close(self) -> None:
-        with self._db.lock:  # no thread is searching or reading while the files close
-            if self._vector_search is not None:
-                self._vector_search.close()
-                self._vector_search = None
-            self._db.close()
+        if self._vector_search is not None:
+            self._vector_search.close()  # after a search still running
+            self._vector_search = None
+        self._db.close()  # after a statement still running
 
     def __enter__(self) -> Store:
         return self
@@ -512,10 +511,13 @@ class Store:
         """Messages of one conversation older than `older_than_id` whose vectors (for
         `model_key`) are closest to `query`, closest first; none when sqlite-vec is not
         available. A vector of a text since changed is never used."""
+        search = self._vector_search if self.vector_search_unavailable() is None else None
+        if search is None:
+            return []
+        # Outside the connection's lock: the scan can take a few hundred ms, and the UI's
+        # reads must not wait for it (the search's own lock keeps it from its close).
+        nearest = search.nearest(model_key, conv_id, query, older_than_id, limit)
         with self._db.read():
-            if self.vector_search_unavailable() is not None or self._vector_search is None:
-                return []
-            nearest = self._vector_search.nearest(model_key, conv_id, query, older_than_id, limit)
             return vectors.similar_hits(self._db, nearest)
 
     def vectors_pending(self, model_key: str, limit: int) -> list[PendingText]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -170,8 +171,10 @@ class VectorSearch:
     """A read-only connection to the store's file with sqlite-vec loaded."""
 
     def __init__(self, conn: Any, errors: type[Exception]) -> None:
-        self._conn = conn
+        self._conn: Any | None = conn
         self._errors = errors  # apsw.Error
+        # A search runs on a worker thread; the store may close meanwhile (the app quitting).
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path, busy_timeout_s: float) -> VectorSearch:
@@ -208,8 +211,22 @@ class VectorSearch:
     ) -> list[Nearest]:
         """The `k` vectors of one conversation's messages older than `before_id` closest to
         `query`, closest first (an exact scan of that conversation's vectors)."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreError("vector search: the database was closed")
+            return self._nearest(self._conn, model_key, conversation_id, query, before_id, k)
+
+    def _nearest(
+        self,
+        conn: Any,
+        model_key: str,
+        conversation_id: int,
+        query: Sequence[float],
+        before_id: int,
+        k: int,
+    ) -> list[Nearest]:
         try:
-            rows = self._conn.execute(
+            rows = conn.execute(
                 """SELECT message_id, text_hash, vec_distance_cosine(vector, ?) AS d
                    FROM message_vectors
                    WHERE model_key = ? AND conversation_id = ? AND message_id < ?
@@ -222,4 +239,7 @@ class VectorSearch:
         return [Nearest(int(r[0]), str(r[1]), float(r[2])) for r in rows]
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -5,8 +5,10 @@ the statement, and what comes after it is a StoreError naming the file."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,12 +18,11 @@ from kotonia_tui.store import Store, StoreError
 from .conftest import make_messages, new_conversation
 
 
-def _read_until_closed(
-    store: Store, conv_id: int, reads: list[int], errors: list[Exception]
-) -> None:
+def _until_closed(read: Callable[[], int], counts: list[int], errors: list[Exception]) -> None:
+    """Call `read` until the store says it is closed, keeping what each call counted."""
     try:
         while True:
-            reads.append(len(store.recent_messages(conv_id, 3000)))
+            counts.append(read())
     except StoreError as exc:
         errors.append(exc)
 
@@ -34,7 +35,8 @@ def test_a_reader_on_another_thread_gets_an_error_not_a_crash(db_path: Path) -> 
         store = Store.open(db_path)
         reads: list[int] = []
         errors: list[Exception] = []
-        reader = threading.Thread(target=_read_until_closed, args=(store, conv_id, reads, errors))
+        read = functools.partial(lambda s: len(s.recent_messages(conv_id, 3000)), store)
+        reader = threading.Thread(target=_until_closed, args=(read, reads, errors))
         reader.start()
         time.sleep(0.002 * attempt)
         store.close()
@@ -50,3 +52,29 @@ def test_a_closed_store_says_so(db_path: Path) -> None:
     store.close()
     with pytest.raises(StoreError, match="the database was closed"):
         store.list_conversations()
+
+
+def test_a_vector_search_on_another_thread_ends_with_an_error_not_a_crash(db_path: Path) -> None:
+    # Semantic recall ranks on a second connection (apsw, store/vectors.py), off the event loop.
+    key = "tiny.gguf:1:abc:4"
+    with Store.open(db_path) as store:
+        conv_id = new_conversation(store).id
+        store.add_messages(conv_id, make_messages(400))
+        pending = store.vectors_pending(key, 1000)
+        store.put_vectors(key, [(p, [1.0, float(i % 7), 0.5, 0.0]) for i, p in enumerate(pending)])
+    for attempt in range(6):
+        store = Store.open(db_path)
+        counts: list[int] = []
+        errors: list[Exception] = []
+        search = functools.partial(
+            lambda s: len(s.similar(conv_id, key, [1.0, 0.0, 0.0, 0.0], 10**9, 24)), store
+        )
+        searcher = threading.Thread(target=_until_closed, args=(search, counts, errors))
+        searcher.start()
+        time.sleep(0.005 * (attempt + 1))
+        store.close()
+        searcher.join(timeout=30)
+        assert not searcher.is_alive()
+        assert counts and all(n == 24 for n in counts)  # every search that ran was whole
+        (error,) = errors
+        assert "the database was closed" in str(error)
