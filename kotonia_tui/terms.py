@@ -63,7 +63,10 @@ _NUMBER = regex.compile(r"\d+(?:[.,:/]\d+)*")  # \d: decimal digits of every scr
 _NAME_JOINERS = "'’-"  # inside a name: "O'Brien", "Jean-Luc"
 # What may end a sentence before the next word (so a capital after it is no sign of a name),
 # besides a line break.
-_SENTENCE_MARKS = frozenset('.!?。！？:;"“”*([')
+# What a sentence's first word may follow: its end before, or the marks that open a line of
+# speech or of markup (quotes of every kind, a dialogue dash, `*`, `_`, `~`, brackets). The
+# word after "`Stupid." or "— Twice" is not a name for its capital.
+_SENTENCE_MARKS = frozenset(".!?。！？:;\"“”„«‹‘'`*_~([{「『（—–¡¿")
 _NOT_NAMES = frozenset({"i", "i'm", "i've", "i'll", "i'd", "ok", "okay", "oh", "yes", "no"})
 
 CONTENT_LETTERS = 4  # shorter words are function words in most spaced languages

@@ -77,6 +77,20 @@ def test_names_are_capitals_inside_a_sentence_in_any_cased_script() -> None:
     assert terms.names("猫の名前はモチ。") == []
 
 
+def test_a_word_after_an_opening_mark_is_a_sentence_start_not_a_name() -> None:
+    # A role-play line opens with quotes, backticks, a dialogue dash or markup: its first word
+    # is capitalized for the sentence, and weighed as a name it outweighed the story's nouns.
+    for line in ("`Stupid.", "— Twice, he said.", "– Twice.", "'Stupid,' he said.", "‘Fine.’"):
+        assert terms.names(line) == [], line
+    assert terms.names("「Hello」 「Soot」") == []
+    assert terms.names("_Quiet_ now, Soot.") == [(13, "Soot")]
+    # A name capitalized inside a sentence as well stays a name at a sentence's start.
+    assert [w for _at, w in terms.names("— Corwin nods. The keeper, Corwin, waits.")] == [
+        "Corwin",
+        "Corwin",
+    ]
+
+
 def test_content_leaves_out_names_common_and_short_words() -> None:
     found = terms.content("Mara tells Piet that her sister Ilse marries on the 14th", ["Mara"])
     assert found.words == ("piet", "sister", "ilse", "marries")
