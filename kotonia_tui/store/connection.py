@@ -153,7 +153,7 @@ class Db:
     def close(self) -> None:
         # A thread still in a statement (a prompt prepared for a turn the app is stopping)
         # finishes it first: sqlite3 closed under a running statement crashes the process.
-        # A statement that comes after gets "Cannot operate on a closed database" (an error).
+        # A statement that comes after is a StoreError (`_still_open`), not a crash.
         with self.lock:
             self.conn.close()
             self.closed = True
@@ -200,6 +200,7 @@ class Db:
     @property
     def user_version(self) -> int:
         with self.lock:
+            self._still_open()
             return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     # Reads -------------------------------------------------------------------------------------
@@ -227,6 +228,7 @@ class Db:
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         with self.lock:
+            self._still_open()
             try:
                 return self.conn.execute(sql, params)
             except OverflowError as exc:
@@ -243,11 +245,13 @@ class Db:
         marks = ", ".join("?" * len(columns))
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
         with self.lock:
+            self._still_open()
             self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
 
     def insert(self, table: str, row: dict[str, object]) -> int:
         """Insert one row (sqlite-utils) and return its new rowid."""
         with self.lock:
+            self._still_open()
             new_id = self.utils.table(table).insert(row).last_pk
         if not isinstance(new_id, int):
             raise StoreError(f"{self.path}: a row inserted into {table} got no id")
@@ -256,6 +260,7 @@ class Db:
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""
         with self.lock:
+            self._still_open()
             cursor = self.conn.cursor()
             cursor.row_factory = sqlite3.Row
             return cursor.execute(sql, params).fetchall()

@@ -47,11 +47,16 @@ def test_a_reader_on_another_thread_gets_an_error_not_a_crash(db_path: Path) -> 
         assert str(error) == f"{db_path}: the database was closed"
 
 
-def test_a_closed_store_says_so(db_path: Path) -> None:
+def test_a_closed_store_says_so_for_reads_and_writes(db_path: Path) -> None:
     store = Store.open(db_path)
+    conv_id = new_conversation(store).id
     store.close()
     with pytest.raises(StoreError, match="the database was closed"):
         store.list_conversations()
+    with pytest.raises(StoreError, match="the database was closed"):
+        store.add_messages(conv_id, make_messages(1))
+    with pytest.raises(StoreError, match="the database was closed"):
+        store.delete_conversation(conv_id)
 
 
 def test_a_vector_search_on_another_thread_ends_with_an_error_not_a_crash(db_path: Path) -> None:
