@@ -153,14 +153,19 @@ class Db:
     def close(self) -> None:
         # A thread still in a statement (a prompt prepared for a turn the app is stopping)
         # finishes it first: sqlite3 closed under a running statement crashes the process.
-        # A statement that comes after is a StoreError (`_still_open`), not a crash.
+        # A statement that comes after is a StoreError (`_open`), not a crash.
         with self.lock:
             self.conn.close()
             self.closed = True
 
-    def _still_open(self) -> None:
-        if self.closed:  # a thread that outlived the app's close (it finished its statement)
-            raise StoreError(f"{self.path}: the database was closed")
+    @contextmanager
+    def _open(self) -> Iterator[None]:
+        """The connection's lock, for a statement of a store still open: a thread that
+        outlived the app's close (it finished its statement first) gets a StoreError."""
+        with self.lock:
+            if self.closed:
+                raise StoreError(f"{self.path}: the database was closed")
+            yield
 
     def error(self, exc: sqlite3.Error) -> StoreError:
         """A sqlite3 error as a StoreError naming the file (callers never import sqlite3)."""
@@ -199,16 +204,14 @@ class Db:
 
     @property
     def user_version(self) -> int:
-        with self.lock:
-            self._still_open()
+        with self._open():
             return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     # Reads -------------------------------------------------------------------------------------
 
     def select(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Every SELECT goes through here so `rows_read` counts what each call costs."""
-        with self.lock:
-            self._still_open()
+        with self._open():
             cursor = self.conn.cursor()
             cursor.row_factory = sqlite3.Row
             try:
@@ -227,8 +230,7 @@ class Db:
     # Writes ------------------------------------------------------------------------------------
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
-        with self.lock:
-            self._still_open()
+        with self._open():
             try:
                 return self.conn.execute(sql, params)
             except OverflowError as exc:
@@ -244,14 +246,12 @@ class Db:
         columns = list(rows[0])
         marks = ", ".join("?" * len(columns))
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
-        with self.lock:
-            self._still_open()
+        with self._open():
             self.conn.executemany(sql, ([row[c] for c in columns] for row in rows))
 
     def insert(self, table: str, row: dict[str, object]) -> int:
         """Insert one row (sqlite-utils) and return its new rowid."""
-        with self.lock:
-            self._still_open()
+        with self._open():
             new_id = self.utils.table(table).insert(row).last_pk
         if not isinstance(new_id, int):
             raise StoreError(f"{self.path}: a row inserted into {table} got no id")
@@ -259,8 +259,7 @@ class Db:
 
     def returning(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """An `UPDATE/INSERT ... RETURNING` (a write, so not counted in `rows_read`)."""
-        with self.lock:
-            self._still_open()
+        with self._open():
             cursor = self.conn.cursor()
             cursor.row_factory = sqlite3.Row
             return cursor.execute(sql, params).fetchall()
@@ -268,8 +267,7 @@ class Db:
     @contextmanager
     def write(self) -> Iterator[None]:
         """One write transaction (nested calls become savepoints of the outer one)."""
-        with self.lock:
-            self._still_open()
+        with self._open():
             yield from self._write()
 
     def _write(self) -> Iterator[None]:
@@ -295,8 +293,7 @@ class Db:
     @contextmanager
     def read(self) -> Iterator[None]:
         """A read snapshot for several SELECTs; inside a write it is that write's view."""
-        with self.lock:
-            self._still_open()
+        with self._open():
             yield from self._read()
 
     def _read(self) -> Iterator[None]:

@@ -214,28 +214,17 @@ class VectorSearch:
         with self._lock:
             if self._conn is None:
                 raise StoreError("vector search: the database was closed")
-            return self._nearest(self._conn, model_key, conversation_id, query, before_id, k)
-
-    def _nearest(
-        self,
-        conn: Any,
-        model_key: str,
-        conversation_id: int,
-        query: Sequence[float],
-        before_id: int,
-        k: int,
-    ) -> list[Nearest]:
-        try:
-            rows = conn.execute(
-                """SELECT message_id, text_hash, vec_distance_cosine(vector, ?) AS d
-                   FROM message_vectors
-                   WHERE model_key = ? AND conversation_id = ? AND message_id < ?
-                   ORDER BY d, message_id DESC LIMIT ?""",
-                (vector_bytes(query), model_key, conversation_id, before_id, k),
-            ).fetchall()
-        except self._errors as exc:
-            detail = " ".join(str(exc).split())
-            raise StoreError(f"vector search failed: {detail}") from exc
+            try:
+                rows = self._conn.execute(
+                    """SELECT message_id, text_hash, vec_distance_cosine(vector, ?) AS d
+                       FROM message_vectors
+                       WHERE model_key = ? AND conversation_id = ? AND message_id < ?
+                       ORDER BY d, message_id DESC LIMIT ?""",
+                    (vector_bytes(query), model_key, conversation_id, before_id, k),
+                ).fetchall()
+            except self._errors as exc:
+                detail = " ".join(str(exc).split())
+                raise StoreError(f"vector search failed: {detail}") from exc
         return [Nearest(int(r[0]), str(r[1]), float(r[2])) for r in rows]
 
     def close(self) -> None:

@@ -76,7 +76,10 @@ def test_a_vector_search_on_another_thread_ends_with_an_error_not_a_crash(db_pat
         )
         searcher = threading.Thread(target=_until_closed, args=(search, counts, errors))
         searcher.start()
-        time.sleep(0.005 * (attempt + 1))
+        deadline = time.monotonic() + 30
+        while not counts and not errors and time.monotonic() < deadline:
+            time.sleep(0.001)  # the first search loads sqlite-vec: close during the later ones
+        time.sleep(0.005 * attempt)
         store.close()
         searcher.join(timeout=30)
         assert not searcher.is_alive()

@@ -50,6 +50,12 @@ async def test_what_the_only_synopsis_left_out_is_one_button_away(
         await pilot.press("f2")
         inspector = chat.query_one(InspectorPane)
         await wait_for(pilot, lambda: inspector.display and inspector.view is not None)
+        pane = "\n".join(
+            block.content.plain
+            for block in inspector.query(Static).results(Static)
+            if isinstance(block.content, Content)
+        )
+        assert "1 sentence of the draft left out: resting on nothing it folds" in pane
         button = inspector.query_one("#synopsis-versions", Button)
         assert button.display and "Left out (1)" in str(button.label)
         button.press()

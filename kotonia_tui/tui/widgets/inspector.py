@@ -18,7 +18,7 @@ from kotonia_tui.chat.inspection import ChapterView, MemoryView
 from kotonia_tui.domain import ChapterOrigin, FoldJob, FoldStatus, Role, StoredLedgerEntry
 from kotonia_tui.memory.ledger import LeftOut
 from kotonia_tui.tui.literal import literal, literal_line
-from kotonia_tui.tui.render import age, budget_bar_content, short_text, tokens
+from kotonia_tui.tui.render import age, budget_bar_content, plural, short_text, tokens
 from kotonia_tui.tui.widgets.inspector_sections import (
     lore_content,
     recall_content,
@@ -468,8 +468,8 @@ class InspectorPane(VerticalScroll):
                     ),
                     literal(short_text(synopsis.text, 600)),
                     (
-                        f"\n{len(synopsis.dropped)} sentences of the draft left out: they rest"
-                        " on nothing it folds"
+                        f"\n{plural(len(synopsis.dropped), 'sentence')} of the draft left out:"
+                        " resting on nothing it folds"
                         if synopsis.dropped
                         else "",
                         "italic $text-muted",
