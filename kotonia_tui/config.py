@@ -146,9 +146,10 @@ class ModelProfile(BaseModel):
     chronicler_lead: str | None = None
     # The same for a synopsis. None: "So far in the story," wherever chapters have a lead.
     synopsis_lead: str | None = None
-    # An embedding GGUF (e.g. nomic-embed-text, bge-m3): recall then also finds archived
-    # messages similar in meaning to the latest lines, not only those sharing words
-    # (chat/embedding_worker.py). None: full-text recall alone.
+    # The embedding GGUF of semantic recall (e.g. nomic-embed-text, bge-m3): recall also finds
+    # archived messages similar in meaning to the latest lines, not only those sharing words
+    # (chat/semantic.py). None: the shipped all-MiniLM-L6-v2 (engine/default_embedding.py).
+    # `semantic_recall = false` in the settings turns it off.
     embedding_model_path: Path | None = None
 
     @field_validator("embedding_model_path", mode="before")
@@ -213,6 +214,12 @@ class Settings(BaseSettings):
     threads: int | None = Field(default=None, ge=1)
     prompt_format: PromptFormat | None = None
     embedding_model_path: Path | None = None
+    # Recall by meaning as well as by words, with the profile's embedding model (the shipped
+    # all-MiniLM-L6-v2 when it names none). False: recall matches words only, and no embedding
+    # model is loaded. On by default since issue 28: with it the evidence for a question was
+    # in the prompt for 0.80-0.84 of the questions on both shipped conversations, by words
+    # alone for 0.67-0.82 (docs/decisions.md D-46).
+    semantic_recall: bool = True
 
     db: Path | None = None
     characters_dir: Path | None = None  # the user's card folder; default under the data dir

@@ -121,11 +121,17 @@ def kotonia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     The app's engines run `engine_threads()` threads (KOTONIA_THREADS, read by the settings in
     this process and in `kotonia` subprocesses): the workers that run tests side by side share
     the cores instead of each taking them all.
+
+    Semantic recall is off (KOTONIA_SEMANTIC_RECALL): on, every test that opens the app would
+    convert and load the shipped embedding model and embed its messages beside the model
+    under test. The tests of semantic recall turn it on (tests/settings.py does when a test
+    names an embedding model; tests/engine/test_default_embedding.py for the shipped one).
     """
     home = tmp_path / "kotonia_home"
     home.mkdir()
     monkeypatch.setenv("KOTONIA_HOME", str(home))
     monkeypatch.setenv("KOTONIA_THREADS", str(engine_threads()))
+    monkeypatch.setenv("KOTONIA_SEMANTIC_RECALL", "false")
     umask = os.umask(0o077)
     try:
         yield home

@@ -39,6 +39,8 @@ def tiny_values(**values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     profile.setdefault("threads", engine_threads())
     profile.setdefault("seed", 7)
     rest.setdefault("fold_delay_s", 0.0)
+    # On where the test names an embedding model (tests/conftest.py turns it off otherwise).
+    rest.setdefault("semantic_recall", profile.get("embedding_model_path") is not None)
     return profile, rest
 
 
@@ -67,6 +69,7 @@ def default_model_settings(**values: Any) -> Settings:
     profile.setdefault("reply_max_tokens", 40)
     shipped = load_settings().all_profiles()["default"]
     rest.setdefault("fold_delay_s", 0.0)
+    rest.setdefault("semantic_recall", profile.get("embedding_model_path") is not None)
     return load_settings(
         profile="gemma", profiles={"gemma": shipped.model_copy(update=profile)}, **rest
     )

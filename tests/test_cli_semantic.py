@@ -18,10 +18,10 @@ def _row(out: str, name: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(name + " "))
 
 
-def test_doctor_without_the_setting_says_recall_is_by_words(capsys):
-    code, out, _ = run(capsys, "doctor")
+def test_doctor_with_semantic_recall_off_says_recall_is_by_words(capsys):
+    code, out, _ = run(capsys, "doctor")  # tests/conftest.py sets semantic_recall = false
     assert code == 0
-    assert "embedding_model_path not set" in _row(out, "embedding model")
+    assert "none (semantic_recall = false)" in _row(out, "embedding model")
     assert "sqlite-vec" not in out
     # Recall by words keeps to its share (docs/decisions.md D-40).
     assert _row(out, "recall").endswith("20% of the window (1,638 tokens) a turn, by words")
@@ -35,6 +35,7 @@ def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
             Conversation(character_key="rowan-ashby", character_name="Rowan", persona_name="Ann"),
             [Message(role=Role.USER, speaker="Ann", text=f"line {i}") for i in range(3)],
         )
+    monkeypatch.setenv("KOTONIA_SEMANTIC_RECALL", "true")
     monkeypatch.setenv("KOTONIA_EMBEDDING_MODEL_PATH", str(tiny_embedding_path))
     code, out, err = run(capsys, "doctor", "--load")
     assert code == 0, err
@@ -53,8 +54,32 @@ def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
 
 
 def test_doctor_names_a_missing_embedding_model(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KOTONIA_SEMANTIC_RECALL", "true")
     monkeypatch.setenv("KOTONIA_EMBEDDING_MODEL_PATH", str(tmp_path / "gone.gguf"))
     code, out, err = run(capsys, "doctor")
     assert code == 1
     assert "gone.gguf (problem: recall by words only)" in out
     assert "gone.gguf: embedding model file not found; set embedding_model_path" in err
+
+
+def test_doctor_on_the_shipped_model_before_and_after_its_first_use(capsys, monkeypatch):
+    """By default (no embedding_model_path) recall uses the shipped all-MiniLM-L6-v2: the
+    doctor says it is converted on first use, `--load` converts and loads it, and from then on
+    the doctor names the file, its dimension and the vectors stored for it."""
+    monkeypatch.setenv("KOTONIA_SEMANTIC_RECALL", "true")
+    models = app_dirs().cache / "models"
+    code, out, err = run(capsys, "doctor")
+    assert code == 0, err
+    assert _row(out, "embedding model").endswith(
+        f"all-MiniLM-L6-v2 (shipped): converted on first use into {models}"
+    )
+    code, out, err = run(capsys, "doctor", "--load")
+    assert code == 0, err
+    assert "  yes, dimension 384, in " in _row(out, "embedding loaded")
+    code, out, err = run(capsys, "doctor")
+    assert code == 0, err
+    assert _row(out, "embedding model").endswith(
+        f"{models / 'all-MiniLM-L6-v2.f16.gguf'} (46 MB, dimension 384)"
+    )
+    assert _row(out, "vectors").endswith("0 stored, 0 pending for this model")
+    assert "by words and meaning" in _row(out, "recall")

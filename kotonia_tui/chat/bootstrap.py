@@ -149,7 +149,7 @@ def open_service(
     try:
         library = open_library(settings)
         engine = open_engine(settings, progress)
-        semantic = SemanticRecall.open(store, settings.active_profile().embedding_model_path)
+        semantic = SemanticRecall.from_settings(store, settings, progress)
     except BaseException:
         store.close()
         raise

@@ -1,8 +1,9 @@
 """Semantic recall: the embedding model, the background worker that embeds messages, its state.
 
-When the profile names an embedding GGUF (`embedding_model_path`), every stored message gets
-a vector (store/vectors.py) and recall also finds archived messages similar in meaning to the
-latest lines (chat/recall.py fuses both rankings). The vectors are computed here, in the
+With `semantic_recall` on (the default), every stored message gets a vector (store/vectors.py)
+from the profile's embedding GGUF (`embedding_model_path`, or the shipped all-MiniLM-L6-v2:
+engine/default_embedding.py), and recall also finds archived messages similar in meaning to
+the latest lines (chat/recall.py fuses both rankings). The vectors are computed here, in the
 background:
 
 - after each turn (the service wakes the worker when a reply is stored, a message is edited,
@@ -15,7 +16,7 @@ background:
 
 When the model is missing or cannot be loaded, or sqlite-vec cannot be loaded, nothing is
 embedded, recall uses the full-text index alone, and `status` says why in one line (the log,
-the first turn's notice, `kotonia doctor`). Without the setting nothing here runs at all.
+the first turn's notice, `kotonia doctor`). With `semantic_recall = false` nothing here runs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kotonia_tui.chat.background import cancel_and_wait
+from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineClosedError, EngineError, ModelFileError
+from kotonia_tui.engine.default_embedding import MODEL_NAME, default_embedding_path
+from kotonia_tui.engine.default_model import Progress
 from kotonia_tui.store import Store, StoreError, VectorCounts
 
 if TYPE_CHECKING:
@@ -69,6 +73,23 @@ class SemanticRecall:
         self._failed: set[int] = set()  # messages the model could not embed (this session)
 
     @classmethod
+    def from_settings(
+        cls, store: Store, settings: Settings, progress: Progress | None = None
+    ) -> SemanticRecall:
+        """Semantic recall as the settings ask for it (blocking: the shipped model may be
+        converted first, under a second); off with `semantic_recall = false`."""
+        if not settings.semantic_recall:
+            return cls(store)
+        path = settings.active_profile().embedding_model_path
+        if path is None:
+            try:
+                path = default_embedding_path(app_dirs().cache, progress)
+            except ModelFileError as exc:
+                log.warning("semantic recall unavailable: %s", exc)
+                return cls(store, configured=Path(MODEL_NAME), problem=str(exc))
+        return cls.open(store, path)
+
+    @classmethod
     def open(cls, store: Store, model_path: Path | None, *, threads: int = 1) -> SemanticRecall:
         """Load the embedding model named by the setting (blocking). A model that cannot be
         loaded leaves semantic recall unavailable, with the reason; it never stops the app."""
@@ -99,7 +120,7 @@ class SemanticRecall:
     def status(self) -> str:
         """One line: what semantic recall is doing and, when it cannot, why."""
         if self.configured is None:
-            return "off (no embedding_model_path set): recall matches words only"
+            return "off (semantic_recall = false): recall matches words only"
         if self.active and self.embedder is not None:
             return (
                 f"on: {self.embedder.path.name}, dimension {self.embedder.dimension}; recall "

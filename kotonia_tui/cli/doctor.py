@@ -22,6 +22,12 @@ from kotonia_tui.chat.setup_room import squeezed_cards
 from kotonia_tui.cli.output import plural, progress, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
+from kotonia_tui.engine.default_embedding import (
+    MODEL_NAME,
+    converted_embedding,
+    default_embedding_path,
+    default_embedding_state,
+)
 from kotonia_tui.engine.default_model import default_model_state
 from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
@@ -68,7 +74,9 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         rows.append(("mmproj", _file_line(profile.mmproj_path, "mmproj", problems)))
     else:
         rows.append(("mmproj", "none (no image input)"))
-    embedding_dim = _embedding_rows(profile.embedding_model_path, rows, problems)
+    before = len(problems)
+    embedding = _embedding_rows(settings, dirs.cache, rows, problems)
+    embedding_usable = settings.semantic_recall and len(problems) == before
     # Recall is by meaning too only where the model reads and sqlite-vec loads (the store says).
     semantic = False
     db_path = settings.db_path(dirs) if args.db is None else args.db
@@ -76,11 +84,10 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         with open_store(settings, args.db, read_only=args.read_only) as store:
             rows.append(("database", f"{db_path} (schema {store.schema_version})"))
             rows.append(("conversations", str(len(store.list_conversations()))))
-            if profile.embedding_model_path is not None and embedding_dim is not None:
+            if embedding_usable:
                 unavailable = store.vector_search_unavailable()
-                rows.extend(
-                    _vector_rows(store, profile.embedding_model_path, embedding_dim, unavailable)
-                )
+                if embedding is not None:
+                    rows.extend(_vector_rows(store, *embedding, unavailable))
                 semantic = unavailable is None
     except StoreError as exc:
         problems.append(str(exc))
@@ -104,8 +111,8 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.extend(squeezed_cards(engine, settings, library))
         finally:
             engine.close()
-        if profile.embedding_model_path is not None and embedding_dim is not None:
-            rows.append(("embedding loaded", _load_embedding(profile.embedding_model_path)))
+        if embedding_usable:
+            rows.append(("embedding loaded", _load_embedding(settings, dirs.cache)))
     elif not args.load and profile.backend != "server":
         rows.append(("card setups", "checked against the window with --load"))
     width = max(len(name) for name, _ in rows)
@@ -142,12 +149,26 @@ def _how_to_get_files(name: str, profile: Any, config_file: Path) -> list[str]:
 
 
 def _embedding_rows(
-    path: Path | None, rows: list[tuple[str, str]], problems: list[str]
-) -> int | None:
-    """The embedding model semantic recall uses: none, or its file and dimension."""
-    if path is None:
-        rows.append(("embedding model", "none (embedding_model_path not set): recall by words"))
+    settings: Settings, cache_dir: Path, rows: list[tuple[str, str]], problems: list[str]
+) -> tuple[Path, int] | None:
+    """The embedding model semantic recall uses, in a row: off, or its file and dimension
+    (returned, to count its vectors; None before the shipped model's first use)."""
+    if not settings.semantic_recall:
+        rows.append(("embedding model", "none (semantic_recall = false): recall by words"))
         return None
+    path = settings.active_profile().embedding_model_path
+    if path is None:
+        try:
+            state = default_embedding_state(cache_dir)
+        except EngineError as exc:
+            problems.append(str(exc))
+            rows.append(("embedding model", f"{MODEL_NAME}, shipped (problem: recall by words)"))
+            return None
+        converted = converted_embedding(cache_dir)
+        if converted is None:
+            rows.append(("embedding model", state))
+            return None
+        path = converted
     try:
         dimension = header_dimension(path)
     except EngineError as exc:
@@ -156,7 +177,7 @@ def _embedding_rows(
         return None
     size = path.stat().st_size / 1e6
     rows.append(("embedding model", f"{path} ({size:,.0f} MB, dimension {dimension})"))
-    return dimension
+    return None if dimension is None else (path, dimension)
 
 
 def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
@@ -192,10 +213,13 @@ def _vector_rows(
     ]
 
 
-def _load_embedding(path: Path) -> str:
+def _load_embedding(settings: Settings, cache_dir: Path) -> str:
     from kotonia_tui.engine import EmbeddingEngine
 
     try:
+        path = settings.active_profile().embedding_model_path or default_embedding_path(
+            cache_dir, progress(sys.stderr)
+        )
         embedder = EmbeddingEngine.open(path)
     except EngineError as exc:
         return f"no: {exc}"

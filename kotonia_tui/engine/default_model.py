@@ -47,19 +47,20 @@ def _chunks() -> tuple[str, str, list[Path]]:
     return name, expected, chunks
 
 
-def _models_folder(cache_dir: Path) -> Path:
-    """Where the model is assembled; ModelFileError when something else is in the way."""
+def models_folder(cache_dir: Path) -> Path:
+    """Where the shipped models are assembled (this one and semantic recall's,
+    engine/default_embedding.py); ModelFileError when something else is in the way."""
     folder = cache_dir / "models"
     if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
         raise ModelFileError(
-            f"{folder}: is not a folder, and the embedded default model is assembled there; "
+            f"{folder}: is not a folder, and the shipped models are assembled there; "
             "move it away, or set model_path in the profile (or KOTONIA_MODEL_PATH)"
         )
     return folder
 
 
 def _assembled(cache_dir: Path, name: str, expected: str, chunks: list[Path]) -> Path | None:
-    target = _models_folder(cache_dir) / name
+    target = models_folder(cache_dir) / name
     stamp = target.with_suffix(".sha256")
     if (
         target.exists()
@@ -88,7 +89,7 @@ def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Pat
     found = _assembled(cache_dir, name, expected, chunks)
     if found is not None:
         return found
-    target = _models_folder(cache_dir) / name
+    target = models_folder(cache_dir) / name
     stamp = target.with_suffix(".sha256")
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()

@@ -425,6 +425,7 @@ async def _one_run(
             ),
             arms=results,
             audit=audited,
+            semantic=replayed.service.semantic.status,
             seconds=round(time.monotonic() - run_started, 2),
         )
         return result, replayed.service.prompter.budgets

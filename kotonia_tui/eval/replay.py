@@ -20,11 +20,12 @@ Without folds (`folds=False`: an evidence-only run whose arms need no memory), t
 runs a job, no chapter lands, and the policy cuts the oldest messages at the ceiling, as a
 session whose folds never land would: each forced cut ends a range instead.
 
-With an embedding model set (`embedding_model_path`), the replay opens semantic recall as the
-app does and waits until every replayed message has its vector before it returns, so the
-questions' recall ranks the whole archive by meaning as well as by words (a live session's
-background worker has long caught up by then). A model that cannot be loaded stops the run
-with its reason (`DatasetError`): a measurement "with semantic recall" never runs without it.
+With semantic recall on (`semantic_recall`, the default: the profile's `embedding_model_path`
+or the shipped model), the replay opens it as the app does and waits until every replayed
+message has its vector before it returns, so the questions' recall ranks the whole archive by
+meaning as well as by words (a live session's background worker has long caught up by then).
+A model that cannot be had stops the run with its reason (`DatasetError`): a measurement
+"with semantic recall" never runs without it.
 """
 
 from __future__ import annotations
@@ -351,12 +352,14 @@ async def _settle(service: ChatService, conv_id: int, clock: RetryClock) -> None
 
 
 async def _semantic(store: Store, settings: Settings) -> SemanticRecall:
-    """Semantic recall as the app opens it; the run stops when the set model is unusable."""
-    path = settings.active_profile().embedding_model_path
-    semantic = await asyncio.to_thread(SemanticRecall.open, store, path)
-    if path is not None and not semantic.active:
+    """Semantic recall as the app opens it; the run stops when it is on and cannot be had (a
+    run that measured words alone would otherwise pass for one that measured meaning)."""
+    semantic = await asyncio.to_thread(SemanticRecall.from_settings, store, settings)
+    if semantic.configured is not None and not semantic.active:
         await semantic.stop()
-        raise DatasetError(f"embedding_model_path {path}: {semantic.status}")
+        raise DatasetError(
+            f"semantic recall {semantic.status} (--set semantic_recall=false measures words alone)"
+        )
     return semantic
 
 

@@ -88,6 +88,8 @@ def table(report: EvalReport) -> str:
         + (" · evidence only: the reader was not asked" if report.evidence_only else "")
     )
     lines.append(f"ranges (message ids, oldest first): {spans}")
+    if runs and runs[0].semantic:
+        lines.append(f"semantic recall: {runs[0].semantic}")
     columns = _columns(report)
     head = ["arm", *(title for title, _cell in columns)]
     rows = [head]

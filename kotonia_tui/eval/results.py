@@ -305,6 +305,9 @@ class RunResult:
     seconds: float
     # The seed the run's sampling (the chronicler) drew with; None: a random one per call.
     seed: int | None = None
+    # What recall matched by in this run: semantic recall's status line ("on: <model>, ...",
+    # "off (semantic_recall = false): ..."), since the default changed (D-46).
+    semantic: str = ""
 
 
 # ---- over runs ----------------------------------------------------------------------------

@@ -54,15 +54,13 @@ def vector_rows(store: Store) -> int:
         raw.close()
 
 
-async def test_without_the_setting_nothing_is_embedded_and_recall_is_by_words(
-    make_service, scripted_model
-):
+async def test_turned_off_nothing_is_embedded_and_recall_is_by_words(make_service, scripted_model):
     service = await make_service(settings_for(scripted_model(REPLY)))
     conv_id, ids = folded_story(service.store)
     turn = await service.send(conv_id, "Do you remember my sister's name?")
     assert (await turn.wait()).error is None
     assert not service.semantic.active and service.semantic.embedder is None
-    assert service.semantic.status.startswith("off (no embedding_model_path set)")
+    assert service.semantic.status.startswith("off (semantic_recall = false)")
     assert ids[4] in turn.prepared.recall.message_ids
     assert not turn.prepared.recall.semantic
     assert turn.prepared.request.messages[-1].content.startswith(RECALL_HEADER)
@@ -124,6 +122,37 @@ async def test_a_line_sharing_no_word_with_the_question_is_recalled_by_meaning(
     assert excerpt.similarity is not None and excerpt.similarity > 0.99
     assert excerpt.why() == f"similar meaning (1.00) · score {excerpt.score:.3f}"
     assert ARCHIVED in recall.render()
+
+
+async def test_by_default_the_shipped_model_recalls_a_line_told_in_other_words(
+    make_service, scripted_model
+):
+    """No embedding_model_path: the shipped all-MiniLM-L6-v2 is converted and used, and its
+    vectors carry meaning (the tiny model's do not): a question that shares no word with an
+    archived line ranks that line first, and a line on another matter not at all."""
+    service = await make_service(settings_for(scripted_model(REPLY), semantic_recall=True))
+    assert service.semantic.status.startswith("on: all-MiniLM-L6-v2.f16.gguf, dimension 384")
+    conv_id, ids = folded_story(service.store)
+    service.store.update_message_text(
+        ids[40], "My grandmother kept bees beside the harbour fortress.", []
+    )
+    service.store.update_message_text(ids[80], "The ferry timetable changed in spring.", [])
+    service.semantic.wake()
+    await settled(service)
+    recall = await service.prompter.recaller.recall(
+        conv_id,
+        "Which insects did your nan raise near that castle by the sea?",
+        older_than=ids[270],
+        memory_text="",
+        budget=600,
+    )
+    assert recall.semantic
+    # Excerpts come in story order; the best ranked is the line told in other words.
+    best = max(recall.excerpts, key=lambda e: e.score or 0.0)
+    assert ids[40] in best.hits and best.words == ()
+    assert best.similarity == max(e.similarity or 0.0 for e in recall.excerpts)
+    assert ids[80] not in recall.message_ids
+    assert "My grandmother kept bees beside the harbour fortress." in recall.render()
 
 
 async def test_unset_the_room_under_the_trigger_goes_to_recall_only_with_semantic_recall(

