@@ -90,6 +90,7 @@ class MemoryView:
     post_history_tokens: int = 0  # the card's post-history instructions
     lore: LoreTurn | None = None  # the last turn's lorebook entries (None: no turn yet)
     recall: Recall | None = None  # what the last turn recalled from the archive (None: no turn)
+    recall_by: str = ""  # what recall matches by (chat/semantic.py `matches_by`)
     # Message ids mentioned above -> their place in the conversation (1 = the first message):
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)

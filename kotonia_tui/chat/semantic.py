@@ -128,6 +128,15 @@ class SemanticRecall:
             )
         return f"unavailable, recall matches words only: {self.problem}"
 
+    @property
+    def matches_by(self) -> str:
+        """What recall matches by, shorter than `status` (the inspector's Recall section)."""
+        if self.configured is None:
+            return "words (semantic_recall = false)"
+        if self.active and self.embedder is not None:
+            return f"words and meaning ({self.embedder.path.name})"
+        return f"words: semantic recall is unavailable ({self.problem})"
+
     def notice_once(self) -> str | None:
         """The status to show once, on the first turn, when the setting cannot be honoured."""
         if self.configured is None or self.active or self._noticed:

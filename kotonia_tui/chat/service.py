@@ -939,6 +939,7 @@ class ChatService:
             post_history_tokens=post_history_tokens,
             lore=self._lore.get(conv_id),
             recall=self._recall.get(conv_id),
+            recall_by=self.semantic.matches_by,
         )
 
     def ledger_evidence(self, entry: StoredLedgerEntry) -> list[StoredMessage]:

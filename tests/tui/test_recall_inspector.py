@@ -45,8 +45,9 @@ async def test_the_inspector_lists_the_recalled_messages_and_the_words_they_matc
         # The fact, the reply that names it again, and the line after that reply (recall
         # brings the message after each hit).
         assert view.recall.message_ids == ids[:3]
-        total, found, quoted = recall_content(view).plain.splitlines()
+        total, by, found, quoted = recall_content(view).plain.splitlines()
         assert total.endswith(f"of {int(2048 * 0.25):,} tokens · 1 excerpt")
+        assert by == "matches by words (semantic_recall = false)"  # tests/conftest.py
         # The greeting is message #1: the archive's first three are #2 to #4.
         assert found.startswith("✓ Messages #2-#4 on ")
         assert "'sister'" in found and "'name'" in found

@@ -100,8 +100,10 @@ def recall_content(view: MemoryView) -> Content:
     """What the last turn recalled from the archive and why (the words each matched, and with
     semantic recall its similarity in meaning and fused score)."""
     recall = view.recall
+    by = literal_line(f"matches by {view.recall_by}", "$text-muted") if view.recall_by else None
     if recall is None:
-        return Content.styled("no turn yet since the app opened", "italic $text-muted")
+        waiting = Content.styled("no turn yet since the app opened", "italic $text-muted")
+        return waiting if by is None else Content("\n").join([waiting, by])
     if recall.budget == 0:
         return Content.styled("off (recall_budget_ratio is 0)", "italic $text-muted")
     lines = [
@@ -110,6 +112,8 @@ def recall_content(view: MemoryView) -> Content:
             (f" · {plural(len(recall.excerpts), 'excerpt')}", "$text-muted"),
         )
     ]
+    if by is not None:
+        lines.append(by)
     if not recall.excerpts and not recall.left_out:
         lines.append(Content.styled("nothing older than the window matched", "italic $text-muted"))
     for excerpt in recall.excerpts:
