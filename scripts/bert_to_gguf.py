@@ -1,7 +1,8 @@
 """Write a BERT sentence-embedding model (Hugging Face layout) as a GGUF for semantic recall.
 
 For users who have the weights of a BERT-architecture sentence-embedding model (for example
-sentence-transformers' all-MiniLM-L6-v2, Apache-2.0) and want it as `embedding_model_path`:
+BAAI/bge-small-en-v1.5) and want it as `embedding_model_path` instead of the shipped
+all-MiniLM-L6-v2, which the app converts itself:
 
     .venv/bin/python scripts/bert_to_gguf.py MODEL_DIR OUT.gguf [--outtype f16|f32]
 
@@ -10,8 +11,8 @@ MODEL_DIR holds `config.json` (model_type "bert"), `model.safetensors`, `vocab.t
 pooling; mean when absent, which is what these models are trained with). No weights are in
 this repository, and nothing is downloaded: the script reads only MODEL_DIR.
 
-The conversion is the app's own (kotonia_tui/engine/bert_gguf.py, which writes the shipped
-all-MiniLM-L6-v2 into the cache dir on first use); its docstring says what is written.
+The conversion is the app's own (kotonia_tui/engine/bert_gguf.py); its docstring says what is
+written.
 
 Exit 1 with one line naming the file or field when MODEL_DIR cannot be converted.
 """
