@@ -2,8 +2,8 @@
 
 Every benchmark runs in one temporary KOTONIA_HOME (set by `__main__` before anything opens), so
 no benchmark touches the user's config, data or model cache. The tiny GGUF writers come from
-tests/tiny_models.py and the settings from tests/settings.py (the `test` extra brings `gguf`
-and `numpy`; `make bench` installs it).
+tests/tiny_models.py and the settings from tests/settings.py (`gguf` and `numpy` are the app's
+own dependencies; `make bench` installs the `test` extra as well).
 """
 
 from __future__ import annotations

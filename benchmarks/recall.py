@@ -13,6 +13,10 @@
    still hold: a turn evaluates the new message, the previous reply and the notes (recalled
    excerpts included), never the history before them.
 3. Semantic recall's vector search at 1,000 and 100,000 vectors (benchmarks/semantic_recall.py).
+
+Parts 1 and 2 measure recall by words (tests/settings.py: `semantic_recall` off unless an
+embedding model is named), without the room under the trigger: the app's default since D-46
+adds a vector search (part 3) and, right after a fold, that room.
 """
 
 from __future__ import annotations

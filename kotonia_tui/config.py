@@ -271,7 +271,8 @@ class Settings(BaseSettings):
     recall_budget_ratio: float = Field(default=0.20, ge=0.0, lt=1.0)
     # Recall also takes the room the history leaves under the fold trigger (after a fold the
     # window is short), up to its share again (memory/budgets.py, `recall_with_room`). Unset:
-    # on when semantic recall is active (an embedding model is set), off by words alone.
+    # on when semantic recall is active (`semantic_recall`, with a model loaded), off by words
+    # alone.
     # Measured (issue 28, reader runs at n_ctx 2048 on the embedded default, D-40, D-41): by
     # words the room put little more evidence in the prompt (lighthouse 0.78 -> 0.83, chitchat
     # 0.68 -> 0.70) and the 270M reader answered fewer (chitchat 0.36 -> 0.23); with MiniLM

@@ -89,7 +89,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def write_stand_ins(folder: Path) -> tuple[Path, Path]:
-    """The tiny pair under the real names (needs the test extra: gguf, numpy)."""
+    """The tiny pair under the real names (gguf and numpy: the app's own dependencies)."""
     sys.path.insert(0, str(REPO))
     import gguf
 

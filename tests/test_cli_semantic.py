@@ -73,6 +73,8 @@ def test_doctor_on_the_shipped_model_before_and_after_its_first_use(capsys, monk
     assert _row(out, "embedding model").endswith(
         f"all-MiniLM-L6-v2 (shipped): converted on first use into {models}"
     )
+    assert _row(out, "sqlite-vec").endswith("available")
+    assert "\nvectors " not in out  # no file yet, so no vectors for it
     code, out, err = run(capsys, "doctor", "--load")
     assert code == 0, err
     assert "  yes, dimension 384, in " in _row(out, "embedding loaded")

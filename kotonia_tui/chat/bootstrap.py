@@ -149,8 +149,13 @@ def open_service(
     try:
         library = open_library(settings)
         engine = open_engine(settings, progress)
+    except BaseException:
+        store.close()
+        raise
+    try:
         semantic = SemanticRecall.from_settings(store, settings, progress)
     except BaseException:
+        engine.close()
         store.close()
         raise
     return ChatService(settings, store, engine, library, semantic)

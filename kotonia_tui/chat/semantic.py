@@ -31,7 +31,11 @@ from typing import TYPE_CHECKING
 from kotonia_tui.chat.background import cancel_and_wait
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineClosedError, EngineError, ModelFileError
-from kotonia_tui.engine.default_embedding import MODEL_NAME, default_embedding_path
+from kotonia_tui.engine.default_embedding import (
+    MODEL_NAME,
+    default_embedding_path,
+    discard_converted,
+)
 from kotonia_tui.engine.default_model import Progress
 from kotonia_tui.store import Store, StoreError, VectorCounts
 
@@ -81,13 +85,20 @@ class SemanticRecall:
         if not settings.semantic_recall:
             return cls(store)
         path = settings.active_profile().embedding_model_path
-        if path is None:
-            try:
-                path = default_embedding_path(app_dirs().cache, progress)
-            except ModelFileError as exc:
-                log.warning("semantic recall unavailable: %s", exc)
-                return cls(store, configured=Path(MODEL_NAME), problem=str(exc))
-        return cls.open(store, path)
+        if path is not None:
+            return cls.open(store, path)
+        cache = app_dirs().cache
+        try:
+            path = default_embedding_path(cache, progress)
+        except ModelFileError as exc:
+            log.warning("semantic recall unavailable: %s", exc)
+            return cls(store, configured=Path(MODEL_NAME), problem=str(exc))
+        recall = cls.open(store, path)
+        if recall.embedder is None:
+            # The converted copy does not load (damaged since): the next start converts again.
+            discard_converted(cache)
+            recall.problem = f"{recall.problem} (the converted copy was removed: the next start converts it again)"
+        return recall
 
     @classmethod
     def open(cls, store: Store, model_path: Path | None, *, threads: int = 1) -> SemanticRecall:

@@ -86,8 +86,10 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             rows.append(("conversations", str(len(store.list_conversations()))))
             if embedding_usable:
                 unavailable = store.vector_search_unavailable()
-                if embedding is not None:
-                    rows.extend(_vector_rows(store, *embedding, unavailable))
+                sqlite_vec = "available" if unavailable is None else f"unavailable: {unavailable}"
+                rows.append(("sqlite-vec", sqlite_vec))
+                if embedding is not None:  # the shipped model before its first use: no file
+                    rows.append(_vector_row(store, *embedding))
                 semantic = unavailable is None
     except StoreError as exc:
         problems.append(str(exc))
@@ -153,10 +155,11 @@ def _embedding_rows(
 ) -> tuple[Path, int] | None:
     """The embedding model semantic recall uses, in a row: off, or its file and dimension
     (returned, to count its vectors; None before the shipped model's first use)."""
-    if not settings.semantic_recall:
-        rows.append(("embedding model", "none (semantic_recall = false): recall by words"))
-        return None
     path = settings.active_profile().embedding_model_path
+    if not settings.semantic_recall:
+        unused = f"; embedding_model_path {path} is not used" if path is not None else ""
+        rows.append(("embedding model", f"none (semantic_recall = false{unused}): recall by words"))
+        return None
     if path is None:
         try:
             state = default_embedding_state(cache_dir)
@@ -201,16 +204,10 @@ def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
     return line
 
 
-def _vector_rows(
-    store: Store, path: Path, dimension: int, unavailable: str | None
-) -> list[tuple[str, str]]:
-    """Whether sqlite-vec loads here (`unavailable`: why not), and how many messages have a
-    vector for this model."""
+def _vector_row(store: Store, path: Path, dimension: int) -> tuple[str, str]:
+    """How many messages have a vector for this model, and how many wait for one."""
     counts = store.vector_counts(embedding_key(path, dimension))
-    return [
-        ("sqlite-vec", "available" if unavailable is None else f"unavailable: {unavailable}"),
-        ("vectors", f"{counts.stored:,} stored, {counts.pending:,} pending for this model"),
-    ]
+    return ("vectors", f"{counts.stored:,} stored, {counts.pending:,} pending for this model")
 
 
 def _load_embedding(settings: Settings, cache_dir: Path) -> str:

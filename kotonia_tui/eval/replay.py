@@ -161,9 +161,11 @@ async def replay(
     workdir: Path | None = None,
     turn_seconds: float = TURN_SECONDS,
     folds: bool = True,
+    semantic: bool = True,
 ) -> Replay:
     """Feed the conversation through a fresh store and the real fold policy (`folds`: let the
-    worker write the chapters it queues; without, none lands and the policy cuts instead)."""
+    worker write the chapters it queues; without, none lands and the policy cuts instead;
+    `semantic`: open semantic recall as the settings ask, else recall by words alone)."""
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="kotonia-eval-")
@@ -179,13 +181,13 @@ async def replay(
     card = library.get(card.key)
     store = Store.open(workdir / "eval.sqlite3")
     try:
-        semantic = await _semantic(store, settings)
+        recall = await _semantic(store, settings) if semantic else SemanticRecall(store)
     except DatasetError:
         store.close()
         if tmp is not None:
             tmp.cleanup()
         raise
-    service = ChatService(settings, store, engine, library, semantic)
+    service = ChatService(settings, store, engine, library, recall)
     events: list[FoldEvent] = []
     service.subscribe(lambda event: _record(event, events))
     await service.start()
@@ -358,7 +360,8 @@ async def _semantic(store: Store, settings: Settings) -> SemanticRecall:
     if semantic.configured is not None and not semantic.active:
         await semantic.stop()
         raise DatasetError(
-            f"semantic recall {semantic.status} (--set semantic_recall=false measures words alone)"
+            f"semantic recall cannot be had: {semantic.problem} (--set semantic_recall=false "
+            "measures recall by words alone)"
         )
     return semantic
 

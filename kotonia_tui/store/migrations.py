@@ -392,7 +392,7 @@ def _run(statements: list[str]) -> Callable[[Db], None]:
 
 def _message_vectors(db: Db) -> None:
     """Issue 16: the vectors semantic recall ranks (none yet: the worker embeds the stored
-    messages in the background once an embedding model is set)."""
+    messages in the background when semantic recall is on)."""
     for statement in _STEP_MESSAGE_VECTORS:
         db.execute(statement)
 

