@@ -97,7 +97,10 @@ class SemanticRecall:
         if recall.embedder is None:
             # The converted copy does not load (damaged since): the next start converts again.
             discard_converted(cache)
-            recall.problem = f"{recall.problem} (the converted copy was removed: the next start converts it again)"
+            recall.problem = (
+                f"{recall.problem} (the converted copy was removed: the next start converts it "
+                "again)"
+            )
         return recall
 
     @classmethod

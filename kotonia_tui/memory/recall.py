@@ -28,8 +28,9 @@ recall budget (tokens, a fraction of the window) in passes:
 A compact form marks what it leaves out ("…"). The verbatim window is never quoted (the
 candidates are older than it).
 
-With semantic recall on (`semantic_recall`, the default, with its model loaded), the candidates come from two rankings: the
-full-text one and the nearest vectors (similar in meaning, even with no word in common).
+With semantic recall on (`semantic_recall`, the default, with its model loaded), the candidates
+come from two rankings: the full-text one and the nearest vectors (similar in meaning, even with
+no word in common).
 `fuse` merges them by reciprocal rank fusion: each ranking gives a message 1 / (RRF_K + its
 rank), the sums order the candidates, and a message both found comes first. Rank fusion
 needs no common scale between BM25 scores and cosine similarities, which have none.

@@ -55,7 +55,9 @@ def test_a_stamp_of_another_conversion_or_a_damaged_one_converts_again(tmp_path:
         stamp.write_bytes(damaged)
         assert shipped.converted_embedding(tmp_path) is None
         steps: list[str] = []
-        assert shipped.default_embedding_path(tmp_path, lambda w, d, t: steps.append(w)) == path
+        assert (
+            shipped.default_embedding_path(tmp_path, lambda w, d, t, s=steps: s.append(w)) == path
+        )
         assert "converting all-MiniLM-L6-v2" in steps
         assert shipped.converted_embedding(tmp_path) == path
 
