@@ -17,6 +17,16 @@ from kotonia_tui.engine import default_embedding as shipped
 from kotonia_tui.store import Store
 
 
+class Steps:
+    """A progress callback that keeps what it was told."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        self.seen.append(what)
+
+
 def cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
@@ -55,9 +65,7 @@ def test_a_stamp_of_another_conversion_or_a_damaged_one_converts_again(tmp_path:
         stamp.write_bytes(damaged)
         assert shipped.converted_embedding(tmp_path) is None
         steps: list[str] = []
-        assert (
-            shipped.default_embedding_path(tmp_path, lambda w, d, t, s=steps: s.append(w)) == path
-        )
+        assert shipped.default_embedding_path(tmp_path, Steps(steps)) == path
         assert "converting all-MiniLM-L6-v2" in steps
         assert shipped.converted_embedding(tmp_path) == path
 
