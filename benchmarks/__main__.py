@@ -46,6 +46,7 @@ NAMES = (
     "prompt_steps",
     "long_import",
     "memory_dates",
+    "default_recall",
 )
 
 

@@ -69,7 +69,7 @@ def _settings(recall: bool, db: Path) -> Settings:
     )
 
 
-def _fold_like(service: ChatService, conv_id: int) -> None:
+def fold_like(service: ChatService, conv_id: int) -> None:
     """As after a fold: only the newest WINDOW messages are verbatim."""
     start = service.store.recent_messages(conv_id, WINDOW)[0].id
     state = service.store.memory_state(conv_id)
@@ -81,7 +81,7 @@ async def _recall_times(path: Path, conv_id: int) -> tuple[float, int, int, int]
     key = write_card()  # before the service opens its library
     service = await asyncio.to_thread(open_service, _settings(True, path), db=path)
     try:
-        _fold_like(service, conv_id)
+        fold_like(service, conv_id)
         card = service.library.get(key)
         setup = service.setup_for(card)
         prompter = service.prompter
@@ -102,7 +102,7 @@ async def _recall_times(path: Path, conv_id: int) -> tuple[float, int, int, int]
         await service.close()
 
 
-def _archive(service: ChatService, card_key: str) -> int:
+def archive(service: ChatService, card_key: str) -> int:
     conv = service.store.create_conversation(
         Conversation(character_key=card_key, character_name="Wren", persona_name="User")
     )
@@ -124,8 +124,8 @@ async def _turns(recall: bool, folder: Path) -> list[dict[str, int]]:
     service = await asyncio.to_thread(open_service, _settings(recall, path), db=path)
     await service.start()
     try:
-        conv_id = _archive(service, key)
-        _fold_like(service, conv_id)
+        conv_id = archive(service, key)
+        fold_like(service, conv_id)
         rows = []
         for index in range(TURNS + 1):
             turn = await service.send(conv_id, user_line(index + 3))

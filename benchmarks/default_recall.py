@@ -1,0 +1,106 @@
+"""Benchmark 16: what an ordinary turn reads at the app's defaults, semantic recall on vs off.
+
+Semantic recall is on by default (docs/decisions.md D-46), and with it recall also takes the
+room a short window leaves after a fold (D-41). Recalled excerpts come after the history, so
+each turn reads them again: this measures what that costs a player, side by side in one run.
+
+The embedded default model at the shipped profile's window (n_ctx 8,192) and recall share
+(20%); the conversation of benchmark 8b (400 archived messages, the newest 20 verbatim, as
+right after a fold, when the room under the trigger is largest); TURNS ordinary turns after
+one warm-up turn, with the shipped all-MiniLM-L6-v2 (every message embedded first) and with
+recall by words alone. Per turn: the positions evaluated, the recalled tokens, the prompt time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from benchmarks.common import (
+    BenchResult,
+    Table,
+    default_model_settings,
+    median,
+    ratio,
+    user_line,
+    write_card,
+)
+from benchmarks.recall import archive, fold_like
+from kotonia_tui.chat.bootstrap import open_service
+from kotonia_tui.config import Settings, app_dirs, load_settings
+
+TURNS = 8
+
+
+def _settings(semantic: bool, db: Path) -> Settings:
+    shipped = load_settings().all_profiles()["default"]
+    return default_model_settings(
+        n_ctx=shipped.n_ctx,
+        reply_max_tokens=24,
+        fold_delay_s=86_400.0,  # ordinary turns: no fold lands while we measure
+        prewarm_after_fold=False,
+        semantic_recall=semantic,
+        db=db,
+    )
+
+
+async def _turns(semantic: bool, folder: Path) -> tuple[list[dict[str, float]], str]:
+    path = folder / f"default-recall-{'meaning' if semantic else 'words'}.sqlite3"
+    path.unlink(missing_ok=True)
+    key = write_card()
+    service = await asyncio.to_thread(open_service, _settings(semantic, path), db=path)
+    await service.start()
+    try:
+        conv_id = archive(service, key)
+        fold_like(service, conv_id)
+        service.semantic.wake()
+        await service.semantic.settled()  # as a session long after its import
+        rows = []
+        for index in range(TURNS + 1):
+            turn = await service.send(conv_id, user_line(index + 3))
+            done = await turn.wait()
+            assert done.error is None and done.metrics is not None, done.error
+            if index == 0:
+                continue  # the first turn evaluates the whole prompt
+            metrics = done.metrics
+            rows.append(
+                {
+                    "positions": metrics.prompt_positions,
+                    "evaluated": metrics.evaluated,
+                    "recall_tokens": turn.prepared.recall.tokens,
+                    "quoted": len(turn.prepared.recall.message_ids),
+                    "prompt_ms": round(metrics.prompt_ms, 1),
+                }
+            )
+        return rows, service.semantic.status
+    finally:
+        await service.close()
+
+
+async def run() -> BenchResult:
+    started = time.perf_counter()
+    folder = app_dirs().data / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    meaning, status = await _turns(True, folder)
+    words, _ = await _turns(False, folder)
+    table = Table(
+        f"16. An ordinary turn at the defaults, semantic recall on vs off ({TURNS} turns each)",
+        ("figure", "words and meaning", "words", "ratio"),
+    )
+    for label, key in (
+        ("median evaluated positions", "evaluated"),
+        ("median recalled tokens", "recall_tokens"),
+        ("median messages quoted", "quoted"),
+        ("median prompt ms", "prompt_ms"),
+        ("median prompt positions", "positions"),
+    ):
+        on, off = median(r[key] for r in meaning), median(r[key] for r in words)
+        table.add(label, on, off, ratio(on, off))
+    table.notes = [
+        f"semantic recall: {status}",
+        "n_ctx 8,192 and recall 20% (the shipped profile's); 400 archived messages, the newest "
+        "20 verbatim (right after a fold: the room under the trigger is at its largest)",
+    ]
+    figures = {"meaning": meaning, "words": words, "semantic": status}
+    return BenchResult("default_recall", [table], figures, time.perf_counter() - started)
