@@ -13,24 +13,12 @@ recall by words alone. Per turn: the positions evaluated, the recalled tokens, t
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
-from benchmarks.common import (
-    BenchResult,
-    Table,
-    default_model_settings,
-    median,
-    ratio,
-    user_line,
-    write_card,
-)
-from benchmarks.recall import archive, fold_like
-from kotonia_tui.chat.bootstrap import open_service
+from benchmarks.common import BenchResult, Table, default_model_settings, median, ratio
+from benchmarks.recall import TURNS, ordinary_turns
 from kotonia_tui.config import Settings, app_dirs, load_settings
-
-TURNS = 8
 
 
 def _settings(semantic: bool, db: Path) -> Settings:
@@ -47,35 +35,7 @@ def _settings(semantic: bool, db: Path) -> Settings:
 
 async def _turns(semantic: bool, folder: Path) -> tuple[list[dict[str, float]], str]:
     path = folder / f"default-recall-{'meaning' if semantic else 'words'}.sqlite3"
-    path.unlink(missing_ok=True)
-    key = write_card()
-    service = await asyncio.to_thread(open_service, _settings(semantic, path), db=path)
-    await service.start()
-    try:
-        conv_id = archive(service, key)
-        fold_like(service, conv_id)
-        service.semantic.wake()
-        await service.semantic.settled()  # as a session long after its import
-        rows = []
-        for index in range(TURNS + 1):
-            turn = await service.send(conv_id, user_line(index + 3))
-            done = await turn.wait()
-            assert done.error is None and done.metrics is not None, done.error
-            if index == 0:
-                continue  # the first turn evaluates the whole prompt
-            metrics = done.metrics
-            rows.append(
-                {
-                    "positions": metrics.prompt_positions,
-                    "evaluated": metrics.evaluated,
-                    "recall_tokens": turn.prepared.recall.tokens,
-                    "quoted": len(turn.prepared.recall.message_ids),
-                    "prompt_ms": round(metrics.prompt_ms, 1),
-                }
-            )
-        return rows, service.semantic.status
-    finally:
-        await service.close()
+    return await ordinary_turns(_settings(semantic, path), path)
 
 
 async def run() -> BenchResult:

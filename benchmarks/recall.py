@@ -117,15 +117,19 @@ def archive(service: ChatService, card_key: str) -> int:
     return conv.id
 
 
-async def _turns(recall: bool, folder: Path) -> list[dict[str, int]]:
-    path = folder / f"recall-turns-{'on' if recall else 'off'}.sqlite3"
+async def ordinary_turns(settings: Settings, path: Path) -> tuple[list[dict[str, float]], str]:
+    """TURNS ordinary turns after a warm-up in the archived conversation, as right after a
+    fold (every message embedded first when semantic recall is on): per turn the prompt's
+    figures and what recall quoted; and semantic recall's status."""
     path.unlink(missing_ok=True)
     key = write_card()
-    service = await asyncio.to_thread(open_service, _settings(recall, path), db=path)
+    service = await asyncio.to_thread(open_service, settings, db=path)
     await service.start()
     try:
         conv_id = archive(service, key)
         fold_like(service, conv_id)
+        service.semantic.wake()
+        await service.semantic.settled()  # as a session long after its import
         rows = []
         for index in range(TURNS + 1):
             turn = await service.send(conv_id, user_line(index + 3))
@@ -140,6 +144,7 @@ async def _turns(recall: bool, folder: Path) -> list[dict[str, int]]:
                     "positions": metrics.prompt_positions,
                     "reused": metrics.reused,
                     "evaluated": metrics.evaluated,
+                    "prompt_ms": round(metrics.prompt_ms, 1),
                     "recall_tokens": recalled.tokens,
                     "quoted": len(recalled.message_ids),
                     "memory_moved": int(
@@ -148,9 +153,15 @@ async def _turns(recall: bool, folder: Path) -> list[dict[str, int]]:
                     ),
                 }
             )
-        return rows
+        return rows, service.semantic.status
     finally:
         await service.close()
+
+
+async def _turns(recall: bool, folder: Path) -> list[dict[str, float]]:
+    path = folder / f"recall-turns-{'on' if recall else 'off'}.sqlite3"
+    rows, _status = await ordinary_turns(_settings(recall, path), path)
+    return rows
 
 
 async def run() -> BenchResult:
