@@ -43,6 +43,8 @@ async def run() -> BenchResult:
     folder = app_dirs().data / "bench"
     folder.mkdir(parents=True, exist_ok=True)
     meaning, status = await _turns(True, folder)
+    if not status.startswith("on:"):  # else the two columns would both be words
+        raise RuntimeError(f"semantic recall is not on, so nothing to compare: {status}")
     words, _ = await _turns(False, folder)
     table = Table(
         f"16. An ordinary turn at the defaults, semantic recall on vs off ({TURNS} turns each)",

@@ -217,8 +217,8 @@ class Settings(BaseSettings):
     # Recall by meaning as well as by words, with the profile's embedding model (the shipped
     # all-MiniLM-L6-v2 when it names none). False: recall matches words only, and no embedding
     # model is loaded. On by default since issue 28: with it the evidence for a question was
-    # in the prompt for 0.80-0.84 of the questions on both shipped conversations, by words
-    # alone for 0.67-0.82 (docs/decisions.md D-46).
+    # in the prompt of the recall arms for 0.76-0.86 of the questions on both shipped
+    # conversations at n_ctx 2048, by words alone for 0.67-0.82 (docs/decisions.md D-46).
     semantic_recall: bool = True
 
     db: Path | None = None

@@ -40,7 +40,7 @@ def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
     code, out, err = run(capsys, "doctor", "--load")
     assert code == 0, err
     assert f"{tiny_embedding_path} (" in out and "dimension 64)" in _row(out, "embedding model")
-    assert _row(out, "sqlite-vec").endswith("available")
+    assert _row(out, "sqlite-vec").split() == ["sqlite-vec", "available"]
     assert _row(out, "vectors").endswith("0 stored, 3 pending for this model")
     assert "  yes, dimension 64, in " in _row(out, "embedding loaded")
     # By meaning too, recall also takes the room after a fold unless told not to (D-41).
@@ -73,7 +73,7 @@ def test_doctor_on_the_shipped_model_before_and_after_its_first_use(capsys, monk
     assert _row(out, "embedding model").endswith(
         f"all-MiniLM-L6-v2 (shipped): converted on first use into {models}"
     )
-    assert _row(out, "sqlite-vec").endswith("available")
+    assert _row(out, "sqlite-vec").split() == ["sqlite-vec", "available"]
     assert "\nvectors " not in out  # no file yet, so no vectors for it
     code, out, err = run(capsys, "doctor", "--load")
     assert code == 0, err
@@ -85,3 +85,27 @@ def test_doctor_on_the_shipped_model_before_and_after_its_first_use(capsys, monk
     )
     assert _row(out, "vectors").endswith("0 stored, 0 pending for this model")
     assert "by words and meaning" in _row(out, "recall")
+
+
+def test_doctor_without_the_shipped_package_says_how_to_get_it(capsys, monkeypatch):
+    from kotonia_tui.engine import default_embedding
+
+    monkeypatch.setenv("KOTONIA_SEMANTIC_RECALL", "true")
+    monkeypatch.setattr(default_embedding, "PACKAGE", "no_such_package_here")
+    code, out, err = run(capsys, "doctor")
+    assert code == 1
+    assert _row(out, "embedding model").endswith(
+        "all-MiniLM-L6-v2, shipped (problem: recall by words)"
+    )
+    assert _row(out, "recall").endswith("a turn, by words")
+    assert "problem: the shipped embedding model (all-MiniLM-L6-v2) is not installed: run " in err
+
+
+def test_doctor_says_a_set_model_is_not_used_when_semantic_recall_is_off(capsys, monkeypatch):
+    monkeypatch.setenv("KOTONIA_EMBEDDING_MODEL_PATH", "/models/bge-m3.gguf")
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0
+    assert _row(out, "embedding model").endswith(
+        "none (semantic_recall = false; embedding_model_path /models/bge-m3.gguf is not used): "
+        "recall by words"
+    )

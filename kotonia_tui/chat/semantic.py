@@ -50,8 +50,45 @@ IDLE_POLL_S = 30.0  # with nothing to do: look for messages stored by another pr
 RETRY_S = 5.0  # after a database error
 
 
+def _load(path: Path, threads: int = 1) -> tuple[EmbeddingEngine | None, str | None]:
+    from kotonia_tui.engine import EmbeddingEngine  # llama_cpp loads only when it is needed
+
+    try:
+        return EmbeddingEngine.open(path, threads=threads), None
+    except (ModelFileError, EngineError) as exc:
+        return None, str(exc)
+
+
+def open_embedding_model(
+    settings: Settings, progress: Progress | None = None
+) -> tuple[EmbeddingEngine | None, Path, str | None]:
+    """The embedding model semantic recall uses (blocking): the profile's
+    `embedding_model_path`, or the shipped one, converted first if needed. Returns the loaded
+    model (None when it cannot be had), its path (the shipped model's name before it has
+    one) and why it cannot be had (None when loaded)."""
+    path = settings.active_profile().embedding_model_path
+    if path is not None:
+        embedder, problem = _load(path)
+        return embedder, path, problem
+    cache = app_dirs().cache
+    problem = None
+    for _attempt in range(2):
+        try:
+            path = default_embedding_path(cache, progress)
+        except ModelFileError as exc:
+            return None, Path(MODEL_NAME), str(exc)
+        embedder, problem = _load(path)
+        if embedder is not None:
+            return embedder, path, None
+        # The converted copy does not load (damaged since it was written): convert again,
+        # once; a fresh copy that fails too says why.
+        discard_converted(cache)
+    return None, path or Path(MODEL_NAME), problem
+
+
 class SemanticRecall:
-    """Semantic recall for one store: on (`active`), off (no setting) or unavailable."""
+    """Semantic recall for one store: on (`active`), off (`semantic_recall = false`) or
+    unavailable (`problem` says why)."""
 
     def __init__(
         self,
@@ -81,41 +118,27 @@ class SemanticRecall:
         cls, store: Store, settings: Settings, progress: Progress | None = None
     ) -> SemanticRecall:
         """Semantic recall as the settings ask for it (blocking: the shipped model may be
-        converted first, under a second); off with `semantic_recall = false`."""
+        converted first, in about a second); off with `semantic_recall = false`. A model that
+        cannot be had leaves semantic recall unavailable, with the reason; it never stops the
+        app."""
         if not settings.semantic_recall:
             return cls(store)
-        path = settings.active_profile().embedding_model_path
-        if path is not None:
-            return cls.open(store, path)
-        cache = app_dirs().cache
-        try:
-            path = default_embedding_path(cache, progress)
-        except ModelFileError as exc:
-            log.warning("semantic recall unavailable: %s", exc)
-            return cls(store, configured=Path(MODEL_NAME), problem=str(exc))
-        recall = cls.open(store, path)
-        if recall.embedder is None:
-            # The converted copy does not load (damaged since): the next start converts again.
-            discard_converted(cache)
-            recall.problem = (
-                f"{recall.problem} (the converted copy was removed: the next start converts it "
-                "again)"
-            )
+        embedder, path, problem = open_embedding_model(settings, progress)
+        if problem is not None:
+            log.warning("semantic recall unavailable: %s", problem)
+            return cls(store, configured=path, problem=problem)
+        recall = cls(store, embedder, configured=path)
+        if recall.problem is not None:
+            log.warning("semantic recall unavailable: %s", recall.problem)
         return recall
 
     @classmethod
-    def open(cls, store: Store, model_path: Path | None, *, threads: int = 1) -> SemanticRecall:
-        """Load the embedding model named by the setting (blocking). A model that cannot be
-        loaded leaves semantic recall unavailable, with the reason; it never stops the app."""
-        if model_path is None:
-            return cls(store)
-        from kotonia_tui.engine import EmbeddingEngine  # llama_cpp loads only when it is set
-
-        try:
-            embedder = EmbeddingEngine.open(model_path, threads=threads)
-        except (ModelFileError, EngineError) as exc:
-            log.warning("semantic recall unavailable: %s", exc)
-            return cls(store, configured=model_path, problem=str(exc))
+    def open(cls, store: Store, model_path: Path, *, threads: int = 1) -> SemanticRecall:
+        """Semantic recall with the embedding GGUF at `model_path` (blocking)."""
+        embedder, problem = _load(model_path, threads)
+        if problem is not None:
+            log.warning("semantic recall unavailable: %s", problem)
+            return cls(store, configured=model_path, problem=problem)
         recall = cls(store, embedder, configured=model_path)
         if recall.problem is not None:
             log.warning("semantic recall unavailable: %s", recall.problem)

@@ -338,7 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--json", action="store_true", help="print a JSON list")
 
     doctor = sub.add_parser("doctor", help="check paths, model files, database and libraries")
-    doctor.add_argument("--load", action="store_true", help="also load the model")
+    doctor.add_argument(
+        "--load", action="store_true", help="also load the model and the embedding model"
+    )
 
     return parser
 

@@ -18,17 +18,13 @@ from kotonia_tui.chat.bootstrap import (
     open_store,
     state_cache_config,
 )
+from kotonia_tui.chat.semantic import open_embedding_model
 from kotonia_tui.chat.setup_room import squeezed_cards
 from kotonia_tui.cli.output import plural, progress, say
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.engine import EngineError, EngineInfo, gpu_offload_supported, llama_cpp_version
-from kotonia_tui.engine.default_embedding import (
-    MODEL_NAME,
-    converted_embedding,
-    default_embedding_path,
-    default_embedding_state,
-)
-from kotonia_tui.engine.default_model import default_model_state
+from kotonia_tui.engine.default_embedding import MODEL_NAME, check_shipped, converted_embedding
+from kotonia_tui.engine.default_model import default_model_state, models_folder
 from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
@@ -114,7 +110,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         finally:
             engine.close()
         if embedding_usable:
-            rows.append(("embedding loaded", _load_embedding(settings, dirs.cache)))
+            rows.append(("embedding loaded", _load_embedding(settings)))
     elif not args.load and profile.backend != "server":
         rows.append(("card setups", "checked against the window with --load"))
     width = max(len(name) for name, _ in rows)
@@ -161,15 +157,20 @@ def _embedding_rows(
         rows.append(("embedding model", f"none (semantic_recall = false{unused}): recall by words"))
         return None
     if path is None:
-        try:
-            state = default_embedding_state(cache_dir)
-        except EngineError as exc:
-            problems.append(str(exc))
-            rows.append(("embedding model", f"{MODEL_NAME}, shipped (problem: recall by words)"))
-            return None
         converted = converted_embedding(cache_dir)
         if converted is None:
-            rows.append(("embedding model", state))
+            try:
+                check_shipped()  # the files the first use will read: the published ones?
+            except EngineError as exc:
+                problems.append(str(exc))
+                rows.append(
+                    ("embedding model", f"{MODEL_NAME}, shipped (problem: recall by words)")
+                )
+                return None
+            where = models_folder(cache_dir)
+            rows.append(
+                ("embedding model", f"{MODEL_NAME} (shipped): converted on first use into {where}")
+            )
             return None
         path = converted
     try:
@@ -210,16 +211,10 @@ def _vector_row(store: Store, path: Path, dimension: int) -> tuple[str, str]:
     return ("vectors", f"{counts.stored:,} stored, {counts.pending:,} pending for this model")
 
 
-def _load_embedding(settings: Settings, cache_dir: Path) -> str:
-    from kotonia_tui.engine import EmbeddingEngine
-
-    try:
-        path = settings.active_profile().embedding_model_path or default_embedding_path(
-            cache_dir, progress(sys.stderr)
-        )
-        embedder = EmbeddingEngine.open(path)
-    except EngineError as exc:
-        return f"no: {exc}"
+def _load_embedding(settings: Settings) -> str:
+    embedder, _path, problem = open_embedding_model(settings, progress(sys.stderr))
+    if embedder is None:
+        return f"no: {problem}"
     try:
         return f"yes, dimension {embedder.dimension}, in {embedder.load_ms:.0f} ms"
     finally:

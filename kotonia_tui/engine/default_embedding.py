@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ PUBLISHED_SHA256 = {
 # older conversion no longer matches, and the next start converts again.
 CONVERSION = 1
 # A conversion takes about a second: a partial file older than this was left by one that died.
-STALE_PARTIAL_S = 3600.0
+STALE_PARTIAL_S = 300.0
 
 _BLOCK = 1 << 20
 _INSTALL = (
@@ -84,26 +85,28 @@ def converted_embedding(cache_dir: Path) -> Path | None:
     return None
 
 
-def default_embedding_state(cache_dir: Path) -> str:
-    """Where the shipped model stands, without converting it (for `kotonia doctor`);
-    ModelFileError when it cannot be had."""
-    shipped_weights()
-    target = converted_embedding(cache_dir)
-    if target is not None:
-        return f"{target} ({target.stat().st_size / 1e6:.0f} MB, shipped)"
-    return f"{MODEL_NAME} (shipped): converted on first use into {models_folder(cache_dir)}"
+def check_shipped(progress: Progress | None = None) -> Path:
+    """The shipped model's folder once every file the conversion reads is the published one
+    (`kotonia doctor` before the first use); ModelFileError naming the first that is not."""
+    folder = shipped_weights()
+    with tempfile.TemporaryDirectory(prefix="kotonia-minilm-") as scratch:
+        _copy_checked(folder, Path(scratch), progress)
+    return folder
 
 
-def _check(folder: Path, progress: Progress | None) -> None:
-    """Every file the conversion reads is the published one (ModelFileError naming the first
-    that is not)."""
+def _copy_checked(folder: Path, into: Path, progress: Progress | None) -> None:
+    """Copy the files the conversion reads into `into`, hashing them as they are copied: the
+    conversion then reads only these bytes, checked, and nothing else of the package (gguf's
+    SpecialVocab would also read a chat template it found beside them)."""
     total = sum((folder / name).stat().st_size for name in PUBLISHED_SHA256)
     done = 0
     for name, expected in PUBLISHED_SHA256.items():
         digest = hashlib.sha256()
-        with (folder / name).open("rb") as source:
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        with (folder / name).open("rb") as source, (into / name).open("wb") as copy:
             while block := source.read(_BLOCK):
                 digest.update(block)
+                copy.write(block)
                 done += len(block)
                 if progress is not None:
                     progress(f"checking {MODEL_NAME}", done, total)
@@ -116,67 +119,73 @@ def _check(folder: Path, progress: Progress | None) -> None:
 
 def _remove_stale_partials(folder: Path) -> None:
     now = time.time()
-    for partial in folder.glob(f"{FILE_NAME}*.partial"):
+    for partial in folder.glob(f"{FILE_NAME}*.partial*"):
         with contextlib.suppress(OSError):
             if now - partial.stat().st_mtime > STALE_PARTIAL_S:
-                partial.unlink()
+                if partial.is_dir():
+                    shutil.rmtree(partial, ignore_errors=True)
+                else:
+                    partial.unlink()
+
+
+def _unwritable(exc: OSError, where: Path) -> ModelFileError:
+    return ModelFileError(
+        f"{exc.filename or where}: {MODEL_NAME} cannot be written there ({exc.strerror or exc})"
+    )
 
 
 def default_embedding_path(cache_dir: Path, progress: Progress | None = None) -> Path:
     """Path of the shipped model as a GGUF, converting it first if needed; ModelFileError
     (naming the file) when it cannot be had, whatever went wrong."""
     folder = shipped_weights()
+    target = models_folder(cache_dir) / FILE_NAME
+    if target.parent.is_dir():
+        _remove_stale_partials(target.parent)
     found = converted_embedding(cache_dir)
     if found is not None:
         return found
     try:
-        _check(folder, progress)
-    except OSError as exc:
-        raise ModelFileError(
-            f"{exc.filename or folder}: cannot be read ({exc.strerror or exc}); {_REINSTALL}"
-        ) from exc
-    target = models_folder(cache_dir) / FILE_NAME
-    try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_partials(target.parent)
-        # A name of its own, renamed last: two processes starting at once each write their
-        # own file, and an interrupted conversion never leaves one that looks complete.
-        handle, name = tempfile.mkstemp(dir=target.parent, prefix=FILE_NAME, suffix=".partial")
-        os.close(handle)
+        # Names of their own, the GGUF renamed last: two processes starting at once each
+        # write their own files, and an interrupted conversion never leaves one that looks
+        # complete (what one leaves behind, a later start removes: STALE_PARTIAL_S).
+        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=FILE_NAME, suffix=".partial"))
     except OSError as exc:
-        raise ModelFileError(
-            f"{exc.filename or target.parent}: {MODEL_NAME} cannot be written there "
-            f"({exc.strerror or exc})"
-        ) from exc
-    partial = Path(name)
+        raise _unwritable(exc, target.parent) from exc
+    partial = scratch / FILE_NAME
     try:
+        try:
+            _copy_checked(folder, scratch / "model", progress)
+        except OSError as exc:
+            if exc.filename and Path(exc.filename).is_relative_to(scratch):
+                raise _unwritable(exc, target.parent) from exc
+            raise ModelFileError(
+                f"{exc.filename or folder}: cannot be read ({exc.strerror or exc}); {_REINSTALL}"
+            ) from exc
         if progress is not None:
             progress(f"converting {MODEL_NAME}", 0, 1)
         from kotonia_tui.engine.bert_gguf import convert  # gguf and numpy load only here
 
-        convert(folder, partial, name=MODEL_NAME)
+        convert(scratch / "model", partial, name=MODEL_NAME)
         size = partial.stat().st_size
         os.replace(partial, target)
         target.with_suffix(".stamp").write_bytes(_stamp(size))
     except ModelFileError:
         raise
     except OSError as exc:
-        raise ModelFileError(
-            f"{exc.filename or target.parent}: {MODEL_NAME} cannot be written there "
-            f"({exc.strerror or exc})"
-        ) from exc
+        raise _unwritable(exc, target.parent) from exc
     except Exception as exc:  # the gguf package or the files: never a crash, a reason
         raise ModelFileError(
             f"{folder}: {MODEL_NAME} cannot be converted ({type(exc).__name__}: {exc}); "
             f"{_REINSTALL}"
         ) from exc
     finally:
-        partial.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
 def discard_converted(cache_dir: Path) -> None:
-    """Remove the converted GGUF and its stamp (it did not load): the next start converts
+    """Remove the converted GGUF and its stamp (it did not load): the next call converts
     again."""
     target = models_folder(cache_dir) / FILE_NAME
     for path in (target.with_suffix(".stamp"), target):

