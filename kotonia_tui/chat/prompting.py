@@ -52,7 +52,7 @@ from kotonia_tui.memory.budgets import Budgets, recall_takes_room
 from kotonia_tui.memory.ledger import LedgerFit, fit_ledger
 from kotonia_tui.memory.lookahead import expected_next_tokens, with_next_message
 from kotonia_tui.memory.policy import TurnInputs, TurnPlan, WindowMessage, plan_turn
-from kotonia_tui.memory.recall import NO_RECALL, Recall, recall_query
+from kotonia_tui.memory.recall import NO_RECALL, RECALL_STOPS, Recall, recall_query
 from kotonia_tui.store import Store
 from kotonia_tui.store.records import MemoryState
 
@@ -807,9 +807,11 @@ class Prompter:
             reply_name=setup.display_name,
             user_name=persona.name,
             prefill=prefill,
+            # The group's first: an OpenAI server takes four (the client cuts at every one).
             extra_stops=(
                 MEMORY_TITLE,
                 *(read.group.stops(setup.display_name) if read.group is not None else ()),
+                *(RECALL_STOPS if recall.excerpts else ()),
             ),
             state=self.state_ref(read.conv_id, read.portrait, setup.key, persona.name),
         )

@@ -114,6 +114,29 @@ async def test_a_fact_at_message_5_of_300_folded_away_is_recalled_when_asked(
     assert service.engine.count_tokens(prepared.recall.render()) <= int(2048 * 0.25)
 
 
+async def test_a_reply_that_starts_writing_a_recall_block_stops_before_it(
+    make_service, scripted_model
+):
+    # The embedded 270M, having read the excerpts, went on after its answer with the block's
+    # framing (a tmux chat, issue 28): the framing is the prompt's, never the character's.
+    answer = "Planet Fitness, I think."
+    for framing in (
+        "\n\nIn-story time: Tuesday, 20 October 2018\nMessages #47-#49:",
+        "\nMessages #47-#49:\nAnn: hello",
+        "\n[Recalled from the archive: earlier lines",
+    ):
+        service = await make_service(
+            settings_for(scripted_model(answer + framing), reply_max_tokens=96)
+        )
+        conv_id, _ids = folded_story(service.store)
+        turn = await service.send(conv_id, "Do you remember my sister's name?")
+        done = await turn.wait()
+        assert done.error is None and turn.prepared.recall.excerpts
+        assert done.reply.text == answer
+        assert service.store.get_message(done.reply.id).text == answer
+        await service.close()
+
+
 async def test_the_sentence_that_answers_is_recalled_from_a_message_too_long_to_quote_whole(
     make_service, scripted_model
 ):
