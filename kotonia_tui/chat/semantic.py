@@ -124,23 +124,20 @@ class SemanticRecall:
         if not settings.semantic_recall:
             return cls(store)
         embedder, path, problem = open_embedding_model(settings, progress)
-        if problem is not None:
-            log.warning("semantic recall unavailable: %s", problem)
-            return cls(store, configured=path, problem=problem)
-        recall = cls(store, embedder, configured=path)
-        if recall.problem is not None:
-            log.warning("semantic recall unavailable: %s", recall.problem)
-        return recall
+        return cls._with(store, embedder, path, problem)
 
     @classmethod
     def open(cls, store: Store, model_path: Path, *, threads: int = 1) -> SemanticRecall:
         """Semantic recall with the embedding GGUF at `model_path` (blocking)."""
         embedder, problem = _load(model_path, threads)
-        if problem is not None:
-            log.warning("semantic recall unavailable: %s", problem)
-            return cls(store, configured=model_path, problem=problem)
-        recall = cls(store, embedder, configured=model_path)
-        if recall.problem is not None:
+        return cls._with(store, embedder, model_path, problem)
+
+    @classmethod
+    def _with(
+        cls, store: Store, embedder: EmbeddingEngine | None, path: Path, problem: str | None
+    ) -> SemanticRecall:
+        recall = cls(store, embedder, configured=path, problem=problem)
+        if recall.problem is not None:  # the model's, or sqlite-vec's (checked in __init__)
             log.warning("semantic recall unavailable: %s", recall.problem)
         return recall
 
