@@ -130,3 +130,23 @@ def test_the_id_line_comes_before_the_note_when_both_streams_share_a_pipe(tmp_pa
     first, rest = proc.stdout.split("\n", 1)
     assert first.isdigit(), proc.stdout
     assert rest.startswith("imported 3 messages into conversation " + first)
+
+
+def test_a_speaker_with_no_card_is_named_with_what_to_do(capsys, tmp_path):
+    """A list of lines whose user is not written under the persona's name becomes a group
+    with a member that has no card (no turn can run in it): the import says so, and how to
+    fix it, instead of leaving a chat that cannot go on unexplained."""
+    chat = tmp_path / "brothers.json"
+    lines = [
+        {"speaker": "Rowan Ashby", "text": "Evening."},
+        {"speaker": "Sam", "text": "Which gym do you go to?"},
+        {"speaker": "Rowan Ashby", "text": "The one by the harbour."},
+    ]
+    chat.write_text(json.dumps(lines), encoding="utf-8")
+    code, _out, err = run(capsys, "import", str(chat))
+    assert code == 0
+    assert (
+        "note: " + f"{chat}: 'Sam' speaks in it as a character and no card matches, so the chat is "
+        "a group that cannot go on until a card named 'Sam' is added; if 'Sam' is you, give "
+        'those lines "role": "user" and import again'
+    ) in " ".join(err.split())

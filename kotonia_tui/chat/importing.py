@@ -104,6 +104,15 @@ def import_chat_file(
         cast: list[tuple[str, str, bool]] = []
         for name, key, muted in members:
             card = card_for(key) or card_for(name)
+            if card is None:
+                # A member with no card cannot answer, and the chat cannot go on until it has
+                # one: most often the user's lines, written under a name that is not the
+                # persona's, with no role to say so.
+                chat.notes.append(
+                    f"{path}: {name!r} speaks in it as a character and no card matches, so the "
+                    f"chat is a group that cannot go on until a card named {name!r} is added; "
+                    f'if {name!r} is you, give those lines "role": "user" and import again'
+                )
             found = card.key if card is not None else key or name
             if all(found != other for other, _name, _muted in cast):
                 cast.append((found, card.name if card is not None else name, muted))
