@@ -269,6 +269,14 @@ class Settings(BaseSettings):
     # 20%, 0.84/0.76 at 30%. Every recalled token is read again each turn; 20% is the knee
     # (10 -> 20% gained 16 questions of 125, 20 -> 30% 4, and 30% squeezes the window).
     recall_budget_ratio: float = Field(default=0.20, ge=0.0, lt=1.0)
+    # The most tokens one turn recalls, the room below included (0: no cap). What a question
+    # needs from the archive does not grow with the window, and every recalled token is read
+    # again each turn: at n_ctx 32,768 the share alone would be 6,553 tokens a turn. Measured
+    # at the shipped n_ctx 8,192 (evidence only, truncation+recall, semantic on; 21 chitchat
+    # and 15 lighthouse questions), evidence any and positions a question reads: uncapped
+    # 0.95/1.00 at 1,677/1,929; capped at 2,048 the same (1,677/1,918); at 1,638 0.95/0.87;
+    # at 1,229 0.86/0.87; at 819 0.81/0.87 at 822. At n_ctx 2048 it never binds (409 + 409).
+    recall_max_tokens: int = Field(default=2048, ge=0)
     # Recall also takes the room the history leaves under the fold trigger (after a fold the
     # window is short), up to its share again (memory/budgets.py, `recall_with_room`). Unset:
     # on when semantic recall is active (`semantic_recall`, with a model loaded), off by words

@@ -51,6 +51,14 @@ def test_doctor_reports_the_model_sqlite_vec_and_the_vectors(
     code, out, err = run(capsys, "doctor")
     assert code == 0, err
     assert _row(out, "recall").endswith("a turn, by words and meaning")
+    # A cap below the share is what a turn recalls, and the room adds nothing to it.
+    monkeypatch.delenv("KOTONIA_RECALL_FREE_ROOM")
+    monkeypatch.setenv("KOTONIA_RECALL_MAX_TOKENS", "100")
+    code, out, err = run(capsys, "doctor")
+    assert code == 0, err
+    recall = _row(out, "recall")
+    assert "100 tokens (recall_max_tokens; 20% of the window would be " in recall
+    assert recall.endswith("(recall_max_tokens leaves no more for the room after a fold)")
 
 
 def test_doctor_names_a_missing_embedding_model(capsys, monkeypatch, tmp_path):

@@ -29,7 +29,7 @@ from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.engine.state_cache import StateCacheConfig, usage
-from kotonia_tui.memory.budgets import recall_takes_room
+from kotonia_tui.memory.budgets import capped, recall_takes_room
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -190,18 +190,26 @@ def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
     if settings.recall_budget_ratio <= 0:
         return "off (recall_budget_ratio is 0)"
     share = int(n_ctx * settings.recall_budget_ratio)
-    line = f"{settings.recall_budget_ratio:.0%} of the window ({share:,} tokens) a turn, by " + (
-        "words and meaning" if semantic else "words"
+    cap = settings.recall_max_tokens
+    size = (
+        f"{cap:,} tokens (recall_max_tokens; {settings.recall_budget_ratio:.0%} of the window "
+        f"would be {share:,})"
+        if 0 < cap < share
+        else f"{settings.recall_budget_ratio:.0%} of the window ({share:,} tokens)"
     )
+    line = f"{size} a turn, by " + ("words and meaning" if semantic else "words")
     why = (
         "recall_free_room = true"
         if settings.recall_free_room is not None
         else "recall_free_room unset: on with recall by meaning"
     )
     if recall_takes_room(settings.recall_free_room, semantic):
-        return (
-            f"{line}, and the room a short window leaves after a fold, up to as much again ({why})"
-        )
+        per_turn = capped(share, cap)
+        more = capped(2 * per_turn, cap) - per_turn
+        if more <= 0:
+            return f"{line} (recall_max_tokens leaves no more for the room after a fold)"
+        again = "as much again" if more == per_turn else f"{more:,} tokens more (recall_max_tokens)"
+        return f"{line}, and the room a short window leaves after a fold, up to {again} ({why})"
     return line
 
 

@@ -37,6 +37,11 @@ LENGTH_TOLERANCE = 0.2
 SAFETY_TOKENS = 16
 
 
+def capped(tokens: int, cap: int) -> int:
+    """`tokens`, at most `cap` (0: no cap)."""
+    return min(tokens, cap) if cap > 0 else tokens
+
+
 def recall_takes_room(setting: bool | None, semantic: bool) -> bool:
     """Whether recall also takes the room a short window leaves under the trigger
     (`Budgets.recall_with_room`): as `recall_free_room` says, and unset, when recall is by
@@ -62,6 +67,7 @@ class Budgets:
     recall: int  # recalled archive excerpts per turn (0: recall is off)
     ledger: int  # the live ledger in the memory block (past it, the newest entries leave it first)
     wide: bool
+    recall_cap: int = 0  # the most a turn recalls, the room included (0: no cap)
     fixed_tokens: int = 0  # setup, picture and notes these budgets were fitted to
     scale: float = 1.0  # the share of the window's budgets the setup left (1.0: all of them)
 
@@ -115,9 +121,10 @@ class Budgets:
             synopsis_target=max(MIN_SYNOPSIS_TOKENS, int(n_ctx * settings.synopsis_target_ratio)),
             summary_max_tokens=settings.summary_max_tokens,
             lore=int(n_ctx * settings.lore_budget_ratio),
-            recall=int(n_ctx * settings.recall_budget_ratio),
+            recall=capped(int(n_ctx * settings.recall_budget_ratio), settings.recall_max_tokens),
             ledger=int(n_ctx * settings.ledger_budget_ratio),
             wide=wide,
+            recall_cap=settings.recall_max_tokens,
         )
 
     def with_setup(self, fixed_tokens: int) -> Budgets:
@@ -155,8 +162,8 @@ class Budgets:
         nothing uses until the window grows back, and the recalled lines use it. The prompt is
         never larger than at the trigger, where it always fits (`with_setup`); what it costs is
         positions evaluated each turn (recalled lines are read again every turn). Recall off
-        (0) stays off."""
-        return recall + min(recall, max(0, self.trigger - history_tokens))
+        (0) stays off, and `recall_cap` bounds the sum."""
+        return capped(recall + min(recall, max(0, self.trigger - history_tokens)), self.recall_cap)
 
     def room_note(self, who: str) -> str:
         """One line saying how the setup squeezes the story ("" when it does not)."""

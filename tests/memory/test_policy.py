@@ -19,8 +19,8 @@ from kotonia_tui.memory.policy import (
 )
 
 
-def budgets(n_ctx: int = 10_000, reply: int = 500) -> Budgets:
-    return Budgets.for_window(n_ctx, reply, Settings())
+def budgets(n_ctx: int = 10_000, reply: int = 500, **settings: Any) -> Budgets:
+    return Budgets.for_window(n_ctx, reply, Settings(**settings))
 
 
 def window(count: int, tokens: int = 100, first_id: int = 1) -> list[WindowMessage]:
@@ -236,7 +236,7 @@ def test_a_major_fold_waits_until_it_can_take_the_minimum_number_of_chapters() -
 
 
 def test_recall_takes_the_room_under_the_trigger_up_to_its_share_again() -> None:
-    fitted = budgets()
+    fitted = budgets(recall_max_tokens=0)
     share = fitted.recall
     assert fitted.recall_with_room(share, fitted.trigger) == share  # at the trigger: none
     assert fitted.recall_with_room(share, fitted.ceiling) == share  # past it: none
@@ -244,3 +244,19 @@ def test_recall_takes_the_room_under_the_trigger_up_to_its_share_again() -> None
     assert fitted.recall_with_room(share, after_fold) == share + fitted.headroom
     assert fitted.recall_with_room(share, 0) == 2 * share  # never more than its share again
     assert fitted.recall_with_room(0, 0) == 0  # recall off stays off
+
+
+def test_recall_max_tokens_bounds_a_turn_s_recall_room_included_however_wide_the_window() -> None:
+    """Recalled lines are read again every turn; a wide window's share would have a turn
+    read thousands of them, where what a question needs does not grow with the window."""
+    wide = budgets(n_ctx=65_536, recall_max_tokens=1_000)
+    assert wide.recall == 1_000  # 20% would be 13,107
+    assert wide.recall_with_room(wide.recall, 0) == 1_000  # the room does not add to it
+    narrow = budgets(n_ctx=2_048, recall_max_tokens=600)
+    share = int(2_048 * Settings().recall_budget_ratio)
+    assert narrow.recall == share == 409  # under the cap the share decides
+    assert narrow.recall_with_room(share, 0) == 600  # share and room (409 more), up to the cap
+    assert narrow.recall_with_room(share, narrow.trigger) == share
+    uncapped = budgets(n_ctx=65_536, recall_max_tokens=0)
+    assert uncapped.recall == int(65_536 * Settings().recall_budget_ratio)
+    assert budgets(recall_budget_ratio=0.0, recall_max_tokens=1_000).recall_with_room(0, 0) == 0
