@@ -148,5 +148,20 @@ def test_a_speaker_with_no_card_is_named_with_what_to_do(capsys, tmp_path):
     assert (
         "note: " + f"{chat}: 'Sam' speaks in it as a character and no card matches, so the chat is "
         "a group that cannot go on until a card named 'Sam' is added; if 'Sam' is you, give "
-        'those lines "role": "user" and import again'
+        'those lines "role": "user" and import again (or import with --user \'Sam\')'
     ) in " ".join(err.split())
+    # Said who the user is, the same file is a chat with Rowan that goes on, played as Sam.
+    code, out, err = run(capsys, "import", str(chat), "--user", "Sam")
+    assert code == 0, err
+    assert "note:" not in err
+    conv_id = int(out.split()[0])
+    settings = load_settings()
+    with open_store(settings) as store:
+        conv = store.get_conversation(conv_id)
+        messages = list(store.iter_messages(conv_id))
+    assert conv.persona_name == "Sam" and conv.character_name == "Rowan Ashby"
+    assert [(m.role, m.speaker) for m in messages] == [
+        (Role.CHARACTER, "Rowan Ashby"),
+        (Role.USER, "Sam"),
+        (Role.CHARACTER, "Rowan Ashby"),
+    ]

@@ -111,7 +111,8 @@ def import_chat_file(
                 chat.notes.append(
                     f"{path}: {name!r} speaks in it as a character and no card matches, so the "
                     f"chat is a group that cannot go on until a card named {name!r} is added; "
-                    f'if {name!r} is you, give those lines "role": "user" and import again'
+                    f'if {name!r} is you, give those lines "role": "user" and import again '
+                    f"(or import with --user {name!r})"
                 )
             found = card.key if card is not None else key or name
             if all(found != other for other, _name, _muted in cast):

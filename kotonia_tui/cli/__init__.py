@@ -273,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="import a SillyTavern .jsonl chat or a JSON list")
     imp.add_argument("file", help="the chat file (.jsonl or .json)")
     imp.add_argument("--character", help="the card the conversation belongs to")
+    imp.add_argument(
+        "--user",
+        metavar="NAME",
+        help="who you are: in a JSON list the lines NAME says without a role are yours, and "
+        "the chat is played as persona NAME (default: your default persona)",
+    )
 
     found = sub.add_parser(
         "search", help="find messages in every conversation (or one) by their words"

@@ -174,7 +174,7 @@ def import_chat(args: argparse.Namespace, settings: Settings) -> int:
             imported = import_chat_file(
                 store,
                 path,
-                personas.default().name,
+                args.user or personas.default().name,
                 card.name if card else None,
                 card.key if card else None,
                 match=library.match,
