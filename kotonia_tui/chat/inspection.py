@@ -58,6 +58,10 @@ class ChapterView:
 
 @dataclass(frozen=True)
 class MemoryView:
+    """What the inspector shows. The rows' texts (synopsis versions, chapters' texts and notes,
+    ledger entries, fold errors) are as shown: their message references numbered per
+    conversation (chat/numbering.py); the rows' id fields stay store ids, shown by `number`."""
+
     conversation_id: int
     synopsis: (
         StoredSynopsis | None

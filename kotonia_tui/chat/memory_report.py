@@ -3,13 +3,13 @@
 Read from the store: the ledger (every entry, with the chapters it is
 valid from and to), the current synopsis, the live chapters with their message ranges, text,
 structure, readback misses and note, the open threads (messages by id and by their place in the
-conversation, as the app numbers them), the fold jobs counted by status with the
-failed attempts by reason, and the memory block the next turn carries (chat/memory_snapshot.py,
-the builder the turn uses): the one the prompt carries now, or, when a fold has landed, the
-landed one with its ledger fitted to the ledger's share of the window, counted by the model as
-the turn counts it (the only case that opens the model's vocabulary). `in_prompt` says which
-entries the prompt carries now, and `left_out` why a live entry is not in it: over the ledger's
-share, or landed for the next turn.
+conversation, as the app numbers them; the texts number the messages they cite so too, as the
+prompt carries them), the fold jobs counted by status with the failed attempts by reason, and
+the memory block the next turn carries (chat/memory_snapshot.py, the builder the turn uses): the
+one the prompt carries now, or, when a fold has landed, the landed one with its ledger fitted to
+the ledger's share of the window, counted by the model as the turn counts it (the only case that
+opens the model's vocabulary). `in_prompt` says which entries the prompt carries now, and
+`left_out` why a live entry is not in it: over the ledger's share, or landed for the next turn.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
+from kotonia_tui.chat.numbering import numbering, row_texts
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.store import Store
 
@@ -46,6 +47,20 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     synopsis, chapters, ledger = snapshot.synopsis, snapshot.chapters, snapshot.ledger
     live_ids, live = snapshot.live_ids, snapshot.live
     jobs = store.fold_jobs(conv_id)
+    # The texts are shown as the app shows them: the messages they cite numbered per
+    # conversation (chat/numbering.py); the fields named `..._id` and `evidence` stay ids.
+    next_text = snapshot.next_text
+    shown = numbering(
+        store,
+        conv_id,
+        [*row_texts([synopsis] if synopsis else [], chapters, ledger, jobs), next_text],
+    )
+    if synopsis is not None:
+        synopsis = shown.synopsis(synopsis)
+    chapters = tuple(shown.chapter(c) for c in chapters)
+    ledger = tuple(shown.entry(e) for e in ledger)
+    live = [shown.entry(e) for e in live]
+    jobs = [shown.job(j) for j in jobs]
     failed_attempts: Counter[str] = Counter()
     for job in jobs:
         if job.last_error and job.status is not FoldStatus.DONE:
@@ -118,7 +133,7 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
             **{status.value: sum(1 for j in jobs if j.status is status) for status in FoldStatus},
             "failed_attempts": dict(failed_attempts),
         },
-        "memory_text": snapshot.next_text,
+        "memory_text": shown.text(next_text),
     }
 
 

@@ -21,6 +21,7 @@ from kotonia_tui.chat.derived_copies import conversation_state_name, setup_owner
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
 from kotonia_tui.chat.memory_snapshot import LandedMemory, MemorySnapshot, memory_snapshot
+from kotonia_tui.chat.numbering import Numbering, numbering
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.config import Settings, app_dirs
@@ -107,10 +108,13 @@ class TurnRead:
     counts: list[WindowMessage]  # their exact token costs
     landed: LandedMemory
     landed_pending: bool  # landed memory the prompt does not carry yet
-    # That memory as the prompt would carry it, and its tokens ("" and 0 when none is pending):
-    # counted in `read`, off the event loop (a server backend's count is a request).
+    # That memory as stored would carry it, and its tokens as sent ("" and 0 when none is
+    # pending): counted in `read`, off the event loop (a server backend's count is a request).
     landed_text: str
     landed_tokens: int
+    # The numbers of the messages the stored and the landed memory cite: the prompt carries
+    # them instead of store ids (chat/numbering.py).
+    numbering: Numbering
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
     open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
@@ -421,17 +425,23 @@ class Prompter:
             WindowMessage(m.id, count)
             for m, count in zip(window, await self.count_messages(window), strict=True)
         ]
+        fitted = await self.fitted_ledger(conv_id)
+        snapshot = memory_snapshot(self.store, conv_id, lambda _live: fitted)
+        landed = snapshot.landed
+        pending = snapshot.pending
+        landed_text = landed.block.render() if pending else ""
+        # The prompt numbers the messages its memory cites as the chat does (the stored text
+        # cites store ids): counted as sent. Numbers are places, so they change only when an
+        # earlier message is deleted, and a deletion inside a folded range refolds it anyway.
+        numbers = numbering(self.store, conv_id, (state.memory_text, landed_text))
         # A memory block written with another model's tokenizer is re-counted once.
         if state.memory_text and state.memory_model_key != key:
             state = state.model_copy(
                 update={
-                    "memory_tokens": memory_tokens(self.engine, state.memory_text),
+                    "memory_tokens": memory_tokens(self.engine, numbers.text(state.memory_text)),
                     "memory_model_key": key,
                 }
             )
-        fitted = await self.fitted_ledger(conv_id)
-        snapshot = memory_snapshot(self.store, conv_id, lambda _live: fitted)
-        landed = snapshot.landed
         open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
         chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)
@@ -485,11 +495,11 @@ class Prompter:
         room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
         recall_budget = max(0, min(budgets.recall, room))
         fixed += recall_budget
-        pending = snapshot.pending
-        landed_text = landed.block.render() if pending else ""
         landed_tokens = 0
         if landed_text:
-            (landed_tokens,) = await self.engine.count_tokens_many([memory_count_text(landed_text)])
+            (landed_tokens,) = await self.engine.count_tokens_many(
+                [memory_count_text(numbers.text(landed_text))]
+            )
         return TurnRead(
             conv_id=conv_id,
             state=state,
@@ -499,6 +509,7 @@ class Prompter:
             landed_pending=pending,
             landed_text=landed_text,
             landed_tokens=landed_tokens,
+            numbering=numbers,
             open_through=max((j.last_message_id or 0 for j in chapter_jobs), default=0),
             fold_in_flight=_fold_in_flight(chapter_jobs),
             open_jobs=open_jobs,
@@ -564,9 +575,11 @@ class Prompter:
                     "forced_cuts": state.forced_cuts + 1,
                 }
             )
+            cut = plan.forced_cut_through
+            number = self.store.message_numbers(read.conv_id, [cut]).get(cut, cut)
             notices.append(
                 f"the history passed its ceiling with no chapter ready: messages up to "
-                f"#{plan.forced_cut_through} left the prompt (they stay stored and will be folded)"
+                f"#{number} left the prompt (they stay stored and will be folded)"
             )
         # Record where the window starts even before the first fold, so the next turn reads
         # one range from there instead of the newest rows.
@@ -793,7 +806,7 @@ class Prompter:
         history = assemble_history(
             system_text=setup.system_text,
             char_name=setup.display_name,
-            memory_text=decision.state.memory_text,
+            memory_text=read.numbering.text(decision.state.memory_text),
             window=lines,
             author_note=read.author_note,
             author_note_depth=read.settings.author_note_depth,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,6 +46,7 @@ from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.managing import ConversationManager
+from kotonia_tui.chat.numbering import numbering, row_texts
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
@@ -92,12 +93,17 @@ log = logging.getLogger(__name__)
 WAIT_WHY = "before this turn, so those messages stay in the memory instead of leaving the prompt"
 
 
-def _jobs_said(jobs: Sequence[StoredFoldJob]) -> str:
-    """ "#4 chapter of messages #1-#14, #5 major gc" """
+def _jobs_said(jobs: Sequence[StoredFoldJob], numbers: Mapping[int, int]) -> str:
+    """ "#4 chapter of messages #1-#14, #5 major gc": fold jobs by their ids, the messages by
+    their numbers in the conversation (`numbers`, by message id), as the chat shows them."""
+
+    def number(message_id: int | None) -> int | None:
+        return numbers.get(message_id, message_id) if message_id is not None else None
+
     return ", ".join(
         f"#{job.id} {job.kind.label}"
         + (
-            f" of messages #{job.first_message_id}-#{job.last_message_id}"
+            f" of messages #{number(job.first_message_id)}-#{number(job.last_message_id)}"
             if job.first_message_id is not None
             else ""
         )
@@ -526,7 +532,9 @@ class ChatService:
             if self.worker.paused or patience.stall_s <= 0 or patience.cap_s <= 0:
                 return False
             ids = tuple(job.id for job in jobs)
-            what = f"waiting for fold {_jobs_said(jobs)}"
+            ends = [i for job in jobs for i in (job.first_message_id, job.last_message_id)]
+            numbers = self.store.message_numbers(conv_id, [i for i in ends if i is not None])
+            what = f"waiting for fold {_jobs_said(jobs, numbers)}"
             self._emit(FoldWait(conv_id, ids, f"{what} {WAIT_WHY}"))
             go_on = self._fold_waits[conv_id] = asyncio.Event()
 
@@ -561,7 +569,9 @@ class ChatService:
             # done and neither releases nor runs it again.
             self.worker.stop_jobs(job.id for job in jobs)
             if stored:
-                first, last = stored[0].first_message_id, stored[-1].last_message_id
+                ends = stored[0].first_message_id, stored[-1].last_message_id
+                numbers = self.store.message_numbers(conv_id, ends)
+                first, last = (numbers.get(i, i) for i in ends)
                 self._emit(
                     MemoryNotice(
                         conv_id,
@@ -780,7 +790,9 @@ class ChatService:
     def choose_alternative(self, message_id: int, index: int) -> StoredMessage:
         message = self.store.get_message(message_id)
         if not 0 <= index < max(1, len(message.alternatives)):
-            raise ChatError(f"message #{message_id} has no version {index + 1}")
+            conv_id = message.conversation_id
+            number = self.store.message_numbers(conv_id, [message_id]).get(message_id)
+            raise ChatError(f"message #{number} has no version {index + 1}")
         updated = self.store.choose_alternative(message_id, index)
         self._refold_if_folded(updated)
         return updated
@@ -893,6 +905,16 @@ class ChatService:
             running = None
         ledger = list(snapshot.ledger)
         left_out = snapshot.left_out()
+        # Shown as the chat numbers messages: the texts' references and the ranges alike (the
+        # rows' id fields stay ids; `MemoryView.number` shows them).
+        shown = numbering(self.store, conv_id, row_texts(versions, chapters, ledger, jobs))
+        versions = [shown.synopsis(s) for s in versions]
+        applied_synopsis = next(
+            (s for s in versions if applied_synopsis and s.id == applied_synopsis.id), None
+        )
+        chapters = [shown.chapter(c) for c in chapters]
+        ledger = [shown.entry(e) for e in ledger]
+        jobs = [shown.job(j) for j in jobs]
         mentioned = [
             *(i for e in ledger for i in e.evidence),
             state.forced_cut_through_id,

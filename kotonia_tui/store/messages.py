@@ -574,6 +574,30 @@ def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
     return numbers
 
 
+def cited_messages(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+    """Of `ids`, those that are messages of the conversation: each one's place (1 = the first,
+    as `message_numbers` counts) and its speaker. An id of another conversation, of a deleted
+    message or of nothing is left out (a memory text's "#5" may be none of its messages).
+
+    Counted as `message_numbers` counts: as many index entries as the largest id's place."""
+    found: dict[int, tuple[int, str]] = {}
+    if not is_sqlite_int(conv_id):
+        return found
+    counted, previous = 0, 0
+    for msg_id in sorted({i for i in ids if is_sqlite_int(i) and i > 0}):
+        row = db.select_one(
+            """SELECT COUNT(*) AS n, MAX(id = ?) AS here,
+                      MAX(CASE WHEN id = ? THEN speaker END) AS speaker
+               FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?""",
+            (msg_id, msg_id, conv_id, previous, msg_id),
+        )
+        counted += int(row["n"]) if row is not None else 0
+        if row is not None and row["here"]:
+            found[msg_id] = (counted, str(row["speaker"] or ""))
+        previous = msg_id
+    return found
+
+
 def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
     """The id of the message shown as #`number` (1 = the first), or None."""
     if number < 1 or not is_sqlite_int(number) or not is_sqlite_int(conv_id):

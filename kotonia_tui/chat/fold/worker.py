@@ -21,6 +21,7 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from datetime import timedelta
 
 from kotonia_tui.chat.background import cancel_and_wait
@@ -38,6 +39,7 @@ from kotonia_tui.chat.fold.wait import (
     WaitEnd,
     WaitProgress,
 )
+from kotonia_tui.chat.numbering import numbered
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob
 from kotonia_tui.engine import (
@@ -98,7 +100,7 @@ class FoldWorker:
         self.clock = clock  # due times, backoff, leases and waits go by it
         self.engine = engine
         self.settings = settings
-        self._notify = notify
+        self._send = notify
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: StoredFoldJob | None = None
@@ -285,6 +287,15 @@ class FoldWorker:
                 await self._job_task
             finally:
                 self._job_task = None
+
+    def _notify(self, event: ServiceEvent) -> None:
+        """Send `event`. A fold's detail (what landed, why it failed) names messages as the
+        chat numbers them; the job's stored error keeps the store ids it was written with."""
+        if isinstance(event, FoldProgress) and event.detail:
+            with contextlib.suppress(StoreError):
+                detail = numbered(self.store, event.conversation_id, event.detail)
+                event = replace(event, detail=detail)
+        self._send(event)
 
     async def _sleep_until_due(self) -> None:
         due = self.store.next_fold_due()
