@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from kotonia_tui.chat.fold.chronicle import NoRoomError, chronicle
 from kotonia_tui.chat.fold.worker import MAX_ATTEMPTS
+from kotonia_tui.chat.numbering import numbered
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.domain import ChatMessage, Message
 from kotonia_tui.engine import (
@@ -55,7 +56,10 @@ class ArmPrompt:
     name: str
     messages: tuple[ChatMessage, ...] | None  # None: the arm was skipped (see note)
     engine: Engine | None
-    memory_text: str = ""
+    memory_text: str = ""  # as stored (store ids): what recall reads as already stated
+    # As the reader reads it: the messages it cites numbered in the conversation, as the chat
+    # numbers them (chat/numbering.py); the evidence is read from this.
+    shown_memory: str = ""
     memory_tokens: int = 0
     verbatim_tokens: int = 0
     verbatim_messages: int = 0
@@ -112,6 +116,7 @@ def generational(replay: Replay, engine: Engine) -> ArmPrompt:
         messages=messages,
         engine=engine,
         memory_text=final.state.memory_text,
+        shown_memory=numbered(replay.store, replay.conv_id, final.state.memory_text),
         memory_tokens=final.plan.memory_tokens,
         verbatim_tokens=final.plan.verbatim_tokens,
         verbatim_messages=len(final.window),
@@ -158,14 +163,18 @@ async def rolling(
                 continue
             summary = text
     memory_text = f"{ROLLING_HEADER}\n\n## Summary\n{summary.strip()}" if summary else ""
+    # Its source named messages by store id ("[#12]"): what it cites is numbered as the chat
+    # numbers messages, as the generational arm's memory is.
+    shown = numbered(replay.store, replay.conv_id, memory_text)
     window = replay.final.window
-    messages = _prompt(replay, memory_text, window)
+    messages = _prompt(replay, shown, window)
     return ArmPrompt(
         name="rolling",
         messages=messages,
         engine=engine,
         memory_text=memory_text,
-        memory_tokens=memory_tokens(engine, memory_text),
+        shown_memory=shown,
+        memory_tokens=memory_tokens(engine, shown),
         verbatim_tokens=sum(prompter.message_tokens(m) for m in window),
         verbatim_messages=len(window),
         prompt_tokens=_cells(engine, messages, replay),

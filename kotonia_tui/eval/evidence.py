@@ -58,17 +58,33 @@ _QUOTED_LABEL = re.compile(r"(?:^|(?<=\s))#(\d+) [^:\n#()\[\]]{1,60}: ", re.MULT
 
 @dataclass(frozen=True)
 class MemoryRefs:
-    """The message ids (as the memory text writes them: stored ids) a memory block names."""
+    """The messages a memory block names, as its text names them: the prompt numbers them in
+    their conversation, as the chat does (chat/numbering.py; the stored text cites store
+    ids), so a caller maps them to its own numbering (`mapped`)."""
 
     cited: frozenset[int]
     quoted: frozenset[int]
     # What is quoted of each message: its sentences under its labels, joined.
     quoted_text: Mapping[int, str] = field(default_factory=dict)
 
+    def mapped(self, to: Mapping[int, int]) -> MemoryRefs:
+        """The same messages in another numbering (a number `to` does not know stays as it
+        is). Two quoted labels that `to` takes to one message have their texts joined."""
+        quoted_text: dict[int, str] = {}
+        for number, text in self.quoted_text.items():
+            target = to.get(number, number)
+            quoted_text[target] = " ".join(filter(None, (quoted_text.get(target, ""), text)))
+        return MemoryRefs(
+            frozenset(to.get(i, i) for i in self.cited),
+            frozenset(to.get(i, i) for i in self.quoted),
+            quoted_text,
+        )
+
 
 def memory_refs(memory_text: str) -> MemoryRefs:
-    """The ids the memory block cites (items, ledger entries) and quotes (quoted extracts),
-    and the text quoted under each label (up to the next label or the line's end)."""
+    """The messages the memory block cites (items, ledger entries) and quotes (quoted
+    extracts), by the numbers its text gives them, and the text quoted under each label (up
+    to the next label or the line's end)."""
     cited = {
         int(number) for group in _CITATION.findall(memory_text) for number in _ID.findall(group)
     }

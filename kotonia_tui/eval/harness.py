@@ -41,7 +41,6 @@ from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
 from kotonia_tui.eval.evidence import (
     AnswerWords,
     Located,
-    MemoryRefs,
     Place,
     answer_words,
     locate,
@@ -546,7 +545,7 @@ async def _answer_arm(
         verbatim_messages=arm.verbatim_messages,
         prompt_tokens=arm.prompt_tokens,
         n_ctx=arm.n_ctx,
-        memory_text=arm.memory_text,
+        memory_text=arm.shown_memory,
         build=BuildCost(calls=arm.build_calls, seconds=round(arm.build_seconds, 3)),
         failures=arm.failures,
     )
@@ -609,12 +608,9 @@ async def _prompts(
     assert arm.messages is not None and arm.engine is not None
     to_source = replayed.to_source
     window = {to_source.get(i, i) for i in arm.window_ids}
-    refs = memory_refs(arm.memory_text)
-    refs = MemoryRefs(
-        cited=frozenset(to_source.get(i, i) for i in refs.cited),
-        quoted=frozenset(to_source.get(i, i) for i in refs.quoted),
-        quoted_text={to_source.get(i, i): text for i, text in refs.quoted_text.items()},
-    )
+    # The memory as the reader read it numbers messages in the conversation, as the chat does
+    # (the stored text cites store ids): from there to the input's own ids.
+    refs = memory_refs(arm.shown_memory).mapped(replayed.source_of_numbers())
     # The evidence messages as said, to read what the memory quotes of them against.
     wholes = {
         m: replayed.store.get_message(replayed.to_stored[m]).text

@@ -119,7 +119,14 @@ class Replay:
 
     @property
     def memory_text(self) -> str:
+        """The memory the final prompt carries, as stored (citing store ids)."""
         return self.final.state.memory_text
+
+    def source_of_numbers(self) -> dict[int, int]:
+        """Each message's number in the conversation (as a prompt numbers the messages its
+        memory cites, chat/numbering.py) -> its input id."""
+        numbers = self.store.message_numbers(self.conv_id, self.to_source)
+        return {number: self.to_source[i] for i, number in numbers.items()}
 
     def all_chapters(self) -> list[StoredChapter]:
         """Every chapter written, including those since folded into the synopsis."""

@@ -162,7 +162,7 @@ class ArmResult:
     verbatim_messages: int
     prompt_tokens: int
     n_ctx: int
-    memory_text: str
+    memory_text: str  # as the reader read it: the messages it cites numbered, as the chat does
     build: BuildCost
     failures: list[str]
     recall_by_range: list[float | None] = field(default_factory=list)

@@ -23,6 +23,7 @@ from kotonia_tui.eval.evidence import (
 from kotonia_tui.eval.grading import content_words
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.extract import extract_passages, message_passages, synopsis_passages
+from kotonia_tui.memory.numbering import renumber
 from kotonia_tui.memory.structured import Line, StructuredChapter, render_chapter
 
 TEXTS = {
@@ -114,6 +115,22 @@ def test_the_block_names_what_it_cites_and_what_it_quotes():
     assert refs.quoted_text[5] == "The storm lasted three days."
     assert refs.quoted_text[6] == '"The boat came late, with forty crowns of oil."'
     assert "The cat is called Soot." in refs.quoted_text[10]
+
+
+def test_the_block_the_reader_read_names_messages_by_number_and_maps_to_the_input():
+    """Stored, a second conversation's block cites store ids (337 on); the reader reads it
+    numbered (1 on, chat/numbering.py), and its references map to the input's ids (1001 on)
+    as they would with ids equal to numbers."""
+    stored = renumber(memory_text(), {i: i + 336 for i in range(1, 13)})
+    assert "#337-#339:" in stored and "(#337" in stored
+    read = renumber(stored, {i + 336: i for i in range(1, 13)})
+    assert read == memory_text()
+    refs = memory_refs(read).mapped({n: n + 1000 for n in range(1, 13)})
+    assert refs.cited == {1001, 1002, 1003, 1004, 1009}
+    assert refs.quoted == {1005, 1006, 1010}
+    assert refs.quoted_text[1005] == "The storm lasted three days."
+    # A number the mapping does not know stays as it is.
+    assert memory_refs("- Mara met Soot. (#40)").mapped({1: 1001}).cited == {40}
 
 
 def test_a_dated_label_of_the_quoted_synopsis_names_no_message():

@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kotonia_tui.chat.bootstrap import open_engine
+from kotonia_tui.domain import Conversation, Message, Role
 from kotonia_tui.eval import EvalOptions, run_eval
+from kotonia_tui.eval import replay as replay_module
 from kotonia_tui.eval.dataset import EvalConversation, EvalQuestion
 from kotonia_tui.eval.examiner import JUDGE, READER_A
 from kotonia_tui.eval.report import table
 from kotonia_tui.eval.results import ArmResult, EvalReport, GradedAnswer
 from kotonia_tui.memory.chronicler import CHRONICLER
+from kotonia_tui.store import Store
 from tests.eval.conftest import ScriptedEngine, short_conversation
 
 HOLLOW = range(18, 26)  # the range whose chapter the scripted chronicler writes hollow
@@ -390,3 +393,71 @@ def test_cli_evidence_only_with_a_recall_budget(tiny_model_path: Path, tmp_path:
         assert 0.0 <= cell["all"]["mean"] <= cell["any"]["mean"] <= 1.0
     printed = capsys.readouterr().out
     assert "evidence in prompt by range" in printed
+
+
+class _AfterAnother(Store):
+    """The replay's store, holding another conversation's 50 messages first: the replayed
+    conversation's store ids are not its numbers (51 is its #1)."""
+
+    @classmethod
+    def open(cls, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        store = Store.open(path, *args, **kwargs)
+        other = store.create_conversation(
+            Conversation(character_key="else", character_name="Else", persona_name="Sam")
+        )
+        store.add_messages(
+            other.id,
+            [Message(role=Role.USER, speaker="Sam", text=f"Elsewhere {i}.") for i in range(50)],
+        )
+        return store
+
+
+async def test_the_evidence_is_found_by_number_when_store_ids_are_not_numbers(
+    eval_settings_for, monkeypatch
+):
+    """The reader's memory numbers the messages it cites as the chat does (the stored memory
+    cites store ids); the evidence is read from it by number and mapped to the input's own ids.
+    Here the three differ: the input's ids are 1001 on, the store's 51 on (another
+    conversation came first), the numbers 1 on. Every message a chapter the prompt carries
+    cites or quotes is found there, by its input id."""
+    conv = one_question_per_message()
+    shifted = conv.model_copy(
+        update={
+            "messages": [m.model_copy(update={"id": m.id + 1000}) for m in conv.messages],
+            "questions": [
+                q.model_copy(update={"evidence": [m + 1000 for m in q.evidence]})
+                for q in conv.questions
+            ],
+        }
+    )
+    settings = _settings(eval_settings_for)
+    monkeypatch.setattr(replay_module, "Store", _AfterAnother)
+    engine = open_engine(settings)
+    scripted = ScriptedEngine(
+        engine,
+        {q.question: q.answer for q in shifted.questions},
+        hollow=lambda ids: any(i - 50 in HOLLOW for i in ids),
+    )
+    options = EvalOptions(questions_per_range=100, arms=("generational",), evidence_only=True)
+    try:
+        report = await run_eval(shifted, settings, scripted, options)
+    finally:
+        engine.close()
+    arm = report.runs[0].arms["generational"]
+    memory = arm.memory_text  # as the reader read it: numbers
+    assert min(scripted.cited) > 50  # the chronicler cited store ids
+    live = [(int(a), int(b)) for a, b in _CHAPTER.findall(memory)]
+    assert live and max(b for _a, b in live) <= len(conv.messages)  # numbers, not ids
+    where = {q.evidence[0]: q.found[0].where for q in arm.questions if q.id != "both"}
+    count = len(conv.messages)
+    for n in _window(arm, count):
+        assert where[n + 1000] == ["window"]
+    cited = [
+        s - 50
+        for s in scripted.cited
+        if any(a <= s - 50 <= b for a, b in live) and s - 50 not in HOLLOW
+    ]
+    assert cited
+    for n in cited:
+        assert "cited" in where[n + 1000], (n, where[n + 1000])
+    assert [n for n in HOLLOW if "quoted" in where[n + 1000]]
