@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.domain import Conversation, Message, Role
@@ -400,7 +401,7 @@ class _AfterAnother(Store):
     conversation's store ids are not its numbers (51 is its #1)."""
 
     @classmethod
-    def open(cls, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def open(cls, path: Path | str, *args: Any, **kwargs: Any) -> Store:
         store = Store.open(path, *args, **kwargs)
         other = store.create_conversation(
             Conversation(character_key="else", character_name="Else", persona_name="Sam")
