@@ -19,6 +19,7 @@ from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chatfiles import write_sillytavern
 from kotonia_tui.domain import Conversation, StoredConversation
+from kotonia_tui.memory.numbering import renumber
 from kotonia_tui.safe_files import replacing
 from kotonia_tui.store import Store
 from kotonia_tui.store.branching import Branched
@@ -120,7 +121,8 @@ class ConversationManager:
             title=" ".join(title.split())[:MAX_TITLE_CHARS],
             extra={"branch_of": {"conversation": source.id, "through": number}},
         )
-        return self.store.branch_conversation(source.id, through, conv)
+        # The copied memory cites the copies (memory/numbering.py rewrites its references).
+        return self.store.branch_conversation(source.id, through, conv, renumber)
 
     # ---- personas ---------------------------------------------------------------------------
 

@@ -10,16 +10,25 @@ range. The copies get new ids in the same order as the originals, numbered dense
 id the copied rows mention (the messages and the ends of the chapter ranges, even a message
 deleted since), so each range holds exactly the copies of the messages it held.
 
-The memory block the prompt carries (`memory_state.memory_text`) is copied byte for byte when it
-covers only shared messages: the branch's next prompt starts exactly as the original's did, and
-the engine reuses that prefix from its KV cache instead of reading it again. When the applied
-memory reaches past the branch point, the branch starts from the chapters it does share, which
-its next turn applies (one new prefix, as after any fold).
+The memory's texts cite messages by id too (a quoted line's label, an item's evidence, a note's
+range: memory/numbering.py): the copies of the chapters, the synopsis versions and the memory
+block cite the copies, as their ranges do, so the branch's memory speaks of its own messages
+(copied byte for byte, they named the original's, and the branch showed and sent those ids).
+The rewrite is the memory's (`retarget`, given by the caller: the store holds no memory logic);
+without it the texts are copied as they are.
+
+The memory block the prompt carries (`memory_state.memory_text`) is copied when it covers only
+shared messages: the prompt numbers messages per conversation, and the copies hold the places
+the originals hold, so the branch's next prompt starts with exactly the bytes the original's
+did, and the engine reuses that prefix from its KV cache instead of reading it again. When the
+applied memory reaches past the branch point, the branch starts from the chapters it does
+share, which its next turn applies (one new prefix, as after any fold).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation, utcnow
 from kotonia_tui.store import cast, conversations, fold_jobs, memory_rows
@@ -35,6 +44,25 @@ _MESSAGE_FIELDS = (
 )
 _ALTERNATIVE_FIELDS = "idx, text, segments, status, status_reason, reasoning, created_at, extra"
 
+# Rewrites a memory text's message references by a mapping {old id: new id}, given each old
+# id's speaker (memory/numbering.py `renumber`, which reads a label as one only when it names
+# its message's speaker).
+Retarget = Callable[[str, Mapping[int, int], Mapping[int, str]], str]
+
+
+@dataclass(frozen=True)
+class _Texts:
+    """A memory text as the branch's copy holds it: citing the copies' ids."""
+
+    retarget: Retarget | None = None
+    to_new: dict[int, int] = field(default_factory=dict)
+    speakers: dict[int, str] = field(default_factory=dict)
+
+    def __call__(self, text: str) -> str:
+        if self.retarget is None or not text:
+            return text
+        return self.retarget(text, self.to_new, self.speakers)
+
 
 @dataclass(frozen=True)
 class Branched:
@@ -49,10 +77,15 @@ class Branched:
 
 
 def branch_conversation(
-    db: Db, source_id: int, through_id: int | None, conv: Conversation
+    db: Db,
+    source_id: int,
+    through_id: int | None,
+    conv: Conversation,
+    retarget: Retarget | None = None,
 ) -> Branched:
     """A new conversation (`conv`'s fields) sharing the source's messages up to and including
-    `through_id` (None: all of them), with the memory that covers them. One transaction."""
+    `through_id` (None: all of them), with the memory that covers them, its texts citing the
+    copies (`retarget`; None: copied as they are). One transaction."""
     with db.write():
         source = conversations.get_conversation(db, source_id)
         last = _last_id(db, source.id)
@@ -67,11 +100,14 @@ def branch_conversation(
         created = conversations.insert_conversation(db, conv)
         state = memory_rows.memory_state(db, source.id)
         _map_ids(db, source.id, through, state)
+        texts = _texts(db, retarget)
         count = _copy_messages(db, source.id, created.id, through)
         db.execute("UPDATE conversations SET message_count = ? WHERE id = ?", (count, created.id))
-        synopsis_ids, synopsis_through = _copy_synopses(db, source.id, created.id, through)
-        chapter_ids, stale = _copy_chapters(db, source.id, created.id, through, synopsis_through)
-        shared = _copy_state(db, state, created.id, through, chapter_ids, synopsis_ids)
+        synopsis_ids, synopsis_through = _copy_synopses(db, source.id, created.id, through, texts)
+        chapter_ids, stale = _copy_chapters(
+            db, source.id, created.id, through, synopsis_through, texts
+        )
+        shared = _copy_state(db, state, created.id, through, chapter_ids, synopsis_ids, texts)
         _copy_settings(db, source.id, created.id)
         cast.copy_cast(db, source.id, created.id)
         if not shared:
@@ -159,6 +195,21 @@ def _map_ids(db: Db, source_id: int, through: int, state: MemoryState) -> None:
         )
 
 
+def _texts(db: Db, retarget: Retarget | None) -> _Texts:
+    """Every copied id (old -> new) and the speaker of each copied message, for `retarget`."""
+    if retarget is None:
+        return _Texts()
+    rows = db.select(
+        """SELECT b.old, b.new, m.speaker FROM temp.branch_ids b
+           LEFT JOIN messages m ON m.id = b.old"""
+    )
+    return _Texts(
+        retarget,
+        {int(r["old"]): int(r["new"]) for r in rows},
+        {int(r["old"]): str(r["speaker"]) for r in rows if r["speaker"] is not None},
+    )
+
+
 def _new_id(db: Db, old: int) -> int:
     row = db.select_one("SELECT new FROM temp.branch_ids WHERE old = ?", (old,))
     if row is None:
@@ -193,7 +244,9 @@ def _copy_messages(db: Db, source_id: int, new_id: int, through: int) -> int:
     return int(cursor.rowcount)
 
 
-def _copy_synopses(db: Db, source_id: int, new_id: int, through: int) -> tuple[dict[int, int], int]:
+def _copy_synopses(
+    db: Db, source_id: int, new_id: int, through: int, texts: _Texts
+) -> tuple[dict[int, int], int]:
     """The synopsis versions that cover only shared messages (oldest first, stopping at the
     first that reaches past the branch point); the last one copied is current.
     Returns old id -> new id, and the message the branch's current synopsis covers through."""
@@ -208,7 +261,13 @@ def _copy_synopses(db: Db, source_id: int, new_id: int, through: int) -> tuple[d
     for index, synopsis in enumerate(kept):
         # Every column as the original has it (origin, target, what was left out, stale):
         # a branch's memory is the original's up to the branch point.
-        copy = synopsis.model_copy(update={"current": index == len(kept) - 1})
+        copy = synopsis.model_copy(
+            update={
+                "current": index == len(kept) - 1,
+                "text": texts(synopsis.text),
+                "dropped": tuple(texts(sentence) for sentence in synopsis.dropped),
+            }
+        )
         copied[synopsis.id] = db.insert(
             "synopses",
             memory_rows.synopsis_row(
@@ -220,7 +279,7 @@ def _copy_synopses(db: Db, source_id: int, new_id: int, through: int) -> tuple[d
 
 
 def _copy_chapters(
-    db: Db, source_id: int, new_id: int, through: int, synopsis_through: int
+    db: Db, source_id: int, new_id: int, through: int, synopsis_through: int, texts: _Texts
 ) -> tuple[dict[int, int], list[tuple[int, int]]]:
     """Every chapter whose range ends at or before the branch point, in the original order
     (so the newest stays the newest), with refolds pointing at their copies. A chapter the
@@ -241,6 +300,8 @@ def _copy_chapters(
                     "conversation_id": new_id,
                     "first_message_id": _new_id(db, chapter.first_message_id),
                     "last_message_id": _new_id(db, chapter.last_message_id),
+                    "text": texts(chapter.text),
+                    "note": texts(chapter.note),
                     "in_synopsis": chapter.in_synopsis
                     and chapter.last_message_id <= synopsis_through,
                 }
@@ -288,8 +349,10 @@ def _copy_state(
     through: int,
     chapter_ids: dict[int, int],
     synopsis_ids: dict[int, int],
+    texts: _Texts,
 ) -> bool:
-    """The original's memory state, byte for byte, when what it carries is all shared."""
+    """The original's memory state, when what it carries is all shared: its block citing the
+    copies (the prompt shows the same numbers)."""
     if state.updated_at is None:
         return False  # never saved: the branch starts from the default too
     if _applied_reach(db, state) > through:
@@ -309,6 +372,7 @@ def _copy_state(
         state.model_copy(
             update={
                 "conversation_id": new_id,
+                "memory_text": texts(state.memory_text),
                 "verbatim_start_id": new(state.verbatim_start_id),
                 "forced_cut_through_id": new(state.forced_cut_through_id),
                 "applied_chapter_id": chapter_ids.get(state.applied_chapter_id or 0),

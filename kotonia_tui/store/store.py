@@ -193,13 +193,18 @@ class Store:
         return conversations.purge_hidden(self._db, conv_ids)
 
     def branch_conversation(
-        self, source_id: int, through_id: int | None, conv: Conversation
+        self,
+        source_id: int,
+        through_id: int | None,
+        conv: Conversation,
+        retarget: branching.Retarget | None = None,
     ) -> Branched:
         """A new conversation sharing the source's messages through `through_id` (None: all)
-        and the memory that covers them (store/branching.py)."""
+        and the memory that covers them, its texts citing the copies when `retarget` rewrites
+        their message references (store/branching.py)."""
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
-        return branching.branch_conversation(self._db, source_id, through_id, conv)
+        return branching.branch_conversation(self._db, source_id, through_id, conv, retarget)
 
     # Group casts and quick replies (issue 31) -------------------------------------------------
 

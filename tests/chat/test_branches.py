@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kotonia_tui.chat.numbering import numbered
 from kotonia_tui.domain import Role
+from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.chronicler import render_source
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
@@ -30,6 +32,12 @@ async def _folded_story(service, key: str):
     last = await service.send(conv.id, "Go on.")
     await last.wait()
     return conv, last
+
+
+def _memory(messages) -> str:
+    """The memory block a prompt carries."""
+    (memory,) = [m.content for m in messages if m.content.startswith(MEMORY_TITLE)]
+    return memory
 
 
 def _first_chapter(service, conv_id: int):
@@ -55,7 +63,13 @@ async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_fake_
     branched = service.manager.duplicate(conv.id)
     new = branched.conversation
     assert branched.memory_shared and branched.chapters >= 1
-    assert service.store.memory_state(new.id).memory_text == state.memory_text  # byte for byte
+    # The copied block cites the branch's own messages, as its chapters' ranges do; the prompt
+    # numbers messages per conversation, so both read the same bytes.
+    copied = service.store.memory_state(new.id).memory_text
+    assert copied != state.memory_text
+    assert numbered(service.store, new.id, copied) == numbered(
+        service.store, conv.id, state.memory_text
+    )
     assert new.title == f"Conversation {conv.id} (copy)"
 
     turn = await service.send(new.id, "Meanwhile, in the other story...")
@@ -65,7 +79,8 @@ async def test_a_branch_shares_the_memory_and_the_prompt_cache_prefix(make_fake_
     # engine reuses that prefix (the original's last prompt and reply) from its cache. (This
     # turn may cross the fold trigger and queue the branch's own next chapter, as any turn.)
     assert not turn.prepared.plan.apply_landed
-    assert turn.prepared.state.memory_text == state.memory_text
+    assert turn.prepared.state.memory_text == copied
+    assert _memory(turn.prepared.request.messages) == _memory(last.prepared.request.messages)
     assert done.metrics.reused >= last.done.metrics.prompt_positions - 2
     assert done.metrics.evaluated < done.metrics.prompt_positions / 4
 

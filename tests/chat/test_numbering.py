@@ -218,3 +218,37 @@ async def test_a_real_fold_in_a_second_conversation_is_told_and_carried_in_numbe
         assert f"\n#{span[chapter.first_message_id]}-#{span[chapter.last_message_id]}:" in memory
     cited = {int(n) for n in re.findall(r"#(\d+)", memory)}
     assert cited and max(cited) <= numbers[last]  # every reference is a number of #1-#last
+
+
+async def test_a_branch_numbers_its_memory_as_the_original_does(make_fake_service):
+    """A branch copies the messages under new ids, and the chapters and the memory block with
+    them: their texts cite the copies (a chapter's range already did), so the branch shows and
+    sends the numbers the original does, and its prompt starts with the same bytes."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv_id, messages = await _second_conversation(service, key)
+    _fold(service, conv_id, messages)
+    turn = await service.send(conv_id, "Is the lamp lit?")
+    assert (await turn.wait()).error is None and turn.prepared.plan.apply_landed
+    memory = _memory_message(turn.prepared.request.messages)
+
+    branched = service.manager.branch(conv_id, turn.prepared.window[-1].id)
+    new = branched.conversation.id
+    assert branched.memory_shared
+    copies = service.store.messages_between(new, 0, 10**9)
+    assert copies[0].id > max(IDS)
+    stored = service.store.chapters(new)
+    # The copies cite the branch's own messages, as their ranges do.
+    assert stored[1].text == f"- The ferry left at dawn for Halden. (#{copies[6].id})"
+    assert stored[0].note == (
+        f"quoted from messages #{copies[0].id}-#{copies[3].id}: the chronicler's chapter was empty"
+    )
+    assert not _says_ids(service.store.memory_state(new).memory_text)
+    original, branch = service.memory_view(conv_id), service.memory_view(new)
+    assert [c.chapter.text for c in branch.chapters] == [c.chapter.text for c in original.chapters]
+    assert [c.chapter.note for c in branch.chapters] == [c.chapter.note for c in original.chapters]
+
+    again = await service.send(new, "Meanwhile, in the other story...")
+    assert (await again.wait()).error is None
+    assert not again.prepared.plan.apply_landed  # the copied block, as the original's
+    assert _memory_message(again.prepared.request.messages) == memory
