@@ -359,11 +359,17 @@ class StoredLedgerEntry(LedgerEntry):
 
     id: int
     chapter_id: int
+    # The number its label shows; None: its id. A branch's copy keeps the original's label:
+    # the copied memory block and chapters name it so ("Resolved: T7"), and the branch's next
+    # prompt then carries the original's ledger lines byte for byte (store/branching.py).
+    label_number: int | None = None
 
     @property
     def label(self) -> str:
-        """How prompts name it: the kind's letter and the id ("T7")."""
-        return f"{self.kind.letter}{self.id}"
+        """How prompts name it: the kind's letter and its number ("T7"), unique within its
+        conversation."""
+        number = self.id if self.label_number is None else self.label_number
+        return f"{self.kind.letter}{number}"
 
 
 class FoldKind(StrEnum):

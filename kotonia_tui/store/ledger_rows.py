@@ -46,6 +46,7 @@ def entry_from_row(row: sqlite3.Row) -> StoredLedgerEntry:
         end_note=row["end_note"],
         created_at=ts_from_db(row["created_at"]),
         source=LedgerSource(row["source"]),
+        label_number=row["label_number"],
     )
 
 

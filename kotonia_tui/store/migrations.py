@@ -561,6 +561,13 @@ def _synopsis_dropped(db: Db) -> None:
     db.execute("ALTER TABLE synopses ADD COLUMN dropped TEXT NOT NULL DEFAULT '[]'")
 
 
+def _ledger_label_numbers(db: Db) -> None:
+    """The number a ledger entry's label shows ("T7"): NULL for its own id (every entry
+    stored before, and every entry a chapter writes); a branch's copy keeps the original's, so
+    the branch's memory block, chapters and chronicler name it as the original's do."""
+    db.execute("ALTER TABLE ledger ADD COLUMN label_number INTEGER")
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -577,6 +584,7 @@ STEPS: list[Callable[[Db], None]] = [
     _provenance_columns,
     _group_chats,
     _synopsis_dropped,
+    _ledger_label_numbers,
 ]
 SCHEMA_VERSION = len(STEPS)
 

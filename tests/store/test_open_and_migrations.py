@@ -28,6 +28,7 @@ from kotonia_tui.store.migrations import (
     LEDGER_STEP,
     STEPS,
     _fold_claims_and_targets,
+    _ledger_label_numbers,
     _provenance_columns,
     _synopsis_dropped,
     _turn_metrics_restored,
@@ -445,3 +446,24 @@ def test_the_dropped_step_keeps_old_synopses_with_nothing_left_out(tmp_path: Pat
             [],
         )
         assert store.current_synopsis(1).dropped == left_out
+
+
+def test_the_label_number_step_keeps_every_stored_entrys_label(tmp_path: Path) -> None:
+    """Entries stored before a branch's copy could keep its original's label are named by
+    their ids, as they were; a new entry is too."""
+    path = tmp_path / "before-label-numbers.sqlite3"
+    raw = _data_before(path, _ledger_label_numbers)
+    raw.execute(
+        "INSERT INTO ledger (id, conversation_id, kind, text, chapter_id, created_at) "
+        "VALUES (7, 1, 'thread', 'Who took the key', 1, '2026-12-01T10:00:00.000000+00:00')"
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (old,) = store.ledger(1)
+        assert (old.label, old.label_number) == ("T7", None)
+        new = Chapter(conversation_id=1, first_message_id=2, last_message_id=2, text="x")
+        fact = LedgerEntry(conversation_id=1, kind=LedgerKind.USER_FACT, text="Ann is 30")
+        store.store_chapter(new, [fact])
+        assert [e.label for e in store.ledger(1)] == ["T7", "F8"]
