@@ -20,6 +20,7 @@ from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chatfiles import write_sillytavern
 from kotonia_tui.domain import Conversation, StoredConversation
 from kotonia_tui.memory.numbering import renumber
+from kotonia_tui.memory.structured import retarget_structure
 from kotonia_tui.safe_files import replacing
 from kotonia_tui.store import Store
 from kotonia_tui.store.branching import Branched
@@ -121,8 +122,11 @@ class ConversationManager:
             title=" ".join(title.split())[:MAX_TITLE_CHARS],
             extra={"branch_of": {"conversation": source.id, "through": number}},
         )
-        # The copied memory cites the copies (memory/numbering.py rewrites its references).
-        return self.store.branch_conversation(source.id, through, conv, renumber)
+        # The copied memory cites the copies (memory/numbering.py rewrites its references,
+        # memory/structured.py the evidence ids of the chapters' items).
+        return self.store.branch_conversation(
+            source.id, through, conv, renumber, retarget_structure
+        )
 
     # ---- personas ---------------------------------------------------------------------------
 

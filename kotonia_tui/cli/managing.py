@@ -12,6 +12,7 @@ from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.cli.output import UserError, plural, say
 from kotonia_tui.config import Settings
 from kotonia_tui.store import Store
+from kotonia_tui.store.branching import Branched
 
 
 def _manager(store: Store, settings: Settings) -> ConversationManager:
@@ -36,6 +37,16 @@ def delete(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _carried(branched: Branched) -> str:
+    """The copied chapters and the ledger entries they wrote ("2 chapters and 3 ledger
+    entries")."""
+    chapters = plural(branched.chapters, "chapter")
+    if not branched.ledger_entries:
+        return chapters
+    n = branched.ledger_entries
+    return f"{chapters} and {n} ledger {'entry' if n == 1 else 'entries'}"
+
+
 def branch(args: argparse.Namespace, settings: Settings) -> int:
     """`duplicate` (the whole conversation) and `branch` (up to a message)."""
     with open_store(settings, args.db) as store:
@@ -55,7 +66,7 @@ def branch(args: argparse.Namespace, settings: Settings) -> int:
     memory = (
         "the memory carried over as it was"
         if branched.memory_shared
-        else f"{plural(branched.chapters, 'chapter')} carried over, applied on its next turn"
+        else f"{_carried(branched)} carried over, applied on its next turn"
         if branched.chapters
         else "nothing folded yet"
     )

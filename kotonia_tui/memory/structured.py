@@ -15,7 +15,7 @@ go to the ledger, which the memory block renders once, before the synopsis.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import pairwise
@@ -518,6 +518,28 @@ def dropped_of(structure: str | None) -> list[Dropped]:
         return []
     rows = json.loads(structure).get("dropped", [])
     return [Dropped(r["field"], r["text"], DropReason[r["reason"].upper()]) for r in rows]
+
+
+def retarget_structure(structure: str, to_new: Mapping[int, int]) -> str:
+    """A stored chapter's `structure` with its items' evidence ids rewritten by `to_new` (a
+    branch's copy cites the copies of its messages, as its range and text do). Every item of
+    every list (`to_json`: events, claims, ledger, resolved) names its ids under "ids"; an id
+    not in `to_new` stays as it is, as `renumber` leaves it in a text. Labels ("replaces",
+    a resolved thread) name ledger entries, which a branch's copies keep. A structure that is
+    not JSON is returned as it is."""
+    try:
+        data = json.loads(structure)
+    except ValueError:
+        return structure
+    if not isinstance(data, dict):
+        return structure
+    for items in data.values():
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("ids"), list):
+                item["ids"] = [to_new.get(i, i) if isinstance(i, int) else i for i in item["ids"]]
+    return json.dumps(data, ensure_ascii=False)
 
 
 def with_quotes(

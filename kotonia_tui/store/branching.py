@@ -1,9 +1,10 @@
 """Branching a conversation: a new one that shares the story up to a message, memory included.
 
 The branch gets copies of the messages (with their versions and cached token counts), of the
-chapters and synopsis versions that cover only those messages, and of the memory state. Copies,
-not shared rows: what happens in one branch afterwards (a refold after an edit, a new chapter, a
-major fold) never reaches the other, so memory is never mixed across branches.
+chapters and synopsis versions that cover only those messages, of the ledger entries those
+chapters wrote, and of the memory state. Copies, not shared rows: what happens in one branch
+afterwards (a refold after an edit, a new chapter ending an entry, a major fold) never reaches
+the other, so memory is never mixed across branches.
 
 Message ids are global, and chapters, synopses and the memory state point at messages by id
 range. The copies get new ids in the same order as the originals, numbered densely over every
@@ -15,19 +16,34 @@ range: memory/numbering.py): the copies of the chapters, the synopsis versions a
 block cite the copies, as their ranges do, so the branch's memory speaks of its own messages
 (copied byte for byte, they named the original's, and the branch showed and sent those ids).
 The rewrite is the memory's (`retarget`, given by the caller: the store holds no memory logic);
-without it the texts are copied as they are.
+without it the texts are copied as they are. So is the rewrite of the evidence ids in a
+chapter's `structure` (`restructure`), which the cast-memory page numbers.
+
+The ledger comes with the chapters that wrote it: an entry of a copied chapter (live or taken
+into the synopsis: a major fold never ends an entry) is copied in id order, written by the
+chapter's copy, its evidence and texts citing the copies (an id with no copy stays as the
+texts leave it). An end recorded by a copied chapter is kept, by its copy; an end recorded by
+a chapter past the branch point did not happen in the branch, where the entry is live. Entries
+of chapters past the branch point are not copied. A copy keeps its original's label
+(`label_number`: "T7" stays T7 though its id is new): the copied memory block and chapters name
+entries by label ("Resolved: T7"), a later chapter of the branch ends them by it, and the
+block's ledger lines are then the copies' own lines, which is how the inspector knows the
+prompt carries them. Labels stay unique within a conversation: a copy's label is an older
+row's id, and a new entry's label is its own id, larger than every id in the table.
 
 The memory block the prompt carries (`memory_state.memory_text`) is copied when it covers only
 shared messages: the prompt numbers messages per conversation, and the copies hold the places
 the originals hold, so the branch's next prompt starts with exactly the bytes the original's
-did, and the engine reuses that prefix from its KV cache instead of reading it again. When the
-applied memory reaches past the branch point, the branch starts from the chapters it does
-share, which its next turn applies (one new prefix, as after any fold).
+did (its ledger lines included: same labels, same numbers), and the engine reuses that prefix
+from its KV cache instead of reading it again. When the applied memory reaches past the branch
+point, the branch starts from the chapters it does share, which its next turn applies with
+their ledger entries (one new prefix, as after any fold).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation, utcnow
@@ -48,13 +64,17 @@ _ALTERNATIVE_FIELDS = "idx, text, segments, status, status_reason, reasoning, cr
 # id's speaker (memory/numbering.py `renumber`, which reads a label as one only when it names
 # its message's speaker).
 Retarget = Callable[[str, Mapping[int, int], Mapping[int, str]], str]
+# Rewrites a chapter's `structure` (its items' evidence ids) by the same mapping
+# (memory/structured.py `retarget_structure`: the structure's shape is the memory's).
+Restructure = Callable[[str, Mapping[int, int]], str]
 
 
 @dataclass(frozen=True)
 class _Texts:
-    """A memory text as the branch's copy holds it: citing the copies' ids."""
+    """Memory texts and evidence as the branch's copies hold them: citing the copies' ids."""
 
     retarget: Retarget | None = None
+    restructure: Restructure | None = None
     to_new: dict[int, int] = field(default_factory=dict)
     speakers: dict[int, str] = field(default_factory=dict)
 
@@ -62,6 +82,17 @@ class _Texts:
         if self.retarget is None or not text:
             return text
         return self.retarget(text, self.to_new, self.speakers)
+
+    def structure(self, structure: str | None) -> str | None:
+        if self.restructure is None or not structure:
+            return structure
+        return self.restructure(structure, self.to_new)
+
+    def ids(self, ids: Iterable[int]) -> list[int]:
+        """Evidence ids (a ledger entry's) citing the copies. An id with no copy (a message
+        deleted since that ends no range) stays as it is, as `retarget` leaves it in a text:
+        so an entry's line in the copied memory block is the copy's own line (`carried`)."""
+        return [self.to_new.get(i, i) for i in ids]
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,7 @@ class Branched:
     messages: int
     chapters: int  # chapters copied (live and folded ones, for the audit trail too)
     synopses: int
+    ledger_entries: int  # ledger entries the copied chapters wrote (ended ones too)
     memory_shared: bool  # the prompt's memory block was copied byte for byte
     refolds: int  # refold jobs queued for chapters an edit had made stale
 
@@ -82,10 +114,12 @@ def branch_conversation(
     through_id: int | None,
     conv: Conversation,
     retarget: Retarget | None = None,
+    restructure: Restructure | None = None,
 ) -> Branched:
     """A new conversation (`conv`'s fields) sharing the source's messages up to and including
     `through_id` (None: all of them), with the memory that covers them, its texts citing the
-    copies (`retarget`; None: copied as they are). One transaction."""
+    copies (`retarget`; None: copied as they are), and so the evidence ids in its chapters'
+    structures (`restructure`; None: copied as they are). One transaction."""
     with db.write():
         source = conversations.get_conversation(db, source_id)
         last = _last_id(db, source.id)
@@ -100,13 +134,14 @@ def branch_conversation(
         created = conversations.insert_conversation(db, conv)
         state = memory_rows.memory_state(db, source.id)
         _map_ids(db, source.id, through, state)
-        texts = _texts(db, retarget)
+        texts = _texts(db, retarget, restructure)
         count = _copy_messages(db, source.id, created.id, through)
         db.execute("UPDATE conversations SET message_count = ? WHERE id = ?", (count, created.id))
         synopsis_ids, synopsis_through = _copy_synopses(db, source.id, created.id, through, texts)
         chapter_ids, stale = _copy_chapters(
             db, source.id, created.id, through, synopsis_through, texts
         )
+        entries = _copy_ledger(db, source.id, created.id, chapter_ids, texts)
         shared = _copy_state(db, state, created.id, through, chapter_ids, synopsis_ids, texts)
         _copy_settings(db, source.id, created.id)
         cast.copy_cast(db, source.id, created.id)
@@ -128,6 +163,7 @@ def branch_conversation(
             count,
             len(chapter_ids),
             len(synopsis_ids),
+            entries,
             shared,
             len(stale),
         )
@@ -195,16 +231,16 @@ def _map_ids(db: Db, source_id: int, through: int, state: MemoryState) -> None:
         )
 
 
-def _texts(db: Db, retarget: Retarget | None) -> _Texts:
-    """Every copied id (old -> new) and the speaker of each copied message, for `retarget`."""
-    if retarget is None:
-        return _Texts()
+def _texts(db: Db, retarget: Retarget | None, restructure: Restructure | None) -> _Texts:
+    """Every copied id (old -> new) and the speaker of each copied message, for `retarget`,
+    `restructure` and the ledger's evidence (an id column, mapped as the ranges are)."""
     rows = db.select(
         """SELECT b.old, b.new, m.speaker FROM temp.branch_ids b
            LEFT JOIN messages m ON m.id = b.old"""
     )
     return _Texts(
         retarget,
+        restructure,
         {int(r["old"]): int(r["new"]) for r in rows},
         {int(r["old"]): str(r["speaker"]) for r in rows if r["speaker"] is not None},
     )
@@ -302,6 +338,7 @@ def _copy_chapters(
                     "last_message_id": _new_id(db, chapter.last_message_id),
                     "text": texts(chapter.text),
                     "note": texts(chapter.note),
+                    "structure": texts.structure(chapter.structure),
                     "in_synopsis": chapter.in_synopsis
                     and chapter.last_message_id <= synopsis_through,
                 }
@@ -318,6 +355,45 @@ def _copy_chapters(
                 (_new_id(db, row["first_message_id"]), _new_id(db, row["last_message_id"]))
             )
     return copied, stale
+
+
+def _copy_ledger(
+    db: Db, source_id: int, new_id: int, chapter_ids: dict[int, int], texts: _Texts
+) -> int:
+    """The ledger entries the copied chapters wrote (a chapter the synopsis took in too: a
+    major fold never ends an entry), written by the chapters' copies, citing the copies, under
+    the originals' labels. In id order, so the branch's ledger renders, fits and leaves the
+    prompt in the original's order. An end recorded by a copied chapter stays, by its copy; an
+    end recorded by a chapter past the branch point did not happen in the branch, so that
+    entry is live there. Returns how many were copied."""
+    rows = db.select("SELECT * FROM ledger WHERE conversation_id = ? ORDER BY id", (source_id,))
+    copies: list[dict[str, object]] = []
+    for row in rows:
+        chapter = chapter_ids.get(row["chapter_id"])
+        if chapter is None:
+            continue  # written by a chapter past the branch point
+        ended_by = chapter_ids.get(row["ended_by_chapter_id"] or 0)
+        label = row["label_number"]
+        copies.append(
+            {
+                "conversation_id": new_id,
+                "kind": row["kind"],
+                "text": texts(row["text"]),
+                "subject": row["subject"],
+                "evidence": json.dumps(texts.ids(json.loads(row["evidence"]))),
+                "chapter_id": chapter,
+                "ended_by_chapter_id": ended_by,
+                "end_kind": row["end_kind"] if ended_by is not None else None,
+                "end_note": texts(row["end_note"]) if ended_by is not None else "",
+                "created_at": row["created_at"],
+                "source": row["source"],
+                # Its label stays the original's: the copied memory block and chapters name it
+                # so, and a later chapter of the branch resolves or replaces it by that label.
+                "label_number": row["id"] if label is None else label,
+            }
+        )
+    db.insert_rows("ledger", copies)
+    return len(copies)
 
 
 def _applied_reach(db: Db, state: MemoryState) -> int:

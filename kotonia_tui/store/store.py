@@ -198,13 +198,17 @@ class Store:
         through_id: int | None,
         conv: Conversation,
         retarget: branching.Retarget | None = None,
+        restructure: branching.Restructure | None = None,
     ) -> Branched:
         """A new conversation sharing the source's messages through `through_id` (None: all)
-        and the memory that covers them, its texts citing the copies when `retarget` rewrites
-        their message references (store/branching.py)."""
+        and the memory that covers them (the ledger too), its texts citing the copies when
+        `retarget` rewrites their message references, and its chapters' structures when
+        `restructure` rewrites their evidence ids (store/branching.py)."""
         if conv.id is not None:
             raise StoreError(f"conversation {conv.id} already has an id; branch into a new one")
-        return branching.branch_conversation(self._db, source_id, through_id, conv, retarget)
+        return branching.branch_conversation(
+            self._db, source_id, through_id, conv, retarget, restructure
+        )
 
     # Group casts and quick replies (issue 31) -------------------------------------------------
 

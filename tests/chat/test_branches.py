@@ -8,17 +8,23 @@ figures follow what each context holds as the real engine's do. The others run o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from kotonia_tui.chat.numbering import numbered
-from kotonia_tui.domain import Role
+from kotonia_tui.cli import main
+from kotonia_tui.domain import Chapter, LedgerEnd, LedgerEnding, LedgerKind, Role
 from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.chronicler import render_source
+from kotonia_tui.memory.structured import Line, Resolution, StructuredChapter, render_chapter
+from kotonia_tui.tui.screens.cast_memory import speaker_block
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
-from tests.scripted_chapters import written_by_script
+from tests.scripted_chapters import ledger_entry, written_by_script
+from tests.settings import fake_settings
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for, settings_for
+from .test_numbering import _second_conversation
 
 
 async def _folded_story(service, key: str):
@@ -189,3 +195,165 @@ async def test_imported_system_notes_stay_stored_but_never_reach_the_model(
     # Nor is the chronicler asked to write about it.
     source = render_source(stored, char="Wren", user="Ann")
     assert "Start a new chat" not in source and "I am back." in source
+
+
+# ---- the ledger a branch shares ---------------------------------------------------------------
+
+
+def _structured(conv_id: int, messages, event: int, text: str, resolves: str = "") -> Chapter:
+    """A structured chapter over `messages`, its event citing messages[event], as a fold stores
+    it (citing store ids)."""
+    structure = StructuredChapter(
+        time="",
+        events=(Line(text, (messages[event].id,)),),
+        claims=(),
+        ledger=(),
+        resolved=(Resolution(resolves, "lit at dawn", (messages[-1].id,)),) if resolves else (),
+    )
+    return Chapter(
+        conversation_id=conv_id,
+        first_message_id=messages[0].id,
+        last_message_id=messages[-1].id,
+        text=render_chapter(structure),
+        structure=structure.to_json(),
+    )
+
+
+def _fold_with_ledger(service, conv_id: int, messages) -> None:
+    """Two chapters as a fold stores them: #1-#4 writes a fact the user stated and a thread;
+    #5-#7 resolves the thread and writes a rule."""
+    user = service.persona.name
+    store = service.store
+    store.store_chapter(
+        _structured(conv_id, messages[:4], 1, f"{user} said Mia lands on the 14th."),
+        [
+            ledger_entry(
+                conv_id,
+                LedgerKind.USER_FACT,
+                f"{user}'s sister Mia lands on the 14th",
+                messages[1].id,
+                subject=user,
+            ),
+            ledger_entry(
+                conv_id, LedgerKind.THREAD, "Whether the east lamp is lit", messages[2].id
+            ),
+        ],
+    )
+    (thread,) = [e for e in store.ledger(conv_id) if e.kind is LedgerKind.THREAD]
+    store.store_chapter(
+        _structured(conv_id, messages[4:], 2, "Wren said the ferry left for Halden.", thread.label),
+        [ledger_entry(conv_id, LedgerKind.CONSTRAINT, "Ask before the ferry", messages[4].id)],
+        [LedgerEnding(thread.id, LedgerEnd.RESOLVED, "lit at dawn")],
+    )
+
+
+def _ledger_seen(view) -> list[tuple[str, str, str, str, bool, bool]]:
+    """The inspector's Ledger section: each entry's label, kind, text, evidence (numbered as
+    the chat numbers messages), whether it has ended and whether the prompt carries it."""
+    return [
+        (
+            e.label,
+            e.kind.label,
+            e.text,
+            " ".join(view.number(i) for i in e.evidence),
+            e.ended_by_chapter_id is not None,
+            e.id in view.ledger_in_prompt,
+        )
+        for e in view.ledger
+    ]
+
+
+def _by_speaker(service, conv_id: int) -> list[str]:
+    """The memory-by-speaker page's text (Alt+W), as the chat screen builds it, without the
+    chapters' store ids (a branch's copies have their own)."""
+    memory = service.groups.memory(conv_id)
+    ids = sorted({i for s in memory.speakers for it in (*s.said, *s.about) for i in it.evidence})
+    numbers = service.store.message_numbers(conv_id, ids)
+    return [
+        re.sub(r" · chapter \d+", "", speaker_block(speaker, numbers).plain)
+        for speaker in memory.speakers
+    ]
+
+
+async def test_a_branch_carries_the_ledger_and_its_prompt_carries_the_same_lines(
+    make_fake_service, capsys
+):
+    """Fake engine: the ledger a branch shares, the inspector and the prompt; the model does
+    not matter. A second conversation in the store, so its ids are not its numbers."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv_id, messages = await _second_conversation(service, key)
+    _fold_with_ledger(service, conv_id, messages)
+    turn = await service.send(conv_id, "Is the lamp lit?")
+    assert (await turn.wait()).error is None and turn.prepared.plan.apply_landed
+    memory = _memory(turn.prepared.request.messages)
+    user = service.persona.name
+    fact = f"{user}'s sister Mia lands on the 14th (#2)"
+    assert fact in memory and "Ask before the ferry (#5)" in memory
+    assert "Whether the east lamp is lit" not in memory  # resolved
+
+    # At the last message the branch shares the whole memory, the ledger with it.
+    branched = service.manager.branch(conv_id, turn.prepared.window[-1].id)
+    late = branched.conversation.id
+    assert branched.memory_shared and branched.ledger_entries == 3
+    original = _ledger_seen(service.memory_view(conv_id))
+    assert [(label[0], in_prompt) for label, *_rest, in_prompt in original] == [
+        ("F", True),
+        ("T", False),
+        ("C", True),
+    ]
+    assert _ledger_seen(service.memory_view(late)) == original
+    assert _by_speaker(service, late) == _by_speaker(service, conv_id)
+    again = await service.send(late, "Meanwhile, in the other story...")
+    assert (await again.wait()).error is None
+    assert not again.prepared.plan.apply_landed  # the copied block, with its ledger lines
+    assert _memory(again.prepared.request.messages) == memory
+
+    # At #4 the branch shares the first chapter only: the thread the second one resolved is
+    # open in it, and the rule the second one wrote was never set.
+    assert main(["--db", str(service.store.path), "branch", str(conv_id), "#4"]) == 0
+    out, err = capsys.readouterr()
+    early = int(out)
+    assert "1 chapter and 2 ledger entries carried over, applied on its next turn" in err
+    seen = _ledger_seen(service.memory_view(early))
+    assert [row[:5] for row in seen] == [
+        original[0][:5],
+        (original[1][0], "thread", "Whether the east lamp is lit", "#3", False),
+    ]
+    turn = await service.send(early, "Is the lamp lit?")
+    assert (await turn.wait()).error is None and turn.prepared.plan.apply_landed
+    memory = _memory(turn.prepared.request.messages)
+    assert f"- {original[0][0]} ({user}): {fact}" in memory
+    assert f"- {original[1][0]}: Whether the east lamp is lit (#3)" in memory
+    assert "Ask before the ferry" not in memory
+    assert all(row[5] for row in _ledger_seen(service.memory_view(early)))
+
+
+async def test_an_edit_in_a_branch_refolds_only_its_own_ledger(make_fake_service):
+    """Fake engine: which conversation's entries an edit or a deletion ends does not depend
+    on the model."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    conv_id, messages = await _second_conversation(service, key)
+    _fold_with_ledger(service, conv_id, messages)
+    branch = service.manager.branch(conv_id, messages[-1].id).conversation.id
+    store = service.store
+
+    def live(conv: int) -> list[str]:
+        return [e.text for e in store.ledger(conv)]
+
+    user = service.persona.name
+    both = [f"{user}'s sister Mia lands on the 14th", "Ask before the ferry"]
+    assert live(conv_id)[:2] == live(branch)[:2] == both
+    # An edit in the branch's first chapter refolds it there: the entries it wrote end (they
+    # rest on text that changed) in the branch only.
+    copies = store.messages_between(branch, 0, 10**9)
+    service.edit_message(copies[1].id, "My sister Mia lands on the 20th.")
+    await service.worker.wait_settled(branch)
+    assert both[0] not in live(branch) and "Ask before the ferry" in live(branch)
+    assert live(conv_id) == both
+    # A deletion in the original's second chapter ends its rule there only.
+    service.delete_message(messages[4].id)
+    await service.worker.wait_settled(conv_id)
+    assert "Ask before the ferry" not in live(conv_id) and both[0] in live(conv_id)
+    assert "Ask before the ferry" in live(branch)

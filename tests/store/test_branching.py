@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kotonia_tui.domain import (
@@ -13,13 +15,30 @@ from kotonia_tui.domain import (
     FoldKind,
     FoldStatus,
     GenerationSettings,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
     Message,
+    NewChapter,
     Role,
     StoredConversation,
     Synopsis,
     SynopsisOrigin,
 )
+from kotonia_tui.memory.assembly import MemoryBlock
+from kotonia_tui.memory.ledger import carried, render_ledger
+from kotonia_tui.memory.numbering import referenced_ids, renumber
+from kotonia_tui.memory.structured import (
+    LedgerItem,
+    Line,
+    Resolution,
+    StructuredChapter,
+    render_chapter,
+    retarget_structure,
+)
 from kotonia_tui.store import MemoryState, NotFoundError, Store
+from kotonia_tui.store.branching import Branched
 
 from .conftest import T0, make_messages, new_conversation
 
@@ -295,3 +314,228 @@ def test_a_branch_and_a_duplicate_keep_the_conversations_settings(store: Store) 
     # Copies, not shared: changing the branch's note leaves the source's alone.
     store.set_conversation_settings(branch.id, settings.model_copy(update={"author_note": "Sun."}))
     assert store.conversation_settings(conv.id).author_note == "Keep it rainy."
+
+
+# ---- the ledger and the chapters' structures ------------------------------------------------
+
+
+def _structured(conv_id: int, ids: list[int], event: str, resolves: str = "") -> Chapter:
+    """A structured chapter over `ids` whose event cites the first one, as a fold stores it."""
+    structure = StructuredChapter(
+        time="",
+        events=(Line(event, (ids[0],)),),
+        claims=(Line(f"Ann said {event}", (ids[1],)),),
+        ledger=(LedgerItem(LedgerKind.USER_FACT, "Ann keeps the key", "Ann", (ids[2],)),),
+        resolved=(Resolution(resolves, "it was found", (ids[3],)),) if resolves else (),
+    )
+    return Chapter(
+        conversation_id=conv_id,
+        first_message_id=ids[0],
+        last_message_id=ids[-1],
+        text=render_chapter(structure),
+        structure=structure.to_json(),
+    )
+
+
+def _entry(conv_id: int, kind: LedgerKind, text: str, *evidence: int) -> LedgerEntry:
+    return LedgerEntry(
+        conversation_id=conv_id, kind=kind, text=text, subject="Ann", evidence=list(evidence)
+    )
+
+
+def _ledger_story(store: Store) -> tuple[StoredConversation, list[int]]:
+    """Twelve messages (ids not contiguous, so an id is no message's place) folded in three
+    chapters: the first writes a fact and a thread, the second resolves the thread and writes
+    a rule, the third replaces the fact and writes a promise. The block the prompt carries
+    holds all three and the live ledger, as a fold renders it."""
+    conv = new_conversation(store)
+    ids = store.add_messages(conv.id, make_messages(6))
+    other = new_conversation(store, key="other")
+    store.add_messages(other.id, make_messages(3))
+    ids += store.add_messages(conv.id, make_messages(6, start=6))
+    first = store.store_chapter(
+        _structured(conv.id, ids[0:4], "Ann met Seraphina."),
+        [
+            _entry(conv.id, LedgerKind.USER_FACT, "Ann's sister Mia lands on the 14th", ids[0]),
+            _entry(conv.id, LedgerKind.THREAD, f"Who took the key of message #{ids[2]}", ids[2]),
+        ],
+    )
+    fact, thread = store.ledger(conv.id)
+    second = store.store_chapter(
+        _structured(conv.id, ids[4:8], "Seraphina found the key.", resolves=thread.label),
+        [_entry(conv.id, LedgerKind.CONSTRAINT, "Never call Ann 'miss'", ids[4], ids[6])],
+        [LedgerEnding(thread.id, LedgerEnd.RESOLVED, f"Seraphina had it (#{ids[5]})")],
+    )
+    third = store.store_chapter(
+        _structured(conv.id, ids[8:12], "They lit the lamps."),
+        [
+            _entry(conv.id, LedgerKind.USER_FACT, "Mia lands on the 20th", ids[8]),
+            _entry(conv.id, LedgerKind.PROMISE, "Seraphina will meet Mia", ids[9]),
+        ],
+        [LedgerEnding(fact.id, LedgerEnd.SUPERSEDED, "Mia lands on the 20th")],
+    )
+    chapters = (first, second, third)
+    block = MemoryBlock(None, chapters, tuple(store.ledger(conv.id))).render()
+    store.set_memory_state(
+        MemoryState(
+            conversation_id=conv.id,
+            verbatim_start_id=None,
+            applied_chapter_id=third.id,
+            memory_text=block,
+        )
+    )
+    return conv, ids
+
+
+def _ledger_branch(store: Store, conv: StoredConversation, through: int | None) -> Branched:
+    """A branch as the app makes it: its memory's texts and structures cite the copies."""
+    return store.branch_conversation(
+        conv.id, through, _branch_conv(conv, "b"), renumber, retarget_structure
+    )
+
+
+def _seen(store: Store, conv_id: int) -> list[tuple[str, str, str, list[str], str, str]]:
+    """Each ledger entry as a reader tells it apart: label, kind, text and note (messages
+    numbered as the chat numbers them), the texts of the messages it cites, how it ended."""
+
+    def said(i: int) -> str:
+        return store.get_message(i).text
+
+    def shown(text: str) -> str:
+        return renumber(text, store.message_numbers(conv_id, list(referenced_ids(text))))
+
+    return [
+        (
+            e.label,
+            e.kind.value,
+            shown(e.text),
+            [said(i) for i in e.evidence],
+            str(e.end),
+            shown(e.end_note),
+        )
+        for e in store.ledger(conv_id, include_ended=True)
+    ]
+
+
+def test_a_branch_carries_the_ledger_its_chapters_wrote_citing_its_own_messages(store: Store):
+    conv, ids = _ledger_story(store)
+    # At message 10 of 12: the third chapter (which replaced the fact and wrote the promise)
+    # is past the branch point, so in the branch the fact was never replaced.
+    branched = _ledger_branch(store, conv, ids[9])
+    new = branched.conversation
+    assert (branched.chapters, branched.ledger_entries) == (2, 3)
+    fact, thread, rule = store.ledger(new.id, include_ended=True)
+    originals = store.ledger(conv.id, include_ended=True)
+    copies = store.messages_between(new.id, 0, 10**9)
+    place = {m.id: n for n, m in enumerate(copies)}
+    assert [(e.label, e.kind, e.subject) for e in (fact, thread, rule)] == [
+        (e.label, e.kind, e.subject) for e in originals[:3]
+    ]
+    # The same texts, citing the same places among the branch's own messages.
+    assert [place[i] for e in (fact, thread, rule) for i in e.evidence] == [0, 2, 4, 6]
+    assert thread.text == f"Who took the key of message #{copies[2].id}"
+    assert fact.end is None and rule.end is None  # the fact's end came after the branch point
+    copied_chapters = store.chapters(new.id)
+    assert [e.chapter_id for e in (fact, thread, rule)] == [
+        copied_chapters[0].id,
+        copied_chapters[0].id,
+        copied_chapters[1].id,
+    ]
+    assert (thread.end, thread.ended_by_chapter_id, thread.end_note) == (
+        LedgerEnd.RESOLVED,
+        copied_chapters[1].id,
+        f"Seraphina had it (#{copies[5].id})",
+    )
+    assert [e.label for e in store.ledger(new.id)] == [fact.label, rule.label]
+    assert (
+        _seen(store, new.id)
+        == [
+            (*row[:4], "None", "") if row[0] == fact.label else row for row in _seen(store, conv.id)
+        ][:3]
+    )
+    assert store.integrity_check() == "ok"
+
+
+def test_a_duplicate_carries_every_entry_and_its_block_still_carries_them(store: Store):
+    conv, _ids = _ledger_story(store)
+    branched = _ledger_branch(store, conv, None)
+    new = branched.conversation
+    assert branched.memory_shared and branched.ledger_entries == 5
+    assert _seen(store, new.id) == _seen(store, conv.id)
+    # The copied block's ledger lines are the copies' own (same labels, the copies' ids), so
+    # the inspector knows the prompt carries them.
+    live = store.ledger(new.id)
+    text = store.memory_state(new.id).memory_text
+    assert carried(live, text) == {e.id for e in live} and len(live) == 3
+    assert render_ledger(live) in text
+
+
+def test_the_branchs_chapters_structures_cite_its_own_messages(store: Store) -> None:
+    conv, ids = _ledger_story(store)
+    new = _ledger_branch(store, conv, ids[9]).conversation
+    copies = store.messages_between(new.id, 0, 10**9)
+    first, second = (json.loads(c.structure or "") for c in store.chapters(new.id))
+    cited = [
+        item["ids"]
+        for data in (first, second)
+        for name in ("events", "claims", "ledger", "resolved")
+        for item in data[name]
+    ]
+    assert cited == [
+        [copies[0].id],
+        [copies[1].id],
+        [copies[2].id],
+        [copies[4].id],
+        [copies[5].id],
+        [copies[6].id],
+        [copies[7].id],
+    ]
+    originals = store.chapters(conv.id)[:2]
+    # All else as the original's: the resolved thread by its label (the copy keeps it).
+    assert (
+        second["resolved"][0]["thread"]
+        == json.loads(originals[1].structure or "")["resolved"][0]["thread"]
+        == store.ledger(new.id, include_ended=True)[1].label
+    )
+
+
+def test_an_entry_citing_a_message_deleted_since_keeps_that_id(store: Store) -> None:
+    """The copied block leaves an id with no copy as it is (memory/numbering.py), so the
+    entry's evidence does too: its line in the block stays its own, and the inspector knows
+    the prompt carries it."""
+    conv, ids = _ledger_story(store)
+    store.delete_message(ids[6])  # cited by the rule; no chapter's range ends there
+    new = _ledger_branch(store, conv, None).conversation
+    (rule,) = [e for e in store.ledger(new.id) if e.kind is LedgerKind.CONSTRAINT]
+    first = store.messages_between(new.id, 0, 10**9)[4]
+    assert first.text == store.get_message(ids[4]).text
+    assert rule.evidence == [first.id, ids[6]]
+    assert rule.id in carried([rule], store.memory_state(new.id).memory_text)
+
+
+def test_what_one_branch_does_to_its_ledger_never_reaches_the_other(store: Store) -> None:
+    conv, ids = _ledger_story(store)
+    new = _ledger_branch(store, conv, ids[9]).conversation
+    before = _seen(store, conv.id)
+    # The branch's own next chapter replaces its rule.
+    (rule,) = [e for e in store.ledger(new.id) if e.kind is LedgerKind.CONSTRAINT]
+    copies = store.messages_between(new.id, 0, 10**9)
+    store.store_chapter(
+        _chapter(new.id, copies[8].id, copies[9].id, "Ann changed her mind."),
+        [_entry(new.id, LedgerKind.CONSTRAINT, "Call Ann 'captain'", copies[8].id)],
+        [LedgerEnding(rule.id, LedgerEnd.SUPERSEDED, "Call Ann 'captain'")],
+    )
+    assert _seen(store, conv.id) == before
+    assert "Never call Ann 'miss'" in [e.text for e in store.ledger(conv.id)]
+    # A refold in the original (an edit in the second chapter) ends the original's entries of
+    # that chapter, not the branch's.
+    branch_before = _seen(store, new.id)
+    second = store.chapters(conv.id)[1]
+    store.store_refold(
+        [second.id], [NewChapter(_chapter(conv.id, ids[4], ids[7], "Seraphina kept the key."))]
+    )
+    assert "Never call Ann 'miss'" not in [e.text for e in store.ledger(conv.id)]
+    assert _seen(store, new.id) == branch_before
+    # And a new entry in either names itself apart from every copied label.
+    labels = [e.label for e in store.ledger(new.id, include_ended=True)]
+    assert len(set(labels)) == len(labels)
