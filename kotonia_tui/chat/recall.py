@@ -35,7 +35,7 @@ from kotonia_tui.memory.recall import (
     select,
     time_heading,
 )
-from kotonia_tui.memory.recall_forms import compact, term_weight
+from kotonia_tui.memory.recall_forms import asks, compact, term_weight
 from kotonia_tui.store import SearchHit, SimilarHit, Store, StoreError
 from kotonia_tui.terms import Term, name_words
 
@@ -207,7 +207,17 @@ class Recaller:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        forms = {i: compact(text, terms, heavy, rarity) for i, (_r, _s, text) in messages.items()}
+        # A line that replies to a question keeps its opening: the answer comes first.
+        previous: dict[int, StoredMessage | SearchHit | None] = {}
+        for hit in hits:
+            previous[hit.message_id] = around.get(hit.message_id, (None, None))[0]
+            for later in (following[hit.message_id], neighbour[hit.message_id]):
+                if later is not None and later.id > hit.message_id:
+                    previous.setdefault(later.id, hit)
+        forms = {
+            i: compact(text, terms, heavy, rarity, answers=_answers(speaker, previous.get(i)))
+            for i, (_r, speaker, text) in messages.items()
+        }
         # Every form of every line, each distinct text counted once.
         shown = {
             i: [line_cost_text(PromptLine(role, speaker, form)) for form in (text, *forms[i])]
@@ -246,6 +256,12 @@ class Recaller:
             )
             for hit in hits
         ]
+
+
+def _answers(speaker: str, before: StoredMessage | SearchHit | None) -> bool:
+    """Whether a line `speaker` said replies to a question: the message before it, said by
+    someone else, ends by asking (memory/recall_forms.py `asks`)."""
+    return before is not None and before.speaker != speaker and asks(before.text)
 
 
 def _span(candidate: Candidate) -> tuple[ArchivedLine, ...]:

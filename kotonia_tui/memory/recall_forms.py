@@ -41,6 +41,7 @@ PIECE_CHARS = 48
 SENTENCE_PIECES = 3  # a chosen piece is quoted with its sentence up to this many pieces
 HEAVY = 2  # the weight of a name or a number among the query's terms: they answer questions
 GAP = "…"
+QUESTION_MARKS = ("?", "？")
 _WORD = re.compile(r"\S+")
 
 
@@ -104,11 +105,14 @@ def compact(
     terms: Sequence[Term],
     heavy: Collection[str] = (),
     rarity: Mapping[str, float] | None = None,
+    *,
+    answers: bool = False,
 ) -> Compact:
     """`text`'s short and least forms for the query `terms`; `heavy`: folded words that weigh
     HEAVY (the query's names); `rarity`: each folded term's rarity in the archive (inverse
     document frequency), by which a term weighs (a term it does not name weighs as the
-    rarest: the pairs of characters of unspaced text)."""
+    rarest: the pairs of characters of unspaced text). `answers`: the message replies to a
+    question (`asks`), so its short and wide forms keep its opening (`_opening`)."""
     pieces = _pieces(text)
     spans = [span for span, _sentence in pieces]
     if len(spans) <= 1:
@@ -116,9 +120,10 @@ def compact(
     sentence = [number for _span, number in pieces]
     held = [_held(text[a:b], terms) for a, b in spans]
     matched = set().union(*held)
+    opening = _opening(text, spans) if answers else []
 
     def forms(chosen: Collection[int], best: int) -> Compact:
-        short = _with_sentences(sentence, chosen)
+        short = sorted({*_with_sentences(sentence, chosen), *opening})
         return Compact(
             _render(text, spans, short),
             _render(text, spans, _with_sentences(sentence, [best])),
@@ -179,6 +184,33 @@ def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[in
         else:
             out.update(range(max(first, i - 1), min(last, i + 1) + 1))
     return sorted(out)
+
+
+def asks(text: str) -> bool:
+    """Whether `text` ends by asking something (its last sentence holds a question mark): the
+    reply to it answers first. (Measured, issue 28: "when do you graduate from byu?" was
+    answered "Nice! Those sound like fun classes! Well, I graduate in April." and "Which gym do
+    you go to?" by "yeah just the smith fieldhouse", each followed by lines that held more of
+    the question's words, which the compact forms quoted instead.)"""
+    stripped = text.rstrip()
+    if not stripped:
+        return False
+    ends = sentence_ends(stripped)
+    start = ends[-2] if len(ends) > 1 else 0
+    return any(mark in stripped[start:] for mark in QUESTION_MARKS)
+
+
+def _opening(text: str, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """The first pieces, until they hold PIECE_WORDS words (or the message ends): where a
+    reply answers the question before it, whatever else it goes on to say."""
+    out: list[int] = []
+    taken = 0
+    for i, (a, b) in enumerate(spans):
+        if taken >= PIECE_WORDS:
+            break
+        out.append(i)
+        taken += max(1, len(_WORD.findall(text, a, b)))
+    return out
 
 
 def _widened(text: str, spans: Sequence[tuple[int, int]], chosen: Collection[int]) -> list[int]:

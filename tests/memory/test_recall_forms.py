@@ -10,6 +10,7 @@ from kotonia_tui.memory.recall_forms import (
     GAP,
     PIECE_CHARS,
     PIECE_WORDS,
+    asks,
     compact,
     piece_spans,
 )
@@ -111,6 +112,33 @@ def test_a_quoted_piece_comes_with_its_sentence_and_the_answer_beside_it() -> No
     assert forms.least == f"{GAP} I tried making the tart on Sunday and it was a disaster lol."
     assert "the lemon tart from her bakery in Quimper" in forms.wide
     assert "free pizza" not in forms.wide  # only the sentences beside it
+
+
+def test_a_reply_to_a_question_is_quoted_with_its_opening_where_the_answer_is() -> None:
+    """"Which gym do you go to?" was answered "yeah just the smith fieldhouse", and the lines
+    after it held more of a later question's words: the short and wide forms quoted those and
+    left the answer out. A reply to a question keeps its opening."""
+    asked = "I only went once this week.\nWhich gym do you go to? Just the BYU one?"
+    reply = (
+        "yeah just the smith fieldhouse\n"
+        "I kind of want to see if I could get a membership at VASA though because it's nearby "
+        "and the fieldhouse gym is always so crowded whenever I go\n"
+        "where do you go when you go to the gym?\n"
+        "and like what stuff do you normally do there?"
+    )
+    terms = recall_terms("Which gym does Sam go to?")
+    plain = compact(reply, terms)
+    assert "smith fieldhouse" not in plain.short and "smith fieldhouse" not in plain.wide
+    assert "where do you go when you go to the gym?" in plain.short
+    answered = compact(reply, terms, answers=True)
+    for form in (answered.short, answered.wide):
+        assert form.startswith("yeah just the smith fieldhouse")
+        assert "where do you go when you go to the gym?" in form  # what it matched, still
+    assert answered.least == plain.least  # the least form stays one piece
+    assert asks(asked) and asks("Where? Tell me.\nWhen do you graduate from byu? ")
+    assert asks("いつ卒業するの？")
+    assert not asks("Which gym? I asked him.\nHe never said.")  # the question was not last
+    assert not asks("")
 
 
 def test_the_best_piece_holds_the_rarest_words_not_the_most() -> None:
