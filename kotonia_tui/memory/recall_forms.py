@@ -22,6 +22,9 @@ a longer sentence gives the piece and the parts beside it. Pieces keep the messa
 characters; where a form leaves text out it says so with `GAP` (between pieces, at the start,
 at the end), so a quote is never silently cut. A message that holds no query term (the reply
 recall brings with a hit) has its first sentence as `short` and `least`: a reply answers first.
+So a message that replies to a question (`asks`: the message before it, said by someone else,
+ends by asking) keeps its opening in its `short` and `wide` forms, whatever query words it
+holds further on.
 (Measured, issue 28: quoting the 16-word piece alone, the quote held the evidence message but
 not the answer's words for 14 of chitchat's 63 questions at 20% of n_ctx.)
 """
