@@ -115,9 +115,9 @@ def test_a_quoted_piece_comes_with_its_sentence_and_the_answer_beside_it() -> No
 
 
 def test_a_reply_to_a_question_is_quoted_with_its_opening_where_the_answer_is() -> None:
-    """"Which gym do you go to?" was answered "yeah just the smith fieldhouse", and the lines
-    after it held more of a later question's words: the short and wide forms quoted those and
-    left the answer out. A reply to a question keeps its opening."""
+    """The question "Which gym do you go to?" was answered "yeah just the smith fieldhouse",
+    and the lines after it held more of a later question's words: the short and wide forms
+    quoted those and left the answer out. A reply to a question keeps its opening."""
     asked = "I only went once this week.\nWhich gym do you go to? Just the BYU one?"
     reply = (
         "yeah just the smith fieldhouse\n"
