@@ -276,8 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--user",
         metavar="NAME",
-        help="who you are: in a JSON list the lines NAME says without a role are yours, and "
-        "the chat is played as persona NAME (default: your default persona)",
+        help="who you are in a JSON list: the lines NAME says without a role are yours, and "
+        "the chat is played as persona NAME (default: your default persona; a SillyTavern "
+        ".jsonl chat says it in its header and on each line)",
     )
 
     found = sub.add_parser(

@@ -163,8 +163,9 @@ async def rolling(
                 continue
             summary = text
     memory_text = f"{ROLLING_HEADER}\n\n## Summary\n{summary.strip()}" if summary else ""
-    # Its source named messages by store id ("[#12]"): what it cites is numbered as the chat
-    # numbers messages, as the generational arm's memory is.
+    # Numbered as the generational arm's memory is, where it cites in the memory's shapes
+    # ("(#12)"); its source's "[#12]" marks stay store ids (no reference shape of
+    # memory/numbering.py), which the eval's fresh store numbers alike.
     shown = numbered(replay.store, replay.conv_id, memory_text)
     window = replay.final.window
     messages = _prompt(replay, shown, window)

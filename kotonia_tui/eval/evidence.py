@@ -47,13 +47,14 @@ class Place(StrEnum):
 
 
 # The ids an item cites, at its end: "(#12)", "(#12 #14)".
-_CITATION = re.compile(r"\((#\d+(?: #\d+)*)\)")
-_ID = re.compile(r"#(\d+)")
+# Ids are at most 19 ASCII digits (SQLite's): int() of a story's longer run would stop a run.
+_CITATION = re.compile(r"\((#[0-9]{1,19}(?: #[0-9]{1,19})*)\)")
+_ID = re.compile(r"#([0-9]{1,19})(?![0-9])")
 # A quoted sentence's label: one message id and its speaker, at the start of a line or after a
 # space (a quote quoted again sits inside a longer line: "#1-#20: #12 Mara: ... #14 Bo: ...").
 # A range label ("#1-#20: ") is not one message; the speaker holds no "#" or brackets, so the
 # first id of a citation ("(#3 #4) ... Mara: ") is never read as a label.
-_QUOTED_LABEL = re.compile(r"(?:^|(?<=\s))#(\d+) [^:\n#()\[\]]{1,60}: ", re.MULTILINE)
+_QUOTED_LABEL = re.compile(r"(?:^|(?<=\s))#([0-9]{1,19}) [^:\n#()\[\]]{1,60}: ", re.MULTILINE)
 
 
 @dataclass(frozen=True)

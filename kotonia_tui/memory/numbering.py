@@ -11,8 +11,9 @@ same text and mapping give the same bytes (the prompt's prefix stays stable betw
 Only references are rewritten, never a "#5" of the story (a room, a hashtag, "your #1 fan"):
 
 - a quoted line's label, at a line's start or after a space, ending in ": " (or ":" ending the
-  line, as a chapter's heading in the memory block): "#12 Mara: ", "#12, <time>: ", "#33-#51: ",
-  "#33-#51, <time>: " (a one-message label names its speaker or a time: "#12: " is not one);
+  line, as a chapter's heading in the memory block): "#12 Mara: ", "#33-#51: ",
+  "#33-#51, <time>: " (a one-message label names its speaker: "#12: " and "#12, Baker
+  Street: " are not ones the pipeline writes);
 - a citation, ids alone in brackets: "(#34)", "(#3 #7)", "(#3, #7)", "(#3-#5)";
 - "message #12", "messages #12-#15" (notes and fold errors), "[extract of #12]" (a quote cut to
   fit, memory/extract.py `extract_mark`).
@@ -20,7 +21,8 @@ Only references are rewritten, never a "#5" of the story (a room, a hashtag, "yo
 What is ambiguous, and what is done about it (tests/memory/test_numbering.py):
 
 - an id that is not in the mapping (a message of another conversation, a deleted one, a number
-  of the story) is left exactly as it is; so is a range with either end not in it (half
+  of the story, a run of more than 19 digits or of digits other than ASCII) is left exactly as
+  it is; so is a range with either end not in it (half
   rewritten, it would mix two numberings);
 - a one-message label names its message's speaker ("#12 Mara: "): given the speakers, a label
   whose name is not that message's speaker is story text ("I'm your #12 fan: ...") and is left
@@ -37,19 +39,23 @@ from collections.abc import Mapping
 
 # A time may hold a colon ("at 10:30") but never ": " (memory/extract.py `label_time`).
 _TIME = r"(?:[^:\n]|:(?! )){1,100}"
-_ONE = r"#\d+(?:-#\d+)?"  # one id, or a range of two
+# An id: at most 19 ASCII digits (SQLite's largest id has 19; a longer run is no message, and
+# Python refuses int() past 4,300 digits: story text "(#999…)" must not stop a turn).
+_ID = r"[0-9]{1,19}(?![0-9])"
+_ONE = rf"#{_ID}(?:-#{_ID})?"  # one id, or a range of two
 _PATTERN = re.compile(
     # A citation: ids (or ranges) and nothing else between brackets.
     rf"(?P<cite>\({_ONE}(?:(?:, ?| ){_ONE})*\))"
     # A note's "message #12" / "messages #12-#15", and a cut quote's mark.
     rf"|(?P<lead>\b[Mm]essages? |\[extract of )(?P<said>{_ONE})"
-    # A label: a range, with its time or not, or one message with its speaker or its time
-    # (the pipeline writes no "#12: "), then ": " (or ":" ending a chapter's heading line).
-    rf"|(?:^|(?<=\s))(?:(?P<range>#\d+-#\d+)(?=(?:, {_TIME})?:(?: |$))"
-    rf"|(?P<label>#\d+)(?=(?: (?P<name>[^:\n]{{1,60}})|, {_TIME}):(?: |$)))",
+    # A label: a range, with its time or not, or one message with its speaker (the pipeline
+    # writes no "#12: " and no "#12, <time>: ": a chapter's range is "#12-#12" even for one
+    # message), then ": " (or ":" ending a chapter's heading line).
+    rf"|(?:^|(?<=\s))(?:(?P<range>#{_ID}-#{_ID})(?=(?:, {_TIME})?:(?: |$))"
+    rf"|(?P<label>#{_ID})(?= (?P<name>[^:\n]{{1,60}}):(?: |$)))",
     re.MULTILINE,
 )
-_IDS = re.compile(r"#(\d+)(?:-#(\d+))?")
+_IDS = re.compile(rf"#({_ID})(?:-#({_ID}))?")
 # The largest id SQLite stores: a longer run of digits is no message of any store.
 _MAX_ID = 2**63 - 1
 

@@ -45,6 +45,8 @@ SENTENCE_PIECES = 3  # a chosen piece is quoted with its sentence up to this man
 HEAVY = 2  # the weight of a name or a number among the query's terms: they answer questions
 GAP = "…"
 QUESTION_MARKS = ("?", "？")
+# Narration and thoughts at a message's end: *action*, _action_, (aside), `thought`.
+_TRAILING_NARRATION = re.compile(r"(?:\s*(?:\*[^*\n]*\*|_[^_\n]*_|\([^()\n]*\)|`[^`\n]*`))+\s*$")
 _WORD = re.compile(r"\S+")
 
 
@@ -195,7 +197,9 @@ def asks(text: str) -> bool:
     answered "Nice! Those sound like fun classes! Well, I graduate in April." and "Which gym do
     you go to?" by "yeah just the smith fieldhouse", each followed by lines that held more of
     the question's words, which the compact forms quoted instead.)"""
-    stripped = text.rstrip()
+    # Role-play ends a line with what is done, not said: "Where are you going? *tilts her
+    # head*" asks all the same.
+    stripped = _TRAILING_NARRATION.sub("", text).rstrip()
     if not stripped:
         return False
     ends = sentence_ends(stripped)

@@ -40,8 +40,16 @@ def test_labels_citations_and_ranges_are_numbered():
         "- They argued. (#7, #9)\n"
         "- The storm came. (#10-#12)\n"
         "#13-#24: #13 Kyle: Is it late?\n"
-        "#15, at 10:30 in the morning: the bell rang"
+        # One id with a time is no label the pipeline writes (a chapter's range is "#a-#b"
+        # even for one message): as story text ("at #12, Baker Street: ...") it stays.
+        "#351, at 10:30 in the morning: the bell rang"
     )
+    # A run of digits no id has (SQLite's ids have at most 19) is story text, however long:
+    # Python refuses int() past 4,300 digits, and a turn must not stop on it.
+    long = "(#" + "9" * 5000 + ") (#340)"
+    assert renumber(long, NUMBERS) == "(#" + "9" * 5000 + ") (#4)"
+    assert referenced_ids(long) == {340}
+    assert renumber("(#３) (#340)", NUMBERS) == "(#３) (#4)"  # only ASCII digits are ids
 
 
 def test_notes_errors_and_cut_quotes_are_numbered():

@@ -137,6 +137,9 @@ def test_a_reply_to_a_question_is_quoted_with_its_opening_where_the_answer_is() 
     assert answered.least == plain.least  # the least form stays one piece
     assert asks(asked) and asks("Where? Tell me.\nWhen do you graduate from byu? ")
     assert asks("いつ卒業するの？")
+    assert asks('"Where are you going?" *She tilts her head.*')  # narration after it
+    assert asks("Tea? `She will say no.` (quietly)")
+    assert not asks("*She asks nothing.*")
     assert not asks("Which gym? I asked him.\nHe never said.")  # the question was not last
     assert not asks("")
 
