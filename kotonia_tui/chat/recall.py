@@ -190,9 +190,15 @@ class Recaller:
         around = self.store.neighbours(conv_id, ids, older_than)
         neighbour: dict[int, StoredMessage | None] = {}
         following: dict[int, StoredMessage | None] = {}
+        # Said just before each line (a line that replies to a question keeps its opening: the
+        # answer comes first).
+        previous: dict[int, StoredMessage | SearchHit | None] = {}
         for hit in hits:
             before, after = around.get(hit.message_id, (None, None))
             following[hit.message_id] = after
+            previous[hit.message_id] = before
+            if after is not None:
+                previous.setdefault(after.id, hit)
             if hit.role is Role.USER:
                 neighbour[hit.message_id] = after  # the reply it got
             elif hit.role is Role.CHARACTER and before is not None and before.role is Role.USER:
@@ -207,13 +213,6 @@ class Recaller:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
         times = self.store.story_times(conv_id, ids)
-        # A line that replies to a question keeps its opening: the answer comes first.
-        previous: dict[int, StoredMessage | SearchHit | None] = {}
-        for hit in hits:
-            previous[hit.message_id] = around.get(hit.message_id, (None, None))[0]
-            for later in (following[hit.message_id], neighbour[hit.message_id]):
-                if later is not None and later.id > hit.message_id:
-                    previous.setdefault(later.id, hit)
         forms = {
             i: compact(text, terms, heavy, rarity, answers=_answers(speaker, previous.get(i)))
             for i, (_r, speaker, text) in messages.items()

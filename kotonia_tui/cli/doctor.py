@@ -29,7 +29,7 @@ from kotonia_tui.engine.embedding_key import embedding_key, header_dimension
 from kotonia_tui.engine.model_files import check_gguf
 from kotonia_tui.engine.server.credentials import redact_url
 from kotonia_tui.engine.state_cache import StateCacheConfig, usage
-from kotonia_tui.memory.budgets import capped, recall_takes_room
+from kotonia_tui.memory.budgets import Budgets, recall_takes_room
 from kotonia_tui.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -204,8 +204,11 @@ def _recall_line(settings: Settings, n_ctx: int, semantic: bool) -> str:
         else "recall_free_room unset: on with recall by meaning"
     )
     if recall_takes_room(settings.recall_free_room, semantic):
-        per_turn = capped(share, cap)
-        more = capped(2 * per_turn, cap) - per_turn
+        # What the turn's own arithmetic allows (`Budgets.recall_with_room`), at its most:
+        # right after a fold into an empty window.
+        budgets = Budgets.for_window(n_ctx, 0, settings)
+        per_turn = budgets.recall
+        more = budgets.recall_with_room(per_turn, 0) - per_turn
         if more <= 0:
             return f"{line} (recall_max_tokens leaves no more for the room after a fold)"
         again = "as much again" if more == per_turn else f"{more:,} tokens more (recall_max_tokens)"

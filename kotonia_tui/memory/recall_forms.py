@@ -210,14 +210,7 @@ def asks(text: str) -> bool:
 def _opening(text: str, spans: Sequence[tuple[int, int]]) -> list[int]:
     """The first pieces, until they hold PIECE_WORDS words (or the message ends): where a
     reply answers the question before it, whatever else it goes on to say."""
-    out: list[int] = []
-    taken = 0
-    for i, (a, b) in enumerate(spans):
-        if taken >= PIECE_WORDS:
-            break
-        out.append(i)
-        taken += max(1, len(_WORD.findall(text, a, b)))
-    return out
+    return _walk(text, spans, 0, 1)
 
 
 def _widened(text: str, spans: Sequence[tuple[int, int]], chosen: Collection[int]) -> list[int]:
@@ -226,25 +219,25 @@ def _widened(text: str, spans: Sequence[tuple[int, int]], chosen: Collection[int
     "Not witches haha") gives as much context as one long sentence. (Measured, issue 28: one
     piece each side left the answer out of chitchat's multi-line messages more often.)"""
     out = set(chosen)
-
-    def words(i: int) -> int:
-        a, b = spans[i]
-        return max(1, len(_WORD.findall(text, a, b)))
-
     for i in chosen:
         if i - 1 not in chosen:
-            k, taken = i - 1, 0
-            while k >= 0 and taken < PIECE_WORDS:
-                out.add(k)
-                taken += words(k)
-                k -= 1
+            out.update(_walk(text, spans, i - 1, -1))
         if i + 1 not in chosen:
-            k, taken = i + 1, 0
-            while k < len(spans) and taken < PIECE_WORDS:
-                out.add(k)
-                taken += words(k)
-                k += 1
+            out.update(_walk(text, spans, i + 1, 1))
     return sorted(out)
+
+
+def _walk(text: str, spans: Sequence[tuple[int, int]], start: int, step: int) -> list[int]:
+    """The pieces from `start` on, a `step` at a time, until they hold PIECE_WORDS words (or
+    the message ends)."""
+    out: list[int] = []
+    k, taken = start, 0
+    while 0 <= k < len(spans) and taken < PIECE_WORDS:
+        out.append(k)
+        a, b = spans[k]
+        taken += max(1, len(_WORD.findall(text, a, b)))
+        k += step
+    return out
 
 
 def _held(piece: str, terms: Sequence[Term]) -> set[str]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from kotonia_tui.chat.numbering import numbered
 from kotonia_tui.cli import main
 from kotonia_tui.domain import Chapter, LedgerEnd, LedgerEnding, LedgerKind, Role
-from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.chronicler import render_source
 from kotonia_tui.memory.structured import Line, Resolution, StructuredChapter, render_chapter
 from kotonia_tui.tui.screens.cast_memory import speaker_block
@@ -24,6 +23,7 @@ from tests.scripted_chapters import ledger_entry, written_by_script
 from tests.settings import fake_settings
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for, settings_for
+from .test_numbering import _memory_message as _memory
 from .test_numbering import _second_conversation
 
 
@@ -38,12 +38,6 @@ async def _folded_story(service, key: str):
     last = await service.send(conv.id, "Go on.")
     await last.wait()
     return conv, last
-
-
-def _memory(messages) -> str:
-    """The memory block a prompt carries."""
-    (memory,) = [m.content for m in messages if m.content.startswith(MEMORY_TITLE)]
-    return memory
 
 
 def _first_chapter(service, conv_id: int):
