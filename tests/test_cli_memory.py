@@ -101,6 +101,7 @@ def test_memory_json_has_the_ledger_chapters_threads_and_fold_counts(capsys, tmp
     ]
     resolved = report["ledger"][1]
     assert (resolved["valid_from_chapter"], resolved["valid_to_chapter"]) == (2, 3)
+    assert (resolved["valid_from_numbers"], resolved["valid_to_numbers"]) == ([2, 2], [3, 3])
     assert (resolved["end"], resolved["end_note"], resolved["evidence"]) == (
         "resolved",
         "in Ann's coat",
@@ -134,7 +135,8 @@ def test_memory_text_and_an_unknown_conversation(capsys, tmp_path):
     conv_id = seeded(path)
     assert main(["--db", str(path), "memory", str(conv_id)]) == 0
     out = capsys.readouterr().out
-    assert "T2  thread  Where the key is  #2  chapter 2 to chapter 3 (resolved)" in out
+    assert "T2  thread  Where the key is  #2  from #2-#2 to #3-#3 (resolved)" in out
+    assert "T3  thread  Why Mia comes  #1  from #2-#2  (not in the prompt" in out
     assert "readback misses: Mia" in out
     assert "1 failed attempts: the chronicler refused twice" in out
     assert main(["--db", str(path), "memory", "99"]) == 1
@@ -149,7 +151,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
     with Store.open(path) as store:
         conv = ann_and_wren(store, "My name is Ann Ruiz.", "Welcome, Ann.")
         why = "quoted from messages #1-#2: the chronicler's chapter was unusable (it was empty)"
-        quoted = store.add_chapter(
+        store.add_chapter(
             Chapter(
                 conversation_id=conv.id,
                 first_message_id=1,
@@ -172,9 +174,7 @@ def test_memory_text_says_which_chapters_and_synopsis_are_quoted(capsys, tmp_pat
         conv_id = conv.id
     assert main(["--db", str(path), "memory", str(conv_id)]) == 0
     out = capsys.readouterr().out
-    assert (
-        f"chapter {quoted.id}: #1-#2 (quoted)\n    ({why})\n    #1 Ann: My name is Ann Ruiz." in out
-    )
+    assert f"  chapter #1-#2 (quoted)\n    ({why})\n    #1 Ann: My name is Ann Ruiz." in out
     assert "synopsis: version 1 through #2 (quoted)" in out
 
 
@@ -236,5 +236,5 @@ async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, 
     assert main(["--db", db, "memory", str(conv.id)]) == 0
     out = capsys.readouterr().out
     # With its in-story time, as the memory block heads it.
-    assert f"chapter {chapter.id}: #3-#4 (prose), in-story time: Friday, 19 October 2018" in out
+    assert "  chapter #3-#4 (prose), in-story time: Friday, 19 October 2018" in out
     assert "Whether five follows four  #3  " in out

@@ -19,6 +19,7 @@ from kotonia_tui.characters import CardError, CharacterCard, CharacterSetup
 from kotonia_tui.characters.group_setup import render_group_setup, speaking_setup
 from kotonia_tui.chat.errors import ChatError
 from kotonia_tui.chat.events import TurnOutcome
+from kotonia_tui.chat.numbering import numbered_chapters
 from kotonia_tui.chat.prompting import GroupTurn
 from kotonia_tui.chat.speakers import Speaker, next_auto_speaker, reply_plan, talkativeness
 from kotonia_tui.chat.turn import Turn
@@ -170,7 +171,11 @@ class GroupChats:
             names = [speaker.name for speaker in self.speakers(conv)]
         except ChatError:  # a member's card is gone: the names the cast was made with
             names = [m.character_name for m in self.cast(conv_id)]
-        return cast_memory(names, conv.persona_name or "User", chapters, ledger, cited)
+        # The page names each item's chapter by its range in numbers, as the inspector does.
+        spans = numbered_chapters(
+            store, conv_id, {c.id for c in chapters} | {e.chapter_id for e in ledger}
+        )
+        return cast_memory(names, conv.persona_name or "User", chapters, ledger, cited, spans)
 
     # ---- the setup ------------------------------------------------------------------------
 

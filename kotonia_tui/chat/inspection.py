@@ -11,6 +11,7 @@ from datetime import datetime
 
 from kotonia_tui.chat.chat_settings import TurnSettings
 from kotonia_tui.chat.lore import LoreTurn
+from kotonia_tui.chat.numbering import chapter_span
 from kotonia_tui.domain import (
     Chapter,
     FoldStatus,
@@ -51,10 +52,6 @@ class ChapterView:
     chapter: StoredChapter
     applied: bool  # the prompt carries it (False: landed, applied on the next turn)
 
-    @property
-    def message_range(self) -> tuple[int, int]:
-        return self.chapter.first_message_id, self.chapter.last_message_id
-
 
 @dataclass(frozen=True)
 class MemoryView:
@@ -82,7 +79,7 @@ class MemoryView:
     forced_cuts: int = 0  # how many times messages left the prompt at the ceiling
     room_note: str = ""  # said when the card's setup squeezes the story's budgets
     notes: list[str] = field(default_factory=list)
-    # Every ledger entry, ended ones too (shown as "valid from chapter N to chapter M").
+    # Every ledger entry, ended ones too (shown as "#1-#4 to #5-#9, resolved": its chapters).
     ledger: list[StoredLedgerEntry] = field(default_factory=list)
     # The ids of those the prompt carries now (a live entry may be out: over the ledger's
     # share, or landed and applied by the next turn).
@@ -98,12 +95,22 @@ class MemoryView:
     # Message ids mentioned above -> their place in the conversation (1 = the first message):
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)
+    # The chapters listed above and those the ledger names (written or ended by, refolded or
+    # in the synopsis since) -> the numbers of their first and last messages, as `numbers`.
+    chapter_numbers: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def number(self, message_id: int | None) -> str:
         """ "#N" for a message id, N counted within the conversation."""
         if message_id is None:
             return "#?"
         return f"#{self.numbers.get(message_id, message_id)}"
+
+    def chapter_span(self, chapter_id: int | None) -> str:
+        """ "#309-#316": a chapter by its messages' numbers (chat/numbering.py), as the user
+        knows it; a chapter id it does not hold reads as words, never as a number."""
+        return chapter_span(
+            self.chapter_numbers.get(chapter_id) if chapter_id is not None else None
+        )
 
     @property
     def queued(self) -> list[StoredFoldJob]:

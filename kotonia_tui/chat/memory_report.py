@@ -1,15 +1,16 @@
 """`kotonia memory ID`: the memory the next turn of a conversation carries, headless.
 
-Read from the store: the ledger (every entry, with the chapters it is
-valid from and to), the current synopsis, the live chapters with their message ranges, text,
-structure, readback misses and note, the open threads (messages by id and by their place in the
-conversation, as the app numbers them; the texts number the messages they cite so too, as the
-prompt carries them), the fold jobs counted by status with the failed attempts by reason, and
-the memory block the next turn carries (chat/memory_snapshot.py, the builder the turn uses): the
-one the prompt carries now, or, when a fold has landed, the landed one with its ledger fitted to
-the ledger's share of the window, counted by the model as the turn counts it (the only case that
-opens the model's vocabulary). `in_prompt` says which entries the prompt carries now, and
-`left_out` why a live entry is not in it: over the ledger's share, or landed for the next turn.
+Read from the store: the ledger (every entry, with the chapters it is valid from and to, by store
+id and, as the text names them, by their ranges in message numbers), the current synopsis, the live
+chapters with their message ranges, text, structure, readback misses and note, the open threads
+(messages by id and by their place in the conversation, as the app numbers them; the texts number
+the messages they cite so too, as the prompt carries them), the fold jobs counted by status with
+the failed attempts by reason, and the memory block the next turn carries (chat/memory_snapshot.py,
+the builder the turn uses): the one the prompt carries now, or, when a fold has landed, the landed
+one with its ledger fitted to the ledger's share of the window, counted by the model as the turn
+counts it (the only case that opens the model's vocabulary). `in_prompt` says which entries the
+prompt carries now, and `left_out` why a live entry is not in it: over the ledger's share, or
+landed for the next turn.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
-from kotonia_tui.chat.numbering import numbering, row_texts
+from kotonia_tui.chat.numbering import chapter_numbers, chapter_span, numbering, row_texts
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.store import Store
 
@@ -70,11 +71,21 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     left_out = snapshot.left_out()
     # Messages are shown by their place in the conversation, as the app numbers them (ids
     # differ from places once a message is deleted): the same count, `Store.message_numbers`.
+    # A chapter too, by its range (the ledger's: refolded or in the synopsis since, as well).
+    ranges = {c.id: (c.first_message_id, c.last_message_id) for c in chapters}
+    named = {i for e in ledger for i in (e.chapter_id, e.ended_by_chapter_id) if i is not None}
+    ranges |= store.chapter_ranges(conv_id, named - ranges.keys())
     mentioned = [i for e in ledger for i in e.evidence]
-    mentioned += [i for c in chapters for i in (c.first_message_id, c.last_message_id)]
+    mentioned += [i for span in ranges.values() for i in span]
     if synopsis is not None:
         mentioned.append(synopsis.through_message_id)
     numbers = store.message_numbers(conv_id, mentioned)
+    spans = chapter_numbers(ranges, numbers)
+
+    def span(chapter_id: int | None) -> list[int] | None:
+        found = spans.get(chapter_id) if chapter_id is not None else None
+        return list(found) if found is not None else None
+
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
@@ -82,6 +93,9 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
             _entry(e)
             | {
                 "evidence_numbers": [numbers[i] for i in e.evidence],
+                # The chapters' ranges in message numbers (null: no such chapter stored).
+                "valid_from_numbers": span(e.chapter_id),
+                "valid_to_numbers": span(e.ended_by_chapter_id),
                 "live": e.id in live_ids,
                 "in_prompt": e.id in in_prompt,
                 "left_out": left_out.get(e.id),
@@ -145,8 +159,9 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.append(f"ledger: {len(report['ledger'])} entries")
     for e in report["ledger"]:
-        valid = f"chapter {e['valid_from_chapter']}"
-        valid += f" to chapter {e['valid_to_chapter']} ({e['end']})" if e["end"] else " on"
+        valid = f"from {chapter_span(e['valid_from_numbers'])}"
+        if e["valid_to_chapter"] is not None:
+            valid += f" to {chapter_span(e['valid_to_numbers'])} ({e['end'] or 'ended'})"
         ids = " ".join(f"#{i}" for i in e["evidence_numbers"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
         kind = LedgerKind(e["kind"]).label
@@ -174,7 +189,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         first, last = c["first_message_number"], c["last_message_number"]
         # Its in-story time, as the memory block heads it.
         when = f", in-story time: {c['story_time']}" if c["story_time"] else ""
-        lines.append(f"  chapter {c['id']}: #{first}-#{last} ({kind}){when}")
+        lines.append(f"  chapter {chapter_span((first, last))} ({kind}){when}")
         if c["quoted"] and c["note"]:
             lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())

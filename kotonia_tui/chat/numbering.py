@@ -5,11 +5,15 @@ reference is); the turn's prompt, the inspector, `kotonia memory` and the notice
 number them as the chat does. This asks the store for exactly the messages a text cites (their
 numbers and speakers; ids of no message of the conversation are not found, so stay as they
 are) and rewrites the text with them.
+
+A chapter is named the same way, by its range in those numbers ("#309-#316", as in "from
+#309-#316"), never by its store id: the id is shown nowhere else, differs between a branch and
+its source, and reads as a message number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredLedgerEntry, StoredSynopsis
@@ -85,3 +89,37 @@ def numbering(store: Store, conv_id: int, texts: Iterable[str]) -> Numbering:
 def numbered(store: Store, conv_id: int, text: str) -> str:
     """One text as it is read (`numbering` for it alone)."""
     return numbering(store, conv_id, [text]).text(text) if text else text
+
+
+# Said for a chapter id that names no chapter of the conversation (`chapter_ranges` found none).
+NO_CHAPTER = "a chapter no longer stored"
+
+
+def chapter_span(numbers: Sequence[int] | None) -> str:
+    """A chapter as a person knows it: its range as the chat numbers it, "#309-#316" (its first
+    and last messages' numbers); `NO_CHAPTER` for None."""
+    if numbers is None:
+        return NO_CHAPTER
+    first, last = numbers
+    return f"#{first}-#{last}"
+
+
+def chapter_numbers(
+    ranges: Mapping[int, tuple[int, int]], numbers: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
+    """Each chapter of `ranges` (chapter id -> its first and last message ids) by its messages'
+    `numbers` (`Store.message_numbers` of those ids); one whose ends are not numbered is left
+    out, so it reads as `NO_CHAPTER` rather than as ids that look like numbers."""
+    return {
+        chapter_id: (numbers[first], numbers[last])
+        for chapter_id, (first, last) in ranges.items()
+        if first in numbers and last in numbers
+    }
+
+
+def numbered_chapters(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """The chapters `ids` of conversation `conv_id` by their messages' numbers (two reads); an
+    id of no chapter of it is left out."""
+    ranges = store.chapter_ranges(conv_id, ids)
+    ends = [i for span in ranges.values() for i in span]
+    return chapter_numbers(ranges, store.message_numbers(conv_id, ends) if ends else {})

@@ -46,7 +46,7 @@ from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.managing import ConversationManager
-from kotonia_tui.chat.numbering import numbering, row_texts
+from kotonia_tui.chat.numbering import chapter_numbers, numbering, row_texts
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
@@ -915,15 +915,21 @@ class ChatService:
         chapters = [shown.chapter(c) for c in chapters]
         ledger = [shown.entry(e) for e in ledger]
         jobs = [shown.job(j) for j in jobs]
+        # The chapters the ledger names, by their ranges, as the listed ones are: those are in
+        # hand; a refolded one, or one in the synopsis, is read (by id, bounded by the ledger).
+        ranges = {c.id: (c.first_message_id, c.last_message_id) for c in chapters}
+        named = {i for e in ledger for i in (e.chapter_id, e.ended_by_chapter_id) if i is not None}
+        ranges |= self.store.chapter_ranges(conv_id, named - ranges.keys())
         mentioned = [
             *(i for e in ledger for i in e.evidence),
+            *(i for span in ranges.values() for i in span),
             state.forced_cut_through_id,
             window[0].id if window else None,
             applied_synopsis.through_message_id if applied_synopsis else None,
             *(s.through_message_id for s in versions),
-            *(i for c in chapters for i in (c.first_message_id, c.last_message_id)),
             *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
         ]
+        numbers = self.store.message_numbers(conv_id, [i for i in mentioned if i is not None])
         return MemoryView(
             conversation_id=conv_id,
             synopsis=applied_synopsis,
@@ -950,7 +956,8 @@ class ChatService:
             pending_apply=snapshot.pending,
             forced_cuts=state.forced_cuts,
             room_note=budgets.room_note(name),
-            numbers=self.store.message_numbers(conv_id, [i for i in mentioned if i is not None]),
+            numbers=numbers,
+            chapter_numbers=chapter_numbers(ranges, numbers),
             ledger=ledger,
             ledger_in_prompt=snapshot.in_prompt,
             ledger_left_out=frozenset(

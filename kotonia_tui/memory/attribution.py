@@ -45,6 +45,9 @@ class SpeakerMemory:
 class CastMemory:
     speakers: list[SpeakerMemory]
     prose_chapters: int  # chapters with no structure: nothing in them names its lines
+    # The items' chapters -> the numbers of their first and last messages in the conversation
+    # (the page names a chapter so, as the inspector does: chat/numbering.py).
+    chapter_numbers: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def chapter_items(chapter: StoredChapter) -> list[Attributed]:
@@ -71,11 +74,13 @@ def cast_memory(
     chapters: Sequence[StoredChapter],
     ledger: Sequence[StoredLedgerEntry],
     cited: Mapping[int, StoredMessage],
+    chapter_numbers: Mapping[int, tuple[int, int]] | None = None,
 ) -> CastMemory:
     """Each of `names` (the cast, in its order) and the `player`, with the items resting on
     their lines; `cited` holds the messages the items cite (a deleted one is missing, and its
     item belongs to nobody it does not name). Someone else who spoke cited lines (a member who
-    left the cast) is listed after them."""
+    left the cast) is listed after them. `chapter_numbers`: the chapters' ranges in message
+    numbers, kept for the page."""
     speakers: dict[str, SpeakerMemory] = {n: SpeakerMemory(n) for n in names}
     speakers.setdefault(player, SpeakerMemory(player, player=True))
 
@@ -115,5 +120,7 @@ def cast_memory(
             entry.subject.strip(),
         )
     return CastMemory(
-        list(speakers.values()), sum(1 for c in live if not c.structure and c.text.strip())
+        list(speakers.values()),
+        sum(1 for c in live if not c.structure and c.text.strip()),
+        dict(chapter_numbers or {}),
     )

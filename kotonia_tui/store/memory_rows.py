@@ -26,7 +26,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.store import fold_jobs
 from kotonia_tui.store.codec import stored_as, ts_from_db, ts_to_db
-from kotonia_tui.store.connection import Db
+from kotonia_tui.store.connection import Db, is_sqlite_int
 from kotonia_tui.store.errors import NotFoundError, StoreError
 from kotonia_tui.store.records import MemoryState
 
@@ -193,6 +193,28 @@ def chapters(
         f"SELECT * FROM chapters WHERE {where} ORDER BY first_message_id, id", (conv_id,)
     )
     return [chapter_from_row(row) for row in rows]
+
+
+# Chapter ids per `IN (...)` list: far below SQLite's parameter limit.
+_IN_CHUNK = 500
+
+
+def chapter_ranges(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """The first and last message ids of each of `ids` that is a chapter of the conversation
+    (live, in the synopsis or superseded alike); an id of no chapter of it is left out. One
+    read per 500 ids, by primary key."""
+    wanted = sorted({i for i in ids if is_sqlite_int(i)})
+    out: dict[int, tuple[int, int]] = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for row in db.select(
+            "SELECT id, first_message_id, last_message_id FROM chapters "
+            f"WHERE id IN ({marks}) AND conversation_id = ?",
+            (*chunk, conv_id),
+        ):
+            out[row["id"]] = (row["first_message_id"], row["last_message_id"])
+    return out
 
 
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:

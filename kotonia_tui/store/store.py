@@ -607,6 +607,12 @@ class Store:
     ) -> list[StoredChapter]:
         return memory_rows.chapters(self._db, conv_id, include_in_synopsis, include_superseded)
 
+    def chapter_ranges(self, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """Each of `ids` that is a chapter of the conversation: its first and last message ids
+        (memory_rows.chapter_ranges)."""
+        with self._db.read():
+            return memory_rows.chapter_ranges(self._db, conv_id, ids)
+
     def mark_chapters_stale(self, conv_id: int, message_id: int) -> list[int]:
         return memory_rows.mark_chapters_stale(self._db, conv_id, message_id)
 

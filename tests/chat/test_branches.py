@@ -11,12 +11,22 @@ import json
 import re
 from pathlib import Path
 
-from kotonia_tui.chat.numbering import numbered
+from kotonia_tui.chat.numbering import NO_CHAPTER, numbered
 from kotonia_tui.cli import main
-from kotonia_tui.domain import Chapter, LedgerEnd, LedgerEnding, LedgerKind, Role
+from kotonia_tui.domain import (
+    Chapter,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerKind,
+    NewChapter,
+    Role,
+    utcnow,
+)
 from kotonia_tui.memory.chronicler import render_source
 from kotonia_tui.memory.structured import Line, Resolution, StructuredChapter, render_chapter
 from kotonia_tui.tui.screens.cast_memory import speaker_block
+from kotonia_tui.tui.screens.dialogs import ledger_page
+from kotonia_tui.tui.widgets.inspector import chapter_line, ledger_line
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
 from tests.scripted_chapters import ledger_entry, written_by_script
@@ -258,15 +268,12 @@ def _ledger_seen(view) -> list[tuple[str, str, str, str, bool, bool]]:
 
 
 def _by_speaker(service, conv_id: int) -> list[str]:
-    """The memory-by-speaker page's text (Alt+W), as the chat screen builds it, without the
-    chapters' store ids (a branch's copies have their own)."""
+    """The memory-by-speaker page's text (Alt+W), as the chat screen builds it. (A branch's
+    chapters are copies with store ids of their own; the page names them by their ranges.)"""
     memory = service.groups.memory(conv_id)
     ids = sorted({i for s in memory.speakers for it in (*s.said, *s.about) for i in it.evidence})
     numbers = service.store.message_numbers(conv_id, ids)
-    return [
-        re.sub(r" · chapter \d+", "", speaker_block(speaker, numbers).plain)
-        for speaker in memory.speakers
-    ]
+    return [speaker_block(s, numbers, memory.chapter_numbers).plain for s in memory.speakers]
 
 
 async def test_a_branch_carries_the_ledger_and_its_prompt_carries_the_same_lines(
@@ -321,6 +328,65 @@ async def test_a_branch_carries_the_ledger_and_its_prompt_carries_the_same_lines
     assert f"- {original[1][0]}: Whether the east lamp is lit (#3)" in memory
     assert "Ask before the ferry" not in memory
     assert all(row[5] for row in _ledger_seen(service.memory_view(early)))
+
+
+async def test_the_ledger_names_its_chapters_by_their_ranges_in_a_branch_too(
+    make_fake_service, capsys
+):
+    """An entry said how long it holds by the chapters' store ids ("from chapter 1", "chapter
+    1 to 2, resolved"; "chapter 3 to 4" in a branch of it), ids the user sees nowhere else,
+    read as message numbers. In a second conversation (its ids are not its numbers) and a
+    branch of it (its chapters are copies with new ids), the inspector's Ledger and Chapters,
+    the entry's page, the memory by speaker and `kotonia memory` name a chapter by its range,
+    numbered as the chat numbers messages: the same words in both. Fake engine: only the store
+    and the numbering count."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv_id, messages = await _second_conversation(service, key)
+    _fold_with_ledger(service, conv_id, messages)
+    branch = service.manager.branch(conv_id, messages[-1].id).conversation.id
+    store = service.store
+    originals = [c.id for c in store.chapters(conv_id)]
+    assert originals != [c.id for c in store.chapters(branch)]  # the copies' own ids
+    validity = {
+        "F": "from #1-#4",
+        "T": "#1-#4 to #5-#7, resolved",
+        "C": "from #5-#7",
+    }
+    for conv in (conv_id, branch):
+        view = service.memory_view(conv)
+        ledger = {e.label[0]: ledger_line(e, view).plain for e in view.ledger}
+        assert all(words in ledger[kind] for kind, words in validity.items()), ledger
+        (thread,) = [e for e in view.ledger if e.ended_by_chapter_id is not None]
+        page = ledger_page(thread, [], {}, view).blocks[0].plain
+        assert "valid from #1-#4 to #5-#7 · resolved; no longer in the prompt" in page
+        listed = [chapter_line(c, view, utcnow()).plain for c in view.chapters]
+        assert [line.split(" ")[0] for line in listed] == ["#1-#4", "#5-#7"]
+        speakers = "\n".join(_by_speaker(service, conv))
+        assert "· from #1-#4" in speakers and "· from #5-#7" in speakers
+        assert main(["--db", str(store.path), "memory", str(conv)]) == 0
+        out = capsys.readouterr().out
+        assert "from #1-#4 to #5-#7 (resolved)" in out
+        assert "  chapter #1-#4 (structured)\n" in out
+        shown = "\n".join([*ledger.values(), page, *listed, speakers, out])
+        assert not re.search(r"chapter \d", shown) and not re.search(r"#\d+ msgs", shown)
+
+    # A refold replaces the branch's first chapter: the replaced one leaves the list, and the
+    # entries it wrote, ended by the refold, still name it by its range.
+    first = store.chapters(branch)[0]
+    copies = store.messages_between(branch, 0, 10**9)
+    store.store_refold([first.id], [NewChapter(_structured(branch, copies[:4], 1, "Again."))])
+    view = service.memory_view(branch)
+    assert first.id not in [c.chapter.id for c in view.chapters]
+    (fact,) = [e for e in view.ledger if e.label == "F1"]
+    assert "#1-#4 to #1-#4, superseded" in ledger_line(fact, view).plain
+
+    # An id that names no chapter of the conversation (here the original's, asked of the
+    # branch) is not read as a range, nor shown as a number: it is said in words.
+    assert store.chapter_ranges(branch, originals) == {}
+    (thread,) = [e for e in view.ledger if e.label == "T2"]
+    gone = thread.model_copy(update={"ended_by_chapter_id": originals[1]})
+    assert f"#1-#4 to {NO_CHAPTER}, resolved" in ledger_line(gone, view).plain
 
 
 async def test_an_edit_in_a_branch_refolds_only_its_own_ledger(make_fake_service):

@@ -89,6 +89,26 @@ def test_edit_marks_covering_chapters_stale_and_refold_supersedes_without_rewrit
         store.refold_chapter(first.id, _chapter(conv.id, 1, 10))
 
 
+def test_chapter_ranges_are_the_conversations_own_chapters_of_any_generation(
+    store: Store,
+) -> None:
+    # What names a chapter to a person (its range) is found for a chapter refolded or folded
+    # into the synopsis since; an id of another conversation's chapter, or of none, is not.
+    conv = new_conversation(store)
+    other = new_conversation(store, key="other")
+    old = store.add_chapter(_chapter(conv.id, 1, 10))
+    new = store.refold_chapter(old.id, _chapter(conv.id, 1, 10))
+    folded = store.add_chapter(_chapter(conv.id, 11, 20).model_copy(update={"in_synopsis": True}))
+    theirs = store.add_chapter(_chapter(other.id, 21, 30))
+    asked = [old.id, new.id, folded.id, theirs.id, 999, 2**70]
+    assert store.chapter_ranges(conv.id, asked) == {
+        old.id: (1, 10),
+        new.id: (1, 10),
+        folded.id: (11, 20),
+    }
+    assert store.chapter_ranges(conv.id, []) == {}
+
+
 def test_synopsis_versions_are_all_kept_with_exactly_one_current(store: Store) -> None:
     conv = new_conversation(store)
     chapters = [store.add_chapter(_chapter(conv.id, i * 10 + 1, i * 10 + 10)) for i in range(4)]

@@ -3,16 +3,23 @@ said and are known for, as the chapters and the ledger attribute it (memory/attr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from textual.content import Content
 
+from kotonia_tui.chat.numbering import chapter_span
 from kotonia_tui.memory.attribution import Attributed, CastMemory, SpeakerMemory
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.screens.dialogs import TextScreen
 
 
-def _item(item: Attributed, numbers: dict[int, int]) -> Content:
+def _item(
+    item: Attributed, numbers: dict[int, int], chapters: Mapping[int, tuple[int, int]]
+) -> Content:
     where = " ".join(f"#{numbers.get(i, i)}" for i in item.evidence) or "no message"
-    source = f"chapter {item.chapter_id}" if item.chapter_id is not None else "ledger"
+    source = "ledger"
+    if item.chapter_id is not None:
+        source = f"from {chapter_span(chapters.get(item.chapter_id))}"
     head = f"{item.label} {item.kind}" if item.label else item.kind
     ended = " · ended" if item.ended else ""
     return Content.assemble(
@@ -23,8 +30,11 @@ def _item(item: Attributed, numbers: dict[int, int]) -> Content:
     )
 
 
-def speaker_block(speaker: SpeakerMemory, numbers: dict[int, int]) -> Content:
-    """One speaker: what rests on their lines, then what is said about them elsewhere."""
+def speaker_block(
+    speaker: SpeakerMemory, numbers: dict[int, int], chapters: Mapping[int, tuple[int, int]]
+) -> Content:
+    """One speaker: what rests on their lines, then what is said about them elsewhere; each
+    item's chapter named by its range in `chapters` (`CastMemory.chapter_numbers`)."""
     who = f"{speaker.name} (you)" if speaker.player else speaker.name
     lines = len(speaker.cited_lines)
     parts: list[Content] = [
@@ -35,12 +45,12 @@ def speaker_block(speaker: SpeakerMemory, numbers: dict[int, int]) -> Content:
     ]
     if speaker.said:
         parts.append(Content.styled("did and said (resting on their own lines)", "bold"))
-        parts.extend(_item(item, numbers) for item in speaker.said)
+        parts.extend(_item(item, numbers, chapters) for item in speaker.said)
     else:
         parts.append(Content.styled("nothing in the memory rests on their lines yet", "italic"))
     if speaker.about:
         parts.append(Content.styled("about them (from others' lines)", "bold"))
-        parts.extend(_item(item, numbers) for item in speaker.about)
+        parts.extend(_item(item, numbers, chapters) for item in speaker.about)
     return Content("\n").join(parts)
 
 
@@ -54,7 +64,7 @@ def cast_memory_page(memory: CastMemory, numbers: dict[int, int]) -> TextScreen:
             "italic $text-muted",
         )
     ]
-    blocks.extend(speaker_block(s, numbers) for s in memory.speakers)
+    blocks.extend(speaker_block(s, numbers, memory.chapter_numbers) for s in memory.speakers)
     if memory.prose_chapters:
         blocks.append(
             Content.styled(

@@ -108,7 +108,7 @@ class InspectorActions(ChatParts):
             notify(self, str(exc), title="Ledger entry", severity="error")
             return
         numbers = self.reader.message_numbers(self.conv_id, [m.id for m in evidence])
-        self.app.push_screen(ledger_page(event.entry, evidence, numbers))
+        self.app.push_screen(ledger_page(event.entry, evidence, numbers, view))
 
     def on_inspector_pane_open_synopsis_versions(
         self, event: InspectorPane.OpenSynopsisVersions

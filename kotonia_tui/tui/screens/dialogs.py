@@ -177,9 +177,9 @@ def chapter_page(
     state = "applied" if applied else "landed: applied on the next turn"
     if chapter.in_synopsis:
         state = "folded into the synopsis"
-    first, last = memory.number(chapter.first_message_id), memory.number(chapter.last_message_id)
+    span = memory.chapter_span(chapter.id)
     head = Content.assemble(
-        (f"messages {first}–{last}", "bold"),
+        (f"messages {span}", "bold"),
         (f" ({len(source)} messages)" if source else "", "$text-muted"),
         (f" · {age(chapter.created_at)} · {tokens(chapter.tokens)} · {state}", "$text-muted"),
         (" · stale (an edit inside; re-folding)" if chapter.stale else "", "bold $error"),
@@ -202,19 +202,24 @@ def chapter_page(
     )
     if not source:
         blocks.append(Content.styled("(the source messages were deleted)", "italic $text-muted"))
-    return TextScreen(f"Chapter #{chapter.id}", blocks)
+    return TextScreen(f"Chapter {span}", blocks)
 
 
 def ledger_page(
-    entry: StoredLedgerEntry, evidence: Sequence[StoredMessage], numbers: dict[int, int]
+    entry: StoredLedgerEntry,
+    evidence: Sequence[StoredMessage],
+    numbers: dict[int, int],
+    memory: MemoryView,
 ) -> TextScreen:
-    """A ledger entry, how long it holds, then the messages it rests on."""
+    """A ledger entry, how long it holds (its chapters named as the inspector names them),
+    then the messages it rests on."""
+    written = memory.chapter_span(entry.chapter_id)
     if entry.ended_by_chapter_id is None:
-        validity = f"valid from chapter {entry.chapter_id} · in the prompt"
+        validity = f"valid from {written} · in the prompt"
     else:
         how = entry.end.value if entry.end else "ended"
         validity = (
-            f"valid from chapter {entry.chapter_id} to chapter {entry.ended_by_chapter_id} · "
+            f"valid from {written} to {memory.chapter_span(entry.ended_by_chapter_id)} · "
             f"{how}; no longer in the prompt"
         )
     blocks = [

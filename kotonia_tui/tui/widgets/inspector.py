@@ -36,10 +36,9 @@ def job_label(job: FoldJob, memory: MemoryView) -> str:
 
 def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Content:
     chapter = view.chapter
-    first, last = (memory.number(i)[1:] for i in view.message_range)
     parts: list[tuple[str, str]] = [
-        (f"#{chapter.id} ", "bold"),
-        (f"msgs {first}–{last}", ""),
+        # Named by its range, as the ledger and its page name it (not by its store id).
+        (memory.chapter_span(chapter.id), "bold"),
         # First after the range: a quote is not a summary, and the end of a line can be
         # past the pane's edge.
         (_ORIGIN_MARKS[chapter.origin], "$warning"),
@@ -74,17 +73,18 @@ def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
 
 
 def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
-    """One entry: label, kind, text, evidence, and how long it holds ("valid from chapter N to
-    chapter M"); an ended entry is dimmed, it has left the prompt, and a live one the prompt
-    does not carry says so."""
+    """One entry: label, kind, text, evidence, and how long it holds, its chapters named by
+    their ranges ("from #1-#4", or "#1-#4 to #5-#9, resolved"); an ended entry is dimmed, it
+    has left the prompt, and a live one the prompt does not carry says so."""
     live = entry.ended_by_chapter_id is None
     evidence = " ".join(memory.number(i) for i in entry.evidence)
     place = ledger_place(entry, memory) if live else ""
+    written = memory.chapter_span(entry.chapter_id)
     if live:
-        validity = f"from chapter {entry.chapter_id}"
+        validity = f"from {written}"
     else:
         how = entry.end.value if entry.end else "ended"
-        validity = f"chapter {entry.chapter_id} to {entry.ended_by_chapter_id}, {how}"
+        validity = f"{written} to {memory.chapter_span(entry.ended_by_chapter_id)}, {how}"
     return Content.assemble(
         (f"{entry.label} ", "bold" if live else "$text-muted"),
         (f"{entry.kind.label} · {evidence} · {validity}", "$text-muted"),
@@ -375,6 +375,7 @@ class InspectorPane(VerticalScroll):
         key = tuple(
             (
                 c.chapter.id,
+                view.chapter_span(c.chapter.id),  # a deletion before it renumbers it
                 c.applied,
                 c.chapter.stale,
                 c.chapter.in_synopsis,
@@ -411,6 +412,8 @@ class InspectorPane(VerticalScroll):
                 e.id,
                 e.ended_by_chapter_id,
                 view.number(e.evidence[0]) if e.evidence else "",
+                view.chapter_span(e.chapter_id),
+                view.chapter_span(e.ended_by_chapter_id),
                 ledger_place(e, view),
             )
             for e in entries
