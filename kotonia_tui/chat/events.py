@@ -85,13 +85,21 @@ class FoldState(StrEnum):
 
 @dataclass(frozen=True)
 class FoldProgress:
-    """A fold job changed state (`elapsed_s`: how long it ran, when it landed)."""
+    """A fold job changed state (`elapsed_s`: how long it ran, when it landed). `label` names
+    the job as a person reads it, by its kind and range in message numbers ("chapter #5-#9",
+    chat/numbering.py `told` sets it; never the job's store id): what to show, `job_label`."""
 
     conversation_id: int
     job: StoredFoldJob
     state: FoldState
     detail: str = ""
     elapsed_s: float = 0.0
+    label: str = ""
+
+    @property
+    def job_label(self) -> str:
+        """`label`, or the job's kind alone when none was set."""
+        return self.label or self.job.kind.label
 
 
 @dataclass(frozen=True)

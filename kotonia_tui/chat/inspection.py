@@ -11,9 +11,10 @@ from datetime import datetime
 
 from kotonia_tui.chat.chat_settings import TurnSettings
 from kotonia_tui.chat.lore import LoreTurn
-from kotonia_tui.chat.numbering import chapter_span
+from kotonia_tui.chat.numbering import chapter_span, job_label
 from kotonia_tui.domain import (
     Chapter,
+    FoldJob,
     FoldStatus,
     StoredChapter,
     StoredFoldJob,
@@ -111,6 +112,11 @@ class MemoryView:
         return chapter_span(
             self.chapter_numbers.get(chapter_id) if chapter_id is not None else None
         )
+
+    def job_label(self, job: FoldJob) -> str:
+        """ "chapter #5-#9", "refold #36-#38", "major fold": a fold job by its kind and the
+        range it folds in `numbers` (chat/numbering.py), never by its store id."""
+        return job_label(job, self.numbers)
 
     @property
     def queued(self) -> list[StoredFoldJob]:

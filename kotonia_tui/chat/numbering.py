@@ -8,15 +8,23 @@ are) and rewrites the text with them.
 
 A chapter is named the same way, by its range in those numbers ("#309-#316", as in "from
 #309-#316"), never by its store id: the id is shown nowhere else, differs between a branch and
-its source, and reads as a message number.
+its source, and reads as a message number. So is a fold job, by its kind and the range it folds
+("chapter #309-#316", "refold #36-#38", "major fold"), wherever a person reads of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from kotonia_tui.domain import StoredChapter, StoredFoldJob, StoredLedgerEntry, StoredSynopsis
+from kotonia_tui.chat.events import FoldProgress
+from kotonia_tui.domain import (
+    FoldJob,
+    StoredChapter,
+    StoredFoldJob,
+    StoredLedgerEntry,
+    StoredSynopsis,
+)
 from kotonia_tui.memory.numbering import referenced_ids, renumber
 from kotonia_tui.store import Store
 
@@ -123,3 +131,49 @@ def numbered_chapters(store: Store, conv_id: int, ids: Iterable[int]) -> dict[in
     ranges = store.chapter_ranges(conv_id, ids)
     ends = [i for span in ranges.values() for i in span]
     return chapter_numbers(ranges, store.message_numbers(conv_id, ends) if ends else {})
+
+
+def job_ends(job: FoldJob) -> tuple[int, int] | None:
+    """The ids whose `Store.message_numbers` name `job`'s range (`job_label`): the one before
+    its first, and its last; None for a job with no range (a major fold).
+
+    A job folds the conversation's messages whose ids run from its first to its last, and its
+    first need not be one of them: the rest of a range too large for one call is queued from
+    the id after the chapter's last, which may be another conversation's message (ids
+    interleave when the user goes between chats) or a deleted one. `message_numbers` counts
+    the conversation's messages up to an id, so the one before the first counts those before
+    the range."""
+    if job.first_message_id is None or job.last_message_id is None:
+        return None
+    return job.first_message_id - 1, job.last_message_id
+
+
+def job_label(job: FoldJob, numbers: Mapping[int, int]) -> str:
+    """A fold job as a person knows it: its kind and the range it folds, numbered as the chat
+    numbers messages, "chapter #5-#9" or "refold #36-#38"; a major fold has no range (it takes
+    the oldest chapters when it runs), so "major fold". `numbers`: `Store.message_numbers` of
+    `job_ends` (among others). Never its store id, which reads as a message number (and no
+    command takes it). A range `numbers` cannot name (a view read before the job was queued,
+    or no message of the conversation left in it) is not said: the kind alone."""
+    ends = job_ends(job)
+    if ends is None or ends[0] not in numbers or ends[1] not in numbers:
+        return job.kind.label
+    first, last = numbers[ends[0]] + 1, numbers[ends[1]]
+    if first > last:
+        return job.kind.label
+    return f"{job.kind.label} {chapter_span((first, last))}"
+
+
+def job_numbers(store: Store, conv_id: int, jobs: Iterable[FoldJob]) -> dict[int, int]:
+    """The numbers `job_label` names `jobs` of conversation `conv_id` by (one read)."""
+    ends = [i for j in jobs if (span := job_ends(j)) is not None for i in span]
+    return store.message_numbers(conv_id, ends) if ends else {}
+
+
+def told(store: Store, event: FoldProgress) -> FoldProgress:
+    """`event` as a person reads it: the job named by `job_label`, and its detail (what
+    landed, why it failed) naming messages as the chat numbers them (the job's stored error
+    keeps the store ids it was written with)."""
+    conv_id = event.conversation_id
+    label = job_label(event.job, job_numbers(store, conv_id, [event.job]))
+    return replace(event, label=label, detail=numbered(store, conv_id, event.detail))

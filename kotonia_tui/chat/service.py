@@ -46,7 +46,15 @@ from kotonia_tui.chat.inspection import BudgetBar, ChapterView, MemoryView
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.managing import ConversationManager
-from kotonia_tui.chat.numbering import chapter_numbers, numbering, row_texts
+from kotonia_tui.chat.numbering import (
+    chapter_numbers,
+    job_ends,
+    job_label,
+    job_numbers,
+    numbering,
+    row_texts,
+    told,
+)
 from kotonia_tui.chat.personas import PersonaBook
 from kotonia_tui.chat.prompting import (
     MAX_WINDOW_MESSAGES,
@@ -94,21 +102,10 @@ WAIT_WHY = "before this turn, so those messages stay in the memory instead of le
 
 
 def _jobs_said(jobs: Sequence[StoredFoldJob], numbers: Mapping[int, int]) -> str:
-    """ "#4 chapter of messages #1-#14, #5 major gc": fold jobs by their ids, the messages by
-    their numbers in the conversation (`numbers`, by message id), as the chat shows them."""
-
-    def number(message_id: int | None) -> int | None:
-        return numbers.get(message_id, message_id) if message_id is not None else None
-
-    return ", ".join(
-        f"#{job.id} {job.kind.label}"
-        + (
-            f" of messages #{number(job.first_message_id)}-#{number(job.last_message_id)}"
-            if job.first_message_id is not None
-            else ""
-        )
-        for job in jobs
-    )
+    """ "chapter #1-#14, major fold": fold jobs as the inspector names them, by their kind and
+    range in the conversation's numbers (`numbers`: chat/numbering.py `job_numbers` of them;
+    `job_label`), never by their store ids."""
+    return ", ".join(job_label(job, numbers) for job in jobs)
 
 
 class ChatService:
@@ -442,7 +439,8 @@ class ChatService:
                 if warning:
                     self._emit(MemoryNotice(conv.id, warning, level=NoticeLevel.WARNING))
             if prepared.queued is not None:
-                self._emit(FoldProgress(conv.id, prepared.queued, FoldState.QUEUED))
+                queued = FoldProgress(conv.id, prepared.queued, FoldState.QUEUED)
+                self._emit(told(self.store, queued))
                 self.worker.wake()
             turn = Turn(
                 self.engine,
@@ -532,9 +530,7 @@ class ChatService:
             if self.worker.paused or patience.stall_s <= 0 or patience.cap_s <= 0:
                 return False
             ids = tuple(job.id for job in jobs)
-            ends = [i for job in jobs for i in (job.first_message_id, job.last_message_id)]
-            numbers = self.store.message_numbers(conv_id, [i for i in ends if i is not None])
-            what = f"waiting for fold {_jobs_said(jobs, numbers)}"
+            what = f"waiting for {_jobs_said(jobs, job_numbers(self.store, conv_id, jobs))}"
             self._emit(FoldWait(conv_id, ids, f"{what} {WAIT_WHY}"))
             go_on = self._fold_waits[conv_id] = asyncio.Event()
 
@@ -847,9 +843,8 @@ class ChatService:
                     not_before=self.clock.now(),
                 )
             )
-            self._emit(
-                FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
-            )
+            queued = FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
+            self._emit(told(self.store, queued))
         if stale:
             self.worker.wake()
 
@@ -927,7 +922,13 @@ class ChatService:
             window[0].id if window else None,
             applied_synopsis.through_message_id if applied_synopsis else None,
             *(s.through_message_id for s in versions),
-            *(i for j in jobs for i in (j.first_message_id, j.last_message_id)),
+            # What names the jobs' ranges, the running one's too (`MemoryView.job_label`).
+            *(
+                i
+                for j in [*jobs, *([running[0]] if running else [])]
+                if (ends := job_ends(j)) is not None
+                for i in ends
+            ),
         ]
         numbers = self.store.message_numbers(conv_id, [i for i in mentioned if i is not None])
         return MemoryView(

@@ -359,4 +359,7 @@ def _print_event(event: ServiceEvent, stream: TextIO) -> None:
         say(f"note: {event.text}", stream=stream)
     elif isinstance(event, FoldProgress):
         detail = f": {event.detail}" if event.detail else ""
-        say(f"fold {event.job.kind.label} #{event.job.id} {event.state}{detail}", stream=stream)
+        # "fold: chapter #1-#14 landed: ...": the job by its kind and range in message numbers
+        # (chat/numbering.py `told`), as the app names it; its store id is no use to a reader
+        # (no command takes it) and would read as a message number.
+        say(f"fold: {event.job_label} {event.state}{detail}", stream=stream)

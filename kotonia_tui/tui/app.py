@@ -303,7 +303,8 @@ class KotoniaApp(App[int]):
         running = service.worker.running
         if running is not None:
             job, elapsed = running
-            label = f"fold #{job.id} {job.kind.label}"
+            # Named as its events name it ("chapter #5-#9"), not by its store id.
+            label = service.worker.running_label or job.kind.label
             self.fold_statuses[job.conversation_id] = Content.assemble(
                 ("◑ ", "bold $accent"), f"{label} running {elapsed:.0f} s"
             )
@@ -484,9 +485,10 @@ class KotoniaApp(App[int]):
 
 
 def fold_status(event: FoldProgress) -> Content:
-    """The status line's fold item for a fold event; every state has its own line."""
-    job = event.job
-    label = f"fold #{job.id} {job.kind.label}"
+    """The status line's fold item for a fold event; every state has its own line. The job is
+    named as the inspector's fold queue names it, by its kind and range in message numbers
+    ("chapter #5-#9 landed"), never by its store id, which would read as a message number."""
+    label = event.job_label
     match event.state:
         case FoldState.QUEUED:
             return Content.assemble(("◔ ", "$accent"), f"{label} queued")

@@ -116,7 +116,8 @@ async def test_a_slow_fold_that_keeps_moving_is_waited_for_to_the_end(make_fake_
     assert waited.prepared.plan.apply_landed  # this very turn carries the chapter
     stats = waited.stats()
     assert stats is not None and (stats["forced_cut"], stats["fold_applied"]) == (False, True)
-    assert waits[0].text.startswith("waiting for fold #") and not waits[0].progress
+    # The job by its kind and range, as the inspector names it (not "fold #<job id>").
+    assert waits[0].text.startswith("waiting for chapter #1-#") and not waits[0].progress
     moving = [w for w in waits if w.progress]
     assert moving, "the progress was never said"
     assert moving[-1].progress.startswith("read ") and ", wrote " in moving[-1].progress

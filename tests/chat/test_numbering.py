@@ -11,22 +11,30 @@ the ids. Fake engine: only the store, the memory and the prompt count here.
 
 from __future__ import annotations
 
+import io
 import re
+from datetime import timedelta
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
-from kotonia_tui.chat.numbering import numbered
+from kotonia_tui.chat.numbering import numbered, told
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.cli import main
+from kotonia_tui.cli.chat import _print_event
 from kotonia_tui.domain import (
     Chapter,
     ChapterOrigin,
+    FoldJob,
+    FoldKind,
     LedgerKind,
     Message,
     Role,
     StoredMessage,
+    utcnow,
 )
 from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.extract import extract_passages, message_passages
+from kotonia_tui.tui.app import fold_status
+from kotonia_tui.tui.widgets.inspector import fold_queue
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
 from tests.scripted_chapters import ledger_entry
@@ -205,6 +213,11 @@ async def test_a_real_fold_in_a_second_conversation_is_told_and_carried_in_numbe
     assert (first, numbers[first]) == (39, 1)
     said = [e.detail for e in events if isinstance(e, FoldProgress) and e.state is FoldState.LANDED]
     assert said[0].startswith("chapter for messages #1-#")  # not #39-#...
+    # The job itself, queued, running and landed: by its range in numbers, as the inspector
+    # names it (the status line and `kotonia chat` show this label), not "fold #<job id>".
+    told_of = [e for e in events if isinstance(e, FoldProgress) and e.job.id == job.id]
+    assert [e.state for e in told_of][:3] == [FoldState.QUEUED, FoldState.RUNNING, FoldState.LANDED]
+    assert {e.label for e in told_of} == {f"chapter #1-#{numbers[last]}"}
     chapters = service.store.chapters(conv.id)
     assert re.search(r"\(#(39|[4-9]\d)\)", chapters[0].text)  # stored: the chronicler's ids
     applying = await service.send(conv.id, "And then?")
@@ -218,6 +231,81 @@ async def test_a_real_fold_in_a_second_conversation_is_told_and_carried_in_numbe
         assert f"\n#{span[chapter.first_message_id]}-#{span[chapter.last_message_id]}:" in memory
     cited = {int(n) for n in re.findall(r"#(\d+)", memory)}
     assert cited and max(cited) <= numbers[last]  # every reference is a number of #1-#last
+
+
+async def test_a_second_conversations_fold_jobs_are_named_by_the_ranges_they_fold(
+    make_fake_service,
+):
+    """A fold job was shown by its store id, in a shape that reads as a message number: the
+    inspector's fold queue "#10 chapter #1–#4", the status line "fold #10 chapter landed",
+    `kotonia chat` "fold chapter #10 landed". In a second conversation (its ids are not its
+    numbers), with job ids past its numbers, each names the job by its kind and the range it
+    folds as the chat numbers messages, with a hyphen as a chapter's range: "chapter #1-#4",
+    "refold #5-#7", "major fold" (no range: it takes the oldest chapters when it runs); the
+    rest of a range, queued from the id after a chapter's last, by the messages it holds.
+    Fake engine: the jobs are queued for later, never run."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv_id, messages = await _second_conversation(service, key)
+    store = service.store
+    later = utcnow() + timedelta(hours=1)
+    # The user goes back to the first chat, then on with this one: ids 39-41 are the first
+    # chat's, 42-44 this one's (#8-#10).
+    other = store.get_message(1).conversation_id
+    said = [Message(role=Role.USER, speaker="User", text=f"Back {i}.") for i in range(3)]
+    assert store.add_messages(other, said) == [39, 40, 41]
+    assert store.add_messages(conv_id, said) == [42, 43, 44]
+
+    def queue(kind: FoldKind, first: int | None = None, last: int | None = None):
+        job = FoldJob(
+            conversation_id=conv_id,
+            kind=kind,
+            first_message_id=first,
+            last_message_id=last,
+            not_before=later,
+        )
+        return store.enqueue_fold(job)
+
+    for k in range(12):  # done jobs first: the ones shown have ids past the numbers #1-#10
+        store.finish_fold(queue(FoldKind.CHAPTER, messages[0].id, messages[0].id + k).id)
+    chapter = queue(FoldKind.CHAPTER, messages[0].id, messages[3].id)
+    # Queued from the id after a chapter of #1-#7 (38 + 1: the first chat's message).
+    rest = queue(FoldKind.CHAPTER, messages[-1].id + 1, 44)
+    refold = queue(FoldKind.REFOLD, messages[4].id, messages[6].id)
+    refold = store.fail_fold(
+        refold.id, f"the chapter holds nothing from messages #{messages[4].id}-#{messages[6].id}"
+    )
+    major = queue(FoldKind.MAJOR_GC)
+    jobs = [chapter, rest, refold, major]
+    assert min(j.id for j in jobs) > 10
+    labels = ["chapter #1-#4", "chapter #8-#10", "refold #5-#7", "major fold"]
+
+    # The inspector's fold queue (the major fold running).
+    view = service.memory_view(conv_id)
+    assert [view.job_label(j) for j in jobs] == labels
+    queue_text = fold_queue(view, (major, 12.0), utcnow()).plain
+    lines = queue_text.splitlines()
+    assert lines[0] == "● running major fold  12 s"
+    assert lines[1].startswith("○ queued chapter #1-#4  due in ")
+    assert lines[2].startswith("○ queued chapter #8-#10  due in ")
+    assert lines[3] == "✗ failed refold #5-#7  the chapter holds nothing from messages #5-#7"
+
+    # What the service tells of each (chat/numbering.py `told`, as the worker and the
+    # service send it): the status line's item and `kotonia chat`'s line.
+    shown = [queue_text]
+    for job, label in zip(jobs, labels, strict=True):
+        event = told(store, FoldProgress(conv_id, job, FoldState.LANDED))
+        assert event.label == label
+        status = fold_status(event).plain
+        assert status == f"● {label} landed: applied on the next turn"
+        printed = io.StringIO()
+        _print_event(event, printed)
+        assert printed.getvalue() == f"fold: {label} landed\n"
+        shown += [status, printed.getvalue()]
+    text = "\n".join(shown)
+    assert not any(f"#{j.id}" in text for j in jobs) and not _says_ids(text)
+    assert not any(f"#{i}" in text for i in range(39, 45))
+    assert "–" not in text  # a range has a hyphen, as a chapter's does
 
 
 async def test_a_branch_numbers_its_memory_as_the_original_does(make_fake_service):

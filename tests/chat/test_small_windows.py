@@ -117,11 +117,13 @@ async def open_chat(
     *,
     told: bool = False,
     synopsis: str | None = None,
+    after: int = 0,
     **values,
 ) -> tuple[ChatService, int]:
     """A chat with the card `key` on the fake engine, whose every call writes `script`; with
     `told`, its chapters record all of it and the chronicler's synopsis is `synopsis` when
-    given (`told_in_chapters`)."""
+    given (`told_in_chapters`). With `after`, the store holds a conversation of that many
+    more messages first, so this one's message ids are not its numbers."""
     if told:
         # The user tells the whole story at every turn, so the window fills fast: the turn
         # waits for the chronicler rather than quote first, which stores a synopsis of its own
@@ -130,6 +132,10 @@ async def open_chat(
         values.setdefault("fold_quote_first", False)
     answer = told_in_chapters(script, synopsis) if told else scripted(script)
     service = await make_fake_service(fake_settings_for(**values), answer)
+    if after:
+        first = service.new_conversation(service.library.get(key))
+        lines = [Message(role=Role.USER, speaker="User", text=f"Line {i}.") for i in range(after)]
+        service.store.add_messages(first.id, lines)
     conv = service.new_conversation(service.library.get(key))
     return service, conv.id
 
@@ -274,7 +280,9 @@ def test_doctor_names_a_card_whose_setup_leaves_too_little_room(scripted_model, 
 
 async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(make_fake_service):
     """Every user turn preempted the fold, so the history reached the ceiling first and the
-    oldest messages left the prompt with no chapter for them.
+    oldest messages left the prompt with no chapter for them. What the turn waits for is said
+    as the inspector names a fold job, by its range as the chat numbers messages (a second
+    conversation: its ids are not its numbers), not "fold #<job id>".
 
     Fake engine: this test is about when a turn waits for a fold, which does not depend on
     the model."""
@@ -284,6 +292,7 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(mak
         write_short_card(),
         fold_delay_s=3600,  # the chapter job is queued but would not run for an hour
         fold_quote_first=False,  # the turn waits for the chronicler (test_quote_first.py: not)
+        after=30,
     )
     events = events_of(service)
     turns = await chat_until(service, conv_id, lambda t: t.prepared.plan.apply_landed)
@@ -297,9 +306,25 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(mak
     prepared = [e for e in events if isinstance(e, TurnPrepared)]
     assert [e.fold_applied for e in prepared] == [False] * (len(turns) - 1) + [True]
     waits = [e for e in events if isinstance(e, FoldWait)]
-    assert waits and waits[0].text.startswith("waiting for fold #")
-    assert waits[-1].done and "done" in waits[-1].text
+    assert waits and waits[-1].done and "done" in waits[-1].text
     assert service.store.memory_state(conv_id).forced_cuts == 0
+    # Said by what they fold: "waiting for chapter #1-#12 before this turn, ...", and each
+    # job's events (queued, running, landed) name it the same way.
+    store = service.store
+    waited = [store.get_fold(i) for i in waits[0].job_ids]
+    ends = [i for j in waited for i in (j.first_message_id, j.last_message_id) if i is not None]
+    numbers = store.message_numbers(conv_id, ends)
+    assert all(numbers[i] != i for i in ends)  # the premise: its ids are not its numbers
+    labels = [
+        f"{j.kind.label} #{numbers[j.first_message_id]}-#{numbers[j.last_message_id]}"
+        if j.first_message_id is not None and j.last_message_id is not None
+        else j.kind.label
+        for j in waited
+    ]
+    assert waits[0].text.startswith(f"waiting for {', '.join(labels)} before this turn, ")
+    progress = [e for e in events if isinstance(e, FoldProgress) and e.job.id == waited[0].id]
+    assert {e.state for e in progress} >= {FoldState.QUEUED, FoldState.RUNNING, FoldState.LANDED}
+    assert {e.label for e in progress} == {labels[0]}
 
 
 async def test_after_a_forced_cut_the_next_turn_carries_the_cut_messages_in_memory(

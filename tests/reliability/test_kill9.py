@@ -173,6 +173,7 @@ def test_killed_while_a_fold_generates(long_model, scripted_model):
                 not_before=utcnow(),
             )
         )
+        span = store.message_numbers(conv_id, [ids[0], ids[15]])
     # A short reply, then the chronicler writes a chapter as large as its schema allows (a
     # model that never ends by itself, under the grammar): the fold is what runs. Killed as
     # soon as it is seen running: the grammar makes a chapter quick to write.
@@ -197,7 +198,8 @@ def test_killed_while_a_fold_generates(long_model, scripted_model):
     write_config(scripted_model(SEEDED_CHAPTER))
     done = run_cli("chat", "wren", "--conversation", str(conv_id), "--say", "Still there?")
     assert done.returncode == 0, done.stderr
-    assert f"fold chapter #{job.id} landed" in done.stderr
+    # Named by its range as the chat numbers messages, not by the job's store id.
+    assert f"fold: chapter #{span[ids[0]]}-#{span[ids[15]]} landed" in done.stderr
     with Store.open(db_path()) as store:
         check_consistent(store)
         assert store.get_fold(job.id).status is FoldStatus.DONE

@@ -31,7 +31,16 @@ def test_every_fold_state_has_its_own_status(state: FoldState) -> None:
     job = StoredFoldJob(id=7, conversation_id=1, kind=FoldKind.MAJOR_GC)
     event = FoldProgress(1, job, state, "the model server did not answer")
     text = fold_status(event).plain
-    assert text.endswith(f"fold #7 major fold {WORDS[state]}")
+    # The job by its kind (a major fold has no range), never by its store id ("#7").
+    assert text.endswith(f" major fold {WORDS[state]}") and "#7" not in text
+    # As the service tells it: by the range it folds, in message numbers.
+    chapter = StoredFoldJob(
+        id=7, conversation_id=1, kind=FoldKind.CHAPTER, first_message_id=40, last_message_id=44
+    )
+    event = FoldProgress(
+        1, chapter, state, "the model server did not answer", label="chapter #5-#9"
+    )
+    assert fold_status(event).plain.endswith(f" chapter #5-#9 {WORDS[state]}")
     # A deferred job waits for the server: the line must not keep saying it runs.
     assert ("running" in text) is (state is FoldState.RUNNING)
 
@@ -54,19 +63,19 @@ async def test_a_chat_shows_its_own_conversations_notices_and_a_new_turn_clears_
         service._emit(FoldProgress(other.id, job, FoldState.LANDED))
         await pilot.pause()
         assert "left out in the other chat" not in screen_text(app)
-        assert "fold #9" not in screen_text(app)
+        assert "chapter landed" not in screen_text(app)
 
         mine = StoredFoldJob(id=10, conversation_id=screen.conv_id, kind=FoldKind.CHAPTER)
         service._emit(MemoryNotice(screen.conv_id, "lorebook entries left out this turn"))
         service._emit(FoldProgress(screen.conv_id, mine, FoldState.LANDED))
         await wait_for(pilot, lambda: "lorebook entries left out" in screen_text(app))
-        assert "fold #10 chapter landed" in screen_text(app)
+        assert "chapter landed: applied on the next turn" in screen_text(app)
 
         # A turn that applies the landed fold: the old notice and the "landed" line go.
         service._emit(TurnPrepared(screen.conv_id, fold_applied=True))
         await send(pilot, screen, "Hello again.")
         text = screen_text(app)
-        assert "lorebook entries left out" not in text and "fold #10" not in text
+        assert "lorebook entries left out" not in text and "chapter landed" not in text
 
 
 async def test_esc_while_the_prompt_is_read_says_stopping_and_stops_between_batches(

@@ -21,7 +21,6 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
 from datetime import timedelta
 
 from kotonia_tui.chat.background import cancel_and_wait
@@ -39,7 +38,7 @@ from kotonia_tui.chat.fold.wait import (
     WaitEnd,
     WaitProgress,
 )
-from kotonia_tui.chat.numbering import numbered
+from kotonia_tui.chat.numbering import told
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob
 from kotonia_tui.engine import (
@@ -104,6 +103,7 @@ class FoldWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: StoredFoldJob | None = None
+        self._running_label = ""
         self._started_at = 0.0
         self._idle = asyncio.Event()
         self._deferrals: dict[int, int] = {}  # job id -> claims that ended waiting for a server
@@ -161,6 +161,12 @@ class FoldWorker:
         if self._running is None:
             return None
         return self._running, self.clock.monotonic() - self._started_at
+
+    @property
+    def running_label(self) -> str:
+        """The running job as its events name it ("chapter #5-#9"; chat/numbering.py
+        `job_label`), read once when it started; "" when none runs."""
+        return self._running_label if self._running is not None else ""
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no job is due or running (a script waits for the memory to settle)."""
@@ -288,14 +294,15 @@ class FoldWorker:
             finally:
                 self._job_task = None
 
-    def _notify(self, event: ServiceEvent) -> None:
-        """Send `event`. A fold's detail (what landed, why it failed) names messages as the
-        chat numbers them; the job's stored error keeps the store ids it was written with."""
-        if isinstance(event, FoldProgress) and event.detail:
-            with contextlib.suppress(StoreError):
-                detail = numbered(self.store, event.conversation_id, event.detail)
-                event = replace(event, detail=detail)
+    def _notify(self, event: FoldProgress) -> FoldProgress:
+        """Send `event` as a person reads it (chat/numbering.py `told`): the job named by its
+        kind and range in message numbers, never by its store id, and its detail (what landed,
+        why it failed) naming messages as the chat numbers them; the job's stored error keeps
+        the store ids it was written with. Returns what was sent."""
+        with contextlib.suppress(StoreError):
+            event = told(self.store, event)
         self._send(event)
+        return event
 
     async def _sleep_until_due(self) -> None:
         due = self.store.next_fold_due()
@@ -308,8 +315,10 @@ class FoldWorker:
 
     async def _run_one(self, job: StoredFoldJob) -> None:
         self._running = job
+        self._running_label = job.kind.label
         self._started_at = self.clock.monotonic()
-        self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
+        running = self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
+        self._running_label = running.job_label
         renewing = asyncio.create_task(self._renew(job), name=f"kotonia-fold-lease-{job.id}")
         try:
             if job.kind is FoldKind.MAJOR_GC:

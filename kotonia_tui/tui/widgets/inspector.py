@@ -27,11 +27,54 @@ from kotonia_tui.tui.widgets.inspector_sections import (
 from kotonia_tui.tui.widgets.repaint import update_static
 
 
-def job_label(job: FoldJob, memory: MemoryView) -> str:
-    span = ""
-    if job.first_message_id is not None:
-        span = f" {memory.number(job.first_message_id)}–{memory.number(job.last_message_id)}"
-    return f"#{job.id} {job.kind.label}{span}"
+def fold_queue(view: MemoryView, running: tuple[FoldJob, float] | None, now: datetime) -> Content:
+    """The Fold queue section: each open or failed job of the conversation named by its kind
+    and the range it folds as the chat numbers messages ("○ queued chapter #5-#9  due now",
+    `MemoryView.job_label`), never by its store id, which reads as a message number."""
+    lines: list[Content] = []
+    if running is not None and running[0].conversation_id == view.conversation_id:
+        job, elapsed = running
+        lines.append(
+            Content.assemble(
+                ("● running ", "bold $accent"),
+                (view.job_label(job), ""),
+                (f"  {elapsed:.0f} s", "$text-muted"),
+            )
+        )
+    running_id = running[0].id if running is not None else None
+    for job in view.fold_jobs:
+        if job.id == running_id:
+            continue
+        if job.status is FoldStatus.PENDING:
+            wait = (job.not_before - now).total_seconds()
+            when = f"due in {wait:.0f} s" if wait > 1 else "due now"
+            retry = f" · attempt {job.attempts + 1}" if job.attempts else ""
+            lines.append(
+                Content.assemble(
+                    ("○ queued ", "bold"),
+                    (view.job_label(job), ""),
+                    (f"  {when}{retry}", "$text-muted"),
+                )
+            )
+            if job.last_error:
+                lines.append(literal(f"  last error: {job.last_error}", "$warning"))
+        elif job.status is FoldStatus.RUNNING:
+            lines.append(
+                Content.assemble(("● running ", "bold $accent"), (view.job_label(job), ""))
+            )
+        elif job.status is FoldStatus.FAILED:
+            lines.append(
+                Content.assemble(
+                    ("✗ failed ", "bold $error"),
+                    (view.job_label(job), ""),
+                    literal(f"  {job.last_error or ''}", "$error"),
+                )
+            )
+    if view.pending_apply:
+        lines.append(Content.styled("landed memory: applied on the next turn", "bold $warning"))
+    if not lines:
+        lines.append(Content.styled("idle", "italic $text-muted"))
+    return Content("\n").join(lines)
 
 
 def chapter_line(view: ChapterView, memory: MemoryView, now: datetime) -> Content:
@@ -323,52 +366,10 @@ class InspectorPane(VerticalScroll):
         self.query_one("#verbatim", Static).update(Content("\n").join(lines))
 
     def _paint_folds(self, view: MemoryView, running: tuple[FoldJob, float] | None) -> None:
-        lines: list[Content] = []
-        if running is not None and running[0].conversation_id == view.conversation_id:
-            job, elapsed = running
-            lines.append(
-                Content.assemble(
-                    ("● running ", "bold $accent"),
-                    (job_label(job, view), ""),
-                    (f"  {elapsed:.0f} s", "$text-muted"),
-                )
-            )
-        running_id = running[0].id if running is not None else None
-        now = datetime.now(UTC)
-        for job in view.fold_jobs:
-            if job.id == running_id:
-                continue
-            if job.status is FoldStatus.PENDING:
-                wait = (job.not_before - now).total_seconds()
-                when = f"due in {wait:.0f} s" if wait > 1 else "due now"
-                retry = f" · attempt {job.attempts + 1}" if job.attempts else ""
-                lines.append(
-                    Content.assemble(
-                        ("○ queued ", "bold"),
-                        (job_label(job, view), ""),
-                        (f"  {when}{retry}", "$text-muted"),
-                    )
-                )
-                if job.last_error:
-                    lines.append(literal(f"  last error: {job.last_error}", "$warning"))
-            elif job.status is FoldStatus.RUNNING:
-                lines.append(
-                    Content.assemble(("● running ", "bold $accent"), (job_label(job, view), ""))
-                )
-            elif job.status is FoldStatus.FAILED:
-                lines.append(
-                    Content.assemble(
-                        ("✗ failed ", "bold $error"),
-                        (job_label(job, view), ""),
-                        literal(f"  {job.last_error or ''}", "$error"),
-                    )
-                )
-        if view.pending_apply:
-            lines.append(Content.styled("landed memory: applied on the next turn", "bold $warning"))
-        if not lines:
-            lines.append(Content.styled("idle", "italic $text-muted"))
         # Called every second while a fold runs: no screen layout unless the lines change.
-        update_static(self.query_one("#folds", Static), Content("\n").join(lines))
+        update_static(
+            self.query_one("#folds", Static), fold_queue(view, running, datetime.now(UTC))
+        )
 
     def _paint_chapters(self, view: MemoryView, now: datetime) -> None:
         chapters = [c for c in view.chapters if c.chapter.superseded_by is None]
