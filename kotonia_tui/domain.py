@@ -314,7 +314,9 @@ class LedgerEntry(BaseModel):
     """One append-only entry of a conversation's ledger, written by a chapter.
 
     An entry is never rewritten: a later chapter ends it (resolved or superseded), and it then
-    leaves the prompt but stays in the store ("valid from chapter N to chapter M").
+    leaves the prompt but stays in the store (shown "valid from #1-#4 to #5-#9": the chapters
+    that wrote and ended it, by their ranges in message numbers, chat/numbering.py
+    `chapter_span`; `chapter_id` and `ended_by_chapter_id` hold their store ids).
     """
 
     id: int | None = None

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from kotonia_tui.chat.chat_settings import TurnSettings
 from kotonia_tui.chat.lore import LoreTurn
-from kotonia_tui.chat.numbering import chapter_span, job_label
+from kotonia_tui.chat.numbering import Span, chapter_span, job_label
 from kotonia_tui.domain import (
     Chapter,
     FoldJob,
@@ -97,8 +97,9 @@ class MemoryView:
     # the UI numbers messages per conversation, the store numbers them across all of them.
     numbers: dict[int, int] = field(default_factory=dict)
     # The chapters listed above and those the ledger names (written or ended by, refolded or
-    # in the synopsis since) -> the numbers of their first and last messages, as `numbers`.
-    chapter_numbers: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # in the synopsis since) -> the numbers of their first and last messages, as `numbers`
+    # (chat/numbering.py `range_numbers`: () when none of its messages is left).
+    chapter_numbers: dict[int, Span] = field(default_factory=dict)
 
     def number(self, message_id: int | None) -> str:
         """ "#N" for a message id, N counted within the conversation."""
@@ -108,7 +109,8 @@ class MemoryView:
 
     def chapter_span(self, chapter_id: int | None) -> str:
         """ "#309-#316": a chapter by its messages' numbers (chat/numbering.py), as the user
-        knows it; a chapter id it does not hold reads as words, never as a number."""
+        knows it; a chapter id it does not hold, or one with no message left, reads as words,
+        never as a number."""
         return chapter_span(
             self.chapter_numbers.get(chapter_id) if chapter_id is not None else None
         )

@@ -20,7 +20,13 @@ from collections import Counter
 from typing import Any
 
 from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
-from kotonia_tui.chat.numbering import chapter_numbers, chapter_span, numbering, row_texts
+from kotonia_tui.chat.numbering import (
+    chapter_numbers,
+    chapter_span,
+    numbering,
+    range_ends,
+    row_texts,
+)
 from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
 from kotonia_tui.store import Store
 
@@ -75,8 +81,10 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     ranges = {c.id: (c.first_message_id, c.last_message_id) for c in chapters}
     named = {i for e in ledger for i in (e.chapter_id, e.ended_by_chapter_id) if i is not None}
     ranges |= store.chapter_ranges(conv_id, named - ranges.keys())
+    # A range is numbered from the message before its first (chat/numbering.py `range_ends`:
+    # its first may have been deleted since).
     mentioned = [i for e in ledger for i in e.evidence]
-    mentioned += [i for span in ranges.values() for i in span]
+    mentioned += [i for span in ranges.values() for i in range_ends(*span)]
     if synopsis is not None:
         mentioned.append(synopsis.through_message_id)
     numbers = store.message_numbers(conv_id, mentioned)
@@ -86,6 +94,10 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
         found = spans.get(chapter_id) if chapter_id is not None else None
         return list(found) if found is not None else None
 
+    def ends(chapter_id: int | None) -> tuple[int | None, int | None]:
+        found = span(chapter_id)
+        return (found[0], found[1]) if found else (None, None)
+
     return {
         "conversation": conv_id,
         "applies_on_next_turn": landed,
@@ -93,7 +105,8 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
             _entry(e)
             | {
                 "evidence_numbers": [numbers[i] for i in e.evidence],
-                # The chapters' ranges in message numbers (null: no such chapter stored).
+                # The chapters' ranges in message numbers (null: no such chapter stored; []:
+                # none of its messages is left).
                 "valid_from_numbers": span(e.chapter_id),
                 "valid_to_numbers": span(e.ended_by_chapter_id),
                 "live": e.id in live_ids,
@@ -120,8 +133,9 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
                 "id": c.id,
                 "first_message_id": c.first_message_id,
                 "last_message_id": c.last_message_id,
-                "first_message_number": numbers[c.first_message_id],
-                "last_message_number": numbers[c.last_message_id],
+                # Null both when none of its messages is left.
+                "first_message_number": ends(c.id)[0],
+                "last_message_number": ends(c.id)[1],
                 "story_time": c.story_time,
                 "tokens": c.tokens,
                 "text": c.text,
@@ -187,9 +201,10 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
         told = "structured" if c["structure"] is not None else "prose"
         kind = "quoted" if c["quoted"] else told
         first, last = c["first_message_number"], c["last_message_number"]
+        span = chapter_span((first, last) if first is not None else ())
         # Its in-story time, as the memory block heads it.
         when = f", in-story time: {c['story_time']}" if c["story_time"] else ""
-        lines.append(f"  chapter {chapter_span((first, last))} ({kind}){when}")
+        lines.append(f"  chapter {span} ({kind}){when}")
         if c["quoted"] and c["note"]:
             lines.append(f"    ({c['note']})")
         lines.extend(f"    {line}" for line in c["text"].splitlines())

@@ -14,6 +14,7 @@ its source, and reads as a message number. So is a fold job, by its kind and the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +27,9 @@ from kotonia_tui.domain import (
     StoredSynopsis,
 )
 from kotonia_tui.memory.numbering import referenced_ids, renumber
-from kotonia_tui.store import Store
+from kotonia_tui.store import Store, StoreError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,67 +104,101 @@ def numbered(store: Store, conv_id: int, text: str) -> str:
 
 # Said for a chapter id that names no chapter of the conversation (`chapter_ranges` found none).
 NO_CHAPTER = "a chapter no longer stored"
+# Said for a range none of whose messages is left (all deleted): it has no first or last number.
+NO_MESSAGES = "(no messages left)"
+
+# A range in message numbers: its first and last messages' numbers, or () when no message of
+# the conversation is left in it (`range_numbers`).
+Span = tuple[int, int] | tuple[()]
 
 
 def chapter_span(numbers: Sequence[int] | None) -> str:
     """A chapter as a person knows it: its range as the chat numbers it, "#309-#316" (its first
-    and last messages' numbers); `NO_CHAPTER` for None."""
+    and last messages' numbers); `NO_MESSAGES` for an empty one (no message left in it: never
+    "#0" nor a range of a message that is not there), `NO_CHAPTER` for None."""
     if numbers is None:
         return NO_CHAPTER
+    if not numbers:
+        return NO_MESSAGES
     first, last = numbers
     return f"#{first}-#{last}"
 
 
+def range_ends(first_id: int, last_id: int) -> tuple[int, int]:
+    """The ids whose `Store.message_numbers` name the range of message ids `first_id` to
+    `last_id` (`range_numbers`): the one before its first, and its last.
+
+    A range (a chapter's, a fold job's) holds the conversation's messages whose ids run from its
+    first to its last, and its first need not be one of them: it may have been deleted since
+    (the chapter goes stale and is folded again, its range unchanged), and the rest of a range
+    too large for one call is queued from the id after the chapter's last, which may be another
+    conversation's message (ids interleave when the user goes between chats).
+    `message_numbers` counts the conversation's messages up to any id, so looking the first id
+    up would give the message before the range when it is no longer a message of it; the one
+    before the first counts exactly those before the range."""
+    return first_id - 1, last_id
+
+
+def range_numbers(first_id: int, last_id: int, numbers: Mapping[int, int]) -> Span:
+    """The range of message ids `first_id` to `last_id` in the numbers the chat shows: those of
+    its first and last messages still stored, or () when none is left. `numbers` holds the
+    `Store.message_numbers` of its `range_ends` (a KeyError otherwise: `numbered_range`)."""
+    before, last = (numbers[i] for i in range_ends(first_id, last_id))
+    return (before + 1, last) if before < last else ()
+
+
+def numbered_range(first_id: int, last_id: int, numbers: Mapping[int, int]) -> Span | None:
+    """`range_numbers`, or None when `numbers` does not hold its ends (read before the range
+    was known): such a range is not said, never shown as ids that look like numbers."""
+    if any(i not in numbers for i in range_ends(first_id, last_id)):
+        return None
+    return range_numbers(first_id, last_id, numbers)
+
+
 def chapter_numbers(
     ranges: Mapping[int, tuple[int, int]], numbers: Mapping[int, int]
-) -> dict[int, tuple[int, int]]:
+) -> dict[int, Span]:
     """Each chapter of `ranges` (chapter id -> its first and last message ids) by its messages'
-    `numbers` (`Store.message_numbers` of those ids); one whose ends are not numbered is left
-    out, so it reads as `NO_CHAPTER` rather than as ids that look like numbers."""
+    numbers (`range_numbers`; `numbers`: `Store.message_numbers` of their `range_ends`); one
+    whose ends are not numbered is left out, so it reads as `NO_CHAPTER` rather than as ids
+    that look like numbers."""
     return {
-        chapter_id: (numbers[first], numbers[last])
+        chapter_id: span
         for chapter_id, (first, last) in ranges.items()
-        if first in numbers and last in numbers
+        if (span := numbered_range(first, last, numbers)) is not None
     }
 
 
-def numbered_chapters(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+def numbered_chapters(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, Span]:
     """The chapters `ids` of conversation `conv_id` by their messages' numbers (two reads); an
     id of no chapter of it is left out."""
     ranges = store.chapter_ranges(conv_id, ids)
-    ends = [i for span in ranges.values() for i in span]
+    ends = [i for span in ranges.values() for i in range_ends(*span)]
     return chapter_numbers(ranges, store.message_numbers(conv_id, ends) if ends else {})
 
 
 def job_ends(job: FoldJob) -> tuple[int, int] | None:
-    """The ids whose `Store.message_numbers` name `job`'s range (`job_label`): the one before
-    its first, and its last; None for a job with no range (a major fold).
-
-    A job folds the conversation's messages whose ids run from its first to its last, and its
-    first need not be one of them: the rest of a range too large for one call is queued from
-    the id after the chapter's last, which may be another conversation's message (ids
-    interleave when the user goes between chats) or a deleted one. `message_numbers` counts
-    the conversation's messages up to an id, so the one before the first counts those before
-    the range."""
+    """The ids whose `Store.message_numbers` name `job`'s range (`job_label`): its
+    `range_ends`; None for a job with no range (a major fold)."""
     if job.first_message_id is None or job.last_message_id is None:
         return None
-    return job.first_message_id - 1, job.last_message_id
+    return range_ends(job.first_message_id, job.last_message_id)
 
 
 def job_label(job: FoldJob, numbers: Mapping[int, int]) -> str:
     """A fold job as a person knows it: its kind and the range it folds, numbered as the chat
-    numbers messages, "chapter #5-#9" or "refold #36-#38"; a major fold has no range (it takes
-    the oldest chapters when it runs), so "major fold". `numbers`: `Store.message_numbers` of
-    `job_ends` (among others). Never its store id, which reads as a message number (and no
-    command takes it). A range `numbers` cannot name (a view read before the job was queued,
-    or no message of the conversation left in it) is not said: the kind alone."""
-    ends = job_ends(job)
-    if ends is None or ends[0] not in numbers or ends[1] not in numbers:
+    numbers messages, "chapter #5-#9" or "refold #36-#38" (`range_numbers`, as a chapter's);
+    "refold (no messages left)" when every message of it was deleted; a major fold has no
+    range (it takes the oldest chapters when it runs), so "major fold". `numbers`:
+    `Store.message_numbers` of `job_ends` (among others). Never its store id, which reads as a
+    message number (and no command takes it). A range `numbers` cannot name (a view read
+    before the job was queued) is not said: the kind alone."""
+    if job.first_message_id is None or job.last_message_id is None:
         return job.kind.label
-    first, last = numbers[ends[0]] + 1, numbers[ends[1]]
-    if first > last:
+    span = numbered_range(job.first_message_id, job.last_message_id, numbers)
+    if span is None:
         return job.kind.label
-    return f"{job.kind.label} {chapter_span((first, last))}"
+    return f"{job.kind.label} {chapter_span(span)}"
 
 
 def job_numbers(store: Store, conv_id: int, jobs: Iterable[FoldJob]) -> dict[int, int]:
@@ -173,7 +210,13 @@ def job_numbers(store: Store, conv_id: int, jobs: Iterable[FoldJob]) -> dict[int
 def told(store: Store, event: FoldProgress) -> FoldProgress:
     """`event` as a person reads it: the job named by `job_label`, and its detail (what
     landed, why it failed) naming messages as the chat numbers them (the job's stored error
-    keeps the store ids it was written with)."""
+    keeps the store ids it was written with). A store that cannot be read (a StoreError) leaves
+    `event` as it is, its job named by its kind alone (`FoldProgress.job_label`): telling of a
+    fold never fails the turn, the deletion or the job that sends it."""
     conv_id = event.conversation_id
-    label = job_label(event.job, job_numbers(store, conv_id, [event.job]))
-    return replace(event, label=label, detail=numbered(store, conv_id, event.detail))
+    try:
+        label = job_label(event.job, job_numbers(store, conv_id, [event.job]))
+        return replace(event, label=label, detail=numbered(store, conv_id, event.detail))
+    except StoreError as exc:
+        log.warning("conversation %s: a fold told by its kind alone: %s", conv_id, exc)
+        return event

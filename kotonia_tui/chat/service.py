@@ -48,10 +48,13 @@ from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.managing import ConversationManager
 from kotonia_tui.chat.numbering import (
     chapter_numbers,
+    chapter_span,
     job_ends,
     job_label,
     job_numbers,
     numbering,
+    range_ends,
+    range_numbers,
     row_texts,
     told,
 )
@@ -565,13 +568,14 @@ class ChatService:
             # done and neither releases nor runs it again.
             self.worker.stop_jobs(job.id for job in jobs)
             if stored:
-                ends = stored[0].first_message_id, stored[-1].last_message_id
-                numbers = self.store.message_numbers(conv_id, ends)
-                first, last = (numbers.get(i, i) for i in ends)
+                # Numbered as a chapter's range is (its first may be no message of this chat).
+                first, last = stored[0].first_message_id, stored[-1].last_message_id
+                numbers = self.store.message_numbers(conv_id, range_ends(first, last))
+                span = chapter_span(range_numbers(first, last, numbers))
                 self._emit(
                     MemoryNotice(
                         conv_id,
-                        f"messages #{first}-#{last} are quoted in the memory for now; the "
+                        f"messages {span} are quoted in the memory for now; the "
                         "chronicler's chapters replace the quotes in the background",
                     )
                 )
@@ -808,9 +812,15 @@ class ChatService:
         """Delete a message (undo brings it back this session); a chapter covering it is
         folded again without it."""
         message = self.store.get_message(message_id)
-        self._refold_if_folded(message)
+        conv_id = message.conversation_id
+        # The refold is stored before the message goes (if the deletion fails, the message
+        # stays and its range is folded again as it is: nothing is lost), and told after it,
+        # so it is named by the numbers the chat shows once the message is gone.
+        queued = self._queue_refolds(message)
         self.store.delete_message(message_id)
         self._deleted.append(message)
+        self.worker.renumber(conv_id)
+        self._tell_refolds(conv_id, queued)
 
     def can_undo_delete(self, conv_id: int) -> bool:
         return any(m.conversation_id == conv_id for m in self._deleted)
@@ -821,6 +831,7 @@ class ChatService:
         for index in range(len(self._deleted) - 1, -1, -1):
             if self._deleted[index].conversation_id == conv_id:
                 restored = self.store.restore_message(self._deleted.pop(index))
+                self.worker.renumber(conv_id)
                 self._refold_if_folded(restored)
                 return restored
         return None
@@ -828,24 +839,37 @@ class ChatService:
     def _refold_if_folded(self, message: StoredMessage) -> None:
         """An edit inside a folded range marks its chapter stale and re-folds that range only;
         the refold is prewarmed when it lands (the user is in this conversation)."""
+        self._tell_refolds(message.conversation_id, self._queue_refolds(message))
+
+    def _queue_refolds(self, message: StoredMessage) -> list[StoredFoldJob]:
+        """Mark the chapters whose range holds `message` stale and queue a refold of each range
+        (stored, not yet told: `_tell_refolds`); the refolds queued."""
         conv_id = message.conversation_id
         self._active_conv = conv_id
         self.semantic.wake()  # the changed text needs a new vector
-        stale = self.store.mark_chapters_stale(conv_id, message.id)
-        for chapter_id in stale:
+        queued = []
+        for chapter_id in self.store.mark_chapters_stale(conv_id, message.id):
             chapter = self.store.get_chapter(chapter_id)
-            job = self.store.enqueue_fold(
-                FoldJob(
-                    conversation_id=conv_id,
-                    kind=FoldKind.REFOLD,
-                    first_message_id=chapter.first_message_id,
-                    last_message_id=chapter.last_message_id,
-                    not_before=self.clock.now(),
+            queued.append(
+                self.store.enqueue_fold(
+                    FoldJob(
+                        conversation_id=conv_id,
+                        kind=FoldKind.REFOLD,
+                        first_message_id=chapter.first_message_id,
+                        last_message_id=chapter.last_message_id,
+                        not_before=self.clock.now(),
+                    )
                 )
             )
-            queued = FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
-            self._emit(told(self.store, queued))
-        if stale:
+        return queued
+
+    def _tell_refolds(self, conv_id: int, queued: Sequence[StoredFoldJob]) -> None:
+        """Say that the refolds `queued` are queued, each named by its range as the chat numbers
+        the messages now (chat/numbering.py `told`), and wake the worker for them."""
+        for job in queued:
+            event = FoldProgress(conv_id, job, FoldState.QUEUED, "an edit inside a folded chapter")
+            self._emit(told(self.store, event))
+        if queued:
             self.worker.wake()
 
     # ---- inspection -----------------------------------------------------------------------
@@ -917,7 +941,9 @@ class ChatService:
         ranges |= self.store.chapter_ranges(conv_id, named - ranges.keys())
         mentioned = [
             *(i for e in ledger for i in e.evidence),
-            *(i for span in ranges.values() for i in span),
+            # What names the chapters' ranges (`MemoryView.chapter_span`): as a job's, the
+            # message before each first (a first deleted since is no message to look up).
+            *(i for span in ranges.values() for i in range_ends(*span)),
             state.forced_cut_through_id,
             window[0].id if window else None,
             applied_synopsis.through_message_id if applied_synopsis else None,

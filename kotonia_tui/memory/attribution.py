@@ -45,9 +45,10 @@ class SpeakerMemory:
 class CastMemory:
     speakers: list[SpeakerMemory]
     prose_chapters: int  # chapters with no structure: nothing in them names its lines
-    # The items' chapters -> the numbers of their first and last messages in the conversation
-    # (the page names a chapter so, as the inspector does: chat/numbering.py).
-    chapter_numbers: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    # The items' chapters -> the numbers of their first and last messages in the conversation,
+    # () when none is left (the page names a chapter so, as the inspector does:
+    # chat/numbering.py).
+    chapter_numbers: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def chapter_items(chapter: StoredChapter) -> list[Attributed]:
@@ -74,7 +75,7 @@ def cast_memory(
     chapters: Sequence[StoredChapter],
     ledger: Sequence[StoredLedgerEntry],
     cited: Mapping[int, StoredMessage],
-    chapter_numbers: Mapping[int, tuple[int, int]] | None = None,
+    chapter_numbers: Mapping[int, tuple[int, ...]] | None = None,
 ) -> CastMemory:
     """Each of `names` (the cast, in its order) and the `player`, with the items resting on
     their lines; `cited` holds the messages the items cite (a deleted one is missing, and its

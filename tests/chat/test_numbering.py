@@ -11,12 +11,17 @@ the ids. Fake engine: only the store, the memory and the prompt count here.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import re
+import sys
 from datetime import timedelta
 
+import pytest
+
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
-from kotonia_tui.chat.numbering import numbered, told
+from kotonia_tui.chat.numbering import NO_MESSAGES, numbered, told
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.cli import main
 from kotonia_tui.cli.chat import _print_event
@@ -25,16 +30,22 @@ from kotonia_tui.domain import (
     ChapterOrigin,
     FoldJob,
     FoldKind,
+    LedgerEnd,
+    LedgerEnding,
     LedgerKind,
     Message,
+    NewChapter,
     Role,
     StoredMessage,
     utcnow,
 )
+from kotonia_tui.engine import Slot
 from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.extract import extract_passages, message_passages
+from kotonia_tui.store import StoreError
 from kotonia_tui.tui.app import fold_status
-from kotonia_tui.tui.widgets.inspector import fold_queue
+from kotonia_tui.tui.screens.dialogs import chapter_page
+from kotonia_tui.tui.widgets.inspector import chapter_line, fold_queue, ledger_line
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
 from tests.scripted_chapters import ledger_entry
@@ -340,3 +351,249 @@ async def test_a_branch_numbers_its_memory_as_the_original_does(make_fake_servic
     assert (await again.wait()).error is None
     assert not again.prepared.plan.apply_landed  # the copied block, as the original's
     assert _memory_message(again.prepared.request.messages) == memory
+
+
+# ---- a range whose first message was deleted --------------------------------------------------
+
+
+def _chapter(conv_id: int, first: int, last: int, text: str) -> Chapter:
+    return Chapter(conversation_id=conv_id, first_message_id=first, last_message_id=last, text=text)
+
+
+async def _three_chapters(service, key: str) -> int:
+    """The store's first conversation: the greeting and 11 lines, ids 1-12 (its numbers too),
+    folded as a fold stores them into A (ids 1-5), B (6-10) and C (11-12). A writes a fact and
+    a thread, B resolves the thread and writes a rule that cites two messages."""
+    card = service.library.get(key)
+    conv = service.new_conversation(card)
+    user, char = service.persona.name, service.setup_for(card).display_name
+    lines = [
+        Message(
+            role=Role.USER if k % 2 == 0 else Role.CHARACTER,
+            speaker=user if k % 2 == 0 else char,
+            text=f"Line {k + 2}.",
+        )
+        for k in range(11)
+    ]
+    store = service.store
+    assert store.add_messages(conv.id, lines) == list(range(2, 13))
+    assert [m.id for m in store.messages_between(conv.id, 0, 10**9)] == list(range(1, 13))
+    fact = ledger_entry(conv.id, LedgerKind.USER_FACT, "Mia lands on the 14th", 2, subject=user)
+    thread = ledger_entry(conv.id, LedgerKind.THREAD, "Whether the east lamp is lit", 3)
+    store.store_chapter(_chapter(conv.id, 1, 5, "- They met. (#2)"), [fact, thread])
+    (open_thread,) = store.ledger(conv.id)[1:]
+    store.store_chapter(
+        _chapter(conv.id, 6, 10, "- The lamp was lit. (#7)"),
+        [ledger_entry(conv.id, LedgerKind.CONSTRAINT, "Ask before the ferry", 7, 9)],
+        [LedgerEnding(open_thread.id, LedgerEnd.RESOLVED, "lit at dawn")],
+    )
+    store.store_chapter(_chapter(conv.id, 11, 12, "- The ferry left. (#12)"), [])
+    return conv.id
+
+
+async def test_a_range_whose_first_message_was_deleted_is_numbered_by_the_messages_left(
+    make_fake_service, capsys
+):
+    """`Store.message_numbers` counts the messages up to an id, so a chapter whose first
+    message was deleted was numbered from the message before it: with the conversation's very
+    first message and B's first deleted, A (ids 1-5) read "#0-#4" and B (6-10) "#4-#8",
+    overlapping A, in the inspector's Chapters and Ledger, a chapter's page and `kotonia
+    memory`; a chapter whose every message was deleted "#8-#8"; a superseded chapter's entry
+    "#0-#4 to #1-#4" for good. Each range is now numbered from the count before its first (as
+    a fold job's): A is #1-#4 (ids 2-5), B #5-#8, and C (ids 11-12, both deleted) has no
+    message left and says so in words. Fake engine, the worker paused (the refolds the
+    deletions queue stay queued): only the store and the numbering count."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    service.worker.pause()
+    conv_id = await _three_chapters(service, key)
+    store = service.store
+    for message_id in (1, 6, 11, 12):  # as a user deletes them: the chapters go stale
+        service.delete_message(message_id)
+    view = service.memory_view(conv_id)
+    a, b, c = (v.chapter for v in view.chapters)
+    assert [(x.first_message_id, x.last_message_id, x.stale) for x in (a, b, c)] == [
+        (1, 5, True),
+        (6, 10, True),
+        (11, 12, True),
+    ]
+
+    # The inspector's Chapters, and a chapter's page.
+    listed = [chapter_line(v, view, utcnow()).plain for v in view.chapters]
+    assert listed[0].startswith("#1-#4 · ") and listed[1].startswith("#5-#8 · ")
+    assert listed[2].startswith(f"{NO_MESSAGES} · ")
+    pages = [chapter_page(x, service.chapter_source(x.id), True, view, 1) for x in (a, c)]
+    assert pages[0].page_title == "Chapter #1-#4"
+    assert pages[0].blocks[0].plain.startswith("messages #1-#4 (4 messages) · ")
+    assert pages[1].page_title == f"Chapter {NO_MESSAGES}"
+    assert pages[1].blocks[0].plain.startswith(f"messages {NO_MESSAGES} · ")
+
+    # The inspector's Ledger: each entry's chapters by their ranges, its evidence numbered.
+    ledger = {e.label[0]: ledger_line(e, view).plain for e in view.ledger}
+    assert "user fact · #1 · from #1-#4 · next turn" in ledger["F"]
+    assert "thread · #2 · #1-#4 to #5-#8, resolved" in ledger["T"]
+    assert "rule · #5 #7 · from #5-#8" in ledger["C"]
+
+    # `kotonia memory`, text and JSON.
+    assert main(["--db", str(store.path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert "  Mia lands on the 14th  #1  from #1-#4  " in out
+    assert "#2  from #1-#4 to #5-#8 (resolved)" in out
+    assert "#5 #7  from #5-#8" in out
+    assert "  chapter #1-#4 (prose)\n" in out and "  chapter #5-#8 (prose)\n" in out
+    assert f"  chapter {NO_MESSAGES} (prose)\n" in out
+    assert main(["--db", str(store.path), "memory", str(conv_id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [
+        (ch["first_message_number"], ch["last_message_number"]) for ch in report["chapters"]
+    ] == [(1, 4), (5, 8), (None, None)]
+    assert [(e["valid_from_numbers"], e["valid_to_numbers"]) for e in report["ledger"]] == [
+        ([1, 4], None),
+        ([1, 4], [5, 8]),
+        ([5, 8], None),
+    ]
+
+    # The refold lands (as a fold stores it, from the messages left): the entries A wrote end,
+    # superseded, and still name A by its range.
+    kept = store.messages_between(conv_id, 1, 5)
+    store.store_refold([a.id], [NewChapter(_chapter(conv_id, kept[0].id, kept[-1].id, "Again."))])
+    view = service.memory_view(conv_id)
+    (fact,) = [e for e in view.ledger if e.kind is LedgerKind.USER_FACT]
+    superseded = ledger_line(fact, view).plain
+    assert "#1-#4 to #1-#4, superseded" in superseded
+    assert main(["--db", str(store.path), "memory", str(conv_id)]) == 0
+    after = capsys.readouterr().out
+    assert "from #1-#4 to #1-#4 (superseded)" in after
+
+    shown = "\n".join([*listed, *ledger.values(), superseded, out, after])
+    shown += "\n".join(f"{p.page_title}\n{p.blocks[0].plain}" for p in pages)
+    assert not re.search(r"#0(?![0-9])", shown)
+    assert "#4-#8" not in shown and "#8-#8" not in shown  # B over A; C's non-range
+
+
+async def test_a_refold_is_told_by_the_numbers_the_chat_shows_once_the_message_is_gone(
+    make_fake_service,
+):
+    """A deletion's refold was told before the message was deleted, so by the numbers its
+    range had with the message ("refold #1-#5 queued", then "refold #1-#4 running"); and the
+    running job's label, read once when it started, kept numbers a later deletion changed
+    (the status line shows it every second). Now the refold is told once the message is gone,
+    and a deletion in the running job's conversation names it again. Fake engine: the
+    chronicler's calls are held while the running job is looked at."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted(CHAPTER))
+    service.engine.hold(lambda request: request.slot is Slot.FOLD)
+    events: list[ServiceEvent] = []
+    service.subscribe(events.append)
+    conv_id = await _three_chapters(service, key)
+
+    def told_of(state: FoldState) -> list[FoldProgress]:
+        return [e for e in events if isinstance(e, FoldProgress) and e.state is state]
+
+    service.delete_message(1)  # A (ids 1-5) keeps ids 2-5: #1-#4
+    (queued,) = told_of(FoldState.QUEUED)
+    assert fold_status(queued).plain == "◔ refold #1-#4 queued"
+    printed = io.StringIO()
+    _print_event(queued, printed)
+    assert printed.getvalue() == "fold: refold #1-#4 queued: an edit inside a folded chapter\n"
+    for _ in range(500):  # until the worker runs it (its chronicler call held)
+        if service.worker.running is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert service.worker.running is not None
+    assert service.worker.running_label == "refold #1-#4"
+    assert [e.label for e in told_of(FoldState.RUNNING)] == ["refold #1-#4"]
+
+    # Another message of A goes while its refold runs: the same job, told and shown running
+    # by the numbers left (ids 2, 4, 5).
+    service.delete_message(3)
+    assert fold_status(told_of(FoldState.QUEUED)[-1]).plain == "◔ refold #1-#3 queued"
+    assert service.worker.running_label == "refold #1-#3"
+    running = fold_queue(service.memory_view(conv_id), service.worker.running, utcnow())
+    assert running.plain.splitlines()[0].startswith("● running refold #1-#3  ")
+
+    # C (ids 11-12; #9-#10 now) loses one message, then the other: its refold says what is
+    # left.
+    service.delete_message(11)
+    service.delete_message(12)
+    assert [fold_status(e).plain for e in told_of(FoldState.QUEUED)[-2:]] == [
+        "◔ refold #9-#9 queued",
+        f"◔ refold {NO_MESSAGES} queued",
+    ]
+    said = "\n".join(fold_status(e).plain for e in events if isinstance(e, FoldProgress))
+    # Never the numbers a range had before its message went, nor "#0".
+    assert not re.search(r"#1-#5|#9-#10|#0(?![0-9])", said)
+
+    service.engine.release()
+    await service.worker.wait_settled(conv_id)
+    landed = [e.label for e in told_of(FoldState.LANDED)]
+    assert landed[0] == "refold #1-#3"
+
+
+async def test_a_fold_the_store_cannot_number_is_told_by_its_kind(make_fake_service, monkeypatch):
+    """The service named a fold job bare (the worker guarded it): a store read that failed
+    while numbering the job's range failed the turn that queued it, or stopped a deletion
+    half-way (its chapter stale and a refold queued, the message not deleted, nothing to
+    undo). Now the event goes out with the job's kind alone, as the worker's does, and the
+    turn and the deletion go through. Fake engine: only the service's steps count."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    service.worker.pause()
+    events: list[ServiceEvent] = []
+    service.subscribe(events.append)
+    store = service.store
+    reads = store.message_numbers
+
+    def numbers(conv_id: int, ids):
+        # The read that names a fold job's range fails (a damaged page, a locked file).
+        if sys._getframe(1).f_code.co_name == "job_numbers":
+            raise StoreError("database disk image is malformed")
+        return reads(conv_id, ids)
+
+    monkeypatch.setattr(store, "message_numbers", numbers)
+
+    def queued() -> list[str]:
+        return [
+            fold_status(e).plain
+            for e in events
+            if isinstance(e, FoldProgress) and e.state is FoldState.QUEUED
+        ]
+
+    conv_id = await _three_chapters(service, key)
+    service.delete_message(3)
+    assert queued() == ["◔ refold queued"]
+    assert 3 not in [m.id for m in store.messages_between(conv_id, 0, 10**9)]
+    assert service.can_undo_delete(conv_id)
+
+    conv = service.new_conversation(service.library.get(key))
+    await chat_until(service, conv.id, lambda turn: turn.prepared.queued is not None)
+    assert queued()[-1] == "◔ chapter queued"  # and the turn went through (chat_until)
+
+
+async def test_a_deletion_that_fails_keeps_the_message_and_tells_no_refold(
+    make_fake_service, monkeypatch
+):
+    """The refold is told after the deletion, but still stored before it: a deletion the store
+    refuses leaves the message where it was, its chapter stale with a refold queued (folded
+    again as it is: nothing lost), and says nothing of a refold yet (the worker tells it when
+    it runs). Fake engine, the worker paused."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    service.worker.pause()
+    events: list[ServiceEvent] = []
+    service.subscribe(events.append)
+    conv_id = await _three_chapters(service, key)
+    store = service.store
+
+    def refused(_message_id: int) -> None:
+        raise StoreError("database is locked")
+
+    monkeypatch.setattr(store, "delete_message", refused)
+    with pytest.raises(StoreError):
+        service.delete_message(6)
+    assert 6 in [m.id for m in store.messages_between(conv_id, 0, 10**9)]
+    assert not service.can_undo_delete(conv_id)
+    assert [(j.kind, j.first_message_id) for j in service.open_folds(conv_id)] == [
+        (FoldKind.REFOLD, 6)
+    ]
+    assert not [e for e in events if isinstance(e, FoldProgress)]

@@ -310,17 +310,22 @@ async def test_the_turn_at_the_ceiling_waits_for_the_fold_instead_of_cutting(mak
     assert service.store.memory_state(conv_id).forced_cuts == 0
     # Said by what they fold: "waiting for chapter #1-#12 before this turn, ...", and each
     # job's events (queued, running, landed) name it the same way.
+    # The expected range is that of the messages the job folds, read from the store: its
+    # first and last messages' numbers in the chat (the job's first id need not be one).
     store = service.store
+
+    def label(job) -> str:
+        if job.first_message_id is None or job.last_message_id is None:
+            return job.kind.label
+        held = store.messages_between(conv_id, job.first_message_id, job.last_message_id)
+        first, last = held[0].id, held[-1].id
+        numbers = store.message_numbers(conv_id, [first, last])
+        assert numbers[first] != first  # the premise: its ids are not its numbers
+        return f"{job.kind.label} #{numbers[first]}-#{numbers[last]}"
+
     waited = [store.get_fold(i) for i in waits[0].job_ids]
-    ends = [i for j in waited for i in (j.first_message_id, j.last_message_id) if i is not None]
-    numbers = store.message_numbers(conv_id, ends)
-    assert all(numbers[i] != i for i in ends)  # the premise: its ids are not its numbers
-    labels = [
-        f"{j.kind.label} #{numbers[j.first_message_id]}-#{numbers[j.last_message_id]}"
-        if j.first_message_id is not None and j.last_message_id is not None
-        else j.kind.label
-        for j in waited
-    ]
+    labels = [label(j) for j in waited]
+    assert labels[0].startswith("chapter #1-#")  # the conversation's first messages
     assert waits[0].text.startswith(f"waiting for {', '.join(labels)} before this turn, ")
     progress = [e for e in events if isinstance(e, FoldProgress) and e.job.id == waited[0].id]
     assert {e.state for e in progress} >= {FoldState.QUEUED, FoldState.RUNNING, FoldState.LANDED}

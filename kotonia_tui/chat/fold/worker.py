@@ -38,7 +38,7 @@ from kotonia_tui.chat.fold.wait import (
     WaitEnd,
     WaitProgress,
 )
-from kotonia_tui.chat.numbering import told
+from kotonia_tui.chat.numbering import job_label, job_numbers, told
 from kotonia_tui.config import Settings
 from kotonia_tui.domain import FoldKind, FoldStatus, StoredFoldJob
 from kotonia_tui.engine import (
@@ -165,8 +165,20 @@ class FoldWorker:
     @property
     def running_label(self) -> str:
         """The running job as its events name it ("chapter #5-#9"; chat/numbering.py
-        `job_label`), read once when it started; "" when none runs."""
+        `job_label`), read when it started and again when a message of its conversation is
+        deleted or restored (`renumber`); "" when none runs."""
         return self._running_label if self._running is not None else ""
+
+    def renumber(self, conv_id: int) -> None:
+        """A message of conversation `conv_id` was deleted or restored, so the numbers after it
+        moved: the running job's label, if it is that conversation's, is read again (the app's
+        status line shows it every second while the job runs). A store that cannot be read
+        keeps the label it has."""
+        job = self._running
+        if job is None or job.conversation_id != conv_id:
+            return
+        with contextlib.suppress(StoreError):
+            self._running_label = job_label(job, job_numbers(self.store, conv_id, [job]))
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no job is due or running (a script waits for the memory to settle)."""
@@ -298,9 +310,9 @@ class FoldWorker:
         """Send `event` as a person reads it (chat/numbering.py `told`): the job named by its
         kind and range in message numbers, never by its store id, and its detail (what landed,
         why it failed) naming messages as the chat numbers them; the job's stored error keeps
-        the store ids it was written with. Returns what was sent."""
-        with contextlib.suppress(StoreError):
-            event = told(self.store, event)
+        the store ids it was written with (a store that cannot be read: the job by its kind
+        alone). Returns what was sent."""
+        event = told(self.store, event)
         self._send(event)
         return event
 

@@ -14,7 +14,7 @@ from kotonia_tui.tui.screens.dialogs import TextScreen
 
 
 def _item(
-    item: Attributed, numbers: dict[int, int], chapters: Mapping[int, tuple[int, int]]
+    item: Attributed, numbers: dict[int, int], chapters: Mapping[int, tuple[int, ...]]
 ) -> Content:
     where = " ".join(f"#{numbers.get(i, i)}" for i in item.evidence) or "no message"
     source = "ledger"
@@ -31,7 +31,7 @@ def _item(
 
 
 def speaker_block(
-    speaker: SpeakerMemory, numbers: dict[int, int], chapters: Mapping[int, tuple[int, int]]
+    speaker: SpeakerMemory, numbers: dict[int, int], chapters: Mapping[int, tuple[int, ...]]
 ) -> Content:
     """One speaker: what rests on their lines, then what is said about them elsewhere; each
     item's chapter named by its range in `chapters` (`CastMemory.chapter_numbers`)."""

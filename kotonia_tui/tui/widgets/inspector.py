@@ -151,8 +151,11 @@ def ledger_note(memory: MemoryView) -> Content:
 
 
 class LedgerItem(ListItem):
-    def __init__(self, entry: StoredLedgerEntry, memory: MemoryView) -> None:
-        super().__init__(Label(ledger_line(entry, memory)))
+    def __init__(
+        self, entry: StoredLedgerEntry, memory: MemoryView, line: Content | None = None
+    ) -> None:
+        """`line`: the entry's `ledger_line`, when the caller has it already."""
+        super().__init__(Label(line if line is not None else ledger_line(entry, memory)))
         self.entry = entry
 
 
@@ -408,16 +411,12 @@ class InspectorPane(VerticalScroll):
     def _paint_ledger(self, view: MemoryView) -> None:
         # Live entries first (what the prompt carries), then the ended ones, newest first.
         entries = sorted(view.ledger, key=lambda e: (e.ended_by_chapter_id is not None, -e.id))
+        lines = [ledger_line(e, view) for e in entries]
+        # Repainted when anything shown changes: the whole line as read (every evidence
+        # number, the chapters' ranges, where it stands, its numbered text: a deletion
+        # renumbers any of them), and the texts its page shows in full (the item keeps them).
         key = tuple(
-            (
-                e.id,
-                e.ended_by_chapter_id,
-                view.number(e.evidence[0]) if e.evidence else "",
-                view.chapter_span(e.chapter_id),
-                view.chapter_span(e.ended_by_chapter_id),
-                ledger_place(e, view),
-            )
-            for e in entries
+            (e.id, line.plain, e.text, e.end_note) for e, line in zip(entries, lines, strict=True)
         )
         note = self.query_one("#ledger-empty", Static)
         if entries:
@@ -437,7 +436,7 @@ class InspectorPane(VerticalScroll):
         self._ledger_key = key
         index = listing.index
         listing.clear()
-        listing.extend(LedgerItem(e, view) for e in entries)
+        listing.extend(LedgerItem(e, view, line) for e, line in zip(entries, lines, strict=True))
         if entries:
             listing.index = min(index or 0, len(entries) - 1)  # as the chapters' list
 
