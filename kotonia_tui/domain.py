@@ -213,6 +213,10 @@ class Chapter(BaseModel):
     in_synopsis: bool = False  # folded into the synopsis by a major GC (kept for audit)
     story_time: str | None = None
     superseded_by: int | None = None  # a refold's new chapter; the old one is kept for audit
+    # Every message of its range was deleted (or only notes that are not part of the story
+    # are left): it left the memory with no successor, and the entries it wrote ended with
+    # it; kept for audit. A refold of its range (the deletion undone) supersedes it.
+    retired: bool = False
     # The chronicler's answer as JSON (memory/chapter_schema.py); None for a prose chapter
     # written before structured chapters, which keeps its text and its place in memory.
     structure: str | None = None
@@ -308,6 +312,8 @@ LEDGER_LETTERS = {
 class LedgerEnd(StrEnum):
     RESOLVED = "resolved"  # a thread a later chapter closed
     SUPERSEDED = "superseded"  # a fact or rule a later chapter replaced
+    # Its chapter was retired: the messages it rests on were deleted. Ended by that chapter.
+    RETIRED = "retired"
 
 
 class LedgerEntry(BaseModel):
@@ -316,7 +322,9 @@ class LedgerEntry(BaseModel):
     An entry is never rewritten: a later chapter ends it (resolved or superseded), and it then
     leaves the prompt but stays in the store (shown "valid from #1-#4 to #5-#9": the chapters
     that wrote and ended it, by their ranges in message numbers, chat/numbering.py
-    `chapter_span`; `chapter_id` and `ended_by_chapter_id` hold their store ids).
+    `chapter_span`; `chapter_id` and `ended_by_chapter_id` hold their store ids). An entry
+    whose chapter was retired (its messages deleted) ends with it, `retired`, ended by that
+    same chapter (`retired_with_its_chapter`).
     """
 
     id: int | None = None
@@ -331,6 +339,12 @@ class LedgerEntry(BaseModel):
     end_note: str = ""  # how a thread was resolved
     created_at: datetime = Field(default_factory=utcnow)
     source: LedgerSource = LedgerSource.CHRONICLER
+
+    @property
+    def retired_with_its_chapter(self) -> bool:
+        """Ended because the chapter that wrote it was retired (its messages were deleted),
+        not by a later chapter: shown "from #1-#4, retired", never "#1-#4 to #1-#4"."""
+        return self.end is LedgerEnd.RETIRED
 
     @property
     def quotes_user(self) -> bool:

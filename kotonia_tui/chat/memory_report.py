@@ -27,7 +27,7 @@ from kotonia_tui.chat.numbering import (
     range_ends,
     row_texts,
 )
-from kotonia_tui.domain import FoldStatus, LedgerKind, StoredLedgerEntry
+from kotonia_tui.domain import FoldStatus, LedgerEnd, LedgerKind, StoredLedgerEntry
 from kotonia_tui.store import Store
 
 
@@ -174,7 +174,9 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"ledger: {len(report['ledger'])} entries")
     for e in report["ledger"]:
         valid = f"from {chapter_span(e['valid_from_numbers'])}"
-        if e["valid_to_chapter"] is not None:
+        if e["end"] == LedgerEnd.RETIRED:  # with its chapter: no later chapter ended it
+            valid += f" ({e['end']})"
+        elif e["valid_to_chapter"] is not None:
             valid += f" to {chapter_span(e['valid_to_numbers'])} ({e['end'] or 'ended'})"
         ids = " ".join(f"#{i}" for i in e["evidence_numbers"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""

@@ -4,7 +4,9 @@ carries, built in one place for the turn, the inspector, `kotonia memory` and th
 The prompt repeats the stored memory block (`MemoryState.memory_text`) until a fold lands. When
 one has (a chapter or a synopsis version the prompt does not carry yet), the next turn applies
 the landed memory: the current synopsis, the live chapters and the live ledger fitted to its
-share of the window (`memory/ledger.py` `fit_ledger`, counted by the model). Fitting needs the
+share of the window (`memory/ledger.py` `fit_ledger`, counted by the model). A chapter retired
+since the block was applied (its messages deleted) is in the block still: the next turn applies
+the memory again without it, even when nothing is left to carry. Fitting needs the
 model's token counts, so the builder takes the fit as a function and calls it only when there
 is landed memory to fit; with nothing landed, the stored block is the whole answer.
 """
@@ -32,12 +34,19 @@ class LandedMemory:
     newest_chapter_id: int | None
     synopsis_id: int | None
     covered_through: int  # the last message id it covers (0: none)
+    retired: int = 0  # how many of the conversation's chapters are retired (store.retired_count)
 
     def pending(self, state: MemoryState) -> bool:
-        """Landed memory the prompt does not carry yet (the next turn applies it)."""
-        return not self.block.empty and (
+        """Landed memory the prompt does not carry yet (the next turn applies it). A chapter
+        retired since the prompt's block was applied (`MemoryState.applied_retired` counts
+        those retired before) is in that block: the memory is applied again without it, an
+        empty one too (the block carried only what was retired)."""
+        if self.block.empty:
+            return bool(state.memory_text) and self.retired != state.applied_retired
+        return (
             self.newest_chapter_id != state.applied_chapter_id
             or self.synopsis_id != state.applied_synopsis_id
+            or self.retired != state.applied_retired
         )
 
 
@@ -45,8 +54,10 @@ def landed_memory(
     synopsis: StoredSynopsis | None,
     chapters: Sequence[StoredChapter],
     shown: Sequence[StoredLedgerEntry],
+    retired: int = 0,
 ) -> LandedMemory:
-    """The landed memory of these rows, carrying the ledger entries `shown`."""
+    """The landed memory of these rows, carrying the ledger entries `shown`; `retired`: the
+    conversation's retired chapters, counted."""
     covered = max(
         [c.last_message_id for c in chapters] + ([synopsis.through_message_id] if synopsis else []),
         default=0,
@@ -56,6 +67,7 @@ def landed_memory(
         newest_chapter_id=max((c.id for c in chapters), default=None),
         synopsis_id=synopsis.id if synopsis else None,
         covered_through=covered,
+        retired=retired,
     )
 
 
@@ -107,11 +119,12 @@ def memory_snapshot(store: Store, conv_id: int, fit: LedgerFitter) -> MemorySnap
     ledger = store.ledger(conv_id, include_ended=True)
     live = store.ledger(conv_id)
     live_ids = frozenset(e.id for e in live)
-    unfitted = landed_memory(synopsis, chapters, live)
+    retired = store.retired_count(conv_id)
+    unfitted = landed_memory(synopsis, chapters, live, retired)
     pending = unfitted.pending(state)
     if pending:
         fitted = fit(live) if live else LedgerFit((), ())
-        landed = landed_memory(synopsis, chapters, fitted.shown)
+        landed = landed_memory(synopsis, chapters, fitted.shown, retired)
     else:
         # The stored block is what the next turn carries: its ledger is the fit made when it
         # was applied, and every live entry it does not carry is over the share.

@@ -553,6 +553,7 @@ class Prompter:
                 update={
                     "applied_chapter_id": landed.newest_chapter_id,
                     "applied_synopsis_id": landed.synopsis_id,
+                    "applied_retired": landed.retired,
                     "memory_text": landed_text,
                     "memory_tokens": plan.memory_tokens,
                     "memory_model_key": self.engine.model_key,

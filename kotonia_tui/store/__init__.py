@@ -11,7 +11,12 @@ from kotonia_tui.store.errors import NotFoundError, StoreError
 
 if TYPE_CHECKING:
     from kotonia_tui.store.migrations import SCHEMA_VERSION
-    from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+    from kotonia_tui.store.records import (
+        CharacterSeen,
+        MemoryState,
+        Retirement,
+        TurnMetricsRecord,
+    )
     from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
     from kotonia_tui.store.store import Store
     from kotonia_tui.store.vectors import PendingText, SimilarHit, VectorCounts
@@ -22,6 +27,7 @@ __getattr__ = lazy_exports(
         "SCHEMA_VERSION": "kotonia_tui.store.migrations",
         "CharacterSeen": "kotonia_tui.store.records",
         "MemoryState": "kotonia_tui.store.records",
+        "Retirement": "kotonia_tui.store.records",
         "TurnMetricsRecord": "kotonia_tui.store.records",
         "SearchHit": "kotonia_tui.store.search",
         "SearchMode": "kotonia_tui.store.search",
@@ -39,6 +45,7 @@ __all__ = [
     "MemoryState",
     "NotFoundError",
     "PendingText",
+    "Retirement",
     "SearchHit",
     "SearchMode",
     "SearchOrder",

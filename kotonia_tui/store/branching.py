@@ -350,7 +350,8 @@ def _copy_chapters(
         successor = copied.get(row["superseded_by"]) if row["superseded_by"] else None
         if successor is not None:
             db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (successor, new))
-        elif row["stale"]:
+        elif row["stale"] and not row["retired"]:
+            # A retired chapter is copied retired: its messages are gone, nothing to refold.
             stale.append(
                 (_new_id(db, row["first_message_id"]), _new_id(db, row["last_message_id"]))
             )
@@ -464,7 +465,7 @@ def _fresh_state(db: Db, new_id: int, synopsis_through: int) -> None:
     what its own chapters and synopsis cover, and its next turn applies them."""
     row = db.select_one(
         """SELECT max(last_message_id) AS top FROM chapters
-           WHERE conversation_id = ? AND superseded_by IS NULL""",
+           WHERE conversation_id = ? AND superseded_by IS NULL AND retired = 0""",
         (new_id,),
     )
     covered = int(row["top"]) if row is not None and row["top"] is not None else 0

@@ -2,8 +2,11 @@
 
 Append-only: an entry's kind, text, subject and evidence never change. A later chapter may end
 it (a thread resolved, a fact or rule superseded), which sets who ended it and how; the entry
-stays for the inspector and the audit. A chapter and its ledger changes are stored in the one
-transaction that stores the chapter, so memory never holds one without the other.
+stays for the inspector and the audit. An entry whose chapter is retired (every message of the
+chapter's range deleted) ends with it, `retired`, ended by that same chapter: no later chapter
+replaced it, and it must not outlive the messages it rests on. A chapter and its ledger
+changes are stored in the one transaction that stores the chapter, so memory never holds one
+without the other.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from kotonia_tui.store import memory_rows
 from kotonia_tui.store.codec import ts_from_db, ts_to_db
 from kotonia_tui.store.connection import Db
 from kotonia_tui.store.errors import StoreError
+from kotonia_tui.store.records import Retirement
 
 # Said by the entries a refold ended with the chapter that wrote them.
 REFOLD_NOTE = "its messages were edited and folded again"
+# Said by the entries that ended with their retired chapter.
+RETIRE_NOTE = "its messages were deleted"
 
 
 def entry_from_row(row: sqlite3.Row) -> StoredLedgerEntry:
@@ -87,6 +93,28 @@ def store_refold(
         return stored
 
 
+def retire_chapters(
+    db: Db, conv_id: int, ids: Sequence[int], job_id: int | None = None
+) -> Retirement:
+    """Retire chapters whose messages were all deleted (memory_rows.retire_chapters) and end
+    the live entries they wrote, in one transaction. There is no refold to end them "by" (a
+    refold with no chapter cannot store), so each ends by the chapter that wrote it, as
+    `retired` with RETIRE_NOTE: it leaves the prompt and stays in the store, as a superseded
+    entry does."""
+    with db.write():
+        retired = memory_rows.retire_chapters(db, conv_id, ids, job_id)
+        ended = 0
+        if retired:
+            marks = ", ".join("?" for _ in retired)
+            cursor = db.execute(
+                "UPDATE ledger SET ended_by_chapter_id = chapter_id, end_kind = ?, end_note = ? "
+                f"WHERE ended_by_chapter_id IS NULL AND chapter_id IN ({marks})",
+                (LedgerEnd.RETIRED.value, RETIRE_NOTE, *(c.id for c in retired)),
+            )
+            ended = cursor.rowcount
+        return Retirement(chapters=retired, ended_entries=ended)
+
+
 def _write_ledger(
     db: Db, stored: StoredChapter, entries: Sequence[LedgerEntry], endings: Sequence[LedgerEnding]
 ) -> None:
@@ -122,10 +150,10 @@ def _write_ledger(
 
 def ledger(db: Db, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
     """The conversation's ledger in the order it was written. By default only the live entries:
-    not ended, and written by a chapter a refold has not replaced."""
+    not ended, and written by a chapter a refold has not replaced nor retired."""
     where = "l.conversation_id = ?"
     if not include_ended:
-        where += " AND l.ended_by_chapter_id IS NULL AND c.superseded_by IS NULL"
+        where += " AND l.ended_by_chapter_id IS NULL AND c.superseded_by IS NULL AND c.retired = 0"
     rows = db.select(
         f"SELECT l.* FROM ledger l JOIN chapters c ON c.id = l.chapter_id WHERE {where} "
         "ORDER BY l.id",

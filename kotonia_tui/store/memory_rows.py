@@ -3,7 +3,9 @@
 Chapters are written once and never rewritten: a refold adds new chapters and marks the old ones
 `superseded_by` the first of them. A refold of a chapter the synopsis took in marks the synopsis
 versions that folded it `stale`, so the synopsis is rebuilt from the current chapters, never on
-top of a version that holds the old text. Synopsis versions are all kept; exactly one per
+top of a version that holds the old text. A chapter whose messages were all deleted is `retired`
+(a refold with nothing left to fold): it leaves the memory with no successor, and a synopsis
+that folded it is marked stale the same way. Synopsis versions are all kept; exactly one per
 conversation is current (a partial unique index guarantees it) and its `through_message_id`
 never goes back. Each write that also completes a fold job does both in one transaction, so a
 crash can never store a chapter whose job still looks pending, or the reverse.
@@ -48,6 +50,7 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         in_synopsis=bool(row["in_synopsis"]),
         story_time=row["story_time"],
         superseded_by=row["superseded_by"],
+        retired=bool(row["retired"]),
         structure=row["structure"],
         readback_misses=json.loads(row["readback_misses"]),
         note=row["note"],
@@ -85,6 +88,8 @@ def insert_chapter(db: Db, chapter: Chapter) -> StoredChapter:
                 "in_synopsis": int(chapter.in_synopsis),
                 "story_time": chapter.story_time,
                 "superseded_by": None,
+                # A branch copies a retired chapter as it is (written new, never retired).
+                "retired": int(chapter.retired),
                 "structure": chapter.structure,
                 "readback_misses": json.dumps(chapter.readback_misses, ensure_ascii=False),
                 "note": chapter.note,
@@ -148,6 +153,48 @@ def refold_chapters(
         return stored
 
 
+def retire_chapters(
+    db: Db, conv_id: int, ids: Sequence[int], job_id: int | None = None
+) -> list[StoredChapter]:
+    """Retire chapters whose messages were all deleted: they leave the memory (the prompt, the
+    inspector's chapters, major folds) with no successor, and stay stored for audit; the job
+    is done; one transaction. A chapter already retired is left as it was; the ones retired
+    now are returned. When one was in the synopsis, every version that folded it is marked
+    stale, as a refold of it does: the next major fold rebuilds the synopsis without it.
+    (ledger_rows.retire_chapters ends their ledger entries in the same transaction.)"""
+    with db.write():
+        olds = [get_chapter(db, chapter_id) for chapter_id in ids]
+        for old in olds:
+            if old.conversation_id != conv_id:
+                raise StoreError(
+                    f"chapter {old.id} belongs to conversation {old.conversation_id}, not {conv_id}"
+                )
+            if old.superseded_by is not None:
+                raise StoreError(f"chapter {old.id} was already superseded by {old.superseded_by}")
+        now = [old for old in olds if not old.retired]
+        for old in now:
+            db.execute("UPDATE chapters SET retired = 1 WHERE id = ?", (old.id,))
+        held = [old.first_message_id for old in now if old.in_synopsis]
+        if held:
+            db.execute(
+                """UPDATE synopses SET stale = 1
+                   WHERE conversation_id = ? AND through_message_id >= ?""",
+                (conv_id, min(held)),
+            )
+        if job_id is not None:
+            fold_jobs.mark_done(db, job_id, conv_id)
+        return [old.model_copy(update={"retired": True}) for old in now]
+
+
+def retired_count(db: Db, conv_id: int) -> int:
+    """How many of the conversation's chapters were retired (one read of a partial index)."""
+    row = db.select_one(
+        "SELECT count(*) AS n FROM chapters WHERE conversation_id = ? AND retired = 1",
+        (conv_id,),
+    )
+    return int(row["n"]) if row is not None else 0
+
+
 def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None) -> StoredChapter:
     """Add the refolded chapter and mark the old one superseded by it, in one transaction."""
     return refold_chapters(db, [old_id], [new], job_id)[0]
@@ -155,7 +202,8 @@ def refold_chapter(db: Db, old_id: int, new: Chapter, job_id: int | None = None)
 
 def stale_chapters(db: Db, conv_id: int, first_id: int, last_id: int) -> list[StoredChapter]:
     """Stale chapters not yet superseded inside `first_id`..`last_id` (live or in the synopsis):
-    the ones a refold of that range replaces."""
+    the ones a refold of that range replaces. A retired one too (stale since its messages were
+    deleted): a refold after the deletion was undone supersedes it."""
     rows = db.select(
         """SELECT * FROM chapters WHERE conversation_id = ? AND stale = 1
                AND superseded_by IS NULL AND first_message_id >= ? AND last_message_id <= ?
@@ -172,7 +220,8 @@ def synopsis_chapters_after(
     `through_id`, in story order, at most `limit` (a rebuild reads them batch by batch)."""
     rows = db.select(
         """SELECT * FROM chapters WHERE conversation_id = ? AND in_synopsis = 1
-               AND superseded_by IS NULL AND first_message_id > ? AND last_message_id <= ?
+               AND superseded_by IS NULL AND retired = 0
+               AND first_message_id > ? AND last_message_id <= ?
            ORDER BY first_message_id, id LIMIT ?""",
         (conv_id, after_id, through_id, limit),
     )
@@ -182,13 +231,15 @@ def synopsis_chapters_after(
 def chapters(
     db: Db, conv_id: int, include_in_synopsis: bool = False, include_superseded: bool = False
 ) -> list[StoredChapter]:
-    """Chapters in story order (by first message). By default only the live ones."""
+    """Chapters in story order (by first message). By default only the live ones;
+    `include_superseded` adds those no longer in the memory (superseded by a refold, or
+    retired: their messages were deleted)."""
     where = "conversation_id = ?"
     # These literal conditions match the partial index `chapters_live`, keeping the read small.
     if not include_in_synopsis:
         where += " AND in_synopsis = 0"
     if not include_superseded:
-        where += " AND superseded_by IS NULL"
+        where += " AND superseded_by IS NULL AND retired = 0"
     rows = db.select(
         f"SELECT * FROM chapters WHERE {where} ORDER BY first_message_id, id", (conv_id,)
     )
@@ -234,7 +285,8 @@ def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
             row = db.select_one(
                 "SELECT story_time AS scene_date FROM chapters WHERE conversation_id = ? "
                 "AND first_message_id <= ? AND last_message_id >= ? "
-                "AND superseded_by IS NULL AND story_time IS NOT NULL AND story_time != '' "
+                "AND superseded_by IS NULL AND retired = 0 "
+                "AND story_time IS NOT NULL AND story_time != '' "
                 "ORDER BY id DESC LIMIT 1",
                 (conv_id, msg_id, msg_id),
             )
@@ -263,7 +315,9 @@ def scene_dates(db: Db, conv_id: int, first_id: int, last_id: int) -> list[str]:
 
 
 def mark_chapters_stale(db: Db, conv_id: int, message_id: int) -> list[int]:
-    """Mark the live chapters whose range covers the message (after an edit); returns their ids."""
+    """Mark the live chapters whose range covers the message (after an edit); returns their ids.
+    A retired chapter is among them (a deleted message of its range put back: its range is
+    folded again)."""
     with db.write():
         rows = db.returning(
             """UPDATE chapters SET stale = 1
@@ -420,6 +474,7 @@ def memory_state(db: Db, conv_id: int) -> MemoryState:
         memory_tokens=row["memory_tokens"],
         memory_model_key=row["memory_model_key"],
         forced_cuts=row["forced_cuts"],
+        applied_retired=row["applied_retired"],
         updated_at=ts_from_db(row["updated_at"]),
     )
 
@@ -432,8 +487,9 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
             db.execute(
                 """INSERT INTO memory_state (conversation_id, verbatim_start_id,
                        applied_chapter_id, applied_synopsis_id, forced_cut_through_id,
-                       memory_text, memory_tokens, memory_model_key, forced_cuts, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       memory_text, memory_tokens, memory_model_key, forced_cuts,
+                       applied_retired, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (conversation_id) DO UPDATE SET
                        verbatim_start_id = excluded.verbatim_start_id,
                        applied_chapter_id = excluded.applied_chapter_id,
@@ -443,6 +499,7 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                        memory_tokens = excluded.memory_tokens,
                        memory_model_key = excluded.memory_model_key,
                        forced_cuts = excluded.forced_cuts,
+                       applied_retired = excluded.applied_retired,
                        updated_at = excluded.updated_at""",
                 (
                     stored.conversation_id,
@@ -454,6 +511,7 @@ def set_memory_state(db: Db, state: MemoryState) -> MemoryState:
                     stored.memory_tokens,
                     stored.memory_model_key,
                     stored.forced_cuts,
+                    stored.applied_retired,
                     ts_to_db(now),
                 ),
             )

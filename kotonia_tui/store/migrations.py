@@ -568,6 +568,24 @@ def _ledger_label_numbers(db: Db) -> None:
     db.execute("ALTER TABLE ledger ADD COLUMN label_number INTEGER")
 
 
+def _retired_chapters(db: Db) -> None:
+    """A chapter every message of whose range was deleted leaves the memory with no successor
+    (`chapters.retired`; a refold that finds nothing to fold retires it, and its ledger entries
+    end `retired`). The index of the live chapters a turn reads leaves retired ones out too.
+    `memory_state.applied_retired` counts the conversation's retired chapters when its memory
+    block was applied: a chapter retired since makes the next turn apply the memory again.
+    Stored rows retired nothing: 0 for both."""
+    db.execute("ALTER TABLE chapters ADD COLUMN retired INTEGER NOT NULL DEFAULT 0")
+    db.execute("DROP INDEX chapters_live")
+    db.execute(
+        """CREATE INDEX chapters_live ON chapters(conversation_id, first_message_id)
+        WHERE in_synopsis = 0 AND superseded_by IS NULL AND retired = 0"""
+    )
+    # The retired chapters of a conversation, counted each turn (a handful at most).
+    db.execute("CREATE INDEX chapters_retired ON chapters(conversation_id) WHERE retired = 1")
+    db.execute("ALTER TABLE memory_state ADD COLUMN applied_retired INTEGER NOT NULL DEFAULT 0")
+
+
 # Index i holds the step that takes version i to version i + 1.
 STEPS: list[Callable[[Db], None]] = [
     _run(_STEP_1_BASE),
@@ -585,6 +603,7 @@ STEPS: list[Callable[[Db], None]] = [
     _group_chats,
     _synopsis_dropped,
     _ledger_label_numbers,
+    _retired_chapters,
 ]
 SCHEMA_VERSION = len(STEPS)
 

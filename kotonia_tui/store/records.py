@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from kotonia_tui.domain import TurnMetrics
+from kotonia_tui.domain import StoredChapter, TurnMetrics
 
 
 class MemoryState(BaseModel):
@@ -24,7 +24,19 @@ class MemoryState(BaseModel):
     memory_tokens: int = 0  # its size, counted by the model named in memory_model_key
     memory_model_key: str = ""
     forced_cuts: int = 0  # how many times a turn cut messages out at the ceiling
+    # How many of the conversation's chapters were retired when the memory was applied (their
+    # messages deleted): a chapter retired since is still in `memory_text`, so the next turn
+    # applies the memory again (chat/memory_snapshot.py `LandedMemory.pending`).
+    applied_retired: int = 0
     updated_at: datetime | None = None  # None: never saved (the default state)
+
+
+class Retirement(BaseModel):
+    """What retiring chapters did (store.retire_chapters): the chapters retired now (those
+    retired before are left as they were) and how many live ledger entries ended with them."""
+
+    chapters: list[StoredChapter]
+    ended_entries: int = 0
 
 
 class CharacterSeen(BaseModel):

@@ -62,7 +62,7 @@ from kotonia_tui.store import (
 from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
-from kotonia_tui.store.records import CharacterSeen, MemoryState, TurnMetricsRecord
+from kotonia_tui.store.records import CharacterSeen, MemoryState, Retirement, TurnMetricsRecord
 from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 from kotonia_tui.store.vectors import (
     PendingText,
@@ -595,6 +595,17 @@ class Store:
     ) -> list[StoredChapter]:
         """A refold with its ledger changes, in one transaction (ledger_rows.store_refold)."""
         return ledger_rows.store_refold(self._db, old_ids, new, job_id)
+
+    def retire_chapters(
+        self, conv_id: int, ids: Sequence[int], job_id: int | None = None
+    ) -> Retirement:
+        """Chapters whose messages were all deleted leave the memory, their live ledger entries
+        end, a synopsis that held one goes stale, the job is done: one transaction
+        (ledger_rows.retire_chapters)."""
+        return ledger_rows.retire_chapters(self._db, conv_id, ids, job_id)
+
+    def retired_count(self, conv_id: int) -> int:
+        return memory_rows.retired_count(self._db, conv_id)
 
     def ledger(self, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
         return ledger_rows.ledger(self._db, conv_id, include_ended=include_ended)

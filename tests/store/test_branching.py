@@ -247,6 +247,35 @@ def test_stale_and_refolded_chapters_come_over_with_their_refold(store: Store) -
     assert branched.refolds == 1
 
 
+def test_a_retired_chapter_comes_over_retired_with_nothing_to_refold(store: Store) -> None:
+    """A chapter whose messages were all deleted (retired by its refold) is copied as it is,
+    out of the branch's memory too, its ended entries with it; it queues no refold (its stale
+    mark is not an edit waiting for one)."""
+    conv, ids = _story(store)
+    (third,) = [c for c in store.chapters(conv.id) if c.text == "They argued."]
+    store.store_chapter(
+        _chapter(conv.id, ids[18], ids[19], "They left."),
+        [LedgerEntry(conversation_id=conv.id, kind=LedgerKind.USER_FACT, text="Ann left")],
+    )
+    (last,) = [c for c in store.chapters(conv.id) if c.text == "They left."]
+    for message_id in ids[18:]:
+        store.mark_chapters_stale(conv.id, message_id)
+        store.delete_message(message_id)
+    store.retire_chapters(conv.id, [last.id])
+    store.add_messages(conv.id, make_messages(1, start=20))  # the story goes on after it
+    branched = store.branch_conversation(conv.id, None, _branch_conv(conv, "b"))
+    new = branched.conversation
+    assert branched.refolds == 0 and not store.fold_jobs(new.id)
+    every = store.chapters(new.id, include_in_synopsis=True, include_superseded=True)
+    (copy,) = [c for c in every if c.text == "They left."]
+    assert (copy.retired, copy.stale, copy.superseded_by) == (True, True, None)
+    assert "They left." not in [c.text for c in store.chapters(new.id)]
+    (entry,) = store.ledger(new.id, include_ended=True)
+    assert (entry.end, entry.ended_by_chapter_id) == (LedgerEnd.RETIRED, copy.id)
+    assert store.ledger(new.id) == []
+    assert third.text in [c.text for c in store.chapters(new.id)]
+
+
 def test_branching_at_a_message_of_another_conversation_is_refused(store: Store) -> None:
     conv, _ids = _story(store)
     other = new_conversation(store, key="third")

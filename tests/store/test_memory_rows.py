@@ -11,12 +11,18 @@ from kotonia_tui.domain import (
     FoldJob,
     FoldKind,
     FoldStatus,
+    LedgerEnd,
+    LedgerEnding,
+    LedgerEntry,
+    LedgerKind,
     Message,
+    NewChapter,
     Role,
     Synopsis,
     TurnMetrics,
 )
 from kotonia_tui.store import MemoryState, NotFoundError, Store, StoreError
+from kotonia_tui.store.ledger_rows import RETIRE_NOTE
 from kotonia_tui.store.migrations import SCHEMA_VERSION, _scene_dates
 
 from .conftest import make_messages, new_conversation, stored_before
@@ -211,6 +217,70 @@ def test_a_refold_of_a_chapter_in_the_synopsis_stays_in_it_and_makes_the_synopsi
     base = store.rebuild_base(conv.id, v2.through_message_id + 1)
     assert base is not None and base.id == v1.id
     assert [x.text for x in store.synopsis_chapters_after(conv.id, 10, 20, 50)] == ["b, edited"]
+
+
+def test_retiring_chapters_ends_their_entries_and_makes_a_synopsis_that_held_one_stale(
+    store: Store,
+) -> None:
+    """A refold with nothing left to fold retires its stale chapters in one transaction with
+    its job: out of the live chapters, the rebuild's and the live ledger; their live entries
+    ended `retired` by the chapter that wrote them (an entry ended before keeps its end); the
+    synopsis versions that folded one stale, the one before them not. Retiring again changes
+    nothing; a superseded chapter is refused."""
+    conv = new_conversation(store)
+    a = store.add_chapter(_chapter(conv.id, 1, 10, "a"))
+    fact = LedgerEntry(conversation_id=conv.id, kind=LedgerKind.USER_FACT, text="Ann is 30")
+    thread = LedgerEntry(conversation_id=conv.id, kind=LedgerKind.THREAD, text="Who took it")
+    b = store.store_chapter(_chapter(conv.id, 11, 20, "b"), [fact, thread])
+    fact_id, thread_id = (e.id for e in store.ledger(conv.id))
+    c = store.store_chapter(
+        _chapter(conv.id, 21, 30, "c"), [], [LedgerEnding(thread_id, LedgerEnd.RESOLVED, "found")]
+    )
+    v1 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="s1", through_message_id=10), [a.id]
+    )
+    v2 = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="s2", through_message_id=20), [b.id]
+    )
+    store.mark_chapters_stale(conv.id, 15)
+    job = store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv.id, kind=FoldKind.REFOLD, first_message_id=11, last_message_id=20
+        )
+    )
+    done = store.retire_chapters(conv.id, [b.id], job.id)
+    assert ([x.id for x in done.chapters], done.ended_entries) == ([b.id], 1)
+    assert store.get_fold(job.id).status is FoldStatus.DONE
+    retired = store.get_chapter(b.id)
+    assert (retired.retired, retired.superseded_by, retired.text) == (True, None, "b")
+    assert [x.id for x in store.chapters(conv.id, include_in_synopsis=True)] == [a.id, c.id]
+    assert b.id in [x.id for x in store.chapters(conv.id, True, include_superseded=True)]
+    assert store.synopsis_chapters_after(conv.id, 10, 20, 50) == []
+    ended = {e.id: e for e in store.ledger(conv.id, include_ended=True)}
+    assert (ended[fact_id].end, ended[fact_id].ended_by_chapter_id, ended[fact_id].end_note) == (
+        LedgerEnd.RETIRED,
+        b.id,
+        RETIRE_NOTE,
+    )
+    assert (ended[thread_id].end, ended[thread_id].ended_by_chapter_id) == (
+        LedgerEnd.RESOLVED,
+        c.id,
+    )
+    assert store.ledger(conv.id) == []
+    versions = {v.id: v for v in store.synopsis_versions(conv.id)}
+    assert not versions[v1.id].stale and versions[v2.id].stale
+    assert store.retired_count(conv.id) == 1
+    # Again: nothing changes (its entries stay as they were ended).
+    assert store.retire_chapters(conv.id, [b.id]).chapters == []
+    assert store.ledger(conv.id, include_ended=True) == list(ended.values())
+    # A deleted message of its range put back: the retired chapter is stale and is what a
+    # refold of its range replaces.
+    assert store.mark_chapters_stale(conv.id, 15) == [b.id]
+    assert [x.id for x in store.stale_chapters(conv.id, 11, 20)] == [b.id]
+    (refold,) = store.store_refold([b.id], [NewChapter(_chapter(conv.id, 15, 15, "b again"))])
+    assert store.get_chapter(b.id).superseded_by == refold.id
+    with pytest.raises(StoreError, match="already superseded"):
+        store.retire_chapters(conv.id, [b.id])
 
 
 def test_the_current_synopsis_never_covers_less_than_before(store: Store) -> None:

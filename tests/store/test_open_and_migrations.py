@@ -30,6 +30,7 @@ from kotonia_tui.store.migrations import (
     _fold_claims_and_targets,
     _ledger_label_numbers,
     _provenance_columns,
+    _retired_chapters,
     _synopsis_dropped,
     _turn_metrics_restored,
     migrate,
@@ -467,3 +468,30 @@ def test_the_label_number_step_keeps_every_stored_entrys_label(tmp_path: Path) -
         fact = LedgerEntry(conversation_id=1, kind=LedgerKind.USER_FACT, text="Ann is 30")
         store.store_chapter(new, [fact])
         assert [e.label for e in store.ledger(1)] == ["T7", "F8"]
+
+
+def test_the_retired_step_keeps_every_stored_chapter_in_the_memory(tmp_path: Path) -> None:
+    """Chapters stored before a refold could retire one are live as they were, a memory state
+    counted no retired chapter, and the live chapters' index leaves retired ones out."""
+    path = tmp_path / "before-retired.sqlite3"
+    raw = _data_before(path, _retired_chapters)
+    raw.execute(
+        "INSERT INTO memory_state (conversation_id, applied_chapter_id, memory_text, updated_at) "
+        "VALUES (1, 1, '[The story so far]', '2026-12-01T10:00:00.000000+00:00')"
+    )
+    raw.commit()
+    raw.close()
+    with Store.open(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        (old,) = store.chapters(1)
+        assert (old.text, old.retired) == ("They met in the glade.", False)
+        assert store.memory_state(1).applied_retired == 0
+        assert store.retired_count(1) == 0
+        done = store.retire_chapters(1, [old.id])
+        assert [c.id for c in done.chapters] == [old.id]
+        assert store.chapters(1) == [] and store.retired_count(1) == 1
+        (index,) = store._db.select(  # the test reads the schema the step wrote
+            "SELECT sql FROM sqlite_master WHERE name = 'chapters_live'"
+        )
+        assert "retired = 0" in index["sql"]
+        assert store.integrity_check() == "ok"

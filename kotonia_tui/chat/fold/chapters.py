@@ -5,7 +5,10 @@ messages allow (no one-message remainder beside a full chapter); a range larger 
 stores its first chapter and queues the rest, so a long backlog makes progress that survives a
 restart. A refold (an edit inside a folded range) writes its whole range and supersedes the
 stale chapters in the same transaction; when the synopsis held them, the synopsis is rebuilt
-from the current chapters by the next major fold.
+from the current chapters by the next major fold. A refold that finds nothing left to fold (every
+message of its range deleted, or only notes that are not part of the story) retires the stale
+chapters instead: they leave the memory with the ledger entries they wrote, and a synopsis that
+held one is rebuilt without it, the same way (a deleted message must not live on in memory).
 
 Each chapter is structured (memory/structured.py) and stored with what it does to the ledger:
 the entries it adds and the ones it ends, by label. A chapter's prompt carries the live ledger
@@ -28,7 +31,7 @@ the piece quoted), and writes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kotonia_tui import story_dates
@@ -36,6 +39,7 @@ from kotonia_tui.chat.fold.chronicle import ask
 from kotonia_tui.chat.fold.context import FoldContext
 from kotonia_tui.chat.fold.outcomes import FoldFailed, FoldFailure, Step, Then, then
 from kotonia_tui.chat.fold.synopsis import queue_major_fold
+from kotonia_tui.chat.numbering import chapter_span, range_ends, range_numbers
 from kotonia_tui.domain import (
     Chapter,
     ChapterOrigin,
@@ -140,6 +144,12 @@ async def fold_chapter_job(
     if not any(in_prompt(m.role) for piece in pieces for m in piece.messages):
         # Nothing, or only notes imported with a chat ("[Start a new chat]"), which are not
         # part of the story: the chronicler is not asked to write about them.
+        if refold:
+            # The chapters of the range speak of messages the user deleted: they leave the
+            # memory (never to stay in it for want of a chapter to replace them).
+            words = _retire(ctx, job, notes_left=any(p.messages for p in pieces))
+            await queue_major_fold(ctx, conv_id)  # a rebuild, when the synopsis held one
+            return words
         store.finish_fold(job.id)
         return "nothing left to fold"
     # A refold writes its whole range; a chapter job its first piece, and queues the rest.
@@ -185,6 +195,62 @@ async def _written(work: Chronicling, pieces: list[Piece]) -> list[NewChapter]:
         ended.update(e.entry_id for e in endings)
         chapters.append(NewChapter(folded.chapter, folded.entries, endings))
     return chapters
+
+
+def _retire(ctx: FoldContext, job: StoredFoldJob, *, notes_left: bool) -> str:
+    """Retire the stale chapters of a refold's range, which has nothing left to fold, and say
+    so in words a user reads (`retired_words`)."""
+    conv_id = job.conversation_id
+    done = ctx.store.retire_chapters(conv_id, [c.id for c in _stale(ctx, job)], job.id)
+    if not done.chapters:
+        return "nothing left to fold"
+    log.info(
+        "conversation %s: retired chapters %s (messages %s): nothing left to fold",
+        conv_id,
+        ", ".join(str(c.id) for c in done.chapters),
+        ", ".join(f"{c.first_message_id}-{c.last_message_id}" for c in done.chapters),
+    )
+    ends = [i for c in done.chapters for i in range_ends(c.first_message_id, c.last_message_id)]
+    numbers = ctx.store.message_numbers(conv_id, ends)
+    return retired_words(done.chapters, numbers, ended=done.ended_entries, notes_left=notes_left)
+
+
+def retired_words(
+    chapters: Sequence[StoredChapter],
+    numbers: Mapping[int, int],
+    *,
+    ended: int,
+    notes_left: bool,
+) -> str:
+    """What retiring `chapters` did, as a user reads it: each chapter named as the chat numbers
+    its messages ("chapter #5-#6"; with none left, by the message before it, "the chapter after
+    #4", or "the chapter at the start of the story"), why, and what left with it. `numbers`:
+    `Store.message_numbers` of their `range_ends`.
+
+    Already in numbers, so it holds no colon, bracket or "message #": nothing `told` would read
+    as a store id to number again (memory/numbering.py)."""
+    names = []
+    for chapter in chapters:
+        first, last = chapter.first_message_id, chapter.last_message_id
+        span = range_numbers(first, last, numbers)
+        if span:
+            names.append(f"chapter {chapter_span(span)}")
+        elif before := numbers[range_ends(first, last)[0]]:
+            names.append(f"the chapter after #{before}")
+        else:
+            names.append("the chapter at the start of the story")
+    its, they, them = ("its", "it", "it") if len(chapters) == 1 else ("their", "they", "them")
+    if notes_left:
+        why = f"only notes that are not part of the story are left in {them}"
+    else:
+        why = f"{its} messages were deleted"
+    words = f"retired {' and '.join(names)}, as {why}; {they} left the memory"
+    if ended:
+        entries = "entry" if ended == 1 else "entries"
+        words += f", and {ended} ledger {entries} {they} wrote ended with {them}"
+    if any(c.in_synopsis for c in chapters):
+        words += f"; the synopsis will be rebuilt without {them}"
+    return words
 
 
 def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:

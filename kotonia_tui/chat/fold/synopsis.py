@@ -24,7 +24,10 @@ When a chapter the synopsis took in is refolded (an edit), the versions that fol
 are stale; the next major fold rebuilds the synopsis from the newest version that never held it,
 folding the current chapters after it again, in as few calls as the fold context allows. The
 versions in between are kept (not current) as bases for a later rebuild; the current version's
-`through_message_id` never goes back.
+`through_message_id` never goes back. A chapter retired since (its messages were deleted) makes
+the versions that folded it stale too, and the rebuild folds only the current chapters: when
+none is left after the base, the base's text is the new version (empty with no base: every
+chapter it held was retired), with no model call.
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ async def fold_synopsis_job(ctx: FoldContext, job: StoredFoldJob) -> str:
         job,
         cast,
         ctx.synopsis_target(budgets),
-        current.text if current else None,
+        # An empty version (every chapter it held retired) is no synopsis to fold into.
+        current.text if current and current.text else None,
         current is not None and current.quoted,
         older,
         through,
@@ -124,7 +128,7 @@ async def _rebuild(
     store = ctx.store
     base = store.rebuild_base(conv_id, current.through_message_id + 1)
     after = base.through_message_id if base is not None else 0
-    text = base.text if base is not None else None
+    text = base.text if base is not None and base.text else None
     quoted = base is not None and base.quoted
     folded = 0
     while True:
@@ -133,11 +137,19 @@ async def _rebuild(
         )
         more = len(chapters) == REBUILD_READ_LIMIT
         if not chapters:
-            raise FoldFailed(
-                FoldFailure.NOTHING_TO_FOLD,
-                f"the synopsis through message #{current.through_message_id} must be rebuilt, "
-                "but no chapter after its base is left to rebuild it from",
-            )
+            # Nothing (more) to fold: the chapters after the base were retired (their messages
+            # deleted), or the round before read exactly the limit. What was folded so far is
+            # the synopsis, through where the current one reached (it never goes back).
+            stored = await _kept_as_is(ctx, job, target, text, quoted, current)
+            if folded:
+                since = f"version {base.version}" if base is not None else "the first chapter"
+                words = f"rebuilt from {since} and {folded} current chapters"
+            elif base is not None:
+                words = f"rebuilt from version {base.version} alone: the rest was retired"
+            else:
+                words = "empty: every chapter it held was retired"
+            size = f"{stored.tokens} tokens, target {target}"
+            return f"synopsis version {stored.version} {words} ({size})"
         # Only the last round stores the current version (and finishes the job).
         final_through = current.through_message_id if not more else None
         stored, _why = await _fold(
@@ -151,6 +163,33 @@ async def _rebuild(
                 f"chapters ({stored.tokens} tokens, target {target})"
             )
         after, text, quoted = stored.through_message_id, stored.text, stored.quoted
+
+
+async def _kept_as_is(
+    ctx: FoldContext,
+    job: StoredFoldJob,
+    target: int,
+    text: str | None,
+    quoted: bool,
+    current: StoredSynopsis,
+) -> StoredSynopsis:
+    """`text` (a rebuild's so far; None: nothing) stored as the current version through
+    `current`'s last message, the job done: no chapter is left to fold into it."""
+    tokens = (await ctx.engine.count_tokens_many([text]))[0] if text else 0
+    return ctx.store.add_synopsis(
+        Synopsis(
+            conversation_id=job.conversation_id,
+            version=0,  # numbered by the store
+            text=text or "",
+            through_message_id=current.through_message_id,
+            tokens=tokens,
+            current=True,
+            target_tokens=target,
+            origin=SynopsisOrigin.QUOTED if quoted else SynopsisOrigin.SUMMARY,
+        ),
+        [],
+        job.id,
+    )
 
 
 async def _fold(

@@ -216,6 +216,8 @@ def ledger_page(
     written = memory.chapter_span(entry.chapter_id)
     if entry.ended_by_chapter_id is None:
         validity = f"valid from {written} · in the prompt"
+    elif entry.retired_with_its_chapter:
+        validity = f"valid from {written} · retired with it; no longer in the prompt"
     else:
         how = entry.end.value if entry.end else "ended"
         validity = (

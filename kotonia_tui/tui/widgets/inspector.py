@@ -117,14 +117,17 @@ def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
 
 def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
     """One entry: label, kind, text, evidence, and how long it holds, its chapters named by
-    their ranges ("from #1-#4", or "#1-#4 to #5-#9, resolved"); an ended entry is dimmed, it
-    has left the prompt, and a live one the prompt does not carry says so."""
+    their ranges ("from #1-#4", or "#1-#4 to #5-#9, resolved", or "from #1-#4, retired" when
+    its chapter was retired, its messages deleted); an ended entry is dimmed, it has left the
+    prompt, and a live one the prompt does not carry says so."""
     live = entry.ended_by_chapter_id is None
     evidence = " ".join(memory.number(i) for i in entry.evidence)
     place = ledger_place(entry, memory) if live else ""
     written = memory.chapter_span(entry.chapter_id)
     if live:
         validity = f"from {written}"
+    elif entry.retired_with_its_chapter:
+        validity = f"from {written}, retired"
     else:
         how = entry.end.value if entry.end else "ended"
         validity = f"{written} to {memory.chapter_span(entry.ended_by_chapter_id)}, {how}"
