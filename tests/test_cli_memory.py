@@ -224,8 +224,9 @@ async def test_after_a_deletion_memory_numbers_messages_as_the_app_does(capsys, 
         [ledger_entry(conv.id, LedgerKind.THREAD, "Whether five follows four", ids[3])],
     )
     view = service.memory_view(conv.id)
-    shown = (view.number(ids[3]), view.number(ids[4]))  # the inspector's numbers
-    assert shown == ("#3", "#4")  # the places: "Four." is the third message left
+    # The inspector's numbers: the chapter's range and the entry's evidence.
+    shown = (view.chapter_span(chapter.id), view.evidence([ids[3]]))
+    assert shown == ("#3-#4", "#3")  # the places: "Four." is the third message left
     db = str(service.store.path)
     assert main(["--db", db, "memory", str(conv.id), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

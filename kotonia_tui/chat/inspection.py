@@ -6,12 +6,13 @@ conversation costs what a turn costs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from kotonia_tui.chat.chat_settings import TurnSettings
 from kotonia_tui.chat.lore import LoreTurn
-from kotonia_tui.chat.numbering import Span, chapter_span, job_label
+from kotonia_tui.chat.numbering import Span, chapter_span, evidence_said, job_label
 from kotonia_tui.domain import (
     Chapter,
     FoldJob,
@@ -100,12 +101,21 @@ class MemoryView:
     # in the synopsis since) -> the numbers of their first and last messages, as `numbers`
     # (chat/numbering.py `range_numbers`: () when none of its messages is left).
     chapter_numbers: dict[int, Span] = field(default_factory=dict)
+    # The messages the ledger's entries rest on (their evidence) that are still stored -> their
+    # numbers, as `numbers`; one an entry cites that is not here was deleted (`evidence`).
+    cited: dict[int, int] = field(default_factory=dict)
 
     def number(self, message_id: int | None) -> str:
         """ "#N" for a message id, N counted within the conversation."""
         if message_id is None:
             return "#?"
         return f"#{self.numbers.get(message_id, message_id)}"
+
+    def evidence(self, ids: Iterable[int]) -> str:
+        """ "#5 #7": the messages a ledger entry rests on, by their numbers; a deleted one in
+        words ("#5 and a deleted message": chat/numbering.py `evidence_said`), never as the
+        number of the message before it."""
+        return evidence_said(self.cited.get(i) for i in ids)
 
     def chapter_span(self, chapter_id: int | None) -> str:
         """ "#309-#316": a chapter by its messages' numbers (chat/numbering.py), as the user

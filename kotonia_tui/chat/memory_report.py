@@ -23,6 +23,7 @@ from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
 from kotonia_tui.chat.numbering import (
     chapter_numbers,
     chapter_span,
+    evidence_said,
     numbering,
     range_ends,
     row_texts,
@@ -56,11 +57,14 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     jobs = store.fold_jobs(conv_id)
     # The texts are shown as the app shows them: the messages they cite numbered per
     # conversation (chat/numbering.py); the fields named `..._id` and `evidence` stay ids.
+    # The ledger's evidence is numbered with them, only the messages still stored (a deleted
+    # one's number is null, said in words: `evidence_said`).
     next_text = snapshot.next_text
     shown = numbering(
         store,
         conv_id,
         [*row_texts([synopsis] if synopsis else [], chapters, ledger, jobs), next_text],
+        {i for e in (*ledger, *live) for i in e.evidence},
     )
     if synopsis is not None:
         synopsis = shown.synopsis(synopsis)
@@ -83,8 +87,7 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     ranges |= store.chapter_ranges(conv_id, named - ranges.keys())
     # A range is numbered from the message before its first (chat/numbering.py `range_ends`:
     # its first may have been deleted since).
-    mentioned = [i for e in ledger for i in e.evidence]
-    mentioned += [i for span in ranges.values() for i in range_ends(*span)]
+    mentioned = [i for span in ranges.values() for i in range_ends(*span)]
     if synopsis is not None:
         mentioned.append(synopsis.through_message_id)
     numbers = store.message_numbers(conv_id, mentioned)
@@ -104,7 +107,8 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
         "ledger": [
             _entry(e)
             | {
-                "evidence_numbers": [numbers[i] for i in e.evidence],
+                # Null for a message deleted since.
+                "evidence_numbers": shown.evidence(e.evidence),
                 # The chapters' ranges in message numbers (null: no such chapter stored; []:
                 # none of its messages is left).
                 "valid_from_numbers": span(e.chapter_id),
@@ -152,7 +156,7 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
                 "label": e.label,
                 "text": e.text,
                 "evidence": e.evidence,
-                "evidence_numbers": [numbers[i] for i in e.evidence],
+                "evidence_numbers": shown.evidence(e.evidence),
             }
             for e in live
             if e.kind is LedgerKind.THREAD
@@ -178,7 +182,7 @@ def memory_lines(report: dict[str, Any]) -> list[str]:
             valid += f" ({e['end']})"
         elif e["valid_to_chapter"] is not None:
             valid += f" to {chapter_span(e['valid_to_numbers'])} ({e['end'] or 'ended'})"
-        ids = " ".join(f"#{i}" for i in e["evidence_numbers"])
+        ids = evidence_said(e["evidence_numbers"])
         out = f"  (not in the prompt: {e['left_out']})" if e["left_out"] else ""
         kind = LedgerKind(e["kind"]).label
         lines.append(f"  {e['label']}  {kind}  {e['text']}  {ids}  {valid}{out}")

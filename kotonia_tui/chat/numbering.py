@@ -43,6 +43,12 @@ class Numbering:
         """`text` with its references numbered (those to messages found; the rest as they are)."""
         return renumber(text, self.numbers, self.speakers)
 
+    def evidence(self, ids: Iterable[int]) -> list[int | None]:
+        """The numbers of the messages `ids` (a ledger entry's evidence), None for one not
+        found: deleted since (`evidence_said` says so in words). Read with the ids
+        (`numbering`'s `cited`)."""
+        return [self.numbers.get(i) for i in ids]
+
     # The rows a person reads, as shown: a copy with its texts numbered (its id fields stay).
 
     def synopsis(self, synopsis: StoredSynopsis) -> StoredSynopsis:
@@ -84,17 +90,47 @@ def row_texts(
     ]
 
 
-def numbering(store: Store, conv_id: int, texts: Iterable[str]) -> Numbering:
-    """The numbering of what `texts` cite among conversation `conv_id`'s messages: one read
-    of the store for all of them."""
-    ids = {i for text in texts if text for i in referenced_ids(text)}
+def numbering(
+    store: Store, conv_id: int, texts: Iterable[str], cited: Iterable[int] = ()
+) -> Numbering:
+    """The numbering of what `texts` cite among conversation `conv_id`'s messages, and of the
+    message ids `cited` (a ledger entry's evidence: `Numbering.evidence`): one read of the
+    store for all of them. Only messages still stored are numbered (`Store.cited_messages`)."""
+    ids = {i for text in texts if text for i in referenced_ids(text)} | set(cited)
     if not ids:
         return Numbering()
-    cited = store.cited_messages(conv_id, ids)
+    found = store.cited_messages(conv_id, ids)
     return Numbering(
-        {i: number for i, (number, _speaker) in cited.items()},
-        {i: speaker for i, (_number, speaker) in cited.items()},
+        {i: number for i, (number, _speaker) in found.items()},
+        {i: speaker for i, (_number, speaker) in found.items()},
     )
+
+
+def cited_numbers(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
+    """The numbers of those of the message ids `ids` still stored in conversation `conv_id`
+    (one read); a deleted one is left out, so `evidence_said` tells it in words."""
+    return numbering(store, conv_id, (), ids).numbers
+
+
+# Said for evidence that cites a message no longer stored (deleted since): never as the number
+# of the message before it, nor "#0" for the conversation's first.
+DELETED_MESSAGE = "a deleted message"
+
+
+def evidence_said(numbers: Iterable[int | None]) -> str:
+    """The messages a ledger entry (or a chapter's item) rests on, as a person reads them: "#5
+    #7" by the chat's numbers, a deleted one in words ("#5 and a deleted message", "#5 and 2
+    deleted messages", "a deleted message"); "" when it cites none. `numbers`: each cited
+    message's number, None for one no longer stored (`Numbering.evidence`, or `.get` on
+    `cited_numbers`). The same words in the inspector, the ledger page, the by-speaker page
+    and `kotonia memory`."""
+    numbers = list(numbers)
+    shown = " ".join(f"#{n}" for n in numbers if n is not None)
+    deleted = sum(1 for n in numbers if n is None)
+    if not deleted:
+        return shown
+    gone = DELETED_MESSAGE if deleted == 1 else f"{deleted} deleted messages"
+    return f"{shown} and {gone}" if shown else gone
 
 
 def numbered(store: Store, conv_id: int, text: str) -> str:

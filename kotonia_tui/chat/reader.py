@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from kotonia_tui.characters import CharacterCard
 from kotonia_tui.chat.library import CharacterLibrary
+from kotonia_tui.chat.numbering import cited_numbers
 from kotonia_tui.chat.search import SearchResult, search
 from kotonia_tui.domain import CastMember, StoredConversation, StoredMessage
 from kotonia_tui.store import SearchOrder, Store
@@ -76,3 +77,8 @@ class ConversationReader:
     def message_numbers(self, conv_id: int, ids: Sequence[int]) -> dict[int, int]:
         """Each message id's place in its conversation (1 = the first), as the UI shows it."""
         return self.store.message_numbers(conv_id, ids)
+
+    def cited_numbers(self, conv_id: int, ids: Sequence[int]) -> dict[int, int]:
+        """The places of those of the message ids `ids` still stored in the conversation (what
+        the memory cites: one deleted since is left out, and said in words)."""
+        return cited_numbers(self.store, conv_id, ids)

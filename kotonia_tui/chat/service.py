@@ -925,8 +925,13 @@ class ChatService:
         ledger = list(snapshot.ledger)
         left_out = snapshot.left_out()
         # Shown as the chat numbers messages: the texts' references and the ranges alike (the
-        # rows' id fields stay ids; `MemoryView.number` shows them).
-        shown = numbering(self.store, conv_id, row_texts(versions, chapters, ledger, jobs))
+        # rows' id fields stay ids; `MemoryView.number` shows them). The ledger's evidence is
+        # read with them: only messages still stored are numbered, so a deleted one is said in
+        # words (`MemoryView.evidence`), never by the number of the message before it.
+        evidence = {i for e in ledger for i in e.evidence}
+        shown = numbering(
+            self.store, conv_id, row_texts(versions, chapters, ledger, jobs), evidence
+        )
         versions = [shown.synopsis(s) for s in versions]
         applied_synopsis = next(
             (s for s in versions if applied_synopsis and s.id == applied_synopsis.id), None
@@ -940,7 +945,6 @@ class ChatService:
         named = {i for e in ledger for i in (e.chapter_id, e.ended_by_chapter_id) if i is not None}
         ranges |= self.store.chapter_ranges(conv_id, named - ranges.keys())
         mentioned = [
-            *(i for e in ledger for i in e.evidence),
             # What names the chapters' ranges (`MemoryView.chapter_span`): as a job's, the
             # message before each first (a first deleted since is no message to look up).
             *(i for span in ranges.values() for i in range_ends(*span)),
@@ -985,6 +989,7 @@ class ChatService:
             room_note=budgets.room_note(name),
             numbers=numbers,
             chapter_numbers=chapter_numbers(ranges, numbers),
+            cited={i: n for i, n in shown.numbers.items() if i in evidence},
             ledger=ledger,
             ledger_in_prompt=snapshot.in_prompt,
             ledger_left_out=frozenset(

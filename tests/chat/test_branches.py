@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from kotonia_tui.chat.numbering import NO_CHAPTER, numbered
+from kotonia_tui.chat.numbering import NO_CHAPTER, cited_numbers, numbered
 from kotonia_tui.cli import main
 from kotonia_tui.domain import (
     Chapter,
@@ -259,7 +259,7 @@ def _ledger_seen(view) -> list[tuple[str, str, str, str, bool, bool]]:
             e.label,
             e.kind.label,
             e.text,
-            " ".join(view.number(i) for i in e.evidence),
+            view.evidence(e.evidence),
             e.ended_by_chapter_id is not None,
             e.id in view.ledger_in_prompt,
         )
@@ -272,7 +272,7 @@ def _by_speaker(service, conv_id: int) -> list[str]:
     chapters are copies with store ids of their own; the page names them by their ranges.)"""
     memory = service.groups.memory(conv_id)
     ids = sorted({i for s in memory.speakers for it in (*s.said, *s.about) for i in it.evidence})
-    numbers = service.store.message_numbers(conv_id, ids)
+    numbers = cited_numbers(service.store, conv_id, ids)
     return [speaker_block(s, numbers, memory.chapter_numbers).plain for s in memory.speakers]
 
 

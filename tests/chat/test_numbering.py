@@ -23,6 +23,7 @@ import pytest
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
 from kotonia_tui.chat.numbering import NO_MESSAGES, numbered, told
 from kotonia_tui.chat.prompting import memory_tokens
+from kotonia_tui.chat.reader import ConversationReader
 from kotonia_tui.cli import main
 from kotonia_tui.cli.chat import _print_event
 from kotonia_tui.domain import (
@@ -44,7 +45,8 @@ from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.extract import extract_passages, message_passages
 from kotonia_tui.store import StoreError
 from kotonia_tui.tui.app import fold_status
-from kotonia_tui.tui.screens.dialogs import chapter_page
+from kotonia_tui.tui.screens.cast_memory import cast_memory_page
+from kotonia_tui.tui.screens.dialogs import chapter_page, ledger_page
 from kotonia_tui.tui.widgets.inspector import chapter_line, fold_queue, ledger_line
 from tests.cards import write_short_card
 from tests.fake_engine import scripted
@@ -597,3 +599,115 @@ async def test_a_deletion_that_fails_keeps_the_message_and_tells_no_refold(
         (FoldKind.REFOLD, 6)
     ]
     assert not [e for e in events if isinstance(e, FoldProgress)]
+
+
+# ---- evidence that cites a deleted message ----------------------------------------------------
+
+
+def _evidence_pages(service, conv_id: int) -> tuple[list[str], list[str], list[str]]:
+    """The inspector's Ledger lines, each entry's page and the by-speaker page, as the chat
+    screen builds them (tui/screens/chat_inspector.py: the numbers of the messages still
+    stored, `ConversationReader.cited_numbers`)."""
+    reader = ConversationReader(service.store, service.library)
+    view = service.memory_view(conv_id)
+    lines = [ledger_line(e, view).plain for e in view.ledger]
+    pages = [
+        "\n".join(
+            b.plain
+            for b in ledger_page(
+                e, service.ledger_evidence(e), reader.cited_numbers(conv_id, e.evidence), view
+            ).blocks
+        )
+        for e in view.ledger
+    ]
+    memory = service.groups.memory(conv_id)
+    ids = sorted({i for s in memory.speakers for it in (*s.said, *s.about) for i in it.evidence})
+    by_speaker = [
+        b.plain for b in cast_memory_page(memory, reader.cited_numbers(conv_id, ids)).blocks
+    ]
+    return lines, pages, by_speaker
+
+
+async def test_evidence_that_cites_a_deleted_message_says_so_in_words(make_fake_service, capsys):
+    """A ledger entry's evidence was numbered with `Store.message_numbers`, which counts the
+    messages up to an id whether or not it is still stored: an entry citing #2 and #4 read
+    "#2 #3" once #4 was deleted (#3 another message), in the inspector's Ledger, the
+    by-speaker page and `kotonia memory`. A deleted one is now said in words, the message left
+    keeps its number, and `--json` keeps the ids with a null number. A second conversation (its
+    ids 32-38 are not its numbers); fake engine, the worker paused (the refold the deletion
+    queues stays queued): only the store and the numbering count."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    service.worker.pause()
+    conv_id, messages = await _second_conversation(service, key)
+    store, user = service.store, service.persona.name
+    kept, gone = messages[1].id, messages[3].id  # #2 and #4, both the user's lines
+    store.store_chapter(
+        _chapter(conv_id, messages[0].id, messages[4].id, "- They met."),
+        [ledger_entry(conv_id, LedgerKind.USER_FACT, "Mia lands on the 14th", kept, gone)],
+    )
+    lines, pages, by_speaker = _evidence_pages(service, conv_id)
+    assert "user fact · #2 #4 · from #1-#5" in lines[0]
+    assert "Evidence · #2 #4\n#2 " in pages[0] and "\n#4 " in pages[0]
+
+    service.delete_message(gone)
+    lines, pages, by_speaker = _evidence_pages(service, conv_id)
+    # The inspector's Ledger line and the entry's page: #2 by its number, #4 in words.
+    assert "user fact · #2 and a deleted message · from #1-#4" in lines[0]
+    assert "Evidence · #2 and a deleted message\n#2 " in pages[0]
+    assert f"#2 {user}\nMy sister Mia lands on the 14th." in pages[0]
+    # The by-speaker page: the item rests on the user's line left.
+    assert any("user fact · #2 and a deleted message · from #1-#4" in b for b in by_speaker)
+
+    # `kotonia memory`: text, and JSON with the ids kept and a null number for the deleted one.
+    assert main(["--db", str(store.path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert "  Mia lands on the 14th  #2 and a deleted message  from #1-#4" in out
+    assert main(["--db", str(store.path), "memory", str(conv_id), "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["ledger"]
+    assert (entry["evidence"], entry["evidence_numbers"]) == ([kept, gone], [2, None])
+
+    shown = "\n".join([*lines, *pages, *by_speaker, out])
+    assert "#2 #3" not in shown and not _says_ids(shown)
+
+
+async def test_evidence_that_cites_a_deleted_first_message_is_never_numbered_0(
+    make_fake_service, capsys
+):
+    """Evidence citing the conversation's first message read "#0" once it was deleted (no
+    message is stored up to its id); two deleted read "#0 #0". They are said in words, and
+    `--json` gives null numbers. Fake engine, the worker paused."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    service.worker.pause()
+    conv_id, messages = await _second_conversation(service, key)
+    store = service.store
+    first, second = messages[0].id, messages[1].id
+    store.store_chapter(
+        _chapter(conv_id, first, messages[4].id, "- They met."),
+        [
+            ledger_entry(conv_id, LedgerKind.USER_FACT, "Wren keeps the lamp", first),
+            ledger_entry(conv_id, LedgerKind.DECISION, "They wait for Mia", first, second),
+        ],
+    )
+    service.delete_message(first)
+    service.delete_message(second)
+    lines, pages, _by_speaker = _evidence_pages(service, conv_id)
+    by_text = {
+        e.text: line for e, line in zip(service.memory_view(conv_id).ledger, lines, strict=True)
+    }
+    assert "user fact · a deleted message · from #1-#3" in by_text["Wren keeps the lamp"]
+    assert "decision · 2 deleted messages · from #1-#3" in by_text["They wait for Mia"]
+    assert any("Evidence · a deleted message" in p for p in pages)
+    assert any("Evidence · 2 deleted messages" in p for p in pages)
+
+    assert main(["--db", str(store.path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert "  Wren keeps the lamp  a deleted message  from #1-#3" in out
+    assert "  They wait for Mia  2 deleted messages  from #1-#3" in out
+    assert main(["--db", str(store.path), "memory", str(conv_id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(e["evidence_numbers"] for e in report["ledger"]) == [[None], [None, None]]
+
+    shown = "\n".join([*lines, *pages, out])
+    assert not re.search(r"#0(?![0-9])", shown) and not _says_ids(shown)

@@ -2,7 +2,8 @@
 
 Its repaint key held only an entry's first evidence number and its chapters' ranges, while
 the line shows every evidence number and the entry's numbered text: an entry citing two
-messages kept a stale second number after a message between them was deleted. The pane here
+messages kept a stale second number after a message between them was deleted; once one of
+them is deleted, the line says so in words (chat/numbering.py `evidence_said`). The pane here
 is the app's, in an app of its own; the service runs on the fake engine (no model: only the
 store and the numbering count).
 """
@@ -60,3 +61,12 @@ async def test_a_deletion_between_an_entrys_evidence_repaints_its_line(make_fake
         (after,) = _ledger(pane)
         assert "· #2 #5 · from #1-#3" in after and "Wren lights the lamp (#2 #5)" in after
         assert "#6" not in after
+
+        # The entry's second message goes (#5 now): the line says so in words, repainted (its
+        # key is the line as read), never as the number of the message before it ("#2 #4").
+        service.delete_message(6)
+        pane.show(service.memory_view(conv.id))
+        await pilot.pause()
+        (gone,) = _ledger(pane)
+        assert "· #2 and a deleted message · from #1-#3" in gone
+        assert "#2 #4" not in gone

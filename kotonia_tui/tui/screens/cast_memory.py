@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from textual.content import Content
 
-from kotonia_tui.chat.numbering import chapter_span
+from kotonia_tui.chat.numbering import chapter_span, evidence_said
 from kotonia_tui.memory.attribution import Attributed, CastMemory, SpeakerMemory
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.screens.dialogs import TextScreen
@@ -16,7 +16,7 @@ from kotonia_tui.tui.screens.dialogs import TextScreen
 def _item(
     item: Attributed, numbers: dict[int, int], chapters: Mapping[int, tuple[int, ...]]
 ) -> Content:
-    where = " ".join(f"#{numbers.get(i, i)}" for i in item.evidence) or "no message"
+    where = evidence_said(numbers.get(i) for i in item.evidence) or "no message"
     source = "ledger"
     if item.chapter_id is not None:
         source = f"from {chapter_span(chapters.get(item.chapter_id))}"
@@ -56,7 +56,8 @@ def speaker_block(
 
 def cast_memory_page(memory: CastMemory, numbers: dict[int, int]) -> TextScreen:
     """Each speaker in turn (the cast in its order, then the player); `numbers` gives each
-    cited message's place in the conversation."""
+    cited message still stored its place in the conversation (chat/numbering.py
+    `cited_numbers`: one not in it was deleted, and is said in words)."""
     blocks = [
         Content.styled(
             "What the chapters and the ledger hold of each speaker: an item belongs to whoever "

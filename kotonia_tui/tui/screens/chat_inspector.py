@@ -107,7 +107,7 @@ class InspectorActions(ChatParts):
         except Exception as exc:
             notify(self, str(exc), title="Ledger entry", severity="error")
             return
-        numbers = self.reader.message_numbers(self.conv_id, [m.id for m in evidence])
+        numbers = self.reader.cited_numbers(self.conv_id, event.entry.evidence)
         self.app.push_screen(ledger_page(event.entry, evidence, numbers, view))
 
     def on_inspector_pane_open_synopsis_versions(
@@ -135,5 +135,5 @@ class InspectorActions(ChatParts):
         ids = sorted(
             {i for s in memory.speakers for item in (*s.said, *s.about) for i in item.evidence}
         )
-        numbers = self.reader.message_numbers(self.conv_id, ids)
+        numbers = self.reader.cited_numbers(self.conv_id, ids)
         self.app.push_screen(cast_memory_page(memory, numbers))

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
 from kotonia_tui.chat.inspection import MemoryView
+from kotonia_tui.chat.numbering import evidence_said
 from kotonia_tui.domain import Chapter, Message, StoredLedgerEntry, StoredMessage, Synopsis
 from kotonia_tui.memory.structured import dropped_of
 from kotonia_tui.terminal_text import visible
@@ -212,7 +213,9 @@ def ledger_page(
     memory: MemoryView,
 ) -> TextScreen:
     """A ledger entry, how long it holds (its chapters named as the inspector names them),
-    then the messages it rests on."""
+    then the messages it rests on: `evidence`, those still stored, and `numbers` their places
+    (chat/numbering.py `cited_numbers` of the entry's evidence); one deleted since is said in
+    words, as the inspector's line says it."""
     written = memory.chapter_span(entry.chapter_id)
     if entry.ended_by_chapter_id is None:
         validity = f"valid from {written} · in the prompt"
@@ -234,10 +237,11 @@ def ledger_page(
     ]
     if entry.end_note:
         blocks.append(literal(f"{entry.end.value if entry.end else 'ended'}: {entry.end_note}"))
-    blocks.append(Content.styled("Evidence", "bold $text-accent"))
-    blocks.extend(message_block(numbers.get(m.id, m.id), m) for m in evidence)
-    if not evidence:
-        blocks.append(Content.styled("(the evidence messages were deleted)", "italic $text-muted"))
+    cited = evidence_said(numbers.get(i) for i in entry.evidence) or "it cites no message"
+    blocks.append(
+        Content.assemble(("Evidence", "bold $text-accent"), (f" · {cited}", "$text-muted"))
+    )
+    blocks.extend(message_block(numbers[m.id], m) for m in evidence if m.id in numbers)
     return TextScreen(f"Ledger {entry.label}", blocks)
 
 

@@ -118,10 +118,11 @@ def ledger_place(entry: StoredLedgerEntry, memory: MemoryView) -> str:
 def ledger_line(entry: StoredLedgerEntry, memory: MemoryView) -> Content:
     """One entry: label, kind, text, evidence, and how long it holds, its chapters named by
     their ranges ("from #1-#4", or "#1-#4 to #5-#9, resolved", or "from #1-#4, retired" when
-    its chapter was retired, its messages deleted); an ended entry is dimmed, it has left the
+    its chapter was retired, its messages deleted), its evidence by the messages' numbers (one
+    deleted since in words: `MemoryView.evidence`); an ended entry is dimmed, it has left the
     prompt, and a live one the prompt does not carry says so."""
     live = entry.ended_by_chapter_id is None
-    evidence = " ".join(memory.number(i) for i in entry.evidence)
+    evidence = memory.evidence(entry.evidence)
     place = ledger_place(entry, memory) if live else ""
     written = memory.chapter_span(entry.chapter_id)
     if live:
@@ -416,8 +417,9 @@ class InspectorPane(VerticalScroll):
         entries = sorted(view.ledger, key=lambda e: (e.ended_by_chapter_id is not None, -e.id))
         lines = [ledger_line(e, view) for e in entries]
         # Repainted when anything shown changes: the whole line as read (every evidence
-        # number, the chapters' ranges, where it stands, its numbered text: a deletion
-        # renumbers any of them), and the texts its page shows in full (the item keeps them).
+        # number, or the words for one deleted, the chapters' ranges, where it stands, its
+        # numbered text: a deletion renumbers any of them), and the texts its page shows in
+        # full (the item keeps them).
         key = tuple(
             (e.id, line.plain, e.text, e.end_note) for e, line in zip(entries, lines, strict=True)
         )
