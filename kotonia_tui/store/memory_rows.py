@@ -126,14 +126,7 @@ def refold_chapters(
         raise StoreError("a refold stores at least one chapter")
     conv_id = new[0].conversation_id
     with db.write():
-        olds = [get_chapter(db, old_id) for old_id in old_ids]
-        for old in olds:
-            if old.conversation_id != conv_id:
-                raise StoreError(
-                    f"chapter {old.id} belongs to conversation {old.conversation_id}, not {conv_id}"
-                )
-            if old.superseded_by is not None:
-                raise StoreError(f"chapter {old.id} was already superseded by {old.superseded_by}")
+        olds = _replaceable(db, conv_id, old_ids)
         in_synopsis = any(old.in_synopsis for old in olds)
         stored = [
             insert_chapter(db, chapter.model_copy(update={"in_synopsis": in_synopsis}))
@@ -153,6 +146,20 @@ def refold_chapters(
         return stored
 
 
+def _replaceable(db: Db, conv_id: int, ids: Sequence[int]) -> list[StoredChapter]:
+    """The chapters `ids`, each of conversation `conv_id` and not superseded yet: what a refold
+    may replace or a retirement take out (StoreError otherwise)."""
+    olds = [get_chapter(db, chapter_id) for chapter_id in ids]
+    for old in olds:
+        if old.conversation_id != conv_id:
+            raise StoreError(
+                f"chapter {old.id} belongs to conversation {old.conversation_id}, not {conv_id}"
+            )
+        if old.superseded_by is not None:
+            raise StoreError(f"chapter {old.id} was already superseded by {old.superseded_by}")
+    return olds
+
+
 def retire_chapters(
     db: Db, conv_id: int, ids: Sequence[int], job_id: int | None = None
 ) -> list[StoredChapter]:
@@ -163,14 +170,7 @@ def retire_chapters(
     stale, as a refold of it does: the next major fold rebuilds the synopsis without it.
     (ledger_rows.retire_chapters ends their ledger entries in the same transaction.)"""
     with db.write():
-        olds = [get_chapter(db, chapter_id) for chapter_id in ids]
-        for old in olds:
-            if old.conversation_id != conv_id:
-                raise StoreError(
-                    f"chapter {old.id} belongs to conversation {old.conversation_id}, not {conv_id}"
-                )
-            if old.superseded_by is not None:
-                raise StoreError(f"chapter {old.id} was already superseded by {old.superseded_by}")
+        olds = _replaceable(db, conv_id, ids)
         now = [old for old in olds if not old.retired]
         for old in now:
             db.execute("UPDATE chapters SET retired = 1 WHERE id = ?", (old.id,))
