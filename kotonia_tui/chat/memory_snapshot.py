@@ -14,7 +14,7 @@ is landed memory to fit; with nothing landed, the stored block is the whole answ
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kotonia_tui.domain import StoredChapter, StoredLedgerEntry, StoredSynopsis
 from kotonia_tui.memory.assembly import MemoryBlock
@@ -39,10 +39,13 @@ class LandedMemory:
     def pending(self, state: MemoryState) -> bool:
         """Landed memory the prompt does not carry yet (the next turn applies it). A chapter
         retired since the prompt's block was applied (`MemoryState.applied_retired` counts
-        those retired before) is in that block: the memory is applied again without it, an
-        empty one too (the block carried only what was retired)."""
+        those retired before) is in that block: the memory is applied again without it. An
+        empty landed memory beside a stored block always means that block is out of date
+        (whatever the counts say: a turn may have applied the retirement before a rebuild
+        left the synopsis empty), and applying it stores an empty block, so it is applied
+        once."""
         if self.block.empty:
-            return bool(state.memory_text) and self.retired != state.applied_retired
+            return bool(state.memory_text)
         return (
             self.newest_chapter_id != state.applied_chapter_id
             or self.synopsis_id != state.applied_synopsis_id
@@ -88,6 +91,14 @@ class MemorySnapshot:
     def live(self) -> list[StoredLedgerEntry]:
         return [e for e in self.ledger if e.id in self.live_ids]
 
+    def refitted(self, fit: LedgerFit) -> MemorySnapshot:
+        """This snapshot with pending landed memory carrying the ledger fit `fit` (made of
+        this snapshot's own live entries): for a fit made before the rows were read."""
+        if not self.pending:
+            return self
+        landed = landed_memory(self.synopsis, self.chapters, fit.shown, self.landed.retired)
+        return replace(self, landed=landed, fit=fit)
+
     @property
     def next_text(self) -> str:
         """The memory block the next turn carries: the landed one when a fold has landed."""
@@ -114,12 +125,15 @@ def memory_snapshot(store: Store, conv_id: int, fit: LedgerFitter) -> MemorySnap
     """The conversation's memory from bounded reads; `fit` is called (once) only when landed
     memory with live ledger entries is pending."""
     state = store.memory_state(conv_id)
+    # The retired count first: a chapter retired after it is read leaves the rows read below
+    # yet is not counted, so the next turn applies the memory again (read after the chapters,
+    # a chapter retired in between was carried and counted as gone: never taken out).
+    retired = store.retired_count(conv_id)
     synopsis = store.current_synopsis(conv_id)
     chapters = store.chapters(conv_id)
     ledger = store.ledger(conv_id, include_ended=True)
     live = store.ledger(conv_id)
     live_ids = frozenset(e.id for e in live)
-    retired = store.retired_count(conv_id)
     unfitted = landed_memory(synopsis, chapters, live, retired)
     pending = unfitted.pending(state)
     if pending:

@@ -185,6 +185,11 @@ def _in_backoff(job: StoredFoldJob) -> bool:
     return job.status is not FoldStatus.RUNNING and job.last_error is not None
 
 
+def _fit_ids(fit: LedgerFit) -> frozenset[int]:
+    """The ids of the live entries a ledger fit was made of (those it shows and leaves out)."""
+    return frozenset(e.id for e in (*fit.shown, *fit.left_out))
+
+
 def _fold_in_flight(chapter_jobs: Sequence[StoredFoldJob]) -> bool:
     """Whether an open chapter job holds back the trigger. One job in its failure backoff does
     not: the next range is queued after it, or each later fold waits for the ceiling and
@@ -427,6 +432,13 @@ class Prompter:
         ]
         fitted = await self.fitted_ledger(conv_id)
         snapshot = memory_snapshot(self.store, conv_id, lambda _live: fitted)
+        if snapshot.pending and _fit_ids(fitted) != snapshot.live_ids:
+            # A fold landed or a chapter was retired between the fit and the snapshot's read:
+            # the block must carry the ledger of the rows it was built from (a retired
+            # chapter's ended entries never; applied_retired already counts it).
+            live = snapshot.live
+            refit = await asyncio.to_thread(self.fit_ledger, live) if live else LedgerFit((), ())
+            snapshot = snapshot.refitted(refit)
         landed = snapshot.landed
         pending = snapshot.pending
         landed_text = landed.block.render() if pending else ""

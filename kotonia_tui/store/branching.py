@@ -46,7 +46,14 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kotonia_tui.domain import Conversation, FoldJob, FoldKind, StoredConversation, utcnow
+from kotonia_tui.domain import (
+    Conversation,
+    FoldJob,
+    FoldKind,
+    Role,
+    StoredConversation,
+    utcnow,
+)
 from kotonia_tui.store import cast, conversations, fold_jobs, memory_rows
 from kotonia_tui.store.codec import ts_to_db
 from kotonia_tui.store.connection import Db
@@ -320,7 +327,8 @@ def _copy_chapters(
     """Every chapter whose range ends at or before the branch point, in the original order
     (so the newest stays the newest), with refolds pointing at their copies. A chapter the
     original's synopsis took in stays taken in only if the branch's synopsis covers it.
-    Returns old id -> new id, and the (new) ranges of stale live chapters to refold."""
+    Returns old id -> new id, and the (new) ranges of stale chapters to refold (a retired
+    one's only when its range holds a message of the story again)."""
     rows = db.select(
         "SELECT * FROM chapters WHERE conversation_id = ? AND last_message_id <= ? ORDER BY id",
         (source_id, through),
@@ -350,12 +358,25 @@ def _copy_chapters(
         successor = copied.get(row["superseded_by"]) if row["superseded_by"] else None
         if successor is not None:
             db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (successor, new))
-        elif row["stale"] and not row["retired"]:
-            # A retired chapter is copied retired: its messages are gone, nothing to refold.
-            stale.append(
-                (_new_id(db, row["first_message_id"]), _new_id(db, row["last_message_id"]))
-            )
+        elif row["stale"]:
+            first, last = _new_id(db, row["first_message_id"]), _new_id(db, row["last_message_id"])
+            # A retired chapter is copied retired, and refolded only when its range holds a
+            # message of the story again (a deletion undone: its refold may still be waiting
+            # in the original); otherwise its messages are gone and there is nothing to fold.
+            if not row["retired"] or _holds_story(db, new_id, first, last):
+                stale.append((first, last))
     return copied, stale
+
+
+def _holds_story(db: Db, conv_id: int, first: int, last: int) -> bool:
+    """Whether messages `first`..`last` of the conversation hold one that is part of the story
+    (not an imported note: `memory.assembly.in_prompt`), as a refold would fold."""
+    row = db.select_one(
+        """SELECT 1 FROM messages WHERE conversation_id = ? AND id BETWEEN ? AND ?
+               AND role != ? LIMIT 1""",
+        (conv_id, first, last, Role.SYSTEM.value),
+    )
+    return row is not None
 
 
 def _copy_ledger(

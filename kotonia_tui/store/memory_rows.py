@@ -120,14 +120,23 @@ def refold_chapters(
 
     When an old chapter was in the synopsis, the new ones are too (they belong to the same
     generation), and every synopsis version that folded the old text is marked stale: the next
-    major fold rebuilds the synopsis from a version that never held it.
+    major fold rebuilds the synopsis from a version that never held it. So when the current
+    synopsis already covers the new chapters' range (a retired chapter brought back by an undo
+    after a major fold folded the chapters around it): live, they would sit after a synopsis
+    that tells what came after them, and the next major fold would add them after it, out of
+    order; in the synopsis, the rebuild folds them in their place. (A range reaching past the
+    synopsis stays live: a rebuild folds only what the synopsis covers.)
     """
     if not new:
         raise StoreError("a refold stores at least one chapter")
     conv_id = new[0].conversation_id
     with db.write():
         olds = _replaceable(db, conv_id, old_ids)
-        in_synopsis = any(old.in_synopsis for old in olds)
+        current = current_synopsis(db, conv_id)
+        reach = current.through_message_id if current is not None else 0
+        first_new = min(chapter.first_message_id for chapter in new)
+        covered = max(chapter.last_message_id for chapter in new) <= reach
+        in_synopsis = any(old.in_synopsis for old in olds) or covered
         stored = [
             insert_chapter(db, chapter.model_copy(update={"in_synopsis": in_synopsis}))
             for chapter in new
@@ -135,7 +144,8 @@ def refold_chapters(
         for old in olds:
             db.execute("UPDATE chapters SET superseded_by = ? WHERE id = ?", (stored[0].id, old.id))
         if in_synopsis:
-            first = min(old.first_message_id for old in olds if old.in_synopsis)
+            held = [old.first_message_id for old in olds if old.in_synopsis]
+            first = min([*held, first_new])
             db.execute(
                 """UPDATE synopses SET stale = 1
                    WHERE conversation_id = ? AND through_message_id >= ?""",

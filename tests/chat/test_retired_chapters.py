@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 
 from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
+from kotonia_tui.chat.fold import chapters as chapters_module
 from kotonia_tui.chat.fold.chapters import retired_words
+from kotonia_tui.chat.prompting import Prompter
 from kotonia_tui.cli import main
 from kotonia_tui.domain import (
     Chapter,
+    FoldJob,
     FoldKind,
     LedgerEnd,
     LedgerEnding,
@@ -313,3 +316,115 @@ def test_the_retirement_is_said_in_the_chats_numbers_and_never_renumbered():
         "rebuilt without them"
     )
     assert referenced_ids(said) == referenced_ids(notes) == frozenset()
+
+
+async def test_a_rebuild_left_empty_after_a_turn_took_the_retirement_still_clears_the_block(
+    make_fake_service, monkeypatch
+):
+    """A turn between the retirement and the synopsis rebuild applies the memory again (the
+    retired count changed) but still carries the stale synopsis; the rebuild then leaves an
+    empty synopsis. The counts are equal by then, yet the landed memory is empty beside a
+    stored block: that block is out of date and goes, once."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    card = service.library.get(key)
+    conv = service.new_conversation(card)
+    store = service.store
+    user = service.persona.name
+    store.add_messages(
+        conv.id, [Message(role=Role.USER, speaker=user, text=f"Line {k}.") for k in range(2, 6)]
+    )
+    a = store.store_chapter(_chapter(conv.id, 1, 5, A_TEXT), [])
+    secret = "Ann met Wren in secret."
+    store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text=secret, through_message_id=5), [a.id]
+    )
+    assert secret in _memory_message(await _turn(service, conv.id, "Hello."))
+
+    async def not_yet(ctx, conv_id):  # the rebuild waits behind other work
+        return None
+
+    monkeypatch.setattr(chapters_module, "queue_major_fold", not_yet)
+    for message_id in range(1, 6):
+        service.delete_message(message_id)
+    await service.worker.wait_settled(conv.id)
+    assert store.get_chapter(a.id).retired and store.current_synopsis(conv.id).stale
+    between = await _turn(service, conv.id, "Where were we?")
+    assert between.prepared.plan.apply_landed and secret in _memory_message(between)
+    assert store.memory_state(conv.id).applied_retired == 1
+
+    store.enqueue_fold(FoldJob(conversation_id=conv.id, kind=FoldKind.MAJOR_GC))
+    service.worker.wake()
+    await service.worker.wait_settled(conv.id)
+    assert store.current_synopsis(conv.id).text == ""
+    after = await _turn(service, conv.id, "Anyone?")
+    assert after.prepared.plan.apply_landed
+    assert _memory_message(after) == "" and store.memory_state(conv.id).memory_text == ""
+    # ...once: an empty block stored, nothing is pending.
+    again = await _turn(service, conv.id, "Still there?")
+    assert not again.prepared.plan.apply_landed and _memory_message(again) == ""
+
+
+async def test_a_chapter_retired_while_a_turn_reads_its_memory_leaves_the_next_block(
+    make_fake_service, monkeypatch
+):
+    """The turn fits the ledger, then reads the chapters and the retired count: a retirement
+    landing in between must not leave the retired chapter's ended rule in a block applied as
+    if without it (its count taken), where no later turn would take it out."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    conv_id = await _story(service, key)
+    store = service.store
+    b = store.chapters(conv_id)[1]
+    fit = Prompter.fitted_ledger
+    retired: list[object] = []
+
+    async def fit_then_retire(self, conv):
+        fitted = await fit(self, conv)
+        if not retired:  # the worker's refold with nothing to fold lands during the await
+            retired.append(store.retire_chapters(conv, [b.id]))
+        return fitted
+
+    monkeypatch.setattr(Prompter, "fitted_ledger", fit_then_retire)
+    first = await _turn(service, conv_id, "Tell me about the lamps.")
+    assert retired and store.get_chapter(b.id).retired
+    memory = _memory_message(first)
+    assert RULE not in memory and "Mia lands on the 14th" in memory
+    assert store.memory_state(conv_id).applied_retired == 1
+    later = await _turn(service, conv_id, "And?")
+    assert not later.prepared.plan.apply_landed and RULE not in _memory_message(later)
+
+
+async def test_a_branch_made_before_an_undone_deletions_refold_runs_refolds_it_too(
+    make_fake_service,
+):
+    """The deletion undone, the original's refold of the retired chapter's range still
+    waiting: a branch made then holds the restored message, so it queues the refold of the
+    retired copy too (otherwise the message is in neither its prompt nor its memory)."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
+    conv_id = await _story(service, key)
+    store = service.store
+    b = store.chapters(conv_id)[1]
+    await _turn(service, conv_id, "Tell me about the lamps.")
+    for message_id in range(6, 11):
+        service.delete_message(message_id)
+    await service.worker.wait_settled(conv_id)
+    assert store.get_chapter(b.id).retired
+    await _turn(service, conv_id, "And?")
+
+    service.worker.pause()  # the refold the undo queues has not run yet
+    assert service.undo_delete_message(conv_id) is not None
+    branched = service.manager.duplicate(conv_id)
+    new_id = branched.conversation.id
+    assert branched.refolds == 1
+    service.worker.resume()
+    await service.worker.wait_settled(conv_id)
+    await service.worker.wait_settled(new_id)
+
+    original = [(x.first_message_id, x.last_message_id) for x in store.chapters(conv_id)]
+    assert original == [(1, 5), (10, 10), (11, 12)]
+    restored = store.get_message(10).text
+    (copy,) = [m for m in store.messages_between(new_id, 0, 10**9) if m.text == restored]
+    copies = [(x.first_message_id, x.last_message_id) for x in store.chapters(new_id)]
+    assert len(copies) == 3 and copies[1] == (copy.id, copy.id)

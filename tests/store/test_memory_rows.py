@@ -283,6 +283,34 @@ def test_retiring_chapters_ends_their_entries_and_makes_a_synopsis_that_held_one
         store.retire_chapters(conv.id, [b.id])
 
 
+def test_a_retired_chapter_brought_back_after_a_major_fold_goes_into_the_synopsis(
+    store: Store,
+) -> None:
+    """B retired, a major fold then took A and C in (the synopsis reaches past B's range), and
+    the deletion is undone: B's refold belongs to the synopsis, in its place, not to the live
+    chapters after it (the next major fold would add it after C). The versions that cover its
+    range go stale, so the rebuild starts before it and folds A, B' and C in order."""
+    conv = new_conversation(store)
+    store.add_messages(conv.id, make_messages(12))
+    a = store.add_chapter(_chapter(conv.id, 1, 4, "a"))
+    b = store.add_chapter(_chapter(conv.id, 5, 8, "b"))
+    c = store.add_chapter(_chapter(conv.id, 9, 12, "c"))
+    store.mark_chapters_stale(conv.id, 6)
+    store.retire_chapters(conv.id, [b.id])
+    before = store.add_synopsis(
+        Synopsis(conversation_id=conv.id, version=0, text="a then c", through_message_id=12),
+        [a.id, c.id],
+    )
+    (again,) = store.store_refold([b.id], [NewChapter(_chapter(conv.id, 5, 8, "b again"))])
+    assert again.in_synopsis and store.get_chapter(again.id).in_synopsis
+    assert store.chapters(conv.id) == []  # no live chapter after the synopsis
+    (version,) = store.synopsis_versions(conv.id)
+    assert (version.id, version.current, version.stale) == (before.id, True, True)
+    assert store.rebuild_base(conv.id, version.through_message_id + 1) is None
+    folded = store.synopsis_chapters_after(conv.id, 0, version.through_message_id, 50)
+    assert [x.text for x in folded] == ["a", "b again", "c"]
+
+
 def test_the_current_synopsis_never_covers_less_than_before(store: Store) -> None:
     conv = new_conversation(store)
     store.add_synopsis(

@@ -159,7 +159,7 @@ async def fold_chapter_job(
         stale = _stale(ctx, job)
         stored = store.store_refold([c.id for c in stale], chapters, job.id)
         words = ", ".join(_stored(c) for c in stored)
-        if any(c.in_synopsis for c in stale):
+        if any(c.in_synopsis for c in stored):  # it held them, or covers their range
             words += "; the synopsis will be rebuilt from the current chapters"
     else:
         (folded,) = chapters
