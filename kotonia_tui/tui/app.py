@@ -127,8 +127,8 @@ class KotoniaApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         if self.settings.keys:
             self.set_keymap(self.settings.keys)
-        cards, problems = self.load_cards()
-        self.push_screen(PickerScreen(cards, problems))
+        cards, problems, repairs = self.load_cards()
+        self.push_screen(PickerScreen(cards, problems, repairs))
         self.set_interval(1.0, self._tick)
         self.load_service()
 
@@ -137,9 +137,15 @@ class KotoniaApp(App[int]):
         if isinstance(name, str):
             save_state({"theme": name})
 
-    def load_cards(self) -> tuple[list[CharacterCard], list[str]]:
+    def load_cards(self) -> tuple[list[CharacterCard], list[str], list[str]]:
+        """The cards, the files that could not be read, and the cards read with a repair (a
+        repaired card is listed: it is not one that could not be read)."""
         library = open_library(self.settings)
-        return list(library.cards), [str(p) for p in (*library.errors, *library.repairs)]
+        return (
+            list(library.cards),
+            [str(p) for p in library.errors],
+            [str(p) for p in library.repairs],
+        )
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def load_service(self) -> None:

@@ -282,3 +282,29 @@ async def test_broken_cards_stay_listed_in_full(tiny_eos_model_path, mira_card):
         shown = visual.plain
         message = "broken.json: data.character_book.entries[0].keys: expected a list of strings"
         assert message in shown.replace("\n", " ")
+
+
+async def test_a_repaired_card_is_listed_and_not_called_unreadable(tiny_eos_model_path, mira_card):
+    """A card with invalid UTF-8 loads with U+FFFD in its place and can be chosen; the picker
+    used to count it among the cards that "could not be read" (seen with the hostile corpus)."""
+    repaired = mira_card.parent / "latin.json"
+    repaired.write_bytes(
+        b'{"spec": "chara_card_v2", "data": {"name": "Lat\xefn", "first_mes": "Hi."}}'
+    )
+    broken = mira_card.parent / "broken.json"
+    broken.write_text('{"spec": "chara_card_v2", "data": {"name": 3}}', encoding="utf-8")
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.wait_service(), 30)
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await pilot.pause(0.5)
+        listed = [item.card.name for item in app.screen.query(CardItem)]
+        assert "Lat\ufffdn" in listed
+        visual = app.screen.query_one("#card-problems-text", Static).visual
+        assert isinstance(visual, Content)
+        shown = visual.plain.replace("\n", " ")
+        assert "1 card could not be read" in shown and "broken.json" in shown
+        assert "1 card read with a repair:" in shown
+        assert "latin.json: 1 invalid Unicode sequence was replaced with U+FFFD" in shown
+        unreadable = shown.split("read with a repair:")[0]
+        assert "latin.json" not in unreadable

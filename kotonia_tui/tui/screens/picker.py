@@ -55,10 +55,13 @@ class PickerScreen(KotoniaScreen[None]):
         Binding("ctrl+g", "start_group", "Start a group", id="start_group", show=False),
     ]
 
-    def __init__(self, cards: list[CharacterCard], problems: list[str]) -> None:
+    def __init__(
+        self, cards: list[CharacterCard], problems: list[str], repairs: list[str] | None = None
+    ) -> None:
         super().__init__()
         self.cards = cards
         self.problems = problems
+        self.repairs = repairs or []  # cards read with a repair: listed, and said so
         self.marked: list[CharacterCard] = []  # in the order marked: the group's cast order
 
     def compose(self) -> ComposeResult:
@@ -108,21 +111,33 @@ class PickerScreen(KotoniaScreen[None]):
 
     def _show_problems(self) -> None:
         """Broken cards stay listed under the cards until the next reload (a toast alone
-        expires while the player is still reading the screen)."""
+        expires while the player is still reading the screen), and so do the cards read with a
+        repair, apart: those are listed above and can be chosen."""
         box = self.query_one("#card-problems", VerticalScroll)
-        box.display = bool(self.problems)
-        if not self.problems:
+        box.display = bool(self.problems or self.repairs)
+        if not (self.problems or self.repairs):
             return
-        lines = [
-            literal_line(
-                f"⚠ {plural(len(self.problems), 'card')} could not be read (Ctrl+L reloads):",
-                "bold $warning",
-            ),
-            *(literal(problem, "$warning") for problem in self.problems),
-        ]
+        lines: list[Content] = []
+        if self.problems:
+            lines.append(
+                literal_line(
+                    f"⚠ {plural(len(self.problems), 'card')} could not be read (Ctrl+L reloads):",
+                    "bold $warning",
+                )
+            )
+            lines.extend(literal(problem, "$warning") for problem in self.problems)
+        if self.repairs:
+            lines.append(
+                literal_line(
+                    f"⚠ {plural(len(self.repairs), 'card')} read with a repair:", "bold $warning"
+                )
+            )
+            lines.extend(literal(repair, "$warning") for repair in self.repairs)
         self.query_one("#card-problems-text", Static).update(Content("\n").join(lines))
         for problem in self.problems:
             notify(self, problem, title="A card could not be read", severity="warning", timeout=20)
+        for repair in self.repairs:
+            notify(self, repair, title="A card was read with a repair", severity="warning")
 
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
         if isinstance(event.item, CardItem):
@@ -162,7 +177,7 @@ class PickerScreen(KotoniaScreen[None]):
         self.app.push_screen(PersonasScreen())
 
     def action_reload(self) -> None:
-        self.cards, self.problems = self.kotonia.load_cards()
+        self.cards, self.problems, self.repairs = self.kotonia.load_cards()
         self._fill()
         notify(self, plural(len(self.cards), "card"))
 
