@@ -146,14 +146,20 @@ def refold_chapters(
         if in_synopsis:
             held = [old.first_message_id for old in olds if old.in_synopsis]
             first = min([*held, first_new])
-            db.execute(
-                """UPDATE synopses SET stale = 1
-                   WHERE conversation_id = ? AND through_message_id >= ?""",
-                (conv_id, first),
-            )
+            _stale_synopses_from(db, conv_id, first)
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, conv_id)
         return stored
+
+
+def _stale_synopses_from(db: Db, conv_id: int, first_id: int) -> None:
+    """Mark stale every synopsis version that folded message `first_id` or later: one that held
+    a chapter a refold replaced or a retirement took out (the next major fold rebuilds it)."""
+    db.execute(
+        """UPDATE synopses SET stale = 1
+           WHERE conversation_id = ? AND through_message_id >= ?""",
+        (conv_id, first_id),
+    )
 
 
 def _replaceable(db: Db, conv_id: int, ids: Sequence[int]) -> list[StoredChapter]:
@@ -186,11 +192,7 @@ def retire_chapters(
             db.execute("UPDATE chapters SET retired = 1 WHERE id = ?", (old.id,))
         held = [old.first_message_id for old in now if old.in_synopsis]
         if held:
-            db.execute(
-                """UPDATE synopses SET stale = 1
-                   WHERE conversation_id = ? AND through_message_id >= ?""",
-                (conv_id, min(held)),
-            )
+            _stale_synopses_from(db, conv_id, min(held))
         if job_id is not None:
             fold_jobs.mark_done(db, job_id, conv_id)
         return [old.model_copy(update={"retired": True}) for old in now]
