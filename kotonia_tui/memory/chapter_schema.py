@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -353,3 +353,38 @@ def tokens_per_char(source_tokens: int, source_chars: int) -> float:
 def schema_text(schema: dict[str, Any]) -> str:
     """The schema as the engine takes it: JSON text, the same bytes for the same schema."""
     return json.dumps(schema, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+
+
+def string_patterns(schema: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """The pattern of each string an answer in `schema` (`chapter_schema`'s) writes, by its list
+    and field (("events", "event"), ("claims", "in_fact"), ...); the story time's by ("time",
+    "time"). Enums (a thread a chapter resolves, a label it replaces) have none."""
+    found: dict[tuple[str, str], str] = {}
+    properties = schema.get("properties", {})
+    for name, list_schema in properties.items():
+        if name == "time":
+            if pattern := list_schema.get("pattern"):
+                found[("time", "time")] = pattern
+            continue
+        fields = list_schema.get("items", {}).get("properties", {})
+        for field_name, field_schema in fields.items():
+            if field_schema.get("type") == "string" and (pattern := field_schema.get("pattern")):
+                found[(name, field_name)] = pattern
+    return found
+
+
+def filled(pattern: str, text: str) -> bool:
+    """Whether `text`, as the model wrote it, holds the most characters `pattern` (one
+    `text_schema` writes) lets a string have: then the grammar ended it, not the model, and
+    it may stop inside a sentence or a word."""
+    match = _LENGTH.search(pattern)
+    if match is None:
+        raise ValueError(f"not a pattern text_schema writes: {pattern!r}")
+    most = int(match.group(2))
+    body = text.removeprefix(" ")
+    if named := _NAMED.match(pattern):
+        return any(
+            body.startswith(f"{name} ") and len(body) - len(name) - 1 == most
+            for name in named.group(1).split("|")
+        )
+    return len(body) - 1 == most

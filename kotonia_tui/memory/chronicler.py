@@ -17,6 +17,7 @@ ask again. It is a leaf: prompt in, parsed answer out; it calls nothing above me
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ from kotonia_tui.memory.chapter_schema import (
     chapter_schema,
     schema_text,
 )
+from kotonia_tui.memory.cut_items import finish_answer
 from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
 from kotonia_tui.memory.readback import missing, user_specifics
@@ -566,9 +568,16 @@ class ChronicleReply:
 
 
 def read_reply(
-    request: ChronicleRequest, prompt: ChroniclerPrompt, written: str, *, cut: bool
+    request: ChronicleRequest,
+    prompt: ChroniclerPrompt,
+    written: str,
+    *,
+    cut: bool,
+    schema: str | None = None,
 ) -> ChronicleReply:
-    """Read what the model wrote after the prompt (`cut`: it stopped at the output cap).
+    """Read what the model wrote after the prompt (`cut`: it stopped at the output cap;
+    `schema`: the JSON schema a structured answer was written in, whose limits say which of
+    its strings the grammar ended: memory/cut_items.py).
 
     A refusal is worth one more try with the same request; an empty or cut summary is not
     (the fold job fails and is retried later, by its backoff). A structured chapter is judged
@@ -581,7 +590,7 @@ def read_reply(
     if not text:
         return ChronicleReply(request, Verdict.EMPTY, text)
     if request.structured:
-        return _read_structured(request, text)
+        return _read_structured(request, text, schema)
     if _refused(request, text):
         return ChronicleReply(request, Verdict.REFUSED, text, retry=request)
     return ChronicleReply(request, Verdict.OK, text)
@@ -592,14 +601,19 @@ def _refused(request: ChronicleRequest, text: str) -> bool:
     return is_refusal(Prose(text), expected_chars=request.expected_chars())
 
 
-def _read_structured(request: ChronicleRequest, text: str) -> ChronicleReply:
-    """A structured chapter read against its source; its misses are asked for once more."""
+def _read_structured(
+    request: ChronicleRequest, text: str, schema: str | None = None
+) -> ChronicleReply:
+    """A structured chapter read against its source (its strings the grammar ended finished
+    or marked first); its misses are asked for once more."""
     try:
         answer = parse_answer(text)
     except MalformedAnswerError:
         # Free text where the schema's object should be (a server that ignored the schema).
         verdict = Verdict.REFUSED if _refused(request, text) else Verdict.MALFORMED
         return ChronicleReply(request, verdict, text, retry=request)
+    if schema is not None:
+        answer = finish_answer(answer, json.loads(schema), request.messages)
     source = request.source
     chapter = read_chapter(
         answer,

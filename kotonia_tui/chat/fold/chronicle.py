@@ -119,7 +119,7 @@ async def chronicle(
         elapsed_ms = (time.monotonic() - started) * 1000
         made += 1
         cut = result.finish_reason is FinishReason.LENGTH
-        reply = read_reply(request, prompt, result.text, cut=cut)
+        reply = read_reply(request, prompt, result.text, cut=cut, schema=generation.json_schema)
         done = Chronicled(reply, made, generation.max_tokens, elapsed_ms)
         if reply.ok and (best is None or len(reply.misses) < len(best.reply.misses)):
             best = done

@@ -1,0 +1,109 @@
+"""A chronicler's string that its grammar ended at its length limit is finished from the message
+it copies, or marked as cut; a string under its limit is stored as written."""
+
+from __future__ import annotations
+
+import json
+
+from kotonia_tui.config import ModelProfile
+from kotonia_tui.domain import Message, Role
+from kotonia_tui.memory.chapter_schema import (
+    ChapterSource,
+    Shape,
+    filled,
+    pattern_chars,
+    schema_for,
+    string_patterns,
+    text_schema,
+)
+from kotonia_tui.memory.chronicler import Cast, ChronicleRequest, chronicler_prompt, read_reply
+from kotonia_tui.memory.cut_items import CUT_MARK, finished
+
+VEIL = "I'll send you a photograph of Ilse in our mother's veil. I promise."
+SOURCE = [
+    Message(id=325, role=Role.CHARACTER, speaker="Corwin", text="Will you write to me?"),
+    Message(id=326, role=Role.USER, speaker="Mara", text=VEIL),
+    Message(
+        id=327,
+        role=Role.CHARACTER,
+        speaker="Corwin",
+        text="Do you ever go over to Pellmouth? It can't be more than four miles, they say.",
+    ),
+]
+CAST = Cast(char="Corwin", user="Mara")
+
+
+def _source() -> ChapterSource:
+    return ChapterSource.of(SOURCE, ())
+
+
+def test_a_string_is_filled_only_at_the_most_its_pattern_allows():
+    # `pattern_chars` counts the one space a string may start with.
+    plain = text_schema(20)["pattern"]
+    assert pattern_chars(plain) == 20
+    assert filled(plain, " " + "a" * 19) and filled(plain, "a" * 19)
+    assert not filled(plain, "a" * 18)
+    named = text_schema(30, names=("Mara", "Corwin"))["pattern"]
+    rest = pattern_chars(named) - len(" Corwin ")  # what may follow the longest name
+    assert filled(named, "Corwin " + "x" * rest)
+    # A shorter name reaches its limit at fewer characters: what follows it is counted.
+    assert filled(named, "Mara " + "x" * rest)
+    assert not filled(named, "Mara " + "x" * (rest - 1))
+
+
+def test_a_cut_copy_goes_on_with_its_messages_words_to_the_end_of_the_sentence():
+    texts = [m.text for m in SOURCE]
+    assert finished("Mara says: I'll send you a photograph of Ilse in our mother's", texts, 64) == (
+        "Mara says: I'll send you a photograph of Ilse in our mother's veil."
+    )
+    # Inside a word, with a comma the grammar left at the end, and in another case.
+    assert finished("Mara asks: do you ever go over to Pellmouth? It can'", texts, 64) == (
+        "Mara asks: do you ever go over to Pellmouth? It can't be more than four miles, they say."
+    )
+    assert finished("She said it can't be more than four miles,", texts, 64) == (
+        "She said it can't be more than four miles, they say."
+    )
+    # Typographic quote marks for the source's straight ones.
+    assert finished("Mara: I’ll send you a photograph of Ilse", texts, 64).endswith(
+        "of Ilse in our mother's veil."
+    )
+
+
+def test_a_cut_string_that_copies_nothing_is_marked_and_a_long_rest_is_cut_at_a_word():
+    texts = [m.text for m in SOURCE]
+    assert finished("Corwin was in the oil store, and the kitten was", texts, 64) == (
+        f"Corwin was in the oil store, and the kitten was{CUT_MARK}"
+    )
+    # Two common words are not a copy: found by chance in the wrong message.
+    assert finished("Mara has a sister and she", ["and she went home early."], 64).endswith(
+        CUT_MARK
+    )
+    long = "The lamp burns every night of the year from dusk until the sun is up again."
+    assert finished("Corwin: the lamp burns every night", [long], 20) == (
+        f"Corwin: the lamp burns every night of the year from{CUT_MARK}"
+    )
+
+
+def test_a_chapter_whose_item_reached_its_limit_is_stored_whole():
+    request = ChronicleRequest.chapter(SOURCE, CAST, ())
+    prompt = chronicler_prompt(request, ModelProfile())
+    schema = schema_for(
+        _source(), Shape({**_source().first_shape().counts, "events": 2}, text=64, short=32)
+    )
+    pattern = string_patterns(schema)[("events", "event")]
+    # What may follow a name: the pattern's most characters less the longest name and its space
+    # and the space a string may start with.
+    rest = pattern_chars(pattern) - len("Corwin") - 2
+    event = "Mara " + "says: I'll send you a photograph of Ilse in our mother's veil"[:rest]
+    assert filled(pattern, event) and event.endswith("our mother's")
+    short = "Corwin asks Mara to write to him."
+    answer = {"events": [{"event": event, "ids": [326]}, {"event": short, "ids": [325]}]}
+    schema_text = json.dumps(schema)
+    reply = read_reply(request, prompt, json.dumps(answer), cut=False, schema=schema_text)
+    assert reply.ok
+    lines = reply.text.splitlines()
+    assert any(line.endswith("in our mother's veil. (#326)") for line in lines), lines
+    assert any(short in line for line in lines), lines
+    # Without the schema (a server that ignored it) nothing can say what was cut.
+    plain = read_reply(request, prompt, json.dumps(answer), cut=False)
+    assert not any("veil." in line for line in plain.text.splitlines())
