@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from textual.command import CommandPalette
-from textual.widgets import Input, ListView, TextArea
+from textual.widgets import Input, Label, ListView, TextArea
 
 from kotonia_tui.chat.bootstrap import open_store
 from kotonia_tui.domain import Message, Role
@@ -141,7 +142,7 @@ async def test_conversations_are_renamed_duplicated_deleted_undone_exported_and_
         conv_id = chat.conv_id
         await pilot.press("ctrl+b")
         await _until_screen(pilot, app, ConversationsScreen)
-        await wait_for(pilot, lambda: f"#{conv_id}" in screen_text(app))
+        await wait_for(pilot, lambda: f"  id {conv_id} · " in screen_text(app))
 
         await pilot.press("r")
         await _until_screen(pilot, app, AskTextScreen)
@@ -180,7 +181,7 @@ async def test_conversations_are_renamed_duplicated_deleted_undone_exported_and_
         await wait_for(pilot, lambda: len(_stored_conversations(app)) == 3)
         imported = max(_stored_conversations(app))
         assert _stored_conversations(app)[imported] == "storm"  # the file's name
-        await wait_for(pilot, lambda: f"#{imported}" in screen_text(app))  # filed under Mira
+        await wait_for(pilot, lambda: f"  id {imported} · " in screen_text(app))  # under Mira
 
         # A deletion not undone is gone for good once the app closes.
         await _highlight(pilot, app, copy_id)
@@ -346,3 +347,46 @@ async def test_the_cursor_stays_on_its_conversation_when_the_list_re_sorts(
         )
         await pilot.pause()
         assert listing.highlighted_child.conversation.id == first
+
+
+async def test_the_list_names_a_conversation_by_its_id_never_as_a_message_number(
+    tiny_eos_model_path, mira_card
+):
+    """The list showed a conversation's store id as "#2" ("Conversation 1 (branch at #4)  #3 ·
+    4 messages"), and its delete dialog "(#2, 2 messages)": everywhere else "#2" is a
+    conversation's second message. Now both say "id 2", what `--conversation ID` and
+    `kotonia delete ID` take, and nothing in a row or the dialog reads "#N"."""
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=SIZE) as pilot:
+        service = await app.wait_service()
+        assert service is not None
+        card = service.library.get("mira")
+        untitled = service.new_conversation(card)  # the greeting, then two lines: 3 messages
+        said = [Message(role=Role.USER, speaker="User", text=f"Line {i}.") for i in range(2)]
+        service.store.add_messages(untitled.id, said)
+        titled = service.new_conversation(card, title="Storm night")  # its greeting alone
+        service.store.add_messages(titled.id, said[:1])
+        assert (untitled.id, titled.id) == (1, 2)
+
+        await _until_screen(pilot, app, PickerScreen)
+        await pilot.press("enter")
+        await _until_screen(pilot, app, ConversationsScreen)
+        listing = app.screen.query_one("#conv-list", ListView)
+        await wait_for(pilot, lambda: len(listing.query(ConversationItem)) == 2)
+        rows = [str(item.query_one(Label).render()) for item in listing.query(ConversationItem)]
+        assert rows[0].startswith("Storm night  id 2 · 2 messages · ")
+        assert rows[1].startswith("Conversation 1  id 1 · 3 messages · ")
+        assert not any(re.search(r"#\d", row) for row in rows)
+
+        await _highlight(pilot, app, titled.id)
+        await pilot.press("d")
+        await _until_screen(pilot, app, ConfirmScreen)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert dialog.question.startswith(
+            "Delete Storm night (id 2, 2 messages) and its memory?\n\n"
+        )
+        assert "(id 2, 2 messages)" in screen_text(app)
+        assert not re.search(r"#\d", dialog.question)
+        await pilot.press("n")
+        await _until_screen(pilot, app, ConversationsScreen)

@@ -31,13 +31,20 @@ from kotonia_tui.tui.widgets.status import StatusLine
 GREETINGS_AT_ONCE = 25  # rows mounted per batch (about 5 ms each)
 
 
+def conversation_id(conv: StoredConversation) -> str:
+    """The conversation's store id as the list and its dialogs show it: "id 12", what
+    `--conversation ID` and `kotonia delete ID` take. Never "#12", which everywhere else in
+    the app is the 12th message of a conversation."""
+    return f"id {conv.id}"
+
+
 class ConversationItem(ListItem):
     def __init__(self, conv: StoredConversation, preview: str, cast: Sequence[str] = ()) -> None:
-        title = conv.title or f"Conversation {conv.id}"
         label = Content.assemble(
-            literal_line(title, "bold"),
+            literal_line(conversation_title(conv), "bold"),
             (
-                f"  #{conv.id} · {plural(conv.message_count, 'message')} · {age(conv.updated_at)}",
+                f"  {conversation_id(conv)} · {plural(conv.message_count, 'message')} · "
+                f"{age(conv.updated_at)}",
                 "$text-muted",
             ),
             literal_line(f" · as {conv.persona_name}" if conv.persona_name else "", "$text-muted"),
@@ -303,7 +310,7 @@ class ConversationsScreen(KotoniaScreen[None]):
             self.load_conversations()
 
         question = (
-            f"Delete {conversation_title(conv)} (#{conv.id}, "
+            f"Delete {conversation_title(conv)} ({conversation_id(conv)}, "
             f"{plural(conv.message_count, 'message')}) and its memory?\n\n"
             "Ctrl+Z brings it back until you quit the app."
         )
