@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from kotonia_tui.domain import MessageStatus, StoredFoldJob, StoredMessage, TurnMetrics
 from kotonia_tui.engine import (
@@ -100,6 +101,21 @@ class FoldProgress:
     def job_label(self) -> str:
         """`label`, or the job's kind alone when none was set."""
         return self.label or self.job.kind.label
+
+
+class RunningFold(NamedTuple):
+    """The fold job running now, as the status line and the inspector's fold queue show it
+    each second: the job, how long it has run, and `label`, the job as its events name it
+    ("chapter #5-#9"; chat/numbering.py `job_label`). The label is read by the worker when
+    the job starts and again when a deletion or a restore renumbers its conversation
+    (`FoldWorker.renumber`), so those ticks read no store, and it names the range even when
+    the inspector's view was read before the job was queued (the rest of a range too large
+    for one call is queued with no event of its own). The kind alone only when the store could
+    not number the range when the job started."""
+
+    job: StoredFoldJob
+    elapsed_s: float
+    label: str
 
 
 @dataclass(frozen=True)

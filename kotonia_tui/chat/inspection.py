@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kotonia_tui.chat.chat_settings import TurnSettings
+from kotonia_tui.chat.events import RunningFold
 from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.numbering import Span, chapter_span, evidence_said, job_label
 from kotonia_tui.domain import (
@@ -74,7 +75,7 @@ class MemoryView:
     budget: BudgetBar
     budgets: Budgets
     fold_jobs: list[StoredFoldJob]
-    running: tuple[StoredFoldJob, float] | None  # the job generating now and its elapsed seconds
+    running: RunningFold | None  # the job generating now, its elapsed seconds and its label
     last_metrics: TurnMetrics | None
     forced_cut_through_id: int | None
     pending_apply: bool  # landed memory waits for the next turn

@@ -920,7 +920,7 @@ class ChatService:
             conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
         )
         running = self.worker.running
-        if running is not None and running[0].conversation_id != conv_id:
+        if running is not None and running.job.conversation_id != conv_id:
             running = None
         ledger = list(snapshot.ledger)
         left_out = snapshot.left_out()
@@ -955,7 +955,7 @@ class ChatService:
             # What names the jobs' ranges, the running one's too (`MemoryView.job_label`).
             *(
                 i
-                for j in [*jobs, *([running[0]] if running else [])]
+                for j in [*jobs, *([running.job] if running else [])]
                 if (ends := job_ends(j)) is not None
                 for i in ends
             ),

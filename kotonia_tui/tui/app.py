@@ -29,6 +29,7 @@ from kotonia_tui.chat.events import (
     FoldWait,
     MemoryNotice,
     NoticeLevel,
+    RunningFold,
     ServiceEvent,
     TurnPrepared,
 )
@@ -308,12 +309,7 @@ class KotoniaApp(App[int]):
             return
         running = service.worker.running
         if running is not None:
-            job, elapsed = running
-            # Named as its events name it ("chapter #5-#9"), not by its store id.
-            label = service.worker.running_label or job.kind.label
-            self.fold_statuses[job.conversation_id] = Content.assemble(
-                ("◑ ", "bold $accent"), f"{label} running {elapsed:.0f} s"
-            )
+            self.fold_statuses[running.job.conversation_id] = fold_running_status(running)
             self.refresh_status()
 
     def watch_turn_status(self) -> None:
@@ -488,6 +484,15 @@ class KotoniaApp(App[int]):
             self.pop_screen()
             return
         self.push_screen(HelpScreen(self.help_rows()))
+
+
+def fold_running_status(running: RunningFold) -> Content:
+    """The status line's fold item while a job runs, redrawn each second: named as its events
+    name it ("◑ chapter #5-#9 running 12 s"), by the label the worker read when the job started
+    (`RunningFold.label`; this tick reads no store), never by its store id."""
+    return Content.assemble(
+        ("◑ ", "bold $accent"), f"{running.label} running {running.elapsed_s:.0f} s"
+    )
 
 
 def fold_status(event: FoldProgress) -> Content:

@@ -20,7 +20,7 @@ from datetime import timedelta
 
 import pytest
 
-from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, RunningFold, ServiceEvent
 from kotonia_tui.chat.numbering import NO_MESSAGES, numbered, told
 from kotonia_tui.chat.prompting import memory_tokens
 from kotonia_tui.chat.reader import ConversationReader
@@ -44,7 +44,7 @@ from kotonia_tui.engine import Slot
 from kotonia_tui.memory.assembly import MEMORY_TITLE
 from kotonia_tui.memory.extract import extract_passages, message_passages
 from kotonia_tui.store import StoreError
-from kotonia_tui.tui.app import fold_status
+from kotonia_tui.tui.app import fold_running_status, fold_status
 from kotonia_tui.tui.screens.cast_memory import cast_memory_page
 from kotonia_tui.tui.screens.dialogs import chapter_page, ledger_page
 from kotonia_tui.tui.widgets.inspector import chapter_line, fold_queue, ledger_line
@@ -296,7 +296,7 @@ async def test_a_second_conversations_fold_jobs_are_named_by_the_ranges_they_fol
     # The inspector's fold queue (the major fold running).
     view = service.memory_view(conv_id)
     assert [view.job_label(j) for j in jobs] == labels
-    queue_text = fold_queue(view, (major, 12.0), utcnow()).plain
+    queue_text = fold_queue(view, RunningFold(major, 12.0, view.job_label(major)), utcnow()).plain
     lines = queue_text.splitlines()
     assert lines[0] == "● running major fold  12 s"
     assert lines[1].startswith("○ queued chapter #1-#4  due in ")
@@ -530,6 +530,49 @@ async def test_a_refold_is_told_by_the_numbers_the_chat_shows_once_the_message_i
     await service.worker.wait_settled(conv_id)
     landed = [e.label for e in told_of(FoldState.LANDED)]
     assert landed[0] == "refold #1-#3"
+
+
+async def test_a_job_that_runs_before_the_inspector_reads_it_is_shown_by_its_range(
+    make_fake_service,
+):
+    """The inspector's fold queue named the running job from the numbers its view was read
+    with, and a job queued after that read (the rest of a range too large for one call is
+    queued with no event; it starts as the chapter before it lands) is in none of them: the
+    line read "● running chapter  0 s", the kind alone, until the next refresh. The label the
+    worker read when the job started (`RunningFold.label`) names it in the inspector and on
+    the status line, which read no store on their one-second tick. Fake engine: the
+    chronicler's call is held while the job runs."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted(CHAPTER))
+    service.engine.hold(lambda request: request.slot is Slot.FOLD)
+    conv_id, messages = await _second_conversation(service, key)
+    view = service.memory_view(conv_id)  # before the job is queued
+    assert view.fold_jobs == [] and view.running is None
+    service.store.enqueue_fold(
+        FoldJob(
+            conversation_id=conv_id,
+            kind=FoldKind.CHAPTER,
+            first_message_id=messages[0].id,
+            last_message_id=messages[3].id,
+        )
+    )
+    service.worker.wake()
+    for _ in range(500):  # until the worker runs it (its chronicler call held)
+        if service.worker.running is not None:
+            break
+        await asyncio.sleep(0.01)
+    running = service.worker.running
+    assert running is not None
+
+    # What the inspector's tick paints with the view it has, and the status line's item.
+    line = fold_queue(view, running, utcnow()).plain.splitlines()[0]
+    assert re.fullmatch(r"● running chapter #1-#4  \d+ s", line), line
+    status = fold_running_status(running).plain
+    assert re.fullmatch(r"◑ chapter #1-#4 running \d+ s", status), status
+    assert not any(f"#{i}" in line + status for i in IDS)  # never by store ids
+
+    service.engine.release()
+    await service.worker.wait_settled(conv_id)
 
 
 async def test_a_fold_the_store_cannot_number_is_told_by_its_kind(make_fake_service, monkeypatch):

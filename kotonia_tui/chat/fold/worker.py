@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
 from kotonia_tui.chat.background import cancel_and_wait
-from kotonia_tui.chat.events import FoldProgress, FoldState, ServiceEvent
+from kotonia_tui.chat.events import FoldProgress, FoldState, RunningFold, ServiceEvent
 from kotonia_tui.chat.fold.chapters import fold_chapter_job
 from kotonia_tui.chat.fold.context import FoldContext
 from kotonia_tui.chat.fold.outcomes import FoldFailed, Step, Then, outcome_of, then
@@ -157,10 +157,12 @@ class FoldWorker:
         return self._paused
 
     @property
-    def running(self) -> tuple[StoredFoldJob, float] | None:
+    def running(self) -> RunningFold | None:
+        """The job running now, how long it has run and its label (`running_label`)."""
         if self._running is None:
             return None
-        return self._running, self.clock.monotonic() - self._started_at
+        elapsed = self.clock.monotonic() - self._started_at
+        return RunningFold(self._running, elapsed, self._running_label)
 
     @property
     def running_label(self) -> str:
@@ -329,6 +331,9 @@ class FoldWorker:
         self._running = job
         self._running_label = job.kind.label
         self._started_at = self.clock.monotonic()
+        # Named once here, by the range the RUNNING event tells (one store read; no await in
+        # between, so no tick sees the kind alone): the status line and the inspector show
+        # this label every second without reading the store (`running`).
         running = self._notify(FoldProgress(job.conversation_id, job, FoldState.RUNNING))
         self._running_label = running.job_label
         renewing = asyncio.create_task(self._renew(job), name=f"kotonia-fold-lease-{job.id}")

@@ -14,8 +14,9 @@ from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.widgets import Button, Label, ListItem, ListView, Static
 
+from kotonia_tui.chat.events import RunningFold
 from kotonia_tui.chat.inspection import ChapterView, MemoryView
-from kotonia_tui.domain import ChapterOrigin, FoldJob, FoldStatus, Role, StoredLedgerEntry
+from kotonia_tui.domain import ChapterOrigin, FoldStatus, Role, StoredLedgerEntry
 from kotonia_tui.memory.ledger import LeftOut
 from kotonia_tui.tui.literal import literal, literal_line
 from kotonia_tui.tui.render import age, budget_bar_content, plural, short_text, tokens
@@ -27,21 +28,23 @@ from kotonia_tui.tui.widgets.inspector_sections import (
 from kotonia_tui.tui.widgets.repaint import update_static
 
 
-def fold_queue(view: MemoryView, running: tuple[FoldJob, float] | None, now: datetime) -> Content:
+def fold_queue(view: MemoryView, running: RunningFold | None, now: datetime) -> Content:
     """The Fold queue section: each open or failed job of the conversation named by its kind
     and the range it folds as the chat numbers messages ("○ queued chapter #5-#9  due now",
-    `MemoryView.job_label`), never by its store id, which reads as a message number."""
+    `MemoryView.job_label`), never by its store id, which reads as a message number. The
+    running job by the label the worker gave it when it started (`RunningFold.label`): the
+    view may have been read before that job was queued, so its numbers may not hold the
+    job's range, and the one-second tick that repaints this reads no store."""
     lines: list[Content] = []
-    if running is not None and running[0].conversation_id == view.conversation_id:
-        job, elapsed = running
+    if running is not None and running.job.conversation_id == view.conversation_id:
         lines.append(
             Content.assemble(
                 ("● running ", "bold $accent"),
-                (view.job_label(job), ""),
-                (f"  {elapsed:.0f} s", "$text-muted"),
+                (running.label, ""),
+                (f"  {running.elapsed_s:.0f} s", "$text-muted"),
             )
         )
-    running_id = running[0].id if running is not None else None
+    running_id = running.job.id if running is not None else None
     for job in view.fold_jobs:
         if job.id == running_id:
             continue
@@ -291,7 +294,7 @@ class InspectorPane(VerticalScroll):
         self.query_one("#synopsis-versions", Button).display = False
         self.query_one("#by-speaker", Button).display = False
 
-    def tick(self, running: tuple[FoldJob, float] | None) -> None:
+    def tick(self, running: RunningFold | None) -> None:
         """The running fold's elapsed time, without re-reading the memory."""
         if self.view is not None:
             self._paint_folds(self.view, running)
@@ -372,7 +375,7 @@ class InspectorPane(VerticalScroll):
             )
         self.query_one("#verbatim", Static).update(Content("\n").join(lines))
 
-    def _paint_folds(self, view: MemoryView, running: tuple[FoldJob, float] | None) -> None:
+    def _paint_folds(self, view: MemoryView, running: RunningFold | None) -> None:
         # Called every second while a fold runs: no screen layout unless the lines change.
         update_static(
             self.query_one("#folds", Static), fold_queue(view, running, datetime.now(UTC))
