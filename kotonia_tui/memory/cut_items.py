@@ -44,16 +44,17 @@ def finished(text: str, sources: Sequence[str], room: int) -> str:
     that, to a word and the mark); with no such tail, the text ends with the mark."""
     text = " ".join(text.split()).rstrip(_TRAILING)
     plain = _folded(text)
+    written = [" ".join(source.split()) for source in sources]
+    searched = [_folded(source) for source in written]
     starts = [0, *(i + 1 for i, ch in enumerate(plain) if ch == " ")]
     for start in starts:
         tail = plain[start:]
         if len(tail) < MIN_TAIL_CHARS or tail.count(" ") + 1 < MIN_TAIL_WORDS:
             break
-        for source in sources:
-            written = " ".join(source.split())
-            at = _folded(written).find(tail)
+        for source, folded in zip(written, searched, strict=True):
+            at = folded.find(tail)
             if at >= 0:
-                return text + _rest(written, at + len(tail), room)
+                return text + _rest(source, at + len(tail), room)
     return _marked(text)
 
 
