@@ -383,8 +383,8 @@ def filled(pattern: str, text: str) -> bool:
     most = int(match.group(2))
     body = text.removeprefix(" ")
     if named := _NAMED.match(pattern):
-        return any(
-            body.startswith(f"{name} ") and len(body) - len(name) - 1 == most
-            for name in named.group(1).split("|")
-        )
+        # Of names that start one another ("Mara", "Mara Lee"), the grammar can read the
+        # longer one, and so go on further.
+        starts = [n for n in named.group(1).split("|") if body.startswith(f"{n} ")]
+        return bool(starts) and len(body) - len(max(starts, key=len)) - 1 == most
     return len(body) - 1 == most

@@ -107,3 +107,70 @@ def test_a_chapter_whose_item_reached_its_limit_is_stored_whole():
     # Without the schema (a server that ignored it) nothing can say what was cut.
     plain = read_reply(request, prompt, json.dumps(answer), cut=False)
     assert not any("veil." in line for line in plain.text.splitlines())
+
+
+def test_a_finished_string_stops_at_a_line_break_and_a_match_starts_a_word():
+    letter = "*Mara folds the letter and tucks it into her coat*\nI will write to you every week."
+    assert finished("Mara folds the letter and tucks it into her", [letter], 64) == (
+        "Mara folds the letter and tucks it into her coat*"
+    )
+    listed = "Things to bring for the wedding on Sunday\nbread\nlamp oil"
+    assert finished("Ann will bring things for the wedding on", [listed], 64) == (
+        "Ann will bring things for the wedding on Sunday"
+    )
+    # "the art of the sea" is not a copy of "heart of the sea".
+    assert finished("Wren paints the art of the sea and", ["My heart of the sea and sky."], 64) == (
+        f"Wren paints the art of the sea and{CUT_MARK}"
+    )
+
+
+def test_a_whole_sentence_or_a_heading_at_the_limit_is_not_marked():
+    assert finished("Ann lit the tall lamps.", [], 24) == "Ann lit the tall lamps."
+    assert finished("Ann says: “Go home.”", [], 24) == "Ann says: “Go home.”"
+    # Ends where its content should begin: left for the chapter's checks to drop.
+    assert finished("Corwin says to Mara and Piet:", [], 32) == "Corwin says to Mara and Piet:"
+
+
+def test_of_names_that_start_one_another_the_longer_decides_the_limit():
+    named = text_schema(40, names=("Mara", "Mara Lee"))["pattern"]
+    rest = pattern_chars(named) - len(" Mara Lee ")
+    assert filled(named, "Mara Lee " + "x" * rest)
+    # Read as "Mara Lee" and its words, the grammar could go on: not cut.
+    assert not filled(named, "Mara Lee " + "x" * (rest - 4))
+    assert filled(named, "Mara " + "x" * rest)
+
+
+def test_a_users_fact_is_finished_from_the_users_own_lines_only():
+    source = [
+        Message(
+            id=1,
+            role=Role.USER,
+            speaker="Mara",
+            text="I'm Mara Lind, I run the bakery on Harbour Street.",
+        ),
+        Message(
+            id=2,
+            role=Role.CHARACTER,
+            speaker="Corwin",
+            text="So Mara Lind runs the bakery on Harbour Street and owes the mill forty crowns.",
+        ),
+    ]
+    request = ChronicleRequest.chapter(source, CAST, ())
+    prompt = chronicler_prompt(request, ModelProfile())
+    chapter_source = ChapterSource.of(source, ())
+    counts = {**chapter_source.first_shape().counts, "events": 1, "user_facts": 1}
+    schema = schema_for(chapter_source, Shape(counts, text=48, short=24))
+    pattern = string_patterns(schema)[("user_facts", "fact")]
+    rest = pattern_chars(pattern) - len(" Mara ")
+    fact = "Mara " + "runs the bakery on Harbour Street and owes the mill forty crowns"[:rest]
+    assert filled(pattern, fact)
+    answer = {
+        "events": [{"event": "Corwin asks Mara about the bakery.", "ids": [2]}],
+        "user_facts": [{"fact": fact, "ids": [1], "replaces": ""}],
+    }
+    reply = read_reply(request, prompt, json.dumps(answer), cut=False, schema=json.dumps(schema))
+    assert reply.ok and reply.structure is not None
+    (kept,) = [item for item in reply.structure.ledger]
+    # Not finished with Corwin's words: the fact rests on Mara's line, and stays in the ledger.
+    assert "forty crowns" not in kept.text and kept.evidence == (1,)
+    assert kept.text.endswith(CUT_MARK)
