@@ -19,7 +19,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from kotonia_tui.chat.memory_snapshot import LedgerFitter, memory_snapshot
+from kotonia_tui.chat.memory_snapshot import LedgerFitter, snapshot_of
 from kotonia_tui.chat.numbering import (
     chapter_numbers,
     chapter_span,
@@ -51,10 +51,13 @@ def memory_report(store: Store, conv_id: int, fit: LedgerFitter) -> dict[str, An
     """The memory of conversation `conv_id` as plain data (the `--json` output); `fit` fits a
     landed ledger to its share as the next turn will (chat/memory_snapshot.py)."""
     store.get_conversation(conv_id)  # a clear error for an unknown id
-    snapshot = memory_snapshot(store, conv_id, fit)
+    # The fold jobs are read with the memory (one transaction): a fold the app lands meanwhile
+    # is reported whole (its chapter, its ledger, its job done) or not yet.
+    rows = store.memory_rows(conv_id, jobs=tuple(FoldStatus))
+    snapshot = snapshot_of(rows, fit)
     synopsis, chapters, ledger = snapshot.synopsis, snapshot.chapters, snapshot.ledger
     live_ids, live = snapshot.live_ids, snapshot.live
-    jobs = store.fold_jobs(conv_id)
+    jobs = rows.jobs
     # The texts are shown as the app shows them: the messages they cite numbered per
     # conversation (chat/numbering.py); the fields named `..._id` and `evidence` stay ids.
     # The ledger's evidence is numbered with them, only the messages still stored (a deleted

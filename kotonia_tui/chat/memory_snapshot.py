@@ -9,6 +9,10 @@ since the block was applied (its messages deleted) is in the block still: the ne
 the memory again without it, even when nothing is left to carry. Fitting needs the
 model's token counts, so the builder takes the fit as a function and calls it only when there
 is landed memory to fit; with nothing landed, the stored block is the whole answer.
+
+The rows come from one read transaction (`Store.memory_rows`): a fold another instance commits
+while they are read is in the snapshot whole or not at all, never a chapter's old text beside
+the ledger its refold wrote. The fit runs after that read, so no lock is held while counting.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from kotonia_tui.domain import StoredChapter, StoredLedgerEntry, StoredSynopsis
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.ledger import LedgerFit, LeftOut, carried
 from kotonia_tui.store import Store
-from kotonia_tui.store.records import MemoryState
+from kotonia_tui.store.records import MemoryRows, MemoryState
 
 # Fits the live ledger to its share of the window (the turn's own count of each text).
 LedgerFitter = Callable[[Sequence[StoredLedgerEntry]], LedgerFit]
@@ -122,17 +126,16 @@ class MemorySnapshot:
 
 
 def memory_snapshot(store: Store, conv_id: int, fit: LedgerFitter) -> MemorySnapshot:
-    """The conversation's memory from bounded reads; `fit` is called (once) only when landed
-    memory with live ledger entries is pending."""
-    state = store.memory_state(conv_id)
-    # The retired count first: a chapter retired after it is read leaves the rows read below
-    # yet is not counted, so the next turn applies the memory again (read after the chapters,
-    # a chapter retired in between was carried and counted as gone: never taken out).
-    retired = store.retired_count(conv_id)
-    synopsis = store.current_synopsis(conv_id)
-    chapters = store.chapters(conv_id)
-    ledger = store.ledger(conv_id, include_ended=True)
-    live = store.ledger(conv_id)
+    """The conversation's memory from bounded reads, in one read transaction; `fit` is called
+    (once) only when landed memory with live ledger entries is pending."""
+    return snapshot_of(store.memory_rows(conv_id), fit)
+
+
+def snapshot_of(rows: MemoryRows, fit: LedgerFitter) -> MemorySnapshot:
+    """The memory of rows read together (`Store.memory_rows`, which may read more for the
+    caller: the inspector's synopsis versions and fold jobs); `fit` as `memory_snapshot`."""
+    state, retired, synopsis = rows.state, rows.retired, rows.synopsis
+    chapters, live = rows.chapters, rows.live
     live_ids = frozenset(e.id for e in live)
     unfitted = landed_memory(synopsis, chapters, live, retired)
     pending = unfitted.pending(state)
@@ -151,7 +154,7 @@ def memory_snapshot(store: Store, conv_id: int, fit: LedgerFitter) -> MemorySnap
         state=state,
         synopsis=synopsis,
         chapters=tuple(chapters),
-        ledger=tuple(ledger),
+        ledger=tuple(rows.ledger),
         live_ids=live_ids,
         landed=landed,
         pending=pending,

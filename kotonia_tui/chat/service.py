@@ -881,13 +881,21 @@ class ChatService:
         """The memory inspector's picture of a conversation (bounded reads, like a turn)."""
         conv = self.store.get_conversation(conv_id)
         prompter = self.prompter
-        snapshot = prompter.snapshot(conv_id)
+        # The memory's rows, the synopsis versions and the fold jobs in one read: a fold that
+        # lands meanwhile (its chapter, its ledger and its job done, in one transaction) is
+        # shown whole or not yet, never a refolded chapter beside the ledger it ended.
+        rows = self.store.memory_rows(
+            conv_id,
+            versions=True,
+            jobs=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED),
+        )
+        snapshot = prompter.snapshot(conv_id, rows)
         state = snapshot.state
-        versions = self.store.synopsis_versions(conv_id)
+        versions = rows.versions
         applied_synopsis = next(
             (s for s in versions if s.id == state.applied_synopsis_id), None
         ) or (versions[-1] if versions else None)
-        chapters = self.store.chapters(conv_id)
+        chapters = list(snapshot.chapters)
         applied_id = state.applied_chapter_id or 0
         window = self.store.messages_from(
             conv_id,
@@ -916,9 +924,7 @@ class ChatService:
         except ChatError:
             pass
         budgets = budgets.with_setup(setup_tokens)
-        jobs = self.store.fold_jobs(
-            conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED)
-        )
+        jobs = rows.jobs
         running = self.worker.running
         if running is not None and running.job.conversation_id != conv_id:
             running = None

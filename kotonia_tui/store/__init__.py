@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from kotonia_tui.store.migrations import SCHEMA_VERSION
     from kotonia_tui.store.records import (
         CharacterSeen,
+        MemoryRows,
         MemoryState,
         Retirement,
         TurnMetricsRecord,
@@ -26,6 +27,7 @@ __getattr__ = lazy_exports(
     {
         "SCHEMA_VERSION": "kotonia_tui.store.migrations",
         "CharacterSeen": "kotonia_tui.store.records",
+        "MemoryRows": "kotonia_tui.store.records",
         "MemoryState": "kotonia_tui.store.records",
         "Retirement": "kotonia_tui.store.records",
         "TurnMetricsRecord": "kotonia_tui.store.records",
@@ -42,6 +44,7 @@ __getattr__ = lazy_exports(
 __all__ = [
     "SCHEMA_VERSION",
     "CharacterSeen",
+    "MemoryRows",
     "MemoryState",
     "NotFoundError",
     "PendingText",

@@ -6,7 +6,13 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from kotonia_tui.domain import StoredChapter, TurnMetrics
+from kotonia_tui.domain import (
+    StoredChapter,
+    StoredFoldJob,
+    StoredLedgerEntry,
+    StoredSynopsis,
+    TurnMetrics,
+)
 
 
 class MemoryState(BaseModel):
@@ -29,6 +35,21 @@ class MemoryState(BaseModel):
     # applies the memory again (chat/memory_snapshot.py `LandedMemory.pending`).
     applied_retired: int = 0
     updated_at: datetime | None = None  # None: never saved (the default state)
+
+
+class MemoryRows(BaseModel):
+    """The rows a conversation's memory is built from (store.memory_rows), all read in one
+    transaction: a fold committed meanwhile (a chapter with its ledger changes, a synopsis, a
+    retirement, each one transaction) is in every one of them or in none."""
+
+    state: MemoryState
+    retired: int  # how many of the conversation's chapters are retired
+    synopsis: StoredSynopsis | None  # the current version
+    chapters: list[StoredChapter]  # live: not in the synopsis, not superseded, not retired
+    ledger: list[StoredLedgerEntry]  # every entry, ended ones too, in id order
+    live: list[StoredLedgerEntry]  # the live entries, in id order
+    versions: list[StoredSynopsis] = []  # every synopsis version, oldest first (when asked)
+    jobs: list[StoredFoldJob] = []  # the fold jobs of the statuses asked for, oldest first
 
 
 class Retirement(BaseModel):

@@ -62,7 +62,13 @@ from kotonia_tui.store import (
 from kotonia_tui.store.branching import Branched
 from kotonia_tui.store.connection import DEFAULT_BUSY_TIMEOUT_S, Db
 from kotonia_tui.store.errors import StoreError
-from kotonia_tui.store.records import CharacterSeen, MemoryState, Retirement, TurnMetricsRecord
+from kotonia_tui.store.records import (
+    CharacterSeen,
+    MemoryRows,
+    MemoryState,
+    Retirement,
+    TurnMetricsRecord,
+)
 from kotonia_tui.store.search import SearchHit, SearchMode, SearchOrder
 from kotonia_tui.store.vectors import (
     PendingText,
@@ -645,6 +651,28 @@ class Store:
 
     def set_memory_state(self, state: MemoryState) -> MemoryState:
         return memory_rows.set_memory_state(self._db, state)
+
+    def memory_rows(
+        self, conv_id: int, *, versions: bool = False, jobs: Sequence[FoldStatus] = ()
+    ) -> MemoryRows:
+        """The rows of the conversation's memory in one read transaction (records.MemoryRows):
+        the memory state, the retired count, the current synopsis, the live chapters and the
+        ledger; `versions`: every synopsis version too; `jobs`: the fold jobs in these
+        statuses too. A fold committed by another instance (or thread) meanwhile is in all of
+        them or in none. Holds no write lock: in WAL mode a writer commits alongside, and
+        this read keeps the snapshot its first statement saw."""
+        db = self._db
+        with db.read():
+            return MemoryRows(
+                state=memory_rows.memory_state(db, conv_id),
+                retired=memory_rows.retired_count(db, conv_id),
+                synopsis=memory_rows.current_synopsis(db, conv_id),
+                chapters=memory_rows.chapters(db, conv_id),
+                ledger=ledger_rows.ledger(db, conv_id, include_ended=True),
+                live=ledger_rows.ledger(db, conv_id),
+                versions=memory_rows.synopsis_versions(db, conv_id) if versions else [],
+                jobs=fold_jobs.fold_jobs(db, conv_id, jobs) if jobs else [],
+            )
 
     # Fold jobs ---------------------------------------------------------------------------------
 
