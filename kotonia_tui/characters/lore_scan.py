@@ -188,7 +188,7 @@ def scan_book(to_match: BookToMatch, recent_texts: Sequence[str], bounds: ScanBo
         # leaves out as little as it can (which entries fire does not depend on the order).
         waiting = sorted(
             ((i, e) for i, e in enabled if i not in chosen and not e.constant),
-            key=lambda item: item[1].use_regex,
+            key=lambda item: item[1].keys_are_regex,
         )
         for checked, (index, entry) in enumerate(waiting):
             if not bounds.take():
@@ -280,7 +280,7 @@ def _first_match(
             return None
         if not key.strip():
             continue  # an empty key would match every message
-        if entry.use_regex:
+        if entry.keys_are_regex:
             if guard.search(entry, key, text.raw, bounds):
                 return key
         elif _literal_matches(key, text, entry.is_case_sensitive, entry.match_whole_words):

@@ -15,7 +15,9 @@ Matching rules (SillyTavern-compatible where it has a convention)
   separate words with spaces; Japanese and Chinese keys match as substrings, since those scripts
   have no spaces between words (search_text.py).
 - `use_regex: true` (V3) makes every key a regular expression (case flag as above, no whole-word
-  rule). A bad pattern is a load error naming the entry, never a crash at match time. A card's
+  rule), except on an entry SillyTavern wrote, whose keys stay text (`lorebook.py`: it writes
+  the flag on every entry it exports). A bad pattern is a load error naming the entry, never a
+  crash at match time. A card's
   pattern is untrusted: it runs with the `regex` package's time bound (`REGEX_TIMEOUT_S`), and a
   key that runs past it is turned off for that book (a `RegexGuard` remembers it) and reported
   in `LoreSelection.timed_out`, so one pattern such as `(a|aa)+$` cannot freeze a conversation.

@@ -17,6 +17,13 @@ Which entries are chosen, and how they are matched: `characters/lore_selection.p
 
 - Lines at the start of an entry's content that begin with `@@` are V3 decorators; they are not
   interpreted and are never sent to the model.
+- `use_regex: true` (V3) makes an entry's keys regular expressions, except in a book SillyTavern
+  wrote: it puts `use_regex: true` on every entry it exports ("ST keys are always regex", in
+  its `convertWorldInfoToCharacterBook`), yet reads the keys as plain text when it loads a card
+  (a key is a pattern there only when written `/like this/i`). Such an entry, known by the
+  extension fields SillyTavern writes beside the flag (`display_index`, `selectiveLogic`), has
+  its keys matched as text (`LoreEntry.keys_are_regex`), so a key such as `*hugs*` neither
+  refuses the card nor matches what it does not say; the flag itself is kept for export.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from kotonia_tui.characters.limits import MAX_LORE_ENTRIES, MAX_TEXT_CHARS
 from kotonia_tui.characters.macros import apply_macros
 
 DEFAULT_MATCH_WHOLE_WORDS = True
+# Extension fields SillyTavern writes on every entry of a book it exports (with `use_regex: true`).
+_SILLYTAVERN_ENTRY_MARKS = ("display_index", "selectiveLogic")
 REGEX_TIMEOUT_S = 0.25  # one key against the scanned text; ordinary patterns take microseconds
 
 _ENTRY_FIELDS = {
@@ -86,13 +95,18 @@ class LoreEntry(BaseModel):
 
     @model_validator(mode="after")
     def _regexes_compile(self) -> LoreEntry:
-        if self.use_regex:
+        if self.keys_are_regex:
             for key in (*self.keys, *self.secondary_keys):
                 try:
                     compile_key(key, self.is_case_sensitive)
                 except regex.error as exc:
                     raise ValueError(f"not a valid regular expression {key!r} ({exc})") from exc
         return self
+
+    @property
+    def keys_are_regex(self) -> bool:
+        """Whether the keys are matched as regular expressions (see the module docstring)."""
+        return self.use_regex and not written_by_sillytavern(self.extensions)
 
     @property
     def is_case_sensitive(self) -> bool:
@@ -194,7 +208,8 @@ def _parse_entry(obj: dict[str, Any], prefix: str) -> LoreEntry:
     secondary = entry.strings("secondary_keys")
     use_regex = entry.boolean("use_regex", False)
     case_sensitive = entry.optional_boolean("case_sensitive")
-    if use_regex:
+    extensions = entry.object("extensions")
+    if use_regex and not written_by_sillytavern(extensions):
         for field, values in (("keys", keys), ("secondary_keys", secondary)):
             for index, key in enumerate(values):
                 try:
@@ -225,9 +240,14 @@ def _parse_entry(obj: dict[str, Any], prefix: str) -> LoreEntry:
         comment=entry.optional_string("comment"),
         id=entry.int_or_string("id"),
         use_regex=use_regex,
-        extensions=entry.object("extensions"),
+        extensions=extensions,
         extra=entry.unknown(_ENTRY_FIELDS),
     )
+
+
+def written_by_sillytavern(extensions: dict[str, Any]) -> bool:
+    """Whether an entry's extensions are those SillyTavern writes when it exports a book."""
+    return all(mark in extensions for mark in _SILLYTAVERN_ENTRY_MARKS)
 
 
 def render_lore(

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from textual.widgets import ListView
 
+from kotonia_tui.characters import select_entries
 from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.cli import main
 from kotonia_tui.config import app_dirs
@@ -15,7 +16,7 @@ from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationsScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
-from tests.characters.wild_cards import GENERATORS, write_wild_cards
+from tests.characters.wild_cards import GENERATORS, sillytavern_v3_export, write_wild_cards
 from tests.hostile.text import expected, raw_controls
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import wait_for
@@ -37,6 +38,28 @@ def test_each_shape_loads_with_its_greetings_and_lorebook(tmp_path):
         assert len(entries) == card.lore_entries
     assert len(library.get("ines").assets) == 3
     assert library.get("ines").display_name == "Ines the Cartographer"
+
+
+def test_a_sillytavern_book_flagged_use_regex_matches_its_keys_as_text(tmp_path):
+    """SillyTavern writes `use_regex: true` on every entry of a book it exports, and reads the
+    keys as text: the card loads, and its entries fire on what SillyTavern fires them on."""
+    card = sillytavern_v3_export(tmp_path)
+    library = CharacterLibrary([tmp_path])
+    assert library.problems == []
+    book = library.get(card.key).character_book
+    assert book is not None
+
+    def fired(text: str) -> list[str | None]:
+        return [f.entry.comment for f in select_entries(book, [text], len, 10_000).fired]
+
+    assert fired("她笑着 *pours tea* 递过来。") == ["tea"]
+    assert fired("Is that Mr. Lu? It is.") == ["lu"]
+    assert fired("Mr. Lux came in.") == []  # as a pattern, `Mr. Lu?` would find "Mr. L"
+    assert fired("A new category of leaves.") == []  # whole words, as for any plain key
+    assert fired("The cat sleeps.") == ["cat"]
+    assert fired("陆先生来了，要一壶茶。") == ["tea", "lu"]
+    # The card's own flag is kept, for export.
+    assert all(entry.to_json_dict()["use_regex"] is True for entry in book.entries)
 
 
 @pytest.mark.parametrize("shape", sorted(GENERATORS))

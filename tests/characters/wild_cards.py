@@ -21,6 +21,18 @@ the AI Character Editor, V2+V3 PNG and V3 JSON cards from a public SillyTavern c
   200-entry lorebook;
 - `v3_assets_png`: a V3 `ccv3` PNG with `assets` (`ccdefault:` icon, emotion images by URI),
   `nickname`, `group_only_greetings`, `creator_notes_multilingual`, `source`.
+
+Learned later (cards from SillyTavern's content repository and its bundled World Info, Chinese
+cards exported by current SillyTavern as V3 JSON, cards from other apps' examples):
+
+- `sillytavern_v3_export`: a V3 JSON card as SillyTavern exports it today: the V1 fields at the
+  root beside `spec`/`data` (`creatorcomment`, `avatar`, `chat`, `talkativeness`, `fav`), CR LF,
+  an empty description, a greeting ending in an XML-ish status block (`<StatusBlock>` with
+  `>`-quoted lines), and a lorebook in which EVERY entry says `use_regex: true` beside
+  SillyTavern's own extension fields (`display_index`, `selectiveLogic`, `useProbability`, ...):
+  SillyTavern writes that flag on every entry it exports, while its keys are plain text (a key
+  is a regular expression there only when written `/like this/i`). Keys with regex
+  metacharacters (`*pours tea*`, `Mr. Lu?`) and a short English word (`cat`) among Chinese ones.
 """
 
 from __future__ import annotations
@@ -284,6 +296,107 @@ def v3_assets_png(folder: Path) -> WildCard:
     return WildCard("ines", "Ines", 1, 0, path)
 
 
+def _sillytavern_extensions(index: int) -> dict[str, Any]:
+    """The extension fields SillyTavern writes on each entry of a book it exports."""
+    return {
+        "position": 0,
+        "exclude_recursion": False,
+        "display_index": index,
+        "probability": 100,
+        "useProbability": True,
+        "depth": 4,
+        "selectiveLogic": 0,
+        "group": "",
+        "group_override": False,
+        "group_weight": 100,
+        "prevent_recursion": False,
+        "delay_until_recursion": False,
+        "scan_depth": None,
+        "match_whole_words": None,
+        "use_group_scoring": False,
+        "case_sensitive": None,
+        "automation_id": "",
+        "role": 0,
+        "vectorized": False,
+        "sticky": 0,
+        "cooldown": 0,
+        "delay": 0,
+    }
+
+
+# The keys of the `sillytavern_v3_export` book, by entry (its `comment`).
+SILLYTAVERN_BOOK_KEYS: dict[str, list[str]] = {
+    "tea": ["*pours tea*", "茶"],
+    "lu": ["Mr. Lu?", "陆先生"],
+    "cat": ["cat"],
+}
+
+
+def sillytavern_v3_export(folder: Path) -> WildCard:
+    name = "听雨"
+    first_mes = (
+        "雨从清晨下到现在。{{user}}推开茶馆的门，铜铃响了一声。\r\n"
+        "听雨从柜台后抬起头：“来了？坐，水刚开。”\r\n\r\n"
+        "<StatusBlock>\r\n>听雨\r\n>姿态：擦着茶杯\r\n>情绪：平静\r\n</StatusBlock>"
+    )
+    contents = {
+        "tea": "听雨泡茶从不用第二遍水。",
+        "lu": "陆先生是隔壁书铺的掌柜，每天下午来喝一壶。",
+        "cat": "茶馆里有一只橘猫，叫小满。",
+    }
+    entries = [
+        {
+            "id": index,
+            "keys": SILLYTAVERN_BOOK_KEYS[topic],
+            "secondary_keys": [],
+            "comment": topic,
+            "content": contents[topic],
+            "constant": False,
+            "selective": True,
+            "insertion_order": 100 + index,
+            "enabled": True,
+            "position": "before_char",
+            "use_regex": True,
+            "extensions": _sillytavern_extensions(index),
+        }
+        for index, topic in enumerate(SILLYTAVERN_BOOK_KEYS)
+    ]
+    card = v3_card(
+        name,
+        description="",
+        personality="",
+        scenario="",
+        first_mes=first_mes,
+        creator="someone",
+        character_version="0.3",
+        extensions={
+            "talkativeness": "0.5",
+            "fav": False,
+            "world": name,
+            "depth_prompt": {"prompt": "", "depth": 4, "role": "system"},
+        },
+        character_book={"entries": entries, "name": name},
+    )
+    root = {
+        "name": name,
+        "description": "",
+        "personality": "",
+        "scenario": "",
+        "first_mes": first_mes,
+        "mes_example": "",
+        "creatorcomment": "",
+        "avatar": "none",
+        "chat": f"{name} - 2024-8-17@00h14m09s",
+        "talkativeness": "0.5",
+        "fav": False,
+        "tags": [],
+        **card,
+        "create_date": "2024-8-20 @15h 43m 53s 92ms",
+    }
+    path = json_card(folder / f"{name}.json", root)
+    return WildCard(name, name, 1, len(entries), path)
+
+
 GENERATORS: dict[str, Callable[[Path], WildCard]] = {
     "sillytavern_default": sillytavern_default,
     "editor_v1": editor_v1,
@@ -291,6 +404,7 @@ GENERATORS: dict[str, Callable[[Path], WildCard]] = {
     "game_master_png": game_master_png,
     "long_lorebook_v3_json": long_lorebook_v3_json,
     "v3_assets_png": v3_assets_png,
+    "sillytavern_v3_export": sillytavern_v3_export,
 }
 
 
