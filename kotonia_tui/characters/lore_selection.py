@@ -9,7 +9,8 @@ Matching rules (SillyTavern-compatible where it has a convention)
 -----------------------------------------------------------------
 - `recent_texts` is ordered oldest to newest. `scan_depth` N scans the last N texts (the book's
   `scan_depth`, or an entry's `extensions.scan_depth`); unset scans all that were given; 0 none.
-- Keys are case-insensitive unless the entry sets `case_sensitive: true`.
+- Keys are case-insensitive unless the entry sets `case_sensitive: true` (SillyTavern's
+  `extensions.case_sensitive` on an entry it wrote).
 - Whole-word matching is ON by default (`extensions.match_whole_words`, SillyTavern's field): the
   key "cat" must not fire on "category". It only applies at key edges written in scripts that
   separate words with spaces; Japanese and Chinese keys match as substrings, since those scripts

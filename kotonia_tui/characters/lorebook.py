@@ -24,6 +24,8 @@ Which entries are chosen, and how they are matched: `characters/lore_selection.p
   extension fields SillyTavern writes beside the flag (`display_index`, `selectiveLogic`), has
   its keys matched as text (`LoreEntry.keys_are_regex`), so a key such as `*hugs*` neither
   refuses the card nor matches what it does not say; the flag itself is kept for export.
+  SillyTavern also writes an entry's case setting as `extensions.case_sensitive`; it is read
+  when the spec's `case_sensitive` is absent.
 """
 
 from __future__ import annotations
@@ -110,7 +112,13 @@ class LoreEntry(BaseModel):
 
     @property
     def is_case_sensitive(self) -> bool:
-        return bool(self.case_sensitive)
+        if self.case_sensitive is not None:
+            return self.case_sensitive
+        # SillyTavern writes its per-entry case setting in the extensions, never beside `keys`.
+        value = self.extensions.get("case_sensitive")
+        return (
+            value if isinstance(value, bool) and written_by_sillytavern(self.extensions) else False
+        )
 
     @property
     def match_whole_words(self) -> bool:

@@ -42,7 +42,8 @@ def test_each_shape_loads_with_its_greetings_and_lorebook(tmp_path):
 
 def test_a_sillytavern_book_flagged_use_regex_matches_its_keys_as_text(tmp_path):
     """SillyTavern writes `use_regex: true` on every entry of a book it exports, and reads the
-    keys as text: the card loads, and its entries fire on what SillyTavern fires them on."""
+    keys as text: the card loads, and its entries fire on what SillyTavern fires them on (its
+    case-sensitive entry too, which it marks in the entry's extensions)."""
     card = sillytavern_v3_export(tmp_path)
     library = CharacterLibrary([tmp_path])
     assert library.problems == []
@@ -58,6 +59,8 @@ def test_a_sillytavern_book_flagged_use_regex_matches_its_keys_as_text(tmp_path)
     assert fired("A new category of leaves.") == []  # whole words, as for any plain key
     assert fired("The cat sleeps.") == ["cat"]
     assert fired("陆先生来了，要一壶茶。") == ["tea", "lu"]
+    assert fired("Qing wrote it down.") == ["qing"]
+    assert fired("qing, in lower case.") == []  # the entry is case-sensitive in SillyTavern
     # The card's own flag is kept, for export.
     assert all(entry.to_json_dict()["use_regex"] is True for entry in book.entries)
 

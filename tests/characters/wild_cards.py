@@ -32,7 +32,9 @@ cards exported by current SillyTavern as V3 JSON, cards from other apps' example
   SillyTavern's own extension fields (`display_index`, `selectiveLogic`, `useProbability`, ...):
   SillyTavern writes that flag on every entry it exports, while its keys are plain text (a key
   is a regular expression there only when written `/like this/i`). Keys with regex
-  metacharacters (`*pours tea*`, `Mr. Lu?`) and a short English word (`cat`) among Chinese ones.
+  metacharacters (`*pours tea*`, `Mr. Lu?`) and a short English word (`cat`) among Chinese ones;
+  one entry is case-sensitive, which SillyTavern writes as `extensions.case_sensitive`, not as
+  the spec's `case_sensitive` beside `keys`.
 """
 
 from __future__ import annotations
@@ -329,6 +331,7 @@ SILLYTAVERN_BOOK_KEYS: dict[str, list[str]] = {
     "tea": ["*pours tea*", "茶"],
     "lu": ["Mr. Lu?", "陆先生"],
     "cat": ["cat"],
+    "qing": ["Qing"],  # case-sensitive, as SillyTavern says it: in the entry's extensions
 }
 
 
@@ -343,6 +346,7 @@ def sillytavern_v3_export(folder: Path) -> WildCard:
         "tea": "听雨泡茶从不用第二遍水。",
         "lu": "陆先生是隔壁书铺的掌柜，每天下午来喝一壶。",
         "cat": "茶馆里有一只橘猫，叫小满。",
+        "qing": "Qing 是听雨的英文名，只写在账本上。",
     }
     entries = [
         {
@@ -357,7 +361,10 @@ def sillytavern_v3_export(folder: Path) -> WildCard:
             "enabled": True,
             "position": "before_char",
             "use_regex": True,
-            "extensions": _sillytavern_extensions(index),
+            "extensions": {
+                **_sillytavern_extensions(index),
+                "case_sensitive": True if topic == "qing" else None,
+            },
         }
         for index, topic in enumerate(SILLYTAVERN_BOOK_KEYS)
     ]
