@@ -510,7 +510,24 @@ class ChatMessage:
     images: tuple[ImageInput, ...] = ()
 
 
+# The deepest a note may be placed; SillyTavern's MAX_INJECTION_DEPTH (public/script.js) is the
+# same: it injects nothing deeper.
 MAX_AUTHOR_NOTE_DEPTH = 1000
+
+
+@dataclass(frozen=True)
+class DepthNote:
+    """A note placed `depth` messages from the end of the history, as a message of `role`:
+    the Author's Note, or a card's Character's Note (SillyTavern's `depth_prompt`).
+
+    `text` has its macros filled in. `name` signs a user or assistant note as SillyTavern signs
+    it (the persona, the card's character); `owner` says whose note it is, for the inspector."""
+
+    text: str
+    depth: int
+    role: ChatRole = "system"
+    name: str = ""
+    owner: str = ""
 
 
 class GenerationSettings(BaseModel):

@@ -6,6 +6,7 @@ No Textual, no model, no SQL here.
 """
 
 from kotonia_tui.characters.card import CardAsset, CardImage, CharacterCard, SpecVersion
+from kotonia_tui.characters.character_note import CharacterNote
 from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed
 from kotonia_tui.characters.loader import CARD_SUFFIXES, load_card, load_cards
 from kotonia_tui.characters.lore_selection import (
@@ -37,6 +38,7 @@ __all__ = [
     "CardRepaired",
     "CardShadowed",
     "CharacterCard",
+    "CharacterNote",
     "CharacterSetup",
     "LoreEntry",
     "LoreFiring",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kotonia_tui.characters.character_note import CharacterNote, read_character_note
 from kotonia_tui.characters.lorebook import Lorebook
 
 SPEC_V2 = "chara_card_v2"
@@ -90,6 +91,13 @@ class CharacterCard(BaseModel):
     @property
     def display_name(self) -> str:
         return self.nickname or self.name
+
+    @property
+    def character_note(self) -> CharacterNote | None:
+        """The card's Character's Note (`extensions.depth_prompt`), read from the extensions
+        each time so that they stay the one copy an export writes; checked when the card is
+        loaded, so a loaded card's never raises."""
+        return read_character_note(self.extensions)
 
     def to_json_dict(self, version: Literal["v2", "v3"] | None = None) -> dict[str, Any]:
         """The card as spec-shaped JSON: V3 for a V3 card, V2 otherwise (or as asked)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kotonia_tui.characters.card import SPEC_V2, SPEC_V3, CardAsset, SpecVersion
+from kotonia_tui.characters.character_note import read_character_note
 from kotonia_tui.characters.errors import FieldError
 from kotonia_tui.characters.json_fields import ObjectReader, json_type_name
 from kotonia_tui.characters.limits import MAX_GREETINGS, MAX_NAME_CHARS, MAX_TEXT_CHARS
@@ -94,6 +95,8 @@ def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
     fields["tags"] = data.strings("tags")
     fields["character_version"] = data.version_string("character_version")
     fields["extensions"] = data.object("extensions")
+    # Kept verbatim in `extensions`; read here so a wrong field refuses the card, named.
+    note = read_character_note(fields["extensions"], data.path("extensions"))
     fields["nickname"] = data.optional_string("nickname")
     fields["group_only_greetings"] = data.strings("group_only_greetings")
     book = data.obj.get("character_book")
@@ -105,14 +108,15 @@ def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
         _parse_asset(ObjectReader(raw, f"{data.path('assets')}[{index}]"))
         for index, raw in enumerate(data.objects("assets"))
     ]
-    _check_sizes(data, fields)
+    _check_sizes(data, fields, note.prompt if note is not None else "")
     known = _DATA_FIELDS if version is not SpecVersion.V1 else _DATA_FIELDS | _ROOT_MIRRORS
     fields["extra_data"] = data.unknown(known)
     return fields
 
 
-def _check_sizes(data: ObjectReader, fields: dict[str, Any]) -> None:
-    """Refuse what would stall the app (see `limits`), naming the field."""
+def _check_sizes(data: ObjectReader, fields: dict[str, Any], note: str) -> None:
+    """Refuse what would stall the app (see `limits`), naming the field (`note`: the
+    Character's Note's prompt)."""
     for key in ("name", "nickname"):
         if len(fields[key] or "") > MAX_NAME_CHARS:
             raise FieldError(
@@ -128,6 +132,7 @@ def _check_sizes(data: ObjectReader, fields: dict[str, Any]) -> None:
     char = fields["nickname"] or fields["name"]
     texts = [(data.path(name), fields[name]) for name in _TEXT_FIELDS]
     texts += [(f"{data.path('alternate_greetings')}[{i}]", g) for i, g in enumerate(greetings)]
+    texts.append((f"{data.path('extensions')}.depth_prompt.prompt", note))
     for path, text in texts:
         if len(text) > MAX_TEXT_CHARS:
             raise FieldError(

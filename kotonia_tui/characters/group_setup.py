@@ -21,7 +21,7 @@ from kotonia_tui.characters.errors import CardError
 from kotonia_tui.characters.limits import MAX_EXPANDED_CHARS
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
 from kotonia_tui.characters.setup import CharacterSetup, render_setup
-from kotonia_tui.domain import Persona
+from kotonia_tui.domain import DepthNote, Persona
 
 GROUP_SYSTEM_PROMPT = (
     "This is an open-ended role-play between {{user}} and a cast of characters: {{cast}}. "
@@ -77,7 +77,9 @@ def render_group_setup(
     return text
 
 
-def speaking_setup(group_text: str, speaker: CharacterSetup) -> CharacterSetup:
+def speaking_setup(
+    group_text: str, speaker: CharacterSetup, notes: tuple[DepthNote, ...] = ()
+) -> CharacterSetup:
     """The speaker's own setup (name, post-history instructions, greetings) over the group's
-    shared system text."""
-    return speaker.model_copy(update={"system_text": group_text})
+    shared system text, with the cast's Character's Notes (`notes`) for the speaker's own."""
+    return speaker.model_copy(update={"system_text": group_text, "character_notes": notes})

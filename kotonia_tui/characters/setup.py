@@ -10,6 +10,9 @@ Order of `system_text`: the card's `system_prompt` (or `DEFAULT_SYSTEM_PROMPT`; 
 `{{original}}` stands for the default), the description, personality, scenario, the persona,
 the constant lorebook entries (they never change, so they cost nothing here) and the example
 dialogue, split on `<START>`. Sections with no text are left out.
+
+The card's Character's Note (`extensions.depth_prompt`) is not part of `system_text`: it sits in
+the history at its depth (`character_notes`, placed by memory/assembly.py).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.characters.errors import CardError
+from kotonia_tui.characters.errors import CardError, FieldError
 from kotonia_tui.characters.limits import MAX_EXPANDED_CHARS
 from kotonia_tui.characters.lorebook import render_lore
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
-from kotonia_tui.domain import Persona
+from kotonia_tui.domain import DepthNote, Persona
 
 DEFAULT_SYSTEM_PROMPT = (
     "This is an open-ended role-play between {{char}} and {{user}}. You are {{char}}. "
@@ -50,6 +53,8 @@ class CharacterSetup(BaseModel):
     greetings: tuple[str, ...] = ()  # first_mes, then alternate_greetings: possible openings
     examples: tuple[str, ...] = ()  # the example dialogues, also part of system_text
     constant_lore_in_system: bool = True  # if so, call select_entries(include_constant=False)
+    # The card's Character's Note, placed in the history at its depth; in a group, the cast's.
+    character_notes: tuple[DepthNote, ...] = ()
 
     @property
     def display_name(self) -> str:
@@ -122,6 +127,16 @@ def render_setup(
         )
         if text
     )
+    try:
+        note = card.character_note
+    except FieldError as exc:  # checked on load; a card made in code may still carry one
+        raise CardError(where, str(exc)) from exc
+    notes: tuple[DepthNote, ...] = ()
+    said = fill(note.prompt, field="data.extensions.depth_prompt.prompt") if note else ""
+    if note is not None and said:
+        # Signed as SillyTavern signs an injected line of that role (its `doChatInject`).
+        name = {"user": user, "assistant": char}.get(note.role, "")
+        notes = (DepthNote(said, note.depth, note.role, name=name, owner=char),)
     return CharacterSetup(
         key=card.key,
         name=card.name,
@@ -135,4 +150,5 @@ def render_setup(
         greetings=greetings,
         examples=examples,
         constant_lore_in_system=constant_lore_in_system,
+        character_notes=notes,
     )

@@ -199,7 +199,18 @@ class GroupChats:
             names = ", ".join(c.key for c in cards)
             raise ChatError(f"{key!r} is not in this group's cast ({names})")
         text = self.shared_text(cards, persona)
-        setup = speaking_setup(text, self.service.setup_for(card, persona))
+        # Every member's Character's Note, in the cast's order, as SillyTavern's
+        # `getGroupDepthPrompts` gives them: a muted member's only when it answers. So they do
+        # not change with who answers, and a change of speaker reads the history again no more
+        # than without them.
+        muted = {m.character_key for m in self.cast(conv.id) if m.muted}
+        notes = tuple(
+            note
+            for member in cards
+            if member.key == key or member.key not in muted
+            for note in self.service.setup_for(member, persona).character_notes
+        )
+        setup = speaking_setup(text, self.service.setup_for(card, persona), notes)
         return GroupSpeaker(card, setup, GroupTurn(tuple(c.display_name for c in cards)))
 
     # ---- who answers ----------------------------------------------------------------------

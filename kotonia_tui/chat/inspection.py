@@ -16,6 +16,7 @@ from kotonia_tui.chat.lore import LoreTurn
 from kotonia_tui.chat.numbering import Span, chapter_span, evidence_said, job_label
 from kotonia_tui.domain import (
     Chapter,
+    DepthNote,
     FoldJob,
     FoldStatus,
     StoredChapter,
@@ -91,6 +92,9 @@ class MemoryView:
     ledger_left_out: frozenset[int] = frozenset()
     settings: TurnSettings | None = None  # None: the card is missing (no turn can run)
     note_tokens: int = 0  # the Author's Note
+    # The card's Character's Note (in a group, the cast's, as the next turn carries them),
+    # each with its tokens.
+    character_notes: tuple[tuple[DepthNote, int], ...] = ()
     post_history_tokens: int = 0  # the card's post-history instructions
     lore: LoreTurn | None = None  # the last turn's lorebook entries (None: no turn yet)
     recall: Recall | None = None  # what the last turn recalled from the archive (None: no turn)

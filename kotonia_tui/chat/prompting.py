@@ -32,6 +32,7 @@ from kotonia_tui.chat.semantic import SemanticRecall
 from kotonia_tui.config import Settings, app_dirs
 from kotonia_tui.domain import (
     ChatMessage,
+    DepthNote,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -47,8 +48,9 @@ from kotonia_tui.engine import Engine, GenerationRequest, StateRef
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MEMORY_TITLE,
+    History,
     PromptLine,
-    assemble_history,
+    build_history,
     in_prompt,
     line_cost_text,
     shared_setup_messages,
@@ -123,9 +125,11 @@ class TurnRead:
     open_through: int  # the newest message an open chapter job covers (0: none)
     fold_in_flight: bool
     open_jobs: list[StoredFoldJob]  # the conversation's pending and running fold jobs
-    notes: str  # lore, a depth-0 Author's Note, post-history instructions: after the history
+    notes: str  # lore, depth-0 system notes, post-history instructions: after the history
     lore: LoreTurn  # which entries fired, on which keys, and which the budget left out
-    author_note: str  # an Author's Note placed inside the history (depth > 0), else ""
+    # The Author's Note and the card's Character's Note when the history holds them (depth > 0,
+    # or a card's user or assistant note at depth 0), in that order.
+    depth_notes: tuple[DepthNote, ...]
     settings: TurnSettings  # the profile's, the character's and the conversation's
     budgets: Budgets  # for this turn's reply length
     portrait: ImageInput | None
@@ -162,7 +166,7 @@ class Carry:
 @dataclass(frozen=True)
 class PreparedTurn:
     request: GenerationRequest
-    history: tuple[ChatMessage, ...]  # the request's messages without this turn's notes
+    layout: History  # the request's messages without this turn's notes, in parts
     plan: TurnPlan
     state: MemoryState
     window: list[StoredMessage]  # the messages the prompt carries verbatim
@@ -173,7 +177,11 @@ class PreparedTurn:
     lore: LoreTurn
     recall: Recall = NO_RECALL  # what the turn recalled from the archive (none for a preview)
     fold_wait_ms: float = 0.0  # how long the turn waited for a fold before it was built
-    author_note_depth: int = 0  # where `history` holds the Author's Note (0: not in it)
+
+    @property
+    def history(self) -> tuple[ChatMessage, ...]:
+        """The request's messages without this turn's notes."""
+        return self.layout.messages
 
 
 def memory_count_text(text: str) -> str:
@@ -488,17 +496,22 @@ class Prompter:
             notices.append(lore.notice)
         lore_text = lore.text
         note = _author_note_text(settings, setup, persona)
-        deep = settings.author_note_depth > 0
+        # The Author's Note before the card's notes: SillyTavern's order at one depth.
+        placed = [DepthNote(note, settings.author_note_depth)] if note else []
+        placed.extend(setup.character_notes)
+        # At depth 0 the system notes go after the history with the other notes of the turn,
+        # where they keep the cache (one part, as SillyTavern makes them one message); a card's
+        # user or assistant note at depth 0 ends the history, after the last message.
+        last = "\n".join(n.text for n in placed if n.depth == 0 and n.role == "system")
+        depth_notes = tuple(n for n in placed if n.depth > 0 or n.role != "system")
         # A group names who answers last of all, so the speaker is all that changes.
         named = speaker_note(setup.display_name) if group is not None else ""
-        notes = "\n\n".join(
-            part for part in (lore_text, "" if deep else note, setup.post_history, named) if part
-        )
+        notes = "\n\n".join(part for part in (lore_text, last, setup.post_history, named) if part)
         # A group's shared prefix holds no one member's picture (it would change with the
         # speaker and be evaluated again with everything after it).
         portrait = self.portrait(card) if group is None else None
         fixed = await self.count_setup(setup.system_text)
-        fixed += sum(await self.engine.count_tokens_many([notes, note if deep else ""]))
+        fixed += sum(await self.engine.count_tokens_many([notes, *(n.text for n in depth_notes)]))
         if portrait is not None:
             fixed += self.engine.image_cells(portrait) + 16
         reserve = budgets.reply_reserve
@@ -535,7 +548,7 @@ class Prompter:
             open_jobs=open_jobs,
             notes=notes,
             lore=lore,
-            author_note=note if deep else "",
+            depth_notes=depth_notes,
             settings=settings,
             budgets=budgets,
             portrait=portrait,
@@ -813,7 +826,7 @@ class Prompter:
         *,
         prefill: str = "",
         recall: Recall = NO_RECALL,
-    ) -> tuple[GenerationRequest, tuple[ChatMessage, ...], list[StoredMessage]]:
+    ) -> tuple[GenerationRequest, History, list[StoredMessage]]:
         """The model request: setup, memory, the verbatim window, notes (recalled excerpts
         first); the history (the same without the notes) and that window."""
         start = decision.plan.verbatim_start_id
@@ -824,18 +837,17 @@ class Prompter:
             )
             for m in verbatim
         ]
-        history = assemble_history(
+        history = build_history(
             system_text=setup.system_text,
             char_name=setup.display_name,
             memory_text=read.numbering.text(decision.state.memory_text),
             window=lines,
-            author_note=read.author_note,
-            author_note_depth=read.settings.author_note_depth,
+            depth_notes=read.depth_notes,
             portrait=read.portrait,
         )
         notes = "\n\n".join(part for part in (recall.render(), read.notes) if part)
         request = GenerationRequest(
-            messages=with_notes(history, notes),
+            messages=with_notes(history.messages, notes),
             max_tokens=read.budgets.reply_reserve,
             sampling=read.settings.sampling(),
             reply_name=setup.display_name,
@@ -879,7 +891,6 @@ class Prompter:
             queued,
             read.lore,
             recall,
-            author_note_depth=read.settings.author_note_depth if read.author_note else 0,
         )
 
     def _fit_continuation(self, request: GenerationRequest) -> GenerationRequest:

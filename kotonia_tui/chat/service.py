@@ -73,6 +73,7 @@ from kotonia_tui.config import Settings
 from kotonia_tui.domain import (
     ChatSettings,
     Conversation,
+    DepthNote,
     FoldJob,
     FoldKind,
     FoldStatus,
@@ -674,10 +675,9 @@ class ChatService:
             return
         reply, prepared = done.reply, turn.prepared
         line = PromptLine(reply.role, reply.speaker, reply.text)
-        history = (*prepared.history, prompt_message(line))
         request = replace(
             prepared.request,
-            messages=history_for_next_turn(history, prepared.author_note_depth),
+            messages=history_for_next_turn(prepared.layout, prompt_message(line)),
             prefill="",
         )
         self._in_background(self.engine.settle(request, call), f"settle {turn.conv.id}")
@@ -695,7 +695,7 @@ class ChatService:
             log.info("conversation %s opened cold: %s", conv_id, exc)
             return
         # The saved state holds the history as the next turn starts it (see `_settle`).
-        history = history_for_next_turn(prepared.history, prepared.author_note_depth)
+        history = history_for_next_turn(prepared.layout)
         request = replace(prepared.request, messages=history)
         self._in_background(self.engine.restore(request), f"restore {conv_id}")
         # A long import (or a window made smaller) cuts at its first turn: that is quoted now
@@ -906,6 +906,7 @@ class ChatService:
         verbatim_tokens = sum(prompter.message_tokens(m) for m in window)
         settings: TurnSettings | None = None
         setup_tokens = note_tokens = post_history_tokens = 0
+        character_notes: tuple[tuple[DepthNote, int], ...] = ()
         budgets = prompter.budgets
         name = conv.character_name
         try:
@@ -920,6 +921,9 @@ class ChatService:
             note_tokens, post_history_tokens = (
                 self.engine.count_tokens(text) if text else 0
                 for text in (settings.author_note, setup.post_history)
+            )
+            character_notes = tuple(
+                (note, self.engine.count_tokens(note.text)) for note in setup.character_notes
             )
         except ChatError:
             pass
@@ -1003,6 +1007,7 @@ class ChatService:
             ),
             settings=settings,
             note_tokens=note_tokens,
+            character_notes=character_notes,
             post_history_tokens=post_history_tokens,
             lore=self._lore.get(conv_id),
             recall=self._recall.get(conv_id),

@@ -9,11 +9,11 @@
    that says a character's statement is a record that it was said, not necessarily the truth);
 4. the verbatim window, oldest first, ending with the new message (system notes imported from
    SillyTavern, like "[Start a new chat]", are left out, as SillyTavern leaves them out; an
-   Author's Note with a depth N > 0 sits N messages from its end: docs/architecture.md says
-   what that costs);
-5. notes for this turn only (keyed lorebook entries, the Author's Note at depth 0, post-history
-   instructions): last, so that what changes with recent messages never changes anything
-   before the history.
+   Author's Note or a card's Character's Note with a depth N > 0 sits N messages from its end,
+   `place_notes`: docs/architecture.md says what that costs);
+5. notes for this turn only (keyed lorebook entries, the Author's Note and a card's system
+   note at depth 0, post-history instructions): last, so that what changes with recent
+   messages never changes anything before the history.
 
 Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 """
@@ -21,9 +21,17 @@ Between folds, 1-3 are byte-identical, so only the new messages are evaluated.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kotonia_tui.domain import Chapter, ChatMessage, ImageInput, Role, StoredLedgerEntry
+from kotonia_tui.domain import (
+    Chapter,
+    ChatMessage,
+    ChatRole,
+    DepthNote,
+    ImageInput,
+    Role,
+    StoredLedgerEntry,
+)
 from kotonia_tui.memory.extract import label_time
 from kotonia_tui.memory.ledger import render_ledger
 
@@ -116,6 +124,7 @@ def assemble_prompt(
     notes: str = "",
     author_note: str = "",
     author_note_depth: int = 0,
+    depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
     return with_notes(
@@ -126,6 +135,7 @@ def assemble_prompt(
             window=window,
             author_note=author_note,
             author_note_depth=author_note_depth,
+            depth_notes=depth_notes,
             portrait=portrait,
         ),
         notes,
@@ -140,53 +150,111 @@ def assemble_history(
     window: Sequence[PromptLine],
     author_note: str = "",
     author_note_depth: int = 0,
+    depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
-    """The prompt without this turn's notes (1-4 above, an Author's Note placed in the window
-    where its depth says): what the next prompt starts with, up to the note."""
-    messages: list[ChatMessage] = [ChatMessage("system", system_text)]
+    """The prompt without this turn's notes (1-4 above): what the next prompt starts with."""
+    return build_history(
+        system_text=system_text,
+        char_name=char_name,
+        memory_text=memory_text,
+        window=window,
+        author_note=author_note,
+        author_note_depth=author_note_depth,
+        depth_notes=depth_notes,
+        portrait=portrait,
+    ).messages
+
+
+@dataclass(frozen=True)
+class History:
+    """The prompt without this turn's notes, in its parts: the head (setup, picture, memory),
+    the lines of the verbatim window as sent, and the notes placed among them by depth."""
+
+    head: tuple[ChatMessage, ...]
+    lines: tuple[ChatMessage, ...]
+    notes: tuple[DepthNote, ...] = ()
+
+    @property
+    def messages(self) -> tuple[ChatMessage, ...]:
+        return (*self.head, *place_notes(self.lines, self.notes))
+
+
+def build_history(
+    *,
+    system_text: str,
+    char_name: str,
+    memory_text: str,
+    window: Sequence[PromptLine],
+    author_note: str = "",
+    author_note_depth: int = 0,
+    depth_notes: Sequence[DepthNote] = (),
+    portrait: ImageInput | None = None,
+) -> History:
+    """1-4 above in parts. `author_note` (a system note at `author_note_depth`) comes before
+    `depth_notes`: SillyTavern sorts the Author's Note first (see `place_notes`)."""
+    head: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
-        messages.append(
-            ChatMessage("user", PORTRAIT_NOTE.format(char=char_name), images=(portrait,))
-        )
-        messages.append(ChatMessage("assistant", PORTRAIT_ACK))
-    messages.extend(memory_exchange(memory_text))
-    # The note goes before the last `author_note_depth` lines the model reads (or first, when
-    # the window holds fewer): a system line, as a story note. Imported notes never count.
-    sent = [line for line in window if in_prompt(line.role)]
-    note_at = max(0, len(sent) - author_note_depth) if author_note.strip() else -1
-    for index, line in enumerate(sent):
-        if index == note_at:
-            messages.append(ChatMessage("system", author_note.strip()))
-        messages.append(prompt_message(line))
-    if note_at == len(sent):
-        messages.append(ChatMessage("system", author_note.strip()))
-    return tuple(messages)
+        head.append(ChatMessage("user", PORTRAIT_NOTE.format(char=char_name), images=(portrait,)))
+        head.append(ChatMessage("assistant", PORTRAIT_ACK))
+    head.extend(memory_exchange(memory_text))
+    # Imported notes are never sent, so they never count for a depth.
+    lines = tuple(prompt_message(line) for line in window if in_prompt(line.role))
+    notes = [DepthNote(author_note.strip(), author_note_depth)] if author_note.strip() else []
+    notes.extend(depth_notes)
+    return History(tuple(head), lines, tuple(notes))
+
+
+# SillyTavern's order of the messages injected at one depth ("most important go lower").
+_ROLE_ORDER: tuple[ChatRole, ...] = ("system", "user", "assistant")
+
+
+def place_notes(
+    lines: Sequence[ChatMessage], notes: Sequence[DepthNote]
+) -> tuple[ChatMessage, ...]:
+    """`lines` with each note before the last `depth` of them (first, when there are fewer;
+    after the last at depth 0), as SillyTavern injects its in-chat prompts (public/script.js
+    `doChatInject`, public/scripts/openai.js `populationInjectionPrompts`): at one depth, one
+    message per role, system then user then assistant, the notes of a role joined by a line
+    break in the order given (the Author's Note, then the cards', as SillyTavern's key order
+    puts "2_floating_prompt" before "DEPTH_PROMPT"). A depth counts the lines only, never the
+    notes placed after them; notes that land at one place for depths past the window's start
+    go deepest first, as SillyTavern stacks them there.
+
+    A note moves down the history as the history grows: `history_for_next_turn`."""
+    at: dict[int, list[DepthNote]] = {}
+    for note in notes:
+        if note.text.strip():
+            at.setdefault(max(0, len(lines) - note.depth), []).append(note)
+    placed: list[ChatMessage] = []
+    for index in range(len(lines) + 1):
+        here = sorted(at.get(index, ()), key=lambda n: -n.depth)  # stable: the given order
+        for depth in dict.fromkeys(n.depth for n in here):
+            for role in _ROLE_ORDER:
+                same = [n for n in here if n.depth == depth and n.role == role]
+                if same:
+                    text = "\n".join(n.text.strip() for n in same)
+                    placed.append(ChatMessage(role, text, name=same[0].name))
+        if index < len(lines):
+            placed.append(lines[index])
+    return tuple(placed)
 
 
 def history_for_next_turn(
-    history: Sequence[ChatMessage], author_note_depth: int
+    history: History, reply: ChatMessage | None = None
 ) -> tuple[ChatMessage, ...]:
-    """`history` (ending with the newest message) as the next turn's prompt will start: an
-    Author's Note inside it moved to where that turn puts it, before the last
-    `author_note_depth - 1` messages (the next message makes them `author_note_depth`).
+    """`history` (and the `reply` to it, when there is one) as the next turn's prompt will
+    start: its notes moved to where that turn puts them, one line further down (the next
+    message makes the last `depth - 1` lines `depth`); a note at depth 0 goes after the next
+    message, so it is not in what the next turn starts with.
 
     The saved KV state of a conversation is this history's stable prefix (engine/resume.py);
-    with the note left where this turn put it, the next prompt would differ from the saved
-    state at the note, and a sliding-window model's state cannot be cut back there (it was
-    not used at all: only the setup's state was loaded). The note is the only system message
-    after the setup's (`assemble_history` puts no other there)."""
-    messages = list(history)
-    at = next((i for i, m in enumerate(messages) if i > 0 and m.role == "system"), None)
-    if at is None or author_note_depth <= 0:
-        return tuple(messages)
-    after = len(messages) - 1 - at
-    keep_after = author_note_depth - 1
-    if after <= keep_after:
-        return tuple(messages)  # the window is still shorter than the depth: it stays first
-    note = messages.pop(at)
-    messages.insert(len(messages) - keep_after, note)
-    return tuple(messages)
+    with a note left where this turn put it, the next prompt would differ from the saved state
+    at the note, and a sliding-window model's state cannot be cut back there (it was not used
+    at all: only the setup's state was loaded)."""
+    lines = (*history.lines, reply) if reply is not None else history.lines
+    moved = tuple(replace(note, depth=note.depth - 1) for note in history.notes if note.depth > 0)
+    return (*history.head, *place_notes(lines, moved))
 
 
 def in_prompt(role: Role) -> bool:

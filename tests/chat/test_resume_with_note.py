@@ -9,8 +9,8 @@ all on a sliding-window model such as the embedded default: only the setup's sta
 
 from __future__ import annotations
 
-from kotonia_tui.domain import ChatMessage, ChatSettings, TurnMetrics
-from kotonia_tui.memory.assembly import history_for_next_turn
+from kotonia_tui.domain import ChatMessage, ChatSettings, DepthNote, TurnMetrics
+from kotonia_tui.memory.assembly import History, history_for_next_turn
 from tests.cards import write_short_card
 from tests.chat.conftest import tiny_settings
 
@@ -63,17 +63,18 @@ async def test_a_conversation_with_a_deep_note_resumes_up_to_the_new_message(
 
 def test_the_note_moves_to_where_the_next_turn_puts_it():
     system = ChatMessage("system", "setup")
-    lines = [ChatMessage("user" if i % 2 else "assistant", f"m{i}") for i in range(8)]
+    lines = tuple(ChatMessage("user" if i % 2 else "assistant", f"m{i}") for i in range(8))
     note = ChatMessage("system", "note")
-    now = (system, *lines[:4], note, *lines[4:])  # depth 4: before the last four
-    assert history_for_next_turn(now, 4) == (system, *lines[:5], note, *lines[5:])
-    assert history_for_next_turn(now, 0) == now  # depth 0: the note is never in the history
-    short = (system, note, lines[0], lines[1])  # fewer lines than the depth: first
-    assert history_for_next_turn(short, 4) == short
-    assert history_for_next_turn((system, note, *lines[:4]), 4) == (
-        system,
-        *lines[:1],
-        note,
-        *lines[1:4],
-    )
-    assert history_for_next_turn((system, *lines[:3], note), 1) == (system, *lines[:3], note)
+
+    def next_of(depth: int, count: int, reply: ChatMessage | None = None):
+        history = History((system,), lines[:count], (DepthNote("note", depth),))
+        return history_for_next_turn(history, reply)
+
+    # Depth 4 with eight lines: before the last four now, before the last three next turn.
+    assert next_of(4, 8) == (system, *lines[:5], note, *lines[5:])
+    assert next_of(4, 7, lines[7]) == (system, *lines[:5], note, *lines[5:])  # with the reply
+    # Depth 0: after the next message, so not in what the next turn starts with.
+    assert next_of(0, 8) == (system, *lines)
+    assert next_of(4, 2) == (system, note, lines[0], lines[1])  # fewer lines: first
+    assert next_of(4, 4) == (system, lines[0], note, *lines[1:4])
+    assert next_of(1, 3) == (system, *lines[:3], note)

@@ -6,6 +6,7 @@ from kotonia_tui.config import ModelProfile, PromptFormat
 from kotonia_tui.domain import (
     Chapter,
     ChatMessage,
+    DepthNote,
     LedgerKind,
     Message,
     Role,
@@ -19,6 +20,7 @@ from kotonia_tui.memory.assembly import (
     MemoryBlock,
     PromptLine,
     assemble_prompt,
+    place_notes,
 )
 from kotonia_tui.memory.chronicler import (
     TRANSCRIPT_LEAD,
@@ -264,6 +266,35 @@ def test_an_authors_note_depth_counts_only_the_lines_the_model_reads():
             assert contents[at - 1] == "Third." and contents[at + 1] == "LORE"  # after the history
         else:
             assert contents[at + 1] == before, depth
+
+
+def test_notes_at_one_depth_are_one_message_per_role_in_sillytaverns_order():
+    """As SillyTavern's `doChatInject`: at one depth, system then user then assistant, the
+    notes of one role joined by a line break in the order given; a depth counts the lines only;
+    notes clamped to the window's start go deepest first."""
+    lines = tuple(ChatMessage("user" if i % 2 else "assistant", f"m{i}") for i in range(4))
+    notes = (
+        DepthNote("author", 1),
+        DepthNote("card-user", 1, "user", name="Ann"),
+        DepthNote("card", 1),
+        DepthNote("deep", 2, "assistant", name="Rowan"),
+        DepthNote("last", 0),
+        DepthNote("far", 9),
+        DepthNote("farther", 12, "user", name="Ann"),
+        DepthNote("   ", 1),  # an empty note is no message
+    )
+    assert place_notes(lines, notes) == (
+        ChatMessage("user", "farther", name="Ann"),
+        ChatMessage("system", "far"),
+        *lines[:2],
+        ChatMessage("assistant", "deep", name="Rowan"),
+        lines[2],
+        ChatMessage("system", "author\ncard"),
+        ChatMessage("user", "card-user", name="Ann"),
+        lines[3],
+        ChatMessage("system", "last"),
+    )
+    assert place_notes((), (DepthNote("n", 3),)) == (ChatMessage("system", "n"),)
 
 
 def test_the_memory_block_says_a_chapters_time_once_for_a_run_of_the_same_time():

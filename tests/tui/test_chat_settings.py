@@ -1,18 +1,23 @@
-"""The settings screen (F9) and the inspector's settings and lorebook sections."""
+"""The settings screen (F9), the inspector's settings and lorebook sections, and where a card's
+Character's Note is shown."""
 
 from __future__ import annotations
 
 import json
 
-from textual.widgets import Input, Label, SelectionList, TextArea
+from textual.widgets import Input, Label, ListView, SelectionList, Static, TextArea
 
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import ChatSettings
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.chat_settings import ChatSettingsScreen
+from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.inspector import InspectorPane
 from kotonia_tui.tui.widgets.inspector_sections import lore_content, settings_content
+from tests.characters.builders import v2_card
+from tests.fake_engine import scripted
+from tests.settings import fake_settings
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, wait_for
 from tests.tui.screen_text import screen_text
@@ -147,3 +152,37 @@ async def test_the_settings_screen_fits_a_small_terminal(tiny_eos_model_path, mi
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert "reply length 5000 (the conversation's)" in screen_text(app)
+
+
+def _card_with_a_character_note() -> None:
+    """Mira with SillyTavern's Character's Note (`extensions.depth_prompt`) at depth 2."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    note = {"prompt": "[{{char}} never names the wreck to {{user}}.]", "depth": 2, "role": "system"}
+    card = v2_card("Mira", first_mes="Mira nods.", extensions={"depth_prompt": note})
+    (folder / "mira.json").write_text(json.dumps(card), encoding="utf-8")
+
+
+async def test_the_inspector_shows_the_cards_note_where_it_goes(make_fake_service) -> None:
+    """Fake engine: this test is about what the inspector says, which does not depend on the
+    model."""
+    _card_with_a_character_note()
+    service = await make_fake_service(fake_settings(), scripted("Hm."))
+    conv = service.new_conversation(service.library.get("mira"))
+    shown = settings_content(service.memory_view(conv.id)).plain.splitlines()
+    at = next(i for i, line in enumerate(shown) if line.startswith("Character's Note "))
+    assert shown[at].endswith(", 2 messages from the end, as a system line (Mira's card)")
+    assert shown[at + 1] == "[Mira never names the wreck to User.]"
+
+
+async def test_the_card_list_says_the_card_has_a_note_and_where(tiny_eos_model_path) -> None:
+    _card_with_a_character_note()
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        listing = app.screen.query_one("#card-list", ListView)
+        listing.index = [item.card.key for item in listing.query(CardItem)].index("mira")
+        await pilot.pause(0.2)
+        heading = str(app.screen.query_one("#card-heading", Static).content)
+        assert "1 greeting · Character's Note at depth 2 (system)" in heading
+        assert "Character's Note at depth 2" in screen_text(app)

@@ -190,6 +190,11 @@ class PickerScreen(KotoniaScreen[None]):
         facts = [plural(greetings, "greeting")]
         if card.character_book is not None and card.character_book.entries:
             facts.append(plural(len(card.character_book.entries), "lorebook entry"))
+        note = card.character_note  # checked when the card was loaded
+        if note is not None:
+            # Where it goes, not what it says: like the description, it may give the story away
+            # (the inspector, F2, shows its text in a chat).
+            facts.append(f"Character's Note at depth {note.depth} ({note.role})")
         if card.creator:
             facts.append(f"by {card.creator}")
         heading = Content.assemble(

@@ -1,7 +1,8 @@
 """The inspector's sections about the turn itself: its settings, lorebook entries and recall.
 
 The settings say which layer set each value (the profile's are shown plain; a character's or a
-conversation's say so) and where the Author's Note and the post-history instructions go. The
+conversation's say so) and where the Author's Note, the card's Character's Note (its text too:
+nothing else shows it) and the post-history instructions go. The
 lorebook section lists every entry that fired on the last turn, the keys it fired on, and
 whether it was sent or left out for the lore budget (`lore_budget_ratio` of the window, or the
 character's or the conversation's, F9), and, when the scan stopped at its bound (a book that
@@ -17,7 +18,10 @@ from textual.content import Content
 from kotonia_tui.chat.chat_settings import GENERATION_FIELDS, LABELS, Layer
 from kotonia_tui.chat.inspection import MemoryView
 from kotonia_tui.tui.literal import literal_line
-from kotonia_tui.tui.render import plural, tokens
+from kotonia_tui.tui.render import plural, short_text, tokens
+
+# Enough of a Character's Note to know it by (most are a line or two): only here is its text shown.
+NOTE_SHOWN_CHARS = 240
 
 
 def settings_content(view: MemoryView) -> Content:
@@ -49,6 +53,18 @@ def settings_content(view: MemoryView) -> Content:
                 (f", {where} ({settings.author_note_layer})", "$text-muted"),
             )
         )
+    for note, count in view.character_notes:
+        depth = note.depth
+        where = "after the history" if depth == 0 else f"{plural(depth, 'message')} from the end"
+        owner = f"{note.owner}'s card" if note.owner else "the card's"
+        lines.append(
+            Content.assemble(
+                ("Character's Note ", "$text-muted"),
+                (tokens(count), "bold"),
+                literal_line(f", {where}, as a {note.role} line ({owner})", "$text-muted"),
+            )
+        )
+        lines.append(literal_line(short_text(note.text, NOTE_SHOWN_CHARS), "italic"))
     if view.post_history_tokens:
         lines.append(
             Content.assemble(

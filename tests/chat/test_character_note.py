@@ -1,0 +1,158 @@
+"""A card's Character's Note (SillyTavern's `data.extensions.depth_prompt`) in the prompt: at its
+depth in the history, as a line of its role, with {{char}} and {{user}} filled in; beside an
+Author's Note at the same depth in SillyTavern's order; costing a turn what an Author's Note at
+that depth costs; in a group, every unmuted member's.
+
+Fake engine: these tests are about where the prompt places the notes and what the engine reads
+again for them, which the fake counts from what its context holds as the real engine does; they
+do not depend on the model."""
+
+from __future__ import annotations
+
+import json
+
+from kotonia_tui.config import app_dirs
+from kotonia_tui.domain import ChatMessage, ChatSettings
+from kotonia_tui.engine import Slot
+from tests.cards import write_short_card
+from tests.fake_engine import scripted
+from tests.settings import fake_settings
+
+REPLY = "The lamp is lit and the sea is calm tonight."
+NOTE = "[{{char}} keeps an eye on {{user}}.]"
+SHOWN = "[Wren keeps an eye on User.]"  # the short card is Wren; the default persona is User
+AUTHORS = "[Keep it short, {{char}}.]"
+AUTHORS_SHOWN = "[Keep it short, Wren.]"
+
+
+def _card(depth: int, role: str = "system", prompt: str = NOTE) -> str:
+    note = {"prompt": prompt, "depth": depth, "role": role}
+    return write_short_card(extensions={"depth_prompt": note})
+
+
+async def _last_prompt(make_fake_service, key: str, author: ChatSettings | None = None):
+    """The request of the third turn of a new conversation with `key` (a greeting, then
+    One/reply, Two/reply, Three): the history ends ..., "Two.", reply, "Three."."""
+    service = await make_fake_service(fake_settings(), scripted(REPLY))
+    conv = service.new_conversation(service.library.get(key))
+    if author is not None:
+        service.save_settings(conv.id, ChatSettings(), author)
+    for text in ("One.", "Two."):
+        await (await service.send(conv.id, text)).wait()
+    turn = await service.send(conv.id, "Three.")
+    await turn.wait()
+    return turn.prepared.request.messages
+
+
+async def test_a_card_note_at_depth_2_sits_two_messages_from_the_end_with_its_macros(
+    make_fake_service,
+):
+    messages = await _last_prompt(make_fake_service, _card(2))
+    assert messages[-3] == ChatMessage("system", SHOWN)
+    assert [(m.role, m.content) for m in messages[-2:]] == [
+        ("assistant", REPLY),
+        ("user", "Three."),
+    ]
+    assert SHOWN not in messages[0].content  # the shared setup is not touched
+    assert sum(SHOWN in m.content for m in messages) == 1
+
+
+async def test_a_card_note_at_depth_0_comes_after_the_last_message(make_fake_service):
+    messages = await _last_prompt(make_fake_service, _card(0))
+    assert [(m.role, m.content) for m in messages[-2:]] == [("user", "Three."), ("system", SHOWN)]
+    # Another role is a line of that role, signed as SillyTavern signs it (the persona).
+    messages = await _last_prompt(make_fake_service, _card(0, "user"))
+    assert messages[-2:] == (
+        ChatMessage("user", "Three.", name="User"),
+        ChatMessage("user", SHOWN, name="User"),
+    )
+
+
+async def test_with_an_authors_note_at_the_same_depth_sillytaverns_order(make_fake_service):
+    """SillyTavern (public/script.js `doChatInject`, public/scripts/openai.js
+    `populationInjectionPrompts`): at one depth one message per role, system then user then
+    assistant; in a role the prompts in key order, the Author's Note ("2_floating_prompt")
+    before the card's ("DEPTH_PROMPT"), joined by a line break."""
+    for depth in (2, 0):
+        author = ChatSettings(author_note=AUTHORS, author_note_depth=depth)
+        messages = await _last_prompt(make_fake_service, _card(depth), author)
+        at = len(messages) - 1 - depth
+        assert messages[at] == ChatMessage("system", f"{AUTHORS_SHOWN}\n{SHOWN}"), depth
+    author = ChatSettings(author_note=AUTHORS, author_note_depth=2)
+    messages = await _last_prompt(make_fake_service, _card(2, "assistant"), author)
+    assert messages[-4:-2] == (
+        ChatMessage("system", AUTHORS_SHOWN),
+        ChatMessage("assistant", SHOWN, name="Wren"),
+    )
+    assert messages[-2].content == REPLY
+
+
+async def test_a_deep_card_note_costs_what_an_authors_note_at_its_depth_costs(
+    make_fake_service,
+):
+    """The same mechanism as the Author's Note (docs/architecture.md): at depth 4 the note
+    moves down the history each turn, and the settle after each reply reads it again in its
+    next place while the user reads, so a turn reads only its new message and what follows."""
+    text = "[Keep the lighthouse in every scene.]"
+    evaluated: dict[str, list[int]] = {}
+    background: dict[str, int] = {}
+    for source in ("card", "author"):
+        if source == "card":
+            key = _card(4, prompt=text)
+            author = ChatSettings()
+        else:
+            key = write_short_card()
+            author = ChatSettings(author_note=text, author_note_depth=4)
+        service = await make_fake_service(fake_settings(reply_max_tokens=24), scripted(REPLY))
+        conv = service.new_conversation(service.library.get(key))
+        service.save_settings(conv.id, ChatSettings(), author)
+        evaluated[source] = []
+        for i in range(6):
+            turn = await service.send(conv.id, f"Message number {i} about the sea.")
+            done = await turn.wait()
+            await service.states_settled()  # the user reads the reply
+            assert done.metrics is not None
+            evaluated[source].append(done.metrics.evaluated)
+            messages = turn.prepared.request.messages
+            assert i == 0 or messages[-5] == ChatMessage("system", text), (source, i)
+        background[source] = service.engine.work(Slot.CHAT).evaluated - sum(evaluated[source])
+    assert evaluated["card"] == evaluated["author"]
+    assert background["card"] == background["author"]
+
+
+def _group_cards() -> None:
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, name, note in (
+        ("wren", "Wren", "{{char}} counts the gulls for {{user}}."),
+        ("mira", "Mira", "{{char}} mends a net."),
+    ):
+        data = {
+            "name": name,
+            "description": f"{name} lives by the sea.",
+            "first_mes": f"{name} nods.",
+            "extensions": {"depth_prompt": {"prompt": note, "depth": 1, "role": "system"}},
+        }
+        card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
+        (folder / f"{key}.json").write_text(json.dumps(card), encoding="utf-8")
+
+
+async def test_a_group_carries_every_unmuted_members_note_whoever_speaks(make_fake_service):
+    """As SillyTavern's `getGroupDepthPrompts`: each member's note with {{char}} its own name,
+    in the cast's order; a muted member's only when it is the one who answers. The notes do not
+    depend on who answers (but for a muted speaker), so a change of speaker keeps them."""
+    _group_cards()
+    service = await make_fake_service(fake_settings(), scripted("Hm."))
+    group = service.groups.new_group([service.library.get("wren"), service.library.get("mira")])
+    both = ChatMessage("system", "Wren counts the gulls for User.\nMira mends a net.")
+    for speaker in ("wren", "mira"):
+        turn = await service.send(group.id, f"Hello, {speaker}.", speaker=speaker)
+        await turn.wait()
+        assert turn.prepared.request.messages[-3:-1] == (
+            both,
+            ChatMessage("user", f"Hello, {speaker}.", name="User"),
+        ), speaker
+    service.groups.set_muted(group.id, "mira", True)
+    turn = await service.send(group.id, "Just you, Wren.", speaker="wren")
+    await turn.wait()
+    assert turn.prepared.request.messages[-3].content == "Wren counts the gulls for User."
