@@ -510,9 +510,12 @@ class ChatMessage:
     images: tuple[ImageInput, ...] = ()
 
 
-# The deepest a note may be placed; SillyTavern's MAX_INJECTION_DEPTH (public/script.js) is the
-# same: it injects nothing deeper.
-MAX_AUTHOR_NOTE_DEPTH = 1000
+# The deepest a note may be placed: SillyTavern's MAX_INJECTION_DEPTH (public/script.js), past
+# which its `doChatInject` places no note (an Author's Note or a card's Character's Note). It
+# was 1000 (SillyTavern's release branch of September 2024 says so); its pull request #3800,
+# "Increase maximum injection depth and WI order" (merged 2025-04-02), made it 10000, as the
+# script.js of later releases says.
+MAX_AUTHOR_NOTE_DEPTH = 10000
 
 
 @dataclass(frozen=True)
@@ -520,8 +523,12 @@ class DepthNote:
     """A note placed `depth` messages from the end of the history, as a message of `role`:
     the Author's Note, or a card's Character's Note (SillyTavern's `depth_prompt`).
 
-    `text` has its macros filled in. `name` signs a user or assistant note as SillyTavern signs
-    it (the persona, the card's character); `owner` says whose note it is, for the inspector."""
+    `text` has its macros filled in. `name` signs a user or assistant note: a user note with
+    the persona's name, as SillyTavern signs it; an assistant note with its own card's
+    character, which is SillyTavern's signature in a one-card chat but not in a group (there
+    SillyTavern signs it with whoever answers; the owner's name keeps the line the same whoever
+    answers, so the cache holds; notes joined into one line take the first one's name).
+    `owner` says whose note it is, for the inspector."""
 
     text: str
     depth: int

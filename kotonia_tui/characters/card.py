@@ -94,10 +94,10 @@ class CharacterCard(BaseModel):
 
     @property
     def character_note(self) -> CharacterNote | None:
-        """The card's Character's Note (`extensions.depth_prompt`), read from the extensions
-        each time so that they stay the one copy an export writes; checked when the card is
-        loaded, so a loaded card's never raises."""
-        return read_character_note(self.extensions)
+        """The card's Character's Note (`extensions.depth_prompt`) as SillyTavern reads it,
+        read from the extensions each time so that they stay the one copy an export writes
+        (what reading it repaired is reported when the card is loaded)."""
+        return read_character_note(self.extensions).note
 
     def to_json_dict(self, version: Literal["v2", "v3"] | None = None) -> dict[str, Any]:
         """The card as spec-shaped JSON: V3 for a V3 card, V2 otherwise (or as asked)."""

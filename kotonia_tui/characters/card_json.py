@@ -1,7 +1,9 @@
 """Reading a card's JSON object (V1 flat, V2 `chara_card_v2`, V3 `chara_card_v3`) into fields.
 
 `parse_card_object` checks every field it models and raises `FieldError` naming the first wrong
-one by its path (`data.alternate_greetings[2]`); the loader adds the file name.
+one by its path (`data.alternate_greetings[2]`); the loader adds the file name. What is read as
+SillyTavern reads it instead (a Character's Note written otherwise, characters/character_note.py)
+is a repair, one line naming the field and the value, that the loader reports.
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ _LEGACY_V1 = {
 }
 
 
-def parse_card_object(obj: Any) -> dict[str, Any]:
-    """The `CharacterCard` fields of a card JSON object (everything but key, path, hash, image)."""
+def parse_card_object(obj: Any, repairs: list[str] | None = None) -> dict[str, Any]:
+    """The `CharacterCard` fields of a card JSON object (everything but key, path, hash, image);
+    what was repaired reading it is appended to `repairs`."""
     if not isinstance(obj, dict):
         raise FieldError("", f"expected a JSON object at the top level, got {json_type_name(obj)}")
     spec = obj.get("spec")
     if spec is None:
-        return _parse_v1(obj)
+        return _parse_v1(obj, repairs)
     if spec not in (SPEC_V2, SPEC_V3):
         shown = repr(spec) if isinstance(spec, str) else json_type_name(spec)
         raise FieldError("spec", f"unknown card format {shown} (expected {SPEC_V2} or {SPEC_V3})")
@@ -67,7 +70,7 @@ def parse_card_object(obj: Any) -> dict[str, Any]:
     if not isinstance(obj.get("data"), dict):
         raise FieldError("data", "missing" if obj.get("data") is None else "expected an object")
     version = SpecVersion.V3 if spec == SPEC_V3 else SpecVersion.V2
-    fields = _parse_data(ObjectReader(obj["data"], "data"), version)
+    fields = _parse_data(ObjectReader(obj["data"], "data"), version, repairs)
     fields.update(
         spec=version,
         extra_root={k: v for k, v in obj.items() if k not in _ROOT_MIRRORS},
@@ -77,26 +80,31 @@ def parse_card_object(obj: Any) -> dict[str, Any]:
     return fields
 
 
-def _parse_v1(obj: dict[str, Any]) -> dict[str, Any]:
+def _parse_v1(obj: dict[str, Any], repairs: list[str] | None) -> dict[str, Any]:
     flat = dict(obj)
     for old, new in _LEGACY_V1.items():
         if flat.get(new) is None and old in flat:
             flat[new] = flat.pop(old)
-    fields = _parse_data(ObjectReader(flat), SpecVersion.V1)
+    fields = _parse_data(ObjectReader(flat), SpecVersion.V1, repairs)
     extra = fields.pop("extra_data")
     fields.update(spec=SpecVersion.V1, extra_data={}, extra_root=extra, raw_json=obj)
     return fields
 
 
-def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
+def _parse_data(
+    data: ObjectReader, version: SpecVersion, repairs: list[str] | None
+) -> dict[str, Any]:
     fields: dict[str, Any] = {"name": data.required_string("name")}
     fields.update((name, data.string(name)) for name in _TEXT_FIELDS)
     fields["alternate_greetings"] = data.strings("alternate_greetings")
     fields["tags"] = data.strings("tags")
     fields["character_version"] = data.version_string("character_version")
     fields["extensions"] = data.object("extensions")
-    # Kept verbatim in `extensions`; read here so a wrong field refuses the card, named.
+    # Kept verbatim in `extensions`; read here so what SillyTavern would read otherwise is
+    # reported, and a prompt past the bounds refuses the card (`_check_sizes`).
     note = read_character_note(fields["extensions"], data.path("extensions"))
+    if repairs is not None:
+        repairs.extend(note.repairs)
     fields["nickname"] = data.optional_string("nickname")
     fields["group_only_greetings"] = data.strings("group_only_greetings")
     book = data.obj.get("character_book")
@@ -108,7 +116,7 @@ def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
         _parse_asset(ObjectReader(raw, f"{data.path('assets')}[{index}]"))
         for index, raw in enumerate(data.objects("assets"))
     ]
-    _check_sizes(data, fields, note.prompt if note is not None else "")
+    _check_sizes(data, fields, note.prompt)
     known = _DATA_FIELDS if version is not SpecVersion.V1 else _DATA_FIELDS | _ROOT_MIRRORS
     fields["extra_data"] = data.unknown(known)
     return fields
@@ -116,7 +124,7 @@ def _parse_data(data: ObjectReader, version: SpecVersion) -> dict[str, Any]:
 
 def _check_sizes(data: ObjectReader, fields: dict[str, Any], note: str) -> None:
     """Refuse what would stall the app (see `limits`), naming the field (`note`: the
-    Character's Note's prompt)."""
+    Character's Note's prompt when it is text, whether or not it is placed)."""
     for key in ("name", "nickname"):
         if len(fields[key] or "") > MAX_NAME_CHARS:
             raise FieldError(

@@ -26,7 +26,9 @@ class CardShadowed(CardError):
 
 class CardRepaired(CardError):
     """Not a broken card: it loaded, but something in it was repaired (invalid Unicode became
-    U+FFFD); said once so the user knows why a name shows a replacement character."""
+    U+FFFD, or a Character's Note written otherwise was read as SillyTavern reads it); said
+    once so the user knows why a name shows a replacement character, or why the note is placed
+    where it is or not at all. One per card: its repairs joined by "; "."""
 
 
 class FieldError(ValueError):

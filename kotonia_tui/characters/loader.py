@@ -33,7 +33,8 @@ PNG_CARD_KEYWORDS = ("ccv3", "chara")  # in order of preference
 
 def load_card(path: Path, notes: list[CardError] | None = None) -> CharacterCard:
     """Read one card file. Raises `CardError` (one line: file, field, problem); what was
-    repaired on the way (a `CardRepaired` note) is appended to `notes`."""
+    repaired on the way (invalid Unicode replaced, a field read as SillyTavern reads it) is
+    appended to `notes` as one `CardRepaired` note for the card."""
     path = Path(path)
     data = _read_card_file(path)
     suffix = path.suffix.lower()
@@ -52,12 +53,13 @@ def load_card(path: Path, notes: list[CardError] | None = None) -> CharacterCard
         where = " (in card.json)"
     else:
         raise CardError(path, "not a card file (expected .json, .png or .charx)")
-    if replaced and notes is not None:
-        notes.append(CardRepaired(path, f"{replacement_note(replaced)}{where}"))
+    repairs = [replacement_note(replaced)] if replaced else []
     try:
-        fields = parse_card_object(obj)
+        fields = parse_card_object(obj, repairs)
     except FieldError as exc:
         raise CardError(path, f"{exc}{where}") from exc
+    if repairs and notes is not None:
+        notes.append(CardRepaired(path, "; ".join(f"{repair}{where}" for repair in repairs)))
     return CharacterCard(
         # A file name that is not UTF-8 keeps its bytes in `source_path`; its key is text
         # (U+FFFD for those bytes), so the key the listing shows is one that can be typed.

@@ -22,7 +22,7 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from kotonia_tui.characters.card import CharacterCard
-from kotonia_tui.characters.errors import CardError, FieldError
+from kotonia_tui.characters.errors import CardError
 from kotonia_tui.characters.limits import MAX_EXPANDED_CHARS
 from kotonia_tui.characters.lorebook import render_lore
 from kotonia_tui.characters.macros import MacroLimitError, apply_macros
@@ -127,14 +127,14 @@ def render_setup(
         )
         if text
     )
-    try:
-        note = card.character_note
-    except FieldError as exc:  # checked on load; a card made in code may still carry one
-        raise CardError(where, str(exc)) from exc
+    note = card.character_note  # as SillyTavern reads it (the loader reported any repair)
     notes: tuple[DepthNote, ...] = ()
     said = fill(note.prompt, field="data.extensions.depth_prompt.prompt") if note else ""
     if note is not None and said:
-        # Signed as SillyTavern signs an injected line of that role (its `doChatInject`).
+        # A user note is signed with the persona's name, as SillyTavern's `doChatInject` signs
+        # it. An assistant note is signed with its own card's name: in a one-card chat that is
+        # SillyTavern's too, but in a group SillyTavern signs it with whoever answers the turn;
+        # the owner's name keeps the line the same whoever answers, so the cache holds.
         name = {"user": user, "assistant": char}.get(note.role, "")
         notes = (DepthNote(said, note.depth, note.role, name=name, owner=char),)
     return CharacterSetup(

@@ -199,10 +199,11 @@ class GroupChats:
             names = ", ".join(c.key for c in cards)
             raise ChatError(f"{key!r} is not in this group's cast ({names})")
         text = self.shared_text(cards, persona)
-        # Every member's Character's Note, in the cast's order, as SillyTavern's
-        # `getGroupDepthPrompts` gives them: a muted member's only when it answers. So they do
-        # not change with who answers, and a change of speaker reads the history again no more
-        # than without them.
+        # Every unmuted member's Character's Note, in the cast's order, as SillyTavern's
+        # `getGroupDepthPrompts` gives them, so a change of speaker among the unmuted members
+        # keeps them and reads the history again no more than without them. A muted member that
+        # answers (the player picks it) adds its own note for that turn only, as in SillyTavern:
+        # that turn's history differs from the note's place on, and so does the next one's.
         muted = {m.character_key for m in self.cast(conv.id) if m.muted}
         notes = tuple(
             note
@@ -215,15 +216,37 @@ class GroupChats:
 
     # ---- who answers ----------------------------------------------------------------------
 
-    def planned(self, conv: StoredConversation, order: ReplyOrder | None = None) -> list[str]:
-        """Who answers the last message by the conversation's reply order (or `order`)."""
+    def planned(
+        self,
+        conv: StoredConversation,
+        order: ReplyOrder | None = None,
+        rng: random.Random | None = None,
+    ) -> list[str]:
+        """Who answers the last message by the conversation's reply order (or `order`); the
+        draws are `rng`'s (the groups' own by default)."""
         last = self.service.store.last_message(conv.id)
         return reply_plan(
             order or self.service.store.reply_order(conv.id),
             self.speakers(conv),
             last.text if last is not None else "",
             _speaker_key(last),
-            self.rng,
+            rng or self.rng,
+        )
+
+    def next_speaker(self, conv: StoredConversation, *, peek: bool = False) -> str:
+        """Who writes the next reply when nobody is named (`ChatService.speaking`): the first
+        the reply order picks, else the first unmuted member, else the first member. `peek`:
+        without drawing from the groups' random numbers (a copy of them draws), so the
+        inspector names the member the next turn picks and does not change the pick."""
+        rng = self.rng
+        if peek:
+            rng = random.Random()
+            rng.setstate(self.rng.getstate())
+        members = self.cast(conv.id)
+        planned = self.planned(conv, rng=rng)
+        return next(
+            iter(planned),
+            next((m.character_key for m in members if not m.muted), members[0].character_key),
         )
 
     def next_auto(self, conv: StoredConversation, order: ReplyOrder | None = None) -> str | None:

@@ -53,7 +53,8 @@ class CharacterLibrary:
 
     @property
     def repairs(self) -> list[CardError]:
-        """Cards that loaded with something repaired (invalid Unicode), to be said once."""
+        """Cards that loaded with something repaired (invalid Unicode, a Character's Note read as
+        SillyTavern reads it), one note a card, to be said once."""
         return [p for p in self.problems if isinstance(p, CardRepaired)]
 
     def get(self, key: str) -> CharacterCard:

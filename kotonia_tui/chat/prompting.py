@@ -54,6 +54,7 @@ from kotonia_tui.memory.assembly import (
     in_prompt,
     line_cost_text,
     shared_setup_messages,
+    split_notes,
     with_notes,
 )
 from kotonia_tui.memory.budgets import Budgets, recall_takes_room
@@ -499,11 +500,9 @@ class Prompter:
         # The Author's Note before the card's notes: SillyTavern's order at one depth.
         placed = [DepthNote(note, settings.author_note_depth)] if note else []
         placed.extend(setup.character_notes)
-        # At depth 0 the system notes go after the history with the other notes of the turn,
-        # where they keep the cache (one part, as SillyTavern makes them one message); a card's
-        # user or assistant note at depth 0 ends the history, after the last message.
-        last = "\n".join(n.text for n in placed if n.depth == 0 and n.role == "system")
-        depth_notes = tuple(n for n in placed if n.depth > 0 or n.role != "system")
+        # At depth 0 the system notes go after the history with the other notes of the turn;
+        # the others are placed in the history (`split_notes`, as the evaluation's arms do).
+        last, depth_notes = split_notes(placed)
         # A group names who answers last of all, so the speaker is all that changes.
         named = speaker_note(setup.display_name) if group is not None else ""
         notes = "\n\n".join(part for part in (lore_text, last, setup.post_history, named) if part)

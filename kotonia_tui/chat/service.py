@@ -477,12 +477,7 @@ class ChatService:
             # the event loop. The prompt is prepared asynchronously (counts and lore off-loop).
             return card, await asyncio.to_thread(self.setup_for, card, persona), None
         if speaker_key is None:
-            members = self.groups.cast(conv.id)
-            planned = self.groups.planned(conv)
-            speaker_key = next(
-                iter(planned),
-                next((m.character_key for m in members if not m.muted), members[0].character_key),
-            )
+            speaker_key = self.groups.next_speaker(conv)
         found = await asyncio.to_thread(self.groups.speaker, conv, persona, speaker_key)
         return found.card, found.setup, found.group
 
@@ -912,8 +907,13 @@ class ChatService:
         try:
             card = self._card(conv)
             setup = self.setup_for(card, self.persona_of(conv))
-            if self.groups.is_group(conv_id):  # the cast's shared setup, as the turns carry
-                setup = self.groups.speaker(conv, self.persona_of(conv), card.key).setup
+            if self.groups.is_group(conv_id):
+                # The cast's shared setup and the Character's Notes as the next turn carries
+                # them: its speaker's (a muted member's note only when it is the one who answers),
+                # picked as that turn picks it, without drawing for it.
+                key = self.groups.next_speaker(conv, peek=True)
+                found = self.groups.speaker(conv, self.persona_of(conv), key)
+                card, setup = found.card, found.setup
             setup_tokens = prompter.setup_tokens(setup.system_text)
             name = setup.display_name
             settings = prompter.turn_settings(conv_id, card.key)

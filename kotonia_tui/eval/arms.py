@@ -16,7 +16,9 @@
 
 Non-generational prompts are assembled with `memory.assembly.assemble_prompt` from the card's
 setup; lorebook entries selected per turn are not carried there (the shipped dataset's card has
-no lorebook).
+no lorebook). The card's Character's Note is, where the generational arm's Prompter puts it (in
+the history at its depth, or after it at depth 0: `split_notes`), so every arm carries the same
+notes (the shipped datasets' cards have none: their prompts are as without the note).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from kotonia_tui.engine import (
 )
 from kotonia_tui.eval.arguments import RECALL
 from kotonia_tui.eval.replay import Replay
-from kotonia_tui.memory.assembly import MEMORY_TITLE, PromptLine, assemble_prompt, in_prompt
+from kotonia_tui.memory.assembly import (
+    MEMORY_TITLE,
+    PromptLine,
+    assemble_prompt,
+    in_prompt,
+    split_notes,
+)
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest
 from kotonia_tui.memory.policy import WindowMessage, split_source
 
@@ -89,12 +97,16 @@ def _lines(messages: Sequence[Message]) -> list[PromptLine]:
 
 def _prompt(replay: Replay, memory_text: str, window: Sequence[Message]) -> tuple[ChatMessage, ...]:
     setup = replay.setup
+    # The card's notes as the generational arm's Prompter carries them (chat/prompting.py):
+    # the system ones at depth 0 after the history, before the post-history instructions.
+    last, held = split_notes(setup.character_notes)
     return assemble_prompt(
         system_text=setup.system_text,
         char_name=setup.display_name,
         memory_text=memory_text,
         window=_lines(window),
-        notes=setup.post_history,
+        notes="\n\n".join(part for part in (last, setup.post_history) if part),
+        depth_notes=held,
     )
 
 

@@ -122,19 +122,17 @@ def assemble_prompt(
     memory_text: str,
     window: Sequence[PromptLine],
     notes: str = "",
-    author_note: str = "",
-    author_note_depth: int = 0,
     depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
+    """The prompt: the history with `depth_notes` placed in it (`place_notes`; the system notes
+    at depth 0 are meant to be in `notes` instead, `split_notes`), then `notes`."""
     return with_notes(
         assemble_history(
             system_text=system_text,
             char_name=char_name,
             memory_text=memory_text,
             window=window,
-            author_note=author_note,
-            author_note_depth=author_note_depth,
             depth_notes=depth_notes,
             portrait=portrait,
         ),
@@ -148,19 +146,17 @@ def assemble_history(
     char_name: str,
     memory_text: str,
     window: Sequence[PromptLine],
-    author_note: str = "",
-    author_note_depth: int = 0,
     depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
 ) -> tuple[ChatMessage, ...]:
-    """The prompt without this turn's notes (1-4 above): what the next prompt starts with."""
+    """The prompt without this turn's notes (1-4 above, the notes with a depth placed in the
+    window where their depths say): what the next prompt starts with, up to the first note
+    (the next turn moves a note one line further down, `history_for_next_turn`)."""
     return build_history(
         system_text=system_text,
         char_name=char_name,
         memory_text=memory_text,
         window=window,
-        author_note=author_note,
-        author_note_depth=author_note_depth,
         depth_notes=depth_notes,
         portrait=portrait,
     ).messages
@@ -186,13 +182,11 @@ def build_history(
     char_name: str,
     memory_text: str,
     window: Sequence[PromptLine],
-    author_note: str = "",
-    author_note_depth: int = 0,
     depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
 ) -> History:
-    """1-4 above in parts. `author_note` (a system note at `author_note_depth`) comes before
-    `depth_notes`: SillyTavern sorts the Author's Note first (see `place_notes`)."""
+    """1-4 above in parts. `depth_notes` in SillyTavern's order: the Author's Note first, then
+    the cards' (see `place_notes`)."""
     head: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         head.append(ChatMessage("user", PORTRAIT_NOTE.format(char=char_name), images=(portrait,)))
@@ -200,9 +194,18 @@ def build_history(
     head.extend(memory_exchange(memory_text))
     # Imported notes are never sent, so they never count for a depth.
     lines = tuple(prompt_message(line) for line in window if in_prompt(line.role))
-    notes = [DepthNote(author_note.strip(), author_note_depth)] if author_note.strip() else []
-    notes.extend(depth_notes)
-    return History(tuple(head), lines, tuple(notes))
+    return History(tuple(head), lines, tuple(depth_notes))
+
+
+def split_notes(notes: Sequence[DepthNote]) -> tuple[str, tuple[DepthNote, ...]]:
+    """`notes` (the Author's Note first, then the cards') as a prompt carries them: the system
+    notes at depth 0, joined by a line break, to go after the history with the turn's other
+    notes, where they keep the cache (one part, as SillyTavern makes them one message); and
+    the notes the history holds (a depth > 0, or a card's user or assistant note at depth 0,
+    which ends the history, after the last message). No notes: ("", ())."""
+    last = "\n".join(n.text for n in notes if n.depth == 0 and n.role == "system")
+    held = tuple(n for n in notes if n.depth > 0 or n.role != "system")
+    return last, held
 
 
 # SillyTavern's order of the messages injected at one depth ("most important go lower").

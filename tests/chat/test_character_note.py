@@ -10,6 +10,7 @@ do not depend on the model."""
 from __future__ import annotations
 
 import json
+import random
 
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import ChatMessage, ChatSettings
@@ -139,8 +140,8 @@ def _group_cards() -> None:
 
 async def test_a_group_carries_every_unmuted_members_note_whoever_speaks(make_fake_service):
     """As SillyTavern's `getGroupDepthPrompts`: each member's note with {{char}} its own name,
-    in the cast's order; a muted member's only when it is the one who answers. The notes do not
-    depend on who answers (but for a muted speaker), so a change of speaker keeps them."""
+    in the cast's order, whoever of them answers, so a change of speaker keeps them; a muted
+    member's only for a turn it answers."""
     _group_cards()
     service = await make_fake_service(fake_settings(), scripted("Hm."))
     group = service.groups.new_group([service.library.get("wren"), service.library.get("mira")])
@@ -156,3 +157,43 @@ async def test_a_group_carries_every_unmuted_members_note_whoever_speaks(make_fa
     turn = await service.send(group.id, "Just you, Wren.", speaker="wren")
     await turn.wait()
     assert turn.prepared.request.messages[-3].content == "Wren counts the gulls for User."
+    # A muted member the player picks adds its note for that turn only, as in SillyTavern.
+    turn = await service.send(group.id, "Mira?", speaker="mira")
+    await turn.wait()
+    assert turn.prepared.request.messages[-3] == both
+    turn = await service.send(group.id, "Wren again.", speaker="wren")
+    await turn.wait()
+    assert turn.prepared.request.messages[-3].content == "Wren counts the gulls for User."
+
+
+async def test_the_inspector_lists_the_notes_the_next_turn_carries_not_a_muted_members(
+    make_fake_service,
+):
+    """The group's first card (Ann) is muted: the next turn is Bob's or Cat's and carries their
+    notes, not Ann's; the inspector used to show the notes as if Ann answered."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("Ann", "Bob", "Cat"):
+        data = {
+            "name": name,
+            "description": f"{name} lives by the sea.",
+            "first_mes": f"{name} nods.",
+            "extensions": {"depth_prompt": {"prompt": f"[{{{{char}}}} is {name}.]", "depth": 1}},
+        }
+        card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
+        (folder / f"{name.lower()}.json").write_text(json.dumps(card), encoding="utf-8")
+    service = await make_fake_service(fake_settings(), scripted("Hm."))
+    service.groups.rng = random.Random(5)
+    group = service.groups.new_group([service.library.get(k) for k in ("ann", "bob", "cat")])
+    service.groups.set_muted(group.id, "ann", True)
+    view = service.memory_view(group.id)
+    assert [(n.owner, n.text) for n, _tokens in view.character_notes] == [
+        ("Bob", "[Bob is Bob.]"),
+        ("Cat", "[Cat is Cat.]"),
+    ]
+    turn = await service.send(group.id, "Hello, all.")
+    done = await turn.wait()
+    assert done.reply is not None and done.reply.character_key in ("bob", "cat")
+    carried = turn.prepared.request.messages[-3]
+    assert carried == ChatMessage("system", "[Bob is Bob.]\n[Cat is Cat.]")
+    assert all("Ann is" not in m.content for m in turn.prepared.request.messages)

@@ -21,6 +21,7 @@ from kotonia_tui.memory.assembly import (
     PromptLine,
     assemble_prompt,
     place_notes,
+    split_notes,
 )
 from kotonia_tui.memory.chronicler import (
     TRANSCRIPT_LEAD,
@@ -256,8 +257,7 @@ def test_an_authors_note_depth_counts_only_the_lines_the_model_reads():
             memory_text="",
             window=window,
             notes="LORE",
-            author_note="NOTE",
-            author_note_depth=depth,
+            depth_notes=(DepthNote("NOTE", depth),),
         )
         contents = [m.content for m in messages]
         assert "[Start a new chat]" not in contents
@@ -295,6 +295,20 @@ def test_notes_at_one_depth_are_one_message_per_role_in_sillytaverns_order():
         ChatMessage("system", "last"),
     )
     assert place_notes((), (DepthNote("n", 3),)) == (ChatMessage("system", "n"),)
+
+
+def test_system_notes_at_depth_0_go_after_the_history_and_the_others_in_it():
+    """One split for the chat's prompt (chat/prompting.py) and the evaluation's arms
+    (eval/arms.py): the system notes at depth 0 joined, for after the history; the rest placed
+    in it, in the order given. No notes: nothing, so a prompt without one is unchanged."""
+    notes = (
+        DepthNote("author", 0),
+        DepthNote("deep", 2),
+        DepthNote("card", 0),
+        DepthNote("said", 0, "user", name="Ann"),
+    )
+    assert split_notes(notes) == ("author\ncard", (notes[1], notes[3]))
+    assert split_notes(()) == ("", ())
 
 
 def test_the_memory_block_says_a_chapters_time_once_for_a_run_of_the_same_time():

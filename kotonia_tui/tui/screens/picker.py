@@ -190,7 +190,7 @@ class PickerScreen(KotoniaScreen[None]):
         facts = [plural(greetings, "greeting")]
         if card.character_book is not None and card.character_book.entries:
             facts.append(plural(len(card.character_book.entries), "lorebook entry"))
-        note = card.character_note  # checked when the card was loaded
+        note = card.character_note  # as SillyTavern reads it (a repair is listed apart)
         if note is not None:
             # Where it goes, not what it says: like the description, it may give the story away
             # (the inspector, F2, shows its text in a chat).
