@@ -4,11 +4,12 @@ delete, duplicate and branch, as scripts use them."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import Role
+from kotonia_tui.domain import Role, utcnow
 from kotonia_tui.store import Store
 from tests.cards import write_short_card
 from tests.test_cli import ST_CHAT, run, write_jsonl
@@ -118,3 +119,50 @@ def test_management_needs_an_existing_conversation(capsys, command):
     code, _out, err = run(capsys, *argv)
     assert code == 1
     assert err.startswith("error: conversation 42 does not exist")
+
+
+def test_an_imported_chat_is_listed_by_its_last_message_not_by_the_import(capsys, tmp_path):
+    """`kotonia conversations` gave an imported chat the import's time (and listed it first):
+    now it is its last message's `send_date`. A file with no dates keeps the import's time; one
+    dated ahead of now (SillyTavern writes local time without a zone: read as UTC, east of
+    Greenwich a chat just written is hours ahead) is listed at the import's time, not above
+    every chat written after it until that hour comes."""
+    dated = [
+        {**ST_CHAT[0], "create_date": "2024-03-02@19h04m00s"},
+        *(
+            {**line, "send_date": f"March 2, 2024 7:0{4 + i}pm"}
+            for i, line in enumerate(ST_CHAT[1:])
+        ),
+    ]
+    ahead = [
+        ST_CHAT[0],
+        *(
+            {**line, "send_date": f"{utcnow() + timedelta(hours=9):%B %d, %Y %I:%M%p}"}
+            for line in ST_CHAT[1:]
+        ),
+    ]
+    undated = [
+        ST_CHAT[0],
+        *({k: v for k, v in line.items() if k != "send_date"} for line in ST_CHAT[1:]),
+    ]
+    ids = {}
+    for name, rows in (("dated", dated), ("ahead", ahead), ("undated", undated)):
+        before = utcnow()
+        code, out, _ = run(capsys, "import", str(write_jsonl(tmp_path / f"{name}.jsonl", rows)))
+        assert code == 0
+        ids[name] = (int(out), before, utcnow())
+
+    code, out, _ = run(capsys, "conversations")
+    assert code == 0
+    listed = [line.split("\t") for line in out.splitlines()]
+    # Newest first: the chat imported last (no dates: now), the one dated ahead (now, when
+    # it was imported), then the one whose last message is two years old.
+    assert [int(row[0]) for row in listed] == [ids[n][0] for n in ("undated", "ahead", "dated")]
+    updated = {int(row[0]): datetime.fromisoformat(row[3]) for row in listed}
+    assert updated[ids["dated"][0]] == datetime.fromisoformat("2024-03-02T19:06:00+00:00")
+    for name in ("ahead", "undated"):
+        conv_id, before, after = ids[name]
+        assert before.replace(microsecond=0) <= updated[conv_id] <= after, name
+    code, out, _ = run(capsys, "conversations", "--json")
+    as_json = {row["id"]: row["updated"] for row in json.loads(out)}
+    assert as_json[ids["dated"][0]] == "2024-03-02T19:06:00+00:00"

@@ -252,7 +252,7 @@ class ChatFile:
                 persona_name=self.persona,
                 title=self.path.stem,
                 created_at=created,
-                updated_at=max(created, self._newest or created),
+                updated_at=self._last_activity(created),
             )
         header = self._header
         persona, character = self.names()
@@ -263,7 +263,7 @@ class ChatFile:
             persona_name=persona,
             title=self.path.stem,
             created_at=created,
-            updated_at=max(created, self._newest or created),
+            updated_at=self._last_activity(created),
             extra={
                 ST: {
                     "header": {k: v for k, v in header.items() if k not in _HEADER_MAPPED},
@@ -274,6 +274,13 @@ class ChatFile:
                 }
             },
         )
+
+    def _last_activity(self, created: datetime) -> datetime:
+        """When the chat was last written to, as the file tells it: its newest message (the
+        conversation list's age and order). Never later than now: SillyTavern's dates are
+        local wall-clock times read as UTC, so east of Greenwich a chat written an hour ago
+        reads as hours ahead; listed "ahead", it would stay above chats written after it."""
+        return min(max(created, self._newest or created), utcnow())
 
     def settings(self) -> ChatSettings:
         """The settings the header's `chat_metadata` carries (Author's Note, World Info, ...);

@@ -125,11 +125,15 @@ def touch(db: Db, conv_id: int, when: datetime, count_delta: int = 0) -> None:
 
 def describe_conversation(db: Db, conv_id: int, conv: Conversation) -> None:
     """Set what an import learns only at the end (names, dates, extra), inside its transaction;
-    `message_count` and `updated_at` never go below what the stored messages say."""
+    `message_count` is the store's (counted as the messages went in).
+
+    `updated_at` is set as given: the conversation's last activity as the file tells it, not
+    the time of the import. The row was inserted before the file was read, with the import's
+    time, and `touch` never moves it back: an imported chat two years old read "just now"."""
     cursor = db.execute(
         """UPDATE conversations SET character_key = ?, character_name = ?, persona_name = ?,
                persona_description = ?, persona_id = ?, title = ?, created_at = ?,
-               updated_at = max(updated_at, ?), extra = ? WHERE id = ?""",
+               updated_at = ?, extra = ? WHERE id = ?""",
         (
             conv.character_key,
             conv.character_name,

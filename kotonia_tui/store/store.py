@@ -310,7 +310,8 @@ class Store:
 
         `msgs` may be a stream (a big chat file read line by line): it is stored in batches, so
         memory stays bounded. `described`, called once the stream is exhausted, gives the
-        conversation's final fields (names, dates, extra) when they depend on the messages;
+        conversation's final fields (names, dates, extra) when they depend on the messages (its
+        `updated_at`, the last activity the conversation is listed by, is kept as given);
         `settings`, called then too, the conversation's settings (a chat file's metadata);
         `cast_of`, then too, a group's cast (fewer than two members: not a group).
         """

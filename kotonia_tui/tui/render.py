@@ -39,8 +39,13 @@ def fill_macros(text: str, char: str, user: str) -> str:
     return text
 
 
+DAYS_A_YEAR = 365.25
+DAYS_A_MONTH = DAYS_A_YEAR / 12
+
+
 def age(when: datetime, now: datetime | None = None) -> str:
-    """A coarse age: "just now", "5 min ago", "3 h ago", "2 d ago"."""
+    """A coarse age: "just now", "5 min ago", "3 h ago", "2 d ago", "5 mo ago", "3 y ago"
+    (an imported chat's last message can be years old: "730 d ago" reads as a puzzle)."""
     now = now or datetime.now(UTC)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
@@ -51,7 +56,12 @@ def age(when: datetime, now: datetime | None = None) -> str:
         return f"{round(seconds / 60)} min ago"
     if seconds < 86400:
         return f"{round(seconds / 3600)} h ago"
-    return f"{round(seconds / 86400)} d ago"
+    days = seconds / 86400
+    if days < 60:
+        return f"{round(days)} d ago"
+    if days < 730:  # months up to two years: "18 mo ago" says more than "2 y ago"
+        return f"{round(days / DAYS_A_MONTH)} mo ago"
+    return f"{round(days / DAYS_A_YEAR)} y ago"
 
 
 def plural(n: int, noun: str) -> str:

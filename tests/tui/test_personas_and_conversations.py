@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from textual.command import CommandPalette
 from textual.widgets import Input, Label, ListView, TextArea
 
 from kotonia_tui.chat.bootstrap import open_store
-from kotonia_tui.domain import Message, Role
+from kotonia_tui.domain import Message, Role, utcnow
 from kotonia_tui.tui.app import KotoniaApp
+from kotonia_tui.tui.render import age
 from kotonia_tui.tui.screens.ask import AskTextScreen
 from kotonia_tui.tui.screens.chat import ChatScreen
 from kotonia_tui.tui.screens.conversations import ConversationItem, ConversationsScreen
@@ -24,6 +27,8 @@ from kotonia_tui.tui.screens.personas import PersonaEditScreen, PersonaItem, Per
 from kotonia_tui.tui.screens.picker import PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.message_view import MessageView
+from tests.fake_engine import open_fake_service, scripted
+from tests.settings import fake_settings
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, run_key, send, views, wait_for
@@ -390,3 +395,101 @@ async def test_the_list_names_a_conversation_by_its_id_never_as_a_message_number
         assert not re.search(r"#\d", dialog.question)
         await pilot.press("n")
         await _until_screen(pilot, app, ConversationsScreen)
+
+
+def _rows(listing: ListView) -> list[tuple[int, str]]:
+    """The list's rows as shown, each with its conversation's id."""
+    return [
+        (item.conversation.id, str(item.query_one(Label).render()))
+        for item in listing.query(ConversationItem)
+    ]
+
+
+@pytest.fixture
+def on_the_fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's service on the fake engine (tests/fake_engine.py), which replies "Hm."."""
+
+    def open_service(settings, *, db=None, progress=None):
+        return open_fake_service(settings, scripted("Hm."), db=db)
+
+    monkeypatch.setattr("kotonia_tui.tui.app.open_service", open_service)
+
+
+async def test_an_imported_chat_is_listed_by_the_age_of_its_last_message(
+    on_the_fake_engine, mira_card, tmp_path
+):
+    """A SillyTavern chat two years old read "just now" in the list once imported (the row's
+    age was the import's time), and sat above the chats written since. Now the row gives its
+    last message's age, the list its place by it (the cursor goes to it), and a new message
+    in it makes it "just now" and first again.
+
+    Fake engine: this test is about the list's ages and order, which do not depend on the
+    model."""
+    last = utcnow() - timedelta(days=2 * 365 + 20)
+    said = [
+        ("Mira", False, "*The lamp turns.* Who climbs my stairs?"),
+        ("Ann", True, "Only me, with the oil."),
+        ("Mira", False, "Then come up. The glass wants cleaning."),
+    ]
+    begun = f"{last - timedelta(minutes=len(said)):%Y-%m-%d@%Hh%Mm%Ss}"
+    source = tmp_path / f"Mira - {begun}.jsonl"
+    lines: list[dict[str, object]] = [
+        {"user_name": "Ann", "character_name": "Mira", "create_date": begun}
+    ]
+    for i, (name, is_user, text) in enumerate(said):
+        when = last - timedelta(minutes=len(said) - 1 - i)  # as SillyTavern writes send_date
+        lines.append(
+            {
+                "name": name,
+                "is_user": is_user,
+                "send_date": f"{when:%B %d, %Y %I:%M%p}",
+                "mes": text,
+            }
+        )
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+
+    app = KotoniaApp(fake_settings())
+    async with app.run_test(size=SIZE) as pilot:
+        fresh = (await open_new_chat(app, pilot)).conv_id  # its greeting, written now
+        await pilot.press("ctrl+b")
+        await _until_screen(pilot, app, ConversationsScreen)
+        listing = app.screen.query_one("#conv-list", ListView)
+        await pilot.press("i")
+        await _until_screen(pilot, app, OpenFileScreen)
+        app.screen.query_one("#file-path", Input).value = str(source)
+        await pilot.press("enter")
+        await _until_screen(pilot, app, ConversationsScreen)
+        await wait_for(pilot, lambda: len(_rows(listing)) == 2)
+        await pilot.pause()
+        (first, first_row), (imported, row) = _rows(listing)
+        assert first == fresh and first_row.startswith(f"Conversation {fresh}  id {fresh} · ")
+        assert f"  id {imported} · 3 messages · 2 y ago · as Ann" in row, row
+        assert "just now" not in row
+        assert listing.highlighted_child.conversation.id == imported
+
+        await pilot.press("enter")  # open it and write in it
+        await _until_screen(pilot, app, ChatScreen)
+        assert isinstance(app.screen, ChatScreen)
+        await send(pilot, app.screen, "The glass is clean now.")
+        await pilot.press("ctrl+b")
+        await _until_screen(pilot, app, ConversationsScreen)
+        await wait_for(pilot, lambda: [i for i, _row in _rows(listing)] == [imported, fresh])
+        assert f"  id {imported} · 5 messages · just now" in _rows(listing)[0][1]
+
+
+@pytest.mark.parametrize(
+    ("days", "shown"),
+    [
+        (1, "1 d ago"),
+        (59, "59 d ago"),
+        (60, "2 mo ago"),
+        (280, "9 mo ago"),
+        (729, "24 mo ago"),
+        (730, "2 y ago"),
+        (3 * 365, "3 y ago"),
+    ],
+)
+def test_a_rows_age_goes_on_in_months_then_years(days, shown):
+    """What the list says of an imported chat's last message: "730 d ago" was a sum to do."""
+    now = utcnow()
+    assert age(now - timedelta(days=days), now) == shown

@@ -103,6 +103,7 @@ class ConversationsScreen(KotoniaScreen[None]):
         self._loaded = False
         self.persona_id: int | None = None  # who new conversations are played as (None: default)
         self.persona_name = ""
+        self._select: int | None = None  # the conversation the next fill of the list goes to
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -151,10 +152,17 @@ class ConversationsScreen(KotoniaScreen[None]):
         if self._loaded:
             self.load_conversations()
 
-    @work(exclusive=True, group="conversations")
-    async def load_conversations(self, select: int | None = None) -> None:
+    def load_conversations(self, select: int | None = None) -> None:
         """Fill the list; the cursor stays on the conversation it was on (the list re-sorts by
-        the newest message), or goes to `select` (a conversation just made or brought back)."""
+        the newest message), or goes to `select` (a conversation just made, imported or brought
+        back). `select` holds until a fill ends: a dialog's answer reloads the list, and so
+        does the screen coming back when the dialog closes, which cancels the first fill."""
+        if select is not None:
+            self._select = select
+        self._fill_list()
+
+    @work(exclusive=True, group="conversations")
+    async def _fill_list(self) -> None:
         reader = await self.kotonia.wait_reader()
         if self.persona_id is None and self.persona_name != self.kotonia.user_name():
             # The default persona is known once the database is open.
@@ -174,6 +182,7 @@ class ConversationsScreen(KotoniaScreen[None]):
         listing = self.query_one("#conv-list", ListView)
         previous = listing.index
         highlighted = listing.highlighted_child
+        select = self._select
         if select is None and isinstance(highlighted, ConversationItem):
             select = highlighted.conversation.id
         await listing.clear()
@@ -200,6 +209,7 @@ class ConversationsScreen(KotoniaScreen[None]):
             listing.focus()
         else:
             self.query_one("#greeting-list", ListView).focus()
+        self._select = None
 
     @work(group="greetings")
     async def _mount_more_greetings(self, items: list[GreetingItem]) -> None:
@@ -362,7 +372,9 @@ class ConversationsScreen(KotoniaScreen[None]):
                 title="Imported",
                 timeout=10,
             )
-            self.load_conversations()
+            # The list is by last activity: an old chat lands among the old ones, not on top,
+            # so the cursor goes to it.
+            self.load_conversations(select=conv.id)
 
         hint = (
             "A SillyTavern chat (.jsonl) or a JSON list of {speaker, text}. It is filed under the "
