@@ -1,4 +1,5 @@
-"""Fixtures for the TUI tests: a small card in the user's folder and settings on tiny models."""
+"""Fixtures for the TUI tests: a small card in the user's folder, settings on tiny models, and
+the app on the fake engine."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from kotonia_tui.config import app_dirs
 from tests.characters.builders import v2_card
+from tests.fake_engine import open_fake_service, scripted
 from tests.settings import engine_threads
 
 MIRA_GREETING = '*Mira sets down her lantern.* "You made it through the storm, {{user}}."'
@@ -49,3 +51,14 @@ def tiny_settings(model: Path, *, reply_max_tokens: int = 256, n_ctx: int = 2048
     )
     extra.setdefault("fold_delay_s", 0)
     return load_settings(profile="tiny", profiles={"tiny": profile}, **extra)
+
+
+@pytest.fixture
+def on_the_fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's service on the fake engine (tests/fake_engine.py: no model file, instant),
+    which answers "Hm."; for an app made with `tests.settings.fake_settings()`."""
+
+    def open_service(settings, *, db=None, progress=None):
+        return open_fake_service(settings, scripted("Hm."), db=db)
+
+    monkeypatch.setattr("kotonia_tui.tui.app.open_service", open_service)

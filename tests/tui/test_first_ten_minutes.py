@@ -19,6 +19,7 @@ from kotonia_tui.tui.screens.dialogs import HelpScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import InspectorPane
+from tests.settings import fake_settings
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, views, wait_for
 from tests.tui.screen_text import screen_text
@@ -223,6 +224,32 @@ async def test_at_every_width_the_footer_keeps_its_first_keys_and_fills_the_rest
         shown = [label for label in rest if label in footer]
         assert (width < 140) or len(shown) >= 4, footer
         assert footer.rstrip().endswith("palette"), footer
+
+
+@pytest.mark.parametrize("width", [80, 100, 110, 118, 119, 120, 130, 140, 160])
+async def test_the_footer_fills_in_its_order_and_has_f9_settings_at_120_columns(
+    width, on_the_fake_engine, mira_card
+):
+    """At 120 columns the chat's footer had no F9 Settings: one column short (the palette's
+    room was counted two columns wider than it is drawn), and Ctrl+N Branch, which comes after
+    it, took its place. The keys after the first ones now come in their order, each only when
+    the one before it is shown, and the room is the palette's as drawn. At 80 columns the
+    first ones take it all (F9 is in Ctrl+P and F1).
+
+    Fake engine: the footer does not depend on the model."""
+    app = KotoniaApp(fake_settings())
+    async with app.run_test(size=(width, 30)) as pilot:
+        await open_new_chat(app, pilot)
+        await pilot.pause(0.2)
+        footer = screen_text(app).splitlines()[-1]
+        assert footer.endswith("▏^p palette") and len(footer) < width, footer
+        rest = ["f3 Attach", "^g Continue", "f4 Edit", "f9 Settings", "^n Branch", "^f Search"]
+        shown = [key for key in rest if key in footer]
+        assert shown == rest[: len(shown)], footer
+        if width >= 120:
+            assert "f9 Settings" in footer, footer
+        if width == 80:
+            assert shown == [], footer  # the first ones take the room
 
 
 async def test_after_a_major_fold_the_chapters_section_says_where_they_went(

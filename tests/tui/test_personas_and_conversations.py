@@ -27,7 +27,6 @@ from kotonia_tui.tui.screens.personas import PersonaEditScreen, PersonaItem, Per
 from kotonia_tui.tui.screens.picker import PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.message_view import MessageView
-from tests.fake_engine import open_fake_service, scripted
 from tests.settings import fake_settings
 from tests.tiny_models import write_tiny_png
 from tests.tui.conftest import tiny_settings
@@ -403,16 +402,6 @@ def _rows(listing: ListView) -> list[tuple[int, str]]:
         (item.conversation.id, str(item.query_one(Label).render()))
         for item in listing.query(ConversationItem)
     ]
-
-
-@pytest.fixture
-def on_the_fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The app's service on the fake engine (tests/fake_engine.py), which replies "Hm."."""
-
-    def open_service(settings, *, db=None, progress=None):
-        return open_fake_service(settings, scripted("Hm."), db=db)
-
-    monkeypatch.setattr("kotonia_tui.tui.app.open_service", open_service)
 
 
 async def test_an_imported_chat_is_listed_by_the_age_of_its_last_message(
