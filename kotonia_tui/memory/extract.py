@@ -158,7 +158,9 @@ class _Worth:
         self.quoted: set[str] = set()
 
     def of(self, position: int, by_user: bool) -> float:
-        worth = sum(
+        # fsum: a sum of floats over a set depends on its order, which the hash seed decides;
+        # the extract then broke ties differently from one process to the next.
+        worth = math.fsum(
             self.weight[w] * (REPEATED if w in self.quoted else 1.0) for w in self.keys[position][0]
         )
         return worth * (BY_USER if by_user else 1.0)
@@ -170,7 +172,7 @@ class _Worth:
         """What of the sentences' words `text` holds (in any of their forms, `same_stem`), each
         weighing as it would quoted first."""
         found = terms.Searchable.of(without_references(text))
-        return sum(
+        return math.fsum(
             weight
             for word, weight in self.weight.items()
             if found.holds(terms.Term(word, word in self.pairs))

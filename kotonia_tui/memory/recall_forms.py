@@ -170,7 +170,10 @@ def term_weight(
     `rarity` does not name weighs as the rarest), a name (`heavy`) or a number HEAVY times."""
     rare = rarity or {}
     rarest = max(rare.values(), default=1.0)
-    return sum(rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys)
+    # fsum: `keys` may be a set, whose order (the hash seed's) would move the last bits.
+    return math.fsum(
+        rare.get(k, rarest) * (HEAVY if k in heavy or is_number(k) else 1) for k in keys
+    )
 
 
 def _with_sentences(sentence: Sequence[int], chosen: Collection[int]) -> list[int]:
