@@ -18,7 +18,7 @@ the ledger its refold wrote. The fit runs after that read, so no lock is held wh
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kotonia_tui.domain import StoredChapter, StoredLedgerEntry, StoredSynopsis
 from kotonia_tui.memory.assembly import MemoryBlock
@@ -94,14 +94,6 @@ class MemorySnapshot:
     @property
     def live(self) -> list[StoredLedgerEntry]:
         return [e for e in self.ledger if e.id in self.live_ids]
-
-    def refitted(self, fit: LedgerFit) -> MemorySnapshot:
-        """This snapshot with pending landed memory carrying the ledger fit `fit` (made of
-        this snapshot's own live entries): for a fit made before the rows were read."""
-        if not self.pending:
-            return self
-        landed = landed_memory(self.synopsis, self.chapters, fit.shown, self.landed.retired)
-        return replace(self, landed=landed, fit=fit)
 
     @property
     def next_text(self) -> str:

@@ -199,11 +199,6 @@ def _in_backoff(job: StoredFoldJob) -> bool:
     return job.status is not FoldStatus.RUNNING and job.last_error is not None
 
 
-def _fit_ids(fit: LedgerFit) -> frozenset[int]:
-    """The ids of the live entries a ledger fit was made of (those it shows and leaves out)."""
-    return frozenset(e.id for e in (*fit.shown, *fit.left_out))
-
-
 def _fold_in_flight(chapter_jobs: Sequence[StoredFoldJob]) -> bool:
     """Whether an open chapter job holds back the trigger. One job in its failure backoff does
     not: the next range is queued after it, or each later fold waits for the ceiling and
@@ -339,10 +334,9 @@ class Prompter:
             return memory_snapshot(self.store, conv_id, self.fit_ledger)
         return snapshot_of(rows, self.fit_ledger)
 
-    async def fitted_ledger(self, conv_id: int) -> LedgerFit:
-        """The live ledger fitted to its share of the window, counted off the event loop (a
-        server backend's count is a request)."""
-        live = self.store.ledger(conv_id)
+    async def fitted_ledger(self, live: Sequence[StoredLedgerEntry]) -> LedgerFit:
+        """The live entries `live` fitted to their share of the window, counted off the event
+        loop (a server backend's count is a request)."""
         if not live:
             return LedgerFit((), ())
         return await asyncio.to_thread(self.fit_ledger, live)
@@ -437,7 +431,13 @@ class Prompter:
     ) -> TurnRead:
         """Everything the turn's plan and prompt need, from bounded reads; nothing is written
         (token counts are cached on their rows, as always)."""
-        state = self.store.memory_state(conv_id)
+        # The memory's rows and the open fold jobs in one read transaction, before any await:
+        # the fold worker runs on this loop (and another instance on the file), and a chapter
+        # that lands between a read of the chapters and one of the jobs is in neither: its
+        # range looks unfolded and would be queued again. What lands after this read is the
+        # next turn's.
+        rows = self.store.memory_rows(conv_id, jobs=(FoldStatus.PENDING, FoldStatus.RUNNING))
+        state = rows.state
         key = self.engine.model_key
         notices: list[str] = []
         window = self._window(conv_id, state.verbatim_start_id, notices)
@@ -447,15 +447,10 @@ class Prompter:
             WindowMessage(m.id, count)
             for m, count in zip(window, await self.count_messages(window), strict=True)
         ]
-        fitted = await self.fitted_ledger(conv_id)
-        snapshot = memory_snapshot(self.store, conv_id, lambda _live: fitted)
-        if snapshot.pending and _fit_ids(fitted) != snapshot.live_ids:
-            # A fold landed or a chapter was retired between the fit and the snapshot's read:
-            # the block must carry the ledger of the rows it was built from (a retired
-            # chapter's ended entries never; applied_retired already counts it).
-            live = snapshot.live
-            refit = await asyncio.to_thread(self.fit_ledger, live) if live else LedgerFit((), ())
-            snapshot = snapshot.refitted(refit)
+        # Fitted to the rows' own live entries: the block carries the ledger of the rows it is
+        # built from (a chapter retired meanwhile is in both or in neither).
+        fitted = await self.fitted_ledger(rows.live)
+        snapshot = snapshot_of(rows, lambda _live: fitted)
         landed = snapshot.landed
         pending = snapshot.pending
         landed_text = landed.block.render() if pending else ""
@@ -471,7 +466,7 @@ class Prompter:
                     "memory_model_key": key,
                 }
             )
-        open_jobs = self.store.fold_jobs(conv_id, statuses=(FoldStatus.PENDING, FoldStatus.RUNNING))
+        open_jobs = rows.jobs
         chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)
         budgets = self.budgets_for(settings.reply_max_tokens)

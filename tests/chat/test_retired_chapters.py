@@ -368,9 +368,11 @@ async def test_a_rebuild_left_empty_after_a_turn_took_the_retirement_still_clear
 async def test_a_chapter_retired_while_a_turn_reads_its_memory_leaves_the_next_block(
     make_fake_service, monkeypatch
 ):
-    """The turn fits the ledger, then reads the chapters and the retired count: a retirement
-    landing in between must not leave the retired chapter's ended rule in a block applied as
-    if without it (its count taken), where no later turn would take it out."""
+    """The turn reads its memory's rows, then fits the ledger off the loop: a retirement
+    landing during the fit must not leave the retired chapter's ended rule in a block applied
+    as if without it (its count taken), where no later turn would take it out. The turn
+    carries the rows it read (B and its rule, no retirement counted); the next applies the
+    memory again without B."""
     key = write_short_card()
     service = await make_fake_service(fake_settings_for(), scripted(CHAPTER))
     conv_id = await _story(service, key)
@@ -379,20 +381,25 @@ async def test_a_chapter_retired_while_a_turn_reads_its_memory_leaves_the_next_b
     fit = Prompter.fitted_ledger
     retired: list[object] = []
 
-    async def fit_then_retire(self, conv):
-        fitted = await fit(self, conv)
+    async def fit_then_retire(self, live):
+        fitted = await fit(self, live)
         if not retired:  # the worker's refold with nothing to fold lands during the await
-            retired.append(store.retire_chapters(conv, [b.id]))
+            retired.append(store.retire_chapters(conv_id, [b.id]))
         return fitted
 
     monkeypatch.setattr(Prompter, "fitted_ledger", fit_then_retire)
     first = await _turn(service, conv_id, "Tell me about the lamps.")
     assert retired and store.get_chapter(b.id).retired
     memory = _memory_message(first)
+    assert RULE in memory and "Mia lands on the 14th" in memory
+    assert store.memory_state(conv_id).applied_retired == 0
+    later = await _turn(service, conv_id, "And?")
+    assert later.prepared.plan.apply_landed
+    memory = _memory_message(later)
     assert RULE not in memory and "Mia lands on the 14th" in memory
     assert store.memory_state(conv_id).applied_retired == 1
-    later = await _turn(service, conv_id, "And?")
-    assert not later.prepared.plan.apply_landed and RULE not in _memory_message(later)
+    again = await _turn(service, conv_id, "Still?")
+    assert not again.prepared.plan.apply_landed and RULE not in _memory_message(again)
 
 
 async def test_a_branch_made_before_an_undone_deletions_refold_runs_refolds_it_too(
