@@ -593,15 +593,35 @@ class Store:
         endings: Sequence[LedgerEnding] = (),
         *,
         job_id: int | None = None,
+        then: Sequence[FoldJob] = (),
     ) -> StoredChapter:
-        """A chapter with its ledger changes, in one transaction (ledger_rows.store_chapter)."""
-        return ledger_rows.store_chapter(self._db, chapter, entries, endings, job_id=job_id)
+        """A chapter with its ledger changes, its job done and the jobs `then` queued (the
+        rest of a range too large for one call), in one transaction (ledger_rows.store_chapter):
+        a reader never sees the chapter's job done without the rest of its range queued."""
+        with self._db.write():
+            stored = ledger_rows.store_chapter(self._db, chapter, entries, endings, job_id=job_id)
+            self._queue(then)
+            return stored
 
     def store_refold(
-        self, old_ids: Sequence[int], new: Sequence[NewChapter], job_id: int | None = None
+        self,
+        old_ids: Sequence[int],
+        new: Sequence[NewChapter],
+        job_id: int | None = None,
+        *,
+        then: Sequence[FoldJob] = (),
     ) -> list[StoredChapter]:
-        """A refold with its ledger changes, in one transaction (ledger_rows.store_refold)."""
-        return ledger_rows.store_refold(self._db, old_ids, new, job_id)
+        """A refold with its ledger changes, its job done and the jobs `then` queued (the
+        refolds of quoted chapters), in one transaction (ledger_rows.store_refold): when the
+        job is done already (its chapter landed first), nothing is stored or queued."""
+        with self._db.write():
+            stored = ledger_rows.store_refold(self._db, old_ids, new, job_id)
+            self._queue(then)
+            return stored
+
+    def _queue(self, jobs: Sequence[FoldJob]) -> None:
+        for job in jobs:
+            fold_jobs.enqueue_fold(self._db, job)
 
     def retire_chapters(
         self, conv_id: int, ids: Sequence[int], job_id: int | None = None

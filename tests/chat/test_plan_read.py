@@ -212,7 +212,7 @@ async def _settle(service: ChatService, chronicler: Chronicler, conv_id: int) ->
     await service.worker.wait_settled(conv_id)
 
 
-@pytest.mark.parametrize("reader", ["turn"])
+@pytest.mark.parametrize("reader", ["turn", "look-ahead"])
 async def test_a_chapter_landing_while_the_plan_reads_is_never_folded_again(
     make_fake_service, reader: str
 ) -> None:
@@ -348,3 +348,40 @@ async def test_a_chapter_another_instance_lands_while_the_turn_reads_is_not_queu
         if j.kind is FoldKind.CHAPTER
     ]
     assert all(first > (job.last_message_id or 0) for first, _last in chapter_jobs), chapter_jobs
+
+
+async def test_a_chapter_job_too_large_for_one_call_queues_its_rest_with_its_chapter(
+    make_fake_service,
+) -> None:
+    """A chapter job whose range takes two calls stores its first chapter and queues the rest
+    of its range in the same transaction: another instance's turn that reads in between (its
+    read is one transaction too) never finds the job done and the rest of its messages
+    neither folded nor queued, which it would queue again."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(fold_delay_s=0), _from_the_source)
+    store = service.store
+    conv_id = _conversation(service, key)
+    ids = store.add_messages(conv_id, _lines(90))
+    job = _queue(store, conv_id, ids[0], ids[79])
+    store_chapter = store.store_chapter
+    seen: list[tuple[int, int]] = []  # (covered through, queued through) after each chapter
+
+    def then_read(*args: Any, **kwargs: Any) -> StoredChapter:
+        stored = store_chapter(*args, **kwargs)
+        with Store.open(store.path) as other:  # a second instance, right after the commit
+            rows = other.memory_rows(conv_id, jobs=OPEN)
+        covered = max((c.last_message_id for c in rows.chapters), default=0)
+        queued = max((j.last_message_id or 0 for j in rows.jobs), default=0)
+        seen.append((covered, queued))
+        return stored
+
+    store.store_chapter = then_read
+    service.worker.wake()
+    await service.worker.wait_settled(conv_id)
+
+    assert len(seen) >= 2, "the range took more than one call"
+    assert store.get_fold(job.id).status is FoldStatus.DONE
+    # After each chapter, the job's range is folded or still queued, every message of it.
+    assert all(max(covered, queued) >= ids[79] for covered, queued in seen), seen
+    live = store.chapters(conv_id)
+    assert _overlaps(live) == [] and live[-1].last_message_id == ids[79], _spans(live)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from kotonia_tui.domain import FoldJob, FoldKind, FoldStatus, utcnow
+from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, NewChapter, utcnow
 from kotonia_tui.store import Store, StoreError
 
-from .conftest import new_conversation
+from .conftest import make_messages, new_conversation
 
 
 def _job(conv_id: int, first: int = 1, last: int = 10, **kw: Any) -> FoldJob:
@@ -202,3 +202,27 @@ def test_a_stopped_attempt_is_not_a_failure(store: Store) -> None:
     assert store.claim_next_fold().id == job.id  # at once: no backoff
     store.finish_fold(job.id)
     assert store.release_fold(job.id).status is FoldStatus.DONE  # only a running job goes back
+
+
+def test_jobs_a_fold_queues_are_stored_with_its_chapters_or_not_at_all(store: Store) -> None:
+    """A chapter and the rest of its range, quoted chapters and their refolds: one transaction.
+    A quote of a job that is done already (its chapter landed first) stores nothing and queues
+    nothing: a refold queued alone would find nothing stale and fold the range again."""
+    conv = new_conversation(store)
+    store.add_messages(conv.id, make_messages(30))
+    job = store.enqueue_fold(_job(conv.id, 1, 30))
+    rest = _job(conv.id, 11, 30)
+    chapter = Chapter(conversation_id=conv.id, first_message_id=1, last_message_id=10, text="A")
+    store.store_chapter(chapter, job_id=job.id, then=[rest])
+    (queued,) = store.fold_jobs(conv.id, statuses=(FoldStatus.PENDING,))
+    assert (queued.first_message_id, queued.last_message_id) == (11, 30)
+
+    store.finish_fold(queued.id)  # the worker landed it
+    quote = Chapter(
+        conversation_id=conv.id, first_message_id=11, last_message_id=30, text="B", stale=True
+    )
+    refold = _job(conv.id, 11, 30).model_copy(update={"kind": FoldKind.REFOLD})
+    with pytest.raises(StoreError, match="already done"):
+        store.store_refold([], [NewChapter(chapter=quote)], queued.id, then=[refold])
+    assert store.fold_jobs(conv.id, statuses=(FoldStatus.PENDING,)) == []
+    assert [c.text for c in store.chapters(conv.id)] == ["A"]

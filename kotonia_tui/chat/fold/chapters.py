@@ -164,12 +164,13 @@ async def fold_chapter_job(
     else:
         (folded,) = chapters
         chapter = folded.chapter
-        store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id)
-        words = _stored(chapter)
         last_id = chapter.last_message_id
+        rest: list[FoldJob] = []
         if job.last_message_id is not None and last_id < job.last_message_id:
-            # A range too large for one call becomes several chapters, oldest first.
-            store.enqueue_fold(
+            # A range too large for one call becomes several chapters, oldest first. The rest
+            # is queued with the chapter (one transaction): a turn that read the job done and
+            # the rest not yet queued would queue those messages again.
+            rest.append(
                 FoldJob(
                     conversation_id=conv_id,
                     kind=job.kind,
@@ -177,6 +178,8 @@ async def fold_chapter_job(
                     last_message_id=job.last_message_id,
                 )
             )
+        store.store_chapter(chapter, folded.entries, folded.endings, job_id=job.id, then=rest)
+        words = _stored(chapter)
     # A major fold when the chapters are due for one, or a rebuild when the synopsis held a
     # chapter this refold replaced.
     await queue_major_fold(ctx, conv_id)

@@ -27,6 +27,7 @@ from kotonia_tui.domain import (
     QUOTED_FIRST_LEAD,
     FoldJob,
     FoldKind,
+    FoldStatus,
     NewChapter,
     StoredChapter,
     StoredFoldJob,
@@ -35,6 +36,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.memory.assembly import in_prompt
 from kotonia_tui.memory.extract import quote_passages, synopsis_passages
+from kotonia_tui.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ async def quote_chapter_jobs(
 ) -> list[StoredChapter]:
     """Store each chapter job's range quoted, as stale chapters (one per piece a chronicler
     call would read), with a refold job per chapter that writes the chronicler's in its place;
-    each job is done with its chapters, in one transaction. Returns the chapters stored."""
+    each job is done with its chapters and refolds, in one transaction (a job the worker landed
+    meanwhile is left as it landed). Returns the chapters stored."""
     stored: list[StoredChapter] = []
     for job in sorted(jobs, key=lambda j: j.first_message_id or 0):
         if job.kind is not FoldKind.CHAPTER:
@@ -63,18 +66,25 @@ async def quote_chapter_jobs(
             quoted = await extracted_piece(work, piece, "", note=QUOTED_AT_ONCE)
             stale = quoted.chapter.model_copy(update={"stale": True})
             chapters.append(NewChapter(stale, quoted.entries, quoted.endings))
-        # The refolds are queued first: were the process to stop before the chapters are
-        # stored, a refold finds nothing stale and the chapter job is still open.
-        for new in chapters:
-            ctx.store.enqueue_fold(
-                FoldJob(
-                    conversation_id=conv_id,
-                    kind=FoldKind.REFOLD,
-                    first_message_id=new.chapter.first_message_id,
-                    last_message_id=new.chapter.last_message_id,
-                )
+        refolds = [
+            FoldJob(
+                conversation_id=conv_id,
+                kind=FoldKind.REFOLD,
+                first_message_id=new.chapter.first_message_id,
+                last_message_id=new.chapter.last_message_id,
             )
-        stored += ctx.store.store_refold([], chapters, job.id)
+            for new in chapters
+        ]
+        # The refolds with the quotes, in one transaction: when the worker landed this job's
+        # chapter meanwhile (the quote awaits counts), neither is stored. A refold queued
+        # alone would find nothing stale and fold the range a second time.
+        try:
+            stored += ctx.store.store_refold([], chapters, job.id, then=refolds)
+        except StoreError:
+            if ctx.store.get_fold(job.id).status is not FoldStatus.DONE:
+                raise
+            log.info("conversation %s: fold job %s landed before its quote", conv_id, job.id)
+            continue
         log.info(
             "conversation %s: messages #%s-#%s quoted at once in %s chapters",
             conv_id,
