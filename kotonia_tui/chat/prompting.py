@@ -158,7 +158,8 @@ class TurnDecision:
 class Carry:
     """How a turn carries what it would cut by code only (chat/fold/quote_first.py): `chapters`
     quotes chapter jobs now, `major(conv_id)` quotes the oldest chapters into the synopsis;
-    each says whether it stored anything."""
+    each says whether the memory moved on: it stored something, or (`chapters`) a job the
+    worker landed meanwhile was left as it landed (the rest of its range may be open now)."""
 
     chapters: Callable[[Sequence[StoredFoldJob]], Awaitable[bool]]
     major: Callable[[int], Awaitable[bool]]
@@ -450,7 +451,13 @@ class Prompter:
         # Fitted to the rows' own live entries: the block carries the ledger of the rows it is
         # built from (a chapter retired meanwhile is in both or in neither).
         fitted = await self.fitted_ledger(rows.live)
-        snapshot = snapshot_of(rows, lambda _live: fitted)
+
+        def fitted_to(live: Sequence[StoredLedgerEntry]) -> LedgerFit:
+            # The fit made above, off the loop: the snapshot fits the rows' own live entries.
+            assert live is rows.live, "the snapshot fits other entries than the rows' own"
+            return fitted
+
+        snapshot = snapshot_of(rows, fitted_to)
         landed = snapshot.landed
         pending = snapshot.pending
         landed_text = landed.block.render() if pending else ""
@@ -661,6 +668,8 @@ class Prompter:
                     for job in read.open_jobs
                     if job.kind is FoldKind.CHAPTER and (job.first_message_id or 0) <= through
                 ]
+                # Progress even when every job had landed meanwhile: a landed job's rest of
+                # range, queued with its chapter, is in none of `jobs` and is quoted next round.
                 quoted = bool(jobs) and await carry.chapters(jobs)
                 if jobs:
                     # Read again even when nothing was quoted: the worker may have landed one

@@ -549,20 +549,23 @@ class ChatService:
 
     def _carrier(self, conv_id: int) -> Carry:
         """How one turn carries what it would cut without waiting (chat/fold/quote_first.py):
-        the chapter jobs quoted now (a running one stops first), the oldest chapters quoted
-        into the synopsis when the memory is too large; said as notices."""
+        the chapter jobs quoted now (a running one stops once its quote is stored; one the
+        worker landed meanwhile is left as it landed), the oldest chapters quoted into the
+        synopsis when the memory is too large; said as notices."""
         ctx = self.worker.context
 
         async def chapters(jobs: Sequence[StoredFoldJob]) -> bool:
             try:
-                stored = await quote_chapter_jobs(ctx, jobs)
+                quoted = await quote_chapter_jobs(ctx, jobs)
             except (FoldFailed, EngineError, StoreError) as exc:
-                # A job the worker finished meanwhile is done already: its chapter landed.
                 log.warning("conversation %s: the cut range was not quoted: %s", conv_id, exc)
                 return False
-            # Stopped once the quote is stored (its job is done then): the worker sees it
-            # done and neither releases nor runs it again.
-            self.worker.stop_jobs(job.id for job in jobs)
+            # The jobs the quote made done stop (a running one's chronicler call would only
+            # write what the refold after the quote writes): the worker sees them done and
+            # neither releases nor runs them again. Never a job the worker landed meanwhile:
+            # it may still be queueing what follows its chapter, and says that it landed.
+            self.worker.stop_jobs(quoted.done)
+            stored = quoted.chapters
             if stored:
                 # Numbered as a chapter's range is (its first may be no message of this chat).
                 first, last = stored[0].first_message_id, stored[-1].last_message_id
@@ -576,7 +579,9 @@ class ChatService:
                     )
                 )
                 self.worker.wake()
-            return bool(stored)
+            # A job that landed meanwhile is progress too: the rest of its range, queued with
+            # its chapter, is quoted in the next round.
+            return bool(stored or quoted.landed)
 
         async def major(conv: int) -> bool:
             try:

@@ -597,7 +597,9 @@ class Store:
     ) -> StoredChapter:
         """A chapter with its ledger changes, its job done and the jobs `then` queued (the
         rest of a range too large for one call), in one transaction (ledger_rows.store_chapter):
-        a reader never sees the chapter's job done without the rest of its range queued."""
+        a reader never sees the chapter's job done without the rest of its range queued. When
+        a `then` job cannot be queued, this raises StoreError and nothing is stored: the
+        chapter is rolled back and its job stays open."""
         with self._db.write():
             stored = ledger_rows.store_chapter(self._db, chapter, entries, endings, job_id=job_id)
             self._queue(then)
@@ -612,8 +614,10 @@ class Store:
         then: Sequence[FoldJob] = (),
     ) -> list[StoredChapter]:
         """A refold with its ledger changes, its job done and the jobs `then` queued (the
-        refolds of quoted chapters), in one transaction (ledger_rows.store_refold): when the
-        job is done already (its chapter landed first), nothing is stored or queued."""
+        refolds of quoted chapters), in one transaction (ledger_rows.store_refold). This
+        raises StoreError, and nothing is stored or queued, when the job is done already (its
+        chapter landed first) or a `then` job cannot be queued: the chapters are rolled back
+        (the stale ones stay live) and the job stays open."""
         with self._db.write():
             stored = ledger_rows.store_refold(self._db, old_ids, new, job_id)
             self._queue(then)

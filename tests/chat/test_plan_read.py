@@ -12,6 +12,11 @@ A user turn with quote first on is announced to the engine (engine/foreground.py
 chronicler step starts while it is prepared, so there only a fold's code after its last model
 step can land; the look-ahead after a reply, and a turn with quote first off, are not held.
 
+A quote (chat/fold/quote_first.py) races the worker the same way: a job the worker lands while
+the quote awaits its counts is left as it landed (never stopped after it, while the worker still
+queues what follows its chapter), the jobs after it are quoted, and the rest of its range, which
+it queued with its chapter, is quoted in the look-ahead's next round.
+
 Real SQLite files, the real fold worker and service, on the fake engine: the chronicler is held
 (`FakeEngine.hold`) and let go for exactly one chapter inside the await the test picks.
 """
@@ -29,6 +34,11 @@ from typing import Any
 
 import pytest
 
+from kotonia_tui.chat import service as service_module
+from kotonia_tui.chat.events import FoldProgress, FoldState
+from kotonia_tui.chat.fold import chapters as fold_chapters
+from kotonia_tui.chat.fold import quote_first
+from kotonia_tui.chat.fold import synopsis as fold_synopsis
 from kotonia_tui.chat.service import ChatService
 from kotonia_tui.domain import (
     Chapter,
@@ -49,6 +59,7 @@ from tests.fake_engine import FakeEngine
 from tests.scripted_chapters import ledger_entry
 
 from .test_folding import CHAPTER, chat_until, fake_settings_for
+from .test_small_windows import events_of
 
 LANDING_TIMEOUT_S = 10.0
 OPEN = (FoldStatus.PENDING, FoldStatus.RUNNING)
@@ -385,3 +396,180 @@ async def test_a_chapter_job_too_large_for_one_call_queues_its_rest_with_its_cha
     assert all(max(covered, queued) >= ids[79] for covered, queued in seen), seen
     live = store.chapters(conv_id)
     assert _overlaps(live) == [] and live[-1].last_message_id == ids[79], _spans(live)
+
+
+# ---- a quote racing the worker's landing ----------------------------------------------------
+
+
+def _land_in_the_quote(monkeypatch: pytest.MonkeyPatch, chronicler: Chronicler) -> None:
+    """The running chapter job lands while the quote writes its first extract (an await of the
+    quote: it counts tokens), before the quote stores anything."""
+    extract = fold_chapters.extracted_piece  # as quote_first imports it
+
+    async def landing_extract(*args: Any, **kwargs: Any) -> Any:
+        if not chronicler.landed:
+            await asyncio.to_thread(chronicler.land_one)
+        return await extract(*args, **kwargs)
+
+    monkeypatch.setattr(quote_first, "extracted_piece", landing_extract)
+
+
+def _quote_calls(monkeypatch: pytest.MonkeyPatch, returned: asyncio.Event) -> list[list[int]]:
+    """The ids of the jobs each quote the service makes is asked for; `returned` is set as
+    the first returns (the service then goes on without an await)."""
+    quote = quote_first.quote_chapter_jobs  # as the service imports it
+    calls: list[list[int]] = []
+
+    async def quoting(ctx: Any, jobs: Sequence[StoredFoldJob]) -> Any:
+        calls.append([j.id for j in jobs])
+        try:
+            return await quote(ctx, jobs)
+        finally:
+            returned.set()
+
+    monkeypatch.setattr(service_module, "quote_chapter_jobs", quoting)
+    return calls
+
+
+async def test_a_chapter_that_lands_while_the_quote_runs_is_not_stopped_after_it_landed(
+    make_fake_service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-ahead quotes J1 (running, its chronicler held) and the range after it. J1
+    lands while the quote writes, and the worker is still in the code after J1's chapter (it
+    queues a major fold when one is due: a count, an await) when the quote returns. The quote
+    leaves J1 as it landed and stops only the jobs it quoted: J1 ends as a landing (said, so
+    the UI and the prewarm hear of it), and its major fold check runs to its end."""
+    key = write_short_card()
+    settings = fake_settings_for(fold_delay_s=0, fold_quote_first=True, fold_wait_s=0.5)
+    service = await make_fake_service(settings, _from_the_source)
+    store = service.store
+    conv_id, c0 = _backlog(service, key, 130)
+    chronicler = Chronicler(service)
+    j1 = _queue(store, conv_id, c0.last_message_id + 1, c0.last_message_id + 20)
+    events = events_of(service)
+    service.worker.wake()  # J1 runs, its chronicler held
+    _land_in_the_quote(monkeypatch, chronicler)
+    returned = asyncio.Event()
+    quote_calls = _quote_calls(monkeypatch, returned)
+    queue_major = fold_synopsis.queue_major_fold  # as chapters imports it
+    after_j1: list[str] = []  # how the worker's major fold check after J1's chapter went
+
+    async def slow_queue_major(ctx: Any, conv: int) -> None:
+        if after_j1:  # a later job's
+            await queue_major(ctx, conv)
+            return
+        after_j1.append("started")
+        # The worker after J1's chapter is still in this await when the quote returns.
+        await returned.wait()
+        await queue_major(ctx, conv)
+        after_j1.append("ended")
+
+    monkeypatch.setattr(fold_chapters, "queue_major_fold", slow_queue_major)
+
+    await service.open_conversation(conv_id)  # what the history cuts is quoted at once
+    await asyncio.wait_for(service.looked_ahead(), LANDING_TIMEOUT_S * 3)
+    assert quote_calls and j1.id in quote_calls[0], "the quote was asked for J1"
+    (c1,) = chronicler.landed
+    assert (c1.first_message_id, c1.last_message_id) == (j1.first_message_id, j1.last_message_id)
+    await _settle(service, chronicler, conv_id)
+
+    assert store.get_fold(j1.id).status is FoldStatus.DONE
+    assert after_j1 == ["started", "ended"], "the worker was stopped after J1 had landed"
+    landed = [
+        e
+        for e in events
+        if isinstance(e, FoldProgress) and e.state is FoldState.LANDED and e.job.id == j1.id
+    ]
+    assert landed, "J1's landing was never said"
+    live = store.chapters(conv_id, include_in_synopsis=True)
+    assert _overlaps(live) == [], _spans(live)
+
+
+async def test_the_rest_of_a_range_that_landed_while_the_quote_ran_is_quoted_too(
+    make_fake_service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-ahead quotes J1 alone (it covers every message the next turn would cut), and
+    J1 lands while the quote writes: too large for one call, it stored its first chapter and
+    queued the rest of its range, J1', which the quote was not asked for. With J1's chapter the
+    only one (nothing for the synopsis to take), the look-ahead still quotes J1' in its next
+    round: the landing moved the memory on, and what the next turn cuts is carried."""
+    key = write_short_card()
+    settings = fake_settings_for(fold_delay_s=0, fold_quote_first=True, fold_wait_s=0.5)
+    service = await make_fake_service(settings, _from_the_source)
+    store = service.store
+    conv_id = _conversation(service, key)
+    ids = store.add_messages(conv_id, _lines(200))
+    chronicler = Chronicler(service)
+    j1 = _queue(store, conv_id, ids[0], ids[-11])
+    service.worker.wake()  # J1 runs, its chronicler held
+    _land_in_the_quote(monkeypatch, chronicler)
+    quote_calls = _quote_calls(monkeypatch, asyncio.Event())
+
+    await service.open_conversation(conv_id)
+    await asyncio.wait_for(service.looked_ahead(), LANDING_TIMEOUT_S * 3)
+
+    assert quote_calls[:1] == [[j1.id]], quote_calls
+    (c1,) = chronicler.landed
+    assert c1.first_message_id == ids[0] and c1.last_message_id < ids[-11]
+    assert store.get_fold(j1.id).status is FoldStatus.DONE
+    # J1', queued with C1, is quoted at once: its range is in the memory before the next turn.
+    (rest,) = [
+        j
+        for j in store.fold_jobs(conv_id)
+        if j.kind is FoldKind.CHAPTER and j.first_message_id == c1.last_message_id + 1
+    ]
+    assert rest.last_message_id == ids[-11]
+    assert store.get_fold(rest.id).status is FoldStatus.DONE, "J1' was left to the chronicler"
+    live = store.chapters(conv_id, include_in_synopsis=True)
+    assert _overlaps(live) == [], _spans(live)
+    quoted = [c for c in live if c.quoted]
+    assert quoted and quoted[0].first_message_id == c1.last_message_id + 1
+    await _settle(service, chronicler, conv_id)
+
+
+async def test_a_job_landed_while_the_quote_reads_its_notes_only_range_lets_the_next_be_quoted(
+    make_fake_service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chapter job Jn over imported notes only (nothing to quote: the quote finishes it) and
+    J2 after it. Another instance lands Jn while the quote reads Jn's messages: the quote
+    leaves Jn as it landed and goes on to quote J2."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings_for(fold_delay_s=3600), _from_the_source)
+    store = service.store
+    conv_id = _conversation(service, key)
+    notes = store.add_messages(
+        conv_id,
+        [Message(role=Role.SYSTEM, speaker="", text="[Start a new chat]") for _ in range(3)],
+    )
+    ids = store.add_messages(conv_id, _lines(20))
+    later = utcnow() + timedelta(hours=1)  # never due: the worker leaves both alone
+    jn, j2 = (
+        store.enqueue_fold(
+            FoldJob(
+                conversation_id=conv_id,
+                kind=FoldKind.CHAPTER,
+                first_message_id=first,
+                last_message_id=last,
+                not_before=later,
+            )
+        )
+        for first, last in ((notes[0], notes[-1]), (ids[0], ids[-1]))
+    )
+    pieces = fold_chapters.pieces_of  # as quote_first imports it
+
+    async def landing_pieces(ctx: Any, job: StoredFoldJob, work: Any) -> Any:
+        read = await pieces(ctx, job, work)
+        if job.id == jn.id:
+            with Store.open(store.path) as other:  # a second instance lands Jn
+                other.finish_fold(jn.id)
+        return read
+
+    monkeypatch.setattr(quote_first, "pieces_of", landing_pieces)
+
+    quoted = await quote_first.quote_chapter_jobs(service.worker.context, [jn, j2])
+
+    assert (quoted.landed, quoted.done) == ([jn.id], [j2.id])
+    assert store.get_fold(j2.id).status is FoldStatus.DONE
+    spans = _spans(quoted.chapters)
+    assert spans and spans[0][0] == ids[0] and spans[-1][1] == ids[-1], spans
+    assert all(c.quoted and c.stale for c in store.chapters(conv_id))

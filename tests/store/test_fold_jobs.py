@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 
-from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, NewChapter, utcnow
+from kotonia_tui.domain import (
+    Chapter,
+    FoldJob,
+    FoldKind,
+    FoldStatus,
+    LedgerKind,
+    NewChapter,
+    utcnow,
+)
 from kotonia_tui.store import Store, StoreError
+from tests.scripted_chapters import ledger_entry
 
 from .conftest import make_messages, new_conversation
 
@@ -226,3 +235,37 @@ def test_jobs_a_fold_queues_are_stored_with_its_chapters_or_not_at_all(store: St
         store.store_refold([], [NewChapter(chapter=quote)], queued.id, then=[refold])
     assert store.fold_jobs(conv.id, statuses=(FoldStatus.PENDING,)) == []
     assert [c.text for c in store.chapters(conv.id)] == ["A"]
+
+
+def test_a_then_job_that_cannot_be_queued_rolls_back_the_chapter_and_leaves_its_job_open(
+    store: Store,
+) -> None:
+    """The jobs `then` are part of the fold's transaction: when one cannot be queued (here a
+    job for a conversation that is not in the file), the call raises StoreError, and the
+    chapter, its ledger entries and its job's completion are rolled back with it; the
+    chapters a refold would have replaced stay live."""
+    conv = new_conversation(store)
+    store.add_messages(conv.id, make_messages(30))
+    missing = _job(conv.id + 100, 11, 30)  # no such conversation
+    job = store.enqueue_fold(_job(conv.id, 1, 30))
+    entry = ledger_entry(conv.id, LedgerKind.USER_FACT, "Ann keeps the lantern", 2)
+    chapter = Chapter(conversation_id=conv.id, first_message_id=1, last_message_id=10, text="A")
+    with pytest.raises(StoreError):
+        store.store_chapter(chapter, [entry], job_id=job.id, then=[missing])
+    assert store.chapters(conv.id) == [] and store.ledger(conv.id) == []
+    assert store.get_fold(job.id).status is FoldStatus.PENDING
+    assert [j.id for j in store.fold_jobs(conv.id)] == [job.id]
+
+    old = store.store_chapter(chapter, [entry], job_id=job.id)
+    refold = store.enqueue_fold(_job(conv.id, 1, 10).model_copy(update={"kind": FoldKind.REFOLD}))
+    new = Chapter(conversation_id=conv.id, first_message_id=1, last_message_id=10, text="B")
+    with pytest.raises(StoreError):
+        store.store_refold([old.id], [NewChapter(chapter=new)], refold.id, then=[missing])
+    assert [(c.id, c.text, c.superseded_by) for c in store.chapters(conv.id)] == [
+        (old.id, "A", None)
+    ]
+    assert [e.text for e in store.ledger(conv.id)] == ["Ann keeps the lantern"]
+    assert store.get_fold(refold.id).status is FoldStatus.PENDING
+    # Without the job that cannot be queued, the same refold is stored.
+    (stored,) = store.store_refold([old.id], [NewChapter(chapter=new)], refold.id)
+    assert [c.text for c in store.chapters(conv.id)] == ["B"] and stored.text == "B"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from kotonia_tui.chat.fold.chapters import Chronicling, extracted_piece, pieces_of
 from kotonia_tui.chat.fold.context import FoldContext
@@ -43,14 +44,23 @@ log = logging.getLogger(__name__)
 QUOTED_AT_ONCE = "quoted at once for a turn at the ceiling; the chronicler's chapter follows"
 
 
-async def quote_chapter_jobs(
-    ctx: FoldContext, jobs: Sequence[StoredFoldJob]
-) -> list[StoredChapter]:
+@dataclass(frozen=True)
+class Quoted:
+    """What `quote_chapter_jobs` did: the chapters it stored, the jobs it made done (quoted, or
+    finished with nothing to quote), and the jobs the worker landed meanwhile, left as they
+    landed (never to be stopped: the worker may still be queueing what follows them)."""
+
+    chapters: list[StoredChapter] = field(default_factory=list)
+    done: list[int] = field(default_factory=list)
+    landed: list[int] = field(default_factory=list)
+
+
+async def quote_chapter_jobs(ctx: FoldContext, jobs: Sequence[StoredFoldJob]) -> Quoted:
     """Store each chapter job's range quoted, as stale chapters (one per piece a chronicler
     call would read), with a refold job per chapter that writes the chronicler's in its place;
-    each job is done with its chapters and refolds, in one transaction (a job the worker landed
-    meanwhile is left as it landed). Returns the chapters stored."""
-    stored: list[StoredChapter] = []
+    each job is done with its chapters and refolds, in one transaction. A job the worker landed
+    meanwhile (the quote awaits counts) is left as it landed, and the next is quoted."""
+    quoted = Quoted()
     for job in sorted(jobs, key=lambda j: j.first_message_id or 0):
         if job.kind is not FoldKind.CHAPTER:
             continue
@@ -59,13 +69,20 @@ async def quote_chapter_jobs(
         pieces = await pieces_of(ctx, job, work)
         pieces = [p for p in pieces if any(in_prompt(m.role) for m in p.messages)]
         if not pieces:
-            ctx.store.finish_fold(job.id)
+            try:
+                ctx.store.finish_fold(job.id)
+            except StoreError:
+                if not _landed_first(ctx, job):
+                    raise
+                quoted.landed.append(job.id)
+                continue
+            quoted.done.append(job.id)
             continue
         chapters: list[NewChapter] = []
         for piece in pieces:
-            quoted = await extracted_piece(work, piece, "", note=QUOTED_AT_ONCE)
-            stale = quoted.chapter.model_copy(update={"stale": True})
-            chapters.append(NewChapter(stale, quoted.entries, quoted.endings))
+            extract = await extracted_piece(work, piece, "", note=QUOTED_AT_ONCE)
+            stale = extract.chapter.model_copy(update={"stale": True})
+            chapters.append(NewChapter(stale, extract.entries, extract.endings))
         refolds = [
             FoldJob(
                 conversation_id=conv_id,
@@ -76,15 +93,16 @@ async def quote_chapter_jobs(
             for new in chapters
         ]
         # The refolds with the quotes, in one transaction: when the worker landed this job's
-        # chapter meanwhile (the quote awaits counts), neither is stored. A refold queued
-        # alone would find nothing stale and fold the range a second time.
+        # chapter meanwhile, neither is stored. A refold queued alone would find nothing stale
+        # and fold the range a second time.
         try:
-            stored += ctx.store.store_refold([], chapters, job.id, then=refolds)
+            quoted.chapters.extend(ctx.store.store_refold([], chapters, job.id, then=refolds))
         except StoreError:
-            if ctx.store.get_fold(job.id).status is not FoldStatus.DONE:
+            if not _landed_first(ctx, job):
                 raise
-            log.info("conversation %s: fold job %s landed before its quote", conv_id, job.id)
+            quoted.landed.append(job.id)
             continue
+        quoted.done.append(job.id)
         log.info(
             "conversation %s: messages #%s-#%s quoted at once in %s chapters",
             conv_id,
@@ -92,7 +110,16 @@ async def quote_chapter_jobs(
             pieces[-1].messages[-1].id,
             len(chapters),
         )
-    return stored
+    return quoted
+
+
+def _landed_first(ctx: FoldContext, job: StoredFoldJob) -> bool:
+    """After the store refused to make `job` done: whether the worker (or another instance)
+    landed it first (then nothing of the quote was stored; any other refusal is an error)."""
+    if ctx.store.get_fold(job.id).status is not FoldStatus.DONE:
+        return False
+    log.info("conversation %s: fold job %s landed before its quote", job.conversation_id, job.id)
+    return True
 
 
 async def quote_major_fold(ctx: FoldContext, conv_id: int) -> bool:
