@@ -18,8 +18,9 @@ left out of the prompt is reached by recall (chat/recall.py), which needs no mod
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from kotonia_tui.chat.fold.chapters import Chronicling, extracted_piece, pieces_of
 from kotonia_tui.chat.fold.context import FoldContext
@@ -69,14 +70,7 @@ async def quote_chapter_jobs(ctx: FoldContext, jobs: Sequence[StoredFoldJob]) ->
         pieces = await pieces_of(ctx, job, work)
         pieces = [p for p in pieces if any(in_prompt(m.role) for m in p.messages)]
         if not pieces:
-            try:
-                ctx.store.finish_fold(job.id)
-            except StoreError:
-                if not _landed_first(ctx, job):
-                    raise
-                quoted.landed.append(job.id)
-                continue
-            quoted.done.append(job.id)
+            _settle(ctx, job, quoted, partial(_finished, ctx, job))
             continue
         chapters: list[NewChapter] = []
         for piece in pieces:
@@ -95,14 +89,11 @@ async def quote_chapter_jobs(ctx: FoldContext, jobs: Sequence[StoredFoldJob]) ->
         # The refolds with the quotes, in one transaction: when the worker landed this job's
         # chapter meanwhile, neither is stored. A refold queued alone would find nothing stale
         # and fold the range a second time.
-        try:
-            quoted.chapters.extend(ctx.store.store_refold([], chapters, job.id, then=refolds))
-        except StoreError:
-            if not _landed_first(ctx, job):
-                raise
-            quoted.landed.append(job.id)
+        stored = _settle(
+            ctx, job, quoted, partial(ctx.store.store_refold, [], chapters, job.id, then=refolds)
+        )
+        if not stored:
             continue
-        quoted.done.append(job.id)
         log.info(
             "conversation %s: messages #%s-#%s quoted at once in %s chapters",
             conv_id,
@@ -111,6 +102,31 @@ async def quote_chapter_jobs(ctx: FoldContext, jobs: Sequence[StoredFoldJob]) ->
             len(chapters),
         )
     return quoted
+
+
+def _settle(
+    ctx: FoldContext,
+    job: StoredFoldJob,
+    quoted: Quoted,
+    store: Callable[[], Sequence[StoredChapter]],
+) -> bool:
+    """Make `job` done with `store` (its one transaction, giving the chapters it stored), noted
+    in `quoted`: True when it was; False when the worker landed it first (noted as landed)."""
+    try:
+        quoted.chapters.extend(store())
+    except StoreError:
+        if not _landed_first(ctx, job):
+            raise
+        quoted.landed.append(job.id)
+        return False
+    quoted.done.append(job.id)
+    return True
+
+
+def _finished(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
+    """`job` made done with no chapter (its range holds nothing the prompt carries)."""
+    ctx.store.finish_fold(job.id)
+    return []
 
 
 def _landed_first(ctx: FoldContext, job: StoredFoldJob) -> bool:
