@@ -208,8 +208,10 @@ def split_notes(notes: Sequence[DepthNote]) -> tuple[str, tuple[DepthNote, ...]]
     return last, held
 
 
-# SillyTavern's order of the messages injected at one depth ("most important go lower").
-_ROLE_ORDER: tuple[ChatRole, ...] = ("system", "user", "assistant")
+# SillyTavern's order of the messages injected at one depth, as they read ("most important go
+# lower": its `doChatInject` splices system, user, assistant into the reversed chat, so the
+# system message ends up nearest the end).
+_ROLE_ORDER: tuple[ChatRole, ...] = ("assistant", "user", "system")
 
 
 def place_notes(
@@ -218,11 +220,11 @@ def place_notes(
     """`lines` with each note before the last `depth` of them (first, when there are fewer;
     after the last at depth 0), as SillyTavern injects its in-chat prompts (public/script.js
     `doChatInject`, public/scripts/openai.js `populationInjectionPrompts`): at one depth, one
-    message per role, system then user then assistant, the notes of a role joined by a line
-    break in the order given (the Author's Note, then the cards', as SillyTavern's key order
-    puts "2_floating_prompt" before "DEPTH_PROMPT"). A depth counts the lines only, never the
-    notes placed after them; notes that land at one place for depths past the window's start
-    go deepest first, as SillyTavern stacks them there.
+    message per role, assistant then user then system (nearest the end), the notes of a role
+    joined by a line break in the order given (the Author's Note, then the cards', as
+    SillyTavern's key order puts "2_floating_prompt" before "DEPTH_PROMPT"). A depth counts the
+    lines only, never the notes placed after them; notes that land at one place for depths past
+    the window's start go deepest first, as SillyTavern stacks them there.
 
     A note moves down the history as the history grows: `history_for_next_turn`."""
     at: dict[int, list[DepthNote]] = {}

@@ -71,9 +71,9 @@ async def test_a_card_note_at_depth_0_comes_after_the_last_message(make_fake_ser
 
 async def test_with_an_authors_note_at_the_same_depth_sillytaverns_order(make_fake_service):
     """SillyTavern (public/script.js `doChatInject`, public/scripts/openai.js
-    `populationInjectionPrompts`): at one depth one message per role, system then user then
-    assistant; in a role the prompts in key order, the Author's Note ("2_floating_prompt")
-    before the card's ("DEPTH_PROMPT"), joined by a line break."""
+    `populationInjectionPrompts`): at one depth one message per role, assistant then user then
+    system (the system one nearest the end); in a role the prompts in key order, the Author's
+    Note ("2_floating_prompt") before the card's ("DEPTH_PROMPT"), joined by a line break."""
     for depth in (2, 0):
         author = ChatSettings(author_note=AUTHORS, author_note_depth=depth)
         messages = await _last_prompt(make_fake_service, _card(depth), author)
@@ -82,8 +82,8 @@ async def test_with_an_authors_note_at_the_same_depth_sillytaverns_order(make_fa
     author = ChatSettings(author_note=AUTHORS, author_note_depth=2)
     messages = await _last_prompt(make_fake_service, _card(2, "assistant"), author)
     assert messages[-4:-2] == (
-        ChatMessage("system", AUTHORS_SHOWN),
         ChatMessage("assistant", SHOWN, name="Wren"),
+        ChatMessage("system", AUTHORS_SHOWN),
     )
     assert messages[-2].content == REPLY
 

@@ -269,7 +269,7 @@ def test_an_authors_note_depth_counts_only_the_lines_the_model_reads():
 
 
 def test_notes_at_one_depth_are_one_message_per_role_in_sillytaverns_order():
-    """As SillyTavern's `doChatInject`: at one depth, system then user then assistant, the
+    """As SillyTavern's `doChatInject`: at one depth, assistant then user then system, the
     notes of one role joined by a line break in the order given; a depth counts the lines only;
     notes clamped to the window's start go deepest first."""
     lines = tuple(ChatMessage("user" if i % 2 else "assistant", f"m{i}") for i in range(4))
@@ -289,8 +289,8 @@ def test_notes_at_one_depth_are_one_message_per_role_in_sillytaverns_order():
         *lines[:2],
         ChatMessage("assistant", "deep", name="Rowan"),
         lines[2],
-        ChatMessage("system", "author\ncard"),
         ChatMessage("user", "card-user", name="Ann"),
+        ChatMessage("system", "author\ncard"),
         lines[3],
         ChatMessage("system", "last"),
     )
