@@ -127,39 +127,17 @@ def assemble_prompt(
 ) -> tuple[ChatMessage, ...]:
     """The prompt: the history with `depth_notes` placed in it (`place_notes`; the system notes
     at depth 0 are meant to be in `notes` instead, `split_notes`), then `notes`."""
-    return with_notes(
-        assemble_history(
-            system_text=system_text,
-            char_name=char_name,
-            memory_text=memory_text,
-            window=window,
-            depth_notes=depth_notes,
-            portrait=portrait,
-        ),
-        notes,
-    )
-
-
-def assemble_history(
-    *,
-    system_text: str,
-    char_name: str,
-    memory_text: str,
-    window: Sequence[PromptLine],
-    depth_notes: Sequence[DepthNote] = (),
-    portrait: ImageInput | None = None,
-) -> tuple[ChatMessage, ...]:
-    """The prompt without this turn's notes (1-4 above, the notes with a depth placed in the
-    window where their depths say): what the next prompt starts with, up to the first note
-    (the next turn moves a note one line further down, `history_for_next_turn`)."""
-    return build_history(
+    # The history alone is what the next prompt starts with, up to the first note (the next
+    # turn moves a note one line further down, `history_for_next_turn`).
+    history = build_history(
         system_text=system_text,
         char_name=char_name,
         memory_text=memory_text,
         window=window,
         depth_notes=depth_notes,
         portrait=portrait,
-    ).messages
+    )
+    return with_notes(history.messages, notes)
 
 
 @dataclass(frozen=True)
