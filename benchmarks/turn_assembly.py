@@ -101,7 +101,7 @@ def build_db(path: Path, n: int, engine: Engine, card_key: str, card_name: str) 
         synopsis = store.current_synopsis(conv.id)
         assert isinstance(engine.info, EngineInfo)
         prompter = Prompter(store, engine, settings_for(engine.info.model_path))
-        landed = prompter.snapshot(conv.id).landed
+        landed = prompter.snapshot(store.memory_rows(conv.id)).landed
         text = landed.block.render()
         assert synopsis is not None and chapters
         store.set_memory_state(

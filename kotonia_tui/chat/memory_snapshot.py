@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from kotonia_tui.domain import StoredChapter, StoredLedgerEntry, StoredSynopsis
 from kotonia_tui.memory.assembly import MemoryBlock
 from kotonia_tui.memory.ledger import LedgerFit, LeftOut, carried
-from kotonia_tui.store import Store
 from kotonia_tui.store.records import MemoryRows, MemoryState
 
 # Fits the live ledger to its share of the window (the turn's own count of each text).
@@ -38,7 +37,7 @@ class LandedMemory:
     newest_chapter_id: int | None
     synopsis_id: int | None
     covered_through: int  # the last message id it covers (0: none)
-    retired: int = 0  # how many of the conversation's chapters are retired (store.retired_count)
+    retired: int = 0  # how many of the conversation's chapters are retired (Store.memory_rows)
 
     def pending(self, state: MemoryState) -> bool:
         """Landed memory the prompt does not carry yet (the next turn applies it). A chapter
@@ -117,15 +116,10 @@ class MemorySnapshot:
         }
 
 
-def memory_snapshot(store: Store, conv_id: int, fit: LedgerFitter) -> MemorySnapshot:
-    """The conversation's memory from bounded reads, in one read transaction; `fit` is called
-    (once) only when landed memory with live ledger entries is pending."""
-    return snapshot_of(store.memory_rows(conv_id), fit)
-
-
 def snapshot_of(rows: MemoryRows, fit: LedgerFitter) -> MemorySnapshot:
     """The memory of rows read together (`Store.memory_rows`, which may read more for the
-    caller: the inspector's synopsis versions and fold jobs); `fit` as `memory_snapshot`."""
+    caller: the inspector's synopsis versions and fold jobs); `fit` is called (once) only when
+    landed memory with live ledger entries is pending."""
     state, retired, synopsis = rows.state, rows.retired, rows.synopsis
     chapters, live = rows.chapters, rows.live
     live_ids = frozenset(e.id for e in live)

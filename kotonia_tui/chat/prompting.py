@@ -20,12 +20,7 @@ from kotonia_tui.chat.chat_settings import TurnSettings, resolve
 from kotonia_tui.chat.derived_copies import conversation_state_name, setup_owner
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
-from kotonia_tui.chat.memory_snapshot import (
-    LandedMemory,
-    MemorySnapshot,
-    memory_snapshot,
-    snapshot_of,
-)
+from kotonia_tui.chat.memory_snapshot import LandedMemory, MemorySnapshot, snapshot_of
 from kotonia_tui.chat.numbering import Numbering, numbering
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -327,12 +322,9 @@ class Prompter:
         """The live ledger fitted to its share of the window, counted by the model."""
         return fit_ledger(live, self.budgets.ledger, self.engine.count_tokens)
 
-    def snapshot(self, conv_id: int, rows: MemoryRows | None = None) -> MemorySnapshot:
-        """The conversation's memory now and as the next turn carries it (counted here, on
-        the caller's thread, only when landed memory must be fitted); `rows`: its rows as the
-        caller read them with more (`Store.memory_rows`), instead of reading them here."""
-        if rows is None:
-            return memory_snapshot(self.store, conv_id, self.fit_ledger)
+    def snapshot(self, rows: MemoryRows) -> MemorySnapshot:
+        """The memory of `rows` (`Store.memory_rows`) now and as the next turn carries it
+        (counted here, on the caller's thread, only when landed memory must be fitted)."""
         return snapshot_of(rows, self.fit_ledger)
 
     async def fitted_ledger(self, live: Sequence[StoredLedgerEntry]) -> LedgerFit:

@@ -889,7 +889,7 @@ class ChatService:
             versions=True,
             jobs=(FoldStatus.PENDING, FoldStatus.RUNNING, FoldStatus.FAILED),
         )
-        snapshot = prompter.snapshot(conv_id, rows)
+        snapshot = prompter.snapshot(rows)
         state = snapshot.state
         versions = rows.versions
         applied_synopsis = next(

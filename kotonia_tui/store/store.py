@@ -635,9 +635,6 @@ class Store:
         (ledger_rows.retire_chapters)."""
         return ledger_rows.retire_chapters(self._db, conv_id, ids, job_id)
 
-    def retired_count(self, conv_id: int) -> int:
-        return memory_rows.retired_count(self._db, conv_id)
-
     def ledger(self, conv_id: int, *, include_ended: bool = False) -> list[StoredLedgerEntry]:
         return ledger_rows.ledger(self._db, conv_id, include_ended=include_ended)
 

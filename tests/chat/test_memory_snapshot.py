@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kotonia_tui.chat.memory_snapshot import MemorySnapshot, memory_snapshot
+from kotonia_tui.chat.memory_snapshot import MemorySnapshot, snapshot_of
 from kotonia_tui.domain import (
     Chapter,
     FoldJob,
@@ -99,7 +99,7 @@ def _fit_all(live):
 
 
 def _snapshot(store: Store, conv_id: int) -> MemorySnapshot:
-    return memory_snapshot(store, conv_id, _fit_all)
+    return snapshot_of(store.memory_rows(conv_id), _fit_all)
 
 
 def _fold_after(

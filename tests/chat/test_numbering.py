@@ -502,15 +502,16 @@ async def test_a_refold_is_told_by_the_numbers_the_chat_shows_once_the_message_i
         if service.worker.running is not None:
             break
         await asyncio.sleep(0.01)
-    assert service.worker.running is not None
-    assert service.worker.running_label == "refold #1-#4"
+    running_job = service.worker.running
+    assert running_job is not None and running_job.label == "refold #1-#4"
     assert [e.label for e in told_of(FoldState.RUNNING)] == ["refold #1-#4"]
 
     # Another message of A goes while its refold runs: the same job, told and shown running
     # by the numbers left (ids 2, 4, 5).
     service.delete_message(3)
     assert fold_status(told_of(FoldState.QUEUED)[-1]).plain == "◔ refold #1-#3 queued"
-    assert service.worker.running_label == "refold #1-#3"
+    assert (running_job := service.worker.running) is not None
+    assert running_job.label == "refold #1-#3"
     running = fold_queue(service.memory_view(conv_id), service.worker.running, utcnow())
     assert running.plain.splitlines()[0].startswith("● running refold #1-#3  ")
 

@@ -269,7 +269,7 @@ def test_retiring_chapters_ends_their_entries_and_makes_a_synopsis_that_held_one
     assert store.ledger(conv.id) == []
     versions = {v.id: v for v in store.synopsis_versions(conv.id)}
     assert not versions[v1.id].stale and versions[v2.id].stale
-    assert store.retired_count(conv.id) == 1
+    assert store.memory_rows(conv.id).retired == 1
     # Again: nothing changes (its entries stay as they were ended).
     assert store.retire_chapters(conv.id, [b.id]).chapters == []
     assert store.ledger(conv.id, include_ended=True) == list(ended.values())

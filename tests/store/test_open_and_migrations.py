@@ -486,10 +486,10 @@ def test_the_retired_step_keeps_every_stored_chapter_in_the_memory(tmp_path: Pat
         (old,) = store.chapters(1)
         assert (old.text, old.retired) == ("They met in the glade.", False)
         assert store.memory_state(1).applied_retired == 0
-        assert store.retired_count(1) == 0
+        assert store.memory_rows(1).retired == 0
         done = store.retire_chapters(1, [old.id])
         assert [c.id for c in done.chapters] == [old.id]
-        assert store.chapters(1) == [] and store.retired_count(1) == 1
+        assert store.chapters(1) == [] and store.memory_rows(1).retired == 1
         (index,) = store._db.select(  # the test reads the schema the step wrote
             "SELECT sql FROM sqlite_master WHERE name = 'chapters_live'"
         )

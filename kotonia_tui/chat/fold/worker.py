@@ -158,18 +158,13 @@ class FoldWorker:
 
     @property
     def running(self) -> RunningFold | None:
-        """The job running now, how long it has run and its label (`running_label`)."""
+        """The job running now, how long it has run, and its label: the job as its events name
+        it ("chapter #5-#9"; chat/numbering.py `job_label`), read when it started and again
+        when a message of its conversation is deleted or restored (`renumber`)."""
         if self._running is None:
             return None
         elapsed = self.clock.monotonic() - self._started_at
         return RunningFold(self._running, elapsed, self._running_label)
-
-    @property
-    def running_label(self) -> str:
-        """The running job as its events name it ("chapter #5-#9"; chat/numbering.py
-        `job_label`), read when it started and again when a message of its conversation is
-        deleted or restored (`renumber`); "" when none runs."""
-        return self._running_label if self._running is not None else ""
 
     def renumber(self, conv_id: int) -> None:
         """A message of conversation `conv_id` was deleted or restored, so the numbers after it
