@@ -1,4 +1,5 @@
-"""Character cards: V1/V2/V3 JSON, PNG (`chara`/`ccv3` chunks) and CHARX files, lorebooks, macros.
+"""Character cards: V1/V2/V3 JSON, PNG (`chara`/`ccv3` chunks), CHARX and WebP (EXIF) files,
+lorebooks, macros.
 
 `load_card` / `load_cards` read cards, `render_setup` turns one into the text the model sees,
 `select_entries` + `render_lore` pick the lorebook entries for a turn, and the writers save cards.

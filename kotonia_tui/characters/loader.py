@@ -2,7 +2,12 @@
 
 Card files are `.json` (V1/V2/V3; a picture beside it named `<stem>.png`, `.jpg`, `.jpeg` or
 `.webp` is its picture), `.png` (base64 JSON in a `ccv3` or `chara` text chunk; `ccv3` wins when
-both are there) and `.charx`. A card's key is its file stem.
+both are there), `.charx` and `.webp` (TavernAI's: the JSON in the EXIF `UserComment`,
+webp_card.py). A card's key is its file stem.
+
+A `.webp` beside another card file of the same stem is that card's picture; a lone one with no
+card in it is reported, as a PNG with none is. Other pictures (`.jpg`, `.gif`, ...) were never
+card files and are passed over.
 
 Every failure is a `CardError` with one line naming the file and the field or part that is
 wrong; a folder with a broken card still loads all the others.
@@ -24,9 +29,10 @@ from kotonia_tui.characters.errors import CardError, CardRepaired, CardShadowed,
 from kotonia_tui.characters.images import PICTURE_SUFFIXES, sniff_image_mime
 from kotonia_tui.characters.json_fields import decode_json_bytes
 from kotonia_tui.characters.png_chunks import PngError, TextChunk, read_text_chunks
+from kotonia_tui.characters.webp_card import WebpError, card_json_bytes, user_comment
 from kotonia_tui.untrusted_text import replacement_note, scrub
 
-CARD_SUFFIXES = (".json", ".png", ".charx")
+CARD_SUFFIXES = (".json", ".png", ".charx", ".webp")
 MAX_CARD_FILE_BYTES = 96 * 2**20  # a PNG or CHARX card carries its picture; JSON far less
 PNG_CARD_KEYWORDS = ("ccv3", "chara")  # in order of preference
 
@@ -51,8 +57,12 @@ def load_card(path: Path, notes: list[CardError] | None = None) -> CharacterCard
         except CharxError as exc:
             raise CardError(path, str(exc)) from exc
         where = " (in card.json)"
+    elif suffix == ".webp":
+        obj, replaced = _webp_card_json(path, data)
+        image = CardImage(data=data, mime="image/webp")
+        where = " (in the EXIF UserComment)"
     else:
-        raise CardError(path, "not a card file (expected .json, .png or .charx)")
+        raise CardError(path, "not a card file (expected .json, .png, .charx or .webp)")
     repairs = [replacement_note(replaced)] if replaced else []
     try:
         fields = parse_card_object(obj, repairs)
@@ -108,9 +118,16 @@ def _load_folder(folder: Path, problems: list[CardError]) -> list[CharacterCard]
         for p in entries
         if p.suffix.lower() in CARD_SUFFIXES and not p.name.startswith(".") and p.is_file()
     ]
-    # A picture beside a JSON card is that card's picture, not a second card.
+    # A picture beside a JSON card is that card's picture, not a second card; a .webp beside
+    # any other card file is that card's picture too (a TavernAI .webp converted to PNG, say).
     json_stems = {p.stem for p in files if p.suffix.lower() == ".json"}
-    files = [p for p in files if not (p.suffix.lower() == ".png" and p.stem in json_stems)]
+    card_stems = {p.stem for p in files if p.suffix.lower() != ".webp"}
+    files = [
+        p
+        for p in files
+        if not (p.suffix.lower() == ".png" and p.stem in json_stems)
+        and not (p.suffix.lower() == ".webp" and p.stem in card_stems)
+    ]
     cards: dict[str, CharacterCard] = {}
     for path in files:
         try:
@@ -171,6 +188,25 @@ def _png_card_json(path: Path, data: bytes) -> tuple[Any, int, str]:
             raw = _decode_base64(path, found.text, label)
             return (*_decode_json(path, raw, f"{label}: "), f" (in {label})")
     raise CardError(path, "PNG has no character card (no 'ccv3' or 'chara' text chunk)")
+
+
+def _webp_card_json(path: Path, data: bytes) -> tuple[Any, int]:
+    """The card JSON in a WebP's EXIF `UserComment`, as TavernAI wrote it."""
+    try:
+        found = user_comment(data)
+    except WebpError as exc:
+        mime = sniff_image_mime(data)
+        if mime and mime != "image/webp":
+            raise CardError(path, f"not a WebP file (it is {mime})") from exc
+        raise CardError(path, str(exc)) from exc
+    raw = card_json_bytes(*found) if found is not None else None
+    if raw is None:
+        raise CardError(
+            path,
+            "a WebP picture with no card data (no card JSON in its EXIF UserComment, where "
+            "TavernAI kept it): save the card as PNG or JSON, or put its .json beside it",
+        )
+    return _decode_json(path, raw, "EXIF UserComment: ")
 
 
 def _decode_base64(path: Path, text: str, label: str) -> bytes:

@@ -89,3 +89,26 @@ def charx_card(path: Path, obj: Any, files: dict[str, bytes] | None = None) -> P
 def png_chunk(chunk_type: bytes, payload: bytes) -> bytes:
     crc = zlib.crc32(chunk_type + payload) & 0xFFFFFFFF
     return struct.pack(">I", len(payload)) + chunk_type + payload + struct.pack(">I", crc)
+
+
+def tavernai_comment(obj: Any) -> bytes:
+    """A `UserComment` as TavernAI's .webp cards carry it: the card's UTF-8 bytes written out as
+    decimal numbers joined by commas, here after the EXIF "ASCII" character-code prefix."""
+    data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    return b"ASCII\0\0\0" + ",".join(str(b) for b in data).encode("ascii")
+
+
+def webp_with_comment(comment: bytes | None, *, in_exif_ifd: bool = False) -> bytes:
+    """A real WebP (Pillow) whose EXIF holds this `UserComment` (in IFD0, where TavernAI's
+    writer put it, or in the Exif sub-IFD, where the EXIF standard puts it); None: no EXIF."""
+    out = io.BytesIO()
+    if comment is None:
+        Image.new("RGB", (24, 32), "plum").save(out, format="WEBP")
+        return out.getvalue()
+    exif = Image.Exif()
+    if in_exif_ifd:
+        exif.get_ifd(0x8769)[0x9286] = comment
+    else:
+        exif[0x9286] = comment
+    Image.new("RGB", (24, 32), "plum").save(out, format="WEBP", exif=exif.tobytes())
+    return out.getvalue()

@@ -11,7 +11,17 @@ import pytest
 
 from kotonia_tui.characters import CardError, CardShadowed, load_card, load_cards
 
-from .builders import b64_json, charx_card, json_card, picture, png_card, png_with_text, v2_card
+from .builders import (
+    b64_json,
+    charx_card,
+    json_card,
+    picture,
+    png_card,
+    png_with_text,
+    tavernai_comment,
+    v2_card,
+    webp_with_comment,
+)
 
 
 def _not_a_png(folder: Path) -> Path:
@@ -112,6 +122,48 @@ def _charx_bad_field(folder: Path) -> Path:
     return charx_card(folder / "c.charx", v2_card(tags="a,b"))
 
 
+def _webp_without_card(folder: Path) -> Path:
+    path = folder / "moon.webp"
+    path.write_bytes(webp_with_comment(None))
+    return path
+
+
+def _webp_with_other_comment(folder: Path) -> Path:
+    path = folder / "gen.webp"
+    path.write_bytes(webp_with_comment(b"ASCII\0\0\0Steps: 20, Sampler: Euler a"))
+    return path
+
+
+def _png_named_webp(folder: Path) -> Path:
+    path = folder / "pic.webp"
+    path.write_bytes(picture())
+    return path
+
+
+def _truncated_webp(folder: Path) -> Path:
+    data = webp_with_comment(tavernai_comment(v2_card("Cut")))
+    path = folder / "cut.webp"
+    path.write_bytes(data[: len(data) - 30])
+    return path
+
+
+def _bad_json_in_webp(folder: Path) -> Path:
+    path = folder / "wren.webp"
+    path.write_bytes(webp_with_comment(b'ASCII\0\0\0{"name": "Wren",}'))
+    return path
+
+
+def _bad_field_in_webp(folder: Path) -> Path:
+    path = folder / "wren.webp"
+    path.write_bytes(webp_with_comment(tavernai_comment(v2_card(tags="a,b"))))
+    return path
+
+
+NO_CARD_IN_WEBP = (
+    "a WebP picture with no card data (no card JSON in its EXIF UserComment, where TavernAI kept "
+    "it): save the card as PNG or JSON, or put its .json beside it"
+)
+
 CASES: list[tuple[Callable[[Path], Path], list[str]]] = [
     (_not_a_png, ["notes.png:", "not a PNG"]),
     (_jpeg_named_png, ["photo.png:", "not a PNG", "image/jpeg"]),
@@ -134,6 +186,15 @@ CASES: list[tuple[Callable[[Path], Path], list[str]]] = [
     (_charx_without_card_json, ["empty.charx:", "card.json is missing"]),
     (_charx_not_a_zip, ["junk.charx:", "zip"]),
     (_charx_bad_field, ["c.charx: data.tags: expected a list of strings, got string"]),
+    (_webp_without_card, [f"moon.webp: {NO_CARD_IN_WEBP}"]),
+    (_webp_with_other_comment, [f"gen.webp: {NO_CARD_IN_WEBP}"]),
+    (_png_named_webp, ["pic.webp: not a WebP file (it is image/png)"]),
+    (_truncated_webp, ["cut.webp:", "truncated WebP"]),
+    (_bad_json_in_webp, ["wren.webp: EXIF UserComment:", "not valid JSON"]),
+    (
+        _bad_field_in_webp,
+        ["wren.webp: data.tags: expected a list of strings, got string (in the EXIF UserComment)"],
+    ),
 ]
 
 
@@ -192,6 +253,27 @@ def test_picture_beside_a_json_card_is_not_a_second_card(tmp_path):
     assert [c.key for c in cards] == ["ana"]
     assert problems == []
     assert cards[0].image is not None
+
+
+def test_a_webp_beside_a_card_is_its_picture_and_other_pictures_are_passed_over(tmp_path):
+    """A .webp card is listed; a .webp beside a card of its stem is that card's picture (no
+    second card, no complaint); a lone .webp with no card in it is said to be one, with what
+    to do; a .jpg or .gif, never a card file, is passed over in silence."""
+    (tmp_path / "ren.webp").write_bytes(webp_with_comment(tavernai_comment(v2_card("Ren"))))
+    json_card(tmp_path / "ana.json", v2_card("Ana"))
+    (tmp_path / "ana.webp").write_bytes(webp_with_comment(None))
+    png_card(tmp_path / "bo.png", chara=v2_card("Bo"))
+    (tmp_path / "bo.webp").write_bytes(webp_with_comment(None))
+    (tmp_path / "moon.webp").write_bytes(webp_with_comment(None))
+    (tmp_path / "photo.jpg").write_bytes(picture("JPEG"))
+    (tmp_path / "wave.gif").write_bytes(picture("GIF"))
+    cards, problems = load_cards([tmp_path])
+    assert [(c.key, c.image.mime if c.image else None) for c in cards] == [
+        ("ana", "image/webp"),
+        ("bo", "image/png"),
+        ("ren", "image/webp"),
+    ]
+    assert [str(p) for p in problems] == [f"moon.webp: {NO_CARD_IN_WEBP}"]
 
 
 def test_same_key_twice_in_one_folder_keeps_one_and_notes_the_other(tmp_path):

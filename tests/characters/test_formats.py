@@ -15,8 +15,10 @@ from .builders import (
     png_card,
     png_chunk,
     png_with_text,
+    tavernai_comment,
     v2_card,
     v3_card,
+    webp_with_comment,
 )
 
 
@@ -174,6 +176,32 @@ def test_json_card_uses_a_sibling_picture(tmp_path):
     json_card(tmp_path / "jo.json", v2_card("Jo"))
     (tmp_path / "jo.jpg").write_bytes(picture("JPEG"))
     assert load_card(tmp_path / "jo.json").image.mime == "image/jpeg"
+
+
+def test_webp_card_as_tavernai_wrote_it(tmp_path):
+    """TavernAI's .webp card: the JSON's UTF-8 bytes as comma-separated numbers in the EXIF
+    UserComment; the picture is the card's picture."""
+    path = tmp_path / "ren.webp"
+    path.write_bytes(webp_with_comment(tavernai_comment(v2_card("Ren 蓮", description="é"))))
+    card = load_card(path)
+    assert (card.key, card.name, card.description, card.spec) == (
+        "ren",
+        "Ren 蓮",
+        "é",
+        SpecVersion.V2,
+    )
+    assert card.image is not None
+    assert card.image.mime == "image/webp"
+    assert card.image.data == path.read_bytes()
+
+
+def test_webp_card_with_plain_json_in_the_exif_ifd_or_utf16(tmp_path):
+    plain = json.dumps({"name": "Vi", "description": "a V1 card"}).encode()
+    (tmp_path / "vi.webp").write_bytes(webp_with_comment(b"\0" * 8 + plain, in_exif_ifd=True))
+    assert load_card(tmp_path / "vi.webp").name == "Vi"
+    utf16 = b"UNICODE\0" + json.dumps(v2_card("Uma")).encode("utf-16-be")
+    (tmp_path / "uma.webp").write_bytes(webp_with_comment(utf16))
+    assert load_card(tmp_path / "uma.webp").name == "Uma"
 
 
 def test_json_with_bom_loads(tmp_path):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kotonia_tui.characters import CardError, CharacterCard, load_card
 
-from .builders import png_with_text
+from .builders import png_with_text, tavernai_comment, webp_with_comment
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -77,7 +77,7 @@ def _load(tmp: Path, name: str, data: bytes) -> None:
 
 
 @SETTINGS
-@given(data=st.binary(max_size=400), suffix=st.sampled_from([".png", ".json", ".charx"]))
+@given(data=st.binary(max_size=400), suffix=st.sampled_from([".png", ".json", ".charx", ".webp"]))
 def test_arbitrary_bytes(tmp_path_factory, data, suffix):
     _load(tmp_path_factory.mktemp("fuzz"), f"card{suffix}", data)
 
@@ -87,6 +87,18 @@ def test_arbitrary_bytes(tmp_path_factory, data, suffix):
 def test_damaged_pngs(tmp_path_factory, tail, cut):
     good = png_with_text({"chara": base64.b64encode(b'{"name": "A"}').decode()})
     _load(tmp_path_factory.mktemp("fuzz"), "card.png", good[:cut] + tail)
+
+
+@SETTINGS
+@given(
+    tail=st.binary(max_size=300),
+    cut=st.integers(min_value=0, max_value=400),
+    flip=st.integers(min_value=0, max_value=399),
+)
+def test_damaged_webps(tmp_path_factory, tail, cut, flip):
+    good = bytearray(webp_with_comment(tavernai_comment({"name": "A"})))
+    good[flip % len(good)] ^= 0xFF  # a damaged byte anywhere: RIFF sizes, IFD counts, offsets
+    _load(tmp_path_factory.mktemp("fuzz"), "card.webp", bytes(good[:cut]) + tail)
 
 
 @SETTINGS

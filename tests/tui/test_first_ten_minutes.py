@@ -19,6 +19,7 @@ from kotonia_tui.tui.screens.dialogs import HelpScreen
 from kotonia_tui.tui.screens.picker import CardItem, PickerScreen
 from kotonia_tui.tui.widgets.chat_input import ChatInput
 from kotonia_tui.tui.widgets.inspector import InspectorPane
+from tests.characters.builders import picture, tavernai_comment, v2_card, webp_with_comment
 from tests.settings import fake_settings
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import open_new_chat, send, views, wait_for
@@ -309,6 +310,30 @@ async def test_broken_cards_stay_listed_in_full(tiny_eos_model_path, mira_card):
         shown = visual.plain
         message = "broken.json: data.character_book.entries[0].keys: expected a list of strings"
         assert message in shown.replace("\n", " ")
+
+
+async def test_a_webp_card_is_listed_and_a_webp_with_none_is_named(on_the_fake_engine, mira_card):
+    """A TavernAI .webp card (the JSON in its EXIF) used to be passed over without a word: it
+    is listed now, and a .webp with no card in it is named with what to do; a .jpg beside them
+    is no card file and is not mentioned. Fake engine: the picker does not need the model."""
+    folder = mira_card.parent
+    (folder / "ren.webp").write_bytes(webp_with_comment(tavernai_comment(v2_card("Ren"))))
+    (folder / "moon.webp").write_bytes(webp_with_comment(None))
+    (folder / "photo.jpg").write_bytes(picture("JPEG"))
+    app = KotoniaApp(fake_settings())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await pilot.pause(0.2)
+        assert "Ren" in [item.card.name for item in app.screen.query(CardItem)]
+        visual = app.screen.query_one("#card-problems-text", Static).visual
+        assert isinstance(visual, Content)
+        shown = " ".join(visual.plain.split())
+        assert "1 card could not be read" in shown
+        assert (
+            "moon.webp: a WebP picture with no card data (no card JSON in its EXIF UserComment, "
+            "where TavernAI kept it): save the card as PNG or JSON, or put its .json beside it"
+        ) in shown
+        assert "photo.jpg" not in shown
 
 
 async def test_a_repaired_card_is_listed_and_not_called_unreadable(tiny_eos_model_path, mira_card):
