@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from kotonia_tui.config import app_dirs
+from kotonia_tui.domain import Conversation
+from kotonia_tui.store import Store
 from tests.test_cli import ST_CHAT, run, write_jsonl
 
 
@@ -117,3 +119,91 @@ def test_a_world_info_file_named_without_its_extension_is_named_back(capsys, tmp
     code, _out, err = run(capsys, "settings", str(conv_id), "--set", "world_info=lake")
     assert code == 1
     assert "it has 'forest.json', 'harbour.json'" in err
+
+
+def _card(key: str, name: str, depth_prompt: dict | None = None) -> None:
+    """A card in the user's folder, with this Character's Note (`extensions.depth_prompt`)."""
+    folder = app_dirs().user_characters
+    folder.mkdir(parents=True, exist_ok=True)
+    extensions = {"depth_prompt": depth_prompt} if depth_prompt is not None else {}
+    data = {"name": name, "description": f"{name} keeps the lighthouse.", "extensions": extensions}
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
+    (folder / f"{key}.json").write_text(json.dumps(card), encoding="utf-8")
+
+
+def test_the_cards_character_note_is_listed_beside_the_authors_note(capsys, tmp_path):
+    """A card's Character's Note is placed like the Author's Note, so it is listed with it: its
+    text as the card writes it, its depth and its role, each said to be the card's."""
+    note = {"prompt": "{{char}} hides the key.", "depth": 2, "role": "user"}
+    _card("wren", "Wren", note)
+    chat = [
+        {**ST_CHAT[0], "character_name": "Wren"},
+        {"name": "Wren", "is_user": False, "send_date": "November 1, 2026 10:00am", "mes": "Hi."},
+    ]
+    code, out, err = run(capsys, "import", str(write_jsonl(tmp_path / "w.jsonl", chat)))
+    assert code == 0, err
+    conv_id = int(out)
+    run(capsys, "settings", str(conv_id), "--set", "author_note=It is raining.")
+
+    code, out, err = run(capsys, "settings", str(conv_id))
+    assert code == 0, err
+    names = [line.split("\t")[0] for line in out.splitlines()]
+    at = names.index("author_note_depth")
+    assert names[at + 1 : at + 4] == [
+        "character_note",
+        "character_note_depth",
+        "character_note_role",
+    ]
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in out.splitlines()}
+    assert rows["author_note"] == ["'It is raining.'", "conversation"]
+    assert rows["character_note"] == ["'{{char}} hides the key.'", "card wren"]
+    assert rows["character_note_depth"] == ["2", "card wren"]
+    assert rows["character_note_role"] == ["'user'", "card wren"]
+
+    code, out, _ = run(capsys, "settings", str(conv_id), "--json")
+    assert json.loads(out)["character_notes"] == [
+        {
+            "character_key": "wren",
+            "character_name": "Wren",
+            "prompt": "{{char}} hides the key.",
+            "depth": 2,
+            "role": "user",
+            "muted": False,
+        }
+    ]
+
+
+def test_a_groups_notes_are_listed_card_by_card_and_a_missing_card_is_said(capsys):
+    """In a group every member's note is listed in the cast's order (a muted member's says
+    when it is placed); a card with no note adds nothing; a member whose card is gone is
+    named on standard error. A note with no depth or role has SillyTavern's: 4, system."""
+    _card("wren", "Wren", {"prompt": "Wren is tired."})
+    _card("mira", "Mira", {"prompt": "Mira lies.", "depth": 0, "role": "assistant"})
+    _card("lin", "Lin")
+    with Store.open(app_dirs().default_db) as store:
+        conv = store.create_conversation(
+            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+        )
+        cast = [("wren", "Wren"), ("lin", "Lin"), ("mira", "Mira"), ("gone", "Gone")]
+        store.set_cast(conv.id, cast)
+        store.set_cast_muted(conv.id, "mira", True)
+
+    code, out, err = run(capsys, "settings", str(conv.id))
+    assert code == 0, err
+    notes = [line.split("\t") for line in out.splitlines() if line.startswith("character_note")]
+    muted = "card mira (muted: placed only on its own turns)"
+    assert notes == [
+        ["character_note", "'Wren is tired.'", "card wren"],
+        ["character_note_depth", "4", "card wren"],
+        ["character_note_role", "'system'", "card wren"],
+        ["character_note", "'Mira lies.'", muted],
+        ["character_note_depth", "0", muted],
+        ["character_note_role", "'assistant'", muted],
+    ]
+    assert err.strip() == (
+        f"conversation {conv.id}: the card 'gone' is not in the character folders: its "
+        "Character's Note, if it has one, cannot be shown"
+    )
+    code, out, _ = run(capsys, "settings", str(conv.id), "--json")
+    shown = json.loads(out)["character_notes"]
+    assert [(n["character_key"], n["muted"]) for n in shown] == [("wren", False), ("mira", True)]

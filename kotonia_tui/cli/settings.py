@@ -1,5 +1,10 @@
 """`kotonia settings`: a conversation's settings over the model profile (generation, Author's
-Note and its depth, World Info, lore budget), shown and set as the settings screen (F9) does."""
+Note and its depth, World Info, lore budget), shown and set as the settings screen (F9) does.
+
+Beside the Author's Note it shows each card's Character's Note (SillyTavern's
+`extensions.depth_prompt`, placed like the Author's Note) as the card writes it, with its depth
+and role: the conversation's card, or in a group every member's. It is the card's, not a
+setting: `--set` does not change it."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from kotonia_tui.chat.bootstrap import open_store
+from kotonia_tui.chat.bootstrap import open_library, open_store
 from kotonia_tui.chat.chat_settings import (
     GENERATION_FIELDS,
     ChatSettingsError,
@@ -16,10 +21,11 @@ from kotonia_tui.chat.chat_settings import (
     resolve,
     validated,
 )
+from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.chat.lore import WorldInfoFolder
 from kotonia_tui.cli.output import UserError, json_text, say
 from kotonia_tui.config import ModelProfile, Settings, app_dirs
-from kotonia_tui.domain import ChatSettings
+from kotonia_tui.domain import CastMember, ChatSettings
 from kotonia_tui.memory.budgets import Budgets
 from kotonia_tui.terminal_text import visible
 
@@ -60,6 +66,14 @@ def chat_settings(args: argparse.Namespace, settings: Settings) -> int:
             else:
                 store.set_conversation_settings(conv.id, conversation)
             say(f"saved the {layer}'s settings of conversation {conv.id}", stream=sys.stderr)
+        cast = store.cast(conv.id)
+    notes, missing = _character_notes(cast, open_library(settings))
+    for member in missing:
+        say(
+            f"conversation {conv.id}: the card {member.character_key!r} is not in the character "
+            "folders: its Character's Note, if it has one, cannot be shown",
+            stream=sys.stderr,
+        )
     rows = _rows(effective, character, conversation)
     if args.json:
         print(
@@ -72,14 +86,60 @@ def chat_settings(args: argparse.Namespace, settings: Settings) -> int:
                     "conversation": conversation.model_dump(mode="json"),
                     "character": character.model_dump(mode="json"),
                     "effective": {name: {"value": v, "layer": by} for name, v, by in rows},
+                    "character_notes": notes,
                 }
             )
         )
     else:
+        # The cards' notes right after the Author's Note: both are placed in the history so.
+        at = next(i for i, row in enumerate(rows) if row[0] == "author_note_depth") + 1
+        rows[at:at] = [row for note in notes for row in _note_rows(note)]
         for name, value, set_by in rows:
             shown = ", ".join(value) if isinstance(value, list) else repr(value)
             print("\t".join(visible(field, one_line=True) for field in (name, shown, set_by)))
     return 0
+
+
+def _character_notes(
+    cast: list[CastMember], library: CharacterLibrary
+) -> tuple[list[dict[str, Any]], list[CastMember]]:
+    """The Character's Notes of the conversation's cards, in the cast's order, as the cards
+    write them (macros not filled in; a note SillyTavern would place nowhere is none), and
+    the members whose card is not in the character folders."""
+    notes: list[dict[str, Any]] = []
+    missing: list[CastMember] = []
+    for member in cast:
+        card = library.card_of(member.character_key, member.character_name)
+        if card is None:
+            missing.append(member)
+            continue
+        note = card.character_note
+        if note is not None:
+            notes.append(
+                {
+                    "character_key": card.key,
+                    "character_name": card.name,
+                    "prompt": note.prompt,
+                    "depth": note.depth,
+                    "role": note.role,
+                    # A muted member's note is placed only on a turn that member answers.
+                    "muted": member.muted,
+                }
+            )
+    return notes, missing
+
+
+def _note_rows(note: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """A card's Character's Note as rows like the settings': its text, depth and role, each
+    said to be the card's."""
+    card = f"card {note['character_key']}"
+    if note["muted"]:
+        card += " (muted: placed only on its own turns)"
+    return [
+        ("character_note", note["prompt"], card),
+        ("character_note_depth", note["depth"], card),
+        ("character_note_role", note["role"], card),
+    ]
 
 
 def _lore_default(
