@@ -15,7 +15,6 @@ card never decodes the picture.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterator
 
@@ -26,7 +25,8 @@ EXIF_IFD = 0x8769  # IFD0's pointer to the Exif sub-IFD, where UserComment belon
 _BYTE_TYPES = (1, 2, 7)
 _POINTER_TYPES = (4, 13)  # LONG, IFD
 _MAX_ENTRIES = 4096  # an IFD with more is damaged, not a picture's metadata
-_BYTE_LIST = re.compile(rb"\s*\d{1,3}(?:\s*,\s*\d{1,3})*\s*")
+_BYTE_LIST_CHARS = b"0123456789, \t\n\r\x0b\x0c"  # all TavernAI's spelling may hold
+_BYTE_LIST_STEP = 1 << 18  # its numbers are read this many characters at a time
 
 
 class WebpError(ValueError):
@@ -75,17 +75,41 @@ def card_json_bytes(comment: bytes, big_endian: bool = False) -> bytes | None:
     else:
         text = comment
     text = text.rstrip(b"\x00").strip()
-    if _BYTE_LIST.fullmatch(text):
-        numbers = [int(n) for n in text.split(b",")]
-        if all(n < 256 for n in numbers):
-            text = bytes(numbers).strip()
+    decoded = _byte_list(text)
+    if decoded is not None:
+        text = decoded.strip()
     # A UTF-8 BOM may open the JSON (decode_json_bytes accepts it).
     return text if text.removeprefix(b"\xef\xbb\xbf").startswith(b"{") else None
+
+
+def _byte_list(text: bytes) -> bytes | None:
+    """TavernAI's spelling, the bytes as decimal numbers joined by commas, read back; None when
+    `text` is not that. Linear in time and read a slice at a time: a comment may be tens of
+    megabytes, and neither a backtracking pattern nor a list of every number is bounded so."""
+    if not text or text.translate(None, _BYTE_LIST_CHARS):
+        return None
+    out = bytearray()
+    start = 0
+    while start <= len(text):
+        end = text.find(b",", start + _BYTE_LIST_STEP)
+        end = len(text) if end < 0 else end
+        try:  # int() takes the spaces around a number; an empty one or one past 255 is refused
+            out += bytes(map(int, text[start:end].split(b",")))
+        except ValueError:
+            return None
+        start = end + 1
+    return bytes(out)
 
 
 def _utf16(body: bytes, big_endian: bool) -> bytes:
     if body[:2] in (b"\xfe\xff", b"\xff\xfe"):
         encoding = "utf-16"  # its BOM says the byte order
+    # Card JSON opens with an ASCII character, whose zero byte tells the order, as ExifTool
+    # guesses it: some writers keep UTF-16 little-endian in a big-endian EXIF.
+    elif body[:1] == b"\x00" and body[1:2] not in (b"", b"\x00"):
+        encoding = "utf-16-be"
+    elif body[1:2] == b"\x00" and body[:1] != b"\x00":
+        encoding = "utf-16-le"
     else:
         encoding = "utf-16-be" if big_endian else "utf-16-le"
     return body[: len(body) // 2 * 2].decode(encoding, errors="replace").encode("utf-8")

@@ -98,14 +98,18 @@ def tavernai_comment(obj: Any) -> bytes:
     return b"ASCII\0\0\0" + ",".join(str(b) for b in data).encode("ascii")
 
 
-def webp_with_comment(comment: bytes | None, *, in_exif_ifd: bool = False) -> bytes:
+def webp_with_comment(
+    comment: bytes | None, *, in_exif_ifd: bool = False, big_endian: bool = False
+) -> bytes:
     """A real WebP (Pillow) whose EXIF holds this `UserComment` (in IFD0, where TavernAI's
-    writer put it, or in the Exif sub-IFD, where the EXIF standard puts it); None: no EXIF."""
+    writer put it, or in the Exif sub-IFD, where the EXIF standard puts it), in little- or
+    big-endian TIFF; None: no EXIF."""
     out = io.BytesIO()
     if comment is None:
         Image.new("RGB", (24, 32), "plum").save(out, format="WEBP")
         return out.getvalue()
     exif = Image.Exif()
+    exif.endian = ">" if big_endian else "<"
     if in_exif_ifd:
         exif.get_ifd(0x8769)[0x9286] = comment
     else:

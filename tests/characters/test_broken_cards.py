@@ -140,6 +140,18 @@ def _png_named_webp(folder: Path) -> Path:
     return path
 
 
+def _webp_with_numbers_past_a_byte(folder: Path) -> Path:
+    path = folder / "nums.webp"
+    path.write_bytes(webp_with_comment(b"ASCII\0\0\0123,34,256,125"))
+    return path
+
+
+def _webp_with_a_trailing_comma(folder: Path) -> Path:
+    path = folder / "comma.webp"
+    path.write_bytes(webp_with_comment(tavernai_comment({"name": "C"}) + b","))
+    return path
+
+
 def _truncated_webp(folder: Path) -> Path:
     data = webp_with_comment(tavernai_comment(v2_card("Cut")))
     path = folder / "cut.webp"
@@ -188,6 +200,8 @@ CASES: list[tuple[Callable[[Path], Path], list[str]]] = [
     (_charx_bad_field, ["c.charx: data.tags: expected a list of strings, got string"]),
     (_webp_without_card, [f"moon.webp: {NO_CARD_IN_WEBP}"]),
     (_webp_with_other_comment, [f"gen.webp: {NO_CARD_IN_WEBP}"]),
+    (_webp_with_numbers_past_a_byte, [f"nums.webp: {NO_CARD_IN_WEBP}"]),
+    (_webp_with_a_trailing_comma, [f"comma.webp: {NO_CARD_IN_WEBP}"]),
     (_png_named_webp, ["pic.webp: not a WebP file (it is image/png)"]),
     (_truncated_webp, ["cut.webp:", "truncated WebP"]),
     (_bad_json_in_webp, ["wren.webp: EXIF UserComment:", "not valid JSON"]),

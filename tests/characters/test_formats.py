@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tracemalloc
 
 from kotonia_tui.characters import SpecVersion, load_card
 
@@ -202,6 +203,43 @@ def test_webp_card_with_plain_json_in_the_exif_ifd_or_utf16(tmp_path):
     utf16 = b"UNICODE\0" + json.dumps(v2_card("Uma")).encode("utf-16-be")
     (tmp_path / "uma.webp").write_bytes(webp_with_comment(utf16))
     assert load_card(tmp_path / "uma.webp").name == "Uma"
+
+
+def test_webp_card_in_big_endian_exif_with_utf16_in_either_order(tmp_path):
+    """A big-endian (Motorola) EXIF; its UNICODE comment in its order, or little-endian as some
+    writers keep it whatever the EXIF's order (the JSON's first character tells which)."""
+    text = json.dumps(v2_card("Ida", description="é 蓮"))
+    for name, comment in [
+        ("ascii", tavernai_comment(json.loads(text))),
+        ("be", b"UNICODE\0" + text.encode("utf-16-be")),
+        ("le", b"UNICODE\0" + text.encode("utf-16-le")),
+    ]:
+        path = tmp_path / f"{name}.webp"
+        path.write_bytes(webp_with_comment(comment, big_endian=True))
+        assert path.read_bytes()[:4] == b"RIFF" and b"MM\0*" in path.read_bytes()
+        card = load_card(path)
+        assert (card.name, card.description) == ("Ida", "é 蓮"), name
+
+
+def test_a_long_tavernai_comment_is_read_in_bounded_memory(tmp_path):
+    """TavernAI writes each byte of the JSON as a number: a long card is a comment of
+    megabytes. It is read a slice at a time, without a copy per number of the whole (a
+    backtracking pattern over it took about 140 bytes per number, gigabytes for a large file)."""
+    long = "a" * 190_000
+    fields = ("description", "personality", "scenario", "first_mes", "mes_example")
+    path = tmp_path / "long.webp"
+    path.write_bytes(
+        webp_with_comment(tavernai_comment(v2_card("Lo", **dict.fromkeys(fields, long))))
+    )
+    assert path.stat().st_size > 2_500_000
+    tracemalloc.start()
+    try:
+        card = load_card(path)
+        _size, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [len(getattr(card, field)) for field in fields] == [190_000] * 5
+    assert peak < 48 * 2**20
 
 
 def test_json_with_bom_loads(tmp_path):
