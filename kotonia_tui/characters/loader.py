@@ -5,8 +5,9 @@ Card files are `.json` (V1/V2/V3; a picture beside it named `<stem>.png`, `.jpg`
 both are there), `.charx` and `.webp` (TavernAI's: the JSON in the EXIF `UserComment`,
 webp_card.py). A card's key is its file stem.
 
-A `.webp` beside another card file of the same stem is that card's picture; a lone one with no
-card in it is reported, as a PNG with none is. Other pictures (`.jpg`, `.gif`, ...) were never
+A `.webp` beside another card file of the same stem is no second card: a JSON card's picture,
+and passed over beside a PNG or CHARX card (they carry their own); a lone one with no card in
+it is reported, as a PNG with none is. Other pictures (`.jpg`, `.gif`, ...) were never
 card files and are passed over.
 
 Every failure is a `CardError` with one line naming the file and the field or part that is
@@ -119,7 +120,8 @@ def _load_folder(folder: Path, problems: list[CardError]) -> list[CharacterCard]
         if p.suffix.lower() in CARD_SUFFIXES and not p.name.startswith(".") and p.is_file()
     ]
     # A picture beside a JSON card is that card's picture, not a second card; a .webp beside
-    # any other card file is that card's picture too (a TavernAI .webp converted to PNG, say).
+    # a PNG or CHARX card is passed over (a TavernAI .webp converted to PNG, say): those
+    # cards carry their own picture.
     json_stems = {p.stem for p in files if p.suffix.lower() == ".json"}
     card_stems = {p.stem for p in files if p.suffix.lower() != ".webp"}
     files = [
