@@ -839,6 +839,9 @@ class Prompter:
             window=lines,
             depth_notes=read.depth_notes,
             portrait=read.portrait,
+            # A continued reply is left out of the window (`before_id`) and sent as the
+            # prefill, but the notes' depths count it, as SillyTavern's do.
+            continued=bool(prefill),
         )
         notes = "\n\n".join(part for part in (recall.render(), read.notes) if part)
         request = GenerationRequest(

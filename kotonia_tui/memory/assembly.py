@@ -148,10 +148,13 @@ class History:
     head: tuple[ChatMessage, ...]
     lines: tuple[ChatMessage, ...]
     notes: tuple[DepthNote, ...] = ()
+    # Lines after `lines` that the notes' depths count but the history does not send: 1 for
+    # a continued reply, which the request carries as its prefill (`place_notes`).
+    trailing: int = 0
 
     @property
     def messages(self) -> tuple[ChatMessage, ...]:
-        return (*self.head, *place_notes(self.lines, self.notes))
+        return (*self.head, *place_notes(self.lines, self.notes, trailing=self.trailing))
 
 
 def build_history(
@@ -162,9 +165,12 @@ def build_history(
     window: Sequence[PromptLine],
     depth_notes: Sequence[DepthNote] = (),
     portrait: ImageInput | None = None,
+    continued: bool = False,
 ) -> History:
     """1-4 above in parts. `depth_notes` in SillyTavern's order: the Author's Note first, then
-    the cards' (see `place_notes`)."""
+    the cards' (see `place_notes`). `continued`: the window is followed by the reply being
+    continued (sent as the request's prefill, not as a line), which the notes' depths count
+    as SillyTavern counts it."""
     head: list[ChatMessage] = [ChatMessage("system", system_text)]
     if portrait is not None:
         head.append(ChatMessage("user", PORTRAIT_NOTE.format(char=char_name), images=(portrait,)))
@@ -172,7 +178,7 @@ def build_history(
     head.extend(memory_exchange(memory_text))
     # Imported notes are never sent, so they never count for a depth.
     lines = tuple(prompt_message(line) for line in window if in_prompt(line.role))
-    return History(tuple(head), lines, tuple(depth_notes))
+    return History(tuple(head), lines, tuple(depth_notes), trailing=1 if continued else 0)
 
 
 def split_notes(notes: Sequence[DepthNote]) -> tuple[str, tuple[DepthNote, ...]]:
@@ -193,7 +199,7 @@ _ROLE_ORDER: tuple[ChatRole, ...] = ("assistant", "user", "system")
 
 
 def place_notes(
-    lines: Sequence[ChatMessage], notes: Sequence[DepthNote]
+    lines: Sequence[ChatMessage], notes: Sequence[DepthNote], *, trailing: int = 0
 ) -> tuple[ChatMessage, ...]:
     """`lines` with each note before the last `depth` of them (first, when there are fewer;
     after the last at depth 0), as SillyTavern injects its in-chat prompts (public/script.js
@@ -204,11 +210,19 @@ def place_notes(
     lines only, never the notes placed after them; notes that land at one place for depths past
     the window's start go deepest first, as SillyTavern stacks them there.
 
+    `trailing`: lines after `lines` that a depth counts but that are not placed here: the
+    reply a Continue goes on with, which the request sends as its prefill after the notes.
+    SillyTavern injects into the chat with the continued message still in it and moves depth
+    0 to depth 1 (`doChatInject(coreChat, isContinue)`), so a note at depth N > 0 sits before
+    the last N - 1 of `lines`, and the notes at depths 0 and 1 all go after the last of
+    `lines`, right before the continued reply, deepest first.
+
     A note moves down the history as the history grows: `history_for_next_turn`."""
     at: dict[int, list[DepthNote]] = {}
     for note in notes:
         if note.text.strip():
-            at.setdefault(max(0, len(lines) - note.depth), []).append(note)
+            index = min(len(lines), max(0, len(lines) + trailing - note.depth))
+            at.setdefault(index, []).append(note)
     placed: list[ChatMessage] = []
     for index in range(len(lines) + 1):
         here = sorted(at.get(index, ()), key=lambda n: -n.depth)  # stable: the given order
@@ -229,7 +243,8 @@ def history_for_next_turn(
     """`history` (and the `reply` to it, when there is one) as the next turn's prompt will
     start: its notes moved to where that turn puts them, one line further down (the next
     message makes the last `depth - 1` lines `depth`); a note at depth 0 goes after the next
-    message, so it is not in what the next turn starts with.
+    message, so it is not in what the next turn starts with. After a Continue, `reply` is the
+    continued reply: the line the history's `trailing` counted, now sent as a line.
 
     The saved KV state of a conversation is this history's stable prefix (engine/resume.py);
     with a note left where this turn put it, the next prompt would differ from the saved state

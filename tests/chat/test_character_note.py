@@ -197,3 +197,50 @@ async def test_the_inspector_lists_the_notes_the_next_turn_carries_not_a_muted_m
     carried = turn.prepared.request.messages[-3]
     assert carried == ChatMessage("system", "[Bob is Bob.]\n[Cat is Cat.]")
     assert all("Ann is" not in m.content for m in turn.prepared.request.messages)
+
+
+async def _continued_prompt(make_fake_service, key: str, author: ChatSettings):
+    """The request that continues the third reply of a new conversation with `key` (a
+    greeting, then One/reply, Two/reply, Three/reply): the history ends ..., reply, "Three.",
+    and the reply continued is the prefill."""
+    service = await make_fake_service(fake_settings(), scripted(REPLY))
+    conv = service.new_conversation(service.library.get(key))
+    service.save_settings(conv.id, ChatSettings(), author)
+    for text in ("One.", "Two.", "Three."):
+        await (await service.send(conv.id, text)).wait()
+    turn = await service.continue_reply(conv.id)
+    await turn.wait()
+    return turn.prepared.request
+
+
+async def test_on_continue_the_notes_count_the_continued_reply_as_sillytavern_does(
+    make_fake_service,
+):
+    """SillyTavern injects into the chat with the continued message still in it, and moves
+    depth 0 to depth 1 on continue (public/script.js `doChatInject(coreChat, isContinue)`):
+    depth 2 sits before "Three." (the continued reply is the first message after it), and
+    depths 1 and 0 right before the continued reply, after "Three.". Kotonia sends that reply
+    as the prefill, so the notes at depths 0 and 1 end the messages."""
+    both = f"{AUTHORS_SHOWN}\n{SHOWN}"
+    tail = {
+        0: [("user", "Three."), ("system", both)],
+        1: [("user", "Three."), ("system", both)],
+        2: [("assistant", REPLY), ("system", both), ("user", "Three.")],
+    }
+    for depth, expected in tail.items():
+        author = ChatSettings(author_note=AUTHORS, author_note_depth=depth)
+        request = await _continued_prompt(make_fake_service, _card(depth), author)
+        messages = [(m.role, m.content) for m in request.messages]
+        assert messages[-len(expected) :] == expected, depth
+        assert messages[-len(expected) - 1] != ("system", both), depth  # placed once
+        assert sum(SHOWN in content for _role, content in messages) == 1, depth
+        assert request.prefill == REPLY, depth
+    # At one place the deeper note first, as SillyTavern stacks them: the card's at depth 1,
+    # then the Author's Note at depth 0 (after the history, with the turn's other notes).
+    author = ChatSettings(author_note=AUTHORS, author_note_depth=0)
+    request = await _continued_prompt(make_fake_service, _card(1), author)
+    assert [(m.role, m.content) for m in request.messages[-3:]] == [
+        ("user", "Three."),
+        ("system", SHOWN),
+        ("system", AUTHORS_SHOWN),
+    ]

@@ -17,9 +17,11 @@ from kotonia_tui.engine.formats import TemplateFormat, TranscriptFormat
 from kotonia_tui.memory.assembly import (
     MEMORY_ACK,
     MEMORY_HEADER,
+    History,
     MemoryBlock,
     PromptLine,
     assemble_prompt,
+    history_for_next_turn,
     place_notes,
     split_notes,
 )
@@ -295,6 +297,30 @@ def test_notes_at_one_depth_are_one_message_per_role_in_sillytaverns_order():
         ChatMessage("system", "last"),
     )
     assert place_notes((), (DepthNote("n", 3),)) == (ChatMessage("system", "n"),)
+
+
+def test_a_continued_reply_counts_for_the_depths_and_the_next_turn_extends_the_settle():
+    """On Continue the reply is the prefill, not a line, but the depths count it (SillyTavern's
+    `doChatInject(coreChat, isContinue)`: depth 0 moves to 1). Without a continued reply the
+    placement is as before. The history saved after the continued reply (`history_for_next_turn`
+    with it) is where the next turn's prompt starts."""
+    lines = tuple(ChatMessage("user" if i % 2 else "assistant", f"m{i}") for i in range(4))
+    notes = (DepthNote("d0", 0, "user"), DepthNote("d1", 1), DepthNote("d2", 2))
+    assert place_notes(lines, notes, trailing=1) == (
+        *lines[:3],
+        ChatMessage("system", "d2"),
+        lines[3],
+        ChatMessage("system", "d1"),
+        ChatMessage("user", "d0"),
+    )
+    assert place_notes(lines, notes, trailing=0) == place_notes(lines, notes)
+    head = (ChatMessage("system", "SETUP"),)
+    reply = ChatMessage("assistant", "m4 and more")
+    for depth in range(5):
+        note = (DepthNote("note", depth),)
+        saved = history_for_next_turn(History(head, lines, note, trailing=1), reply)
+        following = History(head, (*lines, reply, ChatMessage("user", "m5")), note).messages
+        assert following[: len(saved)] == saved, depth
 
 
 def test_system_notes_at_depth_0_go_after_the_history_and_the_others_in_it():
