@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,20 @@ _crash_dump: Any = None  # this worker's dump file, open as long as the worker l
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    pin_time_zone()
     if not hasattr(config, "workerinput") and _CRASH_DUMPS not in os.environ:
         # Before pytest-xdist starts its workers, which inherit the folder's name.
         os.environ[_CRASH_DUMPS] = tempfile.mkdtemp(prefix="kotonia-test-crashes-")
     keep_bytecode()
+
+
+def pin_time_zone() -> None:
+    """The run's local time zone is UTC, whatever the machine's: a SillyTavern date without a
+    zone is read as local time (chatfiles/sillytavern.py), so the tests that expect one in UTC
+    hold on any machine, and `kotonia` subprocesses inherit it. A test of another zone sets
+    TZ itself and calls `time.tzset()`, then puts this back."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
 
 
 def keep_bytecode() -> None:

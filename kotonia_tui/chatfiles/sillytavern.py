@@ -6,8 +6,12 @@ Pure parsing and serialising, no SQL. A SillyTavern chat is a header line (`user
 Every field Kotonia has no column for is kept under `extra["sillytavern"]`, with the original
 key order and the original date text, so exporting an imported chat gives back equal objects.
 
-SillyTavern writes local wall-clock dates without a zone; they are read as UTC (the zone is not
-in the file) and the original text is kept for the round trip.
+SillyTavern writes the local wall-clock time of the machine that wrote the file, without a zone
+("December 5, 2026 1:21am", "2026-12-05@01h21m00s"). A user importing their own chats is
+normally on that machine, so a date without a zone is read as this machine's local time (and
+stored in UTC, as every date is); a date with a zone or offset ("...Z", "+09:00", "GMT+0900")
+and epoch numbers name their instant and are read as they are. The original text is kept for
+the round trip.
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ _HUMAN_FORMATS = (
 def parse_st_date(value: object) -> datetime | None:
     """A SillyTavern date (ISO text, "November 29, 2026 7:30pm", "2026-11-29@19h30m00s",
     epoch milliseconds) as an aware datetime; None when it is not a date we know, or one that
-    cannot be told in UTC (year 1 or 9999 with a zone offset past the calendar's edge)."""
+    cannot be told in UTC (year 1 or 9999 with a zone offset past the calendar's edge).
+    A date without a zone is this machine's local time (`_local`)."""
     parsed = _parse_date_value(value)
     if parsed is None:
         return None
@@ -101,14 +106,14 @@ def _parse_date_value(value: object) -> datetime | None:
     if re.fullmatch(r"-?\d{1,64}(\.\d{1,64})?", text):
         return _parse_date_value(float(text))
     try:
-        return _aware(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        return _local(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError:
         pass
     if match := _ST_STAMP.match(text):
         y, mo, d, h, mi, s, ms = match.groups()
         try:
-            return datetime(
-                int(y), int(mo), int(d), int(h), int(mi), int(s), int(ms or 0) * 1000, tzinfo=UTC
+            return _local(
+                datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int(ms or 0) * 1000)
             )
         except ValueError:
             return None  # "2026-13-45@99h..."
@@ -119,14 +124,24 @@ def _parse_date_value(value: object) -> datetime | None:
             return None
     for fmt in _HUMAN_FORMATS:
         try:
-            return datetime.strptime(text.upper() if "%p" in fmt else text, fmt).replace(tzinfo=UTC)
+            return _local(datetime.strptime(text.upper() if "%p" in fmt else text, fmt))
         except ValueError:
             continue
     return None
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def _local(value: datetime) -> datetime:
+    """`value` as an aware datetime: a date with a zone as it is; one without as the local
+    wall-clock time SillyTavern wrote (`getMessageTimeStamp`, `humanizedDateTime` use the
+    writer's local time), read in this machine's zone (its TZ) and given in UTC. At the
+    calendar's edge, where the local time has no UTC instant (year 1 east of Greenwich), or
+    where the platform cannot tell the local zone for a date, it is read as UTC."""
+    if value.tzinfo is not None:
+        return value
+    try:
+        return value.astimezone(UTC)  # a naive datetime is taken as local time
+    except (OverflowError, OSError, ValueError):
+        return value.replace(tzinfo=UTC)
 
 
 def _format_date(value: datetime) -> str:
@@ -137,7 +152,12 @@ def _format_date(value: datetime) -> str:
 
 
 def _format_create_date(value: datetime) -> str:
-    v = value.astimezone(UTC)
+    """SillyTavern's `create_date` ("2026-12-05@01h21m00s"): local wall-clock time without a
+    zone, as SillyTavern writes it and as `parse_st_date` reads it back."""
+    try:
+        v = value.astimezone()  # this machine's local time
+    except (OverflowError, OSError, ValueError):
+        v = value.astimezone(UTC)
     return f"{v:%Y-%m-%d}@{v.hour:02d}h{v.minute:02d}m{v.second:02d}s"
 
 
@@ -277,9 +297,10 @@ class ChatFile:
 
     def _last_activity(self, created: datetime) -> datetime:
         """When the chat was last written to, as the file tells it: its newest message (the
-        conversation list's age and order). Never later than now: SillyTavern's dates are
-        local wall-clock times read as UTC, so east of Greenwich a chat written an hour ago
-        reads as hours ahead; listed "ahead", it would stay above chats written after it."""
+        conversation list's age and order). Never later than now: a chat written on a
+        machine east of this one (its zone-less dates read in this machine's zone), or under
+        a clock set ahead, would read as hours ahead; listed "ahead", it would stay above
+        chats written after it."""
         return min(max(created, self._newest or created), utcnow())
 
     def settings(self) -> ChatSettings:

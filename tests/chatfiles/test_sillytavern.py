@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime
+import os
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +289,123 @@ def test_json_list_import_for_test_and_evaluation_data(tmp_path: Path, store: St
 )
 def test_sillytavern_dates_in_every_format(raw: object, expected: datetime) -> None:
     assert parse_st_date(raw) == expected
+
+
+@pytest.fixture
+def tokyo() -> Iterator[None]:
+    """This process's local zone is UTC+9 (no daylight saving) for the test, then UTC again
+    (tests/conftest.py pins the run to UTC)."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "December 5, 2026 1:21am",  # SillyTavern's send_date
+        "2026-12-05@01h21m00s",  # its create_date
+        "2026-12-05T01:21:00",  # ISO without a zone
+        "2026-12-05 01:21",
+    ],
+)
+def test_a_date_without_a_zone_is_this_machines_local_time(tokyo: None, raw: str) -> None:
+    """SillyTavern writes the wall-clock time of the machine it runs on, and a user imports
+    their own chats on that machine: 1:21am in UTC+9 is 16:21 UTC the day before."""
+    assert parse_st_date(raw) == datetime(2026, 12, 4, 16, 21, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2026-12-05T01:21:00.000Z", datetime(2026, 12, 5, 1, 21, tzinfo=UTC)),
+        ("2026-12-05T01:21:00+00:00", datetime(2026, 12, 5, 1, 21, tzinfo=UTC)),
+        ("2026-12-05T01:21:00-05:00", datetime(2026, 12, 5, 6, 21, tzinfo=UTC)),
+        ("2026-12-05T01:21:00+09:00", datetime(2026, 12, 4, 16, 21, tzinfo=UTC)),
+        (1795980600000, datetime(2026, 11, 29, 19, 30, tzinfo=UTC)),  # epoch ms
+        ("1795980600000", datetime(2026, 11, 29, 19, 30, tzinfo=UTC)),
+        (
+            "Sun Nov 29 2026 20:30:00 GMT+0100 (Central European Standard Time)",
+            datetime(2026, 11, 29, 19, 30, tzinfo=UTC),
+        ),
+    ],
+)
+def test_a_date_with_a_zone_or_an_epoch_number_is_read_as_it_is(
+    tokyo: None, raw: object, expected: datetime
+) -> None:
+    assert parse_st_date(raw) == expected
+
+
+def test_local_time_follows_daylight_saving() -> None:
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        assert parse_st_date("July 4, 2026 1:21pm") == datetime(2026, 7, 4, 17, 21, tzinfo=UTC)
+        assert parse_st_date("January 4, 2026 1:21pm") == datetime(2026, 1, 4, 18, 21, tzinfo=UTC)
+        # Past the calendar's edge in this zone: read as UTC rather than refused.
+        assert parse_st_date("9999-12-31 23:00") == datetime(9999, 12, 31, 23, tzinfo=UTC)
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def test_an_import_in_utc_plus_9_lists_the_chat_at_its_real_time(
+    tokyo: None, tmp_path: Path, store: Store
+) -> None:
+    """The conversation list's age comes from the newest message: read in the local zone, a
+    chat written "1:21am" in Tokyo is stored at 16:21 UTC, not nine hours later; and the file
+    exported on the same machine gives back its own dates."""
+    header = {**HEADER, "create_date": "2026-12-05@01h20m00s"}
+    lines = [
+        {**LINES[1], "send_date": "December 5, 2026 1:20am"},
+        {**LINES[5], "send_date": "December 5, 2026 1:21am"},
+    ]
+    source = tmp_path / "tokyo.jsonl"
+    source.write_text("\n".join(json.dumps(o) for o in [header, *lines]) + "\n")
+    conv, msgs = read_chat_file(source, persona_name="Ann")
+    assert conv.created_at == datetime(2026, 12, 4, 16, 20, tzinfo=UTC)
+    assert conv.updated_at == datetime(2026, 12, 4, 16, 21, tzinfo=UTC)
+    stored = store.import_conversation(conv.model_copy(update={"character_key": "sera"}), msgs)
+    loaded = list(store.iter_messages(stored.id))
+    assert [m.created_at for m in loaded] == [
+        datetime(2026, 12, 4, 16, 20, tzinfo=UTC),
+        datetime(2026, 12, 4, 16, 21, tzinfo=UTC),
+    ]
+    out = io.StringIO()
+    write_sillytavern(store.get_conversation(stored.id), loaded, out)
+    assert _objects(out.getvalue()) == [header, *lines]
+
+
+def test_a_new_chat_exports_its_create_date_in_local_time_as_sillytavern_writes_it(
+    tokyo: None, tmp_path: Path, store: Store
+) -> None:
+    """SillyTavern's `create_date` has no zone: a conversation started here is written in
+    local wall-clock time, so an import on this machine (or SillyTavern) reads its own time."""
+    when = datetime(2026, 12, 4, 16, 21, 7, tzinfo=UTC)
+    conv = new_conversation(store)
+    conv = conv.model_copy(update={"created_at": when})
+    message = Message(role=Role.USER, speaker="Ann", text="Hello.", created_at=when)
+    out = io.StringIO()
+    write_sillytavern(conv, [message], out)
+    header = _objects(out.getvalue())[0]
+    assert header["create_date"] == "2026-12-05@01h21m07s"
+    path = tmp_path / "back.jsonl"
+    path.write_text(out.getvalue())
+    back, _msgs = read_chat_file(path, persona_name="Ann")
+    assert back.created_at == when
+    assert abs(back.updated_at - when) < timedelta(seconds=1)
 
 
 def test_export_of_a_stored_conversation_streams_from_the_store(store: Store) -> None:
