@@ -43,8 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pin_time_zone() -> None:
     """The run's local time zone is UTC, whatever the machine's: a SillyTavern date without a
     zone is read as local time (chatfiles/sillytavern.py), so the tests that expect one in UTC
-    hold on any machine, and `kotonia` subprocesses inherit it. A test of another zone sets
-    TZ itself and calls `time.tzset()`, then puts this back."""
+    hold on any machine, and `kotonia` subprocesses inherit it. A test of another zone uses
+    `tests.zones.local_zone`, which puts this back."""
     os.environ["TZ"] = "UTC"
     time.tzset()
 

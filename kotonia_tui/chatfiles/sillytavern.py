@@ -81,7 +81,11 @@ def parse_st_date(value: object) -> datetime | None:
     epoch milliseconds) as an aware datetime; None when it is not a date we know, or one that
     cannot be told in UTC (year 1 or 9999 with a zone offset past the calendar's edge).
     A date without a zone is this machine's local time (`_local`)."""
-    parsed = _parse_date_value(value)
+    return _instant(_parse_date_value(value, _local))
+
+
+def _instant(parsed: datetime | None) -> datetime | None:
+    """`parsed` when it can be told in UTC, else None."""
     if parsed is None:
         return None
     try:
@@ -91,7 +95,8 @@ def parse_st_date(value: object) -> datetime | None:
     return parsed
 
 
-def _parse_date_value(value: object) -> datetime | None:
+def _parse_date_value(value: object, naive: Callable[[datetime], datetime]) -> datetime | None:
+    """`value` as an aware datetime; `naive` makes one of a date without a zone."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -104,15 +109,15 @@ def _parse_date_value(value: object) -> datetime | None:
         return None
     text = value.strip()
     if re.fullmatch(r"-?\d{1,64}(\.\d{1,64})?", text):
-        return _parse_date_value(float(text))
+        return _parse_date_value(float(text), naive)
     try:
-        return _local(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        return naive(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError:
         pass
     if match := _ST_STAMP.match(text):
         y, mo, d, h, mi, s, ms = match.groups()
         try:
-            return _local(
+            return naive(
                 datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), int(ms or 0) * 1000)
             )
         except ValueError:
@@ -124,7 +129,7 @@ def _parse_date_value(value: object) -> datetime | None:
             return None
     for fmt in _HUMAN_FORMATS:
         try:
-            return _local(datetime.strptime(text.upper() if "%p" in fmt else text, fmt))
+            return naive(datetime.strptime(text.upper() if "%p" in fmt else text, fmt))
         except ValueError:
             continue
     return None
@@ -141,7 +146,13 @@ def _local(value: datetime) -> datetime:
     try:
         return value.astimezone(UTC)  # a naive datetime is taken as local time
     except (OverflowError, OSError, ValueError):
-        return value.replace(tzinfo=UTC)
+        return _as_utc(value)
+
+
+def _as_utc(value: datetime) -> datetime:
+    """`value` as an aware datetime, one without a zone read as UTC: how Kotonia read
+    SillyTavern's zone-less dates before it read them as local time (`_original_or_new`)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _format_date(value: datetime) -> str:
@@ -162,8 +173,13 @@ def _format_create_date(value: datetime) -> str:
 
 
 def _original_or_new(raw: object, value: datetime, formatter: Any) -> object:
-    """The original date text if it still means `value`, else a new one."""
-    if raw is not None and parse_st_date(raw) == value:
+    """The original date text if it still means `value`, else a new one. A chat imported
+    while Kotonia read a date without a zone as UTC holds that reading: its text still means
+    it, so the file goes back as it came rather than with dates moved by the zone's offset."""
+    if raw is not None and value in (
+        parse_st_date(raw),
+        _instant(_parse_date_value(raw, _as_utc)),
+    ):
         return raw
     return formatter(value)
 

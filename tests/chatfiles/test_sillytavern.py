@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +30,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.store import Store
 
 from ..store.conftest import new_conversation
+from ..zones import local_zone
 
 HEADER: dict[str, Any] = {
     "user_name": "Ann",
@@ -295,17 +294,8 @@ def test_sillytavern_dates_in_every_format(raw: object, expected: datetime) -> N
 def tokyo() -> Iterator[None]:
     """This process's local zone is UTC+9 (no daylight saving) for the test, then UTC again
     (tests/conftest.py pins the run to UTC)."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "Asia/Tokyo"
-    time.tzset()
-    try:
+    with local_zone("Asia/Tokyo"):
         yield
-    finally:
-        if before is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 @pytest.mark.parametrize(
@@ -345,20 +335,11 @@ def test_a_date_with_a_zone_or_an_epoch_number_is_read_as_it_is(
 
 
 def test_local_time_follows_daylight_saving() -> None:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    try:
+    with local_zone("America/New_York"):
         assert parse_st_date("July 4, 2026 1:21pm") == datetime(2026, 7, 4, 17, 21, tzinfo=UTC)
         assert parse_st_date("January 4, 2026 1:21pm") == datetime(2026, 1, 4, 18, 21, tzinfo=UTC)
         # Past the calendar's edge in this zone: read as UTC rather than refused.
         assert parse_st_date("9999-12-31 23:00") == datetime(9999, 12, 31, 23, tzinfo=UTC)
-    finally:
-        if before is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 def test_an_import_in_utc_plus_9_lists_the_chat_at_its_real_time(
@@ -406,6 +387,24 @@ def test_a_new_chat_exports_its_create_date_in_local_time_as_sillytavern_writes_
     back, _msgs = read_chat_file(path, persona_name="Ann")
     assert back.created_at == when
     assert abs(back.updated_at - when) < timedelta(seconds=1)
+
+
+def test_a_chat_imported_when_dates_were_read_as_utc_exports_as_it_came(
+    tmp_path: Path, store: Store
+) -> None:
+    """Kotonia read a date without a zone as UTC before it read it as local time: a chat
+    imported then holds those times. Exported in UTC+9 now, its dates' text still means them
+    read as UTC, so the file goes back as it came, not with ISO dates nine hours off."""
+    source = tmp_path / "old.jsonl"
+    source.write_text("\n".join(json.dumps(o) for o in [HEADER, *LINES]) + "\n")
+    conv, msgs = read_chat_file(source, persona_name="Ann")  # in UTC: as it was read then
+    stored = store.import_conversation(conv.model_copy(update={"character_key": "sera"}), msgs)
+    with local_zone("Asia/Tokyo"):
+        out = io.StringIO()
+        write_sillytavern(
+            store.get_conversation(stored.id), list(store.iter_messages(stored.id)), out
+        )
+    assert _objects(out.getvalue()) == [HEADER, *LINES]
 
 
 def test_export_of_a_stored_conversation_streams_from_the_store(store: Store) -> None:
