@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from textual.widgets import Button, Input, ListView
 
+from kotonia_tui.chat.search import SearchResult
 from kotonia_tui.config import app_dirs
-from kotonia_tui.domain import Conversation, Message, Role
+from kotonia_tui.domain import Conversation, Message, Role, StoredConversation
+from kotonia_tui.search_text import Snippet
 from kotonia_tui.store import Store
+from kotonia_tui.store.search import SearchHit
 from kotonia_tui.tui.app import KotoniaApp
 from kotonia_tui.tui.screens.chat import PAGE, ChatScreen
 from kotonia_tui.tui.screens.picker import PickerScreen
-from kotonia_tui.tui.screens.search import ResultItem, SearchScreen
+from kotonia_tui.tui.screens.search import ResultItem, SearchScreen, result_label
 from tests.tui.conftest import tiny_settings
 from tests.tui.helpers import search_palette, wait_for
 from tests.tui.screen_text import screen_text
+from tests.zones import local_zone
 
 SIZE = (120, 40)
 
@@ -158,3 +163,25 @@ async def test_a_deleted_message_is_not_found(tiny_eos_model_path, mira_card, tm
         manager.undo_delete()
         screen = await _search(pilot, app, "brass")
         assert [i.result.hit.message_id for i in screen.query(ResultItem)] == [found["x"]]
+
+
+def test_a_result_tells_its_time_in_local_time() -> None:
+    """The store keeps UTC; the user reads the time on their own clock, as SillyTavern's
+    dates (read as local time on import) said it: 16:21 UTC is 1:21 the next day in UTC+9."""
+    conv = StoredConversation(
+        id=1, character_key="mira", character_name="Mira", persona_name="User"
+    )
+    when = datetime(2026, 12, 4, 16, 21, tzinfo=UTC)
+    hit = SearchHit(
+        message_id=5,
+        conversation_id=1,
+        role=Role.USER,
+        speaker="User",
+        text="The brass key.",
+        created_at=when,
+        score=0.0,
+    )
+    result = SearchResult(hit, conv, 3, Snippet("The brass key.", ((4, 9),), False, False))
+    with local_zone("Asia/Tokyo"):
+        where = result_label(result).plain.split("\n")[0]
+    assert where == "Mira · conversation 1 · #3 · User · 2026-12-05 01:21"

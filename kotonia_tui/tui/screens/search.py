@@ -31,12 +31,14 @@ HIGHLIGHT = "bold reverse $accent"
 
 
 def result_label(result: SearchResult) -> Content:
-    """Where the message is, then its snippet with the matches highlighted."""
+    """Where the message is (its time in this machine's local time, as the user and
+    SillyTavern's dates tell it; the store keeps UTC), then its snippet with the matches
+    highlighted."""
     conv, hit = result.conversation, result.hit
     title = conv.title or f"conversation {conv.id}"
     where = literal_line(
         f"{conv.character_name} · {title} · #{result.number} · {hit.speaker} · "
-        f"{hit.created_at:%Y-%m-%d %H:%M}",
+        f"{hit.created_at.astimezone():%Y-%m-%d %H:%M}",
         "$text-muted",
     )
     snippet = result.snippet
