@@ -348,21 +348,21 @@ def test_an_import_in_utc_plus_9_lists_the_chat_at_its_real_time(
     """The conversation list's age comes from the newest message: read in the local zone, a
     chat written "1:21am" in Tokyo is stored at 16:21 UTC, not nine hours later; and the file
     exported on the same machine gives back its own dates."""
-    header = {**HEADER, "create_date": "2026-12-05@01h20m00s"}
+    header = {**HEADER, "create_date": "2025-12-05@01h20m00s"}
     lines = [
-        {**LINES[1], "send_date": "December 5, 2026 1:20am"},
-        {**LINES[5], "send_date": "December 5, 2026 1:21am"},
+        {**LINES[1], "send_date": "December 5, 2025 1:20am"},
+        {**LINES[5], "send_date": "December 5, 2025 1:21am"},
     ]
     source = tmp_path / "tokyo.jsonl"
     source.write_text("\n".join(json.dumps(o) for o in [header, *lines]) + "\n")
     conv, msgs = read_chat_file(source, persona_name="Ann")
-    assert conv.created_at == datetime(2026, 12, 4, 16, 20, tzinfo=UTC)
-    assert conv.updated_at == datetime(2026, 12, 4, 16, 21, tzinfo=UTC)
+    assert conv.created_at == datetime(2025, 12, 4, 16, 20, tzinfo=UTC)
+    assert conv.updated_at == datetime(2025, 12, 4, 16, 21, tzinfo=UTC)
     stored = store.import_conversation(conv.model_copy(update={"character_key": "sera"}), msgs)
     loaded = list(store.iter_messages(stored.id))
     assert [m.created_at for m in loaded] == [
-        datetime(2026, 12, 4, 16, 20, tzinfo=UTC),
-        datetime(2026, 12, 4, 16, 21, tzinfo=UTC),
+        datetime(2025, 12, 4, 16, 20, tzinfo=UTC),
+        datetime(2025, 12, 4, 16, 21, tzinfo=UTC),
     ]
     out = io.StringIO()
     write_sillytavern(store.get_conversation(stored.id), loaded, out)
@@ -374,14 +374,14 @@ def test_a_new_chat_exports_its_create_date_in_local_time_as_sillytavern_writes_
 ) -> None:
     """SillyTavern's `create_date` has no zone: a conversation started here is written in
     local wall-clock time, so an import on this machine (or SillyTavern) reads its own time."""
-    when = datetime(2026, 12, 4, 16, 21, 7, tzinfo=UTC)
+    when = datetime(2025, 12, 4, 16, 21, 7, tzinfo=UTC)
     conv = new_conversation(store)
     conv = conv.model_copy(update={"created_at": when})
     message = Message(role=Role.USER, speaker="Ann", text="Hello.", created_at=when)
     out = io.StringIO()
     write_sillytavern(conv, [message], out)
     header = _objects(out.getvalue())[0]
-    assert header["create_date"] == "2026-12-05@01h21m07s"
+    assert header["create_date"] == "2025-12-05@01h21m07s"
     path = tmp_path / "back.jsonl"
     path.write_text(out.getvalue())
     back, _msgs = read_chat_file(path, persona_name="Ann")
