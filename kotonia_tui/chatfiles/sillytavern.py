@@ -138,13 +138,19 @@ def _parse_date_value(value: object, naive: Callable[[datetime], datetime]) -> d
 def _local(value: datetime) -> datetime:
     """`value` as an aware datetime: a date with a zone as it is; one without as the local
     wall-clock time SillyTavern wrote (`getMessageTimeStamp`, `humanizedDateTime` use the
-    writer's local time), read in this machine's zone (its TZ) and given in UTC. At the
-    calendar's edge, where the local time has no UTC instant (year 1 east of Greenwich), or
-    where the platform cannot tell the local zone for a date, it is read as UTC."""
+    writer's local time), read in this machine's zone (its TZ) and given in UTC. A time the
+    clock repeats (daylight saving ending) is the first of the two; one it skips (daylight
+    saving starting: 2:30 where 2:00 became 3:00) is read with the offset before the change,
+    3:30 summer time, as JavaScript's Date reads it. At the calendar's edge (its first and
+    last day, where Python cannot look the local zone up), or where the platform cannot tell
+    the local zone for a date, it is read as UTC."""
     if value.tzinfo is not None:
         return value
     try:
-        return value.astimezone(UTC)  # a naive datetime is taken as local time
+        aware = value.astimezone(UTC)  # a naive datetime is taken as local time (fold 0)
+        if aware.astimezone().replace(tzinfo=None) != value:  # skipped: fold 0 reads 1:30
+            aware = value.replace(fold=1).astimezone(UTC)
+        return aware
     except (OverflowError, OSError, ValueError):
         return _as_utc(value)
 

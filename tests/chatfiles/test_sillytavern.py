@@ -338,6 +338,11 @@ def test_local_time_follows_daylight_saving() -> None:
     with local_zone("America/New_York"):
         assert parse_st_date("July 4, 2026 1:21pm") == datetime(2026, 7, 4, 17, 21, tzinfo=UTC)
         assert parse_st_date("January 4, 2026 1:21pm") == datetime(2026, 1, 4, 18, 21, tzinfo=UTC)
+        # 2:30 on the night the clocks go from 2:00 to 3:00 never was: 3:30 summer time, as
+        # JavaScript reads it (not 1:30); 1:30 on the night they go back twice: the first.
+        assert parse_st_date("March 8, 2026 2:30am") == datetime(2026, 3, 8, 7, 30, tzinfo=UTC)
+        assert parse_st_date("2026-03-08@02h30m00s") == datetime(2026, 3, 8, 7, 30, tzinfo=UTC)
+        assert parse_st_date("November 1, 2026 1:30am") == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
         # Past the calendar's edge in this zone: read as UTC rather than refused.
         assert parse_st_date("9999-12-31 23:00") == datetime(9999, 12, 31, 23, tzinfo=UTC)
 
