@@ -23,8 +23,10 @@ Deterministic on any machine, at any time:
   which is what makes a fake right for this;
 * pictures are drawn in coloured half cells, as on a true-colour terminal, at textual-image's
   own default cell size (10x20 pixels), whatever the terminal the script runs in;
-* dates shown come from the scenarios (an imported chat's send dates), and ages from messages
-  written during the run ("just now"), never from the day it runs;
+* dates shown come from the scenarios (an imported chat's send dates, a stored chat's), read
+  and shown in UTC whatever the machine's zone (TZ is UTC while a scenario runs: the app shows
+  dates in local time); ages ("just now") are of messages written during the run and are taken
+  at the scenario's start, so a slow machine does not make them "1 min ago";
 * the temporary data folder is shown as the one a user on Linux has
   (/home/you/.local/share/kotonia-tui; the temporary one is made as long, so nothing moves),
   and no other temporary path may appear in a capture;
@@ -51,6 +53,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +85,32 @@ class ScreenshotError(Exception):
     """The screenshot is not the SVG this script reads (a Rich or Textual that writes another)."""
 
 
+_SVG_CHANGED = (
+    "; Rich or Textual may write its SVG screenshot differently now: see what svg_to_text in "
+    "scripts/readme_screens.py expects (a <text> per run, at x = column * cell width, clipped "
+    "to its line) and adapt it"
+)
+
+
 def svg_to_text(svg: str, width: int, height: int) -> str:
     """The characters of a Textual SVG screenshot on their cells; lines stripped at the right."""
     from rich.cells import cell_len
 
     clip, runs = _LINE_CLIP.search(svg), _TEXT.findall(svg)
     if clip is None or not runs:
-        raise ScreenshotError("no lines of text found in the SVG screenshot")
+        raise ScreenshotError("no lines of text found in the SVG screenshot" + _SVG_CHANGED)
     cell_width = float(clip.group(1)) / width
     rows = [[" "] * width for _ in range(height)]
     for x, line, escaped in runs:
+        if int(line) >= height:
+            raise ScreenshotError(f"text on line {line} of a {height}-line screen" + _SVG_CHANGED)
         row, column = rows[int(line)], round(float(x) / cell_width)
         for char in html.unescape(escaped).replace("\n", ""):
             if column >= width:
                 break
+            if cell_len(char) == 0 and column > 0:  # a combining mark: on the cell before it
+                row[column - 1] += char
+                continue
             row[column] = " " if char == "\xa0" else char  # Rich writes spaces as &#160;
             for spare in range(1, cell_len(char)):  # a wide character takes two cells
                 if column + spare < width:
@@ -177,9 +192,18 @@ class Stage:
     async def forget_notices(self) -> None:
         """Take every notice (toast) down, as their time would: on the screen on top and on
         the screens under it (a dialog shows the screen under it, toasts and all)."""
+        try:  # Textual's own (private) widget: an import error says it moved, a query would not
+            from textual.widgets._toast import ToastHolder
+        except ImportError as exc:
+            raise RuntimeError(
+                f"Textual no longer has textual.widgets._toast.ToastHolder ({exc}): "
+                "Stage.forget_notices in scripts/readme_screens.py must take the toasts of the "
+                "screens under the top one down another way"
+            ) from exc
+
         self.app.clear_notifications()
         for screen in self.app.screen_stack:
-            for holder in screen.query("ToastHolder"):
+            for holder in screen.query(ToastHolder):
                 await holder.remove()
         await self.pilot.pause()
 
@@ -495,9 +519,7 @@ async def _branches(stage: Stage) -> None:
     await stage.capture("conversations-80x24")
 
 
-def _at(minute: int) -> Any:
-    from datetime import UTC, datetime
-
+def _at(minute: int) -> datetime:
     return datetime(2026, 12, 1, 18, 55, tzinfo=UTC).replace(minute=55 + minute)
 
 
@@ -869,32 +891,68 @@ def _swapped(owner: object, name: str, value: object) -> Iterator[None]:
 @contextlib.contextmanager
 def _environment(home: Path, open_service: Callable[..., Any]) -> Iterator[None]:
     """The seams a scenario runs behind, all put back afterwards: KOTONIA_HOME is `home` and
-    every other KOTONIA_ variable is set aside; a private umask, as `kotonia` runs with; the app
-    opens `open_service` (the fake engine) instead of the model; pictures are drawn in half
-    cells at a fixed cell size, whatever the terminal."""
+    every other KOTONIA_ variable is set aside; the local time zone is UTC; a private umask, as
+    `kotonia` runs with; the app opens `open_service` (the fake engine) instead of the model;
+    ages are taken at the start; pictures are drawn in half cells at a fixed cell size,
+    whatever the terminal."""
     import textual_image.widget
-    from textual_image._terminal import CellSize, get_cell_size
 
     import kotonia_tui.tui.app as app_module
+    import kotonia_tui.tui.render as render
+    import kotonia_tui.tui.screens.conversations as conversations
+    import kotonia_tui.tui.screens.dialogs as dialogs
+    import kotonia_tui.tui.widgets.inspector as inspector
     import kotonia_tui.tui.widgets.portrait as portrait
 
+    try:  # textual-image's private cache of the terminal's cell size
+        from textual_image._terminal import CellSize, get_cell_size
+    except ImportError as exc:
+        raise RuntimeError(_CELL_SIZE_MOVED.format(exc)) from exc
+
+    started = datetime.now(UTC)
+
+    def age(when: datetime, now: datetime | None = None) -> str:
+        """The app's age, at the scenario's start: "just now" for what the run wrote, however
+        long the steps before a capture took."""
+        del now
+        return render.age(when, started)
+
     saved_env = {k: v for k, v in os.environ.items() if k.startswith("KOTONIA_")}
+    saved_zone = os.environ.get("TZ")
     for name in saved_env:
         del os.environ[name]
     os.environ["KOTONIA_HOME"] = str(home)
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     umask = os.umask(0o077)
     try:
         with contextlib.ExitStack() as seams:
             seams.enter_context(_swapped(app_module, "open_service", open_service))
+            for module in (conversations, dialogs, inspector):
+                seams.enter_context(_swapped(module, "age", age))
             picture = textual_image.widget.HalfcellImage
             seams.enter_context(_swapped(portrait, "TerminalImage", picture))
-            # textual-image's cache of the terminal's cell size (10x20: its own default)
+            # 10x20: textual-image's own default, what it assumes off a terminal
             seams.enter_context(_swapped(get_cell_size, "_result", CellSize(10, 20)))
+            if get_cell_size() != CellSize(10, 20):
+                raise RuntimeError(_CELL_SIZE_MOVED.format("get_cell_size._result is not read"))
             yield
     finally:
         os.umask(umask)
         os.environ.pop("KOTONIA_HOME", None)
         os.environ.update(saved_env)
+        if saved_zone is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved_zone
+        time.tzset()
+
+
+_CELL_SIZE_MOVED = (
+    "textual-image no longer caches the terminal's cell size as get_cell_size._result in "
+    "textual_image._terminal ({}): _environment in scripts/readme_screens.py must fix it at "
+    "10x20 another way, or the pictures' size would follow the terminal the script runs in"
+)
 
 
 def shown_data_dir() -> str:

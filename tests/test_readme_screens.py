@@ -70,6 +70,23 @@ def test_the_screen_text_puts_wide_characters_on_two_cells():
     assert screens.svg_to_text(svg, 6, 3) == "紬 a│\n <\n"
 
 
+def test_the_screen_text_keeps_a_combining_mark_on_its_letter():
+    svg = (
+        '<clipPath id="t-line-0">\n    <rect x="0" y="1.5" width="61" height="24.65"/>'
+        "</clipPath>"
+        '<text class="t-r1" x="0" y="20" textLength="36.6" '
+        'clip-path="url(#t-line-0)">cafe\u0301</text>'
+        '<text class="t-r1" x="48.8" y="20" textLength="12.2" '
+        'clip-path="url(#t-line-0)">│</text>'
+    )
+    assert screens.svg_to_text(svg, 5, 1) == "cafe\u0301│"
+
+
+def test_a_screenshot_in_another_format_says_what_to_adapt():
+    with pytest.raises(screens.ScreenshotError, match="svg_to_text in scripts/readme_screens.py"):
+        screens.svg_to_text("<svg><text x='0'>a</text></svg>", 5, 1)
+
+
 def test_the_check_names_a_capture_that_differs(tmp_path, capsys):
     readme = tmp_path / "README.md"
     text = README.read_text(encoding="utf-8")
