@@ -214,9 +214,9 @@ class Stage:
             raise RuntimeError(
                 f"{name}: the app is {self.app.size}, the README says {capture.size}"
             )
+        await self.reading()  # first: a notice the app raises while it settles goes too
         if not capture.notices:
             await self.forget_notices()
-        await self.reading()
         await self.pilot.wait_for_scheduled_animations()
         shown, deadline = self.text(), time.monotonic() + 10
         while True:
