@@ -83,7 +83,7 @@ def test_the_screen_text_keeps_a_combining_mark_on_its_letter():
 
 
 def test_a_screenshot_in_another_format_says_what_to_adapt():
-    with pytest.raises(screens.ScreenshotError, match="svg_to_text in scripts/readme_screens.py"):
+    with pytest.raises(screens.ScreenshotError, match=r"svg_to_text in scripts/readme_screens\.py"):
         screens.svg_to_text("<svg><text x='0'>a</text></svg>", 5, 1)
 
 
