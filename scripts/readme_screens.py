@@ -106,11 +106,11 @@ def svg_to_text(svg: str, width: int, height: int) -> str:
             raise ScreenshotError(f"text on line {line} of a {height}-line screen" + _SVG_CHANGED)
         row, column = rows[int(line)], round(float(x) / cell_width)
         for char in html.unescape(escaped).replace("\n", ""):
+            if cell_len(char) == 0 and column > 0:  # a combining mark: on the cell before it
+                row[min(column, width) - 1] += char
+                continue
             if column >= width:
                 break
-            if cell_len(char) == 0 and column > 0:  # a combining mark: on the cell before it
-                row[column - 1] += char
-                continue
             row[column] = " " if char == "\xa0" else char  # Rich writes spaces as &#160;
             for spare in range(1, cell_len(char)):  # a wide character takes two cells
                 if column + spare < width:

@@ -80,6 +80,7 @@ def test_the_screen_text_keeps_a_combining_mark_on_its_letter():
         'clip-path="url(#t-line-0)">│</text>'
     )
     assert screens.svg_to_text(svg, 5, 1) == "cafe\u0301│"
+    assert screens.svg_to_text(svg.replace('width="61"', 'width="48.8"'), 4, 1) == "cafe\u0301"
 
 
 def test_a_screenshot_in_another_format_says_what_to_adapt():
