@@ -1,10 +1,12 @@
 """Memory text as it is read: message references numbered per conversation, from the store.
 
 The memory's stored text cites messages by store id (memory/numbering.py says why and what a
-reference is); the turn's prompt, the inspector, `kotonia memory` and the notices a user reads
-number them as the chat does. This asks the store for exactly the messages a text cites (their
-numbers and speakers; ids of no message of the conversation are not found, so stay as they
-are) and rewrites the text with them.
+reference is); the turn's prompt, the inspector, `kotonia memory`, the evaluation and the
+notices a user reads number them as the chat does. This asks the store for exactly the
+messages a text cites (their numbers and speakers, and the counts a range is numbered by) and
+rewrites the text with them. An id that is no message of the conversation (deleted since) is
+said in words, "a deleted message", as the ledger's evidence is (`evidence_said`): left as
+written, its store id read as the number of another message.
 
 A chapter is named the same way, by its range in those numbers ("#309-#316", as in "from
 #309-#316"), never by its store id: the id is shown nowhere else, differs between a branch and
@@ -14,6 +16,7 @@ its source, and reads as a message number. So is a fold job, by its kind and the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,8 +29,21 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredSynopsis,
 )
-from kotonia_tui.memory.numbering import referenced_ids, renumber
-from kotonia_tui.store import Store, StoreError
+from kotonia_tui.memory.numbering import (
+    DELETED_MESSAGE,
+    NO_MESSAGES,
+    asked_ids,
+    evidence_said,
+    numbered_text,
+    referenced_ids,
+)
+from kotonia_tui.store import NotFoundError, Store, StoreError
+
+__all__ = [  # said as memory/numbering.py says them, for the layers above
+    "DELETED_MESSAGE",
+    "NO_MESSAGES",
+    "evidence_said",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +54,16 @@ class Numbering:
 
     numbers: dict[int, int] = field(default_factory=dict)
     speakers: dict[int, str] = field(default_factory=dict)
+    # Every id asked -> how many of the conversation's messages have an id up to it: an id
+    # here and not in `numbers` is deleted; a range is numbered by these (memory/numbering.py).
+    counts: dict[int, int] = field(default_factory=dict)
+    # The conversation's speakers: a deleted message's quoted label must name one of them.
+    names: frozenset[str] = frozenset()
 
     def text(self, text: str) -> str:
-        """`text` with its references numbered (those to messages found; the rest as they are)."""
-        return renumber(text, self.numbers, self.speakers)
+        """`text` with its references numbered, one to a deleted message said in words
+        (memory/numbering.py `numbered_text`)."""
+        return numbered_text(text, self.numbers, self.counts, self.speakers, self.names)
 
     def evidence(self, ids: Iterable[int]) -> list[int | None]:
         """The numbers of the messages `ids` (a ledger entry's evidence), None for one not
@@ -95,42 +117,34 @@ def numbering(
 ) -> Numbering:
     """The numbering of what `texts` cite among conversation `conv_id`'s messages, and of the
     message ids `cited` (a ledger entry's evidence: `Numbering.evidence`): one read of the
-    store for all of them. Only messages still stored are numbered (`Store.cited_messages`)."""
-    ids = {i for text in texts if text for i in referenced_ids(text)} | set(cited)
+    store for all of them (`Store.message_places`; the conversation's names too when one of
+    them is deleted). Only messages still stored are numbered; the rest are deleted.
+
+    Read from the conversation's messages alone, so the same texts read the same until one of
+    its messages is deleted or put back (the prompt's prefix, which this numbers, stays)."""
+    texts = [text for text in texts if text]
+    cited = set(cited)
+    ids = {i for text in texts for i in asked_ids(text)} | cited
     if not ids:
         return Numbering()
-    found = store.cited_messages(conv_id, ids)
-    return Numbering(
-        {i: number for i, (number, _speaker) in found.items()},
-        {i: speaker for i, (_number, speaker) in found.items()},
-    )
+    places = store.message_places(conv_id, ids)
+    numbers = {i: n for i, (n, speaker) in places.items() if speaker is not None}
+    speakers = {i: s for i, (_n, s) in places.items() if s is not None}
+    names: set[str] = set()
+    if any(i not in numbers for text in texts for i in referenced_ids(text)):
+        names = {s for s in speakers.values() if s}
+        with contextlib.suppress(NotFoundError):
+            conv = store.get_conversation(conv_id)
+            names |= {conv.character_name, conv.persona_name}
+            names |= {m.character_name for m in store.cast(conv_id)}
+        names.discard("")
+    return Numbering(numbers, speakers, {i: n for i, (n, _s) in places.items()}, frozenset(names))
 
 
 def cited_numbers(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
     """The numbers of those of the message ids `ids` still stored in conversation `conv_id`
     (one read); a deleted one is left out, so `evidence_said` tells it in words."""
     return numbering(store, conv_id, (), ids).numbers
-
-
-# Said for evidence that cites a message no longer stored (deleted since): never as the number
-# of the message before it, nor "#0" for the conversation's first.
-DELETED_MESSAGE = "a deleted message"
-
-
-def evidence_said(numbers: Iterable[int | None]) -> str:
-    """The messages a ledger entry (or a chapter's item) rests on, as a person reads them: "#5
-    #7" by the chat's numbers, a deleted one in words ("#5 and a deleted message", "#5 and 2
-    deleted messages", "a deleted message"); "" when it cites none. `numbers`: each cited
-    message's number, None for one no longer stored (`Numbering.evidence`, or `.get` on
-    `cited_numbers`). The same words in the inspector, the ledger page, the by-speaker page
-    and `kotonia memory`."""
-    numbers = list(numbers)
-    shown = " ".join(f"#{n}" for n in numbers if n is not None)
-    deleted = sum(1 for n in numbers if n is None)
-    if not deleted:
-        return shown
-    gone = DELETED_MESSAGE if deleted == 1 else f"{deleted} deleted messages"
-    return f"{shown} and {gone}" if shown else gone
 
 
 def numbered(store: Store, conv_id: int, text: str) -> str:
@@ -140,9 +154,6 @@ def numbered(store: Store, conv_id: int, text: str) -> str:
 
 # Said for a chapter id that names no chapter of the conversation (`chapter_ranges` found none).
 NO_CHAPTER = "a chapter no longer stored"
-# Said for a range none of whose messages is left (all deleted): it has no first or last number.
-NO_MESSAGES = "(no messages left)"
-
 # A range in message numbers: its first and last messages' numbers, or () when no message of
 # the conversation is left in it (`range_numbers`).
 Span = tuple[int, int] | tuple[()]

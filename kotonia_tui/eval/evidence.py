@@ -46,9 +46,13 @@ class Place(StrEnum):
     ABSENT = "absent"
 
 
-# The ids an item cites, at its end: "(#12)", "(#12 #14)".
+# The ids an item cites, at its end: "(#12)", "(#12 #14)", and those left of a citation some of
+# whose messages were deleted, "(#12 and a deleted message)" (memory/numbering.py
+# `numbered_text`: a deleted one is said in words, and is no message to find).
 # Ids are at most 19 ASCII digits (SQLite's): int() of a story's longer run would stop a run.
-_CITATION = re.compile(r"\((#[0-9]{1,19}(?: #[0-9]{1,19})*)\)")
+_CITATION = re.compile(
+    r"\((#[0-9]{1,19}(?: #[0-9]{1,19})*)(?: and (?:(?:a|[0-9]{1,19}) )?deleted messages?)?\)"
+)
 _ID = re.compile(r"#([0-9]{1,19})(?![0-9])")
 # A quoted sentence's label: one message id and its speaker, at the start of a line or after a
 # space (a quote quoted again sits inside a longer line: "#1-#20: #12 Mara: ... #14 Bo: ...").

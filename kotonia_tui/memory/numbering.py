@@ -4,9 +4,11 @@ The store and the fold pipeline cite messages by store id (unique across every c
 a quoted line's label ("#337 Kyle: "), an item's evidence ("(#340 #341)"), a chapter's range
 ("#337-#375, Friday, 19 October 2018:"), a note ("quoted from messages #337-#375"). The chat
 numbers a conversation's messages from #1. Whatever a person or the reply model reads is
-rewritten here with a mapping {store id: number}; what is stored keeps the ids, so the fold
-pipeline, its grounding and existing databases are unchanged. Pure and deterministic: the
-same text and mapping give the same bytes (the prompt's prefix stays stable between folds).
+rewritten here (`numbered_text`) with what the store says of the ids a text cites
+(`asked_ids`); what is stored keeps the ids, so the fold pipeline, its grounding and existing
+databases are unchanged. Pure and deterministic: the same text and the same messages give the
+same bytes (the prompt's prefix stays stable between folds, and changes only when a message it
+cites, or one before it, is deleted or put back).
 
 Only references are rewritten, never a "#5" of the story (a room, a hashtag, "your #1 fan"):
 
@@ -18,24 +20,40 @@ Only references are rewritten, never a "#5" of the story (a room, a hashtag, "yo
 - "message #12", "messages #12-#15" (notes and fold errors), "[extract of #12]" (a quote cut to
   fit, memory/extract.py `extract_mark`).
 
+A cited message that is no message of the conversation (the player deleted it, or a branch was
+made after it was deleted) is never shown by a number: its id would read as the number of
+another message. It is said in words, as the ledger's evidence is said (`evidence_said`):
+
+- a citation keeps the messages left and says the rest: "(#2 and a deleted message)",
+  "(a deleted message)", "(2 deleted messages)";
+- "message #6" reads "a deleted message", "[extract of #6]" "[extract of a deleted message]";
+- a quoted line's label "#6 Kyle: " reads "(a deleted message) Kyle: " when Kyle is a speaker
+  of the conversation (`numbered_text`'s `names`), and is story text otherwise;
+- a range ("#5-#9: ", "messages #5-#9", "(#5-#9)") is numbered by the messages still in it,
+  from the count before its first (as a chapter's range is, chat/numbering.py
+  `range_numbers`): its first deleted, it starts at the next message; with none left it reads
+  "(no messages left)" as a label, "deleted messages" in a note or a citation.
+
 What is ambiguous, and what is done about it (tests/memory/test_numbering.py):
 
-- an id that is not in the mapping (a message of another conversation, a deleted one, a number
-  of the story, a run of more than 19 digits or of digits other than ASCII) is left exactly as
-  it is; so is a range with either end not in it (half
-  rewritten, it would mix two numberings);
+- an id in a reference's shape is the conversation's message or a deleted one: a story's
+  "(#5)" or "message #5" whose 5 is no message of the conversation reads "a deleted message",
+  and one whose 5 is reads as its number; a bare "#5" is never rewritten, even when the
+  chronicler's prose means a message by it. A run of more than 19 digits, or of digits other
+  than ASCII, is no id, and is left as it is;
 - a one-message label names its message's speaker ("#12 Mara: "): given the speakers, a label
   whose name is not that message's speaker is story text ("I'm your #12 fan: ...") and is left
-  as it is; without them, its shape decides;
-- a "#5" in a reference's shape inside story text ("(#5)", "message #5") whose 5 is an id of a
-  message of this conversation cannot be told from a reference: it is rewritten. A bare "#5" is
-  never rewritten, even when the chronicler's prose means a message by it.
+  as it is; without them, its shape decides.
+
+`renumber` rewrites with a plain mapping {id: id} and leaves every other id as it is: a branch
+retargets its copied texts to its copies' ids with it (store/branching.py), and a message
+deleted before the branch keeps its id, which the branch's numbering then says is deleted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 # A time may hold a colon ("at 10:30") but never ": " (memory/extract.py `label_time`).
 _TIME = r"(?:[^:\n]|:(?! )){1,100}"
@@ -108,3 +126,156 @@ def renumber(
         return _IDS.sub(one, label)
 
     return _PATTERN.sub(rewrite, text)
+
+
+# ---- as read: every cited message numbered, a deleted one said in words ------------------------
+
+# Said for a cited message that is no message of the conversation (deleted since): never as the
+# number of another message, nor "#0" for the conversation's first.
+DELETED_MESSAGE = "a deleted message"
+# Said for a range none of whose messages is left (all deleted): it has no first or last number.
+NO_MESSAGES = "(no messages left)"
+# Said for a range of messages all deleted, in a note or a citation ("quoted from deleted
+# messages"): how many there were is not known.
+DELETED_MESSAGES = "deleted messages"
+
+
+def deleted_said(count: int, ranges: int = 0) -> str:
+    """`count` deleted messages (and `ranges` ranges with none left) in words: "a deleted
+    message", "2 deleted messages", "deleted messages"; "" for none."""
+    if ranges:
+        return DELETED_MESSAGES
+    if count == 0:
+        return ""
+    return DELETED_MESSAGE if count == 1 else f"{count} deleted messages"
+
+
+def evidence_said(numbers: Iterable[int | None]) -> str:
+    """The messages a ledger entry (or a chapter's item) rests on, as a person reads them: "#5
+    #7" by the chat's numbers, a deleted one in words ("#5 and a deleted message", "#5 and 2
+    deleted messages", "a deleted message"); "" when it cites none. `numbers`: each cited
+    message's number, None for one no longer stored. The same words in the inspector, the
+    ledger page, the by-speaker page, `kotonia memory` and the texts `numbered_text` numbers."""
+    numbers = list(numbers)
+    shown = " ".join(f"#{n}" for n in numbers if n is not None)
+    return _with_deleted(shown, sum(1 for n in numbers if n is None))
+
+
+def _with_deleted(shown: str, count: int, ranges: int = 0) -> str:
+    gone = deleted_said(count, ranges)
+    if not gone:
+        return shown
+    return f"{shown} and {gone}" if shown else gone
+
+
+def asked_ids(text: str) -> frozenset[int]:
+    """The ids whose places `numbered_text` needs for `text`: those it cites (`referenced_ids`)
+    and, for a range, the id before its first (counted up to it, the range's messages are
+    those after: a deleted first is no place of its own)."""
+    found = set(referenced_ids(text))
+    for match in _PATTERN.finditer(text):
+        reference = "".join(match.group(g) or "" for g in ("cite", "said", "range"))
+        for ids in _IDS.finditer(reference):
+            first = int(ids.group(1))
+            if ids.group(2) is not None and 0 < first <= _MAX_ID:
+                found.add(first - 1)
+    return frozenset(found)
+
+
+# One reference read: its numbers ("#5", "#5-#9"), or the deleted message(s) it named (one
+# message, or a range with none left), or None: nothing is known of it (left as written).
+_Read = str | int | None
+_ONE_GONE, _RANGE_GONE = 1, 2
+
+
+def numbered_text(
+    text: str,
+    numbers: Mapping[int, int],
+    counts: Mapping[int, int],
+    speakers: Mapping[int, str] | None = None,
+    names: Collection[str] = (),
+) -> str:
+    """`text` as a person or the reply model reads it: every reference numbered as the chat
+    numbers messages, one to a message no longer in the conversation said in words (the module
+    says how, shape by shape).
+
+    `numbers`: the number of each cited id that is a message of the conversation; `counts`:
+    for every id asked (`asked_ids`), found or not, how many of the conversation's messages
+    have an id up to it (`Store.message_places`): an id asked and not in `numbers` is a deleted
+    message, one not asked is left as it is. `speakers`: each found id's speaker, which a
+    one-message label must name to be read as one. `names`: the conversation's speakers, one
+    of which a deleted message's label must name (otherwise it is story text)."""
+    if not counts and not numbers:
+        return text
+
+    def one(first: int, last: int | None) -> _Read:
+        if last is None:
+            if first in numbers:
+                return f"#{numbers[first]}"
+            return _ONE_GONE if first in counts else None
+        if first in numbers and last in numbers:
+            return f"#{numbers[first]}-#{numbers[last]}"
+        if first - 1 not in counts or last not in counts:
+            return None
+        before, end = counts[first - 1], counts[last]
+        if before < end:
+            return f"#{before + 1}-#{end}"
+        return _ONE_GONE if first == last else _RANGE_GONE
+
+    def read(found: re.Match[str]) -> _Read:
+        last = found.group(2)
+        return one(int(found.group(1)), int(last) if last is not None else None)
+
+    def cite(text: str) -> str:
+        parts = [(found.group(0), read(found)) for found in _IDS.finditer(text)]
+        if not any(isinstance(r, int) for _ref, r in parts):
+            return _IDS.sub(lambda found: _said(found.group(0), read(found)), text)
+        shown = [r if isinstance(r, str) else ref for ref, r in parts if not isinstance(r, int)]
+        sep = ", " if "," in text else " "
+        count = sum(1 for _ref, r in parts if r == _ONE_GONE)
+        ranges = sum(1 for _ref, r in parts if r == _RANGE_GONE)
+        return f"({_with_deleted(sep.join(shown), count, ranges)})"
+
+    def said(lead: str, reference: str) -> str:
+        found = _IDS.fullmatch(reference)
+        assert found is not None
+        r = read(found)
+        if not isinstance(r, int):
+            return lead + _said(reference, r)
+        gone = DELETED_MESSAGE if r == _ONE_GONE else DELETED_MESSAGES
+        if lead.startswith("["):
+            return lead + gone
+        return gone[0].upper() + gone[1:] if lead[0].isupper() else gone
+
+    def rewrite(match: re.Match[str]) -> str:
+        if match.group("cite"):
+            return cite(match.group("cite"))
+        if match.group("said"):
+            return said(match.group("lead"), match.group("said"))
+        if match.group("range"):
+            reference = match.group("range")
+            found = _IDS.fullmatch(reference)
+            assert found is not None
+            r = read(found)
+            return NO_MESSAGES if isinstance(r, int) else _said(reference, r)
+        label, name = match.group("label"), match.group("name")
+        message_id = int(label[1:])
+        if message_id not in numbers:
+            # A deleted message's quoted line, when it names one of the conversation's speakers.
+            if message_id in counts and any(_names(name, n) for n in names):
+                return f"({DELETED_MESSAGE})"
+            return label
+        if speakers is not None and not _names(name, speakers.get(message_id)):
+            return label
+        return f"#{numbers[message_id]}"
+
+    return _PATTERN.sub(rewrite, text)
+
+
+def _said(reference: str, read: _Read) -> str:
+    return read if isinstance(read, str) else reference
+
+
+def _names(name: str, speaker: str | None) -> bool:
+    """Whether a label's name ("Mara", or with its time "Mara, Friday") names `speaker`."""
+    return speaker is not None and (name == speaker or name.startswith(f"{speaker}, "))

@@ -574,17 +574,18 @@ def message_numbers(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, int]:
     return numbers
 
 
-def cited_messages(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
-    """Of `ids`, those that are messages of the conversation: each one's place (1 = the first,
-    as `message_numbers` counts) and its speaker. An id of another conversation, of a deleted
-    message or of nothing is left out (a memory text's "#5" may be none of its messages).
+def message_places(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str | None]]:
+    """Each of `ids` (0 or more) with how many of the conversation's messages have an id up to
+    it (as `message_numbers` counts: a message's number when it is one), and its speaker when it
+    is a message of the conversation, None when it is not (another conversation's, a deleted
+    one's, nothing's): what a memory text's references are read with (chat/numbering.py).
 
     Counted as `message_numbers` counts: as many index entries as the largest id's place."""
-    found: dict[int, tuple[int, str]] = {}
+    found: dict[int, tuple[int, str | None]] = {}
     if not is_sqlite_int(conv_id):
         return found
-    counted, previous = 0, 0
-    for msg_id in sorted({i for i in ids if is_sqlite_int(i) and i > 0}):
+    counted, previous = 0, -1
+    for msg_id in sorted({i for i in ids if is_sqlite_int(i) and i >= 0}):
         row = db.select_one(
             """SELECT COUNT(*) AS n, MAX(id = ?) AS here,
                       MAX(CASE WHEN id = ? THEN speaker END) AS speaker
@@ -592,10 +593,18 @@ def cited_messages(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[
             (msg_id, msg_id, conv_id, previous, msg_id),
         )
         counted += int(row["n"]) if row is not None else 0
-        if row is not None and row["here"]:
-            found[msg_id] = (counted, str(row["speaker"] or ""))
+        here = row is not None and bool(row["here"])
+        found[msg_id] = (counted, str(row["speaker"] or "") if here and row is not None else None)
         previous = msg_id
     return found
+
+
+def cited_messages(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+    """Of `ids`, those that are messages of the conversation: each one's place (1 = the first,
+    as `message_numbers` counts) and its speaker. An id of another conversation, of a deleted
+    message or of nothing is left out (a memory text's "#5" may be none of its messages)."""
+    places = message_places(db, conv_id, (i for i in ids if i > 0))
+    return {i: (n, s) for i, (n, s) in places.items() if s is not None}
 
 
 def message_id_at(db: Db, conv_id: int, number: int) -> int | None:

@@ -429,6 +429,11 @@ class Store:
         """Each id's place in its conversation (1 = the first), as the UI numbers messages."""
         return messages.message_numbers(self._db, conv_id, ids)
 
+    def message_places(self, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str | None]]:
+        """Each of `ids` with how many of the conversation's messages have an id up to it, and
+        its speaker when it is one of them (None: it is not, deleted or another's)."""
+        return messages.message_places(self._db, conv_id, ids)
+
     def cited_messages(self, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
         """Of `ids`, the conversation's messages: each one's number (as `message_numbers`) and
         speaker; ids of no message of it are left out."""

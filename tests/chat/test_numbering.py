@@ -187,24 +187,36 @@ def _memory_message(messages) -> str:
 
 
 async def test_only_the_conversations_own_messages_are_numbered(make_fake_service):
-    """What a memory text cites may be no message of the conversation: another
-    conversation's (a story's "#5"), or one deleted since; those stay as they are."""
+    """What a memory text cites may be no message of the conversation: one deleted since, or
+    another conversation's (a story's "#5"). Left as written, its store id read as the number
+    of another message ("#34" once 34 was deleted, beside #2 and #3); it is said in words, and
+    a range is numbered by the messages left in it."""
     key = write_short_card()
     service = await make_fake_service(fake_settings(), scripted("Aye."))
     conv_id, _messages = await _second_conversation(service, key)
     store = service.store
+    user = service.persona.name
     assert store.cited_messages(conv_id, [5, 33, 34, 35, 10**6, 2**70]) == {
-        33: (2, service.persona.name),
+        33: (2, user),
         34: (3, "Wren"),
-        35: (4, service.persona.name),
+        35: (4, user),
     }
     store.delete_message(34)
-    assert store.cited_messages(conv_id, [33, 34, 35]) == {
-        33: (2, service.persona.name),
-        35: (3, service.persona.name),
+    assert store.cited_messages(conv_id, [33, 34, 35]) == {33: (2, user), 35: (3, user)}
+    # Every id asked is counted (a range is numbered from the count before its first).
+    assert store.message_places(conv_id, [0, 5, 31, 32, 34, 35, 2**70]) == {
+        0: (0, None),
+        5: (0, None),
+        31: (0, None),
+        32: (1, "Wren"),
+        34: (2, None),
+        35: (3, user),
     }
     shown = numbered(store, conv_id, "#33-#34:\n#33-#35:\n- They met. (#5 #33 #34 #35)")
-    assert shown == "#33-#34:\n#2-#3:\n- They met. (#5 #2 #34 #3)"
+    assert shown == "#2-#2:\n#2-#3:\n- They met. (#2 #3 and 2 deleted messages)"
+    assert numbered(store, conv_id, "#34-#34:\n- Gone. (#34)\nquoted from message #34") == (
+        f"{NO_MESSAGES}:\n- Gone. (a deleted message)\nquoted from a deleted message"
+    )
 
 
 async def test_a_real_fold_in_a_second_conversation_is_told_and_carried_in_numbers(
@@ -755,3 +767,143 @@ async def test_evidence_that_cites_a_deleted_first_message_is_never_numbered_0(
 
     shown = "\n".join([*lines, *pages, out])
     assert not re.search(r"#0(?![0-9])", shown) and not _says_ids(shown)
+
+
+# ---- a memory text that cites a deleted message -----------------------------------------------
+
+
+async def _cited_chapters(service, key: str) -> int:
+    """The store's first conversation: the greeting and 11 lines, ids 1-12 (its numbers too,
+    until a message is deleted), folded as a fold stores them: A (1-5) quoted, B (6-10) with
+    items citing their evidence, C (11-12); a user fact resting on #2, a rule on #6 and #9."""
+    card = service.library.get(key)
+    conv = service.new_conversation(card)
+    user, char = service.persona.name, service.setup_for(card).display_name
+    texts = ["My sister Mia lands on the 14th.", "She will like the lamp.", "Then we wait."]
+    lines = [
+        Message(
+            role=Role.USER if k % 2 == 0 else Role.CHARACTER,
+            speaker=user if k % 2 == 0 else char,
+            text=texts[k] if k < len(texts) else f"Line {k + 2}.",
+        )
+        for k in range(11)
+    ]
+    store = service.store
+    assert store.add_messages(conv.id, lines) == list(range(2, 13))
+    messages = store.messages_between(conv.id, 1, 5)
+    store.store_chapter(
+        Chapter(
+            conversation_id=conv.id,
+            first_message_id=1,
+            last_message_id=5,
+            text=extract_passages(message_passages(messages), 600),
+            note="quoted from messages #1-#5: the chronicler's chapter was empty",
+            origin=ChapterOrigin.QUOTED,
+        ),
+        [ledger_entry(conv.id, LedgerKind.USER_FACT, "Mia lands on the 14th", 2, subject=user)],
+    )
+    store.store_chapter(
+        _chapter(conv.id, 6, 10, "- The lamp was lit. (#6 #7)\n- They waited by the door. (#6)"),
+        [ledger_entry(conv.id, LedgerKind.CONSTRAINT, "Ask before the ferry", 6, 9)],
+    )
+    store.store_chapter(_chapter(conv.id, 11, 12, "- The ferry left. (#12)"), [])
+    return conv.id
+
+
+async def test_a_memory_text_citing_a_deleted_message_says_so_in_words(make_fake_service, capsys):
+    """A memory text's references were numbered only for the messages found, and an id the
+    numbering could not find (a message the player deleted) was left as written: in the first
+    conversation (ids were its numbers) with messages #2 and #6 deleted, the prompt's memory
+    block read "- The lamp was lit. (#6 #5)" (store id 6, then message 7 now numbered #5),
+    "They waited by the door. (#6)" (the old #7), "#2 Ann: My sister..." (the old #3's number),
+    "Ask before the ferry (#6 #7)" and B's heading "#6-#10" (over C's first message). The
+    inspector, `kotonia memory` and a branch read the same. A deleted message is now said in
+    words in every memory text, as the ledger's evidence is, a range is numbered by the messages
+    left in it, and the block stays the same bytes from one turn to the next. Fake engine, the
+    worker paused after the memory is applied (the refolds the deletions queue stay queued, as
+    a failed or waiting refold leaves them): only the store and the numbering count."""
+    key = write_short_card()
+    service = await make_fake_service(fake_settings(), scripted("Aye."))
+    conv_id = await _cited_chapters(service, key)
+    store, user = service.store, service.persona.name
+    turn = await service.send(conv_id, "Is the lamp lit?")
+    assert (await turn.wait()).error is None and turn.prepared.plan.apply_landed
+    before = _memory_message(turn.prepared.request.messages)
+    assert "#6-#10:\n- The lamp was lit. (#6 #7)\n- They waited by the door. (#6)" in before
+    assert f"\n#2 {user}: My sister Mia lands on the 14th." in before
+
+    service.worker.pause()
+    service.delete_message(2)
+    service.delete_message(6)
+    turn = await service.send(conv_id, "And the ferry?")
+    assert (await turn.wait()).error is None and not turn.prepared.plan.apply_landed
+    memory = _memory_message(turn.prepared.request.messages)
+    # A (ids 1-5): #1-#4, its quoted line of the deleted #2 by its speaker, not by a number.
+    assert "#1-#4:\n#1 Wren: Welcome to the lighthouse." in memory
+    assert f"\n(a deleted message) {user}: My sister Mia lands on the 14th." in memory
+    assert "\n#2 Wren: She will like the lamp." in memory
+    # B (ids 6-10): from the message after the deleted first, #5-#8.
+    assert (
+        "#5-#8:\n- The lamp was lit. (#5 and a deleted message)\n"
+        "- They waited by the door. (a deleted message)\n"
+    ) in memory
+    assert "#9-#10:\n- The ferry left. (#10)" in memory
+    assert "Mia lands on the 14th (a deleted message)" in memory
+    assert "Ask before the ferry (#7 and a deleted message)" in memory
+    # Every number in it is one of the ten messages left in #1-#10 (the turns' messages are
+    # #11 on), and no citation names a message twice.
+    assert max(int(n) for n in re.findall(r"#(\d+)", memory)) <= 10
+    assert not re.search(r"\(#(\d+) #\1\)", memory)
+    # As stored: ids, unchanged (a refold or undo reads them again).
+    assert "(#6 #7)" in store.memory_state(conv_id).memory_text
+    # The cached prefix: the same bytes on the next turn, nothing deleted meanwhile.
+    again = await service.send(conv_id, "Good.")
+    assert (await again.wait()).error is None
+    assert _memory_message(again.prepared.request.messages) == memory
+
+    # The inspector: the chapters' texts and notes, their ranges, the ledger's evidence.
+    view = service.memory_view(conv_id)
+    a, b, c = (v.chapter for v in view.chapters)
+    assert f"\n(a deleted message) {user}: My sister Mia" in a.text
+    assert a.note == "quoted from messages #1-#4: the chronicler's chapter was empty"
+    assert b.text == "- The lamp was lit. (#5 and a deleted message)\n" + (
+        "- They waited by the door. (a deleted message)"
+    )
+    assert c.text == "- The ferry left. (#10)"
+    listed = [chapter_line(v, view, utcnow()).plain for v in view.chapters]
+    assert [line.split()[0] for line in listed] == ["#1-#4", "#5-#8", "#9-#10"]
+    ledger = {e.label[0]: ledger_line(e, view).plain for e in view.ledger}
+    assert "user fact · a deleted message · from #1-#4" in ledger["F"]
+    assert "rule · #7 and a deleted message · from #5-#8" in ledger["C"]
+    page = chapter_page(b, service.chapter_source(b.id), True, view, 1)
+    assert "(#5 and a deleted message)" in "\n".join(x.plain for x in page.blocks)
+
+    # `kotonia memory`: the same, text and JSON; the memory block is the prompt's.
+    assert main(["--db", str(store.path), "memory", str(conv_id)]) == 0
+    out = capsys.readouterr().out
+    assert "    - The lamp was lit. (#5 and a deleted message)\n" in out
+    assert "    - They waited by the door. (a deleted message)\n" in out
+    assert f"    (a deleted message) {user}: My sister Mia lands on the 14th." in out
+    assert "(quoted from messages #1-#4: the chronicler's chapter was empty)" in out
+    assert main(["--db", str(store.path), "memory", str(conv_id), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["memory_text"] == memory
+    assert [ch["text"] for ch in report["chapters"]][1:] == [b.text, c.text]
+
+    # A branch: the deleted #2 keeps its id in the copies (no copy of it), #6 ends B's range
+    # and gets one no message took; both read as deleted there too, and the branch's prompt
+    # starts with the same bytes.
+    last = store.messages_between(conv_id, 0, 10**9)[-1].id
+    branched = service.manager.branch(conv_id, last)
+    assert branched.memory_shared
+    new = branched.conversation.id
+    assert [v.chapter.text for v in service.memory_view(new).chapters] == [a.text, b.text, c.text]
+    turn = await service.send(new, "Meanwhile, in the other story...")
+    assert (await turn.wait()).error is None and not turn.prepared.plan.apply_landed
+    assert _memory_message(turn.prepared.request.messages) == memory
+
+    # Undone, the message is numbered again (and the rest after it move down).
+    assert service.undo_delete_message(conv_id) is not None  # #6 back
+    shown = numbered(store, conv_id, store.memory_state(conv_id).memory_text)
+    assert "#5-#9:\n- The lamp was lit. (#5 #6)\n- They waited by the door. (#5)" in shown
+    assert f"\n(a deleted message) {user}: My sister" in shown

@@ -131,6 +131,11 @@ def test_the_block_the_reader_read_names_messages_by_number_and_maps_to_the_inpu
     assert refs.quoted_text[1005] == "The storm lasted three days."
     # A number the mapping does not know stays as it is.
     assert memory_refs("- Mara met Soot. (#40)").mapped({1: 1001}).cited == {40}
+    # A citation some of whose messages were deleted names the ones left (the deleted one is
+    # said in words: no number to find); one with none left names none.
+    said = "- Mara met Soot. (#4 and a deleted message)\n- Bo left. (#7 #8 and 2 deleted messages)"
+    said += "\n- Gone. (a deleted message)\n- Met. (#9 and deleted messages)"
+    assert memory_refs(said).cited == {4, 7, 8, 9}
 
 
 def test_a_dated_label_of_the_quoted_synopsis_names_no_message():

@@ -13,7 +13,14 @@ from kotonia_tui.memory.extract import (
     message_passages,
     synopsis_passages,
 )
-from kotonia_tui.memory.numbering import referenced_ids, renumber
+from kotonia_tui.memory.numbering import (
+    NO_MESSAGES,
+    asked_ids,
+    evidence_said,
+    numbered_text,
+    referenced_ids,
+    renumber,
+)
 from kotonia_tui.memory.structured import Line, StructuredChapter, render_chapter
 
 # A user's second conversation: store ids 337 onward, numbered #1 onward in the chat.
@@ -70,7 +77,9 @@ def test_notes_errors_and_cut_quotes_are_numbered():
 
 
 def test_an_id_not_in_the_mapping_is_left_exactly_as_it_is():
-    # Another conversation's message, a deleted one, a number of the story.
+    # `renumber`, the plain mapping a branch retargets its copies with: an id it does not map
+    # (a message deleted before the branch) stays as it is. What is read says a deleted one in
+    # words (`numbered_text`, below).
     assert renumber("- They met. (#12)", NUMBERS) == "- They met. (#12)"
     assert renumber("- They met. (#12 #340)", NUMBERS) == "- They met. (#12 #4)"
     # A range with an end not in the mapping stays whole: half rewritten, it would mix two
@@ -184,3 +193,87 @@ def test_a_memory_block_as_the_pipeline_writes_it_is_numbered_throughout():
     assert "\n#1-#4: #1 Mara: Line 1 of the night." in numbered  # the quoted synopsis
     # Only the numbers after "#" changed: the block says the same otherwise.
     assert re.sub(r"#\d+", "#", numbered) == re.sub(r"#\d+", "#", block)
+
+
+# ---- as read, with messages deleted -----------------------------------------------------------
+
+
+def _read(text: str, present: set[int], names: frozenset[str] = frozenset()) -> str:
+    """`text` as `numbered_text` reads it when the conversation's messages are the ids
+    `present` (what `Store.message_places` says of the ids it asks)."""
+    counts = {i: sum(1 for p in present if p <= i) for i in asked_ids(text)}
+    numbers = {i: counts[i] for i in counts if i in present}
+    speakers = {i: _speaker(i) for i in numbers}
+    return numbered_text(text, numbers, counts, speakers, names)
+
+
+def test_nothing_deleted_reads_as_the_plain_mapping_does():
+    """With every cited message there, the text reads byte for byte as before (a prompt's
+    cached prefix does not change with this reading)."""
+    block = _block(first=337)
+    present = set(range(337, 337 + 40))
+    assert _read(block, present, frozenset({"Mara", "Kyle"})) == renumber(
+        block, NUMBERS, {i: _speaker(i) for i in NUMBERS}
+    )
+
+
+def test_a_deleted_message_is_said_in_words_in_every_shape():
+    """Left as written, a deleted message's id read as the number of another message: 337 and
+    342 deleted, the block read "(#337)", "#337 Mara: " and "(#342)" among numbers #1-#10."""
+    block = _block(first=337)
+    present = set(range(337, 337 + 40)) - {337, 342}
+    shown = _read(block, present, frozenset({"Mara", "Kyle"}))
+    # The ledger's evidence and a chapter item's: in words, as the inspector says them.
+    assert "- F1 (Mara): Mara has a lamp (a deleted message)" in shown
+    assert "- Mara lit the lamp (a deleted message)" in shown
+    assert "- Kyle left (#5 #6)" in shown  # 343, 344: the next numbers now
+    # The chapter's range from the message after its deleted first; its quoted line by its
+    # speaker; so in the quoted synopsis.
+    assert "#1-#3:\n(a deleted message) Mara: Line 1 of the night." in shown
+    assert "\n#1-#3: (a deleted message) Mara: Line 1 of the night." in shown
+    assert "#4-#6, Friday, 19 October 2018:" in shown
+    assert not re.search(r"#(3[0-9]{2}|0)(?![0-9])", shown)
+    assert shown == _read(block, present, frozenset({"Mara", "Kyle"}))  # deterministic
+
+
+def test_each_reference_shape_with_deleted_messages():
+    present = {337, 339, 340}  # 338 and 341-345 deleted: #1-#3 left
+    names = frozenset({"Mara", "Kyle"})
+    assert _read("- x (#338)\n- y (#338 #340)\n- z (#341, #342, #339)", present, names) == (
+        "- x (a deleted message)\n- y (#3 and a deleted message)\n- z (#2 and 2 deleted messages)"
+    )
+    assert _read("- a (#341-#345)\n- b (#338-#340)\n- c (#338-#338)", present) == (
+        "- a (deleted messages)\n- b (#2-#3)\n- c (a deleted message)"
+    )
+    assert _read("#341-#345:\n- gone\n#341-#345, Friday: gone", present) == (
+        f"{NO_MESSAGES}:\n- gone\n{NO_MESSAGES}, Friday: gone"
+    )
+    notes = (
+        "quoted from messages #341-#345: why\nMessage #338 is too long\n"
+        "through message #340; cut … [extract of #338] … [extract of #341-#345]"
+    )
+    assert _read(notes, present) == (
+        "quoted from deleted messages: why\nA deleted message is too long\n"
+        "through message #3; cut … [extract of a deleted message] … [extract of deleted messages]"
+    )
+    # A quoted line of a deleted message names a speaker of the conversation; a label's shape
+    # with a name that is none is the story's.
+    assert _read("#338 Kyle: I'm home. I'm your #341 fan: always.", present, names) == (
+        "(a deleted message) Kyle: I'm home. I'm your #341 fan: always."
+    )
+    assert _read("#338 Kyle, Friday: I'm home.", present, names) == (
+        "(a deleted message) Kyle, Friday: I'm home."
+    )
+    # A bare "#5", and a run of digits no id has, are never references.
+    assert _read("Room #338 and (#" + "9" * 25 + ")", present) == (
+        "Room #338 and (#" + "9" * 25 + ")"
+    )
+    # An id nothing was asked of is left as it is (not read as deleted).
+    assert numbered_text("(#338) (#5)", {}, {338: 1}) == "(a deleted message) (#5)"
+
+
+def test_evidence_is_said_as_a_citation_is():
+    assert evidence_said([2, None]) == "#2 and a deleted message"
+    assert evidence_said([None, None]) == "2 deleted messages"
+    assert evidence_said([]) == ""
+    assert _read("(#337 #338)", {337}) == f"({evidence_said([1, None])})"
