@@ -599,14 +599,6 @@ def message_places(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[
     return found
 
 
-def cited_messages(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
-    """Of `ids`, those that are messages of the conversation: each one's place (1 = the first,
-    as `message_numbers` counts) and its speaker. An id of another conversation, of a deleted
-    message or of nothing is left out (a memory text's "#5" may be none of its messages)."""
-    places = message_places(db, conv_id, (i for i in ids if i > 0))
-    return {i: (n, s) for i, (n, s) in places.items() if s is not None}
-
-
 def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
     """The id of the message shown as #`number` (1 = the first), or None."""
     if number < 1 or not is_sqlite_int(number) or not is_sqlite_int(conv_id):

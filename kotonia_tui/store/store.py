@@ -434,11 +434,6 @@ class Store:
         its speaker when it is one of them (None: it is not, deleted or another's)."""
         return messages.message_places(self._db, conv_id, ids)
 
-    def cited_messages(self, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """Of `ids`, the conversation's messages: each one's number (as `message_numbers`) and
-        speaker; ids of no message of it are left out."""
-        return messages.cited_messages(self._db, conv_id, ids)
-
     def message_id_at(self, conv_id: int, number: int) -> int | None:
         """The id of the message shown as #`number` in its conversation (1 = the first)."""
         return messages.message_id_at(self._db, conv_id, number)

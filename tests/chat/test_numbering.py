@@ -196,13 +196,19 @@ async def test_only_the_conversations_own_messages_are_numbered(make_fake_servic
     conv_id, _messages = await _second_conversation(service, key)
     store = service.store
     user = service.persona.name
-    assert store.cited_messages(conv_id, [5, 33, 34, 35, 10**6, 2**70]) == {
+    assert store.message_places(conv_id, [5, 33, 34, 35, 10**6, 2**70]) == {
+        5: (0, None),
         33: (2, user),
         34: (3, "Wren"),
         35: (4, user),
+        10**6: (store.message_count(conv_id), None),  # every message is before it
     }
     store.delete_message(34)
-    assert store.cited_messages(conv_id, [33, 34, 35]) == {33: (2, user), 35: (3, user)}
+    assert store.message_places(conv_id, [33, 34, 35]) == {
+        33: (2, user),
+        34: (2, None),
+        35: (3, user),
+    }
     # Every id asked is counted (a range is numbered from the count before its first).
     assert store.message_places(conv_id, [0, 5, 31, 32, 34, 35, 2**70]) == {
         0: (0, None),
