@@ -3,10 +3,11 @@
 The memory's stored text cites messages by store id (memory/numbering.py says why and what a
 reference is); the turn's prompt, the inspector, `kotonia memory`, the evaluation and the
 notices a user reads number them as the chat does. This asks the store for exactly the
-messages a text cites (their numbers and speakers, and the counts a range is numbered by) and
-rewrites the text with them. An id that is no message of the conversation (deleted since) is
-said in words, "a deleted message", as the ledger's evidence is (`evidence_said`): left as
-written, its store id read as the number of another message.
+messages a text cites (their numbers and speakers, the counts a range is numbered by, and which
+of the rest were deleted) and rewrites the text with them. A deleted message is said in words,
+"a deleted message", as the ledger's evidence is (`evidence_said`): left as written, its store
+id read as the number of another message. An id that is another conversation's message, or
+that no message ever had, is the story's ("Room (#999999)"), and stays as it is.
 
 A chapter is named the same way, by its range in those numbers ("#309-#316", as in "from
 #309-#316"), never by its store id: the id is shown nowhere else, differs between a branch and
@@ -29,21 +30,13 @@ from kotonia_tui.domain import (
     StoredLedgerEntry,
     StoredSynopsis,
 )
-from kotonia_tui.memory.numbering import (
-    DELETED_MESSAGE,
-    NO_MESSAGES,
-    asked_ids,
-    evidence_said,
-    numbered_text,
-    referenced_ids,
-)
-from kotonia_tui.store import NotFoundError, Store, StoreError
 
-__all__ = [  # said as memory/numbering.py says them, for the layers above
-    "DELETED_MESSAGE",
-    "NO_MESSAGES",
-    "evidence_said",
-]
+# NO_MESSAGES and evidence_said re-exported: the layers above say a range with no message left,
+# and a ledger entry's evidence, as the memory's texts say them.
+from kotonia_tui.memory.numbering import NO_MESSAGES as NO_MESSAGES
+from kotonia_tui.memory.numbering import asked_ids, numbered_text, referenced_ids
+from kotonia_tui.memory.numbering import evidence_said as evidence_said
+from kotonia_tui.store import NotFoundError, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +47,20 @@ class Numbering:
 
     numbers: dict[int, int] = field(default_factory=dict)
     speakers: dict[int, str] = field(default_factory=dict)
-    # Every id asked -> how many of the conversation's messages have an id up to it: an id
-    # here and not in `numbers` is deleted; a range is numbered by these (memory/numbering.py).
+    # Every id asked -> how many of the conversation's messages have an id up to it: a range
+    # is numbered by these (memory/numbering.py `numbered_text`).
     counts: dict[int, int] = field(default_factory=dict)
-    # The conversation's speakers: a deleted message's quoted label must name one of them.
+    # The cited ids of deleted messages (`Store.deleted_messages`): said in words.
+    deleted: frozenset[int] = frozenset()
+    # The conversation's speakers: a deleted message's quoted label inside a line must name one.
     names: frozenset[str] = frozenset()
 
     def text(self, text: str) -> str:
         """`text` with its references numbered, one to a deleted message said in words
         (memory/numbering.py `numbered_text`)."""
-        return numbered_text(text, self.numbers, self.counts, self.speakers, self.names)
+        return numbered_text(
+            text, self.numbers, self.counts, self.deleted, self.speakers, self.names
+        )
 
     def evidence(self, ids: Iterable[int]) -> list[int | None]:
         """The numbers of the messages `ids` (a ledger entry's evidence), None for one not
@@ -117,11 +114,16 @@ def numbering(
 ) -> Numbering:
     """The numbering of what `texts` cite among conversation `conv_id`'s messages, and of the
     message ids `cited` (a ledger entry's evidence: `Numbering.evidence`): one read of the
-    store for all of them (`Store.message_places`; the conversation's names too when one of
-    them is deleted). Only messages still stored are numbered; the rest are deleted.
+    store for all of them (`Store.message_places`), and for the texts' references that are no
+    message of the conversation, which were deleted (`Store.deleted_messages`: the rest are the
+    story's) and, when one is, the conversation's speakers. Only messages still stored are
+    numbered.
 
-    Read from the conversation's messages alone, so the same texts read the same until one of
-    its messages is deleted or put back (the prompt's prefix, which this numbers, stays)."""
+    The same texts read the same until a message they cite, or one of the conversation's
+    before it, is deleted or put back (the prompt's prefix, which this numbers, stays). Beside
+    those, only what the story's own ids name can change it (an id of another conversation's
+    message that is deleted then reads "a deleted message"), and a quote quoted again of a
+    deleted message reads by the conversation's speakers now (memory/numbering.py)."""
     texts = [text for text in texts if text]
     cited = set(cited)
     ids = {i for text in texts for i in asked_ids(text)} | cited
@@ -130,15 +132,18 @@ def numbering(
     places = store.message_places(conv_id, ids)
     numbers = {i: n for i, (n, speaker) in places.items() if speaker is not None}
     speakers = {i: s for i, (_n, s) in places.items() if s is not None}
+    unfound = {i for text in texts for i in referenced_ids(text)} - numbers.keys()
+    deleted = store.deleted_messages(unfound) if unfound else frozenset()
     names: set[str] = set()
-    if any(i not in numbers for text in texts for i in referenced_ids(text)):
+    if deleted:
         names = {s for s in speakers.values() if s}
         with contextlib.suppress(NotFoundError):
             conv = store.get_conversation(conv_id)
             names |= {conv.character_name, conv.persona_name}
             names |= {m.character_name for m in store.cast(conv_id)}
         names.discard("")
-    return Numbering(numbers, speakers, {i: n for i, (n, _s) in places.items()}, frozenset(names))
+    counts = {i: n for i, (n, _s) in places.items()}
+    return Numbering(numbers, speakers, counts, deleted, frozenset(names))
 
 
 def cited_numbers(store: Store, conv_id: int, ids: Iterable[int]) -> dict[int, int]:

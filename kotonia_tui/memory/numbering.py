@@ -6,9 +6,9 @@ a quoted line's label ("#337 Kyle: "), an item's evidence ("(#340 #341)"), a cha
 numbers a conversation's messages from #1. Whatever a person or the reply model reads is
 rewritten here (`numbered_text`) with what the store says of the ids a text cites
 (`asked_ids`); what is stored keeps the ids, so the fold pipeline, its grounding and existing
-databases are unchanged. Pure and deterministic: the same text and the same messages give the
-same bytes (the prompt's prefix stays stable between folds, and changes only when a message it
-cites, or one before it, is deleted or put back).
+databases are unchanged. Pure and deterministic: the same text and the same store answers give
+the same bytes (the prompt's prefix stays stable between folds; chat/numbering.py `numbering`
+says what changes it).
 
 Only references are rewritten, never a "#5" of the story (a room, a hashtag, "your #1 fan"):
 
@@ -20,30 +20,41 @@ Only references are rewritten, never a "#5" of the story (a room, a hashtag, "yo
 - "message #12", "messages #12-#15" (notes and fold errors), "[extract of #12]" (a quote cut to
   fit, memory/extract.py `extract_mark`).
 
-A cited message that is no message of the conversation (the player deleted it, or a branch was
-made after it was deleted) is never shown by a number: its id would read as the number of
-another message. It is said in words, as the ledger's evidence is said (`evidence_said`):
+A cited message that was deleted is never shown by a number: its id would read as the number
+of another message. It is said in words, as the ledger's evidence is said (`evidence_said`):
 
 - a citation keeps the messages left and says the rest: "(#2 and a deleted message)",
   "(a deleted message)", "(2 deleted messages)";
 - "message #6" reads "a deleted message", "[extract of #6]" "[extract of a deleted message]";
-- a quoted line's label "#6 Kyle: " reads "(a deleted message) Kyle: " when Kyle is a speaker
-  of the conversation (`numbered_text`'s `names`), and is story text otherwise;
+- a quoted line's label "#6 Kyle: " reads "(a deleted message) Kyle: ";
 - a range ("#5-#9: ", "messages #5-#9", "(#5-#9)") is numbered by the messages still in it,
   from the count before its first (as a chapter's range is, chat/numbering.py
   `range_numbers`): its first deleted, it starts at the next message; with none left it reads
   "(no messages left)" as a label, "deleted messages" in a note or a citation.
 
+Which ids are deleted the store says (`Store.deleted_messages`): message ids are never reused,
+so a deleted message's id is one given out that no message has now. An id that is a message of
+another conversation, or one never given out ("(#0)", "Room (#999999)"), is story text: the
+chronicler cites only its source's ids.
+
 What is ambiguous, and what is done about it (tests/memory/test_numbering.py):
 
-- an id in a reference's shape is the conversation's message or a deleted one: a story's
-  "(#5)" or "message #5" whose 5 is no message of the conversation reads "a deleted message",
-  and one whose 5 is reads as its number; a bare "#5" is never rewritten, even when the
-  chronicler's prose means a message by it. A run of more than 19 digits, or of digits other
-  than ASCII, is no id, and is left as it is;
+- an id in a reference's shape is the conversation's message, a deleted one, or the story's:
+  a story's "(#5)" or "message #5" whose 5 is a message of this conversation reads as its
+  number, and one whose 5 was deleted (from any conversation: the store does not keep where a
+  deleted message was) reads "a deleted message"; a bare "#5" is never rewritten, even when
+  the chronicler's prose means a message by it. A run of more than 19 digits, or of digits
+  other than ASCII, is no id, and is left as it is;
 - a one-message label names its message's speaker ("#12 Mara: "): given the speakers, a label
   whose name is not that message's speaker is story text ("I'm your #12 fan: ...") and is left
-  as it is; without them, its shape decides.
+  as it is; without them, its shape decides. A deleted message's speaker is not known: its
+  label is read as one at the start of a line, where the pipeline writes its labels (a quoted
+  sentence's white space is collapsed to spaces, so a message's own "#12 fan: " never starts a
+  line; the chronicler's text would have to start one so); inside a line (a quote quoted again
+  in the synopsis) only when it names one of the conversation's speakers (`numbered_text`'s
+  `names`), or "your #12 fan: " would read as a deleted message's line. A nested label of a
+  deleted message whose speaker is none of them now (a persona renamed, a member removed)
+  keeps its id.
 
 `renumber` rewrites with a plain mapping {id: id} and leaves every other id as it is: a branch
 retargets its copied texts to its copies' ids with it (store/branching.py), and a message
@@ -54,6 +65,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
+from enum import Enum
 
 # A time may hold a colon ("at 10:30") but never ": " (memory/extract.py `label_time`).
 _TIME = r"(?:[^:\n]|:(?! )){1,100}"
@@ -130,8 +142,8 @@ def renumber(
 
 # ---- as read: every cited message numbered, a deleted one said in words ------------------------
 
-# Said for a cited message that is no message of the conversation (deleted since): never as the
-# number of another message, nor "#0" for the conversation's first.
+# Said for a cited message that was deleted: never as the number of another message, nor "#0"
+# for the conversation's first.
 DELETED_MESSAGE = "a deleted message"
 # Said for a range none of whose messages is left (all deleted): it has no first or last number.
 NO_MESSAGES = "(no messages left)"
@@ -182,45 +194,55 @@ def asked_ids(text: str) -> frozenset[int]:
     return frozenset(found)
 
 
-# One reference read: its numbers ("#5", "#5-#9"), or the deleted message(s) it named (one
-# message, or a range with none left), or None: nothing is known of it (left as written).
-_Read = str | int | None
-_ONE_GONE, _RANGE_GONE = 1, 2
+class _Gone(Enum):
+    """What a reference to deleted messages named."""
+
+    ONE = "one"  # one message
+    RANGE = "range"  # a range with no message left in it
+
+
+# One reference read: its numbers ("#5", "#5-#9"), or the deleted message(s) it named, or None:
+# it names no message of the conversation nor a deleted one (story text, left as written).
+_Read = str | _Gone | None
 
 
 def numbered_text(
     text: str,
     numbers: Mapping[int, int],
     counts: Mapping[int, int],
+    deleted: Collection[int],
     speakers: Mapping[int, str] | None = None,
     names: Collection[str] = (),
 ) -> str:
     """`text` as a person or the reply model reads it: every reference numbered as the chat
-    numbers messages, one to a message no longer in the conversation said in words (the module
-    says how, shape by shape).
+    numbers messages, one to a deleted message said in words (the module says how, shape by
+    shape).
 
     `numbers`: the number of each cited id that is a message of the conversation; `counts`:
-    for every id asked (`asked_ids`), found or not, how many of the conversation's messages
-    have an id up to it (`Store.message_places`): an id asked and not in `numbers` is a deleted
-    message, one not asked is left as it is. `speakers`: each found id's speaker, which a
-    one-message label must name to be read as one. `names`: the conversation's speakers, one
-    of which a deleted message's label must name (otherwise it is story text)."""
-    if not counts and not numbers:
+    for every id asked (`asked_ids`), how many of the conversation's messages have an id up to
+    it (`Store.message_places`), which a range is numbered by; `deleted`: the cited ids that
+    were messages and are no more (`Store.deleted_messages`). An id in none of them (another
+    conversation's message, an id never given out) is story text, left as it is. `speakers`:
+    each found id's speaker, which a one-message label must name to be read as one. `names`:
+    the conversation's speakers, one of which a deleted message's label inside a line must name
+    (otherwise it is story text: "your #12 fan: "); at a line's start it is the pipeline's."""
+    if not numbers and not deleted:
         return text
 
     def one(first: int, last: int | None) -> _Read:
         if last is None:
             if first in numbers:
                 return f"#{numbers[first]}"
-            return _ONE_GONE if first in counts else None
+            return _Gone.ONE if first in deleted else None
         if first in numbers and last in numbers:
             return f"#{numbers[first]}-#{numbers[last]}"
-        if first - 1 not in counts or last not in counts:
-            return None
+        known = all(end in numbers or end in deleted for end in (first, last))
+        if not known or first - 1 not in counts or last not in counts:
+            return None  # an end is the story's: half read, it would mix two numberings
         before, end = counts[first - 1], counts[last]
         if before < end:
             return f"#{before + 1}-#{end}"
-        return _ONE_GONE if first == last else _RANGE_GONE
+        return _Gone.ONE if first == last else _Gone.RANGE
 
     def read(found: re.Match[str]) -> _Read:
         last = found.group(2)
@@ -228,21 +250,21 @@ def numbered_text(
 
     def cite(text: str) -> str:
         parts = [(found.group(0), read(found)) for found in _IDS.finditer(text)]
-        if not any(isinstance(r, int) for _ref, r in parts):
+        if not any(isinstance(r, _Gone) for _ref, r in parts):
             return _IDS.sub(lambda found: _said(found.group(0), read(found)), text)
-        shown = [r if isinstance(r, str) else ref for ref, r in parts if not isinstance(r, int)]
+        shown = [r if isinstance(r, str) else ref for ref, r in parts if not isinstance(r, _Gone)]
         sep = ", " if "," in text else " "
-        count = sum(1 for _ref, r in parts if r == _ONE_GONE)
-        ranges = sum(1 for _ref, r in parts if r == _RANGE_GONE)
+        count = sum(1 for _ref, r in parts if r is _Gone.ONE)
+        ranges = sum(1 for _ref, r in parts if r is _Gone.RANGE)
         return f"({_with_deleted(sep.join(shown), count, ranges)})"
 
     def said(lead: str, reference: str) -> str:
         found = _IDS.fullmatch(reference)
         assert found is not None
         r = read(found)
-        if not isinstance(r, int):
+        if not isinstance(r, _Gone):
             return lead + _said(reference, r)
-        gone = DELETED_MESSAGE if r == _ONE_GONE else DELETED_MESSAGES
+        gone = DELETED_MESSAGE if r is _Gone.ONE else DELETED_MESSAGES
         if lead.startswith("["):
             return lead + gone
         return gone[0].upper() + gone[1:] if lead[0].isupper() else gone
@@ -257,13 +279,17 @@ def numbered_text(
             found = _IDS.fullmatch(reference)
             assert found is not None
             r = read(found)
-            return NO_MESSAGES if isinstance(r, int) else _said(reference, r)
+            return NO_MESSAGES if isinstance(r, _Gone) else _said(reference, r)
         label, name = match.group("label"), match.group("name")
         message_id = int(label[1:])
-        if message_id not in numbers:
-            # A deleted message's quoted line, when it names one of the conversation's speakers.
-            if message_id in counts and any(_names(name, n) for n in names):
+        if message_id in deleted:
+            # A deleted message's quoted line (its speaker is not known): the pipeline's at a
+            # line's start; inside a line, only when it names one of the conversation's speakers.
+            at_start = match.start() == 0 or text[match.start() - 1] == "\n"
+            if at_start or any(_names(name, n) for n in names):
                 return f"({DELETED_MESSAGE})"
+            return label
+        if message_id not in numbers:
             return label
         if speakers is not None and not _names(name, speakers.get(message_id)):
             return label

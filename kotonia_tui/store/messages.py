@@ -599,6 +599,27 @@ def message_places(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[
     return found
 
 
+def deleted_messages(db: Db, ids: Iterable[int]) -> frozenset[int]:
+    """Of `ids`, those of deleted messages: message ids are AUTOINCREMENT, never reused (a
+    branch raises the sequence over the ids it reserves, branching.py), so a deleted message's
+    id is one between 1 and the highest ever given out that no message has. An id of a message
+    (of any conversation) or one never given out is not deleted. Which conversation a deleted
+    message was in is not kept: an id deleted from another conversation is deleted too.
+
+    One read of the sequence, and one lookup by primary key per id in its span."""
+    wanted = sorted({i for i in ids if is_sqlite_int(i) and i > 0})
+    if not wanted:
+        return frozenset()
+    top = next_message_id(db) - 1
+    gone: set[int] = set()
+    for msg_id in wanted:
+        if msg_id > top:
+            break
+        if db.select_one("SELECT 1 AS here FROM messages WHERE id = ?", (msg_id,)) is None:
+            gone.add(msg_id)
+    return frozenset(gone)
+
+
 def message_id_at(db: Db, conv_id: int, number: int) -> int | None:
     """The id of the message shown as #`number` (1 = the first), or None."""
     if number < 1 or not is_sqlite_int(number) or not is_sqlite_int(conv_id):

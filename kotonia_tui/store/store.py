@@ -434,6 +434,11 @@ class Store:
         its speaker when it is one of them (None: it is not, deleted or another's)."""
         return messages.message_places(self._db, conv_id, ids)
 
+    def deleted_messages(self, ids: Iterable[int]) -> frozenset[int]:
+        """Of `ids`, those of messages deleted (given out once, no message's now; ids are never
+        reused): not another conversation's message, nor an id never given out."""
+        return messages.deleted_messages(self._db, ids)
+
     def message_id_at(self, conv_id: int, number: int) -> int | None:
         """The id of the message shown as #`number` in its conversation (1 = the first)."""
         return messages.message_id_at(self._db, conv_id, number)

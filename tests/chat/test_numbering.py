@@ -188,9 +188,13 @@ def _memory_message(messages) -> str:
 
 async def test_only_the_conversations_own_messages_are_numbered(make_fake_service):
     """What a memory text cites may be no message of the conversation: one deleted since, or
-    another conversation's (a story's "#5"). Left as written, its store id read as the number
-    of another message ("#34" once 34 was deleted, beside #2 and #3); it is said in words, and
-    a range is numbered by the messages left in it."""
+    a "#5" of the story. Left as written, a deleted message's store id read as the number of
+    another message ("#34" once 34 was deleted, beside #2 and #3): it is said in words, and a
+    range is numbered by the messages left in it. The story's own ids stay as written: another
+    conversation's message ("(#13)", "message #13"), "(#0)", an id never given out ("Room
+    (#999999)"); with nothing deleted the text reads as it did before deleted messages were
+    said in words, and it still does after a deletion. Message ids are never reused, so a
+    deleted message is an id given out that no message has (`Store.deleted_messages`)."""
     key = write_short_card()
     service = await make_fake_service(fake_settings(), scripted("Aye."))
     conv_id, _messages = await _second_conversation(service, key)
@@ -203,12 +207,22 @@ async def test_only_the_conversations_own_messages_are_numbered(make_fake_servic
         35: (4, user),
         10**6: (store.message_count(conv_id), None),  # every message is before it
     }
+    # The story's ids, nothing deleted: 13 is the first conversation's (ids 1-31), 999999 and
+    # 2**70 no message ever had, 0 none.
+    story = (
+        "- The vault. (#0)\n- The clue (#13); see message #13.\n- Room (#999999).\n"
+        "- Then (#13-#20)."
+    )
+    assert store.deleted_messages([0, 5, 13, 33, 38, 39, 999999, 2**70]) == frozenset()
+    assert numbered(store, conv_id, story) == story
+
     store.delete_message(34)
     assert store.message_places(conv_id, [33, 34, 35]) == {
         33: (2, user),
         34: (2, None),
         35: (3, user),
     }
+    assert store.deleted_messages([5, 13, 33, 34, 35, 39, 999999]) == {34}
     # Every id asked is counted (a range is numbered from the count before its first).
     assert store.message_places(conv_id, [0, 5, 31, 32, 34, 35, 2**70]) == {
         0: (0, None),
@@ -218,11 +232,23 @@ async def test_only_the_conversations_own_messages_are_numbered(make_fake_servic
         34: (2, None),
         35: (3, user),
     }
-    shown = numbered(store, conv_id, "#33-#34:\n#33-#35:\n- They met. (#5 #33 #34 #35)")
-    assert shown == "#2-#2:\n#2-#3:\n- They met. (#2 #3 and 2 deleted messages)"
+    shown = numbered(store, conv_id, "#33-#34:\n#33-#35:\n- They met. (#33 #34 #35)")
+    assert shown == "#2-#2:\n#2-#3:\n- They met. (#2 #3 and a deleted message)"
     assert numbered(store, conv_id, "#34-#34:\n- Gone. (#34)\nquoted from message #34") == (
         f"{NO_MESSAGES}:\n- Gone. (a deleted message)\nquoted from a deleted message"
     )
+    # The story's ids stay as written beside a deleted message (a citation keeps what it does
+    # not know as it is).
+    assert numbered(store, conv_id, story) == story
+    assert numbered(store, conv_id, "- They met. (#5 #33 #34)") == (
+        "- They met. (#5 #2 and a deleted message)"
+    )
+
+    # Which conversation a deleted message was in is not kept: a story's id of a message
+    # deleted from another conversation reads as deleted too (docs/memory-schema.md).
+    store.delete_message(13)
+    assert store.deleted_messages([13]) == {13}
+    assert numbered(store, conv_id, "see message #13") == "see a deleted message"
 
 
 async def test_a_real_fold_in_a_second_conversation_is_told_and_carried_in_numbers(

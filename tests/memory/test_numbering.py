@@ -198,13 +198,27 @@ def test_a_memory_block_as_the_pipeline_writes_it_is_numbered_throughout():
 # ---- as read, with messages deleted -----------------------------------------------------------
 
 
-def _read(text: str, present: set[int], names: frozenset[str] = frozenset()) -> str:
+def _read(
+    text: str,
+    present: set[int],
+    names: frozenset[str] = frozenset(),
+    *,
+    elsewhere: range = range(1, 337),
+    given: int = 400,
+) -> str:
     """`text` as `numbered_text` reads it when the conversation's messages are the ids
-    `present` (what `Store.message_places` says of the ids it asks)."""
+    `present` and other conversations' are `elsewhere` (what `Store.message_places` and
+    `Store.deleted_messages` say of the ids asked): an id up to `given` (the highest the store
+    gave out) that is in neither was deleted; one past it was never given out."""
     counts = {i: sum(1 for p in present if p <= i) for i in asked_ids(text)}
     numbers = {i: counts[i] for i in counts if i in present}
     speakers = {i: _speaker(i) for i in numbers}
-    return numbered_text(text, numbers, counts, speakers, names)
+    deleted = {
+        i
+        for i in referenced_ids(text)
+        if 0 < i <= given and i not in present and i not in elsewhere
+    }
+    return numbered_text(text, numbers, counts, deleted, speakers, names)
 
 
 def test_nothing_deleted_reads_as_the_plain_mapping_does():
@@ -256,20 +270,50 @@ def test_each_reference_shape_with_deleted_messages():
         "quoted from deleted messages: why\nA deleted message is too long\n"
         "through message #3; cut … [extract of a deleted message] … [extract of deleted messages]"
     )
-    # A quoted line of a deleted message names a speaker of the conversation; a label's shape
-    # with a name that is none is the story's.
+    # A quoted line of a deleted message: at a line's start whoever it names (the persona was
+    # renamed since: Ann is no speaker now); inside a line (a quote quoted again) only when it
+    # names a speaker of the conversation, or the story's "your #341 fan: " would be one.
     assert _read("#338 Kyle: I'm home. I'm your #341 fan: always.", present, names) == (
         "(a deleted message) Kyle: I'm home. I'm your #341 fan: always."
     )
     assert _read("#338 Kyle, Friday: I'm home.", present, names) == (
         "(a deleted message) Kyle, Friday: I'm home."
     )
+    assert _read("- x\n#338 Ann: I'm home.", present, names) == (
+        "- x\n(a deleted message) Ann: I'm home."
+    )
+    nested = "#337-#340: #339 Mara: Hi. #338 Kyle: I'm home."
+    assert (
+        _read(nested, present, names) == "#1-#3: #2 Mara: Hi. (a deleted message) Kyle: I'm home."
+    )
+    # What stays a store id: Kyle renamed since and no speaker now (memory/numbering.py says so).
+    assert _read(nested, present, frozenset({"Mara"})) == "#1-#3: #2 Mara: Hi. #338 Kyle: I'm home."
     # A bare "#5", and a run of digits no id has, are never references.
     assert _read("Room #338 and (#" + "9" * 25 + ")", present) == (
         "Room #338 and (#" + "9" * 25 + ")"
     )
-    # An id nothing was asked of is left as it is (not read as deleted).
-    assert numbered_text("(#338) (#5)", {}, {338: 1}) == "(a deleted message) (#5)"
+    # Only the ids said to be deleted are: one neither numbered nor deleted is left as it is.
+    assert numbered_text("(#338) (#5)", {}, {338: 1, 5: 0}, {338}) == "(a deleted message) (#5)"
+
+
+def test_the_storys_own_ids_stay_as_written():
+    """An id in a reference's shape that is no message of the conversation and was never
+    deleted is the story's (the chronicler cites only its source's ids): "(#0)", another
+    conversation's "(#13)" and "message #13", "Room (#999999)" (no message ever had it). They
+    read as written, with nothing deleted and with a message of the conversation deleted,
+    never as "a deleted message"."""
+    story = (
+        "- The vault. (#0)\n- The clue (#13); see message #13.\n- Room (#999999).\n"
+        "- From (#13-#20) to (#13-#338).\n#13-#20: as written"
+    )
+    present = set(range(337, 377))
+    assert _read(story, present) == story
+    assert _read(story, present - {338}) == story
+    assert _read(story + "\n- Lit. (#338 #339)", present - {338}) == (
+        story + "\n- Lit. (#2 and a deleted message)"
+    )
+    # A run of digits past every id given out, at a line's start with a speaker's name.
+    assert _read("#999999 Kyle: hi", present, frozenset({"Kyle"})) == "#999999 Kyle: hi"
 
 
 def test_evidence_is_said_as_a_citation_is():
