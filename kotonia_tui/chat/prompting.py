@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
 SETUP_COUNTS_KEPT = 16
+MEMORY_COUNTS_KEPT = 16  # memory blocks as read (one per conversation open in a session, or so)
 # Steps a turn takes to carry what it would cut by code only (chapters quoted, then the oldest
 # of them quoted into the synopsis, as often as the memory still does not fit).
 CARRY_ROUNDS = 8
@@ -106,7 +107,9 @@ class TurnRead:
     """What one turn reads (bounded reads, no writes): the plan and the prompt come from it."""
 
     conv_id: int
-    state: MemoryState  # as stored; re-counted when another model's tokenizer wrote it
+    # As stored, its memory block counted as this turn reads it (`read`): `recounted` when
+    # that count is not the stored one, which the turn then stores.
+    state: MemoryState
     window: list[StoredMessage]  # from where the verbatim window starts, before `before_id`
     counts: list[WindowMessage]  # their exact token costs
     landed: LandedMemory
@@ -134,6 +137,7 @@ class TurnRead:
     notices: list[str]
     warnings: list[str]  # said as warnings (a lorebook key turned off)
     group: GroupTurn | None = None  # a group reply: who else may speak
+    recounted: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,7 @@ class Prompter:
         self.lore = LoreMatcher(self.world_info, engine.count_tokens)
         self.recaller = Recaller(store, engine, semantic)
         self._setup_tokens: dict[str, int] = {}  # a setup is counted once, not every turn
+        self._memory_tokens: dict[str, int] = {}  # so is a memory block as it is read
 
     def state_ref(
         self, conv_id: int, portrait: ImageInput | None, card_key: str, persona_name: str
@@ -264,6 +269,18 @@ class Prompter:
         if count is None:
             (counted,) = await self.engine.count_tokens_many([system_text])
             count = self._remember_setup(system_text, counted)
+        return count
+
+    async def count_memory(self, text: str) -> int:
+        """What the memory block `text` (as read: numbered) costs in the prompt
+        (`memory_count_text`), counted the first time it is seen without holding the event
+        loop; a turn whose memory reads as the last one's counts nothing."""
+        count = self._memory_tokens.get(text)
+        if count is None:
+            (count,) = await self.engine.count_tokens_many([memory_count_text(text)])
+            if len(self._memory_tokens) >= MEMORY_COUNTS_KEPT:
+                self._memory_tokens.clear()
+            self._memory_tokens[text] = count
         return count
 
     def _remember_setup(self, system_text: str, count: int) -> int:
@@ -457,14 +474,16 @@ class Prompter:
         # cites store ids): counted as sent. Numbers are places, so they change only when an
         # earlier message is deleted, and a deletion inside a folded range refolds it anyway.
         numbers = numbering(self.store, conv_id, (state.memory_text, landed_text))
-        # A memory block written with another model's tokenizer is re-counted once.
-        if state.memory_text and state.memory_model_key != key:
-            state = state.model_copy(
-                update={
-                    "memory_tokens": memory_tokens(self.engine, numbers.text(state.memory_text)),
-                    "memory_model_key": key,
-                }
-            )
+        # The memory block is counted as it is sent this turn: stored, its count is of the text
+        # read when it was applied, and a message it cites deleted since (said in words) or
+        # put back, or another model's tokenizer, changes it. Counted only when that text is
+        # new to this prompter (`count_memory`), so a turn like the last costs a lookup.
+        recounted = False
+        if state.memory_text:
+            counted = await self.count_memory(numbers.text(state.memory_text))
+            if counted != state.memory_tokens or state.memory_model_key != key:
+                state = state.model_copy(update={"memory_tokens": counted, "memory_model_key": key})
+                recounted = True
         open_jobs = rows.jobs
         chapter_jobs = [j for j in open_jobs if j.kind is FoldKind.CHAPTER]
         settings = self.turn_settings(conv_id, card.key)
@@ -521,11 +540,7 @@ class Prompter:
         room = budgets.n_ctx - fixed - reserve - budgets.min_verbatim
         recall_budget = max(0, min(budgets.recall, room))
         fixed += recall_budget
-        landed_tokens = 0
-        if landed_text:
-            (landed_tokens,) = await self.engine.count_tokens_many(
-                [memory_count_text(numbers.text(landed_text))]
-            )
+        landed_tokens = await self.count_memory(numbers.text(landed_text)) if landed_text else 0
         return TurnRead(
             conv_id=conv_id,
             state=state,
@@ -550,6 +565,7 @@ class Prompter:
             notices=notices,
             warnings=warnings,
             group=group,
+            recounted=recounted,
         )
 
     def plan(self, read: TurnRead, *, queue_by_trigger: bool) -> TurnDecision:
@@ -801,7 +817,7 @@ class Prompter:
         """Store the memory state the turn is built on and queue its fold job (the turn's only
         writes); returns the state as stored and the job."""
         state = decision.state
-        if state != read.state or read.state.updated_at is None:
+        if state != read.state or read.recounted or read.state.updated_at is None:
             state = self.store.set_memory_state(state)
         if decision.plan.forced_cut_through is not None:
             log.warning(

@@ -888,6 +888,12 @@ async def test_a_memory_text_citing_a_deleted_message_says_so_in_words(make_fake
     assert not re.search(r"\(#(\d+) #\1\)", memory)
     # As stored: ids, unchanged (a refold or undo reads them again).
     assert "(#6 #7)" in store.memory_state(conv_id).memory_text
+    # Its count is of what is sent (a deleted message in words is longer than its number):
+    # counted again as read, used by the turn's plan and stored.
+    counted = memory_tokens(service.engine, memory)
+    assert counted != memory_tokens(service.engine, before)
+    assert turn.prepared.plan.memory_tokens == counted
+    assert store.memory_state(conv_id).memory_tokens == counted
     # The cached prefix: the same bytes on the next turn, nothing deleted meanwhile.
     again = await service.send(conv_id, "Good.")
     assert (await again.wait()).error is None
