@@ -894,10 +894,14 @@ async def test_a_memory_text_citing_a_deleted_message_says_so_in_words(make_fake
     assert counted != memory_tokens(service.engine, before)
     assert turn.prepared.plan.memory_tokens == counted
     assert store.memory_state(conv_id).memory_tokens == counted
-    # The cached prefix: the same bytes on the next turn, nothing deleted meanwhile.
+    # The cached prefix: the same bytes on the next turn, nothing deleted meanwhile; its count
+    # agrees with the stored one, so the turn writes no memory state.
+    written = store.memory_state(conv_id).updated_at
     again = await service.send(conv_id, "Good.")
     assert (await again.wait()).error is None
     assert _memory_message(again.prepared.request.messages) == memory
+    assert again.prepared.plan.memory_tokens == counted
+    assert store.memory_state(conv_id).updated_at == written
 
     # The inspector: the chapters' texts and notes, their ranges, the ledger's evidence.
     view = service.memory_view(conv_id)
