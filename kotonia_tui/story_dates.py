@@ -4,7 +4,8 @@ A story, or a chat imported with its sessions, says when a scene happens in the 
 opens it ("*Friday, 19 October 2018, evening.*", "March 3rd, 1889. The fog has not lifted.").
 The scene keeps that date until a later opening names another one. Code finds these dates, so
 a recalled excerpt or a chapter can say when it happened without asking the model, and a date
-survives folding even when the chronicler leaves its "When:" line empty.
+survives folding even when the chronicler leaves its "When:" line empty. What the chronicler
+writes there counts only when it reads as a time (`reads_as_time`).
 
 Only a date in a message's opening line counts, outside quoted speech: a date someone
 mentions in passing ("my sister marries on 3 May") is not the day of the scene. The date is
@@ -100,21 +101,103 @@ def span(dates: Iterable[str]) -> str | None:
     return ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"
 
 
+# A time is a few words: a scene header's date and part of the day ("Friday, 19 October 2018,
+# evening"), or a phrase and what it is relative to ("three days later, at dusk", "late
+# afternoon on the day of the funeral": eight). Longer, it is a sentence that mentions a time.
+# The dates it writes are not counted, so a span of two full dates (what `chapter_time`
+# stores when the conversation wrote them) is one.
+TIME_WORDS = 8
+# The mark a string the chronicler's grammar ended at its length limit carries
+# (memory/cut_items.CUT_MARK): the rest of what it was writing is not there.
+CUT_MARK = "…"
+# Words that say when (English, like the dates): a part of the day or a season, a unit of time
+# ("three days later", "that week"), a relative time, a feast, a clock time, a day of the
+# month ("the 14th"), a year said as one ("in 1887", "spring of '88"). A weekday or a date is
+# found by `dates_in`; a month alone counts with its capital (not "May": "she may").
+_TIME_WORD = re.compile(
+    r"""
+    \b(?:
+        (?:morning|afternoon|evening|night|noon|midday|midnight|dawn|dusk|daybreak|sunrise
+          |sunset|sundown|twilight|nightfall|daytime|night-?time|bedtime|lunchtime|teatime
+          |spring|summer|autumn|fall|winter
+          |minute|hour|day|week|weekend|fortnight|month|year|decade|century|centuries
+          |tonight|today|tomorrow|yesterday|overnight|later|earlier|meanwhile|ago
+          |afterwards?|christmas|easter|halloween|new\ year|o'clock)s?
+      | [0-2]?\d:[0-5]\d                                   # 7:42, 19:00
+      | [01]?\d\s?[ap]\.?m                                 # 7 pm, 7a.m.
+      | (?:[12]?\d|3[01])(?:st|nd|rd|th)                    # the 14th
+      | (?:in|of|since|until|by|around|circa)\s+(?:the\s+)?(?:year\s+)?[12]\d{3}s?
+    )\b
+    | '\d\d\b                                               # '88
+    | ^[12]\d{3}s?$                                          # 1887, the year alone
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+_MONTH_NAME = re.compile(
+    r"\b(?:January|February|March|April|June|July|August|September|October|November"
+    r"|December)\b"
+)
+# A line someone says, as the chronicler copies it: "Mara says: ...", "Mara: ...", or a
+# sentence about someone ("She was here in ...", "I'll call you when ..."), not a time.
+_SAYS = re.compile(
+    r"^\S+(?:\s+\S+){0,2}?\s+(?:says|said|asks|asked|replies|replied|tells|told|whispers"
+    r"|whispered|shouts|shouted|writes|wrote)\b",
+    re.IGNORECASE,
+)
+_HEAD = re.compile(r"^([^:]+):(?:\s|$)")
+_SUBJECT = re.compile(r"^(?:I|you|he|she|we|they)(?:['\u2019]\w+)?\b", re.IGNORECASE)
+
+
+def _names_a_time(text: str) -> bool:
+    return bool(dates_in(text) or _TIME_WORD.search(text) or _MONTH_NAME.search(text))
+
+
+def reads_as_time(text: str | None) -> bool:
+    """Whether a chapter's in-story time as written (the chronicler's "When:", or one stored)
+    reads as a time: a few words (TIME_WORDS, not counting the dates it writes) that name a
+    time (a date `dates_in` finds, a weekday, a clock time, a part of the day or a season, a
+    relative time: "the next morning", "three days later", "spring of '88"), not cut by the
+    grammar (ending in CUT_MARK), and not a line of the story: "Mara says: ...", "Mara: ...",
+    "She was here ...".
+
+    A small chronicler fills "When:" with whatever it copies, shown then as the time of
+    recalled excerpts ("In-story time: Mara says: I've had enough of"; docs/decisions.md
+    D-51)."""
+    said = _SPACES.sub(" ", text or "").strip()
+    if not said or said.endswith(CUT_MARK):
+        return False
+    if _SAYS.match(said) or _SUBJECT.match(said):
+        return False
+    head = _HEAD.match(said)
+    if head and len(head.group(1).split()) <= 4 and not _names_a_time(head.group(1)):
+        return False  # a speaker's name before the line ("Mara:"), not "Day 2: noon"
+    rest = _DATE.sub(" ", said)
+    if len([w for w in rest.split() if any(c.isalnum() for c in w)]) > TIME_WORDS:
+        return False
+    return _names_a_time(said)
+
+
+def told_time(text: str | None) -> str | None:
+    """`text` stripped when it reads as a time (`reads_as_time`), else None."""
+    return text.strip() if text is not None and reads_as_time(text) else None
+
+
 def chapter_time(chronicled: str | None, dates: Sequence[str]) -> str | None:
     """A chapter's in-story time: the chronicler's "When:" (`chronicled`) or the `span` of
     the scene dates of its range (`dates`, in story order, the first being the date in
-    force when the range begins).
+    force when the range begins); None when neither gives one.
 
-    The chronicler's stays when it names the range's first and last dates in full (it may add
+    The chronicler's counts only when it reads as a time (`reads_as_time`). It stays when the
+    range has no dates, or when it names the range's first and last dates in full (it may add
     the hour or the part of the day). When it names none, only vaguer words ("that evening",
     a weekday where the range has a full date), part of the range, or a date the conversation
     does not write for these messages, the range's span is the chapter's time: a date the
     conversation wrote is a fact, the chronicler's a reading of it (a small model invents
     dates, or leaves "When:" empty)."""
     written = span(dates)
-    said = (chronicled or "").strip()
-    if written is None:
-        return said or None
+    said = told_time(chronicled)
+    if said is None or written is None:
+        return said or written
     named = [d.casefold() for d in dates_in(said)]
     ends = {_SPACES.sub(" ", d).casefold() for d in (dates[0], dates[-1])}
     if all(any(end in date for date in named) for end in ends):

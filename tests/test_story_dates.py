@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kotonia_tui.story_dates import chapter_time, dates_in, scene_date, scene_dates, span
+from kotonia_tui.memory.cut_items import CUT_MARK
+from kotonia_tui.story_dates import (
+    chapter_time,
+    dates_in,
+    reads_as_time,
+    scene_date,
+    scene_dates,
+    span,
+)
 
 
 @pytest.mark.parametrize(
@@ -100,3 +108,60 @@ def test_dates_anywhere_in_a_text_as_written() -> None:
         "Friday, 19 October 2018",
         "3rd of May",
     ]
+
+
+# What a 270M chronicler wrote in "When:" over eight evaluation runs, shown as the time of
+# recalled excerpts; and sentences that are no time.
+NOT_TIMES = [
+    "Mara says: I've had enough of",
+    f"Mara says: I'll call you when I{CUT_MARK}",
+    f"She was here in the spring of '{CUT_MARK}",
+    f"She was here in 1887, after the{CUT_MARK}",
+    "She was here in the spring of '",  # cut before cuts were marked
+    "Piet: see you tomorrow night",
+    "Mara says we leave at dawn",
+    f"that night, when the ferry{CUT_MARK}",  # cut: what it was saying is not there
+    "Mara walks Piet to the lighthouse.",
+    "Ann has a sister, Mia, who lands on the 14th and stays a week.",
+    "I'll call you tonight",
+    "",
+]
+TIMES = [
+    "5th of October",
+    "28 SEPT",
+    "Wednesday, 31 October 2018",
+    "Friday, 19 October 2018, evening",
+    "that night",
+    "the next morning",
+    "Monday",
+    "three days later",
+    "spring of '88",
+    "dawn",
+    "at 7:42 pm",
+    "the 14th",
+    "late October",
+    "Day 2: noon",
+    "Three days later, at the harbour at dusk",
+    "Friday, 19 October 2018 to Saturday, 20 October 2018",  # a span chapter_time writes
+]
+
+
+@pytest.mark.parametrize("said", NOT_TIMES)
+def test_a_line_of_the_story_a_cut_phrase_or_a_sentence_is_no_chapter_time(said: str) -> None:
+    assert not reads_as_time(said)
+    assert chapter_time(said, []) is None
+    # The range's written dates are still its time.
+    assert chapter_time(said, ["Friday, 19 October 2018"]) == "Friday, 19 October 2018"
+
+
+@pytest.mark.parametrize("said", TIMES)
+def test_a_time_the_chronicler_writes_is_the_chapters_when_the_range_has_no_dates(
+    said: str,
+) -> None:
+    assert reads_as_time(said)
+    assert chapter_time(f"  {said} ", []) == said
+
+
+def test_a_speakers_line_naming_the_ranges_date_is_not_its_time() -> None:
+    said = "Mara says: on Friday, 19 October 2018 I leave"
+    assert chapter_time(said, ["Friday, 19 October 2018"]) == "Friday, 19 October 2018"

@@ -554,7 +554,8 @@ class ChronicleReply:
     request: ChronicleRequest
     verdict: Verdict
     text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
-    story_time: str | None = None  # a chapter's in-story time, from its "When:" line
+    # A chapter's in-story time, from its "When:" line when it reads as a time (read_chapter).
+    story_time: str | None = None
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
     structure: StructuredChapter | None = None  # a structured chapter, as read
     misses: tuple[str, ...] = ()  # the readback's misses (names and numbers left out)

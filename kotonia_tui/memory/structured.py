@@ -34,6 +34,7 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.memory.grounding import content, evidence, grounded, only_names_the_cast
 from kotonia_tui.memory.readback import quote, quoted_lines, user_specifics
+from kotonia_tui.story_dates import reads_as_time
 from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -272,6 +273,7 @@ class DropReason(StrEnum):
     REPEATED = "it says what an item kept before says"
     EVENT_AGAIN = "a claim that only says an event of the chapter again"
     NOT_OPEN = "it resolves no open thread"
+    NOT_A_TIME = "it does not read as a time"  # the story time (story_dates.reads_as_time)
 
 
 @dataclass(frozen=True)
@@ -501,8 +503,13 @@ def read_chapter(
             resolved.append(Resolution(answered.thread, _clean(answered.how), ids))
 
     time = _clean(answer.time)
+    if time and not (_wordy(time) and reads_as_time(time)):
+        # A line of the story, a cut phrase or a sentence in "When:" is no time: shown as the
+        # chapter's, it heads recalled excerpts ("In-story time: Mara says: ...").
+        dropped.append(Dropped("time", time, DropReason.NOT_A_TIME))
+        time = ""
     return StructuredChapter(
-        time=time if _wordy(time) else "",
+        time=time,
         events=tuple(events),
         claims=tuple(claims),
         ledger=tuple(ledger),

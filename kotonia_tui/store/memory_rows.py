@@ -17,6 +17,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from kotonia_tui import story_dates
 from kotonia_tui.domain import (
     Chapter,
     ChapterOrigin,
@@ -48,7 +49,9 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         tokens=row["tokens"],
         stale=bool(row["stale"]),
         in_synopsis=bool(row["in_synopsis"]),
-        story_time=row["story_time"],
+        # A chapter stored before its time had to read as one may hold a line of the story
+        # there ("Mara says: ..."): it is shown as no time (story_dates.reads_as_time).
+        story_time=story_dates.told_time(row["story_time"]),
         superseded_by=row["superseded_by"],
         retired=bool(row["retired"]),
         structure=row["structure"],
@@ -283,8 +286,8 @@ def chapter_ranges(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
     """For each message id, when it happened in the story: the date its scene's opening gave
     (the newest dated message at or before it, `messages.scene_date`), else the in-story time
-    of the newest chapter covering it that names one (in the synopsis or not; a superseded
-    chapter's refold speaks for it). One indexed read or two per id."""
+    of the newest chapter covering it that names one that reads as a time (in the synopsis or
+    not; a superseded chapter's refold speaks for it). One indexed read or two per id."""
     out: dict[int, str] = {}
     for msg_id in sorted(set(ids)):
         row = db.select_one(
@@ -293,17 +296,21 @@ def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
             "ORDER BY id DESC LIMIT 1",
             (conv_id, msg_id),
         )
-        if row is None:
-            row = db.select_one(
-                "SELECT story_time AS scene_date FROM chapters WHERE conversation_id = ? "
-                "AND first_message_id <= ? AND last_message_id >= ? "
-                "AND superseded_by IS NULL AND retired = 0 "
-                "AND story_time IS NOT NULL AND story_time != '' "
-                "ORDER BY id DESC LIMIT 1",
-                (conv_id, msg_id, msg_id),
-            )
         if row is not None:
             out[msg_id] = str(row["scene_date"])
+            continue
+        covering = db.select(
+            "SELECT story_time FROM chapters WHERE conversation_id = ? "
+            "AND first_message_id <= ? AND last_message_id >= ? "
+            "AND superseded_by IS NULL AND retired = 0 "
+            "AND story_time IS NOT NULL AND story_time != '' "
+            "ORDER BY id DESC",
+            (conv_id, msg_id, msg_id),
+        )
+        # As `chapter_from_row` reads it: an older chapter's junk is no time.
+        times = (story_dates.told_time(str(r["story_time"])) for r in covering)
+        if (time := next((t for t in times if t), None)) is not None:
+            out[msg_id] = time
     return out
 
 

@@ -132,7 +132,19 @@ def test_a_chapter_quoted_from_its_range_is_dated_too(tmp_path: Path) -> None:
     store.close()
 
 
-def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("chronicled", "stored"),
+    [
+        ("dawn", "dawn"),
+        (None, None),
+        # A line of the story in "When:" is no time (story_dates.reads_as_time).
+        ("Wren: see you tonight", None),
+        ("Ann tells Wren to hurry", None),
+    ],
+)
+def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(
+    tmp_path: Path, chronicled: str | None, stored: str | None
+) -> None:
     store = Store.open(tmp_path / "kotonia.sqlite3")
     conv = store.create_conversation(
         Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
@@ -144,8 +156,11 @@ def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(tmp_path: Pa
             Message(role=Role.CHARACTER, speaker="Wren", text="I had it in my coat."),
         ],
     )
-    asyncio.run(fold(store, answer_with("dawn"), chapter_job(conv.id, 1, 2)))
-    assert [c.story_time for c in store.chapters(conv.id)] == ["dawn"]
+    asyncio.run(fold(store, answer_with(chronicled), chapter_job(conv.id, 1, 2)))
+    (chapter,) = store.chapters(conv.id)
+    assert chapter.origin is not ChapterOrigin.QUOTED
+    assert chapter.story_time == stored
+    assert ("in-story time" in chapter_heading(chapter)) is (stored is not None)
     store.close()
 
 

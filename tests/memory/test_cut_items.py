@@ -174,3 +174,21 @@ def test_a_users_fact_is_finished_from_the_users_own_lines_only():
     # Not finished with Corwin's words: the fact rests on Mara's line, and stays in the ledger.
     assert "forty crowns" not in kept.text and kept.evidence == (1,)
     assert kept.text.endswith(CUT_MARK)
+
+
+def test_a_story_time_the_grammar_cut_is_no_time():
+    """A "When:" the grammar ended is marked, and a marked time is not the chapter's: shown,
+    it heads recalled excerpts with half a phrase ("She was here in the spring of '…")."""
+    request = ChronicleRequest.chapter(SOURCE, CAST, ())
+    prompt = chronicler_prompt(request, ModelProfile())
+    schema = schema_for(_source(), Shape(_source().first_shape().counts, text=64, short=32))
+    pattern = string_patterns(schema)[("time", "time")]
+    time = "that night, after Corwin had rowed to Pellmouth"[: pattern_chars(pattern) - 1]
+    assert filled(pattern, time) and time[-1].isalpha()
+    event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
+    for written, shown in ((time, None), ("that night", "that night")):
+        answer = json.dumps({"events": [event], "time": written})
+        reply = read_reply(request, prompt, answer, cut=False, schema=json.dumps(schema))
+        assert reply.ok and reply.structure is not None
+        assert reply.story_time == shown
+    assert reply.structure.time == "that night"

@@ -168,6 +168,22 @@ def test_a_time_with_a_colon_or_a_line_break_keeps_the_label_readable() -> None:
     )
 
 
+def test_a_synopsis_quoted_with_a_line_of_the_story_as_a_time_is_quoted_again_without_it() -> None:
+    """A synopsis quoted from chapters stored before their time had to read as one holds
+    their "When:" junk in its labels; quoted again, the line has no time."""
+    first = (
+        f"{QUOTED_SYNOPSIS_LEAD}\n"
+        "#1-#8, Mara says - I've had enough of: - Mara met Soot. (#3)\n"
+        "#9-#16, that night: - Soot stole the lamp. (#12)"
+    )
+    passages = synopsis_passages(first, [], base_quoted=True)
+    assert [(p.label, p.time) for p in passages] == [("#1-#8", None), ("#9-#16", "that night")]
+    assert extract_passages(passages, 1000).splitlines() == [
+        "#1-#8: - Mara met Soot. (#3)",
+        "#9-#16, that night: - Soot stole the lamp. (#12)",
+    ]
+
+
 def test_a_quote_quoted_again_quotes_words_not_its_marks() -> None:
     # A synopsis quoting chapters that are quotes or structured items: a 40-turn run stored
     # "#41-#52: … … …" and "#1-#5: … (#3)", pieces that fit a tight limit and say nothing.

@@ -158,6 +158,18 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
     assert whole.story_time == "the 14th"
 
 
+def test_a_line_of_the_story_in_the_time_is_left_out_and_says_why():
+    """A small chronicler copies a line into "When:"; stored as the chapter's time it headed
+    recalled excerpts ("In-story time: Mara says: I've had enough of")."""
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    line = "Ann says: My sister Mia lands on the 14th"
+    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": line}), cut=False)
+    assert reply.ok and reply.structure is not None
+    assert reply.story_time is None and reply.structure.time == ""
+    assert Dropped("time", line, DropReason.NOT_A_TIME) in reply.structure.dropped
+
+
 def test_an_answer_that_keeps_nothing_is_not_a_chapter():
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())

@@ -359,6 +359,20 @@ def test_a_message_happens_on_its_scene_s_date_before_any_chapter_s_word_for_it(
     }
 
 
+def test_a_chapter_stored_with_a_line_of_the_story_as_its_time_is_read_with_none(
+    store: Store,
+) -> None:
+    """Chapters written before a time had to read as one (story_dates.reads_as_time) hold
+    what a small chronicler put in "When:": it is neither recalled nor shown as a time."""
+    conv = new_conversation(store)
+    ids = store.add_messages(conv.id, make_messages(6))
+    junk = "Mara says: I've had enough of"
+    for first, last, time in ((ids[0], ids[2], junk), (ids[3], ids[5], "that night")):
+        store.add_chapter(_chapter(conv.id, first, last).model_copy(update={"story_time": time}))
+    assert [c.story_time for c in store.chapters(conv.id)] == [None, "that night"]
+    assert store.story_times(conv.id, [ids[1], ids[4]]) == {ids[4]: "that night"}
+
+
 def test_a_ranges_scene_dates_start_with_the_one_in_force_at_its_first_message(
     store: Store,
 ) -> None:

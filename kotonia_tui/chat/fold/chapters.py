@@ -265,7 +265,8 @@ def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
 
 def story_time(piece: Piece, chronicled: str | None) -> str | None:
     """A chapter's in-story time: the chronicler's, or the dates its range's scenes were
-    given when the chronicler gave none or a vaguer one (story_dates.chapter_time)."""
+    given when the chronicler gave none, a vaguer one or words that do not read as a time
+    (story_dates.chapter_time)."""
     return story_dates.chapter_time(chronicled, piece.scene_dates)
 
 
