@@ -16,7 +16,10 @@ English month and weekday names, and ISO dates; other calendars are not recognis
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
+
+from kotonia_tui.terms import has_unspaced
 
 # How much of a message's first line is its opening: a scene header is short.
 OPENING_CHARS = 200
@@ -117,15 +120,17 @@ CUT_MARK = "…"
 _TIME_WORD = re.compile(
     r"""
     \b(?:
-        (?:morning|afternoon|evening|night|noon|midday|midnight|dawn|dusk|daybreak|sunrise
+        (?:mid-?)?(?:morning|afternoon|evening|night|noon|midday|midnight|dawn|dusk|daybreak|sunrise
           |sunset|sundown|twilight|nightfall|daytime|night-?time|bedtime|lunchtime|teatime
           |spring|summer|autumn|fall|winter
           |minute|hour|day|week|weekend|fortnight|month|year|decade|century|centuries
           |tonight|today|tomorrow|yesterday|overnight|later|earlier|meanwhile|ago
           |afterwards?|christmas|easter|halloween|new\ year|o'clock)s?
       | [0-2]?\d:[0-5]\d                                   # 7:42, 19:00
+      | \d{1,2}[/.]\d{1,2}[/.](?:\d\d)?\d\d                # 12/25/2020, 25.12.20
       | [01]?\d\s?[ap]\.?m                                 # 7 pm, 7a.m.
       | (?:[12]?\d|3[01])(?:st|nd|rd|th)                    # the 14th
+      | [12]\d{3}s                                          # the 1990s
       | (?:in|of|since|until|by|around|circa)\s+(?:the\s+)?(?:year\s+)?[12]\d{3}s?
     )\b
     | '\d\d\b                                               # '88
@@ -146,10 +151,33 @@ _SAYS = re.compile(
 )
 _HEAD = re.compile(r"^([^:]+):(?:\s|$)")
 _SUBJECT = re.compile(r"^(?:I|you|he|she|we|they)(?:['\u2019]\w+)?\b", re.IGNORECASE)
+# A question, an exclamation or quoted speech is a line of the story, in any script.
+_SPOKEN = re.compile('[?!"\u201c\u201d\u00ab\u00bb\u300c\u300d\u300e\u300f\uff01\uff1f]')
+# A speaker's name before a line in any script ("Mara: ...", "マラ：...").
+_ANY_HEAD = re.compile("^[^:\uff1a]+[:\uff1a]")
+# In a script written without spaces (Japanese, Chinese, Thai, ...), the letters of a time of
+# TIME_WORDS words: about two a word ("十月十九日の夜" is seven).
+UNSPACED_TIME_LETTERS = 2 * TIME_WORDS
 
 
 def _names_a_time(text: str) -> bool:
     return bool(dates_in(text) or _TIME_WORD.search(text) or _MONTH_NAME.search(text))
+
+
+def _in_latin(text: str) -> bool:
+    """Whether `text` has no letter, or one of the Latin script (what the English rule can
+    read); else it is written in another script only (翌日の朝, Вечер)."""
+    letters = [c for c in text if c.isalpha()]
+    return not letters or any(unicodedata.name(c, "").startswith("LATIN") for c in letters)
+
+
+def _short_unread(said: str) -> bool:
+    """A time in a script the English words do not read, judged by its shape alone: no
+    speaker's name before it, at most TIME_WORDS words, and at most UNSPACED_TIME_LETTERS
+    letters of a script written without spaces."""
+    if _ANY_HEAD.match(said) or len(said.split()) > TIME_WORDS:
+        return False
+    return sum(1 for c in said if c.isalpha() and has_unspaced(c)) <= UNSPACED_TIME_LETTERS
 
 
 def reads_as_time(text: str | None) -> bool:
@@ -158,14 +186,22 @@ def reads_as_time(text: str | None) -> bool:
     time (a date `dates_in` finds, a weekday, a clock time, a part of the day or a season, a
     relative time: "the next morning", "three days later", "spring of '88"), not cut by the
     grammar (ending in CUT_MARK), and not a line of the story: "Mara says: ...", "Mara: ...",
-    "She was here ...".
+    "She was here ...", a question, an exclamation or quoted speech.
+
+    The words are English, like the dates. A time written only in another script (the
+    chronicler writes in the story's language: "翌日の朝", "Вечер") is judged by its shape
+    alone (`_short_unread`): dropping it would take the time from every chapter of a
+    Japanese story. A time in another language written in Latin letters ("Am nächsten
+    Morgen") names no English time word and is not kept.
 
     A small chronicler fills "When:" with whatever it copies, shown then as the time of
     recalled excerpts ("In-story time: Mara says: I've had enough of"; docs/decisions.md
     D-51)."""
     said = _SPACES.sub(" ", text or "").strip()
-    if not said or said.endswith(CUT_MARK):
+    if not said or said.endswith(CUT_MARK) or _SPOKEN.search(said):
         return False
+    if not _in_latin(said):
+        return _short_unread(said)
     if _SAYS.match(said) or _SUBJECT.match(said):
         return False
     head = _HEAD.match(said)

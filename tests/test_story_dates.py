@@ -124,6 +124,11 @@ NOT_TIMES = [
     "Mara walks Piet to the lighthouse.",
     "Ann has a sister, Mia, who lands on the 14th and stays a week.",
     "I'll call you tonight",
+    "What day is it?",
+    '"See you tomorrow"',
+    "マラ：もう我慢できない",  # a speaker's line in another script
+    "マラは「明日また来る」と言った",
+    "マラは港でピートを待っていたが彼は来なかった",  # a sentence: too long for a time
     "",
 ]
 TIMES = [
@@ -143,6 +148,16 @@ TIMES = [
     "Day 2: noon",
     "Three days later, at the harbour at dusk",
     "Friday, 19 October 2018 to Saturday, 20 October 2018",  # a span chapter_time writes
+    "10:30 pm",
+    "1887",
+    "the 1990s",
+    "midafternoon",
+    "12/25/2020",
+    # The chronicler writes in the story's language: another script is judged by its shape.
+    "翌日の朝",
+    "夜",
+    "2018年10月19日",
+    "Через три дня",
 ]
 
 

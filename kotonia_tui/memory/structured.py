@@ -503,7 +503,11 @@ def read_chapter(
             resolved.append(Resolution(answered.thread, _clean(answered.how), ids))
 
     time = _clean(answer.time)
-    if time and not (_wordy(time) and reads_as_time(time)):
+    if not _wordy(time):
+        # Digits and marks ("14:00:00"): what a small model writes in any field, left out
+        # unrecorded as before; "it does not read as a time" would be false of "10:30 pm".
+        time = ""
+    elif not reads_as_time(time):
         # A line of the story, a cut phrase or a sentence in "When:" is no time: shown as the
         # chapter's, it heads recalled excerpts ("In-story time: Mara says: ...").
         dropped.append(Dropped("time", time, DropReason.NOT_A_TIME))

@@ -170,6 +170,29 @@ def test_a_line_of_the_story_in_the_time_is_left_out_and_says_why():
     assert Dropped("time", line, DropReason.NOT_A_TIME) in reply.structure.dropped
 
 
+def test_a_time_in_the_storys_own_script_is_the_chapters():
+    """The chronicler writes in the story's language: a Japanese story's "When:" is in
+    Japanese, and read by English words alone every chapter of it lost its time."""
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": "翌日の朝"}), cut=False)
+    assert reply.ok and reply.structure is not None
+    assert reply.story_time == "翌日の朝"
+    assert all(d.field != "time" for d in reply.structure.dropped)
+
+
+def test_a_time_in_digits_is_left_out_without_being_called_no_time():
+    """A time with fewer letters than digits is left out as before (a small model writes
+    "14:00:00" anywhere), but not shown in the inspector as one that "does not read as a
+    time": "10:30 pm" does."""
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": "10:30 pm"}), cut=False)
+    assert reply.ok and reply.structure is not None
+    assert reply.story_time is None
+    assert all(d.field != "time" for d in reply.structure.dropped)
+
+
 def test_an_answer_that_keeps_nothing_is_not_a_chapter():
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
