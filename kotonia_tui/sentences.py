@@ -24,6 +24,11 @@ from __future__ import annotations
 import itertools
 import re
 
+# The mark a text cut before its sentence ended carries: a chronicler's string its grammar
+# ended at its length limit (memory/cut_items.py), and a chapter's in-story time read as such
+# (story_dates.told_time). What it was saying is not there.
+CUT_MARK = "…"
+
 _CLOSING = "\"'”’»」』）)\\]*_`"
 # A Latin-style stop (a run of . ! ? …) with its closing marks, before a space or the end.
 _SPACED_END = re.compile(rf"[.!?…؟।]+[{_CLOSING}]*(?=\s|$)")

@@ -5,7 +5,8 @@ opens it ("*Friday, 19 October 2018, evening.*", "March 3rd, 1889. The fog has n
 The scene keeps that date until a later opening names another one. Code finds these dates, so
 a recalled excerpt or a chapter can say when it happened without asking the model, and a date
 survives folding even when the chronicler leaves its "When:" line empty. What the chronicler
-writes there counts only when it reads as a time (`reads_as_time`).
+writes there counts only when it is a time it finished (`told_time`), not a string its grammar
+cut or a speaker's line.
 
 Only a date in a message's opening line counts, outside quoted speech: a date someone
 mentions in passing ("my sister marries on 3 May") is not the day of the scene. The date is
@@ -16,9 +17,9 @@ English month and weekday names, and ISO dates; other calendars are not recognis
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 
+from kotonia_tui.sentences import CUT_MARK
 from kotonia_tui.terms import has_unspaced
 
 # How much of a message's first line is its opening: a scene header is short.
@@ -104,118 +105,48 @@ def span(dates: Iterable[str]) -> str | None:
     return ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"
 
 
-# A time is a few words: a scene header's date and part of the day ("Friday, 19 October 2018,
-# evening"), or a phrase and what it is relative to ("three days later, at dusk", "late
-# afternoon on the day of the funeral": eight). Longer, it is a sentence that mentions a time.
-# The dates it writes are not counted, so a span of two full dates (what `chapter_time`
-# stores when the conversation wrote them) is one.
-TIME_WORDS = 8
-# The mark a string the chronicler's grammar ended at its length limit carries
-# (memory/cut_items.CUT_MARK): the rest of what it was writing is not there.
-CUT_MARK = "…"
-# Words that say when (English, like the dates): a part of the day or a season, a unit of time
-# ("three days later", "that week"), a relative time, a feast, a clock time, a day of the
-# month ("the 14th"), a year said as one ("in 1887", "spring of '88"). A weekday or a date is
-# found by `dates_in`; a month alone counts with its capital (not "May": "she may").
-_TIME_WORD = re.compile(
-    r"""
-    \b(?:
-        (?:mid-?)?(?:morning|afternoon|evening|night|noon|midday|midnight|dawn|dusk|daybreak|sunrise
-          |sunset|sundown|twilight|nightfall|daytime|night-?time|bedtime|lunchtime|teatime
-          |spring|summer|autumn|fall|winter
-          |minute|hour|day|week|weekend|fortnight|month|year|decade|century|centuries
-          |tonight|today|tomorrow|yesterday|overnight|later|earlier|meanwhile|ago
-          |afterwards?|christmas|easter|halloween|new\ year|o'clock)s?
-      | [0-2]?\d:[0-5]\d                                   # 7:42, 19:00
-      | \d{1,2}[/.]\d{1,2}[/.](?:\d\d)?\d\d                # 12/25/2020, 25.12.20
-      | [01]?\d\s?[ap]\.?m                                 # 7 pm, 7a.m.
-      | (?:[12]?\d|3[01])(?:st|nd|rd|th)                    # the 14th
-      | [12]\d{3}s                                          # the 1990s
-      | (?:in|of|since|until|by|around|circa)\s+(?:the\s+)?(?:year\s+)?[12]\d{3}s?
-    )\b
-    | '\d\d\b                                               # '88
-    | ^[12]\d{3}s?$                                          # 1887, the year alone
-    """,
-    re.VERBOSE | re.IGNORECASE,
-)
-_MONTH_NAME = re.compile(
-    r"\b(?:January|February|March|April|June|July|August|September|October|November"
-    r"|December)\b"
-)
-# A line someone says, as the chronicler copies it: "Mara says: ...", "Mara: ...", or a
-# sentence about someone ("She was here in ...", "I'll call you when ..."), not a time.
-_SAYS = re.compile(
-    r"^\S+(?:\s+\S+){0,2}?\s+(?:says|said|asks|asked|replies|replied|tells|told|whispers"
-    r"|whispered|shouts|shouted|writes|wrote)\b",
-    re.IGNORECASE,
-)
-_HEAD = re.compile(r"^([^:]+):(?:\s|$)")
-_SUBJECT = re.compile(r"^(?:I|you|he|she|we|they)(?:['\u2019]\w+)?\b", re.IGNORECASE)
-# A question, an exclamation or quoted speech is a line of the story, in any script.
-_SPOKEN = re.compile('[?!"\u201c\u201d\u00ab\u00bb\u300c\u300d\u300e\u300f\uff01\uff1f]')
-# A speaker's name before a line in any script ("Mara: ...", "マラ：...").
-_ANY_HEAD = re.compile("^[^:\uff1a]+[:\uff1a]")
-# In a script written without spaces (Japanese, Chinese, Thai, ...), the letters of a time of
-# TIME_WORDS words: about two a word ("十月十九日の夜" is seven).
-UNSPACED_TIME_LETTERS = 2 * TIME_WORDS
+# A speaker's line is headed by a few words before a colon (Latin or full-width): "Mara:",
+# "Mara says:", "マラ：". A longer head is a sentence that goes on after a colon.
+SPEAKER_HEAD_WORDS = 4
+_HEAD = re.compile("^([^:\uff1a]+)[:\uff1a]")
 
 
-def _names_a_time(text: str) -> bool:
-    return bool(dates_in(text) or _TIME_WORD.search(text) or _MONTH_NAME.search(text))
-
-
-def _in_latin(text: str) -> bool:
-    """Whether `text` has no letter, or one of the Latin script (what the English rule can
-    read); else it is written in another script only (翌日の朝, Вечер)."""
-    letters = [c for c in text if c.isalpha()]
-    return not letters or any(unicodedata.name(c, "").startswith("LATIN") for c in letters)
-
-
-def _short_unread(said: str) -> bool:
-    """A time in a script the English words do not read, judged by its shape alone: no
-    speaker's name before it, at most TIME_WORDS words, and at most UNSPACED_TIME_LETTERS
-    letters of a script written without spaces."""
-    if _ANY_HEAD.match(said) or len(said.split()) > TIME_WORDS:
+def speakers_line(text: str, names: Iterable[str]) -> bool:
+    """Whether `text` is a line of the story as the chronicler copies it: a head of at most
+    SPEAKER_HEAD_WORDS words before a colon (":" or "："), with no digit, that opens with one
+    of `names` (the story's speakers) as a whole word ("Mara: ...", "Mara says: ...",
+    "マラ：..."). A label that names a time ("Day 2: noon", "Tag 2: Abend") opens with no
+    name, or has a digit. Without `names` nothing is a speaker's line: no word of any
+    language is read for it."""
+    head = _HEAD.match(text.strip())
+    if head is None:
         return False
-    return sum(1 for c in said if c.isalpha() and has_unspaced(c)) <= UNSPACED_TIME_LETTERS
-
-
-def reads_as_time(text: str | None) -> bool:
-    """Whether a chapter's in-story time as written (the chronicler's "When:", or one stored)
-    reads as a time: a few words (TIME_WORDS, not counting the dates it writes) that name a
-    time (a date `dates_in` finds, a weekday, a clock time, a part of the day or a season, a
-    relative time: "the next morning", "three days later", "spring of '88"), not cut by the
-    grammar (ending in CUT_MARK), and not a line of the story: "Mara says: ...", "Mara: ...",
-    "She was here ...", a question, an exclamation or quoted speech.
-
-    The words are English, like the dates. A time written only in another script (the
-    chronicler writes in the story's language: "翌日の朝", "Вечер") is judged by its shape
-    alone (`_short_unread`): dropping it would take the time from every chapter of a
-    Japanese story. A time in another language written in Latin letters ("Am nächsten
-    Morgen") names no English time word and is not kept.
-
-    A small chronicler fills "When:" with whatever it copies, shown then as the time of
-    recalled excerpts ("In-story time: Mara says: I've had enough of"; docs/decisions.md
-    D-51)."""
-    said = _SPACES.sub(" ", text or "").strip()
-    if not said or said.endswith(CUT_MARK) or _SPOKEN.search(said):
+    said = head.group(1).strip()
+    if not said or len(said.split()) > SPEAKER_HEAD_WORDS or any(c.isdigit() for c in said):
         return False
-    if not _in_latin(said):
-        return _short_unread(said)
-    if _SAYS.match(said) or _SUBJECT.match(said):
-        return False
-    head = _HEAD.match(said)
-    if head and len(head.group(1).split()) <= 4 and not _names_a_time(head.group(1)):
-        return False  # a speaker's name before the line ("Mara:"), not "Day 2: noon"
-    rest = _DATE.sub(" ", said)
-    if len([w for w in rest.split() if any(c.isalnum() for c in w)]) > TIME_WORDS:
-        return False
-    return _names_a_time(said)
+    folded = said.casefold()
+    for name in names:
+        name = " ".join(name.split()).casefold()
+        if name and folded.startswith(name):
+            after = folded[len(name) :]
+            # A whole name: "Mara says", not "Marathon" or "Mara's birthday"; a name in a
+            # script written without spaces runs on into what follows ("マラは言った").
+            if not after or after[0].isspace() or has_unspaced(name[-1]):
+                return True
+    return False
 
 
-def told_time(text: str | None) -> str | None:
-    """`text` stripped when it reads as a time (`reads_as_time`), else None."""
-    return text.strip() if text is not None and reads_as_time(text) else None
+def told_time(text: str | None, names: Iterable[str] = ()) -> str | None:
+    """A chapter's in-story time as the chronicler wrote it or as it is stored (`text`),
+    stripped; None when there is none, or when it is no time the chronicler finished: a
+    string its grammar cut (it ends in CUT_MARK: memory/cut_items.py) or, with the story's
+    speakers (`names`), a speaker's line (`speakers_line`). The words are not judged: a
+    time in any language is kept, and so is a short sentence the grammar did not cut
+    ("Mara wakes up"; docs/decisions.md D-51)."""
+    said = (text or "").strip()
+    if not said or said.endswith(CUT_MARK) or speakers_line(said, names):
+        return None
+    return said
 
 
 def chapter_time(chronicled: str | None, dates: Sequence[str]) -> str | None:
@@ -223,8 +154,9 @@ def chapter_time(chronicled: str | None, dates: Sequence[str]) -> str | None:
     the scene dates of its range (`dates`, in story order, the first being the date in
     force when the range begins); None when neither gives one.
 
-    The chronicler's counts only when it reads as a time (`reads_as_time`). It stays when the
-    range has no dates, or when it names the range's first and last dates in full (it may add
+    The chronicler's counts only when it is a time it finished (`told_time`: not cut by its
+    grammar; a speaker's line was left out when its reply was read). It stays when the range
+    has no dates, or when it names the range's first and last dates in full (it may add
     the hour or the part of the day). When it names none, only vaguer words ("that evening",
     a weekday where the range has a full date), part of the range, or a date the conversation
     does not write for these messages, the range's span is the chapter's time: a date the

@@ -39,7 +39,7 @@ from kotonia_tui.memory.chapter_schema import (
     chapter_schema,
     schema_text,
 )
-from kotonia_tui.memory.cut_items import finish_answer
+from kotonia_tui.memory.cut_items import finish_answer, time_cut
 from kotonia_tui.memory.ledger import entry_line
 from kotonia_tui.memory.policy import EXPECTED_CHAPTER_RATIO
 from kotonia_tui.memory.readback import missing, user_specifics
@@ -554,7 +554,8 @@ class ChronicleReply:
     request: ChronicleRequest
     verdict: Verdict
     text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
-    # A chapter's in-story time, from its "When:" line when it reads as a time (read_chapter).
+    # A chapter's in-story time, from its "When:" line when the grammar did not cut it and it
+    # is no speaker's line (read_chapter).
     story_time: str | None = None
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
     structure: StructuredChapter | None = None  # a structured chapter, as read
@@ -613,8 +614,11 @@ def _read_structured(
         # Free text where the schema's object should be (a server that ignored the schema).
         verdict = Verdict.REFUSED if _refused(request, text) else Verdict.MALFORMED
         return ChronicleReply(request, verdict, text, retry=request)
+    cut_time = False
     if schema is not None:
-        answer = finish_answer(answer, json.loads(schema), request.messages)
+        bounds = json.loads(schema)
+        cut_time = time_cut(answer, bounds)
+        answer = finish_answer(answer, bounds, request.messages)
     source = request.source
     chapter = read_chapter(
         answer,
@@ -624,6 +628,7 @@ def _read_structured(
         members=request.cast.members,
         open_threads=source.open_threads,
         replaceable=source.replaceable,
+        time_cut=cut_time,
     )
     if chapter.holds_nothing:
         # Whatever the model wrote (a refusal forced into the schema, items without evidence),

@@ -11,7 +11,8 @@ and a question asks for the veil.
 Where the string's last words are a message's own, it goes on with that message's words to the
 end of their sentence (the source's words, as the readback quotes them, never the model's);
 otherwise it ends with a mark, so that neither the reader nor the person takes a cut line for a
-whole one. A string that did not reach its limit is left as written.
+whole one. A string that did not reach its limit is left as written. The story time is not
+finished: one that reached its limit is no time (`time_cut`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from pydantic import BaseModel
 from kotonia_tui.domain import Message, Role
 from kotonia_tui.memory.chapter_schema import filled, pattern_chars, string_patterns
 from kotonia_tui.memory.structured import ChapterAnswer
-from kotonia_tui.sentences import sentence_ends
+from kotonia_tui.sentences import CUT_MARK, sentence_ends
 
-CUT_MARK = "…"
 # A tail shorter than these is found in the wrong message by chance ("and the", "I don't know").
 MIN_TAIL_CHARS = 16
 MIN_TAIL_WORDS = 3
@@ -125,20 +125,26 @@ def _marked(text: str) -> str:
 _USERS_OWN = frozenset({"user_facts", "rules"})
 
 
+def time_cut(answer: ChapterAnswer, schema: Mapping[str, Any]) -> bool:
+    """Whether `answer`'s story time (in `schema`) reached its pattern's limit: the grammar
+    ended it, not the chronicler, so what it was writing there is not all there (on the
+    embedded 270M, a line of the story it was copying: "She was here in the spring of '").
+    It is not finished or marked: memory/structured.read_chapter leaves it out (D-51)."""
+    pattern = string_patterns(schema).get(("time", "time"))
+    return bool(pattern and answer.time and filled(pattern, answer.time))
+
+
 def finish_answer(
     answer: ChapterAnswer, schema: Mapping[str, Any], messages: Sequence[Message]
 ) -> ChapterAnswer:
-    """`answer` (in `schema`) with each string that reached its limit finished from the
-    messages it cites, then from the rest of `messages` (the range it was written from; for
-    the user's facts and rules, the user's messages of it); the story time, which copies no
-    sentence, is only marked."""
+    """`answer` (in `schema`) with each string of its lists that reached its limit finished
+    from the messages it cites, then from the rest of `messages` (the range it was written
+    from; for the user's facts and rules, the user's messages of it). The story time is left
+    as written (`time_cut` says whether the grammar ended it)."""
     patterns = string_patterns(schema)
     sources = {m.id: Source.of(m.text) for m in messages if m.id is not None}
     users = {m.id for m in messages if m.id is not None and m.role is Role.USER}
     changes: dict[str, Any] = {}
-    time_pattern = patterns.get(("time", "time"))
-    if time_pattern and answer.time and filled(time_pattern, answer.time):
-        changes["time"] = _marked(" ".join(answer.time.split()))
     for name in type(answer).model_fields:
         items = getattr(answer, name)
         if not isinstance(items, list):

@@ -25,7 +25,7 @@ from kotonia_tui import terms
 from kotonia_tui.domain import Chapter, Message, Role
 from kotonia_tui.memory.budgets import LENGTH_TOLERANCE
 from kotonia_tui.sentences import sentences
-from kotonia_tui.story_dates import reads_as_time
+from kotonia_tui.story_dates import told_time
 
 ELISION = " … "
 # What a memory text cites: a quoted line's label ("#12 Mara: ", "#33-#51: ", with the in-story
@@ -385,9 +385,9 @@ def synopsis_passages(
                 continue
             where, comma, when = label.partition(", ")
             if _RANGE.fullmatch(where):
-                # A synopsis quoted from chapters stored before their time had to read as one
-                # may carry a line of the story there: no time (story_dates.reads_as_time).
-                time = (label_time(when) if reads_as_time(when) else None) if comma else time
+                # A synopsis quoted from chapters stored before D-51 may carry a time the
+                # grammar cut there ("…"): no time (story_dates.told_time).
+                time = label_time(told_time(when)) if comma else time
                 passages.append(Passage(where, text, time=time))
             else:
                 passages.append(Passage(label, text))

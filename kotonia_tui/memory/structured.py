@@ -34,7 +34,8 @@ from kotonia_tui.domain import (
 )
 from kotonia_tui.memory.grounding import content, evidence, grounded, only_names_the_cast
 from kotonia_tui.memory.readback import quote, quoted_lines, user_specifics
-from kotonia_tui.story_dates import reads_as_time
+from kotonia_tui.sentences import CUT_MARK
+from kotonia_tui.story_dates import speakers_line
 from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -273,7 +274,10 @@ class DropReason(StrEnum):
     REPEATED = "it says what an item kept before says"
     EVENT_AGAIN = "a claim that only says an event of the chapter again"
     NOT_OPEN = "it resolves no open thread"
-    NOT_A_TIME = "it does not read as a time"  # the story time (story_dates.reads_as_time)
+    # The story time (D-51): the grammar ended it (at its limit, or marked so), or it is a
+    # speaker's line ("Mara says: ...": story_dates.speakers_line).
+    CUT_TIME = "the grammar cut it: not the whole time"
+    SPEAKERS_LINE = "it is a speaker's line, not a time"
 
 
 @dataclass(frozen=True)
@@ -405,13 +409,17 @@ def read_chapter(
     open_threads: Sequence[str],
     replaceable: Sequence[str],
     members: Sequence[str] = (),
+    time_cut: bool = False,
 ) -> StructuredChapter:
     """The answer checked against its source, item by item through its list's checks
     (`ITEM_CHECKS`, `CLAIM_CHECKS`, `RESOLVED_CHECKS`): an item with no text, naming only the
     cast, not grounded in the messages it cites, saying nothing or what a kept item says is
     dropped, with the reason recorded (`StructuredChapter.dropped`). Speakers come from the
     messages cited; an ungrounded "in fact", "because" or "rejected" is left out of its item;
-    a "replaces" label that names no replaceable entry is left out."""
+    a "replaces" label that names no replaceable entry is left out. The story time is left
+    out, with its reason, when the grammar ended it (`time_cut`: it reached its pattern's
+    limit, memory/cut_items.time_cut; or it ends in CUT_MARK) or it is a line of the cast's
+    ("Mara says: ...", D-51)."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
@@ -505,12 +513,16 @@ def read_chapter(
     time = _clean(answer.time)
     if not _wordy(time):
         # Digits and marks ("14:00:00"): what a small model writes in any field, left out
-        # unrecorded as before; "it does not read as a time" would be false of "10:30 pm".
+        # unrecorded as before.
         time = ""
-    elif not reads_as_time(time):
-        # A line of the story, a cut phrase or a sentence in "When:" is no time: shown as the
-        # chapter's, it heads recalled excerpts ("In-story time: Mara says: ...").
-        dropped.append(Dropped("time", time, DropReason.NOT_A_TIME))
+    elif time_cut or time.endswith(CUT_MARK):
+        # A string the grammar ended is what the chronicler was writing, cut: shown as the
+        # chapter's time, it headed recalled excerpts ("In-story time: She was here in the
+        # spring of '…").
+        dropped.append(Dropped("time", time, DropReason.CUT_TIME))
+        time = ""
+    elif speakers_line(time, cast):
+        dropped.append(Dropped("time", time, DropReason.SPEAKERS_LINE))
         time = ""
     return StructuredChapter(
         time=time,

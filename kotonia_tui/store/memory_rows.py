@@ -49,8 +49,9 @@ def chapter_from_row(row: sqlite3.Row) -> StoredChapter:
         tokens=row["tokens"],
         stale=bool(row["stale"]),
         in_synopsis=bool(row["in_synopsis"]),
-        # A chapter stored before its time had to read as one may hold a line of the story
-        # there ("Mara says: ..."): it is shown as no time (story_dates.reads_as_time).
+        # A chapter stored before D-51 may hold a time its grammar cut ("She was here in the
+        # spring of '…"): it is shown as no time (story_dates.told_time; the cast's names are
+        # not read here, so an older speaker's line with no mark stays).
         story_time=story_dates.told_time(row["story_time"]),
         superseded_by=row["superseded_by"],
         retired=bool(row["retired"]),
@@ -286,8 +287,8 @@ def chapter_ranges(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, tuple[
 def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
     """For each message id, when it happened in the story: the date its scene's opening gave
     (the newest dated message at or before it, `messages.scene_date`), else the in-story time
-    of the newest chapter covering it that names one that reads as a time (in the synopsis or
-    not; a superseded chapter's refold speaks for it). One indexed read or two per id."""
+    of the newest chapter covering it that names one its grammar did not cut (in the synopsis
+    or not; a superseded chapter's refold speaks for it). One indexed read or two per id."""
     out: dict[int, str] = {}
     for msg_id in sorted(set(ids)):
         row = db.select_one(
@@ -307,7 +308,7 @@ def story_times(db: Db, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
             "ORDER BY id DESC",
             (conv_id, msg_id, msg_id),
         )
-        # As `chapter_from_row` reads it: an older chapter's junk is no time.
+        # As `chapter_from_row` reads it: an older chapter's cut time is no time.
         times = (story_dates.told_time(str(r["story_time"])) for r in covering)
         if (time := next((t for t in times if t), None)) is not None:
             out[msg_id] = time

@@ -137,9 +137,10 @@ def test_a_chapter_quoted_from_its_range_is_dated_too(tmp_path: Path) -> None:
     [
         ("dawn", "dawn"),
         (None, None),
-        # A line of the story in "When:" is no time (story_dates.reads_as_time).
+        # A speaker's line in "When:" is no time (D-51), in any language it is a time.
         ("Wren: see you tonight", None),
-        ("Ann tells Wren to hurry", None),
+        ("Ann says: hurry", None),
+        ("Am nächsten Morgen", "Am nächsten Morgen"),
     ],
 )
 def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(

@@ -17,7 +17,9 @@ from kotonia_tui.memory.chapter_schema import (
     text_schema,
 )
 from kotonia_tui.memory.chronicler import Cast, ChronicleRequest, chronicler_prompt, read_reply
-from kotonia_tui.memory.cut_items import CUT_MARK, finished
+from kotonia_tui.memory.cut_items import finished, time_cut
+from kotonia_tui.memory.structured import Dropped, DropReason, parse_answer
+from kotonia_tui.sentences import CUT_MARK
 
 VEIL = "I'll send you a photograph of Ilse in our mother's veil. I promise."
 SOURCE = [
@@ -176,19 +178,26 @@ def test_a_users_fact_is_finished_from_the_users_own_lines_only():
     assert kept.text.endswith(CUT_MARK)
 
 
-def test_a_story_time_the_grammar_cut_is_no_time():
-    """A "When:" the grammar ended is marked, and a marked time is not the chapter's: shown,
-    it heads recalled excerpts with half a phrase ("She was here in the spring of '…")."""
+def test_a_story_time_at_its_limit_is_no_time_and_is_left_as_written():
+    """A "When:" the grammar ended at its limit is what the chronicler was writing, cut: shown,
+    it headed recalled excerpts with half a phrase ("She was here in the spring of '…"). It is
+    left out, as written (not finished or marked), whatever its words; one character shorter,
+    the chronicler ended it and it is the chapter's time (D-51)."""
     request = ChronicleRequest.chapter(SOURCE, CAST, ())
     prompt = chronicler_prompt(request, ModelProfile())
     schema = schema_for(_source(), Shape(_source().first_shape().counts, text=64, short=32))
     pattern = string_patterns(schema)[("time", "time")]
-    time = "that night, after Corwin had rowed to Pellmouth"[: pattern_chars(pattern) - 1]
-    assert filled(pattern, time) and time[-1].isalpha()
+    written = "Am nächsten Abend, nachdem Corwin nach Pellmouth ruderte"
+    at_limit = written[: pattern_chars(pattern) - 1]
+    shorter = at_limit[:-1]
+    assert filled(pattern, at_limit) and not filled(pattern, shorter)
+    assert at_limit[-1].isalpha() and shorter[-1].isalpha()
     event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
-    for written, shown in ((time, None), ("that night", "that night")):
+    for written, shown in ((at_limit, None), (f" {at_limit}", None), (shorter, shorter)):
         answer = json.dumps({"events": [event], "time": written})
         reply = read_reply(request, prompt, answer, cut=False, schema=json.dumps(schema))
         assert reply.ok and reply.structure is not None
         assert reply.story_time == shown
-    assert reply.structure.time == "that night"
+        cut = [d for d in reply.structure.dropped if d.field == "time"]
+        assert cut == ([] if shown else [Dropped("time", at_limit, DropReason.CUT_TIME)])
+    assert time_cut(parse_answer(json.dumps({"events": [event], "time": at_limit})), schema)

@@ -168,12 +168,12 @@ def test_a_time_with_a_colon_or_a_line_break_keeps_the_label_readable() -> None:
     )
 
 
-def test_a_synopsis_quoted_with_a_line_of_the_story_as_a_time_is_quoted_again_without_it() -> None:
-    """A synopsis quoted from chapters stored before their time had to read as one holds
-    their "When:" junk in its labels; quoted again, the line has no time."""
+def test_a_synopsis_quoted_with_a_cut_time_is_quoted_again_without_it() -> None:
+    """A synopsis quoted from chapters stored before D-51 holds a "When:" the grammar cut in
+    its labels; quoted again, the line has no time."""
     first = (
         f"{QUOTED_SYNOPSIS_LEAD}\n"
-        "#1-#8, Mara says - I've had enough of: - Mara met Soot. (#3)\n"
+        "#1-#8, She was here in the spring of '…: - Mara met Soot. (#3)\n"
         "#9-#16, that night: - Soot stole the lamp. (#12)"
     )
     passages = synopsis_passages(first, [], base_quoted=True)

@@ -37,6 +37,7 @@ from kotonia_tui.memory.structured import (
     render_chapter,
     says_something,
 )
+from kotonia_tui.sentences import CUT_MARK
 
 CAST = Cast(char="Rowan", user="Ann")
 SOURCE = [
@@ -158,33 +159,47 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
     assert whole.story_time == "the 14th"
 
 
-def test_a_line_of_the_story_in_the_time_is_left_out_and_says_why():
-    """A small chronicler copies a line into "When:"; stored as the chapter's time it headed
-    recalled excerpts ("In-story time: Mara says: I've had enough of")."""
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # A small chronicler copies a line into "When:"; stored as the chapter's time it headed
+        # recalled excerpts ("In-story time: Mara says: I've had enough of").
+        ("Ann says: My sister Mia lands on the 14th", DropReason.SPEAKERS_LINE),
+        ("Rowan: who took the brass key", DropReason.SPEAKERS_LINE),
+        # Cut by the grammar and marked so (an answer read before D-51, or a model's own "…").
+        (f"She was here in the spring of '{CUT_MARK}", DropReason.CUT_TIME),
+    ],
+)
+def test_a_line_of_the_story_in_the_time_is_left_out_and_says_why(
+    line: str, reason: DropReason
+) -> None:
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
-    line = "Ann says: My sister Mia lands on the 14th"
     reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": line}), cut=False)
     assert reply.ok and reply.structure is not None
     assert reply.story_time is None and reply.structure.time == ""
-    assert Dropped("time", line, DropReason.NOT_A_TIME) in reply.structure.dropped
+    assert Dropped("time", line, reason) in reply.structure.dropped
 
 
-def test_a_time_in_the_storys_own_script_is_the_chapters():
-    """The chronicler writes in the story's language: a Japanese story's "When:" is in
-    Japanese, and read by English words alone every chapter of it lost its time."""
+@pytest.mark.parametrize(
+    "time",
+    ["Am nächsten Morgen", "Le lendemain", "Noche", "翌日の朝", "Вечер", "Day 2: noon"],
+)
+def test_a_time_in_any_language_is_the_chapters(time: str) -> None:
+    """The chronicler writes in the story's language, and no word of a time is read: a rule
+    of English time words dropped "Am nächsten Morgen" and, stored, every chapter's time of a
+    German story."""
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
-    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": "翌日の朝"}), cut=False)
+    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": time}), cut=False)
     assert reply.ok and reply.structure is not None
-    assert reply.story_time == "翌日の朝"
+    assert reply.story_time == time
     assert all(d.field != "time" for d in reply.structure.dropped)
 
 
-def test_a_time_in_digits_is_left_out_without_being_called_no_time():
+def test_a_time_in_digits_is_left_out_unrecorded():
     """A time with fewer letters than digits is left out as before (a small model writes
-    "14:00:00" anywhere), but not shown in the inspector as one that "does not read as a
-    time": "10:30 pm" does."""
+    "14:00:00" anywhere), without a reason in the chapter's dropped items."""
     request = ChronicleRequest.chapter(SOURCE, CAST)
     prompt = chronicler_prompt(request, ModelProfile())
     reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": "10:30 pm"}), cut=False)

@@ -362,11 +362,11 @@ def test_a_message_happens_on_its_scene_s_date_before_any_chapter_s_word_for_it(
 def test_a_chapter_stored_with_a_line_of_the_story_as_its_time_is_read_with_none(
     store: Store,
 ) -> None:
-    """Chapters written before a time had to read as one (story_dates.reads_as_time) hold
-    what a small chronicler put in "When:": it is neither recalled nor shown as a time."""
+    """Chapters written before D-51 hold what a small chronicler put in "When:", cut by its
+    grammar and marked so: it is neither recalled nor shown as a time."""
     conv = new_conversation(store)
     ids = store.add_messages(conv.id, make_messages(6))
-    junk = "Mara says: I've had enough of"
+    junk = "Mara says: I'll call you when I…"
     for first, last, time in ((ids[0], ids[2], junk), (ids[3], ids[5], "that night")):
         store.add_chapter(_chapter(conv.id, first, last).model_copy(update={"story_time": time}))
     assert [c.story_time for c in store.chapters(conv.id)] == [None, "that night"]

@@ -265,7 +265,7 @@ def _stale(ctx: FoldContext, job: StoredFoldJob) -> list[StoredChapter]:
 
 def story_time(piece: Piece, chronicled: str | None) -> str | None:
     """A chapter's in-story time: the chronicler's, or the dates its range's scenes were
-    given when the chronicler gave none, a vaguer one or words that do not read as a time
+    given when the chronicler gave none, a vaguer one or one its grammar cut
     (story_dates.chapter_time)."""
     return story_dates.chapter_time(chronicled, piece.scene_dates)
 
