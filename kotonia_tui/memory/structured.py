@@ -274,7 +274,8 @@ class DropReason(StrEnum):
     REPEATED = "it says what an item kept before says"
     EVENT_AGAIN = "a claim that only says an event of the chapter again"
     NOT_OPEN = "it resolves no open thread"
-    # The story time (D-51): the grammar ended it (at its limit, or marked so), or it is a
+    # The story time (D-51): the grammar ended it (at its limit), or it ends in the cut mark
+    # (since D-51 nothing marks a time, so at a fold that is the model's own "…"), or it is a
     # speaker's line ("Mara says: ...": story_dates.speakers_line).
     CUT_TIME = "the grammar cut it: not the whole time"
     SPEAKERS_LINE = "it is a speaker's line, not a time"
@@ -418,8 +419,9 @@ def read_chapter(
     messages cited; an ungrounded "in fact", "because" or "rejected" is left out of its item;
     a "replaces" label that names no replaceable entry is left out. The story time is left
     out, with its reason, when the grammar ended it (`time_cut`: it reached its pattern's
-    limit, memory/cut_items.time_cut; or it ends in CUT_MARK) or it is a line of the cast's
-    ("Mara says: ...", D-51)."""
+    limit, memory/cut_items.time_cut), when it ends in CUT_MARK (recorded as cut too; nothing
+    marks a time since D-51, so this is the model's own "…") or when it is a line of the
+    cast's ("Mara says: ...", D-51)."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}

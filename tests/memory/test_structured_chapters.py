@@ -166,7 +166,8 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
         # recalled excerpts ("In-story time: Mara says: I've had enough of").
         ("Ann says: My sister Mia lands on the 14th", DropReason.SPEAKERS_LINE),
         ("Rowan: who took the brass key", DropReason.SPEAKERS_LINE),
-        # Cut by the grammar and marked so (an answer read before D-51, or a model's own "…").
+        # Ending in the cut mark: a reply is read once, and nothing marks a time since D-51, so
+        # at a fold this is the model's own "…", recorded as cut all the same.
         (f"She was here in the spring of '{CUT_MARK}", DropReason.CUT_TIME),
     ],
 )
