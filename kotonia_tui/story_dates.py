@@ -6,7 +6,7 @@ The scene keeps that date until a later opening names another one. Code finds th
 a recalled excerpt or a chapter can say when it happened without asking the model, and a date
 survives folding even when the chronicler leaves its "When:" line empty. What the chronicler
 writes there counts only when it is a time it finished (`told_time`), not a string its grammar
-cut or a speaker's line.
+cut (of which only the dates it writes whole are kept: `uncut_dates`) or a speaker's line.
 
 Only a date in a message's opening line counts, outside quoted speech: a date someone
 mentions in passing ("my sister marries on 3 May") is not the day of the scene. The date is
@@ -63,16 +63,40 @@ def opening(text: str) -> str:
     return _QUOTED.sub(" ", first[0]) if first else ""
 
 
-def dates_in(text: str) -> list[str]:
-    """The dates `text` writes anywhere, as written, in order (a bare weekday only as a
-    capitalised name)."""
-    found: list[str] = []
+def _found(text: str) -> Iterable[tuple[str, int]]:
+    """Each date `text` writes, as written, with where its match ends in `text`."""
     for match in _DATE.finditer(text):
         written = _SPACES.sub(" ", match.group(0)).strip(" ,.")
         if _BARE_WEEKDAY.match(written) and not written[:1].isupper():
             continue
-        found.append(written)
-    return found
+        yield written, match.end()
+
+
+def dates_in(text: str) -> list[str]:
+    """The dates `text` writes anywhere, as written, in order (a bare weekday only as a
+    capitalised name)."""
+    return [written for written, _ in _found(text)]
+
+
+# A date that ends where a cut string ends is whole only when its last part cannot go on: a
+# year (four digits) or an ISO date. "October 1" may be "October 19" cut.
+_WHOLE_AT_CUT = re.compile(r"(?<!\d)\d{4}$|^\d{4}-[01]\d-[0-3]\d$")
+
+
+def uncut_dates(text: str) -> str | None:
+    """What a string its grammar cut at its length limit (`text`, a chapter's story time:
+    memory/cut_items.time_cut) still says whole of when: the `span` of the dates it writes
+    that the cut did not reach ("Friday, 19 October 2018" of "Friday, 19 October 2018,
+    eveni"); None when there is none. A date the string goes on from with a letter or a
+    digit ran into the cut ("19 Oct" of "19 Octobe"), and one that ends at the cut is whole
+    only if it ends in a year (`_WHOLE_AT_CUT`)."""
+    whole: list[str] = []
+    for written, end in _found(text):
+        after = text[end:]
+        if after[:1].isalnum() or (not after.strip() and not _WHOLE_AT_CUT.search(written)):
+            continue
+        whole.append(written)
+    return span(whole)
 
 
 def scene_date(text: str) -> str | None:
@@ -139,10 +163,11 @@ def speakers_line(text: str, names: Iterable[str]) -> bool:
 def told_time(text: str | None, names: Iterable[str] = ()) -> str | None:
     """A chapter's in-story time as the chronicler wrote it or as it is stored (`text`),
     stripped; None when there is none, or when it is no time the chronicler finished: a
-    string its grammar cut (it ends in CUT_MARK: memory/cut_items.py) or, with the story's
-    speakers (`names`), a speaker's line (`speakers_line`). The words are not judged: a
-    time in any language is kept, and so is a short sentence the grammar did not cut
-    ("Mara wakes up"; docs/decisions.md D-51)."""
+    string its grammar cut (it ends in CUT_MARK, as D-50 marked one before D-51; a time the
+    model ended with "…" is stored without it, memory/structured.read_chapter) or, with the
+    story's speakers (`names`), a speaker's line (`speakers_line`). The words are not
+    judged: a time in any language is kept, and so is a short sentence the grammar did not
+    cut ("Mara wakes up"; docs/decisions.md D-51)."""
     said = (text or "").strip()
     if not said or said.endswith(CUT_MARK) or speakers_line(said, names):
         return None
@@ -154,14 +179,14 @@ def chapter_time(chronicled: str | None, dates: Sequence[str]) -> str | None:
     the scene dates of its range (`dates`, in story order, the first being the date in
     force when the range begins); None when neither gives one.
 
-    The chronicler's counts only when it is a time it finished (`told_time`: not cut by its
-    grammar; a speaker's line was left out when its reply was read). It stays when the range
-    has no dates, or when it names the range's first and last dates in full (it may add
-    the hour or the part of the day). When it names none, only vaguer words ("that evening",
-    a weekday where the range has a full date), part of the range, or a date the conversation
-    does not write for these messages, the range's span is the chapter's time: a date the
-    conversation wrote is a fact, the chronicler's a reading of it (a small model invents
-    dates, or leaves "When:" empty)."""
+    The chronicler's is what reading its reply kept (memory/structured.read_chapter: no
+    speaker's line; of a string its grammar cut, only the dates the cut did not reach), as
+    `told_time` reads it. It stays when the range has no dates, or when it names the range's
+    first and last dates in full (it may add the hour or the part of the day). When it names
+    none, only vaguer words ("that evening", a weekday where the range has a full date), part
+    of the range, or a date the conversation does not write for these messages, the range's
+    span is the chapter's time: a date the conversation wrote is a fact, the chronicler's a
+    reading of it (a small model invents dates, or leaves "When:" empty)."""
     written = span(dates)
     said = told_time(chronicled)
     if said is None or written is None:

@@ -13,6 +13,7 @@ from kotonia_tui.story_dates import (
     span,
     speakers_line,
     told_time,
+    uncut_dates,
 )
 
 
@@ -111,6 +112,7 @@ def test_dates_anywhere_in_a_text_as_written() -> None:
     ]
 
 
+SPAN_WRITTEN = "Friday, 19 October 2018 to Saturday, 20 October 2018"
 # The story's speakers, as the chronicler's reply is read with them (memory/structured.py).
 NAMES = ("Mara", "Piet", "マラ")
 # What a 270M chronicler wrote in "When:" over eight evaluation runs, shown as the time of
@@ -162,9 +164,12 @@ TIMES = [
 @pytest.mark.parametrize("said", NOT_TIMES)
 def test_a_cut_string_or_a_speakers_line_is_no_chapter_time(said: str) -> None:
     assert told_time(said, NAMES) is None
-    # The range's written dates are still its time.
+    # Given to chapter_time (which reads no names) as the chronicler's, each gives way to the
+    # range's written dates but a speaker's line that names them: reading the reply leaves
+    # that one out (tests/chat/test_chapter_dates.py).
     written = "Friday, 19 October 2018"
-    assert chapter_time(told_time(said, NAMES), [written]) == written
+    names_it = written in said and not said.endswith(CUT_MARK)
+    assert chapter_time(said, [written]) == (said if names_it else written)
 
 
 @pytest.mark.parametrize("said", TIMES)
@@ -189,3 +194,26 @@ def test_a_sentence_the_grammar_did_not_cut_is_kept_as_the_time() -> None:
     cut or a speaker's head stands as the chapter's time."""
     for said in ("Mara wakes up in the morning", "Mara says we leave at dawn"):
         assert told_time(said, NAMES) == said
+
+
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    [
+        ("Friday, 19 October 2018, eveni", "Friday, 19 October 2018"),
+        ("Friday, 19 October 2018", "Friday, 19 October 2018"),  # a year cannot go on
+        ("Friday, 19 October 20", "Friday, 19 October"),  # the year cut, the day whole
+        ("October 19, 2018, after the", "October 19, 2018"),
+        ("2018-10-19 in the early mor", "2018-10-19"),
+        ("Friday, 19 October 2018 to Saturday, 20 October 2018, ni", SPAN_WRITTEN),
+        ("Friday, 19 October 2018 to Saturday, 20 Oct", "Friday, 19 October 2018"),
+        # A date the cut ran into may be another one: "October 1" of "October 19".
+        ("Mara left on October 1", None),
+        ("Friday, 19 Octobe", None),
+        ("She was here in the spring of '", None),
+        ("Am nächsten Abend, nachdem Corwin", None),
+    ],
+)
+def test_of_a_time_the_grammar_cut_only_the_dates_it_writes_whole_are_kept(
+    cut: str, kept: str | None
+) -> None:
+    assert uncut_dates(cut) == kept

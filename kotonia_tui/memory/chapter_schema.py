@@ -25,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kotonia_tui.domain import LedgerKind, Message, Role, StoredLedgerEntry
@@ -64,6 +64,15 @@ DROP_ORDER = (
     "user_facts",
 )
 TIME_LENGTH = 60
+# The story time's own floor, whatever the other strings' length: a full date and a part of the
+# day ("Friday, 19 October 2018, evening", "Wednesday, 19 September 2018, night"). Tied to the
+# secondary strings, it was 31 characters at the shipped shapes and 11 to 17 at small budgets,
+# so a date the chronicler wrote there was cut and left out (docs/decisions.md D-51).
+TIME_FLOOR = 40
+# Where not even the smallest chapter fits with that floor, the time comes down last: first to
+# a full date alone ("Friday, 19 October 2018"), then to the secondary strings' least, so every
+# budget that held the smallest chapter before the floor still holds it.
+TIME_LAST_FLOORS = (24, MIN_SHORT)
 
 # The lists, in the order the answer writes them, and the most items each may hold.
 LIST_LIMITS: dict[str, int] = {
@@ -100,13 +109,15 @@ class Shape:
     counts: dict[str, int]
     text: int  # an item's main string
     short: int  # secondary strings: in fact, because, rejected, how
+    time: int = TIME_FLOOR  # the story time's floor (its length is at least this, or `short`)
 
     def smaller(self) -> Shape | None:
         """One step smaller. In order: the strings come down to a long sentence and the lists
         to a few items (the one that costs most first); the strings to a short sentence; the
         lists other than the events to one item; the least needed lists go; the events to one;
-        the strings to their minimum. A small budget keeps a few events and the user's facts
-        rather than many long events and nothing else."""
+        the strings to their minimum; last, the story time's floor (TIME_LAST_FLOORS). A small
+        budget keeps a few events and the user's facts rather than many long events and nothing
+        else, and a date in the story time while any chapter fits with it."""
         weights = {"claims": 2, "decisions": 3, "resolved": 2}
 
         def cut(names: list[str]) -> Shape:
@@ -128,14 +139,23 @@ class Shape:
             return self._with("events", self.counts["events"] - 1)
         if self.text > MIN_TEXT:
             return self._shrunk(MIN_TEXT)
+        for floor in TIME_LAST_FLOORS:
+            if self.time > floor:
+                return replace(self, time=floor)
         return None
 
+    @property
+    def time_length(self) -> int:
+        """The story time's length: the secondary strings', never under the time's floor nor
+        over TIME_LENGTH."""
+        return min(TIME_LENGTH, max(self.short, self.time))
+
     def _with(self, name: str, count: int) -> Shape:
-        return Shape({**self.counts, name: count}, self.text, self.short)
+        return replace(self, counts={**self.counts, name: count})
 
     def _shrunk(self, floor: int) -> Shape:
         text = max(floor, self.text * 3 // 4)
-        return Shape(self.counts, text, max(MIN_SHORT, min(self.short, text // 2)))
+        return replace(self, text=text, short=max(MIN_SHORT, min(self.short, text // 2)))
 
 
 def text_schema(
@@ -255,9 +275,10 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     Every list the shape keeps is required, in LIST_LIMITS's order (the events first, the
     user's facts next): a small model closed the object after the events and never wrote a
     fact, a rule or a thread; now it must open each list, which it may leave empty. The story
-    time is optional and last (a small model asked for the time first wrote anything there).
-    Each item writes its text first and its evidence ids after it: with the ids first, a
-    small model goes on writing numbers in the text (docs/decisions.md D-3).
+    time is optional and last (a small model asked for the time first wrote anything there),
+    with room for a full date and a part of the day (`Shape.time_length`). Each item writes
+    its text first and its evidence ids after it: with the ids first, a small model goes on
+    writing numbers in the text (docs/decisions.md D-3).
     """
     ids = _ids(source.all_ids)
     user_ids = _ids(source.user_ids or source.all_ids)  # unused when the lists are empty
@@ -285,7 +306,7 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
             at_least = 1 if name == "events" else 0
             properties[name] = _list(items[name], shape.counts[name], at_least=at_least)
     required = list(properties)
-    properties["time"] = text_schema(min(TIME_LENGTH, shape.short), optional=True)
+    properties["time"] = text_schema(shape.time_length, optional=True)
     return {**_object(properties), "required": required}
 
 

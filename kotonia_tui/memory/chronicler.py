@@ -554,8 +554,8 @@ class ChronicleReply:
     request: ChronicleRequest
     verdict: Verdict
     text: str  # as stored: the lead and what followed (a chapter without its "When:" line)
-    # A chapter's in-story time, from its "When:" line when the grammar did not cut it and it
-    # is no speaker's line (read_chapter).
+    # A chapter's in-story time, from its "When:" line when it is no speaker's line: the whole
+    # line, or the dates the grammar did not cut of one it cut (read_chapter).
     story_time: str | None = None
     retry: ChronicleRequest | None = field(default=None, compare=False)  # ask once more
     structure: StructuredChapter | None = None  # a structured chapter, as read

@@ -12,7 +12,8 @@ Where the string's last words are a message's own, it goes on with that message'
 end of their sentence (the source's words, as the readback quotes them, never the model's);
 otherwise it ends with a mark, so that neither the reader nor the person takes a cut line for a
 whole one. A string that did not reach its limit is left as written. The story time is not
-finished: one that reached its limit is no time (`time_cut`).
+finished: of one that reached its limit only the dates the cut did not reach are a time
+(`time_cut`).
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def time_cut(answer: ChapterAnswer, schema: Mapping[str, Any]) -> bool:
     """Whether `answer`'s story time (in `schema`) reached its pattern's limit: the grammar
     ended it, not the chronicler, so what it was writing there is not all there (on the
     embedded 270M, a line of the story it was copying: "She was here in the spring of '").
-    It is not finished or marked: memory/structured.read_chapter leaves it out (D-51)."""
+    It is not finished or marked: memory/structured.read_chapter keeps only the dates it
+    writes whole (story_dates.uncut_dates), else leaves it out (D-51)."""
     pattern = string_patterns(schema).get(("time", "time"))
     return bool(pattern and answer.time and filled(pattern, answer.time))
 

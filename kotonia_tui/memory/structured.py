@@ -35,7 +35,7 @@ from kotonia_tui.domain import (
 from kotonia_tui.memory.grounding import content, evidence, grounded, only_names_the_cast
 from kotonia_tui.memory.readback import quote, quoted_lines, user_specifics
 from kotonia_tui.sentences import CUT_MARK
-from kotonia_tui.story_dates import speakers_line
+from kotonia_tui.story_dates import speakers_line, uncut_dates
 from kotonia_tui.terms import has_unspaced, is_number
 
 # ---- the answer as the schema spells it --------------------------------------------------
@@ -274,9 +274,8 @@ class DropReason(StrEnum):
     REPEATED = "it says what an item kept before says"
     EVENT_AGAIN = "a claim that only says an event of the chapter again"
     NOT_OPEN = "it resolves no open thread"
-    # The story time (D-51): the grammar ended it (at its limit), or it ends in the cut mark
-    # (since D-51 nothing marks a time, so at a fold that is the model's own "…"), or it is a
-    # speaker's line ("Mara says: ...": story_dates.speakers_line).
+    # The story time (D-51): the grammar ended it (at its limit; its whole dates are kept), or
+    # it is a speaker's line ("Mara says: ...": story_dates.speakers_line).
     CUT_TIME = "the grammar cut it: not the whole time"
     SPEAKERS_LINE = "it is a speaker's line, not a time"
 
@@ -418,10 +417,11 @@ def read_chapter(
     dropped, with the reason recorded (`StructuredChapter.dropped`). Speakers come from the
     messages cited; an ungrounded "in fact", "because" or "rejected" is left out of its item;
     a "replaces" label that names no replaceable entry is left out. The story time is left
-    out, with its reason, when the grammar ended it (`time_cut`: it reached its pattern's
-    limit, memory/cut_items.time_cut), when it ends in CUT_MARK (recorded as cut too; nothing
-    marks a time since D-51, so this is the model's own "…") or when it is a line of the
-    cast's ("Mara says: ...", D-51)."""
+    out, with its reason, when it is a line of the cast's ("Mara says: ...", D-51) or when
+    the grammar ended it (`time_cut`: it reached its pattern's limit,
+    memory/cut_items.time_cut), keeping then only the dates the cut did not reach
+    (story_dates.uncut_dates). A time the model ended with "…" is whole: it is kept without
+    the mark (a stored time ending in it reads as cut: story_dates.told_time)."""
     by_id = {m.id: m for m in messages if m.id is not None}
     allowed = set(by_id)
     user_ids = {i for i, m in by_id.items() if m.role is Role.USER}
@@ -517,15 +517,22 @@ def read_chapter(
         # Digits and marks ("14:00:00"): what a small model writes in any field, left out
         # unrecorded as before.
         time = ""
-    elif time_cut or time.endswith(CUT_MARK):
-        # A string the grammar ended is what the chronicler was writing, cut: shown as the
-        # chapter's time, it headed recalled excerpts ("In-story time: She was here in the
-        # spring of '…").
-        dropped.append(Dropped("time", time, DropReason.CUT_TIME))
-        time = ""
     elif speakers_line(time, cast):
+        # Even one naming a date: a date someone mentions is not the day of the scene.
         dropped.append(Dropped("time", time, DropReason.SPEAKERS_LINE))
         time = ""
+    elif time_cut:
+        # A string the grammar ended is what the chronicler was writing, cut: shown as the
+        # chapter's time, it headed recalled excerpts ("In-story time: She was here in the
+        # spring of '…"). The dates the cut did not reach are kept ("Friday, 19 October 2018"
+        # of "Friday, 19 October 2018, eveni"); the string as written is recorded as cut.
+        dropped.append(Dropped("time", time, DropReason.CUT_TIME))
+        time = uncut_dates(time) or ""
+    else:
+        # Not at its limit, a time ending in "…" is the model's own ellipsis ("Later that
+        # night…"): a whole time. Stored with the mark, it would read as one the grammar cut
+        # (story_dates.told_time: D-50 marked cut times so), so the mark goes.
+        time = time.rstrip(CUT_MARK).rstrip()
     return StructuredChapter(
         time=time,
         events=tuple(events),

@@ -110,6 +110,10 @@ def test_a_chapter_takes_its_ranges_scene_dates_unless_the_chronicler_names_them
         ("late evening", "Friday, 19 October 2018"),
         # The range's date in full, and more: the chronicler's stays.
         ("Friday, 19 October 2018, dusk", "Friday, 19 October 2018, dusk"),
+        # A speaker's line is no time even where it names the range's date (D-51).
+        ("Wren says: Friday, 19 October 2018", "Friday, 19 October 2018"),
+        # The model's own "…", under the time's limit: a whole time, kept without the mark.
+        ("Friday, 19 October 2018, late…", "Friday, 19 October 2018, late"),
     ],
 )
 def test_a_range_inside_one_scene_is_dated_by_the_opening_before_it(
@@ -141,6 +145,8 @@ def test_a_chapter_quoted_from_its_range_is_dated_too(tmp_path: Path) -> None:
         ("Wren: see you tonight", None),
         ("Ann says: hurry", None),
         ("Am nächsten Morgen", "Am nächsten Morgen"),
+        # The model's own "…": kept without it, as a stored "…" reads as a cut (D-51).
+        ("Later that night…", "Later that night"),
     ],
 )
 def test_an_undated_conversation_keeps_the_chroniclers_time_or_none(

@@ -181,13 +181,14 @@ def test_a_users_fact_is_finished_from_the_users_own_lines_only():
 def test_a_story_time_at_its_limit_is_no_time_and_is_left_as_written():
     """A "When:" the grammar ended at its limit is what the chronicler was writing, cut: shown,
     it headed recalled excerpts with half a phrase ("She was here in the spring of '…"). It is
-    left out, as written (not finished or marked), whatever its words; one character shorter,
-    the chronicler ended it and it is the chapter's time (D-51)."""
+    left out, as written (not finished or marked), whatever its words (it writes no date to
+    keep); one character shorter, the chronicler ended it and it is the chapter's time
+    (D-51)."""
     request = ChronicleRequest.chapter(SOURCE, CAST, ())
     prompt = chronicler_prompt(request, ModelProfile())
     schema = schema_for(_source(), Shape(_source().first_shape().counts, text=64, short=32))
     pattern = string_patterns(schema)[("time", "time")]
-    written = "Am nächsten Abend, nachdem Corwin nach Pellmouth ruderte"
+    written = "Am nächsten Abend, nachdem Corwin endlich nach Pellmouth ruderte"
     at_limit = written[: pattern_chars(pattern) - 1]
     shorter = at_limit[:-1]
     assert filled(pattern, at_limit) and not filled(pattern, shorter)
@@ -201,3 +202,33 @@ def test_a_story_time_at_its_limit_is_no_time_and_is_left_as_written():
         cut = [d for d in reply.structure.dropped if d.field == "time"]
         assert cut == ([] if shown else [Dropped("time", at_limit, DropReason.CUT_TIME)])
     assert time_cut(parse_answer(json.dumps({"events": [event], "time": at_limit})), schema)
+
+
+def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_has():
+    """At every length the schema gives the story time, a full date with a part of the day is
+    kept whole, or the grammar cut it after the date and the date is kept (the time is
+    recorded as cut). Only where the budget holds no chapter with a date's room (the time
+    then as long as the other strings' least) is less of it kept: its weekday (D-51)."""
+    request = ChronicleRequest.chapter(SOURCE, CAST, ())
+    prompt = chronicler_prompt(request, ModelProfile())
+    event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
+    written, date = "Friday, 19 October 2018, evening", "Friday, 19 October 2018"
+    shape: Shape | None = _source().first_shape()
+    seen: dict[int, str | None] = {}
+    while shape is not None:
+        schema = schema_for(_source(), shape)
+        pattern = string_patterns(schema)[("time", "time")]
+        shape = shape.smaller()
+        if (limit := pattern_chars(pattern)) in seen:
+            continue
+        for lead in ("", " "):
+            said = lead + written[: limit - 1]  # what the grammar lets through
+            answer = json.dumps({"events": [event], "time": said})
+            reply = read_reply(request, prompt, answer, cut=False, schema=json.dumps(schema))
+            assert reply.ok and reply.structure is not None
+            seen[limit] = reply.story_time
+            cut = filled(pattern, said)
+            assert cut is (said.strip() != written)
+            recorded = [d for d in reply.structure.dropped if d.field == "time"]
+            assert recorded == ([Dropped("time", said.strip(), DropReason.CUT_TIME)] if cut else [])
+    assert seen == {60: written, 50: written, 40: written, 24: date, 12: "Friday"}

@@ -13,11 +13,18 @@ import pytest
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import LedgerKind, LedgerSource, Message, Role, StoredLedgerEntry
 from kotonia_tui.memory.chapter_schema import (
+    BYTES_PER_CHAR,
+    MIN_SHORT,
+    TIME_FLOOR,
+    TIME_LAST_FLOORS,
     ChapterSource,
     NoRoomForChapterError,
+    Shape,
     chapter_schema,
     max_tokens,
     pattern_chars,
+    schema_for,
+    string_patterns,
 )
 from kotonia_tui.memory.chronicler import (
     Cast,
@@ -133,6 +140,45 @@ def test_the_schema_is_bounded_by_the_budget(budget):
         chapter_schema(source, 100)
 
 
+def _shapes(source: ChapterSource) -> list[Shape]:
+    shape: Shape | None = source.first_shape()
+    shapes = []
+    while shape is not None:
+        shapes.append(shape)
+        shape = shape.smaller()
+    return shapes
+
+
+def _time_length(schema: dict[str, Any]) -> int:
+    return pattern_chars(string_patterns(schema)[("time", "time")])
+
+
+def test_the_story_time_has_room_for_a_date_and_a_part_of_the_day_at_any_budget_that_allows():
+    """The time was as long as the secondary strings (31 characters at the shipped shapes, 11
+    to 17 at small budgets), so the date a chronicler wrote there was cut and left out
+    (D-51). It has a floor of its own, which comes down only where not even the smallest
+    chapter fits with it: every budget that held the smallest chapter still does."""
+    source = ChapterSource.of(SOURCE, (THREAD, FACT))
+    shapes = _shapes(source)
+    lengths = [_time_length(schema_for(source, s)) for s in shapes]
+    assert min(lengths[: -len(TIME_LAST_FLOORS)]) == TIME_FLOOR
+    assert lengths[-len(TIME_LAST_FLOORS) :] == list(TIME_LAST_FLOORS)
+    # The smallest chapter is the one before the floor: time as long as the other strings.
+    smallest = shapes[-1]
+    assert smallest.time_length == smallest.short == MIN_SHORT
+    with_floor = replace(smallest, time=TIME_FLOOR)
+    for per_char in (0.5, 1.0, 2.0, BYTES_PER_CHAR):
+        floor_fits = max_tokens(schema_for(source, with_floor), per_char)
+        least = max_tokens(schema_for(source, smallest), per_char)
+        for budget in range(least, floor_fits + 200, 7):
+            schema = chapter_schema(source, budget, per_char)
+            assert max_tokens(schema, per_char) <= budget
+            # Under the floor only where the smallest chapter with it does not fit.
+            assert (_time_length(schema) < TIME_FLOOR) is (budget < floor_fits)
+        with pytest.raises(NoRoomForChapterError):
+            chapter_schema(source, least - 1, per_char)
+
+
 def test_readback_finds_the_users_names_and_numbers():
     assert user_specifics(SOURCE) == ["Mia", "14", "3.50"]
     assert missing(["14", "Mia", "3.50"], "Mia comes on the 14th for 3.5") == ["3.50"]
@@ -166,9 +212,8 @@ def test_a_readback_miss_is_asked_for_once_then_stored_with_the_misses():
         # recalled excerpts ("In-story time: Mara says: I've had enough of").
         ("Ann says: My sister Mia lands on the 14th", DropReason.SPEAKERS_LINE),
         ("Rowan: who took the brass key", DropReason.SPEAKERS_LINE),
-        # Ending in the cut mark: a reply is read once, and nothing marks a time since D-51, so
-        # at a fold this is the model's own "…", recorded as cut all the same.
-        (f"She was here in the spring of '{CUT_MARK}", DropReason.CUT_TIME),
+        # A date someone mentions is not the day of the scene.
+        ("Ann says: Mia lands on 14 May 2019", DropReason.SPEAKERS_LINE),
     ],
 )
 def test_a_line_of_the_story_in_the_time_is_left_out_and_says_why(
@@ -195,6 +240,26 @@ def test_a_time_in_any_language_is_the_chapters(time: str) -> None:
     reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": time}), cut=False)
     assert reply.ok and reply.structure is not None
     assert reply.story_time == time
+    assert all(d.field != "time" for d in reply.structure.dropped)
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        (f"Later that night{CUT_MARK}", "Later that night"),
+        (f"She was here in the spring of '{CUT_MARK}", "She was here in the spring of '"),
+        (f"Am nächsten Morgen {CUT_MARK}{CUT_MARK}", "Am nächsten Morgen"),
+    ],
+)
+def test_a_time_the_model_ends_with_an_ellipsis_is_kept_without_it(written: str, kept: str):
+    """Under its limit, a time ending in "…" is the model's own ellipsis: since D-51 nothing
+    marks a time the grammar cut, so it is a whole time. Stored with its "…" it would read as
+    a time D-50 marked as cut (story_dates.told_time): it is kept without the mark."""
+    request = ChronicleRequest.chapter(SOURCE, CAST)
+    prompt = chronicler_prompt(request, ModelProfile())
+    reply = read_reply(request, prompt, json.dumps({**ANSWER, "time": written}), cut=False)
+    assert reply.ok and reply.structure is not None
+    assert reply.story_time == kept == reply.structure.time
     assert all(d.field != "time" for d in reply.structure.dropped)
 
 
