@@ -531,8 +531,9 @@ def read_chapter(
     else:
         # Not at its limit, a time ending in "…" is the model's own ellipsis ("Later that
         # night…"): a whole time. Stored with the mark, it would read as one the grammar cut
-        # (story_dates.told_time: D-50 marked cut times so), so the mark goes.
-        time = time.rstrip(CUT_MARK).rstrip()
+        # (story_dates.told_time: D-50 marked cut times so), so the marks go, with the spaces
+        # between them ("Later… …").
+        time = time.rstrip(f"{CUT_MARK} ")
     return StructuredChapter(
         time=time,
         events=tuple(events),

@@ -232,3 +232,23 @@ def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_h
             recorded = [d for d in reply.structure.dropped if d.field == "time"]
             assert recorded == ([Dropped("time", said.strip(), DropReason.CUT_TIME)] if cut else [])
     assert seen == {60: written, 50: written, 40: written, 24: date, 12: "Friday"}
+
+
+def test_a_speakers_line_the_grammar_cut_keeps_no_date_it_names():
+    """A speaker's line is read before the cut: a date someone mentions is not the day of the
+    scene, even where the grammar cut the line after it (D-51)."""
+    request = ChronicleRequest.chapter(SOURCE, CAST, ())
+    prompt = chronicler_prompt(request, ModelProfile())
+    schema = schema_for(_source(), _source().first_shape())
+    pattern = string_patterns(schema)[("time", "time")]
+    line = "Mara says: Ilse marries on 3 May 1887, in our mother's veil, at the chapel"
+    said = line[: pattern_chars(pattern) - 1]
+    assert filled(pattern, said) and "3 May 1887," in said
+    event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
+    answer = json.dumps({"events": [event], "time": said})
+    reply = read_reply(request, prompt, answer, cut=False, schema=json.dumps(schema))
+    assert reply.ok and reply.structure is not None
+    assert reply.story_time is None
+    assert [d for d in reply.structure.dropped if d.field == "time"] == [
+        Dropped("time", said, DropReason.SPEAKERS_LINE)
+    ]

@@ -249,6 +249,7 @@ def test_a_time_in_any_language_is_the_chapters(time: str) -> None:
         (f"Later that night{CUT_MARK}", "Later that night"),
         (f"She was here in the spring of '{CUT_MARK}", "She was here in the spring of '"),
         (f"Am nächsten Morgen {CUT_MARK}{CUT_MARK}", "Am nächsten Morgen"),
+        (f"Later that night{CUT_MARK} {CUT_MARK}", "Later that night"),
     ],
 )
 def test_a_time_the_model_ends_with_an_ellipsis_is_kept_without_it(written: str, kept: str):
