@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -69,10 +69,11 @@ TIME_LENGTH = 60
 # secondary strings, it was 31 characters at the shipped shapes and 11 to 17 at small budgets,
 # so a date the chronicler wrote there was cut and left out (docs/decisions.md D-51).
 TIME_FLOOR = 40
-# Where not even the smallest chapter fits with that floor, the time comes down last: first to
-# a full date alone ("Friday, 19 October 2018"), then to the secondary strings' least, so every
-# budget that held the smallest chapter before the floor still holds it.
-TIME_LAST_FLOORS = (24, MIN_SHORT)
+# Each shape is tried with the time at each of these floors before the next smaller shape: the
+# floor, a full date alone ("Friday, 19 October 2018"), then the secondary strings' length (the
+# time before D-51). So no budget holds fewer items or shorter strings for the time's sake: it
+# holds the shape it held before, with the longest time that shape leaves room for.
+TIME_FLOORS = (TIME_FLOOR, 24, MIN_SHORT)
 
 # The lists, in the order the answer writes them, and the most items each may hold.
 LIST_LIMITS: dict[str, int] = {
@@ -115,9 +116,9 @@ class Shape:
         """One step smaller. In order: the strings come down to a long sentence and the lists
         to a few items (the one that costs most first); the strings to a short sentence; the
         lists other than the events to one item; the least needed lists go; the events to one;
-        the strings to their minimum; last, the story time's floor (TIME_LAST_FLOORS). A small
-        budget keeps a few events and the user's facts rather than many long events and nothing
-        else, and a date in the story time while any chapter fits with it."""
+        the strings to their minimum. A small budget keeps a few events and the user's facts
+        rather than many long events and nothing else. The story time's floor is not a step
+        here: `shapes` tries each shape with each of TIME_FLOORS."""
         weights = {"claims": 2, "decisions": 3, "resolved": 2}
 
         def cut(names: list[str]) -> Shape:
@@ -139,9 +140,6 @@ class Shape:
             return self._with("events", self.counts["events"] - 1)
         if self.text > MIN_TEXT:
             return self._shrunk(MIN_TEXT)
-        for floor in TIME_LAST_FLOORS:
-            if self.time > floor:
-                return replace(self, time=floor)
         return None
 
     @property
@@ -310,29 +308,38 @@ def schema_for(source: ChapterSource, shape: Shape) -> dict[str, Any]:
     return {**_object(properties), "required": required}
 
 
+def shapes(source: ChapterSource) -> Iterator[Shape]:
+    """The shapes `chapter_schema` tries for this source, largest first: each step of
+    `Shape.smaller` with the story time at each of TIME_FLOORS in turn (a floor that leaves
+    the time's length as it was is not tried again)."""
+    shape: Shape | None = source.first_shape()
+    while shape is not None:
+        lengths: set[int] = set()
+        for floor in TIME_FLOORS:
+            timed = replace(shape, time=floor)
+            if timed.time_length not in lengths:
+                lengths.add(timed.time_length)
+                yield timed
+        shape = shape.smaller()
+
+
 def chapter_schema(
     source: ChapterSource, budget_tokens: int, tokens_per_char: float = BYTES_PER_CHAR
 ) -> dict[str, Any]:
     """The largest schema for this source whose every answer fits `budget_tokens`, a string
-    character costing `tokens_per_char` tokens at most."""
-    shape: Shape | None = source.first_shape()
-    while shape is not None:
+    character costing `tokens_per_char` tokens at most. The story time is as long as the
+    chosen shape leaves room for (`shapes`): it never costs an item or an item's length."""
+    smallest = None
+    for shape in shapes(source):
         schema = schema_for(source, shape)
         if max_tokens(schema, tokens_per_char) <= budget_tokens:
             return schema
-        shape = shape.smaller()
-    smallest = max_tokens(schema_for(source, _smallest(source)), tokens_per_char)
+        smallest = schema
+    least = max_tokens(smallest, tokens_per_char) if smallest is not None else 0
     raise NoRoomForChapterError(
         f"an output budget of {budget_tokens} tokens cannot hold the smallest structured "
-        f"chapter ({smallest} tokens at most)"
+        f"chapter ({least} tokens at most)"
     )
-
-
-def _smallest(source: ChapterSource) -> Shape:
-    shape = source.first_shape()
-    while (next_shape := shape.smaller()) is not None:
-        shape = next_shape
-    return shape
 
 
 def max_tokens(schema: dict[str, Any], tokens_per_char: float = BYTES_PER_CHAR) -> int:

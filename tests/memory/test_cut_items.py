@@ -13,6 +13,7 @@ from kotonia_tui.memory.chapter_schema import (
     filled,
     pattern_chars,
     schema_for,
+    shapes,
     string_patterns,
     text_schema,
 )
@@ -207,18 +208,17 @@ def test_a_story_time_at_its_limit_is_no_time_and_is_left_as_written():
 def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_has():
     """At every length the schema gives the story time, a full date with a part of the day is
     kept whole, or the grammar cut it after the date and the date is kept (the time is
-    recorded as cut). Only where the budget holds no chapter with a date's room (the time
-    then as long as the other strings' least) is less of it kept: its weekday (D-51)."""
+    recorded as cut). Only where the shape a budget holds leaves no room for a date (the time
+    then as long as before D-51) is less of it kept: its weekday, or nothing where the cut
+    runs into the date after the weekday (18 characters, a known limit; D-51)."""
     request = ChronicleRequest.chapter(SOURCE, CAST, ())
     prompt = chronicler_prompt(request, ModelProfile())
     event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
     written, date = "Friday, 19 October 2018, evening", "Friday, 19 October 2018"
-    shape: Shape | None = _source().first_shape()
     seen: dict[int, str | None] = {}
-    while shape is not None:
+    for shape in shapes(_source()):
         schema = schema_for(_source(), shape)
         pattern = string_patterns(schema)[("time", "time")]
-        shape = shape.smaller()
         if (limit := pattern_chars(pattern)) in seen:
             continue
         for lead in ("", " "):
@@ -231,7 +231,8 @@ def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_h
             assert cut is (said.strip() != written)
             recorded = [d for d in reply.structure.dropped if d.field == "time"]
             assert recorded == ([Dropped("time", said.strip(), DropReason.CUT_TIME)] if cut else [])
-    assert seen == {60: written, 50: written, 40: written, 24: date, 12: "Friday"}
+    whole = {60: written, 50: written, 40: written, 37: written, 32: date, 24: date}
+    assert seen == {**whole, 18: None, 13: "Friday", 12: "Friday"}
 
 
 def test_a_speakers_line_the_grammar_cut_keeps_no_date_it_names():

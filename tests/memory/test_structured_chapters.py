@@ -13,10 +13,8 @@ import pytest
 from kotonia_tui.config import ModelProfile
 from kotonia_tui.domain import LedgerKind, LedgerSource, Message, Role, StoredLedgerEntry
 from kotonia_tui.memory.chapter_schema import (
-    BYTES_PER_CHAR,
     MIN_SHORT,
     TIME_FLOOR,
-    TIME_LAST_FLOORS,
     ChapterSource,
     NoRoomForChapterError,
     Shape,
@@ -24,6 +22,7 @@ from kotonia_tui.memory.chapter_schema import (
     max_tokens,
     pattern_chars,
     schema_for,
+    shapes,
     string_patterns,
 )
 from kotonia_tui.memory.chronicler import (
@@ -140,43 +139,96 @@ def test_the_schema_is_bounded_by_the_budget(budget):
         chapter_schema(source, 100)
 
 
-def _shapes(source: ChapterSource) -> list[Shape]:
-    shape: Shape | None = source.first_shape()
-    shapes = []
-    while shape is not None:
-        shapes.append(shape)
-        shape = shape.smaller()
-    return shapes
+def _chain(source: ChapterSource, per_char: float, *, old: bool) -> list[tuple[int, Shape]]:
+    """The shapes a budget is fitted to, largest first, with what each costs at most: the
+    schema's order (`shapes`), or (`old`) the rule before D-51's time floor: each step of
+    `Shape.smaller`, the time as long as the secondary strings."""
+    if old:
+        chain: list[Shape] = []
+        shape: Shape | None = source.first_shape()
+        while shape is not None:
+            chain.append(replace(shape, time=MIN_SHORT))
+            shape = shape.smaller()
+    else:
+        chain = list(shapes(source))
+    return [(max_tokens(schema_for(source, s), per_char), s) for s in chain]
+
+
+def _fitted(chain: list[tuple[int, Shape]], budget: int) -> Shape | None:
+    return next((shape for cost, shape in chain if cost <= budget), None)
+
+
+def _swept_source(n: int, n_user: int, first_id: int, threads: int) -> ChapterSource:
+    ids = tuple(range(first_id, first_id + n))
+    return ChapterSource(
+        all_ids=ids,
+        user_ids=ids[:n_user],
+        open_threads=tuple(f"T{i}" for i in range(1, threads + 1)),
+        replaceable=("F1",) * bool(threads),
+        names=("Mara", "Wren"),
+        user_names=("Mara",),
+    )
+
+
+def test_the_story_time_never_costs_an_item_or_an_items_length():
+    """The time had the secondary strings' length (31 characters at the shipped shapes, 11 to
+    17 at small budgets), so a date the chronicler wrote there was cut and left out (D-51).
+    It has room for 40 characters now, but a floor that made the shape smaller lost an event,
+    the only user fact or open thread, or event text, at budgets between the shipped ones. So
+    each shape is tried with the time at 40, 24, then its old length, before a smaller one:
+    every budget holds the chapter it held before, and the time is never shorter than it was
+    and 40 characters wherever that chapter leaves room for them."""
+    sources = [
+        ChapterSource.of(SOURCE, (THREAD, FACT)),
+        _swept_source(5, 2, 1, 0),
+        _swept_source(10, 5, 4000, 0),
+        _swept_source(15, 7, 990, 3),
+    ]
+    at_floor = total = 0
+    for source in sources:
+        for per_char in (0.45, 0.5, 0.6, 0.9):
+            old, new = _chain(source, per_char, old=True), _chain(source, per_char, old=False)
+            for budget in range(100, 701):
+                before, now = _fitted(old, budget), _fitted(new, budget)
+                if before is None:
+                    assert now is None
+                    with pytest.raises(NoRoomForChapterError):
+                        chapter_schema(source, budget, per_char)
+                    continue
+                assert now is not None
+                assert now.counts == before.counts
+                assert (now.text, now.short) == (before.text, before.short)
+                assert now.time_length >= before.time_length
+                for floor in (TIME_FLOOR, 24):
+                    timed = schema_for(source, replace(before, time=floor))
+                    if max_tokens(timed, per_char) <= budget:
+                        assert now.time_length >= floor
+                total += 1
+                at_floor += now.time_length >= TIME_FLOOR
+                if budget % 50 == 0:
+                    assert chapter_schema(source, budget, per_char) == schema_for(source, now)
+    assert at_floor > 0.9 * total
+    # The cases the review found (English, 0.5 tokens a character; a source of 10 messages, 5
+    # the user's), and the chapter each budget held before D-51.
+    source = _swept_source(10, 5, 4000, 0)
+    held = {
+        120: ({"events": 1}, 48, 40),  # the time 40, the event text as before (48, not 27)
+        202: ({"events": 2}, 64, 32),  # two events, the time as before: 40 would cost one
+        256: ({"events": 2}, 64, 40),
+        279: ({"events": 3}, 64, 32),
+        392: ({"events": 3, "user_facts": 1}, 64, 32),
+        491: ({"events": 3, "user_facts": 1, "open_threads": 1}, 64, 32),
+    }
+    for budget, (counts, text, time) in held.items():
+        schema = chapter_schema(source, budget, 0.5)
+        props = schema["properties"]
+        assert {k: p["maxItems"] for k, p in props.items() if k != "time"} == counts
+        assert pattern_chars(string_patterns(schema)[("events", "event")]) == text
+        assert _time_length(schema) == time
 
 
 def _time_length(schema: dict[str, Any]) -> int:
     return pattern_chars(string_patterns(schema)[("time", "time")])
-
-
-def test_the_story_time_has_room_for_a_date_and_a_part_of_the_day_at_any_budget_that_allows():
-    """The time was as long as the secondary strings (31 characters at the shipped shapes, 11
-    to 17 at small budgets), so the date a chronicler wrote there was cut and left out
-    (D-51). It has a floor of its own, which comes down only where not even the smallest
-    chapter fits with it: every budget that held the smallest chapter still does."""
-    source = ChapterSource.of(SOURCE, (THREAD, FACT))
-    shapes = _shapes(source)
-    lengths = [_time_length(schema_for(source, s)) for s in shapes]
-    assert min(lengths[: -len(TIME_LAST_FLOORS)]) == TIME_FLOOR
-    assert lengths[-len(TIME_LAST_FLOORS) :] == list(TIME_LAST_FLOORS)
-    # The smallest chapter is the one before the floor: time as long as the other strings.
-    smallest = shapes[-1]
-    assert smallest.time_length == smallest.short == MIN_SHORT
-    with_floor = replace(smallest, time=TIME_FLOOR)
-    for per_char in (0.5, 1.0, 2.0, BYTES_PER_CHAR):
-        floor_fits = max_tokens(schema_for(source, with_floor), per_char)
-        least = max_tokens(schema_for(source, smallest), per_char)
-        for budget in range(least, floor_fits + 200, 7):
-            schema = chapter_schema(source, budget, per_char)
-            assert max_tokens(schema, per_char) <= budget
-            # Under the floor only where the smallest chapter with it does not fit.
-            assert (_time_length(schema) < TIME_FLOOR) is (budget < floor_fits)
-        with pytest.raises(NoRoomForChapterError):
-            chapter_schema(source, least - 1, per_char)
 
 
 def test_readback_finds_the_users_names_and_numbers():
