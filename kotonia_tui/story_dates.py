@@ -78,9 +78,25 @@ def dates_in(text: str) -> list[str]:
     return [written for written, _ in _found(text)]
 
 
-# A date that ends where a cut string ends is whole only when its last part cannot go on: a
-# year (four digits) or an ISO date. "October 1" may be "October 19" cut.
-_WHOLE_AT_CUT = re.compile(r"(?<!\d)\d{4}$|^\d{4}-[01]\d-[0-3]\d$")
+# A date that ends where a cut string ends is whole only when what could follow would not change
+# its day: after a year (four digits), an ISO date, or a day and a month ("19 October": only a
+# year could follow). "October 1" may be "October 19" cut.
+_WHOLE_AT_CUT = re.compile(
+    rf"(?<!\d)\d{{4}}$|^{_YEAR}-[01]\d-[0-3]\d$|\d(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}$",
+    re.IGNORECASE,
+)
+_ISO = re.compile(rf"^{_YEAR}-[01]\d-[0-3]\d$")
+
+
+def _runs_on(written: str, after: str) -> bool:
+    """Whether the date `written` may go on into `after`, the text after it: a letter or a
+    digit follows ("19 Oct" of "19 Octobe"), other than a time after an ISO date ("T" of
+    "2018-10-19T20:00") or a letter of a script written without spaces ("2018-10-19の夜"),
+    which no date's word goes on with."""
+    first = after[:1]
+    if not first.isalnum() or has_unspaced(first):
+        return False
+    return not (first == "T" and _ISO.match(written))
 
 
 def uncut_dates(text: str) -> str | None:
@@ -88,12 +104,15 @@ def uncut_dates(text: str) -> str | None:
     memory/cut_items.time_cut) still says whole of when: the `span` of the dates it writes
     that the cut did not reach ("Friday, 19 October 2018" of "Friday, 19 October 2018,
     eveni"); None when there is none. A date the string goes on from with a letter or a
-    digit ran into the cut ("19 Oct" of "19 Octobe"), and one that ends at the cut is whole
-    only if it ends in a year (`_WHOLE_AT_CUT`)."""
+    digit ran into the cut ("19 Oct" of "19 Octobe"), unless it is an ISO date before a time
+    ("2018-10-19T20:0") or the letter is of a script without spaces ("2018-10-19の夜"); one
+    that ends at the cut is whole only if what could follow would not change its day: it
+    ends in a year, is an ISO date, or is a day and a month ("Friday, 19 October"), and not
+    a month and a day ("October 1" may be "October 19"; `_WHOLE_AT_CUT`)."""
     whole: list[str] = []
     for written, end in _found(text):
         after = text[end:]
-        if after[:1].isalnum() or (not after.strip() and not _WHOLE_AT_CUT.search(written)):
+        if _runs_on(written, after) or (not after.strip() and not _WHOLE_AT_CUT.search(written)):
             continue
         whole.append(written)
     return span(whole)

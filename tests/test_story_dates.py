@@ -204,11 +204,23 @@ def test_a_sentence_the_grammar_did_not_cut_is_kept_as_the_time() -> None:
         ("Friday, 19 October 20", "Friday, 19 October"),  # the year cut, the day whole
         ("October 19, 2018, after the", "October 19, 2018"),
         ("2018-10-19 in the early mor", "2018-10-19"),
+        # A day and a month at the cut: only a year could follow, which keeps the day.
+        ("Friday, 19 October", "Friday, 19 October"),
+        ("Mara left on the 3rd of May", "3rd of May"),
+        # An ISO date before a time, or a script written without spaces, is whole.
+        ("2018-10-19T20:0", "2018-10-19"),
+        ("2018-10-19の夜", "2018-10-19"),
+        ("2018-10-19", "2018-10-19"),
         ("Friday, 19 October 2018 to Saturday, 20 October 2018, ni", SPAN_WRITTEN),
-        ("Friday, 19 October 2018 to Saturday, 20 Oct", "Friday, 19 October 2018"),
+        ("Friday, 19 October 2018 to Saturday, 20 Octo", "Friday, 19 October 2018"),
+        (
+            "Friday, 19 October 2018 to Saturday, 20 Oct",
+            "Friday, 19 October 2018 to Saturday, 20 Oct",
+        ),
         # A date the cut ran into may be another one: "October 1" of "October 19".
         ("Mara left on October 1", None),
         ("Friday, 19 Octobe", None),
+        ("2018-10-19th", None),  # a letter that may go on: not a time's "T"
         ("She was here in the spring of '", None),
         ("Am nächsten Abend, nachdem Corwin", None),
     ],
