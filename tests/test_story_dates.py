@@ -212,14 +212,15 @@ def test_a_sentence_the_grammar_did_not_cut_is_kept_as_the_time() -> None:
         ("2018-10-19の夜", "2018-10-19"),
         ("2018-10-19", "2018-10-19"),
         ("Friday, 19 October 2018 to Saturday, 20 October 2018, ni", SPAN_WRITTEN),
-        ("Friday, 19 October 2018 to Saturday, 20 Octo", "Friday, 19 October 2018"),
+        # The weekday before a month the cut ran into is whole on its own.
+        ("Friday, 19 October 2018 to Saturday, 20 Octo", "Friday, 19 October 2018 to Saturday"),
         (
             "Friday, 19 October 2018 to Saturday, 20 Oct",
             "Friday, 19 October 2018 to Saturday, 20 Oct",
         ),
         # A date the cut ran into may be another one: "October 1" of "October 19".
         ("Mara left on October 1", None),
-        ("Friday, 19 Octobe", None),
+        ("Friday, 19 Octobe", "Friday"),
         ("2018-10-19th", None),  # a letter that may go on: not a time's "T"
         ("She was here in the spring of '", None),
         ("Am nächsten Abend, nachdem Corwin", None),
@@ -229,3 +230,14 @@ def test_of_a_time_the_grammar_cut_only_the_dates_it_writes_whole_are_kept(
     cut: str, kept: str | None
 ) -> None:
     assert uncut_dates(cut) == kept
+
+
+def test_a_month_is_a_whole_word() -> None:
+    """A word that starts like a month names no date: "3 Mayfair" is an address, "2 Decades"
+    a span; the month's own abbreviations and full names still count."""
+    assert dates_in("We met at 3 Mayfair Lane. 2 Decades later, 4 Marines came.") == []
+    assert dates_in("3 May 1887, then 19 Oct. 2018 and Sept 5") == [
+        "3 May 1887",
+        "19 Oct. 2018",
+        "Sept 5",
+    ]

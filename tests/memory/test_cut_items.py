@@ -209,8 +209,8 @@ def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_h
     """At every length the schema gives the story time, a full date with a part of the day is
     kept whole, or the grammar cut it after the date and the date is kept (the time is
     recorded as cut). Only where the shape a budget holds leaves no room for a date (the time
-    then as long as before D-51) is less of it kept: its weekday, or nothing where the cut
-    runs into the date after the weekday (18 characters, a known limit; D-51)."""
+    then as long as before D-51) is less of it kept: its weekday, which is whole before a
+    month the cut ran into (D-51)."""
     request = ChronicleRequest.chapter(SOURCE, CAST, ())
     prompt = chronicler_prompt(request, ModelProfile())
     event = {"event": "Corwin asks Mara to write to him.", "ids": [325]}
@@ -232,7 +232,7 @@ def test_a_date_the_grammar_cut_a_time_after_is_kept_at_every_limit_the_schema_h
             recorded = [d for d in reply.structure.dropped if d.field == "time"]
             assert recorded == ([Dropped("time", said.strip(), DropReason.CUT_TIME)] if cut else [])
     whole = {60: written, 50: written, 40: written, 37: written, 32: date, 24: date}
-    assert seen == {**whole, 18: None, 13: "Friday", 12: "Friday"}
+    assert seen == {**whole, 18: "Friday", 13: "Friday", 12: "Friday"}
 
 
 def test_a_speakers_line_the_grammar_cut_keeps_no_date_it_names():
