@@ -207,3 +207,28 @@ def test_a_groups_notes_are_listed_card_by_card_and_a_missing_card_is_said(capsy
     code, out, _ = run(capsys, "settings", str(conv.id), "--json")
     shown = json.loads(out)["character_notes"]
     assert [(n["character_key"], n["muted"]) for n in shown] == [("wren", False), ("mira", True)]
+
+
+def test_a_member_whose_card_file_is_broken_is_said_with_the_loaders_reason(capsys):
+    """A member whose card file is there but cannot be read is not said to be missing from the
+    folders: the card could not be read, and why (file, field, what is wrong), as the picker
+    says it."""
+    _card("wren", "Wren", {"prompt": "Wren is tired."})
+    folder = app_dirs().user_characters
+    broken = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": 7}}
+    (folder / "torn.json").write_text(json.dumps(broken), encoding="utf-8")
+    with Store.open(app_dirs().default_db) as store:
+        conv = store.create_conversation(
+            Conversation(character_key="wren", character_name="Wren", persona_name="Ann")
+        )
+        store.set_cast(conv.id, [("wren", "Wren"), ("torn", "Torn")])
+
+    code, out, err = run(capsys, "settings", str(conv.id))
+    assert code == 0, err
+    assert app_dirs().default_db.is_file()
+    assert "'Wren is tired.'" in out
+    assert err.strip() == (
+        f"conversation {conv.id}: the card 'torn' could not be read (torn.json: data.name: "
+        "expected a string, got int): its Character's Note, if it has one, cannot be shown"
+    )
+    assert "not in the character folders" not in err

@@ -110,6 +110,14 @@ class CharacterLibrary:
         except LookupError:
             return self.match(name) or self.match(key)
 
+    def error_of(self, key: str) -> CardError | None:
+        """Why the card file with this key (its file stem) could not be read, if one could not:
+        the loader's one line, file then field then what is wrong."""
+        for problem in reversed(self.errors):  # the later folder (the user's) is the one used
+            if problem.path.stem == key:
+                return problem
+        return None
+
     def _unknown(self, name: str) -> str:
         known = ", ".join(card.key for card in self.cards) or "none"
         return f"no character card named {name!r} (known: {known})"

@@ -67,11 +67,19 @@ def chat_settings(args: argparse.Namespace, settings: Settings) -> int:
                 store.set_conversation_settings(conv.id, conversation)
             say(f"saved the {layer}'s settings of conversation {conv.id}", stream=sys.stderr)
         cast = store.cast(conv.id)
-    notes, missing = _character_notes(cast, open_library(settings))
+    library = open_library(settings)
+    notes, missing = _character_notes(cast, library)
     for member in missing:
+        # A card whose file is there but broken is said as the picker says it, with its reason.
+        error = library.error_of(member.character_key)
+        where = (
+            f"could not be read ({error})"
+            if error is not None
+            else "is not in the character folders"
+        )
         say(
-            f"conversation {conv.id}: the card {member.character_key!r} is not in the character "
-            "folders: its Character's Note, if it has one, cannot be shown",
+            f"conversation {conv.id}: the card {member.character_key!r} {where}: its "
+            "Character's Note, if it has one, cannot be shown",
             stream=sys.stderr,
         )
     rows = _rows(effective, character, conversation)
@@ -105,7 +113,7 @@ def _character_notes(
 ) -> tuple[list[dict[str, Any]], list[CastMember]]:
     """The Character's Notes of the conversation's cards, in the cast's order, as the cards
     write them (macros not filled in; a note SillyTavern would place nowhere is none), and
-    the members whose card is not in the character folders."""
+    the members whose card was not loaded (not in the character folders, or broken)."""
     notes: list[dict[str, Any]] = []
     missing: list[CastMember] = []
     for member in cast:
