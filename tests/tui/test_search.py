@@ -185,3 +185,55 @@ def test_a_result_tells_its_time_in_local_time() -> None:
     with local_zone("Asia/Tokyo"):
         where = result_label(result).plain.split("\n")[0]
     assert where == "Mira · conversation 1 · #3 · User · 2026-12-05 01:21"
+
+
+FOOTER_LABELS = {
+    "esc Close search",
+    "^o All / this conversation",
+    "^n Best / newest first",
+    "^q Quit",
+    "f1 Help",
+}
+
+
+def _footer_keys(app: KotoniaApp) -> list[str]:
+    """The footer's keys as shown (the last line, left of the palette's key)."""
+    footer = screen_text(app).splitlines()[-1]
+    keys, sep, palette = footer.partition("▏")
+    assert sep and palette.strip() == "^p palette", footer
+    return [key.strip() for key in keys.split("  ") if key.strip()]
+
+
+async def test_at_80x24_the_footer_shows_the_searchs_own_keys_whole(
+    tiny_eos_model_path, mira_card
+) -> None:
+    """The footer keeps to keys that mean something here, each whole: not the app's Ctrl+F
+    (which opened this screen; here it goes back to the query), and no label cut at the
+    palette's key, from the card list or from a chat (which adds Ctrl+O)."""
+    found = _story(30)
+    app = KotoniaApp(tiny_settings(tiny_eos_model_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_reader()
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+        screen = await _search(pilot, app, "brass key")
+        await pilot.pause()
+        keys = _footer_keys(app)
+        assert keys == ["esc Close search", "^n Best / newest first", "^q Quit", "f1 Help"]
+        assert "^f Search" not in screen_text(app)
+
+        assert screen.query_one("#search-results", ListView).has_focus
+        await pilot.press("ctrl+f")  # back to the query, on the same screen
+        await pilot.pause()
+        assert app.screen is screen and screen.query_one("#search-input", Input).has_focus
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerScreen))
+
+        app.open_conversation(found["conv"])
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await pilot.pause()
+        await _search(pilot, app, "brass key")
+        await pilot.pause()
+        keys = _footer_keys(app)
+        assert set(keys) <= FOOTER_LABELS, keys
+        assert keys[:2] == ["esc Close search", "^o All / this conversation"]
+        assert "^f Search" not in screen_text(app)

@@ -65,10 +65,16 @@ class SearchScreen(KotoniaScreen[tuple[int, int] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close search", id="close_search"),
+        # The app's Ctrl+F opens this screen: here it goes back to the query, and the footer
+        # does not offer it (a screen's binding of a key wins over the app's).
+        Binding("ctrl+f", "to_query", "Search", id="search_query", show=False),
         Binding("ctrl+o", "toggle_scope", "All / this conversation", id="search_scope"),
         Binding("ctrl+n", "toggle_order", "Best / newest first", id="search_order"),
         Binding("down", "to_results", "Results", id="search_results", show=False),
     ]
+
+    # The footer keeps to the search's own keys, Quit and Help, and never cuts one at 80 columns.
+    FOOTER_FIRST = frozenset({"close_search", "search_scope", "search_order", "quit", "help"})
 
     def __init__(
         self,
@@ -170,6 +176,9 @@ class SearchScreen(KotoniaScreen[tuple[int, int] | None]):
         return True
 
     # ---- actions --------------------------------------------------------------------------
+
+    def action_to_query(self) -> None:
+        self.query_one("#search-input", Input).focus()
 
     def action_to_results(self) -> None:
         if self.results:
