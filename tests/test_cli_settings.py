@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from kotonia_tui.chat.library import CharacterLibrary
 from kotonia_tui.config import app_dirs
 from kotonia_tui.domain import Conversation
 from kotonia_tui.store import Store
@@ -232,3 +233,19 @@ def test_a_member_whose_card_file_is_broken_is_said_with_the_loaders_reason(caps
         "expected a string, got int): its Character's Note, if it has one, cannot be shown"
     )
     assert "not in the character folders" not in err
+
+
+def test_a_broken_cards_reason_is_found_by_its_stem_exactly_then_in_any_case(tmp_path):
+    """`error_of` names the card file of that stem: the exact stem before one in another case,
+    the user's folder before the shipped one."""
+    shipped, user = tmp_path / "shipped", tmp_path / "user"
+    for folder in (shipped, user):
+        folder.mkdir()
+        (folder / "torn.json").write_text("{", encoding="utf-8")
+    (user / "Torn.charx").write_bytes(b"not a zip")
+    library = CharacterLibrary([shipped, user])
+    found = library.error_of("torn")
+    assert found is not None and found.path == user / "torn.json"
+    found = library.error_of("TORN")
+    assert found is not None and found.path.parent == user
+    assert library.error_of("wren") is None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kotonia_tui.characters import (
+    CARD_SUFFIXES,
     DEFAULT_SYSTEM_PROMPT,
     CardError,
     CardRepaired,
@@ -112,9 +113,20 @@ class CharacterLibrary:
 
     def error_of(self, key: str) -> CardError | None:
         """Why the card file with this key (its file stem) could not be read, if one could not:
-        the loader's one line, file then field then what is wrong."""
-        for problem in reversed(self.errors):  # the later folder (the user's) is the one used
+        the loader's one line, file then field then what is wrong. The exact stem first, then
+        one differing only in case (as `card_of` matches a key); a folder that could not be
+        listed is not a card file. Reads no file: the problems of the last load."""
+        files = [
+            problem
+            for problem in reversed(self.errors)  # the later folder (the user's) is the one used
+            if problem.path.suffix.lower() in CARD_SUFFIXES
+        ]
+        for problem in files:
             if problem.path.stem == key:
+                return problem
+        wanted = key.casefold()
+        for problem in files:
+            if problem.path.stem.casefold() == wanted:
                 return problem
         return None
 
