@@ -25,4 +25,13 @@ def update_static(widget: Static, content: Content) -> None:
         # Textual passes a widget's styles here itself; its annotation names only RulesMap.
         content.get_height(widget.styles, region.width) == region.height  # type: ignore[arg-type]
     )
+    if not same_height and widget._layout_required:
+        # A layout asked for earlier is still flagged (the widget's idle check clears the flag),
+        # but the screen may have laid out since, for another widget, and cached this widget's
+        # box model. `refresh(layout=True)` with the flag up changes nothing in that cache's
+        # key (Textual's `_layout_updates`): the next layout would keep the old height, and
+        # a reply whose final text is taller than its last streamed paint is cut to that
+        # height, the anchored log scrolled past its top. Lowered here, the refresh that
+        # `update` asks for raises it again and makes that height be measured anew.
+        widget._layout_required = False
     widget.update(content, layout=not same_height)
