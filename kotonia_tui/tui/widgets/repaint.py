@@ -25,7 +25,8 @@ def update_static(widget: Static, content: Content) -> None:
         # Textual passes a widget's styles here itself; its annotation names only RulesMap.
         content.get_height(widget.styles, region.width) == region.height  # type: ignore[arg-type]
     )
-    if not same_height and widget._layout_required:
+    # getattr: a private attribute; a Textual release without it falls back to its own path.
+    if not same_height and getattr(widget, "_layout_required", False):
         # A layout asked for earlier is still flagged (the widget's idle check clears the flag),
         # but the screen may have laid out since, for another widget, and cached this widget's
         # box model. `refresh(layout=True)` with the flag up changes nothing in that cache's
