@@ -34,6 +34,7 @@ _WEEKDAY = r"(?:Mon|Tues?|Wed(?:nes)?|Thu(?:rs)?|Fri|Sat(?:ur)?|Sun)(?:day)?\.?"
 _WEEKDAY_NAME = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
 _DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?:1\d{3}|2\d{3})"
+_ISO_DATE = rf"{_YEAR}-[01]\d-[0-3]\d"  # 2018-10-19
 
 _DATE = re.compile(
     rf"""
@@ -44,7 +45,7 @@ _DATE = re.compile(
           | {_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR})?             # October 19, 2018
           | {_MONTH}\s+{_YEAR}                                 # October 2018
         )
-      | {_YEAR}-[01]\d-[0-3]\d                                 # 2018-10-19
+      | {_ISO_DATE}                                            # 2018-10-19
       | {_WEEKDAY_NAME}(?=[\s,.;:*_)]|$)                        # Friday (a scene's day alone)
     )
     """,
@@ -83,10 +84,10 @@ def dates_in(text: str) -> list[str]:
 # its day: after a year (four digits), an ISO date, or a day and a month ("19 October": only a
 # year could follow). "October 1" may be "October 19" cut.
 _WHOLE_AT_CUT = re.compile(
-    rf"(?<!\d)\d{{4}}$|^{_YEAR}-[01]\d-[0-3]\d$|\d(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}$",
+    rf"(?<!\d)\d{{4}}$|^{_ISO_DATE}$|\d(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}$",
     re.IGNORECASE,
 )
-_ISO = re.compile(rf"^{_YEAR}-[01]\d-[0-3]\d$")
+_ISO = re.compile(rf"^{_ISO_DATE}$")
 
 
 def _runs_on(written: str, after: str) -> bool:
