@@ -176,10 +176,7 @@ def _png_card_json(path: Path, data: bytes) -> tuple[Any, int, str]:
     try:
         chunks = read_text_chunks(data)
     except PngError as exc:
-        mime = sniff_image_mime(data)
-        if mime and mime != "image/png":
-            raise CardError(path, f"not a PNG file (it is {mime})") from exc
-        raise CardError(path, str(exc)) from exc
+        raise _unreadable_picture(path, data, "image/png", "PNG", exc) from exc
     by_keyword: dict[str, TextChunk] = {}
     for chunk in chunks:
         by_keyword.setdefault(chunk.keyword.lower(), chunk)
@@ -192,15 +189,23 @@ def _png_card_json(path: Path, data: bytes) -> tuple[Any, int, str]:
     raise CardError(path, "PNG has no character card (no 'ccv3' or 'chara' text chunk)")
 
 
+def _unreadable_picture(
+    path: Path, data: bytes, mime: str, kind: str, exc: ValueError
+) -> CardError:
+    """Why a picture card (`kind`, of `mime`) could not be read: another kind of picture under
+    its name, or the reader's one line on the damage."""
+    found = sniff_image_mime(data)
+    if found and found != mime:
+        return CardError(path, f"not a {kind} file (it is {found})")
+    return CardError(path, str(exc))
+
+
 def _webp_card_json(path: Path, data: bytes) -> tuple[Any, int]:
     """The card JSON in a WebP's EXIF `UserComment`, as TavernAI wrote it."""
     try:
         found = user_comment(data)
     except WebpError as exc:
-        mime = sniff_image_mime(data)
-        if mime and mime != "image/webp":
-            raise CardError(path, f"not a WebP file (it is {mime})") from exc
-        raise CardError(path, str(exc)) from exc
+        raise _unreadable_picture(path, data, "image/webp", "WebP", exc) from exc
     raw = card_json_bytes(*found) if found is not None else None
     if raw is None:
         raise CardError(
