@@ -20,7 +20,12 @@ from kotonia_tui.chat.chat_settings import TurnSettings, resolve
 from kotonia_tui.chat.derived_copies import conversation_state_name, setup_owner
 from kotonia_tui.chat.fold.wait import SYSTEM_CLOCK, Clock
 from kotonia_tui.chat.lore import LoreMatcher, LoreTurn, WorldInfoFolder
-from kotonia_tui.chat.memory_snapshot import LandedMemory, MemorySnapshot, snapshot_of
+from kotonia_tui.chat.memory_snapshot import (
+    LandedMemory,
+    MemorySnapshot,
+    landed_memory,
+    snapshot_of,
+)
 from kotonia_tui.chat.numbering import Numbering, numbering
 from kotonia_tui.chat.recall import Recaller
 from kotonia_tui.chat.semantic import SemanticRecall
@@ -458,8 +463,13 @@ class Prompter:
             for m, count in zip(window, await self.count_messages(window), strict=True)
         ]
         # Fitted to the rows' own live entries: the block carries the ledger of the rows it is
-        # built from (a chapter retired meanwhile is in both or in neither).
-        fitted = await self.fitted_ledger(rows.live)
+        # built from (a chapter retired meanwhile is in both or in neither). Only when landed
+        # memory is pending, as `snapshot_of` asks: else the stored block carries its ledger,
+        # and a fit (a bisection of token counts over the rendered ledger) would be thrown away.
+        unfitted = landed_memory(rows.synopsis, rows.chapters, rows.live, rows.retired)
+        fitted = (
+            await self.fitted_ledger(rows.live) if unfitted.pending(state) else LedgerFit((), ())
+        )
 
         def fitted_to(live: Sequence[StoredLedgerEntry]) -> LedgerFit:
             # The fit made above, off the loop: the snapshot fits the rows' own live entries.
