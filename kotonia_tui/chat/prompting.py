@@ -71,8 +71,19 @@ log = logging.getLogger(__name__)
 # tokens, so this is only reached by a backlog (a conversation moved from a wide window to a
 # narrow one); what lies beyond it leaves the prompt as a forced cut and is folded later.
 MAX_WINDOW_MESSAGES = 3000
-SETUP_COUNTS_KEPT = 16
-MEMORY_COUNTS_KEPT = 16  # memory blocks as read (one per conversation open in a session, or so)
+# Texts whose counts a prompter keeps (setups; memory blocks as read, one or two a conversation
+# open in a session): past it the cache starts again, a text is then counted once more.
+COUNTS_KEPT = 16
+
+
+def _remember(counts: dict[str, int], text: str, count: int) -> int:
+    """`count` kept for `text` in `counts`, which never holds more than COUNTS_KEPT texts."""
+    if len(counts) >= COUNTS_KEPT:
+        counts.clear()
+    counts[text] = count
+    return count
+
+
 # Steps a turn takes to carry what it would cut by code only (chapters quoted, then the oldest
 # of them quoted into the synopsis, as often as the memory still does not fit).
 CARRY_ROUNDS = 8
@@ -265,7 +276,9 @@ class Prompter:
         """Tokens of a character setup (up to a million characters: worth remembering)."""
         count = self._setup_tokens.get(system_text)
         if count is None:
-            count = self._remember_setup(system_text, self.engine.count_tokens(system_text))
+            count = _remember(
+                self._setup_tokens, system_text, self.engine.count_tokens(system_text)
+            )
         return count
 
     async def count_setup(self, system_text: str) -> int:
@@ -273,7 +286,7 @@ class Prompter:
         count = self._setup_tokens.get(system_text)
         if count is None:
             (counted,) = await self.engine.count_tokens_many([system_text])
-            count = self._remember_setup(system_text, counted)
+            count = _remember(self._setup_tokens, system_text, counted)
         return count
 
     async def count_memory(self, text: str) -> int:
@@ -282,16 +295,8 @@ class Prompter:
         loop; a turn whose memory reads as the last one's counts nothing."""
         count = self._memory_tokens.get(text)
         if count is None:
-            (count,) = await self.engine.count_tokens_many([memory_count_text(text)])
-            if len(self._memory_tokens) >= MEMORY_COUNTS_KEPT:
-                self._memory_tokens.clear()
-            self._memory_tokens[text] = count
-        return count
-
-    def _remember_setup(self, system_text: str, count: int) -> int:
-        if len(self._setup_tokens) >= SETUP_COUNTS_KEPT:
-            self._setup_tokens.clear()
-        self._setup_tokens[system_text] = count
+            (counted,) = await self.engine.count_tokens_many([memory_count_text(text)])
+            count = _remember(self._memory_tokens, text, counted)
         return count
 
     # ---- token counts -------------------------------------------------------------------
