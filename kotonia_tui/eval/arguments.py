@@ -82,6 +82,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only where each question's evidence stands in each arm's prompt: no reader, no "
         "judge, and no folds unless an arm carries the memory",
     )
+    parser.add_argument(
+        "--block-variants",
+        metavar="NAMES",
+        help="comma-separated: also render each generational arm's memory block without some "
+        "of its items (no-ledger, no-ledger-quotes, no-quotes, no-synopsis, no-chapters) from "
+        "the same final store at the same history tokens, the window taking what the block "
+        "leaves: a comparison of what the block holds at one fold phase",
+    )
     parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
     parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
     parser.add_argument("--quiet", action="store_true", help="no progress on standard error")

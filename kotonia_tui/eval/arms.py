@@ -37,6 +37,7 @@ from kotonia_tui.engine import (
     GenerationRequest,
 )
 from kotonia_tui.eval.arguments import RECALL
+from kotonia_tui.eval.block_variants import VariantPrompt
 from kotonia_tui.eval.replay import Replay
 from kotonia_tui.memory.assembly import (
     MEMORY_TITLE,
@@ -250,6 +251,32 @@ def truncation(replay: Replay, engine: Engine, history_budget: int) -> ArmPrompt
         "arm's memory + verbatim)",
         recall_from=kept[0].id if kept else None,
         window_ids=_sent(kept),
+    )
+
+
+def block_variant(
+    replay: Replay, engine: Engine, variant: VariantPrompt, *, name: str, recall_budget: int
+) -> ArmPrompt:
+    """A generational arm whose memory block is another rendering of the same final rows
+    (block_variants.py), recalling `recall_budget` tokens (0: none) as its base arm does."""
+    messages = _prompt(replay, variant.shown_memory, variant.window)
+    return ArmPrompt(
+        name=name,
+        messages=messages,
+        engine=engine,
+        memory_text=variant.memory_text,
+        shown_memory=variant.shown_memory,
+        memory_tokens=variant.memory_tokens,
+        verbatim_tokens=variant.verbatim_tokens,
+        verbatim_messages=len(variant.window),
+        prompt_tokens=_cells(engine, messages, replay),
+        n_ctx=engine.n_ctx,
+        note=f"the final memory rows rendered as {name} at the generational arm's history "
+        "tokens (the window reaches back over what the block leaves)"
+        + (f"; recall: up to {recall_budget} tokens per question" if recall_budget else ""),
+        recall_from=variant.window[0].id if variant.window else None,
+        recall_budget=recall_budget,
+        window_ids=_sent(variant.window),
     )
 
 

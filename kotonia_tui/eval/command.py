@@ -150,6 +150,9 @@ async def _run(args: argparse.Namespace, settings: Settings) -> EvalReport:
             answer_max_tokens=args.answer_tokens,
             full_max_ctx=args.full_max_ctx,
             evidence_only=args.evidence_only,
+            block_variants=tuple(
+                v.strip() for v in (args.block_variants or "").split(",") if v.strip()
+            ),
         )
     except ValueError as exc:
         raise DatasetError(str(exc)) from exc

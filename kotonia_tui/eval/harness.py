@@ -34,6 +34,7 @@ from kotonia_tui.config import Settings
 from kotonia_tui.domain import utcnow
 from kotonia_tui.engine import Engine, GenerationRequest, llama_cpp_version
 from kotonia_tui.eval import arms as arm_builders
+from kotonia_tui.eval import block_variants as variants
 from kotonia_tui.eval.arguments import ARMS, RECALL
 from kotonia_tui.eval.arms import ArmPrompt, EngineFactory
 from kotonia_tui.eval.audit import audit, ledger_audit, memory_pieces
@@ -55,7 +56,7 @@ from kotonia_tui.eval.examiner import (
 )
 from kotonia_tui.eval.grading import LexicalGrade, lexical_grade, parse_verdict, says_unknown
 from kotonia_tui.eval.meter import MeteredEngine
-from kotonia_tui.eval.paired import paired_counts
+from kotonia_tui.eval.paired import PAIRS, paired_counts
 from kotonia_tui.eval.replay import Range, Replay, replay
 from kotonia_tui.eval.results import (
     ArmResult,
@@ -135,13 +136,44 @@ class EvalOptions:
     examiner_max_tokens: int = 768
     full_max_ctx: int = 32768  # the full arm may open the model with a window up to this
     evidence_only: bool = False  # where the evidence stands; the reader and judge not asked
+    # Other memory blocks rendered beside each generational arm from the same replay
+    # (block_variants.py): what the block should hold, compared at the same fold phase.
+    block_variants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown:
             raise ValueError(f"unknown arms {unknown}; known: {', '.join(ARMS)}")
+        if bad := variants.unknown(self.block_variants):
+            raise ValueError(f"unknown block variants {bad}; known: {', '.join(variants.VARIANTS)}")
+        if self.block_variants and not any(
+            a.removesuffix(RECALL) == "generational" for a in self.arms
+        ):
+            raise ValueError("block variants are rendered beside a generational arm: add one")
         if self.runs < 1 or self.questions_per_range < 1:
             raise ValueError("runs and questions per range must be at least 1")
+
+    @property
+    def arm_names(self) -> tuple[str, ...]:
+        """Every arm a run reports: the arms asked for, then each block variant of each
+        generational one."""
+        bases = [a for a in self.arms if a.removesuffix(RECALL) == "generational"]
+        return self.arms + tuple(
+            variants.variant_arm_name(base, v) for v in self.block_variants for base in bases
+        )
+
+    @property
+    def variant_pairs(self) -> list[tuple[str, str]]:
+        """Each block variant against its generational arm and the truncation arm beside it."""
+        pairs = []
+        for base in self.arms:
+            if base.removesuffix(RECALL) != "generational":
+                continue
+            truncation = base.replace("generational", "truncation")
+            for v in self.block_variants:
+                name = variants.variant_arm_name(base, v)
+                pairs += [(name, base), (name, truncation)]
+        return pairs
 
     @property
     def recalls(self) -> bool:
@@ -307,9 +339,9 @@ async def run_eval(
         profile=settings.active_profile().model_dump(mode="json"),
         budgets=budgets,
         runs=runs,
-        summary=summarize(runs, options.arms),
+        summary=summarize(runs, options.arm_names),
         seconds=round(time.monotonic() - started, 2),
-        paired=paired_counts(runs, options.arms),
+        paired=paired_counts(runs, options.arm_names, [*PAIRS, *options.variant_pairs]),
     )
 
 
@@ -396,6 +428,7 @@ async def _one_run(
                 )
             built.setdefault(name, arm)
             prompts.append(arm)
+        prompts.extend(_variant_arms(options, prompts, replayed, meter))
 
         results: dict[str, ArmResult] = {}
         for arm in prompts:
@@ -527,6 +560,28 @@ def _base_arm(name: str, replayed: Replay, meter: MeteredEngine) -> ArmPrompt:
             "the window the policy kept with no memory, cut at the ceiling)"
         )
     return arm
+
+
+def _variant_arms(
+    options: EvalOptions, prompts: Sequence[ArmPrompt], replayed: Replay, meter: MeteredEngine
+) -> list[ArmPrompt]:
+    """Each block variant beside each generational arm built (with or without recall), at
+    that arm's history tokens and recall budget."""
+    out: list[ArmPrompt] = []
+    bases = [p for p in prompts if p.name.removesuffix(RECALL) == "generational"]
+    for variant in options.block_variants:
+        for base in bases:
+            history = base.memory_tokens + base.verbatim_tokens
+            out.append(
+                arm_builders.block_variant(
+                    replayed,
+                    meter,
+                    variants.render_variant(replayed, meter, variant, history),
+                    name=variants.variant_arm_name(base.name, variant),
+                    recall_budget=base.recall_budget,
+                )
+            )
+    return out
 
 
 async def _answer_arm(

@@ -71,11 +71,15 @@ def compare(arm: str, against: str, matched: Sequence[tuple[Outcome, Outcome]]) 
     )
 
 
-def paired_counts(runs: Sequence[RunResult], arms: Sequence[str]) -> list[PairedCount]:
-    """Each pair of `PAIRS` whose two arms both ran, over the questions both answered in the
-    same run (matched by question id)."""
+def paired_counts(
+    runs: Sequence[RunResult],
+    arms: Sequence[str],
+    pairs: Sequence[tuple[str, str]] = PAIRS,
+) -> list[PairedCount]:
+    """Each of `pairs` whose two arms both ran, over the questions both answered in the same
+    run (matched by question id)."""
     counts: list[PairedCount] = []
-    for arm, against in PAIRS:
+    for arm, against in pairs:
         if arm not in arms or against not in arms:
             continue
         matched: list[tuple[Outcome, Outcome]] = []

@@ -60,7 +60,12 @@ def one_question_per_message(turns: int = 24) -> EvalConversation:
 
 
 async def _run(
-    settings, conv: EvalConversation, arms: Sequence[str], *, evidence_only: bool = True
+    settings,
+    conv: EvalConversation,
+    arms: Sequence[str],
+    *,
+    evidence_only: bool = True,
+    variants: Sequence[str] = (),
 ) -> tuple[EvalReport, ScriptedEngine]:
     engine = open_engine(settings)
     scripted = ScriptedEngine(
@@ -68,7 +73,12 @@ async def _run(
         {q.question: q.answer for q in conv.questions},
         hollow=lambda ids: any(i in HOLLOW for i in ids),
     )
-    options = EvalOptions(questions_per_range=100, arms=tuple(arms), evidence_only=evidence_only)
+    options = EvalOptions(
+        questions_per_range=100,
+        arms=tuple(arms),
+        evidence_only=evidence_only,
+        block_variants=tuple(variants),
+    )
     try:
         report = await run_eval(conv, settings, scripted, options)
     finally:

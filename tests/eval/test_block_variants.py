@@ -1,0 +1,89 @@
+"""Other memory blocks from the same replay (`--block-variants`): each variant is the final
+store's memory without some of its items, at the generational arm's history tokens, the
+verbatim window taking what the block leaves; its recall arm recalls as much as its base.
+
+On the tiny real model and a real store, the chronicler scripted as in test_evidence_run.py:
+one range's chapter is hollow, so the fold quotes it (a quoted chapter).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from kotonia_tui.eval import EvalOptions
+from kotonia_tui.eval.results import ArmResult
+from tests.eval.test_evidence_run import HOLLOW, _run, _settings, one_question_per_message
+
+ARMS = ("generational", "generational+recall", "truncation+recall")
+VARIANTS = ("no-chapters", "no-quotes", "no-ledger")
+
+
+def _recall_budget(arm: ArmResult) -> int:
+    found = re.search(r"recall: up to (\d+) tokens", arm.note)
+    assert found, arm.note
+    return int(found.group(1))
+
+
+def _ids(arm: ArmResult, count: int) -> set[int]:
+    return set(range(count - arm.verbatim_messages + 1, count + 1))
+
+
+async def test_variants_share_the_history_and_recall_of_their_base(eval_settings_for):
+    conv = one_question_per_message()
+    count = len(conv.messages)
+    report, _ = await _run(
+        _settings(eval_settings_for), conv, ARMS, evidence_only=True, variants=VARIANTS
+    )
+    run = report.runs[0]
+    base = run.arms["generational"]
+    recalling = run.arms["generational+recall"]
+    hollow = f"#{HOLLOW.start}-#{HOLLOW.stop - 1}"
+    assert "## Chapters" in base.memory_text and hollow in base.memory_text
+
+    for variant in VARIANTS:
+        plain = run.arms[f"generational/{variant}"]
+        recalled = run.arms[f"generational/{variant}+recall"]
+        assert variant in plain.note
+        for arm, of in ((plain, base), (recalled, recalling)):
+            # No more history than the base; the window is the base's and older messages.
+            assert arm.memory_tokens + arm.verbatim_tokens <= of.memory_tokens + of.verbatim_tokens
+            assert arm.verbatim_messages >= of.verbatim_messages
+            assert arm.memory_tokens < of.memory_tokens  # each variant leaves something out
+            # Every question's evidence in the longer window is found there.
+            window = _ids(arm, count)
+            for q in arm.questions:
+                for m, found in zip(q.evidence, q.found, strict=True):
+                    assert ("window" in found.where) == (m in window), (variant, q.id, m)
+        # Its recall arm recalls as much as its base does.
+        assert _recall_budget(recalled) == _recall_budget(recalling) > 0
+        assert max(q.recalled_tokens for q in recalled.questions) > 0
+        assert report.summary[f"generational/{variant}+recall"].evidence_in_prompt is not None
+
+    no_chapters = run.arms["generational/no-chapters"]
+    assert "## Chapters" not in no_chapters.memory_text
+    # The chapters' tokens went to the window: it reaches back over folded messages.
+    assert no_chapters.verbatim_messages > base.verbatim_messages
+    no_quotes = run.arms["generational/no-quotes"]
+    assert hollow not in no_quotes.memory_text  # the quoted chapter is left out
+    assert "## Chapters" in no_quotes.memory_text  # the chronicler's chapters stay
+    assert 'said "' not in no_quotes.memory_text
+    assert "## Ledger" not in run.arms["generational/no-ledger"].memory_text
+
+    pairs = {(p.arm, p.against) for p in report.paired}
+    for variant in VARIANTS:
+        assert (f"generational/{variant}+recall", "generational+recall") in pairs
+        assert (f"generational/{variant}+recall", "truncation+recall") in pairs
+        assert (f"generational/{variant}", "generational") in pairs
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["options"]["block_variants"] == list(VARIANTS)
+    assert "generational/no-quotes+recall" in data["summary"]
+
+
+def test_an_unknown_variant_or_no_generational_arm_is_named():
+    with pytest.raises(ValueError, match="no-such"):
+        EvalOptions(arms=("generational",), block_variants=("no-such",))
+    with pytest.raises(ValueError, match="generational arm"):
+        EvalOptions(arms=("truncation",), block_variants=("no-ledger",))
