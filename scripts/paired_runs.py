@@ -38,9 +38,15 @@ def main() -> None:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"{path}: not a kotonia eval report ({exc})", file=sys.stderr)
             raise SystemExit(1) from exc
+        # The pairs the report made too (a block variant against its base arm, eval/harness.py).
+        pairs = list(PAIRS)
+        for made in report.get("paired", []):
+            pair = (made["arm"], made["against"])
+            if pair not in pairs:
+                pairs.append(pair)
         for run in runs:
             arms = run["arms"]
-            for arm, against in PAIRS:
+            for arm, against in pairs:
                 mine, theirs = arms.get(arm), arms.get(against)
                 if mine is None or theirs is None:
                     continue

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +34,9 @@ def _ids(arm: ArmResult, count: int) -> set[int]:
     return set(range(count - arm.verbatim_messages + 1, count + 1))
 
 
-async def test_variants_share_the_history_and_recall_of_their_base(eval_settings_for):
+async def test_variants_share_the_history_and_recall_of_their_base(
+    eval_settings_for, tmp_path: Path
+):
     conv = one_question_per_message()
     count = len(conv.messages)
     report, _ = await _run(
@@ -80,6 +85,21 @@ async def test_variants_share_the_history_and_recall_of_their_base(eval_settings
     data = json.loads(json.dumps(report.to_json()))
     assert data["options"]["block_variants"] == list(VARIANTS)
     assert "generational/no-quotes+recall" in data["summary"]
+    # Reports of one seed each are pooled with the variants' pairs too.
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(data), encoding="utf-8")
+    script = Path(__file__).parents[2] / "scripts" / "paired_runs.py"
+    pooled = subprocess.run(
+        [sys.executable, str(script), str(saved), str(saved), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    twice = {(c["arm"], c["against"]): c for c in json.loads(pooled.stdout)}
+    once = {(p.arm, p.against): p for p in report.paired}
+    for variant in VARIANTS:
+        pair = (f"generational/{variant}+recall", "truncation+recall")
+        assert twice[pair]["questions"] == 2 * once[pair].questions > 0
 
 
 def test_an_unknown_variant_or_no_generational_arm_is_named():
