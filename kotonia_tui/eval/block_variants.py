@@ -55,6 +55,12 @@ def _no_quotes(rows: Rows) -> Rows:
     )
 
 
+def _no_quoted_story(rows: Rows) -> Rows:
+    """No quoted synopsis or chapter; the ledger's quotes of the user stay."""
+    synopsis = rows.synopsis if rows.synopsis and not rows.synopsis.quoted else None
+    return Rows(synopsis, tuple(c for c in rows.chapters if not c.quoted), rows.ledger)
+
+
 def _no_synopsis(rows: Rows) -> Rows:
     return Rows(None, rows.chapters, rows.ledger)
 
@@ -67,6 +73,7 @@ VARIANTS: dict[str, Callable[[Rows], Rows]] = {
     "no-ledger": _no_ledger,
     "no-ledger-quotes": _no_ledger_quotes,
     "no-quotes": _no_quotes,
+    "no-quoted-story": _no_quoted_story,
     "no-synopsis": _no_synopsis,
     "no-chapters": _no_chapters,
 }
