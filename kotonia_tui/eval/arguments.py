@@ -86,9 +86,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--block-variants",
         metavar="NAMES",
         help="comma-separated: also render each generational arm's memory block without some "
-        "of its items (no-ledger, no-ledger-quotes, no-quotes, no-quoted-story, no-synopsis, "
-        "no-chapters) from the same final store at the same history tokens, the window taking "
-        "what the block leaves: a comparison of what the block holds at one fold phase",
+        "of its items (no-ledger, no-ledger-quotes, no-quotes, no-quoted-story, "
+        "no-quoted-chapters, no-synopsis, no-chapters) from the same final store at the same "
+        "history tokens, the window taking what the block leaves: a comparison of what the "
+        "block holds at one fold phase",
     )
     parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
     parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")

@@ -61,6 +61,13 @@ def _no_quoted_story(rows: Rows) -> Rows:
     return Rows(synopsis, tuple(c for c in rows.chapters if not c.quoted), rows.ledger)
 
 
+def _no_quoted_chapters(rows: Rows) -> Rows:
+    """No quoted chapter (the lines a fold quoted from its range's messages); a quoted synopsis
+    stays: it quotes the earlier synopsis and the chapters' items too, which recall does not
+    search."""
+    return Rows(rows.synopsis, tuple(c for c in rows.chapters if not c.quoted), rows.ledger)
+
+
 def _no_synopsis(rows: Rows) -> Rows:
     return Rows(None, rows.chapters, rows.ledger)
 
@@ -74,6 +81,7 @@ VARIANTS: dict[str, Callable[[Rows], Rows]] = {
     "no-ledger-quotes": _no_ledger_quotes,
     "no-quotes": _no_quotes,
     "no-quoted-story": _no_quoted_story,
+    "no-quoted-chapters": _no_quoted_chapters,
     "no-synopsis": _no_synopsis,
     "no-chapters": _no_chapters,
 }

@@ -21,7 +21,7 @@ from kotonia_tui.eval.results import ArmResult
 from tests.eval.test_evidence_run import HOLLOW, _run, _settings, one_question_per_message
 
 ARMS = ("generational", "generational+recall", "truncation+recall")
-VARIANTS = ("no-chapters", "no-quotes", "no-ledger", "no-quoted-story")
+VARIANTS = ("no-chapters", "no-quotes", "no-ledger", "no-quoted-story", "no-quoted-chapters")
 
 
 def _recall_budget(arm: ArmResult) -> int:
@@ -78,6 +78,7 @@ async def test_variants_share_the_history_and_recall_of_their_base(
     assert "## Ledger" not in run.arms["generational/no-ledger"].memory_text
     story = run.arms["generational/no-quoted-story"].memory_text
     assert hollow not in story and "## Chapters" in story and 'said "' in story
+    assert run.arms["generational/no-quoted-chapters"].memory_text == story  # no quoted synopsis
 
     pairs = {(p.arm, p.against) for p in report.paired}
     for variant in VARIANTS:
