@@ -42,6 +42,9 @@ from kotonia_tui.config import Settings
 from kotonia_tui.domain import Conversation, MessageStatus, ReplyOrder, Role, StoredPersona
 from kotonia_tui.terminal_text import visible
 
+# Said on standard error after the speaker's name when a `--say` reply's first words come.
+REPLYING = "is replying…"
+
 
 async def run_chat(args: argparse.Namespace, settings: Settings) -> int:
     err = sys.stderr
@@ -176,7 +179,14 @@ async def _say(
 
 async def _print_turn(turn: Turn, args: argparse.Namespace, *, named: bool) -> None:
     """One reply on standard output ("Name: text" when `named`), a cut reply's reason on
-    standard error; a turn that failed raises its error."""
+    standard error; a turn that failed raises its error. While it is written, "Name is
+    replying…" on standard error once its first words have come: the reply prints only when
+    it ends, and from then on Ctrl-C has something to keep (before, it stores no reply)."""
+    replying = False
+    async for event in turn:
+        if not replying and isinstance(event, ReplyDelta) and event.text:
+            say(f"{turn.setup.display_name} {REPLYING}", stream=sys.stderr, one_line=True)
+            replying = True
     done = await turn.wait()
     if done.reply is not None:
         say(f"{done.reply.speaker}: {done.reply.text}" if named else done.reply.text)

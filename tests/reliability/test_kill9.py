@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from kotonia_tui.chat.bootstrap import open_service
+from kotonia_tui.cli.chat import REPLYING
 from kotonia_tui.domain import Chapter, FoldJob, FoldKind, FoldStatus, Role, utcnow
 from kotonia_tui.store import Store, StoreError
 from tests.scripted_chapters import written_by_script
@@ -119,26 +121,45 @@ def long_model(tiny_noeos_model_path: Path) -> Path:
     return tiny_noeos_model_path
 
 
-def say_a_long_story(model: Path) -> subprocess.Popen[str]:
+def said_on_stderr(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
+    """Read the app's standard error up to the end of the first line that holds `text`, and
+    return what was read. Byte by byte from the file descriptor: nothing past that line is
+    taken, so the rest stays in the pipe for `communicate`."""
+    assert proc.stderr is not None
+    fd, wanted, read = proc.stderr.fileno(), text.encode("utf-8"), b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.05)[0]:
+            continue
+        byte = os.read(fd, 1)
+        if not byte:  # the app closed standard error: it has ended
+            proc.wait(timeout=10)
+            said = read.decode("utf-8", "replace")
+            raise AssertionError(f"the app ended before saying {text!r}: {said[-1500:]}")
+        read += byte
+        if byte == b"\n" and wanted in read.splitlines()[-1]:
+            return read.decode("utf-8", "replace")
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {text!r}: {read.decode('utf-8', 'replace')}")
+
+
+def say_a_long_story(model: Path) -> tuple[subprocess.Popen[str], str]:
     """`kotonia chat --say` on a model that writes to its 3,000-token cap, returned while the
-    reply streams (the user's message is stored, the reply is not)."""
+    reply streams (the user's message is stored, the reply is not), with what the app said on
+    standard error so far. The moment is the app's own "Wren is replying…", said once the
+    reply's first words are written: under load the prompt may not even have started a fixed
+    time after the user's message is stored, and a reply stopped before its first word is
+    not stored (the Ctrl-C test failed so on a busy machine)."""
     write_card()
     write_config(model, reply_max_tokens=LONG_REPLY, n_ctx=4096)
     proc = spawn("chat", "wren", "--say", "Tell me a very long story.")
-
-    def streaming(store: Store) -> bool:
-        convs = store.list_conversations()
-        last = store.last_message(convs[0].id) if convs else None
-        return last is not None and last.role is Role.USER
-
-    watch(proc, streaming)
-    time.sleep(0.3)  # well inside the 3,000-token reply
-    return proc
+    said = said_on_stderr(proc, f"Wren {REPLYING}")
+    return proc, said
 
 
 @pytest.mark.slow
 def test_killed_while_a_reply_streams(long_model, scripted_model):
-    proc = say_a_long_story(long_model)
+    proc, _said = say_a_long_story(long_model)
     kill9(proc)
 
     with Store.open(db_path()) as store:

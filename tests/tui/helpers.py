@@ -21,11 +21,19 @@ from kotonia_tui.tui.widgets.message_view import MessageView
 from tests.tui.screen_text import screen_text
 
 
-async def wait_for(pilot: Pilot[Any], condition, timeout: float = 20.0, step: float = 0.05):
+async def wait_for(
+    pilot: Pilot[Any],
+    condition,
+    timeout: float = 20.0,
+    step: float = 0.05,
+    *,
+    what: str = "the app",
+):
+    """Pause until `condition()` holds; past `timeout` seconds, fail naming `what`."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the app")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await pilot.pause(step)
 
 

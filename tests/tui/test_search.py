@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from textual.containers import VerticalScroll
 from textual.widgets import Button, Input, ListView
 
 from kotonia_tui.chat.search import SearchResult
@@ -89,7 +90,15 @@ async def test_find_an_old_message_and_open_the_chat_there(tiny_eos_model_path, 
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
         chat = app.screen
         assert isinstance(chat, ChatScreen)
-        await wait_for(pilot, lambda: chat.selected is not None)
+        log_view = chat.query_one("#log", VerticalScroll)
+
+        def on_screen() -> bool:
+            # The message is selected as soon as its page is mounted; the scroll to it comes
+            # after the next refresh (ChatScreen.jump_to), later on a busy machine.
+            view = chat.selected
+            return view is not None and log_view.content_region.contains_region(view.region)
+
+        await wait_for(pilot, on_screen, what="the found message to be scrolled into view")
         assert chat.selected is not None and chat.selected.message_id == found["key"]
         assert chat.selected.region.y > 0  # scrolled into view
         assert "brass key under the third stair" in screen_text(app)
