@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kotonia_tui.eval import EvalOptions
 from kotonia_tui.eval.results import ArmResult
-from tests.eval.test_evidence_run import HOLLOW, _run, _settings, one_question_per_message
+from tests.eval.test_evidence_run import (
+    HOLLOW,
+    _run,
+    _settings,
+    one_question_per_message,
+    pooled_twice,
+)
 
 ARMS = ("generational", "generational+recall", "truncation+recall")
 VARIANTS = ("no-chapters", "no-quotes", "no-ledger", "no-quoted-story", "no-quoted-chapters")
@@ -89,16 +93,7 @@ async def test_variants_share_the_history_and_recall_of_their_base(
     assert data["options"]["block_variants"] == list(VARIANTS)
     assert "generational/no-quotes+recall" in data["summary"]
     # Reports of one seed each are pooled with the variants' pairs too.
-    saved = tmp_path / "report.json"
-    saved.write_text(json.dumps(data), encoding="utf-8")
-    script = Path(__file__).parents[2] / "scripts" / "paired_runs.py"
-    pooled = subprocess.run(
-        [sys.executable, str(script), str(saved), str(saved), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    twice = {(c["arm"], c["against"]): c for c in json.loads(pooled.stdout)}
+    twice = pooled_twice(report, tmp_path)
     once = {(p.arm, p.against): p for p in report.paired}
     for variant in VARIANTS:
         pair = (f"generational/{variant}+recall", "truncation+recall")

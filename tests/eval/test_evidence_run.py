@@ -86,6 +86,20 @@ async def _run(
     return report, scripted
 
 
+def pooled_twice(report: EvalReport, tmp_path: Path) -> dict[tuple[str, str], Any]:
+    """scripts/paired_runs.py's pooled pairs over two copies of `report`'s JSON, by arms."""
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report.to_json()), encoding="utf-8")
+    script = Path(__file__).parents[2] / "scripts" / "paired_runs.py"
+    pooled = subprocess.run(
+        [sys.executable, str(script), str(saved), str(saved), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {(c["arm"], c["against"]): c for c in json.loads(pooled.stdout)}
+
+
 def _where(arm: ArmResult) -> dict[str, list[list[str]]]:
     return {q.id: [found.where for found in q.found] for q in arm.questions}
 
@@ -248,16 +262,7 @@ async def test_each_place_of_the_evidence_and_the_shares(eval_settings_for, tmp_
     assert "evidence messages by place" in text
     # Reports of separate commands (one per seed) are pooled by scripts/paired_runs.py the
     # same way: two copies of this report count every question twice.
-    saved = tmp_path / "report.json"
-    saved.write_text(json.dumps(report.to_json()), encoding="utf-8")
-    script = Path(__file__).parents[2] / "scripts" / "paired_runs.py"
-    pooled = subprocess.run(
-        [sys.executable, str(script), str(saved), str(saved), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    twice = {(c["arm"], c["against"]): c for c in json.loads(pooled.stdout)}
+    twice = pooled_twice(report, tmp_path)
     both = twice[("truncation+recall", "truncation")]
     assert both["questions"] == 2 * versus.questions and both["right"] is None
     assert (both["evidence"]["here"], both["evidence"]["there"]) == (2 * gained, 0)
