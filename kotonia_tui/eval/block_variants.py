@@ -7,7 +7,8 @@ another point of its fold cycle, and the figures move with that phase more than 
 (issue 28: `ledger_budget_ratio=0` beside recall). Here each variant is rendered from the
 final store of the one replay, at the same history size: the tokens a variant's block does not
 use go to the verbatim window, which reaches back over the oldest folded messages, as a
-smaller block lets the window grow before the next fold. So a variant and the generational arm
+smaller block lets the window grow before the next fold (a larger one takes its tokens from
+the window's oldest end, never its newest message). So a variant and the generational arm
 differ only in what their shared history tokens hold, and the truncation arm is the variant
 with no block at all.
 
@@ -110,7 +111,8 @@ def render_variant(
 ) -> VariantPrompt:
     """The variant's block from the replay's final rows, and the newest messages that fit the
     `history_tokens` the block leaves: the final window, then older messages (folded ones too)
-    as long as they fit whole."""
+    as long as they fit whole; a block larger than the base's shortens the window from its
+    oldest end instead (never below the newest message)."""
     prompter = replay.service.prompter
     stored = replay.store.memory_rows(replay.conv_id)
     rows = VARIANTS[variant](Rows(stored.synopsis, tuple(stored.chapters), tuple(stored.live)))
@@ -122,16 +124,23 @@ def render_variant(
     shown = numbered(replay.store, replay.conv_id, text) if text else ""
     cost = memory_tokens(engine, shown) if shown else 0
     final = list(replay.final.window)
-    used = sum(prompter.message_tokens(m) for m in final)
+    prices = [prompter.message_tokens(m) for m in final]
+    used = sum(prices)
     start = final[0].id if final else None
+    # A block larger than the base's (a ledger refitted without some entries may take more)
+    # costs the window its oldest messages; the newest always stays, as in a turn.
+    while len(final) > 1 and cost + used > history_tokens:
+        final.pop(0)
+        used -= prices.pop(0)
     older = [m for m in replay.all_messages() if start is None or (m.id or 0) < start]
     kept: list[Message] = []
-    for message in reversed(older):
-        price = prompter.message_tokens(message)
-        if cost + used + price > history_tokens:
-            break
-        kept.append(message)
-        used += price
+    if len(final) == len(replay.final.window):  # nothing cut: the window may reach back
+        for message in reversed(older):
+            price = prompter.message_tokens(message)
+            if cost + used + price > history_tokens:
+                break
+            kept.append(message)
+            used += price
     window = tuple([*reversed(kept), *final])
     return VariantPrompt(text, shown, cost, window, used)
 

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.eval import EvalOptions
+from kotonia_tui.eval.block_variants import render_variant
+from kotonia_tui.eval.replay import replay
 from kotonia_tui.eval.results import ArmResult
+from tests.eval.conftest import ScriptedEngine
 from tests.eval.test_evidence_run import (
     HOLLOW,
     _run,
@@ -105,3 +109,26 @@ def test_an_unknown_variant_or_no_generational_arm_is_named():
         EvalOptions(arms=("generational",), block_variants=("no-such",))
     with pytest.raises(ValueError, match="generational arm"):
         EvalOptions(arms=("truncation",), block_variants=("no-ledger",))
+
+
+async def test_a_block_larger_than_the_history_leaves_the_newest_message(eval_settings_for):
+    """Where a variant's block takes more than the base's history tokens, the window loses its
+    oldest messages, never the newest (the question's turn reads on from it)."""
+    conv = one_question_per_message()
+    settings = _settings(eval_settings_for)
+    engine = open_engine(settings)
+    scripted = ScriptedEngine(engine, {}, hollow=lambda ids: any(i in HOLLOW for i in ids))
+    replayed = await replay(conv, settings, scripted)
+    try:
+        final = replayed.final
+        history = final.plan.memory_tokens + final.plan.verbatim_tokens
+        same = render_variant(replayed, scripted, "no-ledger", history)
+        assert same.window[-len(final.window) :] == tuple(final.window)
+        assert same.memory_tokens + same.verbatim_tokens <= history
+        # Room for the block and a little: the window keeps its newest messages only.
+        tight = render_variant(replayed, scripted, "no-ledger", same.memory_tokens + 1)
+        assert tight.window == (final.window[-1],)
+        assert 0 < len(tight.window) < len(final.window)
+    finally:
+        await replayed.close()
+        engine.close()
