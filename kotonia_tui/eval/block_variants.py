@@ -37,36 +37,42 @@ class Rows:
     ledger: tuple[StoredLedgerEntry, ...]  # live entries, before the fit
 
 
+def _unquoted_synopsis(rows: Rows) -> StoredSynopsis | None:
+    return rows.synopsis if rows.synopsis and not rows.synopsis.quoted else None
+
+
+def _unquoted_chapters(rows: Rows) -> tuple[StoredChapter, ...]:
+    return tuple(c for c in rows.chapters if not c.quoted)
+
+
+def _chronicler_entries(rows: Rows) -> tuple[StoredLedgerEntry, ...]:
+    return tuple(e for e in rows.ledger if not e.quotes_user)
+
+
 def _no_ledger(rows: Rows) -> Rows:
     return Rows(rows.synopsis, rows.chapters, ())
 
 
 def _no_ledger_quotes(rows: Rows) -> Rows:
-    return Rows(rows.synopsis, rows.chapters, tuple(e for e in rows.ledger if not e.quotes_user))
+    return Rows(rows.synopsis, rows.chapters, _chronicler_entries(rows))
 
 
 def _no_quotes(rows: Rows) -> Rows:
     """Only what the chronicler wrote: no quoted synopsis, chapter or ledger entry (recall
     reaches the archive those quote)."""
-    synopsis = rows.synopsis if rows.synopsis and not rows.synopsis.quoted else None
-    return Rows(
-        synopsis,
-        tuple(c for c in rows.chapters if not c.quoted),
-        tuple(e for e in rows.ledger if not e.quotes_user),
-    )
+    return Rows(_unquoted_synopsis(rows), _unquoted_chapters(rows), _chronicler_entries(rows))
 
 
 def _no_quoted_story(rows: Rows) -> Rows:
     """No quoted synopsis or chapter; the ledger's quotes of the user stay."""
-    synopsis = rows.synopsis if rows.synopsis and not rows.synopsis.quoted else None
-    return Rows(synopsis, tuple(c for c in rows.chapters if not c.quoted), rows.ledger)
+    return Rows(_unquoted_synopsis(rows), _unquoted_chapters(rows), rows.ledger)
 
 
 def _no_quoted_chapters(rows: Rows) -> Rows:
     """No quoted chapter (the lines a fold quoted from its range's messages); a quoted synopsis
     stays: it quotes the earlier synopsis and the chapters' items too, which recall does not
     search."""
-    return Rows(rows.synopsis, tuple(c for c in rows.chapters if not c.quoted), rows.ledger)
+    return Rows(rows.synopsis, _unquoted_chapters(rows), rows.ledger)
 
 
 def _no_synopsis(rows: Rows) -> Rows:
@@ -132,9 +138,9 @@ def render_variant(
     while len(final) > 1 and cost + used > history_tokens:
         final.pop(0)
         used -= prices.pop(0)
-    older = [m for m in replay.all_messages() if start is None or (m.id or 0) < start]
     kept: list[Message] = []
     if len(final) == len(replay.final.window):  # nothing cut: the window may reach back
+        older = [m for m in replay.all_messages() if start is None or (m.id or 0) < start]
         for message in reversed(older):
             price = prompter.message_tokens(message)
             if cost + used + price > history_tokens:
