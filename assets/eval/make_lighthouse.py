@@ -2,7 +2,8 @@
 
 The story is written by hand in the script (scenes of "C:"/"M:" lines with optional [labels]);
 this module numbers the messages, resolves the labels in the question set, the threads and the
-lies to message ids, checks that every label exists, and writes the dataset. Run it after
+lies to message ids, checks that every label exists and that each question's evidence holds a
+word of its answer (or says in PARAPHRASED how it is said), and writes the dataset. Run it after
 editing the script:
 
     .venv/bin/python assets/eval/make_lighthouse.py
@@ -59,7 +60,7 @@ QUESTIONS: list[tuple[str, str, str, str, list[str]]] = [
     ("q11", "constraint", "By what date must Mara be back on the mainland?", "the 14th",
      ["c_wedding"]),
     ("q12", "user", "Who is getting married on the 14th?", "Ilse, Mara's sister", ["c_wedding"]),
-    ("q13", "user", "In which town did Mara grow up?", "Harwick", ["harwick"]),
+    ("q13", "user", "In which town did Mara grow up?", "Harwick", ["harwick_named", "harwick"]),
     ("q14", "user", "What was Mara's father's trade?", "clockmaker", ["harwick"]),
     ("q15", "constraint", "Why will Mara not go out on the lighthouse gallery?",
      "she is afraid of heights", ["c_heights"]),
@@ -75,7 +76,7 @@ QUESTIONS: list[tuple[str, str, str, str, list[str]]] = [
     ("q22", "lie", "What did Corwin claim about going to Pellmouth?",
      "he never goes there", ["lie_pellmouth"]),
     ("q23", "fact", "What was wrong with the fog bell?", "its clapper was cracked",
-     ["bell_cracked"]),
+     ["bell_clapper", "bell_cracked"]),
     ("q24", "decision", "Why did they repair the clapper instead of ordering a new bell?",
      "a new bell would take at least three weeks", ["d_clapper"]),
     ("q25", "decision", "When the supply boat was late, what did they decide about the lamp?",
@@ -87,7 +88,7 @@ QUESTIONS: list[tuple[str, str, str, str, list[str]]] = [
     ("q29", "fact", "What went wrong with Old Brass in the north cove?",
      "the eyepiece lens fogged up", ["lens_fog"]),
     ("q30", "resolved", "How was the fogged eyepiece dried?", "in a sack of rice",
-     ["lens_fog", "lens_ok"]),
+     ["lens_fog", "rice_tip", "rice_sack", "rice_worked", "lens_ok"]),
     ("q31", "resolved", "Where was the missing cat found?", "in the oil store",
      ["cat_missing", "cat_found"]),
     ("q32", "fact", "How many kittens did Soot have?", "three", ["cat_found"]),
@@ -99,9 +100,10 @@ QUESTIONS: list[tuple[str, str, str, str, list[str]]] = [
     ("q36", "decision", "Why did Corwin burn the lamp at full wick on the storm night?",
      "ships in the storm needed all eighteen miles of light", ["d_fullwick"]),
     ("q37", "fact", "What is the name of the fisherman rescued from the sandbar?", "Piet Vos",
-     ["piet"]),
-    ("q38", "fact", "What was the rescued fisherman's boat called?", "the Little Hen", ["piet"]),
-    ("q39", "fact", "What injury did the rescued fisherman have?", "a broken leg", ["piet"]),
+     ["piet_named"]),
+    ("q38", "fact", "What was the rescued fisherman's boat called?", "the Little Hen",
+     ["piet_named"]),
+    ("q39", "fact", "What injury did the rescued fisherman have?", "a broken leg", ["piet_found"]),
     ("q40", "lie", "What did Piet say Corwin had been on the Albatross?", "the cook",
      ["piet_recognise"]),
     ("q41", "decision", "Why does Piet go home on the Margery rather than in Jory's rowboat?",
@@ -178,6 +180,34 @@ LIES = [
      "logbook_lost"),
 ]
 
+# Questions whose evidence says the answer in other words, each with why (the builder refuses
+# any other question whose evidence messages hold none of the answer's words: a label put on
+# the question's line instead of the line that answers it).
+PARAPHRASED: dict[str, str] = {
+    "q04": "Mara says 'nobody touches it but me'",
+    "q47": "counted from the day the Margery was due and the day she came",
+}
+# Words too common to tell whether a message states an answer.
+_COMMON = frozenset(
+    {"the", "and", "was", "were", "his", "her", "its", "their", "with", "from", "that", "this"}
+    | {"not", "for"}
+)
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _answer_stems(answer: str) -> set[str]:
+    """The answer's words of substance, cut to five letters ("cracked" is held by "crack")."""
+    words = (w for w in _WORD.findall(answer.lower()) if w not in _COMMON)
+    return {w[:5] for w in words if len(w) > 2 or w.isdigit()}
+
+
+def holds_the_answer(answer: str, texts: list[str]) -> bool:
+    """Whether any of `texts` holds a word that starts like one of the answer's words."""
+    stems = _answer_stems(answer)
+    words = {w for text in texts for w in _WORD.findall(text.lower())}
+    return any(word.startswith(stem) for stem in stems for word in words)
+
+
 _LINE = re.compile(r"^(?P<who>[CM])(?:\[(?P<label>[a-z0-9_]+)\])?:\s*(?P<text>.+)$")
 
 
@@ -216,6 +246,17 @@ def build() -> dict[str, Any]:
             raise SystemExit(f"unknown label {label!r}")
         return labels[label]
 
+    def evidence(qid: str, answer: str, cited: list[str]) -> list[int]:
+        ids = [at(label) for label in cited]
+        texts = [messages[i - 1]["text"] for i in ids]
+        if qid not in PARAPHRASED and not holds_the_answer(answer, texts):
+            raise SystemExit(
+                f"{qid}: no evidence message ({', '.join(f'#{i}' for i in ids)}) holds a word of "
+                f"the answer {answer!r}; label the line that states it, or say in PARAPHRASED "
+                "how it is said"
+            )
+        return ids
+
     return {
         "title": "The Keeper of Gull's Reach",
         "about": (
@@ -234,9 +275,9 @@ def build() -> dict[str, Any]:
                 "kind": kind,
                 "question": question,
                 "answer": answer,
-                "evidence": [at(label) for label in evidence],
+                "evidence": evidence(qid, answer, cited),
             }
-            for qid, kind, question, answer, evidence in QUESTIONS
+            for qid, kind, question, answer, cited in QUESTIONS
         ],
         "threads": [
             {

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -13,6 +15,16 @@ from kotonia_tui.eval.command import SHIPPED_DATASET
 from kotonia_tui.eval.dataset import DatasetError, load_file, load_stored
 from kotonia_tui.eval.grading import is_short
 from kotonia_tui.store import Store
+
+
+def _builder() -> ModuleType:
+    """assets/eval/make_lighthouse.py, loaded as a module (it is a script, not a package)."""
+    path = SHIPPED_DATASET.parent / "make_lighthouse.py"
+    spec = importlib.util.spec_from_file_location("make_lighthouse", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_shipped_dataset_is_complete_and_consistent():
@@ -37,14 +49,7 @@ def test_shipped_dataset_is_complete_and_consistent():
 
 
 def test_dataset_builder_reproduces_the_shipped_file():
-    import importlib.util
-
-    path = SHIPPED_DATASET.parent / "make_lighthouse.py"
-    spec = importlib.util.spec_from_file_location("make_lighthouse", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.build() == json.loads(SHIPPED_DATASET.read_text(encoding="utf-8"))
+    assert _builder().build() == json.loads(SHIPPED_DATASET.read_text(encoding="utf-8"))
 
 
 def test_chat_files_and_stored_conversations(tmp_path: Path):
@@ -98,3 +103,18 @@ def test_bad_dataset_names_the_problem(tmp_path: Path):
         load_file(bad)
     with pytest.raises(DatasetError, match="cannot be read"):
         load_file(tmp_path / "missing.json")
+
+
+def test_the_builder_refuses_evidence_that_holds_no_word_of_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A label on the question's line ("What's his name?") instead of the line that answers it
+    made every arm's evidence for three questions absent (issue 28): the builder says which."""
+    builder = _builder()
+    asked = ("qx", "fact", "What is the fisherman's name?", "Piet Vos", ["piet"])
+    monkeypatch.setattr(builder, "QUESTIONS", [*builder.QUESTIONS, asked])
+    with pytest.raises(SystemExit, match=r"qx: no evidence message \(#202\) holds a word of"):
+        builder.build()
+    answered = ("qx", "fact", "What is the fisherman's name?", "Piet Vos", ["piet_named"])
+    monkeypatch.setattr(builder, "QUESTIONS", [*builder.QUESTIONS[:-1], answered])
+    assert builder.build()["questions"][-1]["evidence"] == [203]
