@@ -185,7 +185,8 @@ class Recaller:
         rarity: Mapping[str, float],
         weight: Mapping[int, float],
     ) -> list[Candidate]:
-        """The hits with their neighbours, every line in its forms with their token counts."""
+        """The hits with their neighbours (and the reply to the message after each, when it
+        asks), every line in its forms with their token counts."""
         ids = [hit.message_id for hit in hits]
         around = self.store.neighbours(conv_id, ids, older_than)
         neighbour: dict[int, StoredMessage | None] = {}
@@ -205,10 +206,21 @@ class Recaller:
                 neighbour[hit.message_id] = before  # the line it answered
             else:
                 neighbour[hit.message_id] = None
+        # Where the message after a hit asks ("What's his name?"), the reply it got, older
+        # than the window like every line here: a question states nothing, its reply does.
+        asking = [m.id for m in following.values() if m is not None and asks(m.text)]
+        replies = self.store.neighbours(conv_id, dict.fromkeys(asking), older_than)
+        answer: dict[int, StoredMessage] = {}
+        for hit in hits:
+            after = following[hit.message_id]
+            reply = replies.get(after.id, (None, None))[1] if after is not None else None
+            if reply is not None and _answers(reply.speaker, after):
+                answer[hit.message_id] = reply
+                previous.setdefault(reply.id, after)  # it answers: its opening is kept
         messages: dict[int, tuple[Role, str, str]] = {
             h.message_id: (h.role, h.speaker, h.text) for h in hits
         }
-        for m in [*neighbour.values(), *following.values()]:
+        for m in [*neighbour.values(), *following.values(), *answer.values()]:
             if m is not None:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
@@ -251,6 +263,7 @@ class Recaller:
                 line_of(neighbour[hit.message_id]),
                 times.get(hit.message_id),
                 following=line_of(following[hit.message_id]),
+                answer=line_of(answer.get(hit.message_id)),
                 weight=weight.get(hit.message_id, 0.0),
             )
             for hit in hits

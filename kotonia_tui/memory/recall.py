@@ -17,13 +17,16 @@ recall budget (tokens, a fraction of the window) in passes:
    fits in no form is left out, never cut silently;
 2. the best `PAIRED` hits with the message after them (the answer to a question is usually
    its reply), whole if it fits, else in a compact form: taken as soon as its hit is, before
-   the lesser hits fill the budget;
+   the lesser hits fill the budget; and when that message asks, the reply it got (`answer`),
+   the same way: a question states nothing, its reply does (lighthouse: the rescue, then
+   "What's his name?", and "Says he's Piet Vos" was never quoted; over one run 51 of 430
+   excerpts ended on a user's question);
 3. the other neighbours (a user line's reply, a reply's question: an excerpt reads as the
-   exchange it was; and the message after each hit) in their `least` form; then, with what
-   the budget has left, the chosen lines in their `wide` form, then whole, in the order
-   chosen. (Measured, issue 28, at 20% of n_ctx 2048 with the honest count: quoting the strong
-   hits wide first took lighthouse from 43 to 47 of 62 questions and chitchat from 44 to 45
-   of 63.)
+   exchange it was; the message after each hit, and the reply it got when it asks) in their
+   `least` form; then, with what the budget has left, the chosen lines in their `wide` form,
+   then whole, in the order chosen. (Measured, issue 28, at 20% of n_ctx 2048 with the
+   honest count: quoting the strong hits wide first took lighthouse from 43 to 47 of 62
+   questions and chitchat from 44 to 45 of 63.)
 
 A compact form marks what it leaves out ("…"). The verbatim window is never quoted (the
 candidates are older than it).
@@ -160,6 +163,9 @@ class Candidate:
     similarity: float | None = None  # cosine to the query's vector, when found by meaning
     score: float | None = None  # the fused score (semantic recall only)
     following: ArchivedLine | None = None  # the message after it (the neighbour if None)
+    # The reply the message after it got, when that message asks and someone else replies
+    # (chat/recall.py): an excerpt that ends on a question states nothing.
+    answer: ArchivedLine | None = None
     # What the query words it holds weigh (memory/recall_forms.py, `term_weight`): a hit far
     # lighter than the best one matched only a common word of the query.
     weight: float = 0.0
@@ -392,6 +398,22 @@ def select(
             stated[line.message_id] = already_stated(line.text, memory_text)
         return stated[line.message_id]
 
+    def pair(line: ArchivedLine | None, when: str | None) -> None:
+        """Quote `line` whole if it fits, else in its cheapest compact form that fits."""
+        if line is not None and line.message_id not in choice.lines and not is_stated(line):
+            choice.add(line, Form.WHOLE, when) or choice.add_cheapest(
+                line, (Form.SHORT, Form.LEAST), when
+            )
+
+    def at_least(line: ArchivedLine | None, when: str | None) -> None:
+        if line is not None and line.message_id not in choice.lines and not is_stated(line):
+            choice.add(line, Form.LEAST, when)
+
+    def answer(candidate: Candidate) -> ArchivedLine | None:
+        """The reply the message after the hit got, once that message is quoted."""
+        after = candidate.after()
+        return candidate.answer if after is not None and after.message_id in choice.lines else None
+
     top = max((c.weight for c in candidates), default=0.0)
 
     def strong(candidate: Candidate) -> bool:
@@ -420,22 +442,18 @@ def select(
             left_out.append(_left_out(candidate, words, LeftOutReason.BUDGET))
             continue
         # 2. The best hits with the message after them (often the answer), before the
-        # lesser hits take the room.
-        after = candidate.after()
-        if (
-            len(hits) <= PAIRED
-            and after is not None
-            and after.message_id not in choice.lines
-            and not is_stated(after)
-        ):
-            choice.add(after, Form.WHOLE, when) or choice.add_cheapest(
-                after, (Form.SHORT, Form.LEAST), when
-            )
-    # 3. The other neighbours at their least, then whole lines with what is left.
+        # lesser hits take the room; and when that message asks, the reply it got: an
+        # excerpt that ends on a question states nothing.
+        if len(hits) <= PAIRED:
+            pair(candidate.after(), when)
+            pair(answer(candidate), when)
+    # 3. The other neighbours at their least (and the reply to a quoted question), then whole
+    # lines with what is left.
     for chosen in hits:
+        when = chosen.candidate.story_time
         for other in (chosen.candidate.neighbour, chosen.candidate.after()):
-            if other is not None and other.message_id not in choice.lines and not is_stated(other):
-                choice.add(other, Form.LEAST, chosen.candidate.story_time)
+            at_least(other, when)
+        at_least(answer(chosen.candidate), when)
     # With what is left: each line with the piece after each of its pieces (an answer often
     # follows the sentence that holds the question's words), then whole, in the order chosen.
     for form in (Form.WIDE, Form.WHOLE):

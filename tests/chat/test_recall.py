@@ -374,3 +374,62 @@ async def test_a_recall_whose_joined_text_costs_more_than_its_lines_still_fits_a
             assert recall.excerpts, f"nothing recalled in {budget} when joined costs {extra} more"
             assert ids[4] in recall.message_ids
             assert (await engine.count_tokens_many([recall.render()]))[0] <= budget
+
+
+RESCUE = "Got him. A young fisherman, his boat gone to pieces on the sandbar."
+ASKED = "Bring him in by the stove. Who is he?"
+ANSWER = "Says he's Piet Vos, from Dunmore."
+RESCUE_QUESTION = "What is the name of the fisherman rescued from the sandbar?"
+
+
+def rescue_story(store: Store, asked: str = ASKED) -> tuple[int, list[int]]:
+    """The folded story with, at messages #100-#102, Wren telling of a rescue, Ann's line
+    after it (by default a question that holds none of the query's words) and Wren's reply."""
+    conv_id, ids = folded_story(store)
+    for index, text in ((99, RESCUE), (100, asked), (101, ANSWER)):
+        store.update_message_text(ids[index], text, [])
+    return conv_id, ids
+
+
+async def recall_rescue(store: Store, conv_id: int, older_than: int):
+    # Token counts are words (no model is loaded): the store and the choice are real.
+    return await Recaller(store, cast(Engine, _JoinedCostsMore(0))).recall(
+        conv_id,
+        RESCUE_QUESTION,
+        older_than=older_than,
+        memory_text="",
+        budget=200,
+        names=("Wren", "Ann"),
+    )
+
+
+async def test_the_reply_to_the_question_after_a_hit_is_recalled_with_it():
+    """Lighthouse #201-#203 on the real store: the hit tells of the rescue, the line after it
+    asks who he is, and the reply names him: the excerpt goes on to the reply, not ending on
+    the question."""
+    with Store.open(app_dirs().default_db) as store:
+        conv_id, ids = rescue_story(store)
+        recall = await recall_rescue(store, conv_id, ids[270])
+    assert ids[99] == recall.ranked[0]
+    assert [ids[99], ids[100], ids[101]] == recall.message_ids[-3:]
+    assert f"Ann: {ASKED}\nWren: {ANSWER}" in recall.render()
+
+
+async def test_a_line_after_a_hit_that_asks_nothing_brings_no_further_line():
+    with Store.open(app_dirs().default_db) as store:
+        conv_id, ids = rescue_story(store, asked="Bring him in by the stove.")
+        recall = await recall_rescue(store, conv_id, ids[270])
+    assert ids[100] in recall.message_ids  # the line after the hit, as ever
+    assert ids[101] not in recall.message_ids
+    assert "Piet Vos" not in recall.render()
+
+
+async def test_a_reply_in_the_verbatim_window_is_never_recalled():
+    """The reply to the question is the window's first message: the prompt carries it already,
+    and recall quotes only what is older."""
+    with Store.open(app_dirs().default_db) as store:
+        conv_id, ids = rescue_story(store)
+        recall = await recall_rescue(store, conv_id, ids[101])
+    assert ids[99] in recall.message_ids and ids[100] in recall.message_ids
+    assert ids[101] not in recall.message_ids
+    assert "Piet Vos" not in recall.render()

@@ -3,6 +3,8 @@ the excerpts read in the prompt."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kotonia_tui.domain import Message, Role
 from kotonia_tui.memory.recall import (
     RECALL_HEADER,
@@ -187,3 +189,59 @@ def test_a_strong_hit_is_quoted_with_the_sentence_beside_it_before_a_weak_hit_co
     assert recall.message_ids == [123]
     # With room for both, both.
     assert choose(candidates, "scar hand", budget=100).message_ids == [123, 140]
+
+
+RESCUE_QUERY = "What is the name of the fisherman rescued from the sandbar?"
+CAREFUL = line(200, Role.USER, "Twice means haul. Be careful, please.")
+RESCUED = line(201, Role.CHARACTER, "Got him. A young fisherman. His boat broke up on the sandbar.")
+ASKED = line(202, Role.USER, "Bring him in by the stove. What's his name?")
+ANSWER = ArchivedLine(
+    303,
+    203,
+    Role.CHARACTER,
+    "Wren",
+    "Says he's Piet Vos, from Dunmore. His boat was the Little Hen. He was alone aboard.",
+    30,
+    short="Says he's Piet Vos, from Dunmore. …",
+    short_tokens=12,
+    least="Says he's Piet Vos, from Dunmore. …",
+    least_tokens=12,
+    wide="Says he's Piet Vos, from Dunmore. His boat was the Little Hen. …",
+    wide_tokens=20,
+)
+# The hit, the line it answered, the question the other speaker asked after it, the reply.
+RESCUE = Candidate(RESCUED, CAREFUL, None, following=ASKED, answer=ANSWER)
+
+
+def test_an_excerpt_that_ends_on_a_question_goes_on_to_the_reply_it_got():
+    """Lighthouse #201-#203: the hit tells of the rescue, the next line asks the fisherman's
+    name, the reply after it gives it. The excerpt goes on to the reply (whole with room, in a
+    compact form with less), taken before the lesser neighbours, never cut."""
+    recall = choose([RESCUE], RESCUE_QUERY)
+    assert recall.message_ids == [300, 301, 302, 303]
+    assert recall.render().endswith(f"Ann: {ASKED.text}\nWren: {ANSWER.text}")
+    # 20 header + 5 label + 10 hit + 10 question = 45: the reply's whole 30 does not fit in 60,
+    # its short 12 does; the line the hit answered (10) then does not.
+    text = choose([RESCUE], RESCUE_QUERY, budget=60).render()
+    assert text.endswith(f"Ann: {ASKED.text}\nWren: Says he's Piet Vos, from Dunmore. …")
+    assert CAREFUL.text not in text
+
+
+def test_a_reply_the_budget_has_no_room_for_is_left_out_and_changes_nothing_else():
+    # 45 chosen, 57 with the reply's least form: in 56 it is left out, and the choice is what
+    # it would be with no reply to quote (the line the hit answered still comes).
+    recall = choose([RESCUE], RESCUE_QUERY, budget=56)
+    assert "Piet Vos" not in recall.render()
+    assert recall == choose([replace(RESCUE, answer=None)], RESCUE_QUERY, budget=56)
+    assert recall.message_ids == [300, 301, 302]
+
+
+def test_a_lesser_hit_brings_the_reply_to_the_question_after_it_at_its_least():
+    """Pass 3: the hits after the best bring their neighbours at their least form, and the
+    reply to the question after them too."""
+    best = Candidate(SISTER, SISTER_REPLY, None, weight=4.0)
+    rescue = replace(RESCUE, weight=4.0)
+    # 20 header + 2 * 5 labels + 2 * 10 sister lines + 2 * 10 hit and question + 10 the line
+    # the hit answered = 80; the reply's least form, 12 more, fits in 95, its wide one not.
+    text = choose([best, rescue], "sister fisherman", budget=95).render()
+    assert text.endswith(f"Ann: {ASKED.text}\nWren: Says he's Piet Vos, from Dunmore. …")
