@@ -536,16 +536,33 @@ def neighbours(
         before = _query(
             db, "conversation_id = ? AND id < ?", (conv_id, msg_id), "id DESC", 1, model_key
         )
-        after = _query(
-            db,
-            "conversation_id = ? AND id > ? AND id < ?",
-            (conv_id, msg_id, before_id),
-            "id",
-            1,
-            model_key,
+        out[msg_id] = (
+            before[0] if before else None,
+            _next(db, conv_id, msg_id, before_id, model_key),
         )
-        out[msg_id] = (before[0] if before else None, after[0] if after else None)
     return out
+
+
+def next_messages(
+    db: Db, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+) -> dict[int, StoredMessage | None]:
+    """For each id, the message after it in its conversation, older than `before_id` (None
+    where there is none): one indexed read per id."""
+    return {msg_id: _next(db, conv_id, msg_id, before_id, model_key) for msg_id in ids}
+
+
+def _next(
+    db: Db, conv_id: int, msg_id: int, before_id: int, model_key: str | None
+) -> StoredMessage | None:
+    after = _query(
+        db,
+        "conversation_id = ? AND id > ? AND id < ?",
+        (conv_id, msg_id, before_id),
+        "id",
+        1,
+        model_key,
+    )
+    return after[0] if after else None
 
 
 def message_count(db: Db, conv_id: int) -> int:

@@ -503,6 +503,14 @@ class Store:
         with self._db.read():
             return messages.neighbours(self._db, conv_id, ids, before_id, model_key)
 
+    def next_messages(
+        self, conv_id: int, ids: Iterable[int], before_id: int, model_key: str | None = None
+    ) -> dict[int, StoredMessage | None]:
+        """Each message's next message in the conversation, older than `before_id` (recall
+        quotes the reply a question got): half what `neighbours` reads."""
+        with self._db.read():
+            return messages.next_messages(self._db, conv_id, ids, before_id, model_key)
+
     def story_times(self, conv_id: int, ids: Iterable[int]) -> dict[int, str]:
         """Each message's in-story time, from the chapter that covers it (where one says)."""
         with self._db.read():

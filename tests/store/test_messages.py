@@ -79,6 +79,19 @@ def test_windows_and_scrolling(store: Store) -> None:
     assert store.messages_before(conv.id, ids[0], 4) == []
     assert store.message_count(conv.id) == 32
 
+    # Recall's reads: the message after each id, older than the window (ids from the other
+    # conversation, added between, never come back), one row each.
+    window = all_ids[31]
+    before = store.rows_read
+    following = store.next_messages(conv.id, [ids[3], ids[29], all_ids[30]], window)
+    assert store.rows_read - before == 2
+    assert {k: m and m.id for k, m in following.items()} == {
+        ids[3]: ids[4],
+        ids[29]: all_ids[30],
+        all_ids[30]: None,  # the next one is the window's
+    }
+    assert store.neighbours(conv.id, [ids[29]], window)[ids[29]][1] == following[ids[29]]
+
 
 def test_a_streamed_reply_is_finished_in_place(store: Store) -> None:
     conv = new_conversation(store)
