@@ -208,22 +208,29 @@ class Recaller:
                 neighbour[hit.message_id] = None
         # Where the message after a hit asks ("What's his name?"), the reply it got, older
         # than the window like every line here: a question states nothing, its reply does.
+        # One read each (the message after it only), and none when no line asks.
         asking = [m.id for m in following.values() if m is not None and asks(m.text)]
-        replies = self.store.neighbours(conv_id, dict.fromkeys(asking), older_than)
+        replies = self.store.next_messages(conv_id, dict.fromkeys(asking), older_than)
         answer: dict[int, StoredMessage] = {}
+        asked: dict[int, int] = {}  # each reply's id: the id of the question it answered
         for hit in hits:
             after = following[hit.message_id]
-            reply = replies.get(after.id, (None, None))[1] if after is not None else None
-            if reply is not None and _answers(reply.speaker, after):
+            reply = replies.get(after.id) if after is not None else None
+            if reply is not None and after is not None and _answers(reply.speaker, after):
                 answer[hit.message_id] = reply
-                previous.setdefault(reply.id, after)  # it answers: its opening is kept
+                asked[reply.id] = after.id
+                previous.setdefault(reply.id, after)  # it answers: short and wide keep its opening
         messages: dict[int, tuple[Role, str, str]] = {
             h.message_id: (h.role, h.speaker, h.text) for h in hits
         }
-        for m in [*neighbour.values(), *following.values(), *answer.values()]:
+        for m in [*neighbour.values(), *following.values()]:
             if m is not None:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
+        for reply in answer.values():
+            # The message right after the question: numbered next, with no count to read.
+            messages.setdefault(reply.id, (reply.role, reply.speaker, reply.text))
+            numbers.setdefault(reply.id, numbers[asked[reply.id]] + 1)
         times = self.store.story_times(conv_id, ids)
         forms = {
             i: compact(text, terms, heavy, rarity, answers=_answers(speaker, previous.get(i)))

@@ -3,6 +3,7 @@ back into the turn that asks about it, after the history, without changing the c
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import cast
 
@@ -30,9 +31,9 @@ QUESTIONS = (
 )
 
 
-def story(count: int = 300, fact_at: int = 5) -> list[Message]:
-    """`count` messages, Ann's at odd numbers; the fact at message `fact_at`, its reply next,
-    and nothing else about a sister or a name."""
+def story(count: int = 300, fact_at: int = 5, *, asking: bool = False) -> list[Message]:
+    """`count` messages, Ann's at odd numbers (each a question if `asking`); the fact at
+    message `fact_at`, its reply next, and nothing else about a sister or a name."""
     out = []
     for number in range(1, count + 1):
         tide = TIDES[number % len(TIDES)]
@@ -41,7 +42,7 @@ def story(count: int = 300, fact_at: int = 5) -> list[Message]:
         elif number == fact_at + 1:
             out.append(Message(role=Role.CHARACTER, speaker="Wren", text=FACT_REPLY))
         elif number % 2:
-            text = f"Line {number}: a {tide} tide."
+            text = f"Line {number}: a {tide} tide{'?' if asking else '.'}"
             out.append(Message(role=Role.USER, speaker="Ann", text=text))
         else:
             text = f"Aye, {tide} again."
@@ -49,7 +50,9 @@ def story(count: int = 300, fact_at: int = 5) -> list[Message]:
     return out
 
 
-def folded_story(store: Store, *, verbatim_from: int = 271) -> tuple[int, list[int]]:
+def folded_story(
+    store: Store, *, verbatim_from: int = 271, asking: bool = False
+) -> tuple[int, list[int]]:
     """A 300-message conversation with Wren (the short card) whose first `verbatim_from - 1`
     messages are folded into a chapter that does not keep the fact (as a weak chronicler
     leaves it)."""
@@ -58,7 +61,7 @@ def folded_story(store: Store, *, verbatim_from: int = 271) -> tuple[int, list[i
     conv = store.create_conversation(
         Conversation(character_key=SHORT_CARD_KEY, character_name="Wren", persona_name="Ann")
     )
-    ids = store.add_messages(conv.id, story())
+    ids = store.add_messages(conv.id, story(asking=asking))
     store.add_chapter(
         Chapter(
             conversation_id=conv.id,
@@ -269,9 +272,13 @@ async def test_recall_reads_are_bounded_by_its_candidates_not_the_conversation(
     service = await make_service(settings_for(scripted_model(REPLY)))
     card = service.library.get(write_short_card())
     setup = service.setup_for(card)
-    rows: dict[int, int] = {}
-    for size in (300, 20_000):
-        conv_id, ids = folded_story(service.store) if size == 300 else _big(service.store, size)
+    rows: dict[tuple[int, bool], int] = {}
+    # `asking`: every line after a hit asks, so recall reads the reply each question got too.
+    for size, asking in itertools.product((300, 20_000), (False, True)):
+        if size == 300:
+            conv_id, ids = folded_story(service.store, asking=asking)
+        else:
+            conv_id, ids = _big(service.store, size, asking=asking)
         await service.send(conv_id, "Do you remember my sister's name?")
         prepared = await service.prompter.prepare(conv_id, card, setup, service.persona)
         read = await service.prompter.read(conv_id, card, setup, service.persona)
@@ -279,23 +286,25 @@ async def test_recall_reads_are_bounded_by_its_candidates_not_the_conversation(
         before = service.store.rows_read
         names = (setup.display_name, service.persona.name)
         recall = await service.prompter.recall(read, decision, names=names)
-        rows[size] = service.store.rows_read - before
+        rows[size, asking] = service.store.rows_read - before
         assert ids[4] in recall.message_ids
         assert prepared.recall.message_ids == recall.message_ids
-    print(f"\nrows read by recall: {rows[300]} at 300 messages, {rows[20_000]} at 20,000")
-    # Per candidate: the hit, its two neighbours, their message numbers and its story time;
-    # and the vocabulary rows of the query's words. None of it grows with the conversation.
-    bound = 8 * RECALL_CANDIDATES
-    assert rows[20_000] <= bound and rows[300] <= bound
+    print(f"\nrows read by recall (300 and 20,000 messages, without and with questions): {rows}")
+    # Per candidate: the hit, its two neighbours, their message numbers, its story time, and
+    # where the line after it asks, the reply it got (its number is the question's next); and
+    # the vocabulary rows of the query's words. None of it grows with the conversation.
+    assert rows[300, True] > rows[300, False]  # the replies were read
+    bound = 9 * RECALL_CANDIDATES
+    assert all(count <= bound for count in rows.values())
 
 
-def _big(store: Store, size: int) -> tuple[int, list[int]]:
+def _big(store: Store, size: int, *, asking: bool = False) -> tuple[int, list[int]]:
     write_short_card()
     store.upsert_character(SHORT_CARD_KEY, "Wren", "test", "")
     conv = store.create_conversation(
         Conversation(character_key=SHORT_CARD_KEY, character_name="Wren", persona_name="Ann")
     )
-    ids = store.add_messages(conv.id, story(size))
+    ids = store.add_messages(conv.id, story(size, asking=asking))
     state = store.memory_state(conv.id)
     store.set_memory_state(state.model_copy(update={"verbatim_start_id": ids[-30]}))
     return conv.id, ids
