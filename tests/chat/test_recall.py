@@ -422,6 +422,7 @@ async def test_the_reply_to_the_question_after_a_hit_is_recalled_with_it():
     assert ids[99] == recall.ranked[0]
     assert [ids[99], ids[100], ids[101]] == recall.message_ids[-3:]
     assert f"Ann: {ASKED}\nWren: {ANSWER}" in recall.render()
+    assert "Messages #99-#102:" in recall.render()  # the reply numbered next to the question
 
 
 async def test_a_line_after_a_hit_that_asks_nothing_brings_no_further_line():
@@ -441,4 +442,17 @@ async def test_a_reply_in_the_verbatim_window_is_never_recalled():
         recall = await recall_rescue(store, conv_id, ids[101])
     assert ids[99] in recall.message_ids and ids[100] in recall.message_ids
     assert ids[101] not in recall.message_ids
+    assert "Piet Vos" not in recall.render()
+
+
+async def test_a_line_by_the_same_speaker_after_the_question_is_not_its_answer():
+    """Ann asks, and the next message is Ann's again (Wren's reply deleted): she went on, she
+    was not answered, and her next line is not quoted as the answer."""
+    with Store.open(app_dirs().default_db) as store:
+        conv_id, ids = rescue_story(store)
+        store.delete_message(ids[101])
+        store.update_message_text(ids[102], ANSWER, [])  # Ann's, though it reads as a reply
+        recall = await recall_rescue(store, conv_id, ids[270])
+    assert ids[99] in recall.message_ids and ids[100] in recall.message_ids
+    assert ids[102] not in recall.message_ids
     assert "Piet Vos" not in recall.render()
