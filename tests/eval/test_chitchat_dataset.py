@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -15,6 +13,7 @@ from kotonia_tui.domain import Role
 from kotonia_tui.eval.command import SHIPPED_DATASET
 from kotonia_tui.eval.dataset import load_file
 from kotonia_tui.eval.grading import is_short
+from tests.eval.dataset_builders import load_builder
 
 DATASET = SHIPPED_DATASET.parent / "chitchat.json"
 # Each chat opens with its date as narration: the only place the model sees when it happened.
@@ -22,15 +21,6 @@ HEADING = re.compile(
     r"^\*(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), \d{1,2} \w+ 2018, "
     r'\d{1,2}:\d{2} [ap]m\. Chat prompt: ".+"\*\n'
 )
-
-
-def _builder() -> ModuleType:
-    path = DATASET.parent / "make_chitchat.py"
-    spec = importlib.util.spec_from_file_location("make_chitchat", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_dataset_loads_with_questions_over_the_whole_conversation():
@@ -81,13 +71,13 @@ def test_the_dataset_loads_with_questions_over_the_whole_conversation():
 
 
 def test_the_builder_reproduces_the_shipped_file():
-    assert _builder().build() == json.loads(DATASET.read_text(encoding="utf-8"))
+    assert load_builder("make_chitchat").build() == json.loads(DATASET.read_text(encoding="utf-8"))
 
 
 def test_the_builder_refuses_evidence_that_does_not_hold_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    builder = _builder()
+    builder = load_builder("make_chitchat")
     wrong = ("qx", "fact", "What is the cat called?", "Soot", [(2, "the cat is called Soot")])
     monkeypatch.setattr(builder, "QUESTIONS", [*builder.QUESTIONS, wrong])
     with pytest.raises(SystemExit, match="qx: message 2 does not contain 'the cat is called Soot'"):
@@ -95,7 +85,7 @@ def test_the_builder_refuses_evidence_that_does_not_hold_the_answer(
 
 
 def test_the_source_is_the_package_text_with_its_licence():
-    builder = _builder()
+    builder = load_builder("make_chitchat")
     source = json.loads(Path(builder.SOURCE).read_text(encoding="utf-8"))
     assert "Perception, Control and Cognition Lab" in source["license"]
     assert "MIT License" in source["license"]

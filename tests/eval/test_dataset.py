@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -15,16 +13,7 @@ from kotonia_tui.eval.command import SHIPPED_DATASET
 from kotonia_tui.eval.dataset import DatasetError, load_file, load_stored
 from kotonia_tui.eval.grading import is_short
 from kotonia_tui.store import Store
-
-
-def _builder() -> ModuleType:
-    """assets/eval/make_lighthouse.py, loaded as a module (it is a script, not a package)."""
-    path = SHIPPED_DATASET.parent / "make_lighthouse.py"
-    spec = importlib.util.spec_from_file_location("make_lighthouse", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.eval.dataset_builders import load_builder
 
 
 def test_shipped_dataset_is_complete_and_consistent():
@@ -49,7 +38,9 @@ def test_shipped_dataset_is_complete_and_consistent():
 
 
 def test_dataset_builder_reproduces_the_shipped_file():
-    assert _builder().build() == json.loads(SHIPPED_DATASET.read_text(encoding="utf-8"))
+    assert load_builder("make_lighthouse").build() == json.loads(
+        SHIPPED_DATASET.read_text(encoding="utf-8")
+    )
 
 
 def test_chat_files_and_stored_conversations(tmp_path: Path):
@@ -110,7 +101,7 @@ def test_the_builder_refuses_evidence_that_holds_no_word_of_the_answer(
 ):
     """A label on the question's line ("What's his name?") instead of the line that answers it
     made every arm's evidence for three questions absent (issue 28): the builder says which."""
-    builder = _builder()
+    builder = load_builder("make_lighthouse")
     asked = ("qx", "fact", "What is the fisherman's name?", "Piet Vos", ["piet"])
     monkeypatch.setattr(builder, "QUESTIONS", [*builder.QUESTIONS, asked])
     with pytest.raises(SystemExit, match=r"qx: no evidence message \(#202\) holds a word of"):
