@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kotonia_tui.eval.evidence import answer_words
+
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "lighthouse_script.txt"
 OUT = HERE / "lighthouse.json"
@@ -180,32 +182,20 @@ LIES = [
      "logbook_lost"),
 ]
 
-# Questions whose evidence says the answer in other words, each with why (the builder refuses
-# any other question whose evidence messages hold none of the answer's words: a label put on
-# the question's line instead of the line that answers it).
+# Questions whose evidence says the answer in other words, each with why. The builder refuses
+# any other question whose evidence messages hold none of the answer's content words, as the
+# evaluation counts them (`answer_words`): a label put on the question's line instead of the
+# line that answers it.
 PARAPHRASED: dict[str, str] = {
     "q04": "Mara says 'nobody touches it but me'",
     "q47": "counted from the day the Margery was due and the day she came",
 }
-# Words too common to tell whether a message states an answer.
-_COMMON = frozenset(
-    {"the", "and", "was", "were", "his", "her", "its", "their", "with", "from", "that", "this"}
-    | {"not", "for"}
-)
-_WORD = re.compile(r"[^\W_]+")
 
 
-def _answer_stems(answer: str) -> set[str]:
-    """The answer's words of substance, cut to five letters ("cracked" is held by "crack")."""
-    words = (w for w in _WORD.findall(answer.lower()) if w not in _COMMON)
-    return {w[:5] for w in words if len(w) > 2 or w.isdigit()}
-
-
-def holds_the_answer(answer: str, texts: list[str]) -> bool:
-    """Whether any of `texts` holds a word that starts like one of the answer's words."""
-    stems = _answer_stems(answer)
-    words = {w for text in texts for w in _WORD.findall(text.lower())}
-    return any(word.startswith(stem) for stem in stems for word in words)
+def _holds_a_word(answer: str, texts: list[str]) -> bool:
+    """Whether `texts` hold any of the answer's content words (the evaluation's own count)."""
+    found = answer_words(answer, texts)
+    return len(found.missing) < len(found.words)
 
 
 _LINE = re.compile(r"^(?P<who>[CM])(?:\[(?P<label>[a-z0-9_]+)\])?:\s*(?P<text>.+)$")
@@ -249,7 +239,7 @@ def build() -> dict[str, Any]:
     def evidence(qid: str, answer: str, cited: list[str]) -> list[int]:
         ids = [at(label) for label in cited]
         texts = [messages[i - 1]["text"] for i in ids]
-        if qid not in PARAPHRASED and not holds_the_answer(answer, texts):
+        if qid not in PARAPHRASED and not _holds_a_word(answer, texts):
             raise SystemExit(
                 f"{qid}: no evidence message ({', '.join(f'#{i}' for i in ids)}) holds a word of "
                 f"the answer {answer!r}; label the line that states it, or say in PARAPHRASED "

@@ -212,13 +212,11 @@ class Recaller:
         asking = [m.id for m in following.values() if m is not None and asks(m.text)]
         replies = self.store.next_messages(conv_id, dict.fromkeys(asking), older_than)
         answer: dict[int, StoredMessage] = {}
-        asked: dict[int, int] = {}  # each reply's id: the id of the question it answered
         for hit in hits:
             after = following[hit.message_id]
             reply = replies.get(after.id) if after is not None else None
             if reply is not None and after is not None and _answers(reply.speaker, after):
                 answer[hit.message_id] = reply
-                asked[reply.id] = after.id
                 previous.setdefault(reply.id, after)  # it answers: short and wide keep its opening
         messages: dict[int, tuple[Role, str, str]] = {
             h.message_id: (h.role, h.speaker, h.text) for h in hits
@@ -227,10 +225,12 @@ class Recaller:
             if m is not None:
                 messages.setdefault(m.id, (m.role, m.speaker, m.text))
         numbers = self.store.message_numbers(conv_id, messages)
-        for reply in answer.values():
+        for hit_id, reply in answer.items():
             # The message right after the question: numbered next, with no count to read.
+            question = following[hit_id]
+            assert question is not None  # a reply is only read for a question that follows
             messages.setdefault(reply.id, (reply.role, reply.speaker, reply.text))
-            numbers.setdefault(reply.id, numbers[asked[reply.id]] + 1)
+            numbers.setdefault(reply.id, numbers[question.id] + 1)
         times = self.store.story_times(conv_id, ids)
         forms = {
             i: compact(text, terms, heavy, rarity, answers=_answers(speaker, previous.get(i)))
