@@ -91,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "history tokens, the window taking what the block leaves: a comparison of what the "
         "block holds at one fold phase",
     )
+    parser.add_argument(
+        "--replay-cache",
+        type=Path,
+        metavar="DIR",
+        help="keep each replay (its database and what fed it) in DIR and reuse it when the "
+        "input, settings, model and the code it depends on are the same: a change to how "
+        "questions are answered is measured without folding again",
+    )
     parser.add_argument("--json", type=Path, dest="json_out", help="write the report as JSON")
     parser.add_argument("--plot", type=Path, help="write the recall curve as a PNG")
     parser.add_argument("--quiet", action="store_true", help="no progress on standard error")

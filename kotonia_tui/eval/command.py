@@ -153,6 +153,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> EvalReport:
             block_variants=tuple(
                 v.strip() for v in (args.block_variants or "").split(",") if v.strip()
             ),
+            replay_cache=args.replay_cache,
         )
     except ValueError as exc:
         raise DatasetError(str(exc)) from exc

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from kotonia_tui import __version__
 from kotonia_tui.characters import CharacterCard
@@ -58,6 +59,7 @@ from kotonia_tui.eval.grading import LexicalGrade, lexical_grade, parse_verdict,
 from kotonia_tui.eval.meter import MeteredEngine
 from kotonia_tui.eval.paired import PAIRS, paired_counts
 from kotonia_tui.eval.replay import Range, Replay, replay
+from kotonia_tui.eval.replay_cache import ReplayCache
 from kotonia_tui.eval.results import (
     ArmResult,
     ArmStatus,
@@ -139,6 +141,8 @@ class EvalOptions:
     # Other memory blocks rendered beside each generational arm from the same replay
     # (block_variants.py): what the block should hold, compared at the same fold phase.
     block_variants: tuple[str, ...] = ()
+    # Keep each replay here and reuse it when nothing it depends on changed (replay_cache.py).
+    replay_cache: Path | None = None
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.arms if a not in ARMS]
@@ -329,7 +333,11 @@ async def run_eval(
             dataset_questions=len(conv.questions),
             notes=list(conv.notes),
         ),
-        options={**asdict(options), "folds": options.folds},
+        options={
+            **asdict(options),
+            "folds": options.folds,
+            "replay_cache": None if options.replay_cache is None else str(options.replay_cache),
+        },
         method=[
             *METHOD,
             *(EVIDENCE_ONLY_METHOD if options.evidence_only else []),
@@ -376,10 +384,29 @@ async def _one_run(
     # Semantic recall only where an arm recalls: embedding the archive for nothing would cost
     # minutes, and a missing model would stop a run that does not need it.
     semantic = options.recalls and settings.recall_budget_ratio > 0
+    cache = ReplayCache(options.replay_cache) if options.replay_cache is not None else None
+    key = ""
+    kept = None
+    if cache is not None:
+        key = cache.key(conv, card, settings, meter, folds=options.folds, semantic=semantic)
+        kept = cache.load(key)
     replayed = await replay(
-        conv, settings, meter, card=card, folds=options.folds, semantic=semantic
+        conv,
+        settings,
+        meter,
+        card=card,
+        folds=options.folds,
+        semantic=semantic,
+        stored=kept[0] if kept is not None else None,
     )
     try:
+        if cache is not None and kept is not None:
+            # The calls the replay made when it was fed: the fold figures and the audit read
+            # them.
+            meter.log.extend(kept[1])
+            progress(f"run {run + 1}: the replay kept in {cache.root / key} (nothing folded now)")
+        elif cache is not None:
+            cache.save(key, replayed, meter.since(mark))
         fold_calls = meter.since(mark)
         fold_stats = meter.stats(mark)
         folded = sum(1 for r in replayed.ranges if r.folded)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -107,6 +108,7 @@ class Replay:
     to_source: dict[int, int]  # stored id -> input message id
     ranges: list[Range]
     final: PreparedTurn  # the prompt the next turn would carry (dry run: nothing saved)
+    fed: Fed
     events: list[FoldEvent] = field(default_factory=list)
     forced_cuts: list[int] = field(default_factory=list)  # input ids cut at the ceiling
     applied_folds: int = 0
@@ -159,6 +161,27 @@ def eval_settings(settings: Settings, conv: EvalConversation) -> Settings:
     )
 
 
+@dataclass(frozen=True)
+class Fed:
+    """What feeding the conversation left beside the store: all a stored replay keeps."""
+
+    conv_id: int
+    to_stored: dict[int, int]  # input message id -> stored id
+    to_source: dict[int, int]  # stored id -> input message id
+    boundaries: list[int]  # stored ids that end a range: fold points, or forced cuts
+    forced: list[int]  # stored ids cut at the ceiling
+    applied: int  # turns that applied a landed fold
+    events: list[FoldEvent] = field(default_factory=list)  # in the input's own message ids
+
+
+@dataclass(frozen=True)
+class StoredReplay:
+    """A replay made before (eval/replay_cache.py): its database file and what fed it."""
+
+    database: Path
+    fed: Fed
+
+
 async def replay(
     conv: EvalConversation,
     settings: Settings,
@@ -169,10 +192,13 @@ async def replay(
     turn_seconds: float = TURN_SECONDS,
     folds: bool = True,
     semantic: bool = True,
+    stored: StoredReplay | None = None,
 ) -> Replay:
     """Feed the conversation through a fresh store and the real fold policy (`folds`: let the
     worker write the chapters it queues; without, none lands and the policy cuts instead;
-    `semantic`: open semantic recall as the settings ask, else recall by words alone)."""
+    `semantic`: open semantic recall as the settings ask, else recall by words alone;
+    `stored`: a copy of this same replay made before, opened instead of fed again, its worker
+    paused so the store stays as the replay left it)."""
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="kotonia-eval-")
@@ -186,7 +212,10 @@ async def replay(
     write_json_card(card, cards_dir / f"{card.key}.json")
     library = CharacterLibrary([cards_dir])
     card = library.get(card.key)
-    store = Store.open(workdir / "eval.sqlite3")
+    database = workdir / "eval.sqlite3"
+    if stored is not None:
+        shutil.copyfile(stored.database, database)
+    store = Store.open(database)
     try:
         recall = await _semantic(store, settings) if semantic else SemanticRecall(store)
     except DatasetError:
@@ -198,12 +227,59 @@ async def replay(
     events: list[FoldEvent] = []
     service.subscribe(lambda event: _record(event, events))
     await service.start()
-    if not folds:
-        # Jobs stay queued and never run: the policy sees a fold in flight and cuts at the
-        # ceiling. No model call is made.
+    if not folds or stored is not None:
+        # Jobs stay queued and never run: without folds the policy sees a fold in flight and
+        # cuts at the ceiling (no model call is made); a stored replay stays as it was left.
         service.worker.pause()
     persona = service.persona
     setup = service.setup_for(card)
+    try:
+        if stored is None:
+            fed = await _feed(conv, service, card, setup, persona, folds, turn_seconds, events)
+        else:
+            fed = stored.fed
+        await _embedded(service)
+        final = await service.prompter.preview(fed.conv_id, card, setup, persona)
+        if stored is None:
+            fed = replace(fed, events=_in_source(events, fed.to_source))
+    except BaseException:
+        await service.worker.stop()
+        await service.semantic.stop()
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return Replay(
+        service=service,
+        conv_id=fed.conv_id,
+        card=card,
+        setup=setup,
+        persona=persona,
+        to_stored=fed.to_stored,
+        to_source=fed.to_source,
+        ranges=_ranges(service, fed.conv_id, fed.boundaries, fed.to_source),
+        final=final,
+        fed=fed,
+        events=fed.events,
+        forced_cuts=[fed.to_source.get(i, i) for i in fed.forced],
+        applied_folds=fed.applied,
+        tmp=tmp,
+        folds=folds,
+    )
+
+
+async def _feed(
+    conv: EvalConversation,
+    service: ChatService,
+    card: CharacterCard,
+    setup: CharacterSetup,
+    persona: Persona,
+    folds: bool,
+    turn_seconds: float,
+    events: list[FoldEvent],
+) -> Fed:
+    """Store the messages one by one, planning each user turn as a live one is planned."""
+    store = service.store
     stored_conv = store.create_conversation(
         Conversation(
             character_key=card.key,
@@ -221,81 +297,53 @@ async def replay(
     forced: list[int] = []
     applied = 0
     clock = RetryClock(turn_seconds)
-    try:
-        for item in conv.messages:
-            listener = setup.display_name if item.role is Role.USER else persona.name
-            message = store.add_message(
-                Message(
-                    conversation_id=conv_id,
-                    role=item.role,
-                    speaker=item.speaker,
-                    text=item.text,
-                    segments=parse_segments(item.text, speaker=item.speaker, listener=listener),
+    for item in conv.messages:
+        listener = setup.display_name if item.role is Role.USER else persona.name
+        message = store.add_message(
+            Message(
+                conversation_id=conv_id,
+                role=item.role,
+                speaker=item.speaker,
+                text=item.text,
+                segments=parse_segments(item.text, speaker=item.speaker, listener=listener),
+            )
+        )
+        assert message.id is not None
+        to_stored[item.id] = message.id
+        to_source[message.id] = item.id
+        if item.role is not Role.USER:
+            continue
+        clock.tick()
+        # One user turn, planned exactly as ChatService.send plans it.
+        prepared = await service.prompter.prepare(conv_id, card, setup, persona)
+        if prepared.plan.apply_landed:
+            applied += 1
+        if prepared.plan.forced_cut_through is not None:
+            forced.append(prepared.plan.forced_cut_through)
+        if prepared.queued is not None:
+            assert prepared.queued.last_message_id is not None
+            boundaries.append(prepared.queued.last_message_id)
+            events.append(
+                FoldEvent(
+                    state="queued",
+                    at_message=item.id,
+                    first=prepared.queued.first_message_id,
+                    last=prepared.queued.last_message_id,
                 )
             )
-            assert message.id is not None
-            to_stored[item.id] = message.id
-            to_source[message.id] = item.id
-            if item.role is not Role.USER:
-                continue
-            clock.tick()
-            # One user turn, planned exactly as ChatService.send plans it.
-            prepared = await service.prompter.prepare(conv_id, card, setup, persona)
-            if prepared.plan.apply_landed:
-                applied += 1
-            if prepared.plan.forced_cut_through is not None:
-                forced.append(prepared.plan.forced_cut_through)
-            if prepared.queued is not None:
-                assert prepared.queued.last_message_id is not None
-                boundaries.append(prepared.queued.last_message_id)
-                events.append(
-                    FoldEvent(
-                        state="queued",
-                        at_message=item.id,
-                        first=prepared.queued.first_message_id,
-                        last=prepared.queued.last_message_id,
-                    )
-                )
-                if folds:
-                    service.worker.wake()
             if folds:
-                await _settle(service, conv_id, clock)
+                service.worker.wake()
         if folds:
             await _settle(service, conv_id, clock)
-        await _embedded(service)
-        final = await service.prompter.preview(conv_id, card, setup, persona)
-    except BaseException:
-        await service.worker.stop()
-        await service.semantic.stop()
-        store.close()
-        if tmp is not None:
-            tmp.cleanup()
-        raise
-    ranges = _ranges(service, conv_id, boundaries if folds else forced, to_source)
-    # Queued ranges are reported in the input's own message ids, like everything else.
-    events = [
-        replace(
-            e,
-            first=None if e.first is None else to_source.get(e.first, e.first),
-            last=None if e.last is None else to_source.get(e.last, e.last),
-        )
-        for e in events
-    ]
-    return Replay(
-        service=service,
+    if folds:
+        await _settle(service, conv_id, clock)
+    return Fed(
         conv_id=conv_id,
-        card=card,
-        setup=setup,
-        persona=persona,
         to_stored=to_stored,
         to_source=to_source,
-        ranges=ranges,
-        final=final,
-        events=events,
-        forced_cuts=[to_source.get(i, i) for i in forced],
-        applied_folds=applied,
-        tmp=tmp,
-        folds=folds,
+        boundaries=boundaries if folds else forced,
+        forced=forced,
+        applied=applied,
     )
 
 
@@ -425,6 +473,18 @@ def split_ranges(
             )
         )
     return ranges
+
+
+def _in_source(events: list[FoldEvent], to_source: dict[int, int]) -> list[FoldEvent]:
+    """Queued ranges in the input's own message ids, like everything else reported."""
+    return [
+        replace(
+            e,
+            first=None if e.first is None else to_source.get(e.first, e.first),
+            last=None if e.last is None else to_source.get(e.last, e.last),
+        )
+        for e in events
+    ]
 
 
 def _record(event: ServiceEvent, events: list[FoldEvent]) -> None:

@@ -207,6 +207,21 @@ class Db:
         with self._open():
             return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
+    def copy_to(self, path: Path) -> None:
+        """The whole database copied to one file at `path` by SQLite's online backup."""
+        path.unlink(missing_ok=True)
+        try:
+            target = sqlite3.connect(path)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot be written: {exc}") from exc
+        try:
+            with self._open():
+                self.conn.backup(target)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot be written: {exc}") from exc
+        finally:
+            target.close()
+
     # Reads -------------------------------------------------------------------------------------
 
     def select(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:

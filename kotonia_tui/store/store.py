@@ -154,6 +154,11 @@ class Store:
         """Rows returned by SELECTs since open: per-turn reads must not grow with history."""
         return self._db.rows_read
 
+    def copy_to(self, path: Path) -> None:
+        """A consistent copy of the whole database, as one file at `path` (SQLite's online
+        backup: what the write-ahead log holds is in it; a file already there is replaced)."""
+        self._db.copy_to(path)
+
     def integrity_check(self) -> str:
         """ "ok", or SQLite's list of problems (also checks foreign keys)."""
         problems = [str(row[0]) for row in self._db.select("PRAGMA integrity_check")]

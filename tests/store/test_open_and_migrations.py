@@ -59,6 +59,33 @@ def test_data_survives_closing_and_reopening(db_path: Path) -> None:
         ]
 
 
+def test_a_copy_holds_what_the_open_store_wrote_and_replaces_an_old_copy(
+    db_path: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.sqlite3"
+    copy.write_bytes(b"an older copy")
+    with Store.open(db_path) as store:
+        conv = new_conversation(store)
+        store.add_messages(conv.id, make_messages(3))
+        # Still open, the writes in its write-ahead log: the copy has them all the same.
+        store.copy_to(copy)
+        store.add_messages(conv.id, make_messages(1, start=3))
+    assert not copy.with_name("copy.sqlite3-wal").exists()
+    with Store.open(copy) as copied:
+        assert copied.integrity_check() == "ok"
+        assert [m.text for m in copied.recent_messages(conv.id, 10)] == [
+            m.text for m in make_messages(3)
+        ]
+
+
+def test_a_copy_to_a_folder_that_cannot_be_written_names_the_file(
+    db_path: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "missing" / "copy.sqlite3"
+    with Store.open(db_path) as store, pytest.raises(StoreError, match=str(target)):
+        store.copy_to(target)
+
+
 def test_newer_schema_is_refused_with_both_versions_named(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     newer = SCHEMA_VERSION + 1
