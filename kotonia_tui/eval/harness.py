@@ -384,11 +384,16 @@ async def _one_run(
     # Semantic recall only where an arm recalls: embedding the archive for nothing would cost
     # minutes, and a missing model would stop a run that does not need it.
     semantic = options.recalls and settings.recall_budget_ratio > 0
-    cache = ReplayCache(options.replay_cache) if options.replay_cache is not None else None
+    cache = None
+    if options.replay_cache is not None:
+        cache = ReplayCache(options.replay_cache, warn=progress)
+        if (why := cache.usable(meter)) is not None:
+            progress(f"run {run + 1}: the replay is not kept: {why}")
+            cache = None
     key = ""
     kept = None
     if cache is not None:
-        key = cache.key(conv, card, settings, meter, folds=options.folds, semantic=semantic)
+        key = cache.key(conv, card, settings, meter, folds=options.folds)
         kept = cache.load(key)
     replayed = await replay(
         conv,
@@ -405,8 +410,8 @@ async def _one_run(
             # them.
             meter.log.extend(kept[1])
             progress(f"run {run + 1}: the replay kept in {cache.root / key} (nothing folded now)")
-        elif cache is not None:
-            cache.save(key, replayed, meter.since(mark))
+        elif cache is not None and (folder := cache.save(key, replayed, meter.since(mark))):
+            progress(f"run {run + 1}: the replay kept in {folder}")
         fold_calls = meter.since(mark)
         fold_stats = meter.stats(mark)
         folded = sum(1 for r in replayed.ranges if r.folded)
@@ -500,6 +505,7 @@ async def _one_run(
             audit=audited,
             semantic=replayed.service.semantic.status if semantic else _semantic_unused(options),
             seconds=round(time.monotonic() - run_started, 2),
+            replay_reused=str(cache.root / key) if cache is not None and kept is not None else None,
         )
         return result, replayed.service.prompter.budgets
     finally:

@@ -13,6 +13,10 @@ Two things differ from a live session, on purpose:
   turn (`RetryClock`), not the wall clock: the same number of turns pass between attempts
   as in a live session, whatever the machine's speed.
 
+Once the conversation is in, the worker is paused: the questions read the store the replay
+left (a job still due does not land a chapter while they are asked), as a replay kept by
+eval/replay_cache.py is opened.
+
 The ranges are the policy's fold points: each queued chapter job ends a range; the messages
 after the last one (the verbatim tail) are the newest range.
 
@@ -197,8 +201,8 @@ async def replay(
     """Feed the conversation through a fresh store and the real fold policy (`folds`: let the
     worker write the chapters it queues; without, none lands and the policy cuts instead;
     `semantic`: open semantic recall as the settings ask, else recall by words alone;
-    `stored`: a copy of this same replay made before, opened instead of fed again, its worker
-    paused so the store stays as the replay left it)."""
+    `stored`: a copy of this same replay made before, opened instead of fed again). The worker
+    is paused once the conversation is in: the store stays as the replay left it."""
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="kotonia-eval-")
@@ -236,6 +240,11 @@ async def replay(
     try:
         if stored is None:
             fed = await _feed(conv, service, card, setup, persona, folds, turn_seconds, events)
+            # The store as the replay left it, for every question and whatever reads it after:
+            # a job still due lands no chapter while the questions are asked (a kept replay
+            # opens paused too, so both are the same store).
+            service.worker.pause()
+            await service.worker.wait_idle()
         else:
             fed = stored.fed
         await _embedded(service)

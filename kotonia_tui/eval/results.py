@@ -308,6 +308,9 @@ class RunResult:
     # What recall matched by in this run: semantic recall's status line ("on: <model>, ...",
     # "off (semantic_recall = false): ..."), since the default changed (D-46).
     semantic: str = ""
+    # The kept replay the run opened instead of folding (`--replay-cache`; its folder): the
+    # fold figures are those of the run that made it. None: replayed in this run.
+    replay_reused: str | None = None
 
 
 # ---- over runs ----------------------------------------------------------------------------

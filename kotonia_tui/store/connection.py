@@ -209,10 +209,10 @@ class Db:
 
     def copy_to(self, path: Path) -> None:
         """The whole database copied to one file at `path` by SQLite's online backup."""
-        path.unlink(missing_ok=True)
         try:
+            path.unlink(missing_ok=True)
             target = sqlite3.connect(path)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot be written: {exc}") from exc
         try:
             with self._open():

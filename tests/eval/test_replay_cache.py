@@ -7,10 +7,15 @@ The chronicler is the scripted one of tests/eval/conftest.py over the real tiny 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+from PIL import Image
+
 import kotonia_tui
+from kotonia_tui.characters import CharacterCard
+from kotonia_tui.characters.card import CardImage
 from kotonia_tui.chat.bootstrap import open_engine
 from kotonia_tui.engine import GenerationRequest, GenerationResult
 from kotonia_tui.eval import EvalOptions, run_eval
@@ -37,7 +42,14 @@ class Counted(EngineWrapper):
         return await self.inner.generate(request)
 
 
-async def _run(settings, conv: EvalConversation, cache: Path) -> tuple[EvalReport, list[str]]:
+async def _run(
+    settings,
+    conv: EvalConversation,
+    cache: Path,
+    *,
+    card: CharacterCard | None = None,
+    progress: list[str] | None = None,
+) -> tuple[EvalReport, list[str]]:
     engine = open_engine(settings)
     scripted = ScriptedEngine(
         engine,
@@ -48,11 +60,16 @@ async def _run(settings, conv: EvalConversation, cache: Path) -> tuple[EvalRepor
     options = EvalOptions(
         questions_per_range=100, arms=ARMS, evidence_only=True, replay_cache=cache
     )
+    said = progress if progress is not None else []
     try:
-        report = await run_eval(conv, settings, counted, options)
+        report = await run_eval(conv, settings, counted, options, progress=said.append, card=card)
     finally:
         engine.close()
     return report, counted.calls
+
+
+def _kept(cache: Path) -> list[Path]:
+    return sorted(cache.iterdir()) if cache.exists() else []
 
 
 def _settings(eval_settings_for, **values):
@@ -65,11 +82,15 @@ async def test_a_kept_replay_is_reused_with_the_same_figures(eval_settings_for, 
     cache = tmp_path / "replays"
     first, first_calls = await _run(_settings(eval_settings_for), conv, cache)
     assert first_calls.count(CHRONICLER) >= 2  # the replay folded
-    kept = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    kept = _kept(cache)  # one entry, nothing left aside
     assert len(kept) == 1 and {p.name for p in kept[0].iterdir()} == {DATABASE, FED}
+    assert first.runs[0].replay_reused is None
 
-    second, second_calls = await _run(_settings(eval_settings_for), conv, cache)
+    said: list[str] = []
+    second, second_calls = await _run(_settings(eval_settings_for), conv, cache, progress=said)
     assert second_calls == []  # nothing folded, nothing read (evidence only)
+    assert second.runs[0].replay_reused == str(kept[0])
+    assert any("nothing folded now" in line for line in said)
     before, after = first.runs[0], second.runs[0]
     assert after.ranges == before.ranges
     assert after.folds == before.folds
@@ -90,15 +111,67 @@ async def test_what_decides_the_replay_makes_a_new_one(eval_settings_for, tmp_pa
     await _run(_settings(eval_settings_for), conv, cache)
     _report, calls = await _run(_settings(eval_settings_for, summary_max_tokens=200), conv, cache)
     assert calls.count(CHRONICLER) >= 2  # another setting: folded again
-    shorter = conv.model_copy(update={"messages": conv.messages[:-2]})
-    shorter = shorter.model_copy(
-        update={
-            "questions": [q for q in conv.questions if max(q.evidence) <= len(shorter.messages)]
-        }
-    )
+    kept = conv.messages[:-2]
+    questions = [q for q in conv.questions if max(q.evidence) <= len(kept)]
+    shorter = conv.model_copy(update={"messages": kept, "questions": questions})
     _report, calls = await _run(_settings(eval_settings_for), shorter, cache)
     assert calls.count(CHRONICLER) >= 2  # another conversation: folded again
-    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 3
+    assert len(_kept(cache)) == 3
+    # The questions are asked after the replay: other questions reuse it.
+    fewer = conv.model_copy(update={"questions": conv.questions[:5]})
+    report, calls = await _run(_settings(eval_settings_for), fewer, cache)
+    assert calls == [] and report.runs[0].arms["generational"].questions_asked == 5
+
+
+async def test_without_a_seed_each_run_folds_anew(eval_settings_for, tmp_path: Path):
+    # Without a seed the chronicler samples anew each run: a kept draw would pass for all.
+    conv = one_question_per_message()
+    cache = tmp_path / "replays"
+    said: list[str] = []
+    _report, calls = await _run(_settings(eval_settings_for, seed=None), conv, cache, progress=said)
+    assert calls.count(CHRONICLER) >= 2 and _kept(cache) == []
+    assert any("not kept: no fixed seed" in line for line in said)
+
+
+async def test_a_card_with_a_picture_is_kept(eval_settings_for, tmp_path: Path):
+    conv = one_question_per_message()
+    png = Image.new("RGB", (4, 4), "red")
+    data = io.BytesIO()
+    png.save(data, format="PNG")
+    card = conv.character.card().model_copy(
+        update={"image": CardImage(data=data.getvalue(), mime="image/png")}
+    )
+    cache = tmp_path / "replays"
+    await _run(_settings(eval_settings_for), conv, cache, card=card)
+    _report, calls = await _run(_settings(eval_settings_for), conv, cache, card=card)
+    assert calls == [] and len(_kept(cache)) == 1
+
+
+async def test_a_damaged_entry_is_replayed_and_an_unwritable_cache_is_only_a_warning(
+    eval_settings_for, tmp_path: Path
+):
+    conv = one_question_per_message()
+    cache = tmp_path / "replays"
+    first, _calls = await _run(_settings(eval_settings_for), conv, cache)
+    (entry,) = _kept(cache)
+    (entry / FED).write_text("{not json", encoding="utf-8")
+    said: list[str] = []
+    report, calls = await _run(_settings(eval_settings_for), conv, cache, progress=said)
+    assert calls.count(CHRONICLER) >= 2  # replayed, and reported as the first run was
+    assert (
+        report.runs[0].arms["generational"].questions
+        == first.runs[0].arms["generational"].questions
+    )
+    assert any(f"the kept replay {entry} cannot be read" in line for line in said)
+    _report, calls = await _run(_settings(eval_settings_for), conv, cache)
+    assert calls == []  # the replay of the run above took the damaged one's place
+
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("", encoding="utf-8")
+    said = []
+    report, calls = await _run(_settings(eval_settings_for), conv, blocked, progress=said)
+    assert calls.count(CHRONICLER) >= 2 and report.runs[0].arms["generational"].questions
+    assert any("the replay could not be kept" in line for line in said)
 
 
 def _package(root: Path) -> Path:
