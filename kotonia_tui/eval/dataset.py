@@ -70,6 +70,11 @@ class EvalQuestion(BaseModel):
     question: str
     answer: str
     evidence: list[int] = Field(default_factory=list)  # dataset message ids
+    # Other messages that state the same answer again (a report that sums up, a confession
+    # that repeats a claim's truth): the evidence is in front of the reader when one of these
+    # is, as when an evidence message is ("any"); not needed for "all", and not the question's
+    # range (its evidence decides when it can first be answered).
+    restated: list[int] = Field(default_factory=list)
     # fact | user | temporal (when, in which session, in what order) | multihop (two or more
     # evidence messages) | lie | decision | constraint | resolved | generated
     kind: str = "fact"
@@ -128,6 +133,11 @@ class EvalConversation(BaseModel):
             missing = [e for e in question.evidence if e not in known]
             if missing:
                 raise ValueError(f"question {question.id}: evidence {missing} are not messages")
+            missing = [e for e in question.restated if e not in known]
+            if missing:
+                raise ValueError(f"question {question.id}: restated {missing} are not messages")
+            if both := sorted(set(question.restated) & set(question.evidence)):
+                raise ValueError(f"question {question.id}: {both} are evidence and restated")
         return self
 
 
@@ -169,7 +179,9 @@ def load_file(
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise DatasetError(f"{path}: {where}: {first['msg']}") from exc
+            # A check of the whole file (ids, evidence) has no field to name: its message does.
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise DatasetError(f"{path}: {where + ': ' if where else ''}{message}") from exc
     conv, messages = read_chat_file(path, persona_name)
     return _from_messages(
         [(m.role, m.speaker, m.text) for m in messages],

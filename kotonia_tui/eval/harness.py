@@ -213,6 +213,7 @@ class Graded:
     # The recalled messages quoted in part: (the part, the whole message), by input id.
     parts: dict[int, tuple[str, str]] = field(default_factory=dict)
     located: list[Located] = field(default_factory=list)
+    restated: list[Located] = field(default_factory=list)  # where the restatements stand
     words: AnswerWords = field(default_factory=lambda: AnswerWords((), ()))
     prompt_tokens: int = 0
     new_positions: int = 0
@@ -221,7 +222,7 @@ class Graded:
 
     @property
     def evidence_any(self) -> bool:
-        return any(found.present for found in self.located)
+        return any(found.present for found in (*self.located, *self.restated))
 
     @property
     def evidence_all(self) -> bool:
@@ -243,9 +244,13 @@ class Graded:
             recalled=self.recalled,
             ranked=self.ranked,
             evidence=list(self.question.evidence),
+            restated=list(self.question.restated),
             found=[
-                EvidenceFound(found.message, [str(place) for place in found.where], found.carried)
-                for found in self.located
+                EvidenceFound(
+                    found.message, [str(place) for place in found.where], found.carried, again
+                )
+                for located, again in ((self.located, False), (self.restated, True))
+                for found in located
             ],
             answer_words=list(self.words.words),
             answer_words_missing=list(self.words.missing),
@@ -702,7 +707,7 @@ async def _prompts(
     # The evidence messages as said, to read what the memory quotes of them against.
     wholes = {
         m: replayed.store.get_message(replayed.to_stored[m]).text
-        for m in {m for item in graded for m in item.question.evidence}
+        for m in {m for item in graded for m in (*item.question.evidence, *item.question.restated)}
         if m in refs.quoted and m in replayed.to_stored
     }
     arm_texts = [message.content for message in arm.messages]
@@ -741,14 +746,17 @@ async def _prompts(
             notes=item.notes,
         )
         requests.append(request)
-        item.located = locate(
-            item.question.evidence,
-            window=window,
-            recalled=set(item.recalled),
-            refs=refs,
-            parts=item.parts,
-            reference=item.question.answer,
-            wholes=wholes,
+        item.located, item.restated = (
+            locate(
+                messages,
+                window=window,
+                recalled=set(item.recalled),
+                refs=refs,
+                parts=item.parts,
+                reference=item.question.answer,
+                wholes=wholes,
+            )
+            for messages in (item.question.evidence, item.question.restated)
         )
         # The prompt as the reader reads it, without the question (it must not count as
         # holding its own answer's words).

@@ -102,6 +102,7 @@ class EvidenceFound:
     message: int
     where: list[str]
     carried: str | None = None  # the part of it recalled, when only a part was quoted
+    restated: bool = False  # a message that states the answer again (the question's `restated`)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ class GradedAnswer:
     # message ranked but not quoted was left out by the budget, one not ranked was not found.
     ranked: list[int] = field(default_factory=list)
     evidence: list[int] = field(default_factory=list)  # input message ids
-    found: list[EvidenceFound] = field(default_factory=list)
+    restated: list[int] = field(default_factory=list)  # messages stating the answer again
+    found: list[EvidenceFound] = field(default_factory=list)  # the evidence, then restated
     # The reference's content words, and those the prompt does not hold anywhere.
     answer_words: list[str] = field(default_factory=list)
     answer_words_missing: list[str] = field(default_factory=list)

@@ -109,3 +109,28 @@ def test_the_builder_refuses_evidence_that_holds_no_word_of_the_answer(
     answered = ("qx", "fact", "What is the fisherman's name?", "Piet Vos", ["piet_named"])
     monkeypatch.setattr(builder, "QUESTIONS", [*builder.QUESTIONS[:-1], answered])
     assert builder.build()["questions"][-1]["evidence"] == [203]
+
+
+@pytest.mark.parametrize(
+    ("restated", "error"),
+    [([9], r"question q: restated \[9\] are not messages"), ([1], r"question q: \[1\] are evidence")],
+)
+def test_a_restatement_must_be_another_message(tmp_path: Path, restated: list[int], error: str):
+    data = {
+        "character": {"name": "B"},
+        "messages": [
+            {"id": 1, "role": "user", "speaker": "A", "text": "My cat is called Soot."},
+            {"id": 2, "role": "character", "speaker": "B", "text": "Soot, then."},
+        ],
+        "questions": [
+            {"id": "q", "question": "The cat?", "answer": "Soot", "evidence": [1]},
+        ],
+    }
+    data["questions"][0]["restated"] = restated
+    path = tmp_path / "restated.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(DatasetError, match=f"^{path}: {error}"):
+        load_file(path)
+    data["questions"][0]["restated"] = [2]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_file(path).questions[0].restated == [2]

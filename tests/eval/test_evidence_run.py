@@ -291,6 +291,42 @@ LETTER = (
 )
 
 
+async def test_a_restatement_in_the_prompt_counts_for_any_not_for_all(eval_settings_for):
+    """The answer said again later (a report that sums up): the evidence is in front of the
+    reader when the restatement is, though the first statement is long gone; "all" and the
+    question's range still go by its evidence."""
+    conv = one_question_per_message()
+    last = conv.messages[-1].id
+    again = EvalQuestion(
+        id="again",
+        question="What did the first message say?",
+        answer="amber1x",
+        evidence=[1],
+        restated=[last],
+        kind="fact",
+    )
+    conv = conv.model_copy(update={"questions": [*conv.questions, again]})
+    report, _scripted = await _run(_settings(eval_settings_for), conv, ("truncation",))
+    truncation = report.runs[0].arms["truncation"]
+    asked = {q.id: q for q in truncation.questions}
+    first, restated = asked["again"], asked["m1"]
+    assert [(f.message, f.where, f.restated) for f in first.found] == [
+        (1, ["absent"], False),
+        (last, ["window"], True),
+    ]
+    assert first.restated == [last] and restated.found[0].where == ["absent"]
+    assert first.range == restated.range  # its range is its evidence's, not the restatement's
+    assert _any_of(first) and not _any_of(restated)
+    share = truncation.evidence_in_prompt
+    assert share is not None
+    without = [q for q in truncation.questions if q.id != "again"]
+    present = sum(_any_of(q) for q in without)
+    assert share.any == round((present + 1) / len(truncation.questions), 4)
+    # "all" asks for every evidence message: #1 is not in the prompt.
+    every = sum(all(PRESENT & set(f.where) for f in q.found) for q in without)
+    assert share.all == round(every / len(truncation.questions), 4)
+
+
 async def test_a_message_recalled_in_part_counts_by_what_the_part_holds(eval_settings_for):
     """The eval is honest about pieces: an evidence message quoted by the part that shares
     the question's words is present when that part holds the answer, and `recalled_part` (not
