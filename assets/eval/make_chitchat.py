@@ -10,8 +10,9 @@ This module makes one message of each turn (the lines one person typed before th
 answered, one line each), names the two anonymous senders (Kyle, as the source's text calls
 him, is the character; his younger brother, whom the text never names, is the user, Sam), opens
 each chat with its date and prompt as narration (the only place the model can see when it
-happened), and resolves the questions' evidence: each evidence message is given with a phrase
-it must contain, so a question whose answer is not in its messages fails the build.
+happened), and resolves the questions' evidence: each evidence message (and each line that
+states the answer again, RESTATED) is given with a phrase it must contain, so a question whose
+answer is not in its messages fails the build.
 
     .venv/bin/python assets/eval/make_chitchat.py
     .venv/bin/python assets/eval/make_chitchat.py --extract .../chitchat_dataset/dataset.json
@@ -236,6 +237,22 @@ THREADS = [
 ]
 
 
+# Other lines that state a question's answer again (its `restated`), each with a phrase it
+# contains: a line later in the chat that says the answer as the evidence does. A reply that
+# only echoes or implies it is not one.
+RESTATED: dict[str, Evidence] = {
+    "q07": [
+        (61, "Oh I see. Bruce."),
+        (62, "that's a Bruce thing to do"),
+        (64, "you can't go to the gym once and claim Bruce status"),
+    ],
+    "q11": [
+        (120, "majored in dietetics that went to Med school"),
+        (125, "do a dietetics major instead of a exercise science majo"),
+    ],
+}
+
+
 def _local(stamp: str) -> datetime:
     moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     if moment >= MDT_ENDS:
@@ -294,6 +311,18 @@ def build() -> dict[str, Any]:
                 raise SystemExit(f"{qid}: message {mid} does not contain {phrase!r}")
         return sorted({mid for mid, _ in cited})
 
+    def question(qid: str, kind: str, text: str, answer: str, cited: Evidence) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "id": qid,
+            "kind": kind,
+            "question": text,
+            "answer": answer,
+            "evidence": evidence(qid, cited),
+        }
+        if qid in RESTATED:
+            record["restated"] = evidence(qid, RESTATED[qid])
+        return record
+
     return {
         "title": "Kyle and Sam: nine chats of the Chit-Chat Challenge",
         "about": (
@@ -307,16 +336,7 @@ def build() -> dict[str, Any]:
         "character": CHARACTER,
         "user": USER,
         "messages": messages,
-        "questions": [
-            {
-                "id": qid,
-                "kind": kind,
-                "question": question,
-                "answer": answer,
-                "evidence": evidence(qid, cited),
-            }
-            for qid, kind, question, answer, cited in QUESTIONS
-        ],
+        "questions": [question(*entry) for entry in QUESTIONS],
         "threads": [
             {"id": tid, "topic": topic, "keywords": keywords, "opened": opened,
              "resolved": resolved}

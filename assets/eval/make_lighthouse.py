@@ -3,7 +3,8 @@
 The story is written by hand in the script (scenes of "C:"/"M:" lines with optional [labels]);
 this module numbers the messages, resolves the labels in the question set, the threads and the
 lies to message ids, checks that every label exists and that each question's evidence holds a
-word of its answer (or says in PARAPHRASED how it is said), and writes the dataset. Run it after
+word of its answer (or says in PARAPHRASED how it is said), as each line that states it again
+(RESTATED) must, and writes the dataset. Run it after
 editing the script:
 
     .venv/bin/python assets/eval/make_lighthouse.py
@@ -192,6 +193,37 @@ PARAPHRASED: dict[str, str] = {
 }
 
 
+# Other lines that state a question's answer again (its `restated`): a report that sums up,
+# a confession that repeats a thought, a line said again later. Each holds a word of the
+# answer, as the evaluation counts them; a reply that only echoes the line just before it is
+# not one (recall brings it with that line).
+RESTATED: dict[str, list[str]] = {
+    "q02": ["honey", "tea_remember", "tea_flask", "rum_his_mug", "parting_tea"],
+    "q05": ["piet_recognise", "confess_cook"],
+    "q07": ["soot_landing", "cat_found", "soot_kittens"],
+    "q12": ["wedding_14th"],
+    "q14": ["clockmaker_daughter", "goodbye_clockmaker"],
+    "q18": ["tea_remember", "tea_flask", "truth_tea", "parting_tea"],
+    "q19": ["logbook_gap", "logbook_found"],
+    "q22": ["pellmouth_seen", "confess_pellmouth"],
+    "q32": ["soot_kittens", "kittens_three", "kittens_named", "never_alone"],
+    "q33": ["kittens_named", "never_alone"],
+    "q34": ["boathook_clapper", "bell_report"],
+    "q37": ["report_named"],
+    "q38": ["little_hen_sorry"],
+    "q39": ["leg_splint", "leg_rowboat", "d_piet"],
+    "q42": ["lie_captain", "confess_cook"],
+    "q44": ["crew_list_cook"],
+    "q45": ["d_recommend"],
+    "q47": ["margery_sighted"],
+    "q48": ["margery_cargo"],
+    "q49": ["promise_photo"],
+    "q51": ["lie_captain", "crew_list_cook"],
+    "q55": ["lie_scar"],
+    "q58": ["readings_promise", "readings_again"],
+}
+
+
 def _holds_a_word(answer: str, texts: list[str]) -> bool:
     """Whether `texts` hold any of the answer's content words (the evaluation's own count)."""
     found = answer_words(answer, texts)
@@ -247,6 +279,30 @@ def build() -> dict[str, Any]:
             )
         return ids
 
+    def restated(qid: str, answer: str, evidence_ids: list[int]) -> list[int]:
+        ids = [at(label) for label in RESTATED.get(qid, [])]
+        for i in ids:
+            if i in evidence_ids:
+                raise SystemExit(f"{qid}: #{i} is its evidence, not a restatement")
+            if not _holds_a_word(answer, [messages[i - 1]["text"]]):
+                raise SystemExit(
+                    f"{qid}: the restatement #{i} holds no word of the answer {answer!r}"
+                )
+        return ids
+
+    def question(qid: str, kind: str, text: str, answer: str, cited: list[str]) -> dict[str, Any]:
+        ids = evidence(qid, answer, cited)
+        record: dict[str, Any] = {
+            "id": qid,
+            "kind": kind,
+            "question": text,
+            "answer": answer,
+            "evidence": ids,
+        }
+        if again := restated(qid, answer, ids):
+            record["restated"] = again
+        return record
+
     return {
         "title": "The Keeper of Gull's Reach",
         "about": (
@@ -259,16 +315,7 @@ def build() -> dict[str, Any]:
         "character": CHARACTER,
         "user": USER,
         "messages": messages,
-        "questions": [
-            {
-                "id": qid,
-                "kind": kind,
-                "question": question,
-                "answer": answer,
-                "evidence": evidence(qid, answer, cited),
-            }
-            for qid, kind, question, answer, cited in QUESTIONS
-        ],
+        "questions": [question(*entry) for entry in QUESTIONS],
         "threads": [
             {
                 "id": tid,

@@ -111,6 +111,17 @@ def test_the_builder_refuses_evidence_that_holds_no_word_of_the_answer(
     assert builder.build()["questions"][-1]["evidence"] == [203]
 
 
+def test_the_builder_refuses_a_restatement_without_the_answer(monkeypatch: pytest.MonkeyPatch):
+    """A line marked as saying the answer again must hold a word of it, as evidence must."""
+    builder = load_builder("make_lighthouse")
+    monkeypatch.setitem(builder.RESTATED, "q37", ["report_named", "greet"])
+    with pytest.raises(SystemExit, match=r"q37: the restatement #1 holds no word of the answer"):
+        builder.build()
+    monkeypatch.setitem(builder.RESTATED, "q37", ["piet_named"])  # its own evidence
+    with pytest.raises(SystemExit, match=r"q37: #203 is its evidence, not a restatement"):
+        builder.build()
+
+
 @pytest.mark.parametrize(
     ("restated", "error"),
     [([9], r"question q: restated \[9\] are not messages"), ([1], r"question q: \[1\] are evidence")],
