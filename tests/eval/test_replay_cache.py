@@ -199,3 +199,47 @@ def test_every_question_time_entry_names_a_module_of_the_package():
     package = Path(kotonia_tui.__file__).parent
     for entry in QUESTION_TIME:
         assert (package / entry).exists(), entry  # a renamed module would leave a dead entry
+
+
+def test_the_command_keeps_and_reuses_a_replay(tiny_model_path: Path, tmp_path: Path, capsys):
+    """`kotonia eval --replay-cache DIR --seed N` twice: the second run says it opened the
+    kept replay, and its JSON names it."""
+    from kotonia_tui.cli import main
+
+    conv = one_question_per_message(12)
+    data = tmp_path / "conv.json"
+    data.write_text(conv.model_dump_json())
+    cache = tmp_path / "replays"
+    args = [
+        "eval",
+        str(data),
+        "--model",
+        str(tiny_model_path),
+        "--n-ctx",
+        "1024",
+        "--seed",
+        "3",
+        "--questions",
+        "100",
+        "--arms",
+        "generational,generational+recall",
+        "--evidence-only",
+        "--replay-cache",
+        str(cache),
+    ]
+    assert main([*args, "--json", str(tmp_path / "first.json")]) == 0
+    first_err = capsys.readouterr().err
+    (entry,) = _kept(cache)
+    assert f"the replay kept in {entry}" in first_err and "nothing folded now" not in first_err
+    assert main([*args, "--json", str(tmp_path / "second.json")]) == 0
+    assert f"the replay kept in {entry} (nothing folded now)" in capsys.readouterr().err
+    first = json.loads((tmp_path / "first.json").read_text())
+    second = json.loads((tmp_path / "second.json").read_text())
+    assert first["runs"][0]["replay_reused"] is None
+    assert second["runs"][0]["replay_reused"] == str(entry)
+    assert second["options"]["replay_cache"] == str(cache)
+    for name in ("generational", "generational+recall"):
+        assert (
+            second["runs"][0]["arms"][name]["questions"]
+            == (first["runs"][0]["arms"][name]["questions"])
+        )
