@@ -93,7 +93,15 @@ class Recaller:
         scores: dict[int, float] = {}
         if similar:
             found = {hit.message_id: hit for hit in [*similar, *hits]}
-            fused = fuse([h.message_id for h in hits], [h.message_id for h in similar])
+            # The best hit by words leads when no other holds as much of the query's weight.
+            unique = len(hits) == 1 or (
+                len(hits) > 1 and weight[hits[0].message_id] > weight[hits[1].message_id]
+            )
+            fused = fuse(
+                [h.message_id for h in hits],
+                [h.message_id for h in similar],
+                lead=hits[0].message_id if unique else None,
+            )
             hits = [found[message_id] for message_id, _score in fused[:RECALL_CANDIDATES]]
             scores = dict(fused)
         if not hits:

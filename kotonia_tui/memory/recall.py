@@ -179,9 +179,18 @@ class Candidate:
         return None
 
 
-def fuse(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[tuple[int, float]]:
+def fuse(
+    by_words: Sequence[int], by_meaning: Sequence[int], *, lead: int | None = None
+) -> list[tuple[int, float]]:
     """Message ids of two rankings (best first) as one, by reciprocal rank fusion, with
-    their scores. Ties: found by words first, then the newer message."""
+    their scores. Ties: found by words first, then the newer message.
+
+    `lead`: the one word hit that holds more of the query's weight than any other; it comes
+    second at worst. Fusion rewards a line both rankings found, so a dozen lines that share
+    the query's topic word with it (all of equal weight by words, all near in meaning) pushed
+    the one line that held the query's other words down to 15th, past the budget (issue 28:
+    "Where was Corwin on the night the Albatross sailed?", the line "The night she sailed, I
+    was ashore in Pellmouth"). The fused best keeps its place, and the pair it brings."""
     scores: dict[int, float] = {}
     for ranking in (by_words, by_meaning):
         for rank, message_id in enumerate(ranking, start=1):
@@ -191,6 +200,9 @@ def fuse(by_words: Sequence[int], by_meaning: Sequence[int]) -> list[tuple[int, 
         scores,
         key=lambda i: (-scores[i], word_rank.get(i, len(word_rank)), -i),
     )
+    if lead in scores and order.index(lead) > 1:
+        order.remove(lead)
+        order.insert(1, lead)
     return [(message_id, scores[message_id]) for message_id in order]
 
 

@@ -38,6 +38,20 @@ def test_equal_scores_prefer_words_then_the_newer_message() -> None:
     assert [i for i, _ in fuse([7, 9], [])] == [7, 9]  # words alone: BM25's order kept
 
 
+def test_the_one_best_hit_by_words_comes_second_at_worst() -> None:
+    # 9 holds more of the query than any other line by words (first), but meaning found the
+    # lines sharing its topic word and not it: fused alone it falls to fifth.
+    by_words, by_meaning = [9, 1, 2, 3, 4], [1, 2, 3, 4, 5]
+    assert [i for i, _ in fuse(by_words, by_meaning)] == [1, 2, 3, 4, 9, 5]
+    led = fuse(by_words, by_meaning, lead=9)
+    assert [i for i, _ in led] == [1, 9, 2, 3, 4, 5]  # the fused best keeps its place
+    assert dict(led)[9] == pytest.approx(1 / (RRF_K + 1))  # its score is its own
+    # Already first or second, or not found at all: nothing moves.
+    assert fuse([1, 2], [1, 2], lead=1) == fuse([1, 2], [1, 2])
+    assert fuse([2, 1], [1, 2], lead=2) == fuse([2, 1], [1, 2])
+    assert fuse([1, 2], [1, 2], lead=7) == fuse([1, 2], [1, 2])
+
+
 def test_why_says_words_meaning_or_both() -> None:
     assert why(("ilse", "bees"), None, None) == "on 'ilse', 'bees'"  # as before semantic recall
     assert why((), 0.913, 0.0164) == "similar meaning (0.91) · score 0.016"
