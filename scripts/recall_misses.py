@@ -33,7 +33,8 @@ def classify(question: dict[str, Any]) -> str | None:
         return None
     if "recalled_part" in where:
         return "part"
-    if (set(question["evidence"]) | set(question.get("restated", []))) & set(question.get("ranked", [])):
+    stating = set(question["evidence"]) | set(question.get("restated", []))
+    if stating & set(question.get("ranked", [])):
         return "budget"
     if "quoted_part" in where:
         return "memory"

@@ -124,7 +124,10 @@ def test_the_builder_refuses_a_restatement_without_the_answer(monkeypatch: pytes
 
 @pytest.mark.parametrize(
     ("restated", "error"),
-    [([9], r"question q: restated \[9\] are not messages"), ([1], r"question q: \[1\] are evidence")],
+    [
+        ([9], r"question q: restated \[9\] are not messages"),
+        ([1], r"question q: \[1\] are evidence"),
+    ],
 )
 def test_a_restatement_must_be_another_message(tmp_path: Path, restated: list[int], error: str):
     data = {
