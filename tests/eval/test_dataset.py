@@ -130,21 +130,22 @@ def test_the_builder_refuses_a_restatement_without_the_answer(monkeypatch: pytes
     ],
 )
 def test_a_restatement_must_be_another_message(tmp_path: Path, restated: list[int], error: str):
-    data = {
-        "character": {"name": "B"},
-        "messages": [
-            {"id": 1, "role": "user", "speaker": "A", "text": "My cat is called Soot."},
-            {"id": 2, "role": "character", "speaker": "B", "text": "Soot, then."},
-        ],
-        "questions": [
-            {"id": "q", "question": "The cat?", "answer": "Soot", "evidence": [1]},
-        ],
-    }
-    data["questions"][0]["restated"] = restated
+    def dataset(again: list[int]) -> str:
+        question = {"id": "q", "question": "The cat?", "answer": "Soot", "evidence": [1]}
+        return json.dumps(
+            {
+                "character": {"name": "B"},
+                "messages": [
+                    {"id": 1, "role": "user", "speaker": "A", "text": "My cat is called Soot."},
+                    {"id": 2, "role": "character", "speaker": "B", "text": "Soot, then."},
+                ],
+                "questions": [{**question, "restated": again}],
+            }
+        )
+
     path = tmp_path / "restated.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(dataset(restated), encoding="utf-8")
     with pytest.raises(DatasetError, match=f"^{path}: {error}"):
         load_file(path)
-    data["questions"][0]["restated"] = [2]
-    path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(dataset([2]), encoding="utf-8")
     assert load_file(path).questions[0].restated == [2]
