@@ -63,14 +63,21 @@ def main() -> None:
             counts[why or "present"] += 1
             if question["id"] in args.show:
                 print(f"== {question['id']} ({why or 'present'}): {question['question']}")
-                print(f"   reference {question['reference']!r}, evidence {question['evidence']}")
+                print(
+                    f"   reference {question['reference']!r}, evidence {question['evidence']}, "
+                    f"restated {question.get('restated', [])}"
+                )
                 print(question.get("recalled_text") or "   (nothing recalled)")
             if why and args.verbose:
-                ranks = [
-                    question["ranked"].index(e) + 1 if e in question.get("ranked", []) else None
-                    for e in question["evidence"]
-                ]
-                print(f"  {question['id']} {why}: {question['question']!r} ranks {ranks}")
+                ranked = question.get("ranked", [])
+                ranks, again = (
+                    [ranked.index(e) + 1 if e in ranked else None for e in ids]
+                    for ids in (question["evidence"], question.get("restated", []))
+                )
+                print(
+                    f"  {question['id']} {why}: {question['question']!r} ranks {ranks}"
+                    + (f", restated ranks {again}" if again else "")
+                )
     shown = ", ".join(
         f"{k} {counts[k]}" for k in ("present", "part", "budget", "ranking", "memory")
     )

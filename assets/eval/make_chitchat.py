@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from kotonia_tui.eval.evidence import answer_words
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "chitchat_source.json"
 OUT = HERE / "chitchat.json"
@@ -320,7 +322,14 @@ def build() -> dict[str, Any]:
             "evidence": evidence(qid, cited),
         }
         if qid in RESTATED:
-            record["restated"] = evidence(qid, RESTATED[qid])
+            again = evidence(qid, RESTATED[qid])
+            for mid in again:
+                if mid in record["evidence"]:
+                    raise SystemExit(f"{qid}: #{mid} is its evidence, not a restatement")
+                found = answer_words(answer, [messages[mid - 1]["text"]])
+                if len(found.missing) == len(found.words):
+                    raise SystemExit(f"{qid}: the restatement #{mid} holds no word of {answer!r}")
+            record["restated"] = again
         return record
 
     return {

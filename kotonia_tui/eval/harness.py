@@ -110,7 +110,9 @@ METHOD = [
     "memory item ('(#12 #14)': a "
     "structured chapter's event or claim, a ledger entry), quoted under its label ('#12 "
     "Mara: ...': a quoted chapter or synopsis; by the same rule, else quoted_part), or absent; "
-    "a prose summary names no message. "
+    "a prose summary names no message. A question's restated messages (its answer said "
+    "again) are found the same way and listed after its evidence ('restated'): one present "
+    "counts for evidence any, not for all, the places or the question's range. "
     "answer_in_prompt: the reference's content words are all somewhere in the prompt",
     "positions: reader_prompt_tokens is the reader's whole prompt (the arm's, the recalled "
     "excerpts, the question); evaluated_per_question what of it lies past the arm's own "

@@ -123,10 +123,11 @@ def _any_of(question: GradedAnswer) -> bool:
 
 
 def _share(questions: Sequence[GradedAnswer]) -> tuple[float, float]:
-    present = [[bool(PRESENT & set(f.where)) for f in q.found] for q in questions]
+    """Any: an evidence or a restated message present; all: every evidence message."""
+    present = [[(bool(PRESENT & set(f.where)), f.restated) for f in q.found] for q in questions]
     return (
-        round(sum(any(p) for p in present) / len(present), 4),
-        round(sum(all(p) for p in present) / len(present), 4),
+        round(sum(any(p for p, _again in q) for q in present) / len(present), 4),
+        round(sum(all(p for p, again in q if not again) for q in present) / len(present), 4),
     )
 
 
