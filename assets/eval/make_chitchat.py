@@ -326,8 +326,7 @@ def build() -> dict[str, Any]:
             for mid in again:
                 if mid in record["evidence"]:
                     raise SystemExit(f"{qid}: #{mid} is its evidence, not a restatement")
-                found = answer_words(answer, [messages[mid - 1]["text"]])
-                if len(found.missing) == len(found.words):
+                if not answer_words(answer, [messages[mid - 1]["text"]]).any_there:
                     raise SystemExit(f"{qid}: the restatement #{mid} holds no word of {answer!r}")
             record["restated"] = again
         return record

@@ -224,12 +224,6 @@ RESTATED: dict[str, list[str]] = {
 }
 
 
-def _holds_a_word(answer: str, texts: list[str]) -> bool:
-    """Whether `texts` hold any of the answer's content words (the evaluation's own count)."""
-    found = answer_words(answer, texts)
-    return len(found.missing) < len(found.words)
-
-
 _LINE = re.compile(r"^(?P<who>[CM])(?:\[(?P<label>[a-z0-9_]+)\])?:\s*(?P<text>.+)$")
 
 
@@ -271,7 +265,7 @@ def build() -> dict[str, Any]:
     def evidence(qid: str, answer: str, cited: list[str]) -> list[int]:
         ids = [at(label) for label in cited]
         texts = [messages[i - 1]["text"] for i in ids]
-        if qid not in PARAPHRASED and not _holds_a_word(answer, texts):
+        if qid not in PARAPHRASED and not answer_words(answer, texts).any_there:
             raise SystemExit(
                 f"{qid}: no evidence message ({', '.join(f'#{i}' for i in ids)}) holds a word of "
                 f"the answer {answer!r}; label the line that states it, or say in PARAPHRASED "
@@ -284,7 +278,7 @@ def build() -> dict[str, Any]:
         for i in ids:
             if i in evidence_ids:
                 raise SystemExit(f"{qid}: #{i} is its evidence, not a restatement")
-            if not _holds_a_word(answer, [messages[i - 1]["text"]]):
+            if not answer_words(answer, [messages[i - 1]["text"]]).any_there:
                 raise SystemExit(
                     f"{qid}: the restatement #{i} holds no word of the answer {answer!r}"
                 )

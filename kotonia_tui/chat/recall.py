@@ -94,14 +94,10 @@ class Recaller:
         if similar:
             found = {hit.message_id: hit for hit in [*similar, *hits]}
             # The best hit by words leads when no other holds as much of the query's weight.
-            unique = len(hits) == 1 or (
-                len(hits) > 1 and weight[hits[0].message_id] > weight[hits[1].message_id]
-            )
-            fused = fuse(
-                [h.message_id for h in hits],
-                [h.message_id for h in similar],
-                lead=hits[0].message_id if unique else None,
-            )
+            lead = None
+            if hits and (len(hits) == 1 or weight[hits[0].message_id] > weight[hits[1].message_id]):
+                lead = hits[0].message_id
+            fused = fuse([h.message_id for h in hits], [h.message_id for h in similar], lead=lead)
             hits = [found[message_id] for message_id, _score in fused[:RECALL_CANDIDATES]]
             scores = dict(fused)
         if not hits:

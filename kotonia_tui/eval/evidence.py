@@ -166,6 +166,12 @@ class AnswerWords:
         """Every content word is in the prompt; None when the reference has none."""
         return not self.missing if self.words else None
 
+    @property
+    def any_there(self) -> bool:
+        """At least one content word is in the prompt (the dataset builders' check that a
+        line states its answer)."""
+        return len(self.missing) < len(self.words)
+
 
 def answer_words(reference: str, prompt_texts: Iterable[str]) -> AnswerWords:
     """Which of the reference's content words appear in the prompt's texts (as whole tokens,

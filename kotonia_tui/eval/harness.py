@@ -397,11 +397,10 @@ async def _one_run(
         if (why := cache.usable(meter)) is not None:
             progress(f"run {run + 1}: the replay is not kept: {why}")
             cache = None
-    key = ""
-    kept = None
-    if cache is not None:
-        key = cache.key(conv, card, settings, meter, folds=options.folds)
-        kept = cache.load(key)
+    key = cache.key(conv, card, settings, meter, folds=options.folds) if cache else ""
+    kept = cache.load(key) if cache else None
+    # The kept replay's folder when this run opens one instead of folding.
+    reused = cache.root / key if cache is not None and kept is not None else None
     replayed = await replay(
         conv,
         settings,
@@ -412,11 +411,11 @@ async def _one_run(
         stored=kept[0] if kept is not None else None,
     )
     try:
-        if cache is not None and kept is not None:
+        if kept is not None:
             # The calls the replay made when it was fed: the fold figures and the audit read
             # them.
             meter.log.extend(kept[1])
-            progress(f"run {run + 1}: the replay kept in {cache.root / key} (nothing folded now)")
+            progress(f"run {run + 1}: the replay kept in {reused} (nothing folded now)")
         elif cache is not None and (folder := cache.save(key, replayed, meter.since(mark))):
             progress(f"run {run + 1}: the replay kept in {folder}")
         fold_calls = meter.since(mark)
@@ -512,7 +511,7 @@ async def _one_run(
             audit=audited,
             semantic=replayed.service.semantic.status if semantic else _semantic_unused(options),
             seconds=round(time.monotonic() - run_started, 2),
-            replay_reused=str(cache.root / key) if cache is not None and kept is not None else None,
+            replay_reused=None if reused is None else str(reused),
         )
         return result, replayed.service.prompter.budgets
     finally:
